@@ -1,0 +1,650 @@
+//! A batch: rows in cursor order → one gzip member of NDJSON, with every fact about it computed
+//! on the fly; and the reverse — an object's bytes → the same facts, recomputed from the lines.
+//!
+//! Memory is bounded by the batch, never by the backlog: the encoder keeps only the compressed
+//! bytes (for the upload, whose key depends on the content) and the member list (for the
+//! receipt). The reader keeps nothing but the members it has parsed.
+
+use std::io::{self, Write};
+
+use bytes::Bytes;
+use flate2::write::{GzDecoder, GzEncoder};
+use flate2::{Compression, GzBuilder};
+use sha2::{Digest as _, Sha256};
+
+use crate::codec::{self, Row, Value};
+use crate::digest::{Crc64Nvme, DigestWriter, Digester, ObjectDigest};
+use crate::format::{ContentFacts, Cursor};
+use crate::table::{Layout, TableSpec};
+use crate::timespec;
+
+/// One archived source row, as the receipt's member list records it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Member {
+    pub event_id: String,
+    pub updated_at_ms: i64,
+}
+
+/// When a batch is full.
+#[derive(Debug, Clone, Copy)]
+pub struct Limits {
+    pub max_rows: u64,
+    /// Uncompressed NDJSON bytes. A single row larger than this still forms a batch of its own.
+    pub max_bytes: u64,
+}
+
+/// Folds rows, in order, into [`ContentFacts`] and the member list.
+struct Accumulator {
+    layout: Layout,
+    spec: &'static TableSpec,
+    app_code: String,
+    ndjson: Sha256,
+    bytes: u64,
+    first: Option<Cursor>,
+    last_updated_at_ms: i64,
+    min_created: i64,
+    max_created: i64,
+    totals: Vec<i128>,
+    members: Vec<Member>,
+}
+
+impl Accumulator {
+    fn new(spec: &'static TableSpec, app_code: &str) -> Accumulator {
+        let layout = spec.layout();
+        Accumulator {
+            totals: vec![0; layout.totals.len()],
+            layout,
+            spec,
+            app_code: app_code.to_string(),
+            ndjson: Sha256::new(),
+            bytes: 0,
+            first: None,
+            last_updated_at_ms: 0,
+            min_created: i64::MAX,
+            max_created: i64::MIN,
+            members: Vec::new(),
+        }
+    }
+
+    fn int(&self, row: &Row, index: usize) -> Result<i64, String> {
+        row[index]
+            .as_i64()
+            .ok_or_else(|| format!("column {} is not an integer", self.spec.columns[index].name))
+    }
+
+    /// Adds a row and its encoded line (`\n` included).
+    fn add(&mut self, row: &Row, line: &[u8]) -> Result<(), String> {
+        let app = row[self.layout.app_code].as_str();
+        if app != Some(self.app_code.as_str()) {
+            return Err(format!(
+                "row of app {app:?} in a batch of app {:?}",
+                self.app_code
+            ));
+        }
+        let event_id = match &row[self.layout.event_id] {
+            Value::Text(id) => id.clone(),
+            other => return Err(format!("event_id is {other:?}")),
+        };
+        let updated_at_ms = self.int(row, self.layout.updated_at_ms)?;
+        let created_at_ms = self.int(row, self.layout.created_at_ms)?;
+        for (total, &index) in self.totals.iter_mut().zip(&self.layout.totals) {
+            *total += i128::from(
+                row[index]
+                    .as_i64()
+                    .ok_or("a control-total column is not an integer")?,
+            );
+        }
+        self.min_created = self.min_created.min(created_at_ms);
+        self.max_created = self.max_created.max(created_at_ms);
+        self.ndjson.update(line);
+        self.bytes += line.len() as u64;
+        if self.first.is_none() {
+            self.first = Some(Cursor {
+                updated_at_ms,
+                event_id: event_id.clone(),
+            });
+        }
+        self.last_updated_at_ms = updated_at_ms;
+        self.members.push(Member {
+            event_id,
+            updated_at_ms,
+        });
+        Ok(())
+    }
+
+    fn rows(&self) -> u64 {
+        self.members.len() as u64
+    }
+
+    fn finish(self) -> Option<(ContentFacts, Vec<Member>)> {
+        let first = self.first?;
+        let last = self.members.last().map(|m| Cursor {
+            updated_at_ms: m.updated_at_ms,
+            event_id: m.event_id.clone(),
+        })?;
+        let facts = ContentFacts {
+            row_count: self.members.len() as u64,
+            first,
+            last,
+            min_created_at_ms: self.min_created,
+            max_created_at_ms: self.max_created,
+            totals: self
+                .spec
+                .totals
+                .iter()
+                .map(|t| t.field)
+                .zip(self.totals)
+                .collect(),
+            ndjson_sha256: hex::encode(self.ndjson.finalize()),
+            uncompressed_bytes: self.bytes,
+        };
+        Some((facts, self.members))
+    }
+}
+
+/// A batch ready to upload.
+#[derive(Debug, Clone)]
+pub struct EncodedBatch {
+    pub content: ContentFacts,
+    pub members: Vec<Member>,
+    pub gzip: Bytes,
+    pub gzip_digest: ObjectDigest,
+}
+
+/// Whether [`BatchEncoder::offer`] took the row.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Offer {
+    Taken,
+    /// The batch is full (rows, bytes, or the row is of another UTC day); the row belongs to the
+    /// next batch.
+    Full,
+}
+
+/// Streams rows into one gzip member of NDJSON (mtime 0, no file name).
+pub struct BatchEncoder {
+    spec: &'static TableSpec,
+    acc: Accumulator,
+    gz: GzEncoder<DigestWriter<Vec<u8>>>,
+    line: Vec<u8>,
+    limits: Limits,
+    day: Option<i64>,
+}
+
+impl BatchEncoder {
+    pub fn new(
+        spec: &'static TableSpec,
+        app_code: &str,
+        limits: Limits,
+        gzip_level: u32,
+    ) -> BatchEncoder {
+        let gz = GzBuilder::new().mtime(0).operating_system(255).write(
+            DigestWriter::new(Vec::with_capacity(1 << 20)),
+            Compression::new(gzip_level),
+        );
+        BatchEncoder {
+            spec,
+            acc: Accumulator::new(spec, app_code),
+            gz,
+            line: Vec::with_capacity(4096),
+            limits,
+            day: None,
+        }
+    }
+
+    pub fn rows(&self) -> u64 {
+        self.acc.rows()
+    }
+
+    /// True when no further row can be taken, so the caller need not fetch one.
+    pub fn is_full(&self) -> bool {
+        self.acc.rows() >= self.limits.max_rows
+    }
+
+    /// The first millisecond this batch cannot hold (its UTC day ends there), once it has a row.
+    pub fn day_end_ms(&self) -> Option<i64> {
+        self.acc
+            .first
+            .as_ref()
+            .map(|c| timespec::next_utc_midnight_ms(c.updated_at_ms))
+    }
+
+    pub fn offer(&mut self, row: &Row) -> Result<Offer, String> {
+        let updated_at_ms = row[self.acc.layout.updated_at_ms]
+            .as_i64()
+            .ok_or("updated_at_ms is not an integer")?;
+        self.line.clear();
+        codec::encode_line(self.spec, row, &mut self.line);
+        if self.acc.rows() > 0 {
+            let over_bytes = self.acc.bytes + self.line.len() as u64 > self.limits.max_bytes;
+            let other_day = self.day != Some(timespec::utc_day(updated_at_ms));
+            if self.is_full() || over_bytes || other_day {
+                return Ok(Offer::Full);
+            }
+        }
+        self.acc.add(row, &self.line)?;
+        self.day = Some(timespec::utc_day(updated_at_ms));
+        self.gz
+            .write_all(&self.line)
+            .map_err(|e| format!("gzip: {e}"))?;
+        Ok(Offer::Taken)
+    }
+
+    /// Closes the gzip member. `None` when no row was taken.
+    pub fn finish(self) -> Result<Option<EncodedBatch>, String> {
+        let writer = self.gz.finish().map_err(|e| format!("gzip: {e}"))?;
+        let (gzip, gzip_digest) = writer.finish();
+        Ok(self.acc.finish().map(|(content, members)| EncodedBatch {
+            content,
+            members,
+            gzip: Bytes::from(gzip),
+            gzip_digest,
+        }))
+    }
+}
+
+/// What an object's bytes turned out to hold.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DataFacts {
+    pub digest: ObjectDigest,
+    pub crc64nvme: u64,
+    pub content: Option<ContentFacts>,
+    pub members: Vec<Member>,
+}
+
+/// Why an object's bytes are not a well-formed data object of this app.
+#[derive(Debug, thiserror::Error)]
+pub enum DataError {
+    #[error("not a valid gzip stream: {0}")]
+    Gzip(String),
+    #[error("bytes follow the end of the gzip member")]
+    TrailingBytes,
+    #[error("NDJSON {0}")]
+    Line(String),
+    #[error("the last NDJSON line does not end in a newline")]
+    UnterminatedLine,
+}
+
+/// Splits decompressed bytes into lines and folds each into the facts.
+struct LineSink {
+    spec: &'static TableSpec,
+    acc: Accumulator,
+    partial: Vec<u8>,
+    line_no: u64,
+    error: Option<DataError>,
+}
+
+impl LineSink {
+    fn take_line(&mut self, line: &[u8]) -> Result<(), DataError> {
+        self.line_no += 1;
+        let body = &line[..line.len() - 1];
+        let row = codec::decode_line(self.spec, body, self.line_no)
+            .map_err(|e| DataError::Line(e.to_string()))?;
+        self.acc
+            .add(&row, line)
+            .map_err(|e| DataError::Line(format!("line {}: {e}", self.line_no)))
+    }
+}
+
+impl Write for LineSink {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        if self.error.is_some() {
+            return Err(io::Error::new(io::ErrorKind::InvalidData, "bad NDJSON"));
+        }
+        let mut rest = buf;
+        while let Some(at) = memchr(b'\n', rest) {
+            let (line, tail) = rest.split_at(at + 1);
+            let result = if self.partial.is_empty() {
+                self.take_line(line)
+            } else {
+                let mut joined = std::mem::take(&mut self.partial);
+                joined.extend_from_slice(line);
+                let r = self.take_line(&joined);
+                joined.clear();
+                self.partial = joined;
+                r
+            };
+            if let Err(e) = result {
+                self.error = Some(e);
+                return Err(io::Error::new(io::ErrorKind::InvalidData, "bad NDJSON"));
+            }
+            rest = tail;
+        }
+        self.partial.extend_from_slice(rest);
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        Ok(())
+    }
+}
+
+fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
+    haystack.iter().position(|&b| b == needle)
+}
+
+/// Reads a data object chunk by chunk: digests the gzip bytes and recomputes the content facts
+/// and members from the decompressed lines.
+pub struct DataReader {
+    digester: Digester,
+    nvme: Crc64Nvme,
+    decoder: GzDecoder<LineSink>,
+    failed: Option<DataError>,
+}
+
+impl DataReader {
+    pub fn new(spec: &'static TableSpec, app_code: &str) -> DataReader {
+        let sink = LineSink {
+            spec,
+            acc: Accumulator::new(spec, app_code),
+            partial: Vec::new(),
+            line_no: 0,
+            error: None,
+        };
+        DataReader {
+            digester: Digester::new(),
+            nvme: Crc64Nvme::new(),
+            decoder: GzDecoder::new(sink),
+            failed: None,
+        }
+    }
+
+    pub fn update(&mut self, chunk: &[u8]) {
+        self.digester.update(chunk);
+        self.nvme.update(chunk);
+        if self.failed.is_some() {
+            return; // keep digesting: the object's hashes are reported even when it is corrupt
+        }
+        let mut rest = chunk;
+        while !rest.is_empty() {
+            match self.decoder.write(rest) {
+                Ok(0) => {
+                    self.failed = Some(DataError::TrailingBytes);
+                    return;
+                }
+                Ok(n) => rest = &rest[n..],
+                Err(e) => {
+                    self.failed = Some(
+                        self.decoder
+                            .get_mut()
+                            .error
+                            .take()
+                            .unwrap_or(DataError::Gzip(e.to_string())),
+                    );
+                    return;
+                }
+            }
+        }
+    }
+
+    /// The facts, or why the bytes are not a valid data object (with their digest either way).
+    pub fn finish(
+        mut self,
+    ) -> (
+        ObjectDigest,
+        u64,
+        Result<(ContentFacts, Vec<Member>), DataError>,
+    ) {
+        let digest = self.digester.finish();
+        let nvme = self.nvme.finish();
+        if let Some(e) = self.failed {
+            return (digest, nvme, Err(e));
+        }
+        if let Err(e) = self.decoder.try_finish() {
+            let err = self
+                .decoder
+                .get_mut()
+                .error
+                .take()
+                .unwrap_or(DataError::Gzip(e.to_string()));
+            return (digest, nvme, Err(err));
+        }
+        let sink = match self.decoder.finish() {
+            Ok(sink) => sink,
+            Err(e) => return (digest, nvme, Err(DataError::Gzip(e.to_string()))),
+        };
+        if !sink.partial.is_empty() {
+            return (digest, nvme, Err(DataError::UnterminatedLine));
+        }
+        match sink.acc.finish() {
+            Some(facts) => (digest, nvme, Ok(facts)),
+            None => (
+                digest,
+                nvme,
+                Err(DataError::Line("data object holds no rows".into())),
+            ),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::WALLET_OUTBOX;
+    use proptest::prelude::*;
+
+    fn row(event_id: &str, updated_at_ms: i64, delta: i64) -> Row {
+        vec![
+            Value::Text("app1".into()),
+            Value::Text(event_id.into()),
+            Value::Text("T".into()),
+            Value::Text("tx".into()),
+            Value::Text("cmd".into()),
+            Value::Int(1),
+            Value::Text("COIN".into()),
+            Value::Int(delta),
+            Value::Int(-delta),
+            Value::Text("{}".into()),
+            Value::Text("DELIVERED".into()),
+            Value::Text(String::new()),
+            Value::Null,
+            Value::Int(0),
+            Value::Null,
+            Value::Null,
+            Value::Int(updated_at_ms - 5),
+            Value::Int(updated_at_ms),
+        ]
+    }
+
+    const DAY: i64 = 86_400_000;
+    const BIG: Limits = Limits {
+        max_rows: 1_000,
+        max_bytes: 1 << 30,
+    };
+
+    fn encode(rows: &[Row], limits: Limits) -> (EncodedBatch, usize) {
+        let mut enc = BatchEncoder::new(&WALLET_OUTBOX, "app1", limits, 6);
+        let mut taken = 0;
+        for r in rows {
+            if enc.offer(r).unwrap() == Offer::Full {
+                break;
+            }
+            taken += 1;
+        }
+        (enc.finish().unwrap().unwrap(), taken)
+    }
+
+    fn read(
+        bytes: &[u8],
+        chunk: usize,
+    ) -> (ObjectDigest, Result<(ContentFacts, Vec<Member>), DataError>) {
+        let mut reader = DataReader::new(&WALLET_OUTBOX, "app1");
+        for c in bytes.chunks(chunk.max(1)) {
+            reader.update(c);
+        }
+        let (digest, _, result) = reader.finish();
+        (digest, result)
+    }
+
+    #[test]
+    fn limits_rows_bytes_and_days() {
+        let rows: Vec<Row> = (0..10)
+            .map(|i| row(&format!("e{i}"), 10 * DAY + i, i))
+            .collect();
+        assert_eq!(
+            encode(
+                &rows,
+                Limits {
+                    max_rows: 4,
+                    max_bytes: 1 << 30
+                }
+            )
+            .1,
+            4
+        );
+        let line_len = {
+            let mut v = Vec::new();
+            codec::encode_line(&WALLET_OUTBOX, &rows[0], &mut v);
+            v.len() as u64
+        };
+        assert_eq!(
+            encode(
+                &rows,
+                Limits {
+                    max_rows: 100,
+                    max_bytes: line_len * 3
+                }
+            )
+            .1,
+            3
+        );
+        // A row larger than the byte limit still goes, alone.
+        assert_eq!(
+            encode(
+                &rows,
+                Limits {
+                    max_rows: 100,
+                    max_bytes: 1
+                }
+            )
+            .1,
+            1
+        );
+        let mut days = rows.clone();
+        days[2] = row("e2", 11 * DAY, 2);
+        assert_eq!(encode(&days, BIG).1, 2, "a batch never spans two UTC dates");
+    }
+
+    #[test]
+    fn facts_are_exact() {
+        let rows = vec![
+            row("b", 100, i64::MAX),
+            row("a", 200, i64::MAX),
+            row("c", 200, 5),
+        ];
+        let (batch, _) = encode(&rows, BIG);
+        let c = &batch.content;
+        assert_eq!(c.row_count, 3);
+        assert_eq!(
+            c.first,
+            Cursor {
+                updated_at_ms: 100,
+                event_id: "b".into()
+            }
+        );
+        assert_eq!(
+            c.last,
+            Cursor {
+                updated_at_ms: 200,
+                event_id: "c".into()
+            }
+        );
+        assert_eq!((c.min_created_at_ms, c.max_created_at_ms), (95, 195));
+        assert_eq!(
+            c.totals[0],
+            ("available_delta_total", 2 * i128::from(i64::MAX) + 5)
+        );
+        assert_eq!(
+            c.totals[1],
+            ("frozen_delta_total", -(2 * i128::from(i64::MAX) + 5))
+        );
+        let members: Vec<_> = batch.members.iter().map(|m| m.event_id.as_str()).collect();
+        assert_eq!(
+            members,
+            ["b", "a", "c"],
+            "kept in the database's order, never re-sorted"
+        );
+        assert_eq!(batch.gzip_digest, ObjectDigest::of(&batch.gzip));
+        // gzip header: magic, deflate, no flags, mtime 0.
+        assert_eq!(&batch.gzip[..8], &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0]);
+    }
+
+    #[test]
+    fn reader_recomputes_what_the_encoder_computed() {
+        let rows: Vec<Row> = (0..300)
+            .map(|i| row(&format!("e{i:04}"), 1000 + i / 7, i * 1_000_003))
+            .collect();
+        let (batch, _) = encode(&rows, BIG);
+        for chunk in [1, 7, 4096, 1 << 20] {
+            let (digest, result) = read(&batch.gzip, chunk);
+            assert_eq!(digest, batch.gzip_digest);
+            let (content, members) = result.unwrap();
+            assert_eq!(content, batch.content);
+            assert_eq!(members, batch.members);
+        }
+    }
+
+    #[test]
+    fn reader_rejects_damage() {
+        let rows: Vec<Row> = (0..50)
+            .map(|i| row(&format!("e{i}"), 1000 + i, i))
+            .collect();
+        let (batch, _) = encode(&rows, BIG);
+        let gz = batch.gzip.to_vec();
+        assert!(
+            matches!(read(&gz[..gz.len() - 4], 64).1, Err(DataError::Gzip(_))),
+            "truncated"
+        );
+        let mut flipped = gz.clone();
+        let mid = flipped.len() / 2;
+        flipped[mid] ^= 0x01;
+        assert!(read(&flipped, 64).1.is_err(), "flipped byte");
+        let mut trailing = gz.clone();
+        trailing.extend_from_slice(b"junk");
+        assert!(matches!(
+            read(&trailing, 64).1,
+            Err(DataError::TrailingBytes)
+        ));
+        // A well-formed gzip of lines that are not this table's records.
+        let mut enc = GzBuilder::new().write(Vec::new(), Compression::fast());
+        enc.write_all(b"{\"app_code\":\"app1\"}\n").unwrap();
+        assert!(matches!(
+            read(&enc.finish().unwrap(), 64).1,
+            Err(DataError::Line(_))
+        ));
+        let mut enc = GzBuilder::new().write(Vec::new(), Compression::fast());
+        let mut line = Vec::new();
+        codec::encode_line(&WALLET_OUTBOX, &rows[0], &mut line);
+        enc.write_all(&line[..line.len() - 1]).unwrap();
+        assert!(matches!(
+            read(&enc.finish().unwrap(), 64).1,
+            Err(DataError::UnterminatedLine)
+        ));
+    }
+
+    #[test]
+    fn reader_refuses_rows_of_another_app() {
+        let mut other = row("x", 5, 1);
+        other[0] = Value::Text("app2".into());
+        let mut enc = BatchEncoder::new(&WALLET_OUTBOX, "app2", BIG, 1);
+        enc.offer(&other).unwrap();
+        let batch = enc.finish().unwrap().unwrap();
+        assert!(read(&batch.gzip, 64).1.is_err());
+    }
+
+    proptest! {
+        #[test]
+        fn any_rows_round_trip(ids in proptest::collection::vec("[a-z\\\\\"\\n\u{e9}\u{1f600} ]{1,12}", 1..40), deltas in proptest::collection::vec(any::<i64>(), 40)) {
+            let rows: Vec<Row> = ids.iter().enumerate().map(|(i, id)| {
+                let mut r = row(&format!("{i}{id}"), 1000 + i as i64, deltas[i]);
+                r[9] = Value::Text(id.clone());
+                r
+            }).collect();
+            let (batch, taken) = encode(&rows, BIG);
+            prop_assert_eq!(taken, rows.len());
+            let (_, result) = read(&batch.gzip, 13);
+            let (content, members) = result.unwrap();
+            prop_assert_eq!(content, batch.content);
+            prop_assert_eq!(members, batch.members);
+        }
+    }
+}

@@ -1,0 +1,393 @@
+//! The command line (SPEC §6): one clap definition, where every option also reads an
+//! environment variable (`OUTBOX_ARCHIVER_*`, `DATABASE_URL`, and the AWS SDK's own variables,
+//! which the SDK reads itself). Secrets are hidden from help and never echoed.
+//!
+//! This module only turns arguments into the commands' option structs and an [`Env`]; the work
+//! is in [`crate::commands`].
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Parser, Subcommand, ValueEnum};
+use tokio_util::sync::CancellationToken;
+
+use crate::batch::Limits;
+use crate::commands::archive::{self, Apps, ArchiveOptions};
+use crate::commands::{demo, migrate, system_clock, Env};
+use crate::db::Db;
+use crate::failpoint::FailPoints;
+use crate::store::{self, Location, S3Settings, UploadChecksum};
+use crate::summary::Summary;
+use crate::table::{self, TableSpec};
+use crate::timespec;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "outbox-archiver",
+    version,
+    about = "Moves old delivered outbox rows to S3-compatible storage, with proof."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+/// Options every command accepts, before or after the subcommand.
+#[derive(Debug, Args)]
+pub struct Common {
+    /// MySQL URL: mysql://user:password@host:3306/database
+    #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// Archive location: s3://bucket/prefix, or file:///absolute/path
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_STORE")]
+    pub store: Option<String>,
+    /// The outbox table to archive.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_TABLE",
+        default_value = "wallet_outbox"
+    )]
+    pub table: String,
+    /// The status value that means delivered.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_DELIVERED_STATUS",
+        default_value = "DELIVERED"
+    )]
+    pub delivered_status: String,
+    /// Prepended to advisory lock names, for servers that host several databases.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_LOCK_PREFIX",
+        default_value = ""
+    )]
+    pub lock_prefix: String,
+    /// Log format on stderr [default: json when stderr is not a terminal, text otherwise]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log filter, in tracing's EnvFilter syntax.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_LOG",
+        default_value = "info"
+    )]
+    pub log: String,
+    /// S3 endpoint for MinIO, COS and other compatible stores (AWS_ENDPOINT_URL works too).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    /// S3 region (AWS_REGION works too) [default: from the AWS config, else us-east-1]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_REGION")]
+    pub s3_region: Option<String>,
+    /// Path-style addressing [default: true when an endpoint is set]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_FORCE_PATH_STYLE")]
+    pub s3_force_path_style: Option<bool>,
+    /// Checksum sent with each upload, checked by the store on arrival.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_S3_UPLOAD_CHECKSUM",
+        value_enum,
+        default_value = "md5"
+    )]
+    pub s3_upload_checksum: UploadChecksum,
+    /// Send If-None-Match: * on create-only puts (turn off for a store that rejects it).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_CONDITIONAL_PUT", default_value_t = true, action = clap::ArgAction::Set)]
+    pub s3_conditional_put: bool,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply migrations/ (receipts and members tables).
+    Migrate {
+        /// Also create the reference source table (demos and tests).
+        #[arg(long, env = "OUTBOX_ARCHIVER_WITH_SOURCE_TABLE")]
+        with_source_table: bool,
+    },
+    /// Archive delivered rows below the cutoff (the CronJob).
+    Archive(ArchiveArgs),
+    /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AppArgs {
+    /// An app code to work on (repeatable).
+    #[arg(
+        long = "app",
+        env = "OUTBOX_ARCHIVER_APPS",
+        value_delimiter = ',',
+        required_unless_present = "all_apps",
+        conflicts_with = "all_apps"
+    )]
+    pub apps: Vec<String>,
+    /// Every app code present in the source table.
+    #[arg(long, env = "OUTBOX_ARCHIVER_ALL_APPS")]
+    pub all_apps: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    #[command(flatten)]
+    pub apps: AppArgs,
+    /// Archive rows delivered longer ago than this (30s, 15m, 24h, 7d).
+    #[arg(long, env = "OUTBOX_ARCHIVER_OLDER_THAN", default_value = "7d", value_parser = parse_duration)]
+    pub older_than: i64,
+    /// Archive rows with updated_at_ms below this instant (RFC 3339 or epoch ms); overrides --older-than.
+    #[arg(long, env = "OUTBOX_ARCHIVER_CUTOFF", value_parser = parse_time)]
+    pub cutoff: Option<i64>,
+    /// Most rows in one batch.
+    #[arg(long, env = "OUTBOX_ARCHIVER_BATCH_ROWS", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub batch_rows: u64,
+    /// Most uncompressed NDJSON bytes in one batch (64MiB, 500KB, 1048576).
+    #[arg(long, env = "OUTBOX_ARCHIVER_BATCH_BYTES", default_value = "64MiB", value_parser = parse_bytes)]
+    pub batch_bytes: u64,
+    /// gzip level, 1 (fast) to 9 (small).
+    #[arg(long, env = "OUTBOX_ARCHIVER_GZIP_LEVEL", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub gzip_level: u32,
+    /// Stop each app after this many batches.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_BATCHES")]
+    pub max_batches: Option<u64>,
+    /// Start no new batch after this long (30s, 15m, 24h).
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
+    pub max_runtime: Option<i64>,
+    /// Plan the batches and print them; write nothing.
+    #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
+    pub dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// How many rows to seed.
+    #[arg(long, default_value_t = 100_000)]
+    pub rows: u64,
+    /// Where the archive's objects go (emptied first).
+    #[arg(long, default_value = "target/demo-archive")]
+    pub dir: PathBuf,
+    /// The throwaway database to (re)create.
+    #[arg(long, default_value = "outbox_archiver_demo")]
+    pub database: String,
+    /// Write to a file:// folder instead of the in-process S3 server.
+    #[arg(long)]
+    pub file_store: bool,
+}
+
+fn parse_duration(text: &str) -> Result<i64, String> {
+    timespec::parse_duration_ms(text)
+}
+
+fn parse_time(text: &str) -> Result<i64, String> {
+    timespec::parse_time_ms(text)
+}
+
+fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let number: u64 = text[..digits]
+        .parse()
+        .map_err(|_| format!("invalid size {text:?} (write 64MiB, 500KB or a byte count)"))?;
+    let unit: u64 = match text[digits..].trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "kib" | "k" => 1 << 10,
+        "mb" => 1_000_000,
+        "mib" | "m" => 1 << 20,
+        "gb" => 1_000_000_000,
+        "gib" | "g" => 1 << 30,
+        other => return Err(format!("unknown size unit {other:?} in {text:?}")),
+    };
+    number
+        .checked_mul(unit)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("size {text:?} out of range"))
+}
+
+impl Common {
+    pub fn log_format(&self) -> LogFormat {
+        self.log_format
+            .unwrap_or(if std::io::stderr().is_terminal() {
+                LogFormat::Text
+            } else {
+                LogFormat::Json
+            })
+    }
+
+    fn s3_settings(&self) -> S3Settings {
+        S3Settings {
+            endpoint: self.s3_endpoint.clone(),
+            region: self.s3_region.clone(),
+            force_path_style: self.s3_force_path_style,
+            upload_checksum: Some(self.s3_upload_checksum),
+            conditional_put: Some(self.s3_conditional_put),
+            static_credentials: None,
+        }
+    }
+
+    fn spec(&self) -> Result<&'static TableSpec, String> {
+        table::find(&self.table).ok_or_else(|| {
+            let known: Vec<_> = table::TABLES.iter().map(|t| t.name).collect();
+            format!(
+                "--table {:?} is not a table this build knows (known: {})",
+                self.table,
+                known.join(", ")
+            )
+        })
+    }
+
+    async fn database(&self) -> Result<Db, String> {
+        let url = self
+            .database_url
+            .as_deref()
+            .ok_or("no database given: set --database-url or DATABASE_URL (mysql://user:password@host:3306/database)")?;
+        Db::connect(url, 4).await.map_err(|e| e.to_string())
+    }
+
+    /// Everything a command that reads the archive needs, checked before any work starts.
+    async fn env(&self, shutdown: CancellationToken) -> Result<Env, String> {
+        let spec = self.spec()?;
+        let store_url = self.store.as_deref().ok_or(
+            "no archive location given: set --store or OUTBOX_ARCHIVER_STORE (s3://bucket/prefix or file:///path)",
+        )?;
+        let location = Location::parse(store_url)?;
+        let db = self.database().await?;
+        db.require_tables(spec).await.map_err(|e| e.to_string())?;
+        let store = store::open(location, &self.s3_settings())
+            .await
+            .map_err(|e| e.to_string())?;
+        store
+            .check()
+            .await
+            .map_err(|e| format!("{e} (store {})", store.location()))?;
+        Ok(Env {
+            spec,
+            db,
+            store,
+            shutdown,
+            now_ms: system_clock(),
+        })
+    }
+}
+
+/// Runs the parsed command line; the summary says how it went.
+pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
+    let common = &cli.common;
+    match cli.command {
+        Command::Migrate { with_source_table } => {
+            let spec = match common.spec() {
+                Ok(spec) => spec,
+                Err(e) => return Summary::unusable("migrate", e),
+            };
+            match common.database().await {
+                Ok(db) => {
+                    let summary =
+                        migrate::run(&db, spec, &migrate::MigrateOptions { with_source_table })
+                            .await;
+                    db.close().await;
+                    summary
+                }
+                Err(e) => Summary::unusable("migrate", e),
+            }
+        }
+        Command::Archive(args) => {
+            let env = match common.env(shutdown).await {
+                Ok(env) => env,
+                Err(e) => return Summary::unusable("archive", e),
+            };
+            let now = (env.now_ms)();
+            let options = ArchiveOptions {
+                apps: if args.apps.all_apps {
+                    Apps::All
+                } else {
+                    Apps::Listed(args.apps.apps)
+                },
+                cutoff_ms: timespec::cutoff_ms(now, args.older_than, args.cutoff),
+                limits: Limits {
+                    max_rows: args.batch_rows,
+                    max_bytes: args.batch_bytes,
+                },
+                gzip_level: args.gzip_level,
+                max_batches: args.max_batches,
+                max_runtime: args
+                    .max_runtime
+                    .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+                dry_run: args.dry_run,
+                delivered_status: common.delivered_status.clone(),
+                lock_prefix: common.lock_prefix.clone(),
+                failpoints: std::env::var("OUTBOX_ARCHIVER_FAILPOINT")
+                    .map(FailPoints::abort_at)
+                    .unwrap_or_default(),
+            };
+            let summary = archive::run(&env, &options).await;
+            env.db.close().await;
+            summary
+        }
+        Command::Demo(args) => {
+            let spec = match common.spec() {
+                Ok(spec) => spec,
+                Err(e) => return Summary::unusable("demo", e),
+            };
+            let options = demo::DemoOptions {
+                server_url: common
+                    .database_url
+                    .clone()
+                    .unwrap_or_else(|| demo::DEFAULT_SERVER_URL.to_string()),
+                database: args.database,
+                rows: args.rows,
+                dir: std::path::absolute(&args.dir).unwrap_or(args.dir),
+                file_store: args.file_store,
+            };
+            demo::run(spec, &options, shutdown, system_clock()).await
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("500KB"), Ok(500_000));
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("12 parsecs").is_err());
+    }
+
+    #[test]
+    fn cli_is_well_formed_and_hides_the_database_url() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("DATABASE_URL"));
+        std::env::set_var("DATABASE_URL", "mysql://u:hunter2@h/db");
+        let help = Cli::command().render_long_help().to_string();
+        assert!(!help.contains("hunter2"));
+    }
+
+    #[test]
+    fn options_go_before_or_after_the_subcommand() {
+        let a =
+            Cli::try_parse_from(["x", "--store", "file:///a", "archive", "--app", "a1"]).unwrap();
+        let b =
+            Cli::try_parse_from(["x", "archive", "--app", "a1", "--store", "file:///a"]).unwrap();
+        assert_eq!(a.common.store, b.common.store);
+        assert!(
+            Cli::try_parse_from(["x", "archive"]).is_err(),
+            "--app or --all-apps is required"
+        );
+        assert!(Cli::try_parse_from(["x", "archive", "--app", "a", "--all-apps"]).is_err());
+    }
+}

@@ -1,0 +1,287 @@
+//! `archive` — the CronJob (SPEC §6): for each app, take the advisory lock, resume from the newest
+//! VERIFIED receipt, cut delivered rows below the cutoff into bounded batches, publish each
+//! (write-once puts + read-back verification), and record its receipt and members atomically.
+//! Repeats until caught up, a limit is reached, or shutdown is requested (checked between
+//! batches, so a batch is never left half-recorded).
+
+use std::time::{Duration, Instant};
+
+use crate::appcode;
+use crate::batch::{BatchEncoder, Limits, Offer};
+use crate::db::lock::{lock_name, AppLock};
+use crate::db::receipts::{Receipt, ReceiptQueries, RecordError};
+use crate::db::source::{all_apps, PageQueries, RowStream};
+use crate::db::DbError;
+use crate::failpoint::FailPoints;
+use crate::format;
+use crate::publish::{PublishError, Publisher};
+use crate::summary::{AppReport, BatchReport, Outcome, Summary};
+
+use super::Env;
+
+/// Which apps a command works on.
+#[derive(Debug, Clone)]
+pub enum Apps {
+    Listed(Vec<String>),
+    All,
+}
+
+#[derive(Debug, Clone)]
+pub struct ArchiveOptions {
+    pub apps: Apps,
+    /// Rows with `updated_at_ms` strictly below this are archived.
+    pub cutoff_ms: i64,
+    pub limits: Limits,
+    pub gzip_level: u32,
+    /// Per app: stop after this many batches.
+    pub max_batches: Option<u64>,
+    /// For the whole run: start no batch after this much time.
+    pub max_runtime: Option<Duration>,
+    pub dry_run: bool,
+    /// The status literal that means delivered.
+    pub delivered_status: String,
+    pub lock_prefix: String,
+    pub failpoints: FailPoints,
+}
+
+/// Why an app's run failed.
+#[derive(Debug, thiserror::Error)]
+enum AppError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("encoding batch: {0}")]
+    Encode(String),
+    #[error("batch {0} already has a VERIFIED receipt although its rows lie after the cursor; nothing written — run `outbox-archiver verify --batch-id {0}`")]
+    AlreadyRecorded(String),
+}
+
+/// Resolves `--app`/`--all-apps` to app codes (the source table's, found by index dives).
+pub async fn resolve_apps(env: &Env, apps: &Apps) -> Result<Vec<String>, DbError> {
+    match apps {
+        Apps::Listed(list) => {
+            let mut list = list.clone();
+            list.dedup();
+            Ok(list)
+        }
+        Apps::All => all_apps(&env.db.pool, env.spec).await,
+    }
+}
+
+pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
+    let mut summary = Summary::new("archive");
+    summary.table = Some(env.spec.name.to_string());
+    summary.store = Some(env.store.location().to_string());
+    summary.dry_run = Some(opts.dry_run);
+    summary.cutoff_ms = Some(opts.cutoff_ms);
+    let apps = match resolve_apps(env, &opts.apps).await {
+        Ok(apps) => apps,
+        Err(e) => {
+            return Summary {
+                error: Some(e.to_string()),
+                ..summary
+            }
+            .settle()
+        }
+    };
+    let deadline = opts.max_runtime.map(|d| Instant::now() + d);
+    let worker = Worker {
+        env,
+        opts,
+        pages: PageQueries::new(env.spec),
+        receipts: ReceiptQueries::new(env.spec),
+        deadline,
+    };
+    for app in apps {
+        summary.apps.push(worker.app(&app).await);
+    }
+    summary.settle()
+}
+
+struct Worker<'a> {
+    env: &'a Env,
+    opts: &'a ArchiveOptions,
+    pages: PageQueries,
+    receipts: ReceiptQueries,
+    deadline: Option<Instant>,
+}
+
+impl Worker<'_> {
+    async fn app(&self, app: &str) -> AppReport {
+        let mut report = AppReport::new(app, Outcome::UpToDate);
+        if let Err(reason) = appcode::check(app) {
+            tracing::error!(app, "{reason}");
+            report.outcome = Outcome::Refused;
+            report.error = Some(reason);
+            return report;
+        }
+        // A dry run writes nothing, so it neither needs nor takes the lock.
+        let lock = if self.opts.dry_run {
+            None
+        } else {
+            let name = lock_name(&self.opts.lock_prefix, self.env.spec.name, app);
+            match AppLock::try_acquire(&self.env.db, &name).await {
+                Ok(Some(lock)) => Some(lock),
+                Ok(None) => {
+                    tracing::info!(
+                        app,
+                        lock = name,
+                        "another archiver holds this app's lock; skipped"
+                    );
+                    report.outcome = Outcome::SkippedLocked;
+                    return report;
+                }
+                Err(e) => {
+                    report.outcome = Outcome::Failed;
+                    report.error = Some(e.to_string());
+                    return report;
+                }
+            }
+        };
+        let result = self.archive(app, lock.as_ref(), &mut report).await;
+        if let Some(lock) = lock {
+            lock.release().await;
+        }
+        match result {
+            Ok(outcome) => report.outcome = outcome,
+            Err(e) => {
+                tracing::error!(app, error = %e, "archiving failed");
+                report.outcome = Outcome::Failed;
+                report.error = Some(e.to_string());
+            }
+        }
+        report
+    }
+
+    fn stop_reason(&self, batches: u64) -> Option<&'static str> {
+        if self.env.shutdown.is_cancelled() {
+            Some("shutdown requested (SIGTERM)")
+        } else if self.opts.max_batches.is_some_and(|max| batches >= max) {
+            Some("--max-batches reached")
+        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
+            Some("--max-runtime reached")
+        } else {
+            None
+        }
+    }
+
+    async fn archive(
+        &self,
+        app: &str,
+        lock: Option<&AppLock>,
+        report: &mut AppReport,
+    ) -> Result<Outcome, AppError> {
+        let env = self.env;
+        let pool = &env.db.pool;
+        let cursor = self.receipts.latest_cursor(pool, app).await?;
+        report.cursor_before = cursor.clone();
+        report.cursor_after = cursor.clone();
+        let mut rows = RowStream::spawn(
+            pool.clone(),
+            self.pages.clone(),
+            app.to_string(),
+            self.opts.delivered_status.clone(),
+            cursor,
+            self.opts.cutoff_ms,
+        );
+        loop {
+            if let Some(reason) = self.stop_reason(report.batches) {
+                if rows.peek().await?.is_some() {
+                    tracing::info!(app, reason, "stopping with work left");
+                    report.stop_reason = Some(reason.to_string());
+                    return Ok(Outcome::Stopped);
+                }
+                break;
+            }
+            let started = Instant::now();
+            let mut encoder =
+                BatchEncoder::new(env.spec, app, self.opts.limits, self.opts.gzip_level);
+            while !encoder.is_full() {
+                let Some(row) = rows.peek().await? else { break };
+                match encoder.offer(row).map_err(AppError::Encode)? {
+                    Offer::Taken => rows.advance(),
+                    Offer::Full => break,
+                }
+            }
+            let Some(batch) = encoder.finish().map_err(AppError::Encode)? else {
+                break;
+            };
+            let batch_id = format::batch_id(env.spec.name, app, &batch.content);
+            let (keys, data) = match lock {
+                None => {
+                    // Dry run: plan only.
+                    let docs = format::documents(
+                        env.store.location().prefix(),
+                        env.spec.name,
+                        app,
+                        &batch.content,
+                        &batch.gzip_digest,
+                    );
+                    (docs.keys, batch.gzip_digest.clone())
+                }
+                Some(lock) => {
+                    if self.receipts.exists(pool, app, &batch_id).await? {
+                        return Err(AppError::AlreadyRecorded(batch_id));
+                    }
+                    let publisher = Publisher {
+                        store: env.store.as_ref(),
+                        spec: env.spec,
+                        app_code: app,
+                        failpoints: &self.opts.failpoints,
+                    };
+                    let published = publisher.publish(&batch).await?;
+                    let receipt = Receipt {
+                        app_code: app.to_string(),
+                        batch_id: batch_id.clone(),
+                        keys: published.docs.keys.clone(),
+                        content: batch.content.clone(),
+                        data: published.data.clone(),
+                        manifest: published.manifest.clone(),
+                        success: published.success.clone(),
+                        verified_at_ms: (env.now_ms)(),
+                    };
+                    self.receipts
+                        .record(pool, &receipt, &batch.members, lock, &self.opts.failpoints)
+                        .await?;
+                    report.replaced_objects.extend(published.replaced);
+                    report.adopted_objects.extend(published.adopted);
+                    (published.docs.keys, published.data)
+                }
+            };
+            let c = &batch.content;
+            tracing::info!(
+                app,
+                batch_id,
+                rows = c.row_count,
+                first = ?c.first,
+                last = ?c.last,
+                uncompressed_bytes = c.uncompressed_bytes,
+                compressed_bytes = data.size,
+                millis = started.elapsed().as_millis() as u64,
+                dry_run = self.opts.dry_run,
+                "{}",
+                if self.opts.dry_run { "batch planned" } else { "batch archived and recorded" }
+            );
+            report.batches += 1;
+            report.rows += c.row_count;
+            report.cursor_after = Some(c.last.clone());
+            report.batch_list.push(BatchReport {
+                batch_id,
+                rows: c.row_count,
+                first_cursor: c.first.clone(),
+                last_cursor: c.last.clone(),
+                data_object_key: keys.data,
+                uncompressed_bytes: c.uncompressed_bytes,
+                compressed_bytes: data.size,
+            });
+        }
+        Ok(if report.batches > 0 {
+            Outcome::Archived
+        } else {
+            Outcome::UpToDate
+        })
+    }
+}

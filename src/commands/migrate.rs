@@ -1,0 +1,28 @@
+//! `migrate` — applies `migrations/` (the archiver's receipts and members tables); with
+//! `--with-source-table` also creates the reference source table, for demos and tests.
+
+use crate::db::{self, Db};
+use crate::summary::Summary;
+use crate::table::TableSpec;
+
+#[derive(Debug, Clone, Default)]
+pub struct MigrateOptions {
+    pub with_source_table: bool,
+}
+
+pub async fn run(db: &Db, spec: &'static TableSpec, opts: &MigrateOptions) -> Summary {
+    let mut summary = Summary::new("migrate");
+    summary.table = Some(spec.name.to_string());
+    let result = async {
+        db::migrate(&db.pool).await?;
+        if opts.with_source_table {
+            db::create_source_table(&db.pool, spec).await?;
+        }
+        Ok::<_, db::DbError>(())
+    }
+    .await;
+    if let Err(e) = result {
+        summary.error = Some(e.to_string());
+    }
+    summary.settle()
+}

@@ -1,0 +1,129 @@
+//! One archiver per app (SPEC §5.4): `GET_LOCK(name, 0)` on a connection reserved for the whole
+//! run. The connection never goes back to a pool — a pooled connection that is dropped keeps its
+//! lock — and is closed explicitly on release.
+//!
+//! The name is `{lock_prefix}{table}_archive:{app_code}`, the one the services' own archiver
+//! uses, so the two exclude each other during a cut-over. MySQL limits names to 64 characters;
+//! a longer one is shortened deterministically to its first 47 characters, `~`, and the first 16
+//! hex digits of the SHA-256 of the whole name.
+
+use sqlx::{Connection, Executor, MySqlConnection};
+
+use super::{Context, Db, DbError};
+use crate::digest::sha256_hex;
+
+const MAX_LOCK_NAME: usize = 64;
+
+/// The advisory lock name for an app.
+pub fn lock_name(prefix: &str, table: &str, app_code: &str) -> String {
+    let full = format!("{prefix}{table}_archive:{app_code}");
+    if full.chars().count() <= MAX_LOCK_NAME {
+        return full;
+    }
+    let head: String = full.chars().take(47).collect();
+    format!("{head}~{}", &sha256_hex(full.as_bytes())[..16])
+}
+
+/// A held advisory lock and the connection holding it.
+#[derive(Debug)]
+pub struct AppLock {
+    conn: MySqlConnection,
+    name: String,
+    connection_id: u64,
+}
+
+impl AppLock {
+    /// Takes the lock without waiting; `None` when another session holds it.
+    pub async fn try_acquire(db: &Db, name: &str) -> Result<Option<AppLock>, DbError> {
+        let mut conn = db.dedicated().await?;
+        let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+            .bind(name)
+            .fetch_one(&mut conn)
+            .await
+            .context(|| format!("taking advisory lock {name}"))?;
+        if got != Some(1) {
+            let _ = conn.close().await;
+            return Ok(None);
+        }
+        let connection_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+            .fetch_one(&mut conn)
+            .await
+            .context(|| "reading the lock connection's id".into())?;
+        Ok(Some(AppLock {
+            conn,
+            name: name.to_string(),
+            connection_id,
+        }))
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn connection_id(&self) -> u64 {
+        self.connection_id
+    }
+
+    /// Whether this lock is still held by its connection, asked through `executor` (the receipt
+    /// transaction, just before it commits).
+    pub async fn held_per<'e, E>(&self, executor: E) -> Result<bool, DbError>
+    where
+        E: Executor<'e, Database = sqlx::MySql>,
+    {
+        let holder: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+            .bind(&self.name)
+            .fetch_one(executor)
+            .await
+            .context(|| format!("checking advisory lock {}", self.name))?;
+        Ok(holder == Some(self.connection_id as i64))
+    }
+
+    /// Releases the lock and closes its connection (closing alone would release it too).
+    pub async fn release(mut self) {
+        let _ = sqlx::query("SELECT RELEASE_LOCK(?)")
+            .bind(&self.name)
+            .execute(&mut self.conn)
+            .await;
+        let _ = self.conn.close().await;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::lock_name;
+
+    #[test]
+    fn names() {
+        assert_eq!(
+            lock_name("", "wallet_outbox", "app1"),
+            "wallet_outbox_archive:app1"
+        );
+        assert_eq!(
+            lock_name("t1:", "wallet_outbox", "app1"),
+            "t1:wallet_outbox_archive:app1"
+        );
+        let long = lock_name(
+            "a-very-long-tenant-prefix-for-shared-servers:",
+            "wallet_outbox",
+            &"x".repeat(32),
+        );
+        assert_eq!(long.chars().count(), 64);
+        assert!(long.starts_with("a-very-long-tenant-prefix-for-shared-servers:wa~"));
+        assert_eq!(
+            long,
+            lock_name(
+                "a-very-long-tenant-prefix-for-shared-servers:",
+                "wallet_outbox",
+                &"x".repeat(32)
+            )
+        );
+        assert_ne!(
+            long,
+            lock_name(
+                "a-very-long-tenant-prefix-for-shared-servers:",
+                "wallet_outbox",
+                &"y".repeat(32)
+            )
+        );
+    }
+}

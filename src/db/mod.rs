@@ -1,0 +1,207 @@
+//! The MySQL boundary: the pool, migrations, and the three conversations the archiver has with
+//! the database — reading keyset pages of the source table ([`source`]), holding the per-app
+//! advisory lock ([`lock`]) and recording verified receipts with their members ([`receipts`]).
+//!
+//! Every connection runs READ COMMITTED. SQL stays portable between MySQL 8 and MariaDB ≥ 10.6.
+
+pub mod lock;
+pub mod receipts;
+pub mod source;
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
+use sqlx::{Executor, MySql, Pool};
+
+use crate::redact;
+use crate::table::TableSpec;
+
+/// A database failure, in the operator's words. Messages never contain the password.
+#[derive(Debug, thiserror::Error)]
+pub enum DbError {
+    #[error("invalid --database-url / DATABASE_URL ({url}): {detail}")]
+    InvalidUrl { url: String, detail: String },
+    #[error("the database refused the login ({detail}): check the user and password in --database-url / DATABASE_URL ({url})")]
+    AccessDenied { url: String, detail: String },
+    #[error("database {database:?} does not exist on {url} (check --database-url / DATABASE_URL)")]
+    UnknownDatabase { url: String, database: String },
+    #[error("cannot reach the database at {url} ({detail}): check --database-url / DATABASE_URL and that the server is running")]
+    Unreachable { url: String, detail: String },
+    #[error("table {table} is missing: run `outbox-archiver migrate` first")]
+    NotMigrated { table: String },
+    #[error("source table {table} is missing (check --table and --database-url)")]
+    NoSourceTable { table: String },
+    #[error("{context}: {source}")]
+    Query {
+        context: String,
+        #[source]
+        source: sqlx::Error,
+    },
+}
+
+/// Adds what was being done to a query error.
+pub trait Context<T> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T, DbError>;
+}
+
+impl<T> Context<T> for Result<T, sqlx::Error> {
+    fn context(self, context: impl FnOnce() -> String) -> Result<T, DbError> {
+        self.map_err(|source| DbError::Query {
+            context: context(),
+            source,
+        })
+    }
+}
+
+/// The pool and how to open more connections like it (the advisory lock needs its own).
+#[derive(Debug, Clone)]
+pub struct Db {
+    pub pool: MySqlPool,
+    pub options: MySqlConnectOptions,
+    pub url_redacted: String,
+}
+
+/// Statements every connection runs first.
+const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+
+impl Db {
+    /// Parses the URL and opens a small pool, turning the usual mistakes into clear messages.
+    pub async fn connect(url: &str, max_connections: u32) -> Result<Db, DbError> {
+        let url_redacted = redact::url(url);
+        let options = MySqlConnectOptions::from_str(url).map_err(|e| DbError::InvalidUrl {
+            url: url_redacted.clone(),
+            detail: redact::scrub(&e.to_string(), &secrets_of(url)),
+        })?;
+        let pool = MySqlPoolOptions::new()
+            .max_connections(max_connections)
+            .min_connections(0)
+            .acquire_timeout(Duration::from_secs(15))
+            .after_connect(|conn, _| {
+                Box::pin(async move {
+                    conn.execute(SESSION_SETUP).await?;
+                    Ok(())
+                })
+            })
+            .connect_with(options.clone())
+            .await
+            .map_err(|e| classify_connect_error(e, &url_redacted, &secrets_of(url)))?;
+        Ok(Db {
+            pool,
+            options,
+            url_redacted,
+        })
+    }
+
+    /// Opens one connection outside the pool, closed (never returned) when done.
+    pub async fn dedicated(&self) -> Result<sqlx::MySqlConnection, DbError> {
+        use sqlx::ConnectOptions;
+        let mut conn = self
+            .options
+            .connect()
+            .await
+            .map_err(|e| classify_connect_error(e, &self.url_redacted, &[]))?;
+        conn.execute(SESSION_SETUP)
+            .await
+            .context(|| "setting up a dedicated connection".into())?;
+        Ok(conn)
+    }
+
+    /// Fails with a message naming the next step if the archiver's tables or the source table are
+    /// not there.
+    pub async fn require_tables(&self, spec: &TableSpec) -> Result<(), DbError> {
+        for (table, missing) in [
+            (
+                spec.receipts_table(),
+                DbError::NotMigrated {
+                    table: spec.receipts_table(),
+                },
+            ),
+            (
+                spec.members_table(),
+                DbError::NotMigrated {
+                    table: spec.members_table(),
+                },
+            ),
+            (
+                spec.name.to_string(),
+                DbError::NoSourceTable {
+                    table: spec.name.to_string(),
+                },
+            ),
+        ] {
+            let found: Option<(String,)> = sqlx::query_as(
+                "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+            )
+            .bind(&table)
+            .fetch_optional(&self.pool)
+            .await
+            .context(|| format!("looking for table {table}"))?;
+            if found.is_none() {
+                return Err(missing);
+            }
+        }
+        Ok(())
+    }
+
+    pub async fn close(&self) {
+        self.pool.close().await;
+    }
+}
+
+fn secrets_of(url: &str) -> Vec<String> {
+    url::Url::parse(url)
+        .ok()
+        .and_then(|u| u.password().map(str::to_string))
+        .into_iter()
+        .collect()
+}
+
+fn classify_connect_error(e: sqlx::Error, url: &str, secrets: &[String]) -> DbError {
+    let detail = redact::scrub(&e.to_string(), secrets);
+    let url = url.to_string();
+    match &e {
+        sqlx::Error::Database(db) => match db.code().as_deref() {
+            // 28000 = ER_ACCESS_DENIED_ERROR (1045) and friends
+            Some("28000") => DbError::AccessDenied {
+                url,
+                detail: db.message().to_string(),
+            },
+            Some("42000") if db.message().contains("Unknown database") => {
+                let database = db
+                    .message()
+                    .split('\'')
+                    .nth(1)
+                    .unwrap_or_default()
+                    .to_string();
+                DbError::UnknownDatabase { url, database }
+            }
+            _ if db.message().contains("Access denied") => DbError::AccessDenied {
+                url,
+                detail: db.message().to_string(),
+            },
+            _ => DbError::Unreachable { url, detail },
+        },
+        sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => DbError::InvalidUrl { url, detail },
+        _ => DbError::Unreachable { url, detail },
+    }
+}
+
+/// Applies `migrations/` (the archiver's own tables).
+pub async fn migrate(pool: &Pool<MySql>) -> Result<(), DbError> {
+    sqlx::migrate!("./migrations")
+        .run(pool)
+        .await
+        .map_err(|e| DbError::Query {
+            context: "applying migrations".into(),
+            source: e.into(),
+        })
+}
+
+/// Creates the reference source table (demos and tests; the service owns the real one).
+pub async fn create_source_table(pool: &Pool<MySql>, spec: &TableSpec) -> Result<(), DbError> {
+    pool.execute(spec.source_ddl)
+        .await
+        .context(|| format!("creating source table {}", spec.name))?;
+    Ok(())
+}

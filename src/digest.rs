@@ -1,0 +1,188 @@
+//! Checksums of object bytes, computed on the fly (SPEC §4 "Checksums").
+//!
+//! SHA-256 as lowercase hex, CRC-64/XZ (ECMA-182 reflected — what Tencent COS reports in
+//! `x-cos-hash-crc64ecma` and what `crc64fast` computes) as an unsigned decimal string, and the
+//! byte count. CRC-64/NVME, which AWS S3 reports in `x-amz-checksum-crc64nvme`, is computed only
+//! where a store's own checksum is checked.
+
+use std::io::{self, Write};
+
+use sha2::{Digest as _, Sha256};
+
+/// The facts that identify an object's bytes.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ObjectDigest {
+    pub sha256: String,
+    pub crc64: u64,
+    pub size: u64,
+}
+
+impl ObjectDigest {
+    pub fn of(bytes: &[u8]) -> ObjectDigest {
+        let mut d = Digester::new();
+        d.update(bytes);
+        d.finish()
+    }
+
+    /// The CRC as the contract writes it: an unsigned decimal string.
+    pub fn crc64_string(&self) -> String {
+        self.crc64.to_string()
+    }
+}
+
+/// Incremental SHA-256 + CRC-64/XZ + length.
+#[derive(Clone)]
+pub struct Digester {
+    sha256: Sha256,
+    crc64: crc64fast::Digest,
+    size: u64,
+}
+
+impl Default for Digester {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Digester {
+    pub fn new() -> Digester {
+        Digester {
+            sha256: Sha256::new(),
+            crc64: crc64fast::Digest::new(),
+            size: 0,
+        }
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.sha256.update(bytes);
+        self.crc64.write(bytes);
+        self.size += bytes.len() as u64;
+    }
+
+    pub fn size(&self) -> u64 {
+        self.size
+    }
+
+    pub fn finish(self) -> ObjectDigest {
+        ObjectDigest {
+            sha256: hex::encode(self.sha256.finalize()),
+            crc64: self.crc64.sum64(),
+            size: self.size,
+        }
+    }
+}
+
+/// Lowercase hex SHA-256 of `bytes`.
+pub fn sha256_hex(bytes: &[u8]) -> String {
+    hex::encode(Sha256::digest(bytes))
+}
+
+/// CRC-64/NVME, as AWS S3 computes it for `x-amz-checksum-crc64nvme`.
+pub fn crc64nvme(bytes: &[u8]) -> u64 {
+    let mut d = Crc64Nvme::new();
+    d.update(bytes);
+    d.finish()
+}
+
+/// Incremental CRC-64/NVME.
+pub struct Crc64Nvme(crc_fast::Digest);
+
+impl Default for Crc64Nvme {
+    fn default() -> Self {
+        Self::new()
+    }
+}
+
+impl Crc64Nvme {
+    pub fn new() -> Crc64Nvme {
+        Crc64Nvme(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc64Nvme))
+    }
+
+    pub fn update(&mut self, bytes: &[u8]) {
+        self.0.update(bytes);
+    }
+
+    pub fn finish(&self) -> u64 {
+        self.0.finalize()
+    }
+}
+
+/// A writer that digests everything written through it.
+pub struct DigestWriter<W> {
+    inner: W,
+    digester: Digester,
+}
+
+impl<W: Write> DigestWriter<W> {
+    pub fn new(inner: W) -> Self {
+        DigestWriter {
+            inner,
+            digester: Digester::new(),
+        }
+    }
+
+    pub fn finish(self) -> (W, ObjectDigest) {
+        (self.inner, self.digester.finish())
+    }
+}
+
+impl<W: Write> Write for DigestWriter<W> {
+    fn write(&mut self, buf: &[u8]) -> io::Result<usize> {
+        let n = self.inner.write(buf)?;
+        self.digester.update(&buf[..n]);
+        Ok(n)
+    }
+
+    fn flush(&mut self) -> io::Result<()> {
+        self.inner.flush()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    #[test]
+    fn check_values() {
+        let d = ObjectDigest::of(b"123456789");
+        assert_eq!(d.crc64, 0x995D_C9BB_DF19_39FA, "CRC-64/XZ check value");
+        assert_eq!(d.crc64_string(), "11051210869376104954");
+        assert_eq!(
+            d.sha256,
+            "15e2b0d3c33891ebb0f1ef609ec419420c20e320ce94c65fbc8c3312448eb225"
+        );
+        assert_eq!(d.size, 9);
+        assert_eq!(
+            crc64nvme(b"123456789"),
+            0xAE8B_1486_0A79_9888,
+            "CRC-64/NVME check value"
+        );
+        let empty = ObjectDigest::of(b"");
+        assert_eq!(empty.crc64, 0);
+        assert_eq!(
+            empty.sha256,
+            "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+        );
+    }
+
+    proptest! {
+        #[test]
+        fn streaming_equals_one_shot(data in proptest::collection::vec(any::<u8>(), 0..4096), cuts in proptest::collection::vec(any::<usize>(), 0..8)) {
+            let mut d = Digester::new();
+            let mut n = Crc64Nvme::new();
+            let mut rest: &[u8] = &data;
+            for cut in cuts {
+                let at = if rest.is_empty() { 0 } else { cut % rest.len() };
+                let (a, b) = rest.split_at(at);
+                d.update(a);
+                n.update(a);
+                rest = b;
+            }
+            d.update(rest);
+            n.update(rest);
+            prop_assert_eq!(d.finish(), ObjectDigest::of(&data));
+            prop_assert_eq!(n.finish(), crc64nvme(&data));
+        }
+    }
+}

@@ -1,0 +1,69 @@
+//! Fail points: named places in the archive workflow where a test (or an operator rehearsing a
+//! crash with `OUTBOX_ARCHIVER_FAILPOINT`) can make the run stop as if the process had died there.
+//!
+//! They are passed in with a command's options rather than kept in a global registry, so tests
+//! that run in parallel in one process never trip each other's.
+
+use std::fmt;
+use std::sync::Arc;
+
+/// Every fail point, in the order a batch passes them.
+pub const ALL: &[&str] = &[
+    "after-data-put",
+    "after-manifest-put",
+    "after-success-put",
+    "after-members",
+    "before-commit",
+];
+
+type Hook = Arc<dyn Fn(&'static str) -> bool + Send + Sync>;
+
+/// Decides, at each named point, whether to fail there.
+#[derive(Clone, Default)]
+pub struct FailPoints(Option<Hook>);
+
+impl fmt::Debug for FailPoints {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(if self.0.is_some() {
+            "FailPoints(armed)"
+        } else {
+            "FailPoints(off)"
+        })
+    }
+}
+
+/// The error a tripped fail point returns.
+#[derive(Debug, thiserror::Error)]
+#[error("fail point {0} triggered")]
+pub struct Tripped(pub &'static str);
+
+impl FailPoints {
+    /// Fails whenever `hook(name)` says so.
+    pub fn new(hook: impl Fn(&'static str) -> bool + Send + Sync + 'static) -> FailPoints {
+        FailPoints(Some(Arc::new(hook)))
+    }
+
+    /// Fails at the named point, every time.
+    pub fn at(point: &'static str) -> FailPoints {
+        assert!(ALL.contains(&point), "unknown fail point {point}");
+        FailPoints::new(move |name| name == point)
+    }
+
+    /// Aborts the process at the named point: a real crash, for rehearsals from the shell.
+    pub fn abort_at(point: String) -> FailPoints {
+        FailPoints::new(move |name| {
+            if name == point {
+                eprintln!("outbox-archiver: fail point {name}: aborting the process");
+                std::process::abort();
+            }
+            false
+        })
+    }
+
+    pub fn check(&self, name: &'static str) -> Result<(), Tripped> {
+        match &self.0 {
+            Some(hook) if hook(name) => Err(Tripped(name)),
+            _ => Ok(()),
+        }
+    }
+}

@@ -1,0 +1,328 @@
+//! The archive format, schema_version 1 (SPEC §4): batch ids, object keys, the manifest and the
+//! `_SUCCESS` marker, all pure functions of a batch's rows and their encoding.
+//!
+//! Nothing here may depend on the clock, the cutoff, the host or the program's version: a retry
+//! under any settings that yields the same rows must write identical bytes.
+
+use serde::ser::SerializeMap;
+use serde::{Deserialize, Serialize, Serializer};
+
+use crate::digest::{sha256_hex, ObjectDigest};
+use crate::timespec;
+
+pub const SCHEMA_VERSION: u32 = 1;
+
+/// A position in an app's delivered rows: `(updated_at_ms, event_id)`, ordered by the database.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Cursor {
+    pub updated_at_ms: i64,
+    pub event_id: String,
+}
+
+/// What a batch's NDJSON says about its rows: everything the batch id, the receipt and the
+/// read-back check are built from. Recomputed from the rows when archiving and from the
+/// decompressed lines when verifying; the two must be equal.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ContentFacts {
+    pub row_count: u64,
+    pub first: Cursor,
+    pub last: Cursor,
+    pub min_created_at_ms: i64,
+    pub max_created_at_ms: i64,
+    /// `(field, exact sum)` in the table's order.
+    pub totals: Vec<(&'static str, i128)>,
+    pub ndjson_sha256: String,
+    pub uncompressed_bytes: u64,
+}
+
+/// The identity of a batch within one table and app.
+pub fn batch_id(table: &str, app_code: &str, facts: &ContentFacts) -> String {
+    let text = format!(
+        "outbox-archive/v1\n{table}\n{app_code}\n{}\n{}\n{}\n{}\n{}\n{}\n",
+        facts.first.updated_at_ms,
+        facts.first.event_id,
+        facts.last.updated_at_ms,
+        facts.last.event_id,
+        facts.row_count,
+        facts.ndjson_sha256
+    );
+    sha256_hex(text.as_bytes())[..32].to_string()
+}
+
+/// The three object keys of a batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ObjectKeys {
+    pub data: String,
+    pub manifest: String,
+    pub success: String,
+}
+
+/// `{prefix}/{table}/app_code={app}/dt={YYYY-MM-DD}/{batch_id}/…`; `prefix` is already
+/// normalised (no leading, trailing or doubled `/`; empty means the bucket's root).
+pub fn object_keys(
+    prefix: &str,
+    table: &str,
+    app_code: &str,
+    updated_at_ms: i64,
+    batch_id: &str,
+) -> ObjectKeys {
+    let dir = format!(
+        "{}app_code={app_code}/dt={}/{batch_id}",
+        table_prefix(prefix, table),
+        timespec::utc_date(updated_at_ms)
+    );
+    ObjectKeys {
+        data: format!("{dir}/data.ndjson.gz"),
+        manifest: format!("{dir}/manifest.json"),
+        success: format!("{dir}/_SUCCESS"),
+    }
+}
+
+/// `{prefix}/{table}/`: every object of a table lives below it.
+pub fn table_prefix(prefix: &str, table: &str) -> String {
+    if prefix.is_empty() {
+        format!("{table}/")
+    } else {
+        format!("{prefix}/{table}/")
+    }
+}
+
+/// Normalises a configured key prefix; refuses `.`/`..` segments and empty segments in the middle.
+pub fn normalize_prefix(prefix: &str) -> Result<String, String> {
+    let trimmed = prefix.trim_matches('/');
+    if trimmed.is_empty() {
+        return Ok(String::new());
+    }
+    for segment in trimmed.split('/') {
+        if segment.is_empty() || segment == "." || segment == ".." {
+            return Err(format!(
+                "key prefix {prefix:?} has an empty, '.' or '..' segment"
+            ));
+        }
+    }
+    Ok(trimmed.to_string())
+}
+
+/// manifest.json (SPEC §4): one compact JSON object, keys in the contract's order, then `\n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Manifest {
+    pub table: String,
+    pub app_code: String,
+    pub batch_id: String,
+    pub data_object_key: String,
+    pub content: ContentFacts,
+    /// The data object as stored: its gzip bytes' SHA-256, CRC-64 and size.
+    pub data: ObjectDigest,
+}
+
+impl Serialize for Manifest {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        let c = &self.content;
+        let mut map = serializer.serialize_map(None)?;
+        map.serialize_entry("schema_version", &SCHEMA_VERSION)?;
+        map.serialize_entry("table", &self.table)?;
+        map.serialize_entry("app_code", &self.app_code)?;
+        map.serialize_entry("batch_id", &self.batch_id)?;
+        map.serialize_entry("data_object_key", &self.data_object_key)?;
+        map.serialize_entry("row_count", &c.row_count)?;
+        map.serialize_entry("first_cursor", &c.first)?;
+        map.serialize_entry("last_cursor", &c.last)?;
+        map.serialize_entry("min_created_at_ms", &c.min_created_at_ms)?;
+        map.serialize_entry("max_created_at_ms", &c.max_created_at_ms)?;
+        for (field, total) in &c.totals {
+            map.serialize_entry(field, &total.to_string())?;
+        }
+        map.serialize_entry("ndjson_sha256", &c.ndjson_sha256)?;
+        map.serialize_entry("gzip_sha256", &self.data.sha256)?;
+        map.serialize_entry("data_crc64", &self.data.crc64_string())?;
+        map.serialize_entry("uncompressed_bytes", &c.uncompressed_bytes)?;
+        map.serialize_entry("compressed_bytes", &self.data.size)?;
+        map.end()
+    }
+}
+
+impl Manifest {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec(self).expect("a manifest always serialises");
+        out.push(b'\n');
+        out
+    }
+}
+
+/// `_SUCCESS` (SPEC §4): written last, binds the manifest by its hash.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct SuccessMarker {
+    pub batch_id: String,
+    pub manifest_sha256: String,
+    pub row_count: u64,
+}
+
+impl SuccessMarker {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec(self).expect("a marker always serialises");
+        out.push(b'\n');
+        out
+    }
+}
+
+/// Everything a batch writes, derived from its content facts and its data object's digest.
+#[derive(Debug, Clone)]
+pub struct BatchDocuments {
+    pub batch_id: String,
+    pub keys: ObjectKeys,
+    pub manifest: Vec<u8>,
+    pub success: Vec<u8>,
+}
+
+/// Builds the manifest and `_SUCCESS` bytes for a batch whose data object has digest `data`.
+pub fn documents(
+    prefix: &str,
+    table: &str,
+    app_code: &str,
+    content: &ContentFacts,
+    data: &ObjectDigest,
+) -> BatchDocuments {
+    let batch_id = batch_id(table, app_code, content);
+    let keys = object_keys(
+        prefix,
+        table,
+        app_code,
+        content.first.updated_at_ms,
+        &batch_id,
+    );
+    let manifest = Manifest {
+        table: table.to_string(),
+        app_code: app_code.to_string(),
+        batch_id: batch_id.clone(),
+        data_object_key: keys.data.clone(),
+        content: content.clone(),
+        data: data.clone(),
+    }
+    .to_bytes();
+    let success = SuccessMarker {
+        batch_id: batch_id.clone(),
+        manifest_sha256: sha256_hex(&manifest),
+        row_count: content.row_count,
+    }
+    .to_bytes();
+    BatchDocuments {
+        batch_id,
+        keys,
+        manifest,
+        success,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn facts() -> ContentFacts {
+        ContentFacts {
+            row_count: 3,
+            first: Cursor {
+                updated_at_ms: 1_700_000_000_000,
+                event_id: "e-1".into(),
+            },
+            last: Cursor {
+                updated_at_ms: 1_700_000_000_500,
+                event_id: "e-3".into(),
+            },
+            min_created_at_ms: 1_699_999_999_000,
+            max_created_at_ms: 1_700_000_000_400,
+            totals: vec![
+                ("available_delta_total", i128::from(i64::MAX) * 3),
+                ("frozen_delta_total", -7),
+            ],
+            ndjson_sha256: "ab".repeat(32),
+            uncompressed_bytes: 1234,
+        }
+    }
+
+    #[test]
+    fn batch_id_is_the_spec_hash() {
+        // sha256("outbox-archive/v1\nwallet_outbox\napp1\n1700000000000\ne-1\n1700000000500\ne-3\n3\nabab…\n")
+        let text = format!(
+            "outbox-archive/v1\nwallet_outbox\napp1\n1700000000000\ne-1\n1700000000500\ne-3\n3\n{}\n",
+            "ab".repeat(32)
+        );
+        let id = batch_id("wallet_outbox", "app1", &facts());
+        assert_eq!(id, sha256_hex(text.as_bytes())[..32]);
+        assert_eq!(id.len(), 32);
+        assert_ne!(id, batch_id("wallet_outbox", "app2", &facts()));
+    }
+
+    #[test]
+    fn keys_follow_the_layout() {
+        let keys = object_keys(
+            "archive/prod",
+            "wallet_outbox",
+            "app1",
+            1_700_000_000_000,
+            "0123",
+        );
+        assert_eq!(
+            keys.data,
+            "archive/prod/wallet_outbox/app_code=app1/dt=2023-11-14/0123/data.ndjson.gz"
+        );
+        assert_eq!(
+            keys.manifest,
+            "archive/prod/wallet_outbox/app_code=app1/dt=2023-11-14/0123/manifest.json"
+        );
+        assert_eq!(
+            keys.success,
+            "archive/prod/wallet_outbox/app_code=app1/dt=2023-11-14/0123/_SUCCESS"
+        );
+        let root = object_keys("", "wallet_outbox", "a", 0, "b");
+        assert_eq!(
+            root.data,
+            "wallet_outbox/app_code=a/dt=1970-01-01/b/data.ndjson.gz"
+        );
+    }
+
+    #[test]
+    fn prefixes_are_normalised() {
+        assert_eq!(normalize_prefix("/a/b/").unwrap(), "a/b");
+        assert_eq!(normalize_prefix("").unwrap(), "");
+        assert_eq!(normalize_prefix("/").unwrap(), "");
+        assert!(normalize_prefix("a//b").is_err());
+        assert!(normalize_prefix("a/../b").is_err());
+    }
+
+    #[test]
+    fn manifest_has_the_contract_order_and_exact_totals() {
+        let data = ObjectDigest {
+            sha256: "cd".repeat(32),
+            crc64: u64::MAX,
+            size: 99,
+        };
+        let docs = documents("p", "wallet_outbox", "app1", &facts(), &data);
+        let text = String::from_utf8(docs.manifest.clone()).unwrap();
+        let expected = format!(
+            concat!(
+                r#"{{"schema_version":1,"table":"wallet_outbox","app_code":"app1","batch_id":"{id}","#,
+                r#""data_object_key":"p/wallet_outbox/app_code=app1/dt=2023-11-14/{id}/data.ndjson.gz","#,
+                r#""row_count":3,"first_cursor":{{"updated_at_ms":1700000000000,"event_id":"e-1"}},"#,
+                r#""last_cursor":{{"updated_at_ms":1700000000500,"event_id":"e-3"}},"#,
+                r#""min_created_at_ms":1699999999000,"max_created_at_ms":1700000000400,"#,
+                r#""available_delta_total":"27670116110564327421","frozen_delta_total":"-7","#,
+                r#""ndjson_sha256":"{ab}","gzip_sha256":"{cd}","data_crc64":"18446744073709551615","#,
+                r#""uncompressed_bytes":1234,"compressed_bytes":99}}"#,
+                "\n"
+            ),
+            id = docs.batch_id,
+            ab = "ab".repeat(32),
+            cd = "cd".repeat(32)
+        );
+        assert_eq!(text, expected);
+        let success = String::from_utf8(docs.success).unwrap();
+        assert_eq!(
+            success,
+            format!(
+                "{{\"batch_id\":\"{}\",\"manifest_sha256\":\"{}\",\"row_count\":3}}\n",
+                docs.batch_id,
+                sha256_hex(&docs.manifest)
+            )
+        );
+    }
+}

@@ -1,0 +1,50 @@
+//! The `outbox-archiver` binary: parses the command line, sets up logging and signals, runs the
+//! command, prints its JSON summary on stdout and exits with the status the summary implies.
+
+use clap::Parser;
+use outbox_archiver::cli::{self, Cli, LogFormat};
+use tokio_util::sync::CancellationToken;
+
+fn main() {
+    let cli = Cli::parse();
+    init_logging(cli.common.log_format(), &cli.common.log);
+    let runtime = tokio::runtime::Builder::new_multi_thread()
+        .enable_all()
+        .build()
+        .expect("a tokio runtime");
+    let summary = runtime.block_on(async {
+        let shutdown = CancellationToken::new();
+        tokio::spawn(forward_signals(shutdown.clone()));
+        cli::run(cli, shutdown).await
+    });
+    if let Some(error) = &summary.error {
+        tracing::error!(command = summary.command, "{error}");
+    }
+    println!("{}", summary.to_json());
+    runtime.shutdown_timeout(std::time::Duration::from_secs(1));
+    std::process::exit(summary.exit_code);
+}
+
+fn init_logging(format: LogFormat, filter: &str) {
+    let filter = tracing_subscriber::EnvFilter::try_new(filter)
+        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    let builder = tracing_subscriber::fmt()
+        .with_env_filter(filter)
+        .with_writer(std::io::stderr);
+    match format {
+        LogFormat::Json => builder.json().flatten_event(true).init(),
+        LogFormat::Text => builder.init(),
+    }
+}
+
+/// SIGTERM (a CronJob being stopped) or Ctrl-C: finish the current batch, then stop.
+async fn forward_signals(shutdown: CancellationToken) {
+    use tokio::signal::unix::{signal, SignalKind};
+    let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
+    tokio::select! {
+        _ = term.recv() => {}
+        _ = tokio::signal::ctrl_c() => {}
+    }
+    tracing::warn!("shutdown requested: stopping after the current batch");
+    shutdown.cancel();
+}

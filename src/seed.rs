@@ -1,0 +1,214 @@
+//! Realistic wallet-outbox rows for the demo, the benchmarks and the tests: several apps, mixed
+//! statuses (mostly delivered), payloads of a few hundred bytes, timestamps spread over days.
+//!
+//! Deterministic for a given seed (a SplitMix64 generator), so a benchmark or a test can be
+//! repeated row for row.
+
+use sqlx::{AssertSqlSafe, MySqlPool};
+
+use crate::codec::{Row, Value};
+use crate::db::{Context, DbError};
+use crate::table::TableSpec;
+
+/// SplitMix64: small, fast and good enough for test data.
+#[derive(Debug, Clone)]
+pub struct Rng(u64);
+
+impl Rng {
+    pub fn new(seed: u64) -> Rng {
+        Rng(seed)
+    }
+
+    pub fn next_u64(&mut self) -> u64 {
+        self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = self.0;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^ (z >> 31)
+    }
+
+    /// Uniform in `0..n`.
+    pub fn below(&mut self, n: u64) -> u64 {
+        self.next_u64() % n.max(1)
+    }
+
+    pub fn hex(&mut self, len: usize) -> String {
+        let mut s = String::with_capacity(len);
+        while s.len() < len {
+            s.push_str(&format!("{:016x}", self.next_u64()));
+        }
+        s.truncate(len);
+        s
+    }
+}
+
+/// What to generate.
+#[derive(Debug, Clone)]
+pub struct SeedPlan {
+    pub apps: Vec<String>,
+    pub rows: u64,
+    /// Rows' `created_at_ms` fall in `[start_ms, end_ms)`.
+    pub start_ms: i64,
+    pub end_ms: i64,
+    /// Share of rows left DELIVERED, in percent; the rest are spread over the other states.
+    pub delivered_percent: u64,
+    pub seed: u64,
+}
+
+const EVENT_TYPES: &[&str] = &[
+    "WalletCredited",
+    "WalletDebited",
+    "BalanceFrozen",
+    "BalanceUnfrozen",
+    "TransferSettled",
+    "GiftSent",
+];
+const ASSETS: &[&str] = &["COIN", "DIAMOND", "GOLD", "USD_CENT"];
+const SOURCES: &[&str] = &[
+    "gift",
+    "recharge",
+    "withdraw",
+    "refund",
+    "game_reward",
+    "transfer",
+];
+
+/// Generates row `index` of the plan (rows are independent, so a plan can be produced in chunks).
+pub fn row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
+    let app = &plan.apps[(index % plan.apps.len() as u64) as usize];
+    let span = (plan.end_ms - plan.start_ms).max(1) as u64;
+    // Spread evenly with jitter, so runs of equal timestamps appear but stay rare.
+    let created = plan.start_ms
+        + ((index as u128 * span as u128 / plan.rows.max(1) as u128) as i64)
+        + rng.below(1_000) as i64;
+    let created = created.min(plan.end_ms - 1);
+    let roll = rng.below(100);
+    let other = ["PENDING", "DELIVERING", "RETRYABLE", "FAILED"];
+    let status = if roll < plan.delivered_percent {
+        "DELIVERED"
+    } else {
+        other[(roll % 4) as usize]
+    };
+    let event_type = EVENT_TYPES[rng.below(EVENT_TYPES.len() as u64) as usize];
+    let asset = ASSETS[rng.below(ASSETS.len() as u64) as usize];
+    let amount = rng.below(500_000) as i64 + 1;
+    let (available, frozen) = match event_type {
+        "WalletDebited" => (-amount, 0),
+        "BalanceFrozen" => (-amount, amount),
+        "BalanceUnfrozen" => (amount, -amount),
+        _ => (amount, 0),
+    };
+    let user_id = 10_000_000 + rng.below(5_000_000) as i64;
+    let transaction_id = format!("tx_{}", rng.hex(24));
+    let payload = format!(
+        r#"{{"amount": {amount}, "asset": "{asset}", "balance_after": {balance}, "user_id": {user_id}, "source": {{"kind": "{source}", "room_id": {room}, "order_no": "ord{order}"}}, "memo": "{memo}", "tags": ["{app}", "v2"], "transaction_id": "{transaction_id}"}}"#,
+        balance = rng.below(10_000_000),
+        source = SOURCES[rng.below(SOURCES.len() as u64) as usize],
+        room = rng.below(900_000) + 100_000,
+        order = rng.hex(18),
+        memo = if rng.below(10) == 0 {
+            "补偿发放 — \\\"weekly\\\" bonus\\n"
+        } else {
+            "ok"
+        },
+    );
+    let updated = match status {
+        "DELIVERED" | "FAILED" => created + 5 + rng.below(3_000) as i64,
+        _ => created,
+    };
+    let (lock_until, next_retry, last_error, retries) = match status {
+        "DELIVERING" => (Value::Int(updated + 30_000), Value::Int(0), Value::Null, 0),
+        "RETRYABLE" => (
+            Value::Null,
+            Value::Int(updated + 60_000),
+            Value::Text("kafka: leader not available".into()),
+            1 + rng.below(4) as i64,
+        ),
+        "FAILED" => (
+            Value::Null,
+            Value::Int(updated),
+            Value::Text("max retries exceeded: broker timeout".into()),
+            8,
+        ),
+        "PENDING" => (Value::Null, Value::Int(0), Value::Null, 0),
+        _ => (
+            Value::Null,
+            Value::Int(0),
+            Value::Null,
+            rng.below(20).saturating_sub(17) as i64,
+        ),
+    };
+    let worker = if status == "PENDING" {
+        String::new()
+    } else {
+        format!("relay-{}-{}", &rng.hex(6), rng.below(4))
+    };
+    vec![
+        Value::Text(app.clone()),
+        Value::Text(format!("evt_{:010}_{}", index, rng.hex(12))),
+        Value::Text(event_type.into()),
+        Value::Text(transaction_id),
+        Value::Text(format!("cmd_{}", rng.hex(24))),
+        Value::Int(user_id),
+        Value::Text(asset.into()),
+        Value::Int(available),
+        Value::Int(frozen),
+        Value::Text(payload),
+        Value::Text(status.into()),
+        Value::Text(worker),
+        lock_until,
+        Value::Int(retries),
+        next_retry,
+        last_error,
+        Value::Int(created),
+        Value::Int(updated),
+    ]
+}
+
+/// Inserts rows in multi-row statements of `chunk` rows.
+pub async fn insert_rows(pool: &MySqlPool, spec: &TableSpec, rows: &[Row]) -> Result<(), DbError> {
+    let columns = spec
+        .columns
+        .iter()
+        .map(|c| c.name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let one = format!("({})", vec!["?"; spec.columns.len()].join(", "));
+    let per_statement = (60_000 / spec.columns.len()).min(1_000);
+    for chunk in rows.chunks(per_statement) {
+        let sql = format!(
+            "INSERT INTO {} ({columns}) VALUES {}",
+            spec.name,
+            vec![one.as_str(); chunk.len()].join(", ")
+        );
+        let mut query = sqlx::query(AssertSqlSafe(sql));
+        for row in chunk {
+            for value in row {
+                query = match value {
+                    Value::Null => query.bind(None::<i64>),
+                    Value::Int(v) => query.bind(*v),
+                    Value::Text(s) => query.bind(s.clone()),
+                    Value::Bytes(b) => query.bind(b.clone()),
+                };
+            }
+        }
+        query
+            .execute(pool)
+            .await
+            .context(|| format!("inserting rows into {}", spec.name))?;
+    }
+    Ok(())
+}
+
+/// Generates and inserts a whole plan, in chunks so memory stays small.
+pub async fn seed(pool: &MySqlPool, spec: &TableSpec, plan: &SeedPlan) -> Result<(), DbError> {
+    let mut rng = Rng::new(plan.seed);
+    let mut index = 0;
+    while index < plan.rows {
+        let end = (index + 10_000).min(plan.rows);
+        let rows: Vec<Row> = (index..end).map(|i| row(plan, i, &mut rng)).collect();
+        insert_rows(pool, spec, &rows).await?;
+        index = end;
+    }
+    Ok(())
+}

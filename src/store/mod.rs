@@ -1,0 +1,211 @@
+//! One narrow object-store interface, with no SDK types in it: put (create-only or overwrite),
+//! get (streamed), head, list, delete — by full key within a bucket. [`s3::S3Store`] speaks S3
+//! (AWS, MinIO, Tencent COS, anything S3-compatible); [`local::LocalStore`] keeps objects as files
+//! under a directory, for demos and air-gapped backfills.
+
+pub mod local;
+pub mod s3;
+
+use std::fmt;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use bytes::Bytes;
+use futures_util::stream::BoxStream;
+
+pub use local::LocalStore;
+pub use s3::{S3Settings, S3Store, UploadChecksum};
+
+use crate::format;
+
+/// An object's body, chunk by chunk.
+pub type ByteStream = BoxStream<'static, Result<Bytes, StoreError>>;
+
+/// What a HEAD tells about an object.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct ObjectMeta {
+    pub size: u64,
+    /// CRC-64/NVME of the whole object, where the store reports one (`x-amz-checksum-crc64nvme`).
+    pub crc64nvme: Option<u64>,
+    /// CRC-64/XZ of the whole object, where the store reports one (COS `x-cos-hash-crc64ecma`).
+    pub crc64ecma: Option<u64>,
+}
+
+/// Whether a put may replace an existing object.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum PutMode {
+    /// Fails with [`StoreError::AlreadyExists`] if the key exists (`If-None-Match: *` where the
+    /// store supports it; callers HEAD first, so stores that ignore it stay correct).
+    Create,
+    /// Replaces whatever is there.
+    Overwrite,
+}
+
+/// A failure to talk to the store, in the operator's words.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    #[error("bucket {bucket:?} does not exist or is not visible to these credentials (check --store / OUTBOX_ARCHIVER_STORE)")]
+    NoSuchBucket { bucket: String },
+    #[error("the object store refused access ({detail}): check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profile or role) and the bucket policy")]
+    AccessDenied { detail: String },
+    #[error("cannot reach the object store at {endpoint} ({detail}): check --s3-endpoint / AWS_ENDPOINT_URL and the network")]
+    Unreachable { endpoint: String, detail: String },
+    #[error("object {key} already exists")]
+    AlreadyExists { key: String },
+    #[error("the store rejected {key}: the upload checksum did not match (BadDigest); the bytes were damaged on the way")]
+    BadDigest { key: String },
+    #[error("{op} {key}: {detail}")]
+    Other {
+        op: &'static str,
+        key: String,
+        detail: String,
+    },
+}
+
+impl StoreError {
+    /// True when the store itself cannot be used with these settings (exit status 2).
+    pub fn is_configuration(&self) -> bool {
+        matches!(
+            self,
+            StoreError::NoSuchBucket { .. }
+                | StoreError::AccessDenied { .. }
+                | StoreError::Unreachable { .. }
+        )
+    }
+}
+
+/// Where the archive lives: parsed from `--store`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Location {
+    /// `s3://bucket/prefix`
+    S3 { bucket: String, prefix: String },
+    /// `file:///path` — the directory plays the bucket; there is no prefix.
+    Local { root: std::path::PathBuf },
+}
+
+impl Location {
+    pub fn parse(text: &str) -> Result<Location, String> {
+        const HELP: &str = "write s3://bucket/prefix or file:///absolute/path";
+        if let Some(rest) = text.strip_prefix("s3://") {
+            let (bucket, prefix) = rest.split_once('/').unwrap_or((rest, ""));
+            if bucket.is_empty()
+                || !bucket
+                    .bytes()
+                    .all(|b| b.is_ascii_alphanumeric() || matches!(b, b'-' | b'.' | b'_'))
+            {
+                return Err(format!(
+                    "--store {text:?} has no valid bucket name ({HELP})"
+                ));
+            }
+            let prefix =
+                format::normalize_prefix(prefix).map_err(|e| format!("--store {text:?}: {e}"))?;
+            Ok(Location::S3 {
+                bucket: bucket.to_string(),
+                prefix,
+            })
+        } else if let Some(path) = text.strip_prefix("file://") {
+            if !path.starts_with('/') {
+                return Err(format!("--store {text:?} needs an absolute path ({HELP})"));
+            }
+            Ok(Location::Local { root: path.into() })
+        } else {
+            Err(format!("--store {text:?} is not a store URL ({HELP})"))
+        }
+    }
+
+    /// The key prefix every object of this archive starts with (no trailing `/`).
+    pub fn prefix(&self) -> &str {
+        match self {
+            Location::S3 { prefix, .. } => prefix,
+            Location::Local { .. } => "",
+        }
+    }
+}
+
+impl fmt::Display for Location {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        match self {
+            Location::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
+            Location::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+            Location::Local { root } => write!(f, "file://{}", root.display()),
+        }
+    }
+}
+
+#[async_trait]
+pub trait ObjectStore: Send + Sync + fmt::Debug {
+    fn location(&self) -> &Location;
+
+    /// Confirms the bucket (or directory) exists and these credentials can use it.
+    async fn check(&self) -> Result<(), StoreError>;
+
+    async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError>;
+
+    async fn get(&self, key: &str) -> Result<Option<ByteStream>, StoreError>;
+
+    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<(), StoreError>;
+
+    /// Every key under `prefix`, in lexicographic order.
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
+
+    async fn delete(&self, key: &str) -> Result<(), StoreError>;
+}
+
+/// Reads a whole (small) object into memory.
+pub async fn get_all(store: &dyn ObjectStore, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+    use futures_util::TryStreamExt;
+    let Some(mut stream) = store.get(key).await? else {
+        return Ok(None);
+    };
+    let mut out = Vec::new();
+    while let Some(chunk) = stream.try_next().await? {
+        out.extend_from_slice(&chunk);
+    }
+    Ok(Some(out))
+}
+
+/// Opens the store `--store` names.
+pub async fn open(location: Location, s3: &S3Settings) -> Result<Arc<dyn ObjectStore>, StoreError> {
+    Ok(match location {
+        Location::S3 { .. } => Arc::new(S3Store::connect(location, s3).await?),
+        Location::Local { .. } => Arc::new(LocalStore::new(location)),
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Location;
+
+    #[test]
+    fn parses_store_urls() {
+        assert_eq!(
+            Location::parse("s3://bkt/a/b/").unwrap(),
+            Location::S3 {
+                bucket: "bkt".into(),
+                prefix: "a/b".into()
+            }
+        );
+        assert_eq!(
+            Location::parse("s3://bkt").unwrap(),
+            Location::S3 {
+                bucket: "bkt".into(),
+                prefix: String::new()
+            }
+        );
+        assert_eq!(
+            Location::parse("file:///tmp/x").unwrap(),
+            Location::Local {
+                root: "/tmp/x".into()
+            }
+        );
+        assert!(Location::parse("s3://").is_err());
+        assert!(Location::parse("s3://b/a//c").is_err());
+        assert!(Location::parse("file://rel").is_err());
+        assert!(Location::parse("/tmp/x").is_err());
+        assert!(Location::parse("gs://b").is_err());
+        assert_eq!(
+            Location::parse("s3://bkt/a/").unwrap().to_string(),
+            "s3://bkt/a"
+        );
+    }
+}

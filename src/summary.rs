@@ -1,0 +1,135 @@
+//! The one JSON object every command prints on stdout when it ends (SPEC §6), and the exit status
+//! it implies: 0 done, 1 something failed (or was refused, or found), 2 bad usage or configuration.
+
+use serde::Serialize;
+
+use crate::format::Cursor;
+
+/// How one app's run ended.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Outcome {
+    Archived,
+    UpToDate,
+    Done,
+    SkippedLocked,
+    Refused,
+    Failed,
+    Stopped,
+}
+
+impl Outcome {
+    pub fn is_failure(self) -> bool {
+        matches!(self, Outcome::Refused | Outcome::Failed)
+    }
+}
+
+/// One batch as the summary lists it.
+#[derive(Debug, Clone, Serialize)]
+pub struct BatchReport {
+    pub batch_id: String,
+    pub rows: u64,
+    pub first_cursor: Cursor,
+    pub last_cursor: Cursor,
+    pub data_object_key: String,
+    pub uncompressed_bytes: u64,
+    pub compressed_bytes: u64,
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct AppReport {
+    pub app_code: String,
+    pub outcome: Outcome,
+    pub batches: u64,
+    pub rows: u64,
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub replaced_objects: Vec<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub adopted_objects: Vec<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor_before: Option<Cursor>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cursor_after: Option<Cursor>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub stop_reason: Option<String>,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub batch_list: Vec<BatchReport>,
+}
+
+impl AppReport {
+    pub fn new(app_code: &str, outcome: Outcome) -> AppReport {
+        AppReport {
+            app_code: app_code.to_string(),
+            outcome,
+            batches: 0,
+            rows: 0,
+            error: None,
+            replaced_objects: Vec::new(),
+            adopted_objects: Vec::new(),
+            cursor_before: None,
+            cursor_after: None,
+            stop_reason: None,
+            batch_list: Vec::new(),
+        }
+    }
+}
+
+#[derive(Debug, Clone, Serialize)]
+pub struct Summary {
+    pub command: &'static str,
+    pub ok: bool,
+    /// Why the command could not run at all (configuration, connectivity); null otherwise.
+    pub error: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub dry_run: Option<bool>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub cutoff_ms: Option<i64>,
+    pub apps: Vec<AppReport>,
+    #[serde(skip)]
+    pub exit_code: i32,
+}
+
+impl Summary {
+    pub fn new(command: &'static str) -> Summary {
+        Summary {
+            command,
+            ok: true,
+            error: None,
+            table: None,
+            store: None,
+            dry_run: None,
+            cutoff_ms: None,
+            apps: Vec::new(),
+            exit_code: 0,
+        }
+    }
+
+    /// A command that could not start: exit status 2.
+    pub fn unusable(command: &'static str, error: String) -> Summary {
+        let mut s = Summary::new(command);
+        s.error = Some(error);
+        s.exit_code = 2;
+        s.ok = false;
+        s
+    }
+
+    /// Sets `ok` and the exit status from the apps' outcomes.
+    pub fn settle(mut self) -> Summary {
+        if self.exit_code == 0
+            && (self.error.is_some() || self.apps.iter().any(|a| a.outcome.is_failure()))
+        {
+            self.exit_code = 1;
+        }
+        self.ok = self.exit_code == 0;
+        self
+    }
+
+    pub fn to_json(&self) -> String {
+        serde_json::to_string(self).expect("a summary always serialises")
+    }
+}

@@ -1,0 +1,304 @@
+//! What an outbox table looks like to the archiver: its columns in archive order, how each is
+//! read and written, and which columns play the roles the archiver relies on (tenant, event id,
+//! cursor time, creation time, status, control totals).
+//!
+//! Everything else — the SELECT list, the NDJSON line, the manifest's totals, the names of the
+//! archiver's own tables, indexes and lock — is derived from a [`TableSpec`]. A second outbox
+//! table is one more `static` here plus its migration, not a copy of the code.
+
+/// How a column is read from MySQL and written into an NDJSON line.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Kind {
+    /// `VARCHAR`/`TEXT NOT NULL` → JSON string.
+    Text,
+    /// `VARCHAR`/`TEXT NULL` → JSON string or `null`.
+    NullableText,
+    /// Integer `NOT NULL` → JSON number.
+    Int,
+    /// Integer `NULL` → JSON number or `null`.
+    NullableInt,
+    /// `JSON NOT NULL`, selected as `CAST(col AS CHAR)` and archived verbatim as a JSON string:
+    /// never parsed, never re-serialised.
+    JsonText,
+    /// `BLOB NOT NULL` (a protobuf envelope, say) → standard base64 in a JSON string.
+    Blob,
+}
+
+impl Kind {
+    pub fn nullable(self) -> bool {
+        matches!(self, Kind::NullableText | Kind::NullableInt)
+    }
+}
+
+/// One column, in archive order.
+#[derive(Debug, Clone, Copy)]
+pub struct Column {
+    /// The column's name in MySQL.
+    pub name: &'static str,
+    /// The key of this column in an NDJSON line.
+    pub json_key: &'static str,
+    pub kind: Kind,
+}
+
+/// A signed 64-bit column summed into a control total (an exact decimal string in the manifest
+/// and the receipt, because the sum of many 64-bit values does not fit in 64 bits).
+#[derive(Debug, Clone, Copy)]
+pub struct Total {
+    pub column: &'static str,
+    /// The field name in the manifest and the column name in the receipts table.
+    pub field: &'static str,
+}
+
+/// An outbox table the archiver knows.
+#[derive(Debug)]
+pub struct TableSpec {
+    pub name: &'static str,
+    pub columns: &'static [Column],
+    pub app_code: &'static str,
+    pub event_id: &'static str,
+    pub updated_at_ms: &'static str,
+    pub created_at_ms: &'static str,
+    pub status: &'static str,
+    pub totals: &'static [Total],
+    /// The index on `(app_code, status, updated_at_ms, event_id)` every archiver scan uses.
+    pub retention_index: &'static str,
+    /// The reference DDL of the source table, for `migrate --with-source-table`.
+    pub source_ddl: &'static str,
+}
+
+/// Positions of the role columns within a row, resolved once per table.
+#[derive(Debug, Clone)]
+pub struct Layout {
+    pub app_code: usize,
+    pub event_id: usize,
+    pub updated_at_ms: usize,
+    pub created_at_ms: usize,
+    pub status: usize,
+    pub totals: Vec<usize>,
+}
+
+impl TableSpec {
+    fn position(&self, name: &str) -> usize {
+        self.columns
+            .iter()
+            .position(|c| c.name == name)
+            .unwrap_or_else(|| panic!("table spec {}: no column {name}", self.name))
+    }
+
+    pub fn layout(&self) -> Layout {
+        Layout {
+            app_code: self.position(self.app_code),
+            event_id: self.position(self.event_id),
+            updated_at_ms: self.position(self.updated_at_ms),
+            created_at_ms: self.position(self.created_at_ms),
+            status: self.position(self.status),
+            totals: self
+                .totals
+                .iter()
+                .map(|t| self.position(t.column))
+                .collect(),
+        }
+    }
+
+    /// The expression list of the archiver's SELECT, in archive order.
+    pub fn select_list(&self) -> String {
+        self.columns
+            .iter()
+            .map(|c| match c.kind {
+                Kind::JsonText => format!("CAST({} AS CHAR)", c.name),
+                _ => c.name.to_string(),
+            })
+            .collect::<Vec<_>>()
+            .join(", ")
+    }
+
+    pub fn receipts_table(&self) -> String {
+        format!("{}_archive_receipts", self.name)
+    }
+
+    pub fn members_table(&self) -> String {
+        format!("{}_archive_members", self.name)
+    }
+
+    pub fn cursor_index(&self) -> String {
+        format!("idx_{}_archive_cursor", self.name)
+    }
+}
+
+/// The wallet service's outbox (SPEC §2).
+pub static WALLET_OUTBOX: TableSpec = TableSpec {
+    name: "wallet_outbox",
+    columns: &[
+        Column {
+            name: "app_code",
+            json_key: "app_code",
+            kind: Kind::Text,
+        },
+        Column {
+            name: "event_id",
+            json_key: "event_id",
+            kind: Kind::Text,
+        },
+        Column {
+            name: "event_type",
+            json_key: "event_type",
+            kind: Kind::Text,
+        },
+        Column {
+            name: "transaction_id",
+            json_key: "transaction_id",
+            kind: Kind::Text,
+        },
+        Column {
+            name: "command_id",
+            json_key: "command_id",
+            kind: Kind::Text,
+        },
+        Column {
+            name: "user_id",
+            json_key: "user_id",
+            kind: Kind::Int,
+        },
+        Column {
+            name: "asset_type",
+            json_key: "asset_type",
+            kind: Kind::Text,
+        },
+        Column {
+            name: "available_delta",
+            json_key: "available_delta",
+            kind: Kind::Int,
+        },
+        Column {
+            name: "frozen_delta",
+            json_key: "frozen_delta",
+            kind: Kind::Int,
+        },
+        Column {
+            name: "payload",
+            json_key: "payload_json",
+            kind: Kind::JsonText,
+        },
+        Column {
+            name: "status",
+            json_key: "status",
+            kind: Kind::Text,
+        },
+        Column {
+            name: "worker_id",
+            json_key: "worker_id",
+            kind: Kind::Text,
+        },
+        Column {
+            name: "lock_until_ms",
+            json_key: "lock_until_ms",
+            kind: Kind::NullableInt,
+        },
+        Column {
+            name: "retry_count",
+            json_key: "retry_count",
+            kind: Kind::Int,
+        },
+        Column {
+            name: "next_retry_at_ms",
+            json_key: "next_retry_at_ms",
+            kind: Kind::NullableInt,
+        },
+        Column {
+            name: "last_error",
+            json_key: "last_error",
+            kind: Kind::NullableText,
+        },
+        Column {
+            name: "created_at_ms",
+            json_key: "created_at_ms",
+            kind: Kind::Int,
+        },
+        Column {
+            name: "updated_at_ms",
+            json_key: "updated_at_ms",
+            kind: Kind::Int,
+        },
+    ],
+    app_code: "app_code",
+    event_id: "event_id",
+    updated_at_ms: "updated_at_ms",
+    created_at_ms: "created_at_ms",
+    status: "status",
+    totals: &[
+        Total {
+            column: "available_delta",
+            field: "available_delta_total",
+        },
+        Total {
+            column: "frozen_delta",
+            field: "frozen_delta_total",
+        },
+    ],
+    retention_index: "idx_wallet_outbox_retention",
+    source_ddl: include_str!("../migrations/reference/wallet_outbox.sql"),
+};
+
+/// Every table this build can archive.
+pub static TABLES: &[&TableSpec] = &[&WALLET_OUTBOX];
+
+/// Looks up `--table`.
+pub fn find(name: &str) -> Option<&'static TableSpec> {
+    TABLES.iter().copied().find(|t| t.name == name)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn wallet_layout_points_at_the_role_columns() {
+        let layout = WALLET_OUTBOX.layout();
+        let name = |i: usize| WALLET_OUTBOX.columns[i].name;
+        assert_eq!(name(layout.app_code), "app_code");
+        assert_eq!(name(layout.event_id), "event_id");
+        assert_eq!(name(layout.updated_at_ms), "updated_at_ms");
+        assert_eq!(name(layout.created_at_ms), "created_at_ms");
+        assert_eq!(name(layout.status), "status");
+        let totals: Vec<_> = layout.totals.iter().map(|&i| name(i)).collect();
+        assert_eq!(totals, ["available_delta", "frozen_delta"]);
+    }
+
+    #[test]
+    fn select_list_casts_json_to_text() {
+        let list = WALLET_OUTBOX.select_list();
+        assert!(list.contains("CAST(payload AS CHAR)"), "{list}");
+        assert!(list.starts_with("app_code, event_id, event_type,"));
+        assert!(list.ends_with("created_at_ms, updated_at_ms"));
+    }
+
+    #[test]
+    fn json_keys_need_no_escaping() {
+        for t in TABLES {
+            for c in t.columns {
+                assert!(c
+                    .json_key
+                    .bytes()
+                    .all(|b| b.is_ascii_lowercase() || b == b'_'));
+            }
+        }
+    }
+
+    #[test]
+    fn derived_names() {
+        assert_eq!(
+            WALLET_OUTBOX.receipts_table(),
+            "wallet_outbox_archive_receipts"
+        );
+        assert_eq!(
+            WALLET_OUTBOX.members_table(),
+            "wallet_outbox_archive_members"
+        );
+        assert_eq!(
+            WALLET_OUTBOX.cursor_index(),
+            "idx_wallet_outbox_archive_cursor"
+        );
+        assert!(find("wallet_outbox").is_some());
+        assert!(find("nope").is_none());
+    }
+}

@@ -1,0 +1,146 @@
+//! Durations, points in time and UTC days, as the command line writes them (SPEC §6).
+//!
+//! Pure functions: `now` is always an argument, never read from the clock here.
+
+use chrono::{DateTime, NaiveDate, TimeZone, Utc};
+
+const DAY_MS: i64 = 86_400_000;
+
+/// Parses `30s`, `15m`, `24h`, `7d` (also `500ms` and compound forms such as `1h30m`) into
+/// milliseconds.
+pub fn parse_duration_ms(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    if text.is_empty() {
+        return Err("empty duration (write 30s, 15m, 24h or 7d)".into());
+    }
+    let mut total: i64 = 0;
+    let mut rest = text;
+    while !rest.is_empty() {
+        let digits = rest.bytes().take_while(u8::is_ascii_digit).count();
+        if digits == 0 {
+            return Err(format!(
+                "invalid duration {text:?} (write 30s, 15m, 24h or 7d)"
+            ));
+        }
+        let number: i64 = rest[..digits]
+            .parse()
+            .map_err(|_| format!("duration {text:?} is too large"))?;
+        rest = &rest[digits..];
+        let unit_len = rest.bytes().take_while(u8::is_ascii_alphabetic).count();
+        let unit_ms = match &rest[..unit_len] {
+            "ms" => 1,
+            "s" => 1_000,
+            "m" => 60_000,
+            "h" => 3_600_000,
+            "d" => DAY_MS,
+            "w" => 7 * DAY_MS,
+            "" => return Err(format!("duration {text:?} needs a unit (s, m, h or d)")),
+            unit => {
+                return Err(format!(
+                    "unknown unit {unit:?} in duration {text:?} (use s, m, h or d)"
+                ))
+            }
+        };
+        rest = &rest[unit_len..];
+        total = number
+            .checked_mul(unit_ms)
+            .and_then(|ms| total.checked_add(ms))
+            .ok_or_else(|| format!("duration {text:?} is too large"))?;
+    }
+    Ok(total)
+}
+
+/// Parses a point in time: RFC 3339 (`2026-11-01T00:00:00Z`) or epoch milliseconds.
+pub fn parse_time_ms(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    if let Ok(ms) = text.parse::<i64>() {
+        return Ok(ms);
+    }
+    DateTime::parse_from_rfc3339(text)
+        .map(|t| t.timestamp_millis())
+        .map_err(|e| format!("invalid time {text:?}: {e} (write RFC 3339 such as 2026-11-01T00:00:00Z, or epoch milliseconds)"))
+}
+
+/// The archive cutoff: rows with `updated_at_ms` strictly below it are old enough.
+pub fn cutoff_ms(now_ms: i64, older_than_ms: i64, explicit: Option<i64>) -> i64 {
+    explicit.unwrap_or(now_ms.saturating_sub(older_than_ms))
+}
+
+/// The UTC day an epoch-millisecond instant falls in, as a day number since 1970-01-01.
+pub fn utc_day(ms: i64) -> i64 {
+    ms.div_euclid(DAY_MS)
+}
+
+/// The first millisecond of the UTC day after the one `ms` falls in.
+pub fn next_utc_midnight_ms(ms: i64) -> i64 {
+    (utc_day(ms) + 1).saturating_mul(DAY_MS)
+}
+
+/// `YYYY-MM-DD` of the UTC day `ms` falls in (the `dt=` partition of SPEC §4).
+pub fn utc_date(ms: i64) -> String {
+    let days = utc_day(ms);
+    let epoch = NaiveDate::from_ymd_opt(1970, 1, 1).expect("valid date");
+    epoch
+        .checked_add_signed(chrono::Duration::days(days))
+        .map(|d| d.format("%Y-%m-%d").to_string())
+        .unwrap_or_else(|| format!("day{days}"))
+}
+
+/// RFC 3339 text for epoch milliseconds, for humans.
+pub fn rfc3339(ms: i64) -> String {
+    Utc.timestamp_millis_opt(ms)
+        .single()
+        .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))
+        .unwrap_or_else(|| ms.to_string())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn durations() {
+        assert_eq!(parse_duration_ms("30s"), Ok(30_000));
+        assert_eq!(parse_duration_ms("15m"), Ok(900_000));
+        assert_eq!(parse_duration_ms("24h"), Ok(86_400_000));
+        assert_eq!(parse_duration_ms("7d"), Ok(604_800_000));
+        assert_eq!(parse_duration_ms("1h30m"), Ok(5_400_000));
+        assert_eq!(parse_duration_ms("250ms"), Ok(250));
+        assert!(parse_duration_ms("").is_err());
+        assert!(parse_duration_ms("7").is_err());
+        assert!(parse_duration_ms("d").is_err());
+        assert!(parse_duration_ms("7y").is_err());
+        assert!(parse_duration_ms("-7d").is_err());
+        assert!(parse_duration_ms("99999999999999999d").is_err());
+    }
+
+    #[test]
+    fn times() {
+        assert_eq!(parse_time_ms("1700000000000"), Ok(1_700_000_000_000));
+        assert_eq!(parse_time_ms("2023-11-14T22:13:20Z"), Ok(1_700_000_000_000));
+        assert_eq!(
+            parse_time_ms("2023-11-15T00:13:20+02:00"),
+            Ok(1_700_000_000_000)
+        );
+        assert!(parse_time_ms("yesterday").is_err());
+    }
+
+    #[test]
+    fn cutoff() {
+        assert_eq!(cutoff_ms(1_000_000, 1_000, None), 999_000);
+        assert_eq!(cutoff_ms(1_000_000, 1_000, Some(5)), 5);
+    }
+
+    #[test]
+    fn utc_days() {
+        assert_eq!(utc_date(0), "1970-01-01");
+        assert_eq!(utc_date(86_399_999), "1970-01-01");
+        assert_eq!(utc_date(86_400_000), "1970-01-02");
+        assert_eq!(utc_date(-1), "1969-12-31");
+        assert_eq!(utc_date(1_700_000_000_000), "2023-11-14");
+        assert_eq!(next_utc_midnight_ms(1_700_000_000_000), 1_700_006_400_000);
+        assert_eq!(next_utc_midnight_ms(1_700_006_400_000), 1_700_092_800_000);
+        assert_eq!(utc_day(-1), -1);
+        assert_eq!(rfc3339(1_700_000_000_000), "2023-11-14T22:13:20.000Z");
+    }
+}
