@@ -491,21 +491,35 @@ mod tests {
             .1,
             4
         );
-        let line_len = {
+        let line_len = |r: &Row| {
             let mut v = Vec::new();
-            codec::encode_line(&WALLET_OUTBOX, &rows[0], &mut v);
+            codec::encode_line(&WALLET_OUTBOX, r, &mut v);
             v.len() as u64
         };
+        let three: u64 = rows[..3].iter().map(line_len).sum();
         assert_eq!(
             encode(
                 &rows,
                 Limits {
                     max_rows: 100,
-                    max_bytes: line_len * 3
+                    max_bytes: three
                 }
             )
             .1,
-            3
+            3,
+            "exactly full"
+        );
+        assert_eq!(
+            encode(
+                &rows,
+                Limits {
+                    max_rows: 100,
+                    max_bytes: three - 1
+                }
+            )
+            .1,
+            2,
+            "one byte short"
         );
         // A row larger than the byte limit still goes, alone.
         assert_eq!(

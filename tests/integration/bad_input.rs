@@ -1,0 +1,260 @@
+//! Bad input gets a clear error and loses nothing: each case runs the real binary and checks the
+//! exit status of SPEC §6, a message naming the problem and the setting, the JSON summary on
+//! stdout, and that no secret is printed.
+
+use std::process::Output;
+
+use outbox_archiver::summary::Outcome;
+use serde_json::Value as Json;
+
+use crate::support::*;
+
+struct Run {
+    code: i32,
+    summary: Json,
+    all_output: String,
+}
+
+async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("OUTBOX_ARCHIVER_LOG_FORMAT", "json");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&stdout).to_string();
+    let stderr = String::from_utf8_lossy(&stderr).to_string();
+    let summary: Json = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout is one JSON summary ({e}): {stdout}\nstderr: {stderr}"));
+    Run {
+        code: status.code().unwrap(),
+        summary,
+        all_output: format!("{stdout}\n{stderr}"),
+    }
+}
+
+fn s3_env(s3: &TestS3, store: &str) -> Vec<(&'static str, String)> {
+    let server = s3
+        .server
+        .as_ref()
+        .expect("these cases need the in-process server");
+    vec![
+        ("OUTBOX_ARCHIVER_STORE", store.to_string()),
+        ("OUTBOX_ARCHIVER_S3_ENDPOINT", server.endpoint.clone()),
+        ("AWS_ACCESS_KEY_ID", ACCESS_KEY.to_string()),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.to_string()),
+    ]
+}
+
+fn store_url(s3: &TestS3) -> String {
+    s3.location.to_string()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn configuration_mistakes_exit_2_with_a_message_naming_the_setting() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    if s3.server.is_none() {
+        return db.drop().await;
+    }
+    db.insert(&[row("a1", "e1", T0)]).await;
+    let good = s3_env(&s3, &store_url(&s3));
+    let with = |overrides: &[(&'static str, String)]| {
+        let mut envs = good.clone();
+        envs.push(("DATABASE_URL", db.url.clone()));
+        for (k, v) in overrides {
+            envs.retain(|(key, _)| key != k);
+            envs.push((k, v.clone()));
+        }
+        envs
+    };
+    let wrong_password = db
+        .url
+        .replace("outbox_test:outbox_test@", "outbox_test:Sup3rSecretPw@");
+    let cases: Vec<(&str, Vec<(&'static str, String)>, &str)> = vec![
+        (
+            "malformed database url",
+            with(&[("DATABASE_URL", "mysql//nope".into())]),
+            "--database-url",
+        ),
+        (
+            "wrong password",
+            with(&[("DATABASE_URL", wrong_password.clone())]),
+            "refused the login",
+        ),
+        (
+            "unknown host port",
+            with(&[(
+                "DATABASE_URL",
+                "mysql://u:Sup3rSecretPw@127.0.0.1:1/x".into(),
+            )]),
+            "cannot reach the database",
+        ),
+        (
+            "missing bucket",
+            with(&[("OUTBOX_ARCHIVER_STORE", "s3://no-such-bucket/x".into())]),
+            "does not exist",
+        ),
+        (
+            "unreachable endpoint",
+            with(&[("OUTBOX_ARCHIVER_S3_ENDPOINT", "http://127.0.0.1:1".into())]),
+            "cannot reach the object store",
+        ),
+        (
+            "wrong secret key",
+            with(&[("AWS_SECRET_ACCESS_KEY", "Wr0ngSecretKeyValue".into())]),
+            "refused access",
+        ),
+        (
+            "bad store url",
+            with(&[("OUTBOX_ARCHIVER_STORE", "bucket-without-scheme".into())]),
+            "--store",
+        ),
+        (
+            "unknown table",
+            with(&[("OUTBOX_ARCHIVER_TABLE", "room_outbox".into())]),
+            "--table",
+        ),
+    ];
+    for (case, envs, needle) in cases {
+        let run = run_cli(
+            &["archive", "--app", "a1", "--lock-prefix", &db.lock_prefix()],
+            &envs,
+        )
+        .await;
+        assert_eq!(run.code, 2, "{case}: {}", run.all_output);
+        assert_eq!(run.summary["ok"], Json::Bool(false), "{case}");
+        assert_eq!(run.summary["apps"], Json::Array(vec![]), "{case}");
+        let error = run.summary["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains(needle),
+            "{case}: {error:?} should mention {needle:?}"
+        );
+        for secret in [
+            "Sup3rSecretPw",
+            "Wr0ngSecretKeyValue",
+            SECRET_KEY,
+            "outbox_test:outbox_test",
+        ] {
+            assert!(
+                !run.all_output.contains(secret),
+                "{case}: a secret was printed:\n{}",
+                run.all_output
+            );
+        }
+    }
+    assert!(db.receipts("a1").await.is_empty(), "nothing was written");
+    assert!(keys(s3.store().await.as_ref()).await.is_empty());
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn unsafe_app_codes_are_refused_and_other_apps_still_archived() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    if s3.server.is_none() {
+        return db.drop().await;
+    }
+    db.insert(&[
+        row("../x", "e1", T0),
+        row("a/b", "e2", T0),
+        row("a b", "e3", T0),
+        row("good", "e4", T0),
+    ])
+    .await;
+    let mut envs = s3_env(&s3, &store_url(&s3));
+    envs.push(("DATABASE_URL", db.url.clone()));
+    let run = run_cli(
+        &[
+            "archive",
+            "--all-apps",
+            "--cutoff",
+            &(T0 + DAY).to_string(),
+            "--lock-prefix",
+            &db.lock_prefix(),
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert_eq!(run.summary["ok"], Json::Bool(false));
+    let apps = run.summary["apps"].as_array().unwrap();
+    assert_eq!(apps.len(), 4);
+    for app in apps {
+        let code = app["app_code"].as_str().unwrap();
+        if code == "good" {
+            assert_eq!(app["outcome"], "archived");
+            assert_eq!(app["rows"], 1);
+        } else {
+            assert_eq!(app["outcome"], "refused", "{code}");
+            assert!(app["error"].as_str().unwrap().contains("not allowed"));
+            assert!(db.members(code).await.is_empty());
+        }
+    }
+    let keys = keys(s3.store().await.as_ref()).await;
+    assert_eq!(keys.len(), 3);
+    assert!(
+        keys.iter().all(|k| k.contains("app_code=good/")),
+        "{keys:?}"
+    );
+    let _ = Outcome::Refused;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_then_archive_through_the_binary_with_a_file_store() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    db.insert(&[row("a1", "e1", T0), row("a1", "e2", T0 + 1)])
+        .await;
+    let envs = vec![("DATABASE_URL", db.url.clone())];
+    let migrated = run_cli(&["migrate", "--with-source-table"], &envs).await;
+    assert_eq!(migrated.code, 0, "{}", migrated.all_output);
+    let store = format!("file://{}", dir.path().display());
+    let run = run_cli(
+        &[
+            "archive",
+            "--app",
+            "a1",
+            "--store",
+            &store,
+            "--cutoff",
+            "2026-01-02T00:00:00Z",
+            "--lock-prefix",
+            &db.lock_prefix(),
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(run.summary["command"], "archive");
+    assert_eq!(run.summary["ok"], Json::Bool(true));
+    assert_eq!(run.summary["apps"][0]["outcome"], "archived");
+    assert_eq!(run.summary["apps"][0]["rows"], 2);
+    assert!(run.summary["apps"][0]["error"].is_null());
+    let missing = run_cli(
+        &["archive", "--app", "a1", "--lock-prefix", &db.lock_prefix()],
+        &envs,
+    )
+    .await;
+    assert_eq!(missing.code, 2);
+    assert!(
+        missing.summary["error"]
+            .as_str()
+            .unwrap()
+            .contains("--store"),
+        "no silent default store"
+    );
+    db.drop().await;
+}

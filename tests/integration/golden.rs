@@ -1,0 +1,127 @@
+//! Golden vectors: a fixed set of rows gives byte-exact NDJSON, gzip, manifest, `_SUCCESS` and
+//! batch id, kept in `tests/golden/`; and the JSON Schemas in `schemas/` accept that output.
+//! `UPDATE_GOLDEN=1 cargo test golden` rewrites the files (review the diff: any change breaks
+//! reproducibility of batch ids for existing archives).
+
+use std::path::PathBuf;
+
+use outbox_archiver::batch::{BatchEncoder, Limits, Offer};
+use outbox_archiver::codec::{Row, Value};
+use outbox_archiver::format;
+use outbox_archiver::table::WALLET_OUTBOX;
+
+use crate::support::{row, AVAILABLE, FROZEN, PAYLOAD};
+
+fn golden_rows() -> Vec<Row> {
+    let t = 1_767_225_600_000; // 2026-01-01T00:00:00Z
+    let mut rows = vec![
+        row("app1", "evt-0001", t),
+        row("app1", "evt-0002", t),
+        row("app1", "evt-0000", t + 1),
+    ];
+    rows[0][AVAILABLE] = Value::Int(i64::MAX);
+    rows[1][AVAILABLE] = Value::Int(i64::MAX);
+    rows[1][FROZEN] = Value::Int(i64::MIN);
+    rows[1][PAYLOAD] =
+        Value::Text("{\"memo\": \"tab\\t nl\\n quote\\\" back\\\\ é 😀 中\", \"n\": null}".into());
+    rows[1][12] = Value::Int(1_767_225_630_000);
+    rows[1][15] = Value::Text("err\u{1}\u{1f}\n\"x\"\\".into());
+    rows[2][14] = Value::Null;
+    rows
+}
+
+fn golden_dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
+}
+
+fn check(name: &str, actual: &[u8]) {
+    let path = golden_dir().join(name);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, actual).unwrap();
+    }
+    let expected = std::fs::read(&path)
+        .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
+    assert!(
+        expected == actual,
+        "{name} differs from {}:\n{}",
+        path.display(),
+        String::from_utf8_lossy(actual)
+    );
+}
+
+#[test]
+fn fixed_rows_give_byte_exact_objects() {
+    let mut encoder = BatchEncoder::new(
+        &WALLET_OUTBOX,
+        "app1",
+        Limits {
+            max_rows: 100,
+            max_bytes: 1 << 20,
+        },
+        6,
+    );
+    for r in golden_rows() {
+        assert_eq!(encoder.offer(&r).unwrap(), Offer::Taken);
+    }
+    let batch = encoder.finish().unwrap().unwrap();
+    let docs = format::documents(
+        "golden",
+        "wallet_outbox",
+        "app1",
+        &batch.content,
+        &batch.gzip_digest,
+    );
+    let mut ndjson = Vec::new();
+    std::io::Read::read_to_end(
+        &mut flate2::read::GzDecoder::new(&batch.gzip[..]),
+        &mut ndjson,
+    )
+    .unwrap();
+    check("data.ndjson", &ndjson);
+    check("data.ndjson.gz", &batch.gzip);
+    check("manifest.json", &docs.manifest);
+    check("_SUCCESS", &docs.success);
+    check("batch_id", format!("{}\n", docs.batch_id).as_bytes());
+    check(
+        "keys.txt",
+        format!(
+            "{}\n{}\n{}\n",
+            docs.keys.data, docs.keys.manifest, docs.keys.success
+        )
+        .as_bytes(),
+    );
+}
+
+fn validator(name: &str) -> jsonschema::Validator {
+    let path = PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+        .join("schemas")
+        .join(name);
+    let schema: serde_json::Value = serde_json::from_slice(&std::fs::read(path).unwrap()).unwrap();
+    jsonschema::validator_for(&schema).unwrap()
+}
+
+#[test]
+fn schemas_accept_real_output_and_reject_damage() {
+    let record = validator("record.schema.json");
+    let manifest = validator("manifest.schema.json");
+    let success = validator("success.schema.json");
+    let read = |name: &str| std::fs::read(golden_dir().join(name)).unwrap();
+    for line in read("data.ndjson")
+        .split(|&b| b == b'\n')
+        .filter(|l| !l.is_empty())
+    {
+        let value: serde_json::Value = serde_json::from_slice(line).unwrap();
+        assert!(record.is_valid(&value), "{value}");
+    }
+    let m: serde_json::Value = serde_json::from_slice(&read("manifest.json")).unwrap();
+    assert!(manifest.is_valid(&m), "{m}");
+    let s: serde_json::Value = serde_json::from_slice(&read("_SUCCESS")).unwrap();
+    assert!(success.is_valid(&s), "{s}");
+
+    let mut bad = m.clone();
+    bad["available_delta_total"] = serde_json::json!(12);
+    assert!(!manifest.is_valid(&bad), "totals are strings");
+    let mut bad = s.clone();
+    bad["extra"] = serde_json::json!(1);
+    assert!(!success.is_valid(&bad));
+}

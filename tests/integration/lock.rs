@@ -1,0 +1,111 @@
+//! One archiver per app (SPEC §5.4): a held lock means "skipped", not failure; a lock lost
+//! before the commit (the lock connection killed) stops the app with nothing recorded.
+
+use outbox_archiver::db::lock::lock_name;
+use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::summary::Outcome;
+use sqlx::{Connection, MySqlConnection};
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_archiver_skips_the_app_and_exits_zero() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    db.insert(&[row("a1", "e1", T0), row("a2", "e2", T0)]).await;
+    let mut other: MySqlConnection = MySqlConnection::connect(&db.url).await.unwrap();
+    let name = lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
+    assert_eq!(
+        name,
+        format!("{}wallet_outbox_archive:a1", db.lock_prefix()),
+        "the services' archiver's lock name"
+    );
+    let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+        .bind(&name)
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(got, 1);
+
+    let summary = archive(
+        &env(&db, s3.store().await, T0 + DAY),
+        &options(&db, &["a1", "a2"], T0 + DAY),
+    )
+    .await;
+    assert!(summary.ok, "{}", summary.to_json());
+    assert_eq!(summary.exit_code, 0);
+    assert_eq!(summary.apps[0].outcome, Outcome::SkippedLocked);
+    assert_eq!(
+        summary.apps[1].outcome,
+        Outcome::Archived,
+        "other apps go on"
+    );
+    assert!(db.receipts("a1").await.is_empty());
+    other.close().await.unwrap();
+
+    let after = archive(
+        &env(&db, s3.store().await, T0 + DAY),
+        &options(&db, &["a1"], T0 + DAY),
+    )
+    .await;
+    assert_eq!(
+        after.apps[0].outcome,
+        Outcome::Archived,
+        "released locks are taken again"
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    db.insert(
+        &(0..10)
+            .map(|i| row("a1", &format!("e{i}"), T0 + i))
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let name = lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
+    let url = db.url.clone();
+    let mut opts = options(&db, &["a1"], T0 + DAY);
+    // After the objects are verified and the members written, another session KILLs the
+    // connection that holds the lock.
+    opts.failpoints = FailPoints::new(move |point| {
+        if point == "after-members" {
+            let (url, name) = (url.clone(), name.clone());
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async move {
+                    let mut admin = MySqlConnection::connect(&url).await.unwrap();
+                    let holder: i64 = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+                        .bind(&name)
+                        .fetch_one(&mut admin)
+                        .await
+                        .unwrap();
+                    sqlx::query(sqlx::AssertSqlSafe(format!("KILL {holder}")))
+                        .execute(&mut admin)
+                        .await
+                        .unwrap();
+                    admin.close().await.unwrap();
+                })
+            });
+        }
+        false
+    });
+    let summary = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
+    let a1 = &summary.apps[0];
+    assert_eq!(a1.outcome, Outcome::Failed, "{}", summary.to_json());
+    assert!(
+        a1.error.as_deref().unwrap().contains("lost advisory lock"),
+        "{:?}",
+        a1.error
+    );
+    assert!(db.receipts("a1").await.is_empty(), "nothing committed");
+    assert!(db.members("a1").await.is_empty());
+
+    opts.failpoints = FailPoints::default();
+    let rerun = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
+    assert_eq!(rerun.apps[0].outcome, Outcome::Archived);
+    assert_eq!(db.members("a1").await.len(), 10);
+    db.drop().await;
+}

@@ -1,0 +1,11 @@
+//! Integration tests against a real MariaDB/MySQL server and a real S3 HTTP server (see
+//! `support.rs`); one binary so the suite links once.
+
+mod archive_e2e;
+mod bad_input;
+mod corruption;
+mod golden;
+mod lock;
+mod resume;
+mod support;
+mod write_once;

@@ -1,0 +1,385 @@
+//! Real services, isolated per test: every test gets its own database on the MariaDB/MySQL
+//! server and its own bucket on a real S3 HTTP server (s3s-fs in this process, or the endpoint in
+//! `OUTBOX_ARCHIVER_TEST_S3_ENDPOINT` with a per-test prefix). A passing test drops its
+//! database; a failing one leaves it, named in the output, as evidence.
+//!
+//! The server: `OUTBOX_ARCHIVER_TEST_DATABASE_URL` (a user that may create databases), else
+//! `mysql://outbox_test:outbox_test@127.0.0.1:3306`, a user this harness creates through the
+//! local unix socket as root on first use.
+
+#![allow(dead_code)]
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use futures_util::TryStreamExt;
+use outbox_archiver::batch::Limits;
+use outbox_archiver::codec::{self, Row, Value};
+use outbox_archiver::commands::archive::{self, Apps, ArchiveOptions};
+use outbox_archiver::commands::Env;
+use outbox_archiver::db::{self, Db};
+use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::local_s3::LocalS3;
+use outbox_archiver::store::{self, Location, ObjectStore, S3Settings};
+use outbox_archiver::summary::Summary;
+use outbox_archiver::table::WALLET_OUTBOX;
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
+use tokio::sync::OnceCell;
+use tokio_util::sync::CancellationToken;
+
+pub const TEST_USER_URL: &str = "mysql://outbox_test:outbox_test@127.0.0.1:3306";
+const SOCKET_ROOT_URL: &str = "mysql://root@localhost/?socket=/run/mysqld/mysqld.sock";
+
+static SERVER: OnceCell<String> = OnceCell::const_new();
+pub static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The server URL tests create their databases on (no database part).
+pub async fn server_url() -> String {
+    SERVER
+        .get_or_init(|| async {
+            if let Ok(url) = std::env::var("OUTBOX_ARCHIVER_TEST_DATABASE_URL") {
+                return url;
+            }
+            if try_connect(TEST_USER_URL).await.is_err() {
+                bootstrap_test_user().await;
+            }
+            drop_leftovers(TEST_USER_URL).await;
+            TEST_USER_URL.to_string()
+        })
+        .await
+        .clone()
+}
+
+async fn try_connect(url: &str) -> Result<sqlx::MySqlConnection, sqlx::Error> {
+    url.parse::<sqlx::mysql::MySqlConnectOptions>()?
+        .connect()
+        .await
+}
+
+async fn bootstrap_test_user() {
+    let mut root = try_connect(SOCKET_ROOT_URL).await.unwrap_or_else(|e| {
+        panic!(
+            "cannot reach MariaDB/MySQL as outbox_test over TCP nor as root over /run/mysqld/mysqld.sock ({e}). \
+             Start the server (.ci/run does) or set OUTBOX_ARCHIVER_TEST_DATABASE_URL"
+        )
+    });
+    for host in ["127.0.0.1", "localhost"] {
+        root.execute(AssertSqlSafe(format!(
+            "CREATE USER IF NOT EXISTS 'outbox_test'@'{host}' IDENTIFIED BY 'outbox_test'"
+        )))
+        .await
+        .unwrap();
+        root.execute(AssertSqlSafe(format!(
+            "GRANT ALL PRIVILEGES ON *.* TO 'outbox_test'@'{host}'"
+        )))
+        .await
+        .unwrap();
+    }
+    root.close().await.unwrap();
+}
+
+/// Drops databases that earlier test processes left behind (evidence of a failure, kept until
+/// the next run).
+async fn drop_leftovers(url: &str) {
+    let mut conn = try_connect(url).await.expect("test user connects");
+    let prefix = format!("oat_{}_", std::process::id());
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'oat\\_%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    for name in names.into_iter().filter(|n| !n.starts_with(&prefix)) {
+        let _ = conn
+            .execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
+            .await;
+    }
+}
+
+/// A database of its own, migrated, with the reference source table.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    pub db: Db,
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        let server = server_url().await;
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let name = format!("oat_{}_{n}", std::process::id());
+        let mut conn = try_connect(&server)
+            .await
+            .expect("connects to the test server");
+        conn.execute(AssertSqlSafe(format!(
+            "CREATE DATABASE `{name}` CHARACTER SET utf8mb4"
+        )))
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+        let mut url = url::Url::parse(&server).unwrap();
+        url.set_path(&format!("/{name}"));
+        let url = url.to_string();
+        let db = Db::connect(&url, 6)
+            .await
+            .expect("connects to the test database");
+        db::migrate(&db.pool).await.unwrap();
+        db::create_source_table(&db.pool, &WALLET_OUTBOX)
+            .await
+            .unwrap();
+        TestDb { name, url, db }
+    }
+
+    /// A lock prefix unique to this test, so parallel tests never share an advisory lock.
+    pub fn lock_prefix(&self) -> String {
+        format!("{}:", self.name)
+    }
+
+    pub async fn insert(&self, rows: &[Row]) {
+        outbox_archiver::seed::insert_rows(&self.db.pool, &WALLET_OUTBOX, rows)
+            .await
+            .unwrap();
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(AssertSqlSafe(sql.to_string()))
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    /// The (event_id, updated_at_ms, batch_id) of every member of `app`, by event id.
+    pub async fn members(&self, app: &str) -> Vec<(String, i64, String)> {
+        sqlx::query_as("SELECT event_id, updated_at_ms, batch_id FROM wallet_outbox_archive_members WHERE app_code = ? ORDER BY event_id")
+            .bind(app)
+            .fetch_all(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    /// Every receipt row as (batch_id, data_object_key, row_count, manifest_sha256), by batch id.
+    pub async fn receipts(&self, app: &str) -> Vec<(String, String, i64, String)> {
+        sqlx::query_as(
+            "SELECT batch_id, data_object_key, row_count, manifest_sha256 FROM wallet_outbox_archive_receipts WHERE app_code = ? ORDER BY batch_id",
+        )
+        .bind(app)
+        .fetch_all(&self.db.pool)
+        .await
+        .unwrap()
+    }
+
+    /// Source rows that must be archived: delivered and below the cutoff, in cursor order.
+    pub async fn expected_rows(&self, app: &str, cutoff_ms: i64) -> Vec<Row> {
+        let pages = outbox_archiver::db::source::PageQueries::new(&WALLET_OUTBOX);
+        let mut rows = Vec::new();
+        let mut after = None;
+        loop {
+            let page = pages
+                .page(
+                    &self.db.pool,
+                    app,
+                    "DELIVERED",
+                    after.as_ref(),
+                    cutoff_ms,
+                    500,
+                )
+                .await
+                .unwrap();
+            if page.is_empty() {
+                return rows;
+            }
+            after = Some(outbox_archiver::db::source::cursor_of(
+                &WALLET_OUTBOX,
+                page.last().unwrap(),
+            ));
+            rows.extend(page);
+        }
+    }
+
+    pub async fn drop(self) {
+        self.db.close().await;
+        let mut conn = try_connect(&server_url().await).await.unwrap();
+        conn.execute(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS `{}`",
+            self.name
+        )))
+        .await
+        .unwrap();
+    }
+}
+
+/// A bucket of its own on a real S3 HTTP server.
+pub struct TestS3 {
+    pub server: Option<LocalS3>,
+    pub settings: S3Settings,
+    pub location: Location,
+    _dir: tempfile::TempDir,
+}
+
+pub const ACCESS_KEY: &str = "test-access-key";
+pub const SECRET_KEY: &str = "test-secret-key-do-not-print";
+
+impl TestS3 {
+    pub async fn new() -> TestS3 {
+        let dir = tempfile::tempdir().unwrap();
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        if let Ok(endpoint) = std::env::var("OUTBOX_ARCHIVER_TEST_S3_ENDPOINT") {
+            let bucket = std::env::var("OUTBOX_ARCHIVER_TEST_S3_BUCKET")
+                .expect("OUTBOX_ARCHIVER_TEST_S3_BUCKET with the endpoint");
+            let settings = S3Settings {
+                endpoint: Some(endpoint),
+                region: std::env::var("AWS_REGION").ok(),
+                force_path_style: Some(true),
+                upload_checksum: None,
+                conditional_put: None,
+                static_credentials: None,
+            };
+            let prefix = format!(
+                "outbox-archiver-tests/{}-{n}-{}",
+                std::process::id(),
+                chrono::Utc::now().timestamp_millis()
+            );
+            return TestS3 {
+                server: None,
+                settings,
+                location: Location::S3 { bucket, prefix },
+                _dir: dir,
+            };
+        }
+        let server = LocalS3::start(dir.path(), ACCESS_KEY, SECRET_KEY)
+            .await
+            .unwrap();
+        Self::with_server(server, dir, n)
+    }
+
+    /// A bucket on a server the test started itself (to misbehave on purpose).
+    pub fn with_server(server: LocalS3, dir: tempfile::TempDir, n: u32) -> TestS3 {
+        let bucket = format!("bucket{n}");
+        server.create_bucket(&bucket).unwrap();
+        let settings = server.settings();
+        TestS3 {
+            server: Some(server),
+            settings,
+            location: Location::S3 {
+                bucket,
+                prefix: "archive".into(),
+            },
+            _dir: dir,
+        }
+    }
+
+    pub async fn store(&self) -> Arc<dyn ObjectStore> {
+        store::open(self.location.clone(), &self.settings)
+            .await
+            .unwrap()
+    }
+}
+
+pub fn env(db: &TestDb, store: Arc<dyn ObjectStore>, now_ms: i64) -> Env {
+    Env {
+        spec: &WALLET_OUTBOX,
+        db: db.db.clone(),
+        store,
+        shutdown: CancellationToken::new(),
+        now_ms: Arc::new(move || now_ms),
+    }
+}
+
+pub fn options(db: &TestDb, apps: &[&str], cutoff_ms: i64) -> ArchiveOptions {
+    ArchiveOptions {
+        apps: Apps::Listed(apps.iter().map(|s| s.to_string()).collect()),
+        cutoff_ms,
+        limits: Limits {
+            max_rows: 1_000,
+            max_bytes: 64 << 20,
+        },
+        gzip_level: 6,
+        max_batches: None,
+        max_runtime: None,
+        dry_run: false,
+        delivered_status: "DELIVERED".into(),
+        lock_prefix: db.lock_prefix(),
+        failpoints: FailPoints::default(),
+    }
+}
+
+pub async fn archive(env: &Env, opts: &ArchiveOptions) -> Summary {
+    archive::run(env, opts).await
+}
+
+/// A delivered wallet row with plain defaults; tests change what they care about.
+pub fn row(app: &str, event_id: &str, updated_at_ms: i64) -> Row {
+    vec![
+        Value::Text(app.into()),
+        Value::Text(event_id.into()),
+        Value::Text("WalletCredited".into()),
+        Value::Text(format!("tx-{event_id}")),
+        Value::Text(format!("cmd-{event_id}")),
+        Value::Int(1001),
+        Value::Text("COIN".into()),
+        Value::Int(100),
+        Value::Int(0),
+        Value::Text(r#"{"amount": 100}"#.into()),
+        Value::Text("DELIVERED".into()),
+        Value::Text("relay-1".into()),
+        Value::Null,
+        Value::Int(0),
+        Value::Int(0),
+        Value::Null,
+        Value::Int(updated_at_ms - 10),
+        Value::Int(updated_at_ms),
+    ]
+}
+
+pub const STATUS: usize = 10;
+pub const PAYLOAD: usize = 9;
+pub const AVAILABLE: usize = 7;
+pub const FROZEN: usize = 8;
+
+/// Every row in every data object the receipts of `app` reference, in receipt cursor order.
+pub async fn archived_rows(db: &TestDb, store: &dyn ObjectStore, app: &str) -> Vec<Row> {
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT data_object_key FROM wallet_outbox_archive_receipts WHERE app_code = ? ORDER BY last_updated_at_ms, last_event_id",
+    )
+    .bind(app)
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap();
+    let mut rows = Vec::new();
+    for key in keys {
+        let bytes = store::get_all(store, &key)
+            .await
+            .unwrap()
+            .expect("data object exists");
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+            .unwrap();
+        for (i, line) in text
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .enumerate()
+        {
+            rows.push(codec::decode_line(&WALLET_OUTBOX, line, i as u64 + 1).unwrap());
+        }
+    }
+    rows
+}
+
+/// Every key in the test's store, sorted.
+pub async fn keys(store: &dyn ObjectStore) -> Vec<String> {
+    store.list(store.location().prefix()).await.unwrap()
+}
+
+/// Reads a whole object.
+pub async fn read(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
+    let mut body = store.get(key).await.unwrap().expect("object exists");
+    let mut out = Vec::new();
+    while let Some(chunk) = body.try_next().await.unwrap() {
+        out.extend_from_slice(&chunk);
+    }
+    out
+}
+
+pub const DAY: i64 = 86_400_000;
+/// 2026-01-01T00:00:00Z
+pub const T0: i64 = 1_767_225_600_000;
