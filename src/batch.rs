@@ -242,13 +242,16 @@ impl BatchEncoder {
     }
 }
 
-/// What an object's bytes turned out to hold.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DataFacts {
+/// The rows an object's lines hold: their facts and members, or why they are not a data object.
+pub type Content = Result<(ContentFacts, Vec<Member>), DataError>;
+
+/// What an object's bytes turned out to be.
+#[derive(Debug)]
+pub struct DataRead {
     pub digest: ObjectDigest,
+    /// CRC-64/NVME of the bytes, to compare with what AWS S3 reports.
     pub crc64nvme: u64,
-    pub content: Option<ContentFacts>,
-    pub members: Vec<Member>,
+    pub content: Content,
 }
 
 /// Why an object's bytes are not a well-formed data object of this app.
@@ -376,43 +379,40 @@ impl DataReader {
         }
     }
 
-    /// The facts, or why the bytes are not a valid data object (with their digest either way).
-    pub fn finish(
-        mut self,
-    ) -> (
-        ObjectDigest,
-        u64,
-        Result<(ContentFacts, Vec<Member>), DataError>,
-    ) {
-        let digest = self.digester.finish();
-        let nvme = self.nvme.finish();
-        if let Some(e) = self.failed {
-            return (digest, nvme, Err(e));
+    /// The digest of the bytes, and the facts or why the bytes are not a valid data object.
+    pub fn finish(mut self) -> DataRead {
+        let digest = std::mem::take(&mut self.digester).finish();
+        let crc64nvme = self.nvme.finish();
+        let content = match self.failed.take() {
+            Some(e) => Err(e),
+            None => self.finish_content(),
+        };
+        DataRead {
+            digest,
+            crc64nvme,
+            content,
         }
+    }
+
+    fn finish_content(mut self) -> Content {
         if let Err(e) = self.decoder.try_finish() {
-            let err = self
+            return Err(self
                 .decoder
                 .get_mut()
                 .error
                 .take()
-                .unwrap_or(DataError::Gzip(e.to_string()));
-            return (digest, nvme, Err(err));
+                .unwrap_or(DataError::Gzip(e.to_string())));
         }
-        let sink = match self.decoder.finish() {
-            Ok(sink) => sink,
-            Err(e) => return (digest, nvme, Err(DataError::Gzip(e.to_string()))),
-        };
+        let sink = self
+            .decoder
+            .finish()
+            .map_err(|e| DataError::Gzip(e.to_string()))?;
         if !sink.partial.is_empty() {
-            return (digest, nvme, Err(DataError::UnterminatedLine));
+            return Err(DataError::UnterminatedLine);
         }
-        match sink.acc.finish() {
-            Some(facts) => (digest, nvme, Ok(facts)),
-            None => (
-                digest,
-                nvme,
-                Err(DataError::Line("data object holds no rows".into())),
-            ),
-        }
+        sink.acc
+            .finish()
+            .ok_or_else(|| DataError::Line("data object holds no rows".into()))
     }
 }
 
@@ -471,8 +471,8 @@ mod tests {
         for c in bytes.chunks(chunk.max(1)) {
             reader.update(c);
         }
-        let (digest, _, result) = reader.finish();
-        (digest, result)
+        let read = reader.finish();
+        (read.digest, read.content)
     }
 
     #[test]

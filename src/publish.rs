@@ -8,7 +8,7 @@
 
 use futures_util::TryStreamExt;
 
-use crate::batch::{DataReader, EncodedBatch, Member};
+use crate::batch::{DataRead, DataReader, EncodedBatch, Member};
 use crate::digest::{crc64nvme, ObjectDigest};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::format::{self, BatchDocuments, ContentFacts};
@@ -138,13 +138,17 @@ impl Publisher<'_> {
                 Err(e) => return Err(e.into()),
             }
         }
-        let existing = inspect_data(self.store, self.spec, self.app_code, key).await?;
-        if let Some((digest, Ok((content, members)))) = &existing {
-            if digest == &batch.gzip_digest {
+        if let Some(DataRead {
+            digest,
+            content: Ok((content, members)),
+            ..
+        }) = read_data(self.store, self.spec, self.app_code, key).await?
+        {
+            if digest == batch.gzip_digest {
                 return Ok(Placement::Accepted);
             }
-            if content == &batch.content && members == &batch.members {
-                return Ok(Placement::Adopted(digest.clone()));
+            if content == batch.content && members == batch.members {
+                return Ok(Placement::Adopted(digest));
             }
         }
         tracing::warn!(
@@ -183,26 +187,13 @@ impl Publisher<'_> {
     }
 }
 
-type DataContent = Result<(ContentFacts, Vec<Member>), crate::batch::DataError>;
-
 /// Streams a data object through a [`DataReader`]; `None` if it does not exist.
-pub async fn inspect_data(
+pub async fn read_data(
     store: &dyn ObjectStore,
     spec: &'static TableSpec,
     app_code: &str,
     key: &str,
-) -> Result<Option<(ObjectDigest, DataContent)>, StoreError> {
-    Ok(read_data(store, spec, app_code, key)
-        .await?
-        .map(|(digest, _, content)| (digest, content)))
-}
-
-async fn read_data(
-    store: &dyn ObjectStore,
-    spec: &'static TableSpec,
-    app_code: &str,
-    key: &str,
-) -> Result<Option<(ObjectDigest, u64, DataContent)>, StoreError> {
+) -> Result<Option<DataRead>, StoreError> {
     let Some(mut body) = store.get(key).await? else {
         return Ok(None);
     };
@@ -292,13 +283,14 @@ pub async fn read_back_data(
     members: &[Member],
 ) -> Result<(), PublishError> {
     let meta = store.head(key).await?;
-    let (actual, nvme, decoded) = read_data(store, spec, app_code, key)
+    let read = read_data(store, spec, app_code, key)
         .await?
         .ok_or_else(|| mismatch(key, "object", "present", "missing"))?;
-    check_digest(key, digest, &actual)?;
-    check_meta(key, meta, digest, nvme)?;
-    let (got, got_members) =
-        decoded.map_err(|e| mismatch(key, "content", "a valid gzip NDJSON data object", e))?;
+    check_digest(key, digest, &read.digest)?;
+    check_meta(key, meta, digest, read.crc64nvme)?;
+    let (got, got_members) = read
+        .content
+        .map_err(|e| mismatch(key, "content", "a valid gzip NDJSON data object", e))?;
     let fields: [(&'static str, String, String); 6] = [
         (
             "NDJSON SHA-256",

@@ -82,7 +82,8 @@ async fn configuration_mistakes_exit_2_with_a_message_naming_the_setting() {
     let wrong_password = db
         .url
         .replace("outbox_test:outbox_test@", "outbox_test:Sup3rSecretPw@");
-    let cases: Vec<(&str, Vec<(&'static str, String)>, &str)> = vec![
+    type Envs = Vec<(&'static str, String)>;
+    let cases: Vec<(&str, Envs, &str)> = vec![
         (
             "malformed database url",
             with(&[("DATABASE_URL", "mysql//nope".into())]),

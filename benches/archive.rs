@@ -1,0 +1,216 @@
+//! Throughput and peak memory of `archive` on a large backlog, against pt-archiver on the same
+//! rows. Not a test: it prints figures.
+//!
+//!     cargo bench --bench archive                 # 1,000,000 rows
+//!     BENCH_ROWS=200000 cargo bench --bench archive
+//!
+//! It (re)uses database `outbox_archiver_bench` on the local server (root over the unix socket,
+//! or BENCH_SERVER_URL), seeds it once per row count, serves a real S3 endpoint from this process
+//! (s3s-fs on a temp dir), and runs the release binary as a child process so the child's peak RSS
+//! is the archiver's alone. If `pt-archiver` is installed it runs
+//! `--no-delete --file` with `--limit 500 --txn-size 500` over the same rows for comparison.
+
+use std::process::Command;
+use std::time::Instant;
+
+use outbox_archiver::local_s3::LocalS3;
+use outbox_archiver::seed::{self, SeedPlan};
+use outbox_archiver::table::WALLET_OUTBOX;
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
+
+const DB: &str = "outbox_archiver_bench";
+const USER: &str = "outbox_bench";
+const PASSWORD: &str = "outbox_bench";
+
+fn main() {
+    let rows: u64 = std::env::var("BENCH_ROWS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(1_000_000);
+    let runtime = tokio::runtime::Runtime::new().unwrap();
+    runtime.block_on(bench(rows));
+}
+
+async fn bench(rows: u64) {
+    let server = std::env::var("BENCH_SERVER_URL")
+        .unwrap_or_else(|_| outbox_archiver::commands::demo::DEFAULT_SERVER_URL.to_string());
+    let mut admin = server
+        .parse::<sqlx::mysql::MySqlConnectOptions>()
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+    let seeded: Option<String> = sqlx::query_scalar("SELECT table_comment FROM information_schema.tables WHERE table_schema = ? AND table_name = 'wallet_outbox'")
+        .bind(DB)
+        .fetch_optional(&mut admin)
+        .await
+        .unwrap();
+    let marker = format!("bench rows={rows}");
+    let url = format!("mysql://{USER}:{PASSWORD}@127.0.0.1:3306/{DB}");
+    if seeded.as_deref() != Some(marker.as_str()) {
+        for sql in [
+            format!("DROP DATABASE IF EXISTS {DB}"),
+            format!("CREATE DATABASE {DB} CHARACTER SET utf8mb4"),
+            format!("CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'"),
+            format!("GRANT ALL PRIVILEGES ON {DB}.* TO '{USER}'@'127.0.0.1'"),
+        ] {
+            admin.execute(AssertSqlSafe(sql)).await.unwrap();
+        }
+        let db = outbox_archiver::db::Db::connect(&url, 4).await.unwrap();
+        outbox_archiver::db::migrate(&db.pool).await.unwrap();
+        outbox_archiver::db::create_source_table(&db.pool, &WALLET_OUTBOX)
+            .await
+            .unwrap();
+        let plan = SeedPlan {
+            apps: vec!["wallet-cn".into(), "wallet-sg".into(), "fun.games".into()],
+            rows,
+            start_ms: 1_767_225_600_000 - 60 * 86_400_000,
+            end_ms: 1_767_225_600_000,
+            delivered_percent: 100,
+            seed: 7,
+        };
+        let started = Instant::now();
+        seed::seed(&db.pool, &WALLET_OUTBOX, &plan).await.unwrap();
+        eprintln!(
+            "seeded {rows} rows in {:.1}s",
+            started.elapsed().as_secs_f64()
+        );
+        db.pool
+            .execute(AssertSqlSafe(format!(
+                "ALTER TABLE wallet_outbox COMMENT = '{marker}'"
+            )))
+            .await
+            .unwrap();
+        db.close().await;
+    } else {
+        admin
+            .execute(AssertSqlSafe(format!(
+                "DELETE FROM {DB}.wallet_outbox_archive_members"
+            )))
+            .await
+            .unwrap();
+        admin
+            .execute(AssertSqlSafe(format!(
+                "DELETE FROM {DB}.wallet_outbox_archive_receipts"
+            )))
+            .await
+            .unwrap();
+    }
+    admin.close().await.unwrap();
+
+    let dir = tempfile::tempdir().unwrap();
+    let s3 = LocalS3::start(dir.path(), "bench-key", "bench-secret")
+        .await
+        .unwrap();
+    s3.create_bucket("bench").unwrap();
+    let started = Instant::now();
+    let output = Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+        .args([
+            "archive",
+            "--all-apps",
+            "--cutoff",
+            "1767225600000",
+            "--store",
+            "s3://bench/archive",
+        ])
+        .env("DATABASE_URL", &url)
+        .env("OUTBOX_ARCHIVER_S3_ENDPOINT", &s3.endpoint)
+        .env("AWS_ACCESS_KEY_ID", "bench-key")
+        .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
+        .env("AWS_REGION", "us-east-1")
+        .env("OUTBOX_ARCHIVER_LOG", "warn")
+        .output()
+        .unwrap();
+    let elapsed = started.elapsed().as_secs_f64();
+    let peak_kib = children_peak_rss_kib();
+    let summary: serde_json::Value =
+        serde_json::from_slice(&output.stdout).expect("a JSON summary");
+    assert_eq!(summary["ok"], true, "{summary}");
+    let archived: u64 = summary["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["rows"].as_u64().unwrap())
+        .sum();
+    let batches: u64 = summary["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["batches"].as_u64().unwrap())
+        .sum();
+    let stored: u64 = walk_size(dir.path());
+    println!(
+        "outbox-archiver: {archived} rows in {batches} batches, {elapsed:.1}s, {:.0} rows/s, peak RSS {:.0} MiB, {:.1} MiB stored",
+        archived as f64 / elapsed,
+        peak_kib as f64 / 1024.0,
+        stored as f64 / (1 << 20) as f64
+    );
+
+    if which("pt-archiver") {
+        let file = dir.path().join("pt-archiver.out");
+        let started = Instant::now();
+        let status = Command::new("pt-archiver")
+            .args([
+                "--source",
+                &format!("h=127.0.0.1,P=3306,u={USER},p={PASSWORD},D={DB},t=wallet_outbox,i=idx_wallet_outbox_retention"),
+                "--where",
+                "status = 'DELIVERED' AND updated_at_ms < 1767225600000",
+                "--limit",
+                "500",
+                "--txn-size",
+                "500",
+                "--no-delete",
+                "--no-check-charset",
+                "--file",
+                file.to_str().unwrap(),
+            ])
+            .status()
+            .unwrap();
+        let elapsed = started.elapsed().as_secs_f64();
+        assert!(status.success());
+        let lines = std::fs::read(&file)
+            .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+            .unwrap_or(0);
+        println!(
+            "pt-archiver --no-delete --file: {lines} rows, {elapsed:.1}s, {:.0} rows/s, {:.1} MiB uncompressed TSV, no verification",
+            lines as f64 / elapsed,
+            std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0) as f64 / (1 << 20) as f64
+        );
+    } else {
+        println!("pt-archiver not installed (apt-get install percona-toolkit) — skipped");
+    }
+}
+
+fn children_peak_rss_kib() -> i64 {
+    let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
+    // SAFETY: getrusage writes a rusage into the pointer it is given.
+    unsafe {
+        libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr());
+        usage.assume_init().ru_maxrss
+    }
+}
+
+fn walk_size(dir: &std::path::Path) -> u64 {
+    std::fs::read_dir(dir)
+        .map(|entries| {
+            entries
+                .flatten()
+                .map(|e| {
+                    let p = e.path();
+                    if p.is_dir() {
+                        walk_size(&p)
+                    } else {
+                        e.metadata().map(|m| m.len()).unwrap_or(0)
+                    }
+                })
+                .sum()
+        })
+        .unwrap_or(0)
+}
+
+fn which(program: &str) -> bool {
+    Command::new("sh")
+        .args(["-c", &format!("command -v {program}")])
+        .output()
+        .is_ok_and(|o| o.status.success())
+}
