@@ -126,17 +126,18 @@ impl Publisher<'_> {
         })
     }
 
+    /// Writes `body` at `key` unless something is there already; true when written.
+    async fn create(&self, key: &str, body: bytes::Bytes) -> Result<bool, PublishError> {
+        match self.store.put(key, body, PutMode::Create).await {
+            Ok(()) => Ok(true),
+            Err(StoreError::AlreadyExists { .. }) => Ok(false),
+            Err(e) => Err(e.into()),
+        }
+    }
+
     async fn place_data(&self, key: &str, batch: &EncodedBatch) -> Result<Placement, PublishError> {
-        if self.store.head(key).await?.is_none() {
-            match self
-                .store
-                .put(key, batch.gzip.clone(), PutMode::Create)
-                .await
-            {
-                Ok(()) => return Ok(Placement::Written),
-                Err(StoreError::AlreadyExists { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if self.create(key, batch.gzip.clone()).await? {
+            return Ok(Placement::Written);
         }
         if let Some(DataRead {
             digest,
@@ -162,16 +163,8 @@ impl Publisher<'_> {
     }
 
     async fn place_exact(&self, key: &str, bytes: &[u8]) -> Result<Placement, PublishError> {
-        if self.store.head(key).await?.is_none() {
-            match self
-                .store
-                .put(key, bytes.to_vec().into(), PutMode::Create)
-                .await
-            {
-                Ok(()) => return Ok(Placement::Written),
-                Err(StoreError::AlreadyExists { .. }) => {}
-                Err(e) => return Err(e.into()),
-            }
+        if self.create(key, bytes.to_vec().into()).await? {
+            return Ok(Placement::Written);
         }
         if store::get_all(self.store, key).await?.as_deref() == Some(bytes) {
             return Ok(Placement::Accepted);

@@ -209,7 +209,9 @@ impl Worker<'_> {
             let Some(batch) = encoder.finish().map_err(AppError::Encode)? else {
                 break;
             };
+            let read_ms = started.elapsed().as_millis() as u64;
             let batch_id = format::batch_id(env.spec.name, app, &batch.content);
+            let (mut publish_ms, mut record_ms) = (0, 0);
             let (keys, data) = match lock {
                 None => {
                     // Dry run: plan only.
@@ -232,7 +234,9 @@ impl Worker<'_> {
                         app_code: app,
                         failpoints: &self.opts.failpoints,
                     };
+                    let phase = Instant::now();
                     let published = publisher.publish(&batch).await?;
+                    publish_ms = phase.elapsed().as_millis() as u64;
                     let receipt = Receipt {
                         app_code: app.to_string(),
                         batch_id: batch_id.clone(),
@@ -243,9 +247,11 @@ impl Worker<'_> {
                         success: published.success.clone(),
                         verified_at_ms: (env.now_ms)(),
                     };
+                    let phase = Instant::now();
                     self.receipts
                         .record(pool, &receipt, &batch.members, lock, &self.opts.failpoints)
                         .await?;
+                    record_ms = phase.elapsed().as_millis() as u64;
                     report.replaced_objects.extend(published.replaced);
                     report.adopted_objects.extend(published.adopted);
                     (published.docs.keys, published.data)
@@ -261,6 +267,9 @@ impl Worker<'_> {
                 uncompressed_bytes = c.uncompressed_bytes,
                 compressed_bytes = data.size,
                 millis = started.elapsed().as_millis() as u64,
+                read_ms,
+                publish_ms,
+                record_ms,
                 dry_run = self.opts.dry_run,
                 "{}",
                 if self.opts.dry_run { "batch planned" } else { "batch archived and recorded" }

@@ -34,8 +34,9 @@ pub struct ObjectMeta {
 /// Whether a put may replace an existing object.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum PutMode {
-    /// Fails with [`StoreError::AlreadyExists`] if the key exists (`If-None-Match: *` where the
-    /// store supports it; callers HEAD first, so stores that ignore it stay correct).
+    /// Fails with [`StoreError::AlreadyExists`] if the key exists: atomically where the store
+    /// can (`If-None-Match: *`, a hard link), by HEAD-then-PUT where it cannot (COS) — correct
+    /// there because the app's advisory lock excludes every other writer of its keys.
     Create,
     /// Replaces whatever is there.
     Overwrite,

@@ -349,8 +349,14 @@ impl ObjectStore for S3Store {
                 request.checksum_crc64_nvme(b64(&digest::crc64nvme(&body).to_be_bytes()))
             }
         };
-        if mode == PutMode::Create && self.conditional_put {
-            request = request.if_none_match("*");
+        if mode == PutMode::Create {
+            if self.conditional_put {
+                request = request.if_none_match("*");
+            } else if self.head(key).await?.is_some() {
+                return Err(StoreError::AlreadyExists {
+                    key: key.to_string(),
+                });
+            }
         }
         match request.body(SdkByteStream::from(body)).send().await {
             Ok(_) => Ok(()),

@@ -6,6 +6,8 @@ mod bad_input;
 mod corruption;
 mod golden;
 mod lock;
+mod receipts;
 mod resume;
+mod store_contract;
 mod support;
 mod write_once;

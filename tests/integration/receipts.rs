@@ -1,0 +1,200 @@
+//! The receipt transaction (SPEC §5.2): receipt and members together or nothing; a retry of the
+//! same batch is a no-op; a member owned by another batch or a control value that differs fails
+//! it; and a batch whose receipt exists is never written again.
+
+use bytes::Bytes;
+use outbox_archiver::batch::Member;
+use outbox_archiver::db::lock::{lock_name, AppLock};
+use outbox_archiver::db::receipts::{Receipt, ReceiptQueries, RecordError};
+use outbox_archiver::digest::ObjectDigest;
+use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::format::{object_keys, ContentFacts, Cursor};
+use outbox_archiver::store::PutMode;
+use outbox_archiver::summary::Outcome;
+use outbox_archiver::table::WALLET_OUTBOX;
+
+use crate::support::*;
+
+fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
+    let first = members.first().unwrap();
+    let last = members.last().unwrap();
+    Receipt {
+        app_code: "a1".into(),
+        batch_id: batch_id.into(),
+        keys: object_keys("p", "wallet_outbox", "a1", first.updated_at_ms, batch_id),
+        content: ContentFacts {
+            row_count: members.len() as u64,
+            first: Cursor {
+                updated_at_ms: first.updated_at_ms,
+                event_id: first.event_id.clone(),
+            },
+            last: Cursor {
+                updated_at_ms: last.updated_at_ms,
+                event_id: last.event_id.clone(),
+            },
+            min_created_at_ms: 1,
+            max_created_at_ms: 2,
+            totals: vec![
+                ("available_delta_total", 18_446_744_073_709_551_614),
+                ("frozen_delta_total", -3),
+            ],
+            ndjson_sha256: "a".repeat(64),
+            uncompressed_bytes: 1000,
+        },
+        data: ObjectDigest {
+            sha256: "b".repeat(64),
+            crc64: u64::MAX,
+            size: 100,
+        },
+        manifest: ObjectDigest {
+            sha256: format!("{batch_id:0<64}"),
+            crc64: 7,
+            size: 10,
+        },
+        success: ObjectDigest {
+            sha256: "d".repeat(64),
+            crc64: 8,
+            size: 5,
+        },
+        verified_at_ms,
+    }
+}
+
+fn members(range: std::ops::Range<i64>) -> Vec<Member> {
+    range
+        .map(|i| Member {
+            event_id: format!("e{i:05}"),
+            updated_at_ms: T0 + i,
+        })
+        .collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
+    let db = TestDb::new().await;
+    let pool = &db.db.pool;
+    let q = ReceiptQueries::new(&WALLET_OUTBOX);
+    let lock = AppLock::try_acquire(&db.db, &lock_name(&db.lock_prefix(), "wallet_outbox", "a1"))
+        .await
+        .unwrap()
+        .unwrap();
+    let none = FailPoints::default();
+    let m1 = members(0..1_100); // three chunks of ≤ 500
+    let r1 = receipt("b1", &m1, T0 + DAY);
+    q.record(pool, &r1, &m1, &lock, &none).await.unwrap();
+    assert_eq!(db.members("a1").await.len(), 1_100);
+
+    // A retry whose first commit's answer was lost: same controls, a later verification time.
+    q.record(pool, &receipt("b1", &m1, T0 + 2 * DAY), &m1, &lock, &none)
+        .await
+        .unwrap();
+    assert_eq!(db.receipts("a1").await.len(), 1);
+    let kept: i64 =
+        sqlx::query_scalar("SELECT MIN(receipt_verified_at_ms) FROM wallet_outbox_archive_members")
+            .fetch_one(pool)
+            .await
+            .unwrap();
+    assert_eq!(
+        kept,
+        T0 + DAY,
+        "members keep the receipt's verification time"
+    );
+
+    // Same batch id, a control value that differs.
+    let mut changed = receipt("b1", &m1, T0 + DAY);
+    changed.data.sha256 = "0".repeat(64);
+    match q.record(pool, &changed, &m1, &lock, &none).await {
+        Err(RecordError::ReceiptConflict { field, .. }) => assert_eq!(field, "gzip_sha256"),
+        other => panic!("expected a receipt conflict, got {other:?}"),
+    }
+
+    // A second batch that claims a member of the first: nothing of it is recorded.
+    let m2 = members(1_099..1_300);
+    match q
+        .record(pool, &receipt("b2", &m2, T0 + DAY), &m2, &lock, &none)
+        .await
+    {
+        Err(RecordError::MemberConflict {
+            event_id,
+            other_batch,
+            ..
+        }) => {
+            assert_eq!((event_id.as_str(), other_batch.as_str()), ("e01099", "b1"));
+        }
+        other => panic!("expected a member conflict, got {other:?}"),
+    }
+    assert_eq!(db.receipts("a1").await.len(), 1, "no receipt for b2");
+    assert_eq!(db.members("a1").await.len(), 1_100, "no member of b2");
+
+    // A fail point after the members are written rolls everything back.
+    let m3 = members(2_000..2_010);
+    let err = q
+        .record(
+            pool,
+            &receipt("b3", &m3, T0 + DAY),
+            &m3,
+            &lock,
+            &FailPoints::at("before-commit"),
+        )
+        .await;
+    assert!(matches!(err, Err(RecordError::Failpoint(_))));
+    assert_eq!(db.members("a1").await.len(), 1_100);
+
+    // The cursor is the greatest last cursor among VERIFIED receipts.
+    q.record(pool, &receipt("b3", &m3, T0 + DAY), &m3, &lock, &none)
+        .await
+        .unwrap();
+    let cursor = q.latest_cursor(pool, "a1").await.unwrap().unwrap();
+    assert_eq!(
+        cursor,
+        Cursor {
+            updated_at_ms: T0 + 2_009,
+            event_id: "e02009".into()
+        }
+    );
+    assert_eq!(q.latest_cursor(pool, "a2").await.unwrap(), None);
+    lock.release().await;
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_with_a_receipt_is_never_written_again() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    let store = s3.store().await;
+    db.insert(
+        &(0..10)
+            .map(|i| row("a1", &format!("e{i}"), T0 + i))
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let env = env(&db, store.clone(), T0 + DAY);
+    let opts = options(&db, &["a1"], T0 + DAY);
+    assert!(archive(&env, &opts).await.ok);
+    let data_key = db.receipts("a1").await[0].1.clone();
+    // Make the cursor regress (as a hand-edited table or a bug would), and mark the object so a
+    // rewrite would show.
+    sqlx::query(
+        "UPDATE wallet_outbox_archive_receipts SET last_updated_at_ms = 0, last_event_id = ''",
+    )
+    .execute(&db.db.pool)
+    .await
+    .unwrap();
+    store
+        .put(&data_key, Bytes::from_static(b"marker"), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let rerun = archive(&env, &opts).await;
+    assert_eq!(rerun.apps[0].outcome, Outcome::Failed);
+    assert!(rerun.apps[0]
+        .error
+        .as_deref()
+        .unwrap()
+        .contains("already has a VERIFIED receipt"));
+    assert_eq!(
+        read(store.as_ref(), &data_key).await,
+        b"marker",
+        "never written again"
+    );
+    db.drop().await;
+}

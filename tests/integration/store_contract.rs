@@ -1,0 +1,160 @@
+//! One contract for every object store: the same checks run against the local-directory store
+//! and against a real S3 server with each upload-checksum setting, with and without conditional
+//! puts (the HEAD-then-PUT path COS needs).
+
+use bytes::Bytes;
+use outbox_archiver::digest::crc64nvme;
+use outbox_archiver::store::{
+    self, LocalStore, Location, ObjectStore, PutMode, StoreError, UploadChecksum,
+};
+
+use crate::support::*;
+
+async fn contract(store: &dyn ObjectStore, label: &str) {
+    let prefix = store.location().prefix().to_string();
+    let key = |name: &str| {
+        if prefix.is_empty() {
+            name.to_string()
+        } else {
+            format!("{prefix}/{name}")
+        }
+    };
+    store
+        .check()
+        .await
+        .unwrap_or_else(|e| panic!("{label}: check: {e}"));
+
+    let a = key("t/app_code=x/dt=2026-01-01/b1/data.ndjson.gz");
+    assert_eq!(store.head(&a).await.unwrap(), None, "{label}: missing key");
+    assert!(
+        store.get(&a).await.unwrap().is_none(),
+        "{label}: missing key"
+    );
+
+    let body = Bytes::from((0..70_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+    store
+        .put(&a, body.clone(), PutMode::Create)
+        .await
+        .unwrap_or_else(|e| panic!("{label}: put: {e}"));
+    let meta = store.head(&a).await.unwrap().expect("present");
+    assert_eq!(meta.size, body.len() as u64, "{label}");
+    if let Some(stored) = meta.crc64nvme {
+        assert_eq!(
+            stored,
+            crc64nvme(&body),
+            "{label}: the store's CRC-64/NVME is the one we compute"
+        );
+    }
+    assert_eq!(
+        read(store, &a).await,
+        body.to_vec(),
+        "{label}: get returns the bytes"
+    );
+
+    match store
+        .put(&a, Bytes::from_static(b"other"), PutMode::Create)
+        .await
+    {
+        Err(StoreError::AlreadyExists { key }) => assert_eq!(key, a),
+        other => panic!("{label}: create over an existing key must fail, got {other:?}"),
+    }
+    assert_eq!(
+        read(store, &a).await,
+        body.to_vec(),
+        "{label}: a refused create changes nothing"
+    );
+
+    store
+        .put(&a, Bytes::from_static(b"replaced"), PutMode::Overwrite)
+        .await
+        .unwrap();
+    assert_eq!(read(store, &a).await, b"replaced", "{label}: overwrite");
+    assert_eq!(store.head(&a).await.unwrap().unwrap().size, 8);
+
+    let b = key("t/app_code=x/dt=2026-01-02/b2/_SUCCESS");
+    let c = key("u/other");
+    store
+        .put(&b, Bytes::from_static(b"{}\n"), PutMode::Create)
+        .await
+        .unwrap();
+    store
+        .put(&c, Bytes::from_static(b"x"), PutMode::Create)
+        .await
+        .unwrap();
+    assert_eq!(
+        store.list(&key("t/")).await.unwrap(),
+        vec![a.clone(), b.clone()],
+        "{label}: list is sorted and by prefix"
+    );
+
+    store.delete(&a).await.unwrap();
+    assert_eq!(store.head(&a).await.unwrap(), None, "{label}: deleted");
+    store.delete(&a).await.unwrap();
+    assert_eq!(store::get_all(store, &b).await.unwrap().unwrap(), b"{}\n");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn local_directory_store() {
+    let dir = tempfile::tempdir().unwrap();
+    let store = LocalStore::new(Location::Local {
+        root: dir.path().to_path_buf(),
+    });
+    contract(&store, "file://").await;
+    let missing = LocalStore::new(Location::Local {
+        root: dir.path().join("nope"),
+    });
+    assert!(matches!(
+        missing.check().await,
+        Err(StoreError::NoSuchBucket { .. })
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn s3_store_with_every_checksum_setting() {
+    for checksum in [
+        UploadChecksum::None,
+        UploadChecksum::Md5,
+        UploadChecksum::Sha256,
+        UploadChecksum::Crc64nvme,
+    ] {
+        for conditional in [true, false] {
+            let mut s3 = TestS3::new().await;
+            s3.settings.upload_checksum = Some(checksum);
+            s3.settings.conditional_put = Some(conditional);
+            contract(
+                s3.store().await.as_ref(),
+                &format!("s3 {checksum:?} conditional={conditional}"),
+            )
+            .await;
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_verifies_against_the_stores_own_checksum() {
+    let db = TestDb::new().await;
+    let mut s3 = TestS3::new().await;
+    s3.settings.upload_checksum = Some(UploadChecksum::Crc64nvme);
+    let store = s3.store().await;
+    db.insert(
+        &(0..30)
+            .map(|i| row("a1", &format!("e{i}"), T0 + i))
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let summary = archive(
+        &env(&db, store.clone(), T0 + DAY),
+        &options(&db, &["a1"], T0 + DAY),
+    )
+    .await;
+    assert!(summary.ok, "{}", summary.to_json());
+    let data_key = &summary.apps[0].batch_list[0].data_object_key;
+    let meta = store.head(data_key).await.unwrap().unwrap();
+    if s3.server.is_some() {
+        assert!(
+            meta.crc64nvme.is_some(),
+            "s3s stores and reports the CRC-64/NVME sent with the upload"
+        );
+    }
+    db.drop().await;
+}
