@@ -35,6 +35,12 @@ pub struct ContentFacts {
     pub uncompressed_bytes: u64,
 }
 
+impl std::fmt::Display for Cursor {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "({}, {:?})", self.updated_at_ms, self.event_id)
+    }
+}
+
 /// The identity of a batch within one table and app.
 pub fn batch_id(table: &str, app_code: &str, facts: &ContentFacts) -> String {
     let text = format!(

@@ -71,9 +71,7 @@ pub fn awkward_rows(cutoff: i64) -> Vec<Row> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
-    let db = TestDb::new().await;
-    let s3 = TestS3::new().await;
-    let store = s3.store().await;
+    let (db, _s3, store) = fixture().await;
     let cutoff = T0 + 3 * DAY;
     db.insert(&awkward_rows(cutoff)).await;
     let env = env(&db, store.clone(), cutoff + DAY);
@@ -215,9 +213,7 @@ async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn dry_run_plans_and_writes_nothing() {
-    let db = TestDb::new().await;
-    let s3 = TestS3::new().await;
-    let store = s3.store().await;
+    let (db, _s3, store) = fixture().await;
     let cutoff = T0 + 3 * DAY;
     db.insert(&awkward_rows(cutoff)).await;
     let env = env(&db, store.clone(), cutoff);
@@ -247,9 +243,7 @@ async fn dry_run_plans_and_writes_nothing() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn limits_stop_with_work_left_and_the_next_run_goes_on() {
-    let db = TestDb::new().await;
-    let s3 = TestS3::new().await;
-    let store = s3.store().await;
+    let (db, _s3, store) = fixture().await;
     let rows: Vec<Row> = (0..30)
         .map(|i| row("a1", &format!("e{i:02}"), T0 + i))
         .collect();

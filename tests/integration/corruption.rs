@@ -84,12 +84,7 @@ async fn a_flipped_byte_on_read_back_fails_the_batch_and_records_nothing() {
         );
         let store = s3.store().await;
         let db = TestDb::new().await;
-        db.insert(
-            &(0..20)
-                .map(|i| row("a1", &format!("e{i}"), T0 + i))
-                .collect::<Vec<_>>(),
-        )
-        .await;
+        db.insert(&rows("a1", 20)).await;
         db.insert(&[row("a2", "other-app", T0)]).await;
         let summary = archive(
             &env(&db, store.clone(), T0 + DAY),

@@ -60,12 +60,7 @@ async fn a_second_archiver_skips_the_app_and_exits_zero() {
 async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
-    db.insert(
-        &(0..10)
-            .map(|i| row("a1", &format!("e{i}"), T0 + i))
-            .collect::<Vec<_>>(),
-    )
-    .await;
+    db.insert(&rows("a1", 10)).await;
     let name = lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
     let url = db.url.clone();
     let mut opts = options(&db, &["a1"], T0 + DAY);

@@ -159,15 +159,8 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_with_a_receipt_is_never_written_again() {
-    let db = TestDb::new().await;
-    let s3 = TestS3::new().await;
-    let store = s3.store().await;
-    db.insert(
-        &(0..10)
-            .map(|i| row("a1", &format!("e{i}"), T0 + i))
-            .collect::<Vec<_>>(),
-    )
-    .await;
+    let (db, _s3, store) = fixture().await;
+    db.insert(&rows("a1", 10)).await;
     let env = env(&db, store.clone(), T0 + DAY);
     let opts = options(&db, &["a1"], T0 + DAY);
     assert!(archive(&env, &opts).await.ok);

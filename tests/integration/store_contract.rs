@@ -136,12 +136,7 @@ async fn archive_verifies_against_the_stores_own_checksum() {
     let mut s3 = TestS3::new().await;
     s3.settings.upload_checksum = Some(UploadChecksum::Crc64nvme);
     let store = s3.store().await;
-    db.insert(
-        &(0..30)
-            .map(|i| row("a1", &format!("e{i}"), T0 + i))
-            .collect::<Vec<_>>(),
-    )
-    .await;
+    db.insert(&rows("a1", 30)).await;
     let summary = archive(
         &env(&db, store.clone(), T0 + DAY),
         &options(&db, &["a1"], T0 + DAY),

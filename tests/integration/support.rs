@@ -331,6 +331,19 @@ pub fn row(app: &str, event_id: &str, updated_at_ms: i64) -> Row {
     ]
 }
 
+/// `n` delivered rows of `app`, `e0`…, one millisecond apart from T0.
+pub fn rows(app: &str, n: i64) -> Vec<Row> {
+    (0..n).map(|i| row(app, &format!("e{i}"), T0 + i)).collect()
+}
+
+/// A database and a bucket of their own, and the store.
+pub async fn fixture() -> (TestDb, TestS3, Arc<dyn ObjectStore>) {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    let store = s3.store().await;
+    (db, s3, store)
+}
+
 pub const STATUS: usize = 10;
 pub const PAYLOAD: usize = 9;
 pub const AVAILABLE: usize = 7;

@@ -30,9 +30,7 @@ async fn planned_keys(db: &TestDb, s3: &TestS3, cutoff: i64) -> Vec<String> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leftovers_with_other_bytes_are_replaced_and_reported() {
-    let db = TestDb::new().await;
-    let s3 = TestS3::new().await;
-    let store = s3.store().await;
+    let (db, s3, store) = fixture().await;
     db.insert(&dataset()).await;
     let cutoff = T0 + DAY;
     let data_key = planned_keys(&db, &s3, cutoff).await.remove(0);
@@ -73,9 +71,7 @@ async fn leftovers_with_other_bytes_are_replaced_and_reported() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_object_with_identical_ndjson_is_adopted() {
-    let db = TestDb::new().await;
-    let s3 = TestS3::new().await;
-    let store = s3.store().await;
+    let (db, s3, store) = fixture().await;
     db.insert(&dataset()).await;
     let cutoff = T0 + DAY;
     let data_key = planned_keys(&db, &s3, cutoff).await.remove(0);
