@@ -7,7 +7,9 @@
 use std::time::{Duration, Instant};
 
 use crate::appcode;
-use crate::batch::{BatchEncoder, Limits, Offer};
+use tokio::sync::mpsc;
+
+use crate::batch::{BatchEncoder, EncodedBatch, Limits, Offer};
 use crate::db::lock::{lock_name, AppLock};
 use crate::db::receipts::{Receipt, ReceiptQueries, RecordError};
 use crate::db::source::{all_apps, PageQueries, RowStream};
@@ -16,6 +18,7 @@ use crate::failpoint::FailPoints;
 use crate::format;
 use crate::publish::{PublishError, Publisher};
 use crate::summary::{AppReport, BatchReport, Outcome, Summary};
+use crate::table::TableSpec;
 
 use super::Env;
 
@@ -179,7 +182,7 @@ impl Worker<'_> {
         let cursor = self.receipts.latest_cursor(pool, app).await?;
         report.cursor_before = cursor.clone();
         report.cursor_after = cursor.clone();
-        let mut rows = RowStream::spawn(
+        let rows = RowStream::spawn(
             pool.clone(),
             self.pages.clone(),
             app.to_string(),
@@ -187,29 +190,22 @@ impl Worker<'_> {
             cursor,
             self.opts.cutoff_ms,
         );
+        let mut batches =
+            spawn_builder(rows, env.spec, app, self.opts.limits, self.opts.gzip_level);
         loop {
             if let Some(reason) = self.stop_reason(report.batches) {
-                if rows.peek().await?.is_some() {
+                // The builder runs a batch ahead: whether it has one says if work is left.
+                if batches.recv().await.transpose()?.is_some() {
                     tracing::info!(app, reason, "stopping with work left");
                     report.stop_reason = Some(reason.to_string());
                     return Ok(Outcome::Stopped);
                 }
                 break;
             }
-            let started = Instant::now();
-            let mut encoder =
-                BatchEncoder::new(env.spec, app, self.opts.limits, self.opts.gzip_level);
-            while !encoder.is_full() {
-                let Some(row) = rows.peek().await? else { break };
-                match encoder.offer(row).map_err(AppError::Encode)? {
-                    Offer::Taken => rows.advance(),
-                    Offer::Full => break,
-                }
-            }
-            let Some(batch) = encoder.finish().map_err(AppError::Encode)? else {
+            let Some(Built { batch, read_ms }) = batches.recv().await.transpose()? else {
                 break;
             };
-            let read_ms = started.elapsed().as_millis() as u64;
+            let started = Instant::now();
             let batch_id = format::batch_id(env.spec.name, app, &batch.content);
             let (mut publish_ms, mut record_ms) = (0, 0);
             let (keys, data) = match lock {
@@ -266,7 +262,7 @@ impl Worker<'_> {
                 last = %c.last,
                 uncompressed_bytes = c.uncompressed_bytes,
                 compressed_bytes = data.size,
-                millis = started.elapsed().as_millis() as u64,
+                millis = started.elapsed().as_millis() as u64 + read_ms,
                 read_ms,
                 publish_ms,
                 record_ms,
@@ -293,4 +289,65 @@ impl Worker<'_> {
             Outcome::UpToDate
         })
     }
+}
+
+/// A batch and how long reading and encoding it took.
+struct Built {
+    batch: EncodedBatch,
+    read_ms: u64,
+}
+
+/// Cuts the app's rows into batches one batch ahead of the caller, so reading and compressing
+/// batch N+1 overlaps publishing and recording batch N. Memory: at most the batch being built,
+/// one waiting, and the one being published. Dropping the receiver stops it.
+fn spawn_builder(
+    mut rows: RowStream,
+    spec: &'static TableSpec,
+    app: &str,
+    limits: Limits,
+    gzip_level: u32,
+) -> mpsc::Receiver<Result<Built, AppError>> {
+    let (tx, rx) = mpsc::channel(1);
+    let app = app.to_string();
+    tokio::spawn(async move {
+        loop {
+            let started = Instant::now();
+            let built = build(&mut rows, spec, &app, limits, gzip_level).await;
+            let done = !matches!(built, Ok(Some(_)));
+            let item = built.transpose().map(|r| {
+                r.map(|batch| Built {
+                    batch,
+                    read_ms: started.elapsed().as_millis() as u64,
+                })
+            });
+            if let Some(item) = item {
+                if tx.send(item).await.is_err() {
+                    return;
+                }
+            }
+            if done {
+                return;
+            }
+        }
+    });
+    rx
+}
+
+/// Takes rows until the batch is full or the app is caught up; `None` when there were none.
+async fn build(
+    rows: &mut RowStream,
+    spec: &'static TableSpec,
+    app: &str,
+    limits: Limits,
+    gzip_level: u32,
+) -> Result<Option<EncodedBatch>, AppError> {
+    let mut encoder = BatchEncoder::new(spec, app, limits, gzip_level);
+    while !encoder.is_full() {
+        let Some(row) = rows.peek().await? else { break };
+        match encoder.offer(row).map_err(AppError::Encode)? {
+            Offer::Taken => rows.advance(),
+            Offer::Full => break,
+        }
+    }
+    encoder.finish().map_err(AppError::Encode)
 }
