@@ -11,13 +11,21 @@ use tokio::net::TcpListener;
 use tokio_util::sync::CancellationToken;
 
 /// A running server. Dropping it stops accepting connections.
-#[derive(Debug)]
 pub struct LocalS3 {
     pub endpoint: String,
     pub access_key: String,
     pub secret_key: String,
     pub root: PathBuf,
     stop: CancellationToken,
+}
+
+impl std::fmt::Debug for LocalS3 {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("LocalS3")
+            .field("endpoint", &self.endpoint)
+            .field("root", &self.root)
+            .finish_non_exhaustive()
+    }
 }
 
 impl Drop for LocalS3 {
@@ -59,6 +67,7 @@ impl LocalS3 {
                     accepted = listener.accept() => accepted,
                 };
                 let Ok((stream, _)) = accepted else { continue };
+                let _ = stream.set_nodelay(true);
                 let service = service.clone();
                 tokio::spawn(async move {
                     let _ = ConnBuilder::new(TokioExecutor::new())

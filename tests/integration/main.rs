@@ -8,6 +8,7 @@ mod golden;
 mod lock;
 mod receipts;
 mod resume;
+mod signals;
 mod store_contract;
 mod support;
 mod write_once;

@@ -1,0 +1,92 @@
+//! SIGTERM (a CronJob being stopped) ends the run cleanly between batches: the batch in flight
+//! is finished and recorded, the summary says `stopped`, the exit status is 0, and the next run
+//! goes on from the cursor.
+
+use std::process::Stdio;
+
+use tokio::io::{AsyncBufReadExt, AsyncReadExt, BufReader};
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_stops_between_batches() {
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 200)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}", dir.path().display());
+    let prefix = db.lock_prefix();
+    let args = |batch_rows: &'static str| {
+        let mut args = vec![
+            "archive",
+            "--app",
+            "a1",
+            "--batch-rows",
+            batch_rows,
+            "--cutoff",
+            "2026-01-02T00:00:00Z",
+        ];
+        args.extend([
+            "--store",
+            store.as_str(),
+            "--lock-prefix",
+            prefix.as_str(),
+            "--log-format",
+            "json",
+        ]);
+        args
+    };
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+        .args(args("1"))
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    while let Some(line) = stderr.next_line().await.unwrap() {
+        if line.contains("batch archived and recorded") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGTERM) },
+        0
+    );
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .await
+        .unwrap();
+    let status = child.wait().await.unwrap();
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(status.code(), Some(0), "{summary}");
+    let app = &summary["apps"][0];
+    assert_eq!(app["outcome"], "stopped", "{summary}");
+    assert!(app["stop_reason"].as_str().unwrap().contains("SIGTERM"));
+    let batches = app["batches"].as_u64().unwrap();
+    assert!((1..200).contains(&batches), "{batches}");
+    assert_eq!(
+        db.receipts("a1").await.len() as u64,
+        batches,
+        "every batch the summary counts is recorded"
+    );
+    assert_eq!(db.members("a1").await.len() as u64, batches);
+
+    let rest = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+        .args(args("1000"))
+        .env("DATABASE_URL", &db.url)
+        .output()
+        .await
+        .unwrap();
+    assert!(rest.status.success());
+    assert_eq!(
+        db.members("a1").await.len(),
+        200,
+        "the next run goes on from the cursor"
+    );
+    db.drop().await;
+}
