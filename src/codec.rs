@@ -153,7 +153,7 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{Column, Total, WALLET_OUTBOX};
+    use crate::table::{col, col_as, Total, WALLET_OUTBOX};
 
     pub(crate) fn wallet_row(event_id: &str, payload: &str) -> Row {
         vec![
@@ -253,36 +253,12 @@ mod tests {
         static ROOM: TableSpec = TableSpec {
             name: "room_outbox",
             columns: &[
-                Column {
-                    name: "app_code",
-                    json_key: "app_code",
-                    kind: Kind::Text,
-                },
-                Column {
-                    name: "event_id",
-                    json_key: "event_id",
-                    kind: Kind::Text,
-                },
-                Column {
-                    name: "envelope",
-                    json_key: "envelope_base64",
-                    kind: Kind::Blob,
-                },
-                Column {
-                    name: "status",
-                    json_key: "status",
-                    kind: Kind::Text,
-                },
-                Column {
-                    name: "created_at_ms",
-                    json_key: "created_at_ms",
-                    kind: Kind::Int,
-                },
-                Column {
-                    name: "updated_at_ms",
-                    json_key: "updated_at_ms",
-                    kind: Kind::Int,
-                },
+                col("app_code", Kind::Text),
+                col("event_id", Kind::Text),
+                col_as("envelope", "envelope_base64", Kind::Blob),
+                col("status", Kind::Text),
+                col("created_at_ms", Kind::Int),
+                col("updated_at_ms", Kind::Int),
             ],
             app_code: "app_code",
             event_id: "event_id",

@@ -125,100 +125,46 @@ impl TableSpec {
     }
 }
 
+/// A column archived under its own name.
+pub const fn col(name: &'static str, kind: Kind) -> Column {
+    Column {
+        name,
+        json_key: name,
+        kind,
+    }
+}
+
+/// A column archived under another key (`payload` → `payload_json`).
+pub const fn col_as(name: &'static str, json_key: &'static str, kind: Kind) -> Column {
+    Column {
+        name,
+        json_key,
+        kind,
+    }
+}
+
 /// The wallet service's outbox (SPEC §2).
 pub static WALLET_OUTBOX: TableSpec = TableSpec {
     name: "wallet_outbox",
     columns: &[
-        Column {
-            name: "app_code",
-            json_key: "app_code",
-            kind: Kind::Text,
-        },
-        Column {
-            name: "event_id",
-            json_key: "event_id",
-            kind: Kind::Text,
-        },
-        Column {
-            name: "event_type",
-            json_key: "event_type",
-            kind: Kind::Text,
-        },
-        Column {
-            name: "transaction_id",
-            json_key: "transaction_id",
-            kind: Kind::Text,
-        },
-        Column {
-            name: "command_id",
-            json_key: "command_id",
-            kind: Kind::Text,
-        },
-        Column {
-            name: "user_id",
-            json_key: "user_id",
-            kind: Kind::Int,
-        },
-        Column {
-            name: "asset_type",
-            json_key: "asset_type",
-            kind: Kind::Text,
-        },
-        Column {
-            name: "available_delta",
-            json_key: "available_delta",
-            kind: Kind::Int,
-        },
-        Column {
-            name: "frozen_delta",
-            json_key: "frozen_delta",
-            kind: Kind::Int,
-        },
-        Column {
-            name: "payload",
-            json_key: "payload_json",
-            kind: Kind::JsonText,
-        },
-        Column {
-            name: "status",
-            json_key: "status",
-            kind: Kind::Text,
-        },
-        Column {
-            name: "worker_id",
-            json_key: "worker_id",
-            kind: Kind::Text,
-        },
-        Column {
-            name: "lock_until_ms",
-            json_key: "lock_until_ms",
-            kind: Kind::NullableInt,
-        },
-        Column {
-            name: "retry_count",
-            json_key: "retry_count",
-            kind: Kind::Int,
-        },
-        Column {
-            name: "next_retry_at_ms",
-            json_key: "next_retry_at_ms",
-            kind: Kind::NullableInt,
-        },
-        Column {
-            name: "last_error",
-            json_key: "last_error",
-            kind: Kind::NullableText,
-        },
-        Column {
-            name: "created_at_ms",
-            json_key: "created_at_ms",
-            kind: Kind::Int,
-        },
-        Column {
-            name: "updated_at_ms",
-            json_key: "updated_at_ms",
-            kind: Kind::Int,
-        },
+        col("app_code", Kind::Text),
+        col("event_id", Kind::Text),
+        col("event_type", Kind::Text),
+        col("transaction_id", Kind::Text),
+        col("command_id", Kind::Text),
+        col("user_id", Kind::Int),
+        col("asset_type", Kind::Text),
+        col("available_delta", Kind::Int),
+        col("frozen_delta", Kind::Int),
+        col_as("payload", "payload_json", Kind::JsonText),
+        col("status", Kind::Text),
+        col("worker_id", Kind::Text),
+        col("lock_until_ms", Kind::NullableInt),
+        col("retry_count", Kind::Int),
+        col("next_retry_at_ms", Kind::NullableInt),
+        col("last_error", Kind::NullableText),
+        col("created_at_ms", Kind::Int),
+        col("updated_at_ms", Kind::Int),
     ],
     app_code: "app_code",
     event_id: "event_id",

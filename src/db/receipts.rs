@@ -73,6 +73,7 @@ pub enum RecordError {
 pub struct ReceiptQueries {
     spec: &'static TableSpec,
     latest: String,
+    exists: String,
     insert: String,
     controls: String,
     members_select_prefix: String,
@@ -167,6 +168,7 @@ impl ReceiptQueries {
                  WHERE app_code = ? AND state = ? ORDER BY last_updated_at_ms DESC, last_event_id DESC LIMIT 1",
                 index = spec.cursor_index()
             ),
+            exists: format!("SELECT 1 FROM {receipts} WHERE app_code = ? AND batch_id = ?"),
             insert: format!(
                 "INSERT INTO {receipts} (app_code, batch_id, {cols}) VALUES (?, ?, {placeholders}) \
                  ON DUPLICATE KEY UPDATE batch_id = batch_id",
@@ -209,11 +211,7 @@ impl ReceiptQueries {
         app: &str,
         batch_id: &str,
     ) -> Result<bool, DbError> {
-        let sql = format!(
-            "SELECT 1 FROM {} WHERE app_code = ? AND batch_id = ?",
-            self.spec.receipts_table()
-        );
-        let found: Option<i32> = sqlx::query_scalar(AssertSqlSafe(sql))
+        let found: Option<i32> = sqlx::query_scalar(AssertSqlSafe(self.exists.clone()))
             .bind(app)
             .bind(batch_id)
             .fetch_optional(pool)
