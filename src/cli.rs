@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::batch::Limits;
 use crate::commands::archive::{self, Apps, ArchiveOptions};
-use crate::commands::{demo, migrate, system_clock, Env};
+use crate::commands::{demo, migrate, status, system_clock, verify, Env};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
 use crate::store::{self, Location, S3Settings, UploadChecksum};
@@ -118,6 +118,10 @@ pub enum Command {
     },
     /// Archive delivered rows below the cutoff (the CronJob).
     Archive(ArchiveArgs),
+    /// Re-read archived batches and check them against receipts and members; find gaps.
+    Verify(VerifyArgs),
+    /// Per app: cursor, receipts, archived rows, backlog, rows awaiting purge, last run.
+    Status(StatusArgs),
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),
 }
@@ -138,16 +142,102 @@ pub struct AppArgs {
     pub all_apps: bool,
 }
 
+/// `--app`/`--all-apps` where neither means every app.
+#[derive(Debug, Args)]
+pub struct AnyAppArgs {
+    /// An app code to look at (repeatable) [default: every app]
+    #[arg(
+        long = "app",
+        env = "OUTBOX_ARCHIVER_APPS",
+        value_delimiter = ',',
+        conflicts_with = "all_apps"
+    )]
+    pub apps: Vec<String>,
+    /// Every app (the default).
+    #[arg(long, env = "OUTBOX_ARCHIVER_ALL_APPS")]
+    pub all_apps: bool,
+}
+
+impl AnyAppArgs {
+    fn apps(self) -> Apps {
+        if self.apps.is_empty() {
+            Apps::All
+        } else {
+            Apps::Listed(self.apps)
+        }
+    }
+}
+
+/// Which rows are old enough to archive.
+#[derive(Debug, Args)]
+pub struct CutoffArgs {
+    /// Rows delivered longer ago than this are old enough (30s, 15m, 24h, 7d).
+    #[arg(long, env = "OUTBOX_ARCHIVER_OLDER_THAN", default_value = "7d", value_parser = parse_duration)]
+    pub older_than: i64,
+    /// Rows with updated_at_ms below this instant (RFC 3339 or epoch ms); overrides --older-than.
+    #[arg(long, env = "OUTBOX_ARCHIVER_CUTOFF", value_parser = parse_time)]
+    pub cutoff: Option<i64>,
+}
+
+impl CutoffArgs {
+    fn cutoff_ms(&self, now_ms: i64) -> i64 {
+        timespec::cutoff_ms(now_ms, self.older_than, self.cutoff)
+    }
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub apps: AnyAppArgs,
+    /// Check only this batch (repeatable).
+    #[arg(
+        long = "batch-id",
+        env = "OUTBOX_ARCHIVER_BATCH_IDS",
+        value_delimiter = ','
+    )]
+    pub batch_ids: Vec<String>,
+    /// Only batches with rows at or after this updated_at_ms (RFC 3339 or epoch ms).
+    #[arg(long, env = "OUTBOX_ARCHIVER_FROM", value_parser = parse_time)]
+    pub from: Option<i64>,
+    /// Only batches with rows before this updated_at_ms (RFC 3339 or epoch ms).
+    #[arg(long, env = "OUTBOX_ARCHIVER_TO", value_parser = parse_time)]
+    pub to: Option<i64>,
+    /// Check a random sample of about this percent of the batches in scope.
+    #[arg(long, env = "OUTBOX_ARCHIVER_SAMPLE_PERCENT", value_parser = parse_percent)]
+    pub sample_percent: Option<f64>,
+    /// Seed of the sample, to repeat it [default: chosen and printed]
+    #[arg(long, env = "OUTBOX_ARCHIVER_SEED")]
+    pub seed: Option<u64>,
+    /// HEAD only: existence, sizes, store checksums and member counts; no download.
+    #[arg(long, env = "OUTBOX_ARCHIVER_METADATA_ONLY")]
+    pub metadata_only: bool,
+    /// Batches checked at once.
+    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel: u32,
+    /// List at most this many stragglers per app.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_STRAGGLERS", default_value_t = 1000)]
+    pub max_stragglers: usize,
+    #[command(flatten)]
+    pub cutoff: CutoffArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub apps: AnyAppArgs,
+    #[command(flatten)]
+    pub cutoff: CutoffArgs,
+    /// Output format [default: table on a terminal, json otherwise]
+    #[arg(long, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
+    pub format: Option<status::Format>,
+}
+
 #[derive(Debug, Args)]
 pub struct ArchiveArgs {
     #[command(flatten)]
     pub apps: AppArgs,
-    /// Archive rows delivered longer ago than this (30s, 15m, 24h, 7d).
-    #[arg(long, env = "OUTBOX_ARCHIVER_OLDER_THAN", default_value = "7d", value_parser = parse_duration)]
-    pub older_than: i64,
-    /// Archive rows with updated_at_ms below this instant (RFC 3339 or epoch ms); overrides --older-than.
-    #[arg(long, env = "OUTBOX_ARCHIVER_CUTOFF", value_parser = parse_time)]
-    pub cutoff: Option<i64>,
+    #[command(flatten)]
+    pub cutoff: CutoffArgs,
     /// Most rows in one batch.
     #[arg(long, env = "OUTBOX_ARCHIVER_BATCH_ROWS", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub batch_rows: u64,
@@ -166,6 +256,10 @@ pub struct ArchiveArgs {
     /// Plan the batches and print them; write nothing.
     #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
     pub dry_run: bool,
+    /// Archive the stragglers `verify` reports (delivered rows below the cursor that no receipt
+    /// owns), in batches of their own; the cursor does not move.
+    #[arg(long, env = "OUTBOX_ARCHIVER_STRAGGLERS")]
+    pub stragglers: bool,
 }
 
 #[derive(Debug, Args)]
@@ -190,6 +284,19 @@ fn parse_duration(text: &str) -> Result<i64, String> {
 
 fn parse_time(text: &str) -> Result<i64, String> {
     timespec::parse_time_ms(text)
+}
+
+fn parse_percent(text: &str) -> Result<f64, String> {
+    let p: f64 = text
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("invalid percent {text:?}"))?;
+    if (0.0..=100.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("percent {text:?} is not between 0 and 100"))
+    }
 }
 
 fn parse_bytes(text: &str) -> Result<u64, String> {
@@ -312,7 +419,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
                 } else {
                     Apps::Listed(args.apps.apps)
                 },
-                cutoff_ms: timespec::cutoff_ms(now, args.older_than, args.cutoff),
+                cutoff_ms: args.cutoff.cutoff_ms(now),
                 limits: Limits {
                     max_rows: args.batch_rows,
                     max_bytes: args.batch_bytes,
@@ -323,6 +430,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
                     .max_runtime
                     .map(|ms| Duration::from_millis(ms.max(0) as u64)),
                 dry_run: args.dry_run,
+                stragglers: args.stragglers,
                 delivered_status: common.delivered_status.clone(),
                 lock_prefix: common.lock_prefix.clone(),
                 failpoints: std::env::var("OUTBOX_ARCHIVER_FAILPOINT")
@@ -331,6 +439,57 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
             };
             let summary = archive::run(&env, &options).await;
             env.db.close().await;
+            summary
+        }
+        Command::Verify(args) => {
+            let env = match common.env(shutdown).await {
+                Ok(env) => env,
+                Err(e) => return Summary::unusable("verify", e),
+            };
+            let now = (env.now_ms)();
+            let options = verify::VerifyOptions {
+                apps: Some(args.apps.apps()),
+                batch_ids: args.batch_ids,
+                from_ms: args.from,
+                to_ms: args.to,
+                sample_percent: args.sample_percent,
+                seed: args.seed.unwrap_or(now as u64),
+                metadata_only: args.metadata_only,
+                parallel: args.parallel as usize,
+                cutoff_ms: args.cutoff.cutoff_ms(now),
+                delivered_status: common.delivered_status.clone(),
+                max_stragglers: args.max_stragglers,
+            };
+            let summary = verify::run(&env, &options).await;
+            env.db.close().await;
+            summary
+        }
+        Command::Status(args) => {
+            let spec = match common.spec() {
+                Ok(spec) => spec,
+                Err(e) => return Summary::unusable("status", e),
+            };
+            let db = match common.database().await {
+                Ok(db) => db,
+                Err(e) => return Summary::unusable("status", e),
+            };
+            if let Err(e) = db.require_tables(spec).await {
+                return Summary::unusable("status", e.to_string());
+            }
+            let clock = system_clock();
+            let format = args.format.unwrap_or(if std::io::stdout().is_terminal() {
+                status::Format::Table
+            } else {
+                status::Format::Json
+            });
+            let options = status::StatusOptions {
+                apps: args.apps.apps(),
+                cutoff_ms: args.cutoff.cutoff_ms(clock()),
+                delivered_status: common.delivered_status.clone(),
+                format,
+            };
+            let summary = status::run(&db, spec, &options, clock).await;
+            db.close().await;
             summary
         }
         Command::Demo(args) => {

@@ -25,6 +25,7 @@
 
 pub mod appcode;
 pub mod batch;
+pub mod check;
 pub mod cli;
 pub mod codec;
 pub mod commands;

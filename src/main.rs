@@ -20,7 +20,10 @@ fn main() {
     if let Some(error) = &summary.error {
         tracing::error!(command = summary.command, "{error}");
     }
-    println!("{}", summary.to_json());
+    match &summary.text {
+        Some(text) => print!("{text}"),
+        None => println!("{}", summary.to_json()),
+    }
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     std::process::exit(summary.exit_code);
 }

@@ -55,6 +55,9 @@ pub struct AppReport {
     pub stop_reason: Option<String>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub batch_list: Vec<BatchReport>,
+    /// Command-specific fields (status figures, verify counts), flattened into the app object.
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Map<String, serde_json::Value>>,
 }
 
 impl AppReport {
@@ -71,6 +74,7 @@ impl AppReport {
             cursor_after: None,
             stop_reason: None,
             batch_list: Vec::new(),
+            details: None,
         }
     }
 }
@@ -90,8 +94,14 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cutoff_ms: Option<i64>,
     pub apps: Vec<AppReport>,
+    /// Command-specific fields (verify: checked_batches, findings, orphans, sample seed).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub details: Option<serde_json::Map<String, serde_json::Value>>,
     #[serde(skip)]
     pub exit_code: i32,
+    /// A human rendering printed instead of the JSON (`status --format table`).
+    #[serde(skip)]
+    pub text: Option<String>,
 }
 
 impl Summary {
@@ -105,7 +115,9 @@ impl Summary {
             dry_run: None,
             cutoff_ms: None,
             apps: Vec::new(),
+            details: None,
             exit_code: 0,
+            text: None,
         }
     }
 

@@ -120,6 +120,10 @@ impl TableSpec {
         format!("{}_archive_members", self.name)
     }
 
+    pub fn runs_table(&self) -> String {
+        format!("{}_archive_runs", self.name)
+    }
+
     pub fn cursor_index(&self) -> String {
         format!("idx_{}_archive_cursor", self.name)
     }

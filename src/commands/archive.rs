@@ -12,7 +12,8 @@ use tokio::sync::mpsc;
 use crate::batch::{BatchEncoder, EncodedBatch, Limits, Offer};
 use crate::db::lock::{lock_name, AppLock};
 use crate::db::receipts::{Receipt, ReceiptQueries, RecordError};
-use crate::db::source::{all_apps, PageQueries, RowStream};
+use crate::db::runs;
+use crate::db::source::{all_apps, PageQueries, RowStream, Source};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::format;
@@ -41,6 +42,9 @@ pub struct ArchiveOptions {
     /// For the whole run: start no batch after this much time.
     pub max_runtime: Option<Duration>,
     pub dry_run: bool,
+    /// Archive the stragglers below the cursor (delivered rows no receipt owns) instead of the
+    /// rows after it.
+    pub stragglers: bool,
     /// The status literal that means delivered.
     pub delivered_status: String,
     pub lock_prefix: String,
@@ -99,7 +103,24 @@ pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
         deadline,
     };
     for app in apps {
-        summary.apps.push(worker.app(&app).await);
+        let started_at_ms = (env.now_ms)();
+        let report = worker.app(&app).await;
+        if !opts.dry_run {
+            // Bookkeeping only: a failure to note the run must not change its outcome.
+            if let Err(e) = runs::record(
+                &env.db.pool,
+                env.spec,
+                "archive",
+                &report,
+                started_at_ms,
+                (env.now_ms)(),
+            )
+            .await
+            {
+                tracing::warn!(app, error = %e, "could not record the run");
+            }
+        }
+        summary.apps.push(report);
     }
     summary.settle()
 }
@@ -182,12 +203,18 @@ impl Worker<'_> {
         let cursor = self.receipts.latest_cursor(pool, app).await?;
         report.cursor_before = cursor.clone();
         report.cursor_after = cursor.clone();
+        let source = match (self.opts.stragglers, cursor) {
+            // Stragglers lie at or below the cursor; their batches never move it.
+            (true, Some(upto)) => Source::Stragglers { upto },
+            (true, None) => return Ok(Outcome::UpToDate),
+            (false, cursor) => Source::After(cursor),
+        };
         let rows = RowStream::spawn(
             pool.clone(),
             self.pages.clone(),
             app.to_string(),
             self.opts.delivered_status.clone(),
-            cursor,
+            source,
             self.opts.cutoff_ms,
         );
         let mut batches =
@@ -272,7 +299,9 @@ impl Worker<'_> {
             );
             report.batches += 1;
             report.rows += c.row_count;
-            report.cursor_after = Some(c.last.clone());
+            if !self.opts.stragglers {
+                report.cursor_after = Some(c.last.clone());
+            }
             report.batch_list.push(BatchReport {
                 batch_id,
                 rows: c.row_count,

@@ -160,6 +160,7 @@ async fn demo(
         max_batches: None,
         max_runtime: None,
         dry_run: false,
+        stragglers: false,
         delivered_status: "DELIVERED".into(),
         lock_prefix: format!("{}:", opts.database),
         failpoints: FailPoints::default(),

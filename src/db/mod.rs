@@ -6,6 +6,7 @@
 
 pub mod lock;
 pub mod receipts;
+pub mod runs;
 pub mod source;
 
 use std::str::FromStr;

@@ -376,3 +376,166 @@ impl ReceiptQueries {
         Ok(())
     }
 }
+
+/// A receipt as recorded, for `verify` and `status`.
+#[derive(Debug, Clone)]
+pub struct StoredReceipt {
+    pub app_code: String,
+    pub batch_id: String,
+    pub keys: ObjectKeys,
+    pub content: ContentFacts,
+    pub data: ObjectDigest,
+    pub manifest_sha256: String,
+    pub manifest_crc64: u64,
+    pub success_crc64: u64,
+    pub verified_at_ms: i64,
+}
+
+/// Which receipts a command looks at.
+#[derive(Debug, Clone, Default)]
+pub struct ReceiptScope {
+    /// Empty: every app.
+    pub apps: Vec<String>,
+    /// Empty: every batch.
+    pub batch_ids: Vec<String>,
+    /// Receipts whose rows reach into `[from_ms, to_ms)` of `updated_at_ms`.
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+}
+
+impl ReceiptQueries {
+    /// The VERIFIED receipts in scope, by app and cursor.
+    pub async fn list(
+        &self,
+        pool: &MySqlPool,
+        scope: &ReceiptScope,
+    ) -> Result<Vec<StoredReceipt>, DbError> {
+        let totals: Vec<&str> = self.spec.totals.iter().map(|t| t.field).collect();
+        let mut sql = format!(
+            "SELECT app_code, batch_id, data_object_key, manifest_object_key, success_object_key, row_count, \
+             first_updated_at_ms, first_event_id, last_updated_at_ms, last_event_id, min_created_at_ms, \
+             max_created_at_ms, ndjson_sha256, gzip_sha256, data_crc64, manifest_crc64, success_crc64, \
+             manifest_sha256, uncompressed_bytes, compressed_bytes, verified_at_ms{}{} FROM {} WHERE state = ?",
+            if totals.is_empty() { "" } else { ", " },
+            totals.join(", "),
+            self.spec.receipts_table()
+        );
+        let list = |n: usize| vec!["?"; n].join(", ");
+        if !scope.apps.is_empty() {
+            sql.push_str(&format!(" AND app_code IN ({})", list(scope.apps.len())));
+        }
+        if !scope.batch_ids.is_empty() {
+            sql.push_str(&format!(
+                " AND batch_id IN ({})",
+                list(scope.batch_ids.len())
+            ));
+        }
+        if scope.from_ms.is_some() {
+            sql.push_str(" AND last_updated_at_ms >= ?");
+        }
+        if scope.to_ms.is_some() {
+            sql.push_str(" AND first_updated_at_ms < ?");
+        }
+        sql.push_str(" ORDER BY app_code, last_updated_at_ms, last_event_id");
+        let mut query = sqlx::query(AssertSqlSafe(sql)).bind(STATE_VERIFIED);
+        for app in &scope.apps {
+            query = query.bind(app);
+        }
+        for id in &scope.batch_ids {
+            query = query.bind(id);
+        }
+        if let Some(from) = scope.from_ms {
+            query = query.bind(from);
+        }
+        if let Some(to) = scope.to_ms {
+            query = query.bind(to);
+        }
+        let rows = query
+            .fetch_all(pool)
+            .await
+            .context(|| "listing receipts".into())?;
+        rows.iter()
+            .map(|row| self.decode(row))
+            .collect::<Result<_, sqlx::Error>>()
+            .context(|| "decoding a receipt".into())
+    }
+
+    fn decode(&self, row: &sqlx::mysql::MySqlRow) -> Result<StoredReceipt, sqlx::Error> {
+        let text = |i: usize| row.try_get::<String, _>(i);
+        let int = |i: usize| row.try_get::<i64, _>(i);
+        let number = |i: usize, what: &str| -> Result<u64, sqlx::Error> {
+            let value = text(i)?;
+            value.parse().map_err(|_| {
+                sqlx::Error::Decode(format!("{what} {value:?} is not an unsigned decimal").into())
+            })
+        };
+        let mut totals = Vec::new();
+        for (k, total) in self.spec.totals.iter().enumerate() {
+            let value = text(21 + k)?;
+            let parsed = value.parse::<i128>().map_err(|_| {
+                sqlx::Error::Decode(format!("{} {value:?} is not a decimal", total.field).into())
+            })?;
+            totals.push((total.field, parsed));
+        }
+        Ok(StoredReceipt {
+            app_code: text(0)?,
+            batch_id: text(1)?,
+            keys: ObjectKeys {
+                data: text(2)?,
+                manifest: text(3)?,
+                success: text(4)?,
+            },
+            content: ContentFacts {
+                row_count: int(5)? as u64,
+                first: Cursor {
+                    updated_at_ms: int(6)?,
+                    event_id: text(7)?,
+                },
+                last: Cursor {
+                    updated_at_ms: int(8)?,
+                    event_id: text(9)?,
+                },
+                min_created_at_ms: int(10)?,
+                max_created_at_ms: int(11)?,
+                totals,
+                ndjson_sha256: text(12)?,
+                uncompressed_bytes: int(18)? as u64,
+            },
+            data: ObjectDigest {
+                sha256: text(13)?,
+                crc64: number(14, "data_crc64")?,
+                size: int(19)? as u64,
+            },
+            manifest_crc64: number(15, "manifest_crc64")?,
+            success_crc64: number(16, "success_crc64")?,
+            manifest_sha256: text(17)?,
+            verified_at_ms: int(20)?,
+        })
+    }
+
+    /// The members a receipt recorded, as `(event_id, updated_at_ms)`.
+    pub async fn members_of(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<Member>, DbError> {
+        let sql = format!(
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ?",
+            self.spec.members_table()
+        );
+        let rows: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_all(pool)
+            .await
+            .context(|| format!("reading the members of batch {batch_id}"))?;
+        Ok(rows
+            .into_iter()
+            .map(|(event_id, updated_at_ms)| Member {
+                event_id,
+                updated_at_ms,
+            })
+            .collect())
+    }
+}

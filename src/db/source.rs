@@ -23,35 +23,60 @@ pub struct PageQueries {
     spec: &'static TableSpec,
     first: String,
     after: String,
+    keys_first: String,
+    keys_after: String,
+    count_first: String,
+    count_after: String,
+    oldest_first: String,
+    oldest_after: String,
+    members_among: String,
+    rows_by_id: String,
 }
 
 impl PageQueries {
     pub fn new(spec: &'static TableSpec) -> PageQueries {
-        let head = format!(
-            "SELECT {list} FROM {table} FORCE INDEX ({index}) WHERE {app} = ? AND {status} = ? AND {upd} < ?",
-            list = spec.select_list(),
+        let (upd, id) = (spec.updated_at_ms, spec.event_id);
+        let from = format!(
+            "FROM {table} FORCE INDEX ({index}) WHERE {app} = ? AND {status} = ? AND {upd} < ?",
             table = spec.name,
             index = spec.retention_index,
             app = spec.app_code,
             status = spec.status,
-            upd = spec.updated_at_ms,
-        );
-        let order = format!(
-            " ORDER BY {upd} ASC, {id} ASC LIMIT ?",
-            upd = spec.updated_at_ms,
-            id = spec.event_id
         );
         // `upd >= ?` repeats the cursor's lower bound so both optimizers see a plain range on the
         // index; the OR form (not a row constructor) is what MySQL 8 and MariaDB both handle well.
-        let after = format!(
-            "{head} AND {upd} >= ? AND ({upd} > ? OR ({upd} = ? AND {id} > ?)){order}",
-            upd = spec.updated_at_ms,
-            id = spec.event_id
-        );
+        let after = format!(" AND {upd} >= ? AND ({upd} > ? OR ({upd} = ? AND {id} > ?))");
+        let upto = format!(" AND ({upd} < ? OR ({upd} = ? AND {id} <= ?))");
+        let order = format!(" ORDER BY {upd} ASC, {id} ASC LIMIT ?");
+        let select = |what: &str, conditions: &str, order: &str| {
+            format!("SELECT {what} {from}{conditions}{order}")
+        };
+        let list = spec.select_list();
+        // Keys only (the retention index covers them): the straggler scan and the backlog.
+        let keys = format!("{upd}, {id}");
         PageQueries {
             spec,
-            first: format!("{head}{order}"),
-            after,
+            first: select(&list, "", &order),
+            after: select(&list, &after, &order),
+            keys_first: select(&keys, &upto, &order),
+            keys_after: select(&keys, &format!("{upto}{after}"), &order),
+            count_first: select("COUNT(*)", "", ""),
+            count_after: select("COUNT(*)", &after, ""),
+            oldest_first: select(upd, "", &order),
+            oldest_after: select(upd, &after, &order),
+            members_among: format!(
+                "SELECT event_id FROM {} WHERE app_code = ? AND event_id IN (",
+                spec.members_table()
+            ),
+            rows_by_id: format!(
+                "SELECT {list} FROM {table} WHERE {app} = ? AND {status} = ? AND {upd} < ? AND {id} IN (",
+                list = spec.select_list(),
+                table = spec.name,
+                app = spec.app_code,
+                status = spec.status,
+                upd = spec.updated_at_ms,
+                id = spec.event_id,
+            ),
         }
     }
 
@@ -93,6 +118,202 @@ impl PageQueries {
     }
 }
 
+impl PageQueries {
+    /// One page of the straggler scan: of the next ≤ 500 delivered rows after `after`, at or
+    /// below `upto` and below `upper_ms`, those no member row claims. Also returns where the
+    /// scan stopped, or `None` when it has reached `upto`.
+    pub async fn straggler_page(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        status: &str,
+        upto: &Cursor,
+        after: Option<&Cursor>,
+        upper_ms: i64,
+    ) -> Result<(Vec<Cursor>, Option<Cursor>), DbError> {
+        let sql = if after.is_some() {
+            &self.keys_after
+        } else {
+            &self.keys_first
+        };
+        let mut query = sqlx::query_as::<_, (i64, String)>(AssertSqlSafe(sql.clone()))
+            .bind(app)
+            .bind(status)
+            .bind(upper_ms)
+            .bind(upto.updated_at_ms)
+            .bind(upto.updated_at_ms)
+            .bind(&upto.event_id);
+        if let Some(c) = after {
+            query = query
+                .bind(c.updated_at_ms)
+                .bind(c.updated_at_ms)
+                .bind(c.updated_at_ms)
+                .bind(&c.event_id);
+        }
+        let keys = query
+            .bind(PAGE_ROWS)
+            .fetch_all(pool)
+            .await
+            .context(|| format!("scanning archived rows of app {app} for stragglers"))?;
+        if keys.is_empty() {
+            return Ok((Vec::new(), None));
+        }
+        let mut sql = self.members_among.clone();
+        sql.push_str(&vec!["?"; keys.len()].join(", "));
+        sql.push(')');
+        let mut members = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql)).bind(app);
+        for (_, id) in &keys {
+            members = members.bind(id);
+        }
+        let owned: std::collections::HashSet<String> = members
+            .fetch_all(pool)
+            .await
+            .context(|| format!("looking up members of app {app}"))?
+            .into_iter()
+            .collect();
+        let more = keys.len() == PAGE_ROWS as usize;
+        let last = keys.last().map(|(ms, id)| Cursor {
+            updated_at_ms: *ms,
+            event_id: id.clone(),
+        });
+        let stragglers = keys
+            .into_iter()
+            .filter(|(_, id)| !owned.contains(id))
+            .map(|(updated_at_ms, event_id)| Cursor {
+                updated_at_ms,
+                event_id,
+            })
+            .collect();
+        Ok((stragglers, if more { last } else { None }))
+    }
+
+    /// The full rows of `keys` (still delivered and below `upper_ms`), in cursor order.
+    pub async fn rows_by_keys(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        status: &str,
+        upper_ms: i64,
+        keys: &[Cursor],
+    ) -> Result<Vec<Row>, DbError> {
+        if keys.is_empty() {
+            return Ok(Vec::new());
+        }
+        let mut sql = self.rows_by_id.clone();
+        sql.push_str(&vec!["?"; keys.len()].join(", "));
+        sql.push_str(&format!(
+            ") ORDER BY {} ASC, {} ASC",
+            self.spec.updated_at_ms, self.spec.event_id
+        ));
+        let mut query = sqlx::query(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(status)
+            .bind(upper_ms);
+        for k in keys {
+            query = query.bind(&k.event_id);
+        }
+        let rows = query
+            .fetch_all(pool)
+            .await
+            .context(|| format!("reading straggler rows of app {app}"))?;
+        rows.iter()
+            .map(|r| decode_row(self.spec, r))
+            .collect::<Result<_, _>>()
+            .context(|| format!("decoding a row of {} for app {app}", self.spec.name))
+    }
+
+    /// Every straggler of an app (keys only), up to `limit`; and whether there were more.
+    pub async fn stragglers(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        status: &str,
+        upto: &Cursor,
+        upper_ms: i64,
+        limit: usize,
+    ) -> Result<(Vec<Cursor>, bool), DbError> {
+        let mut found = Vec::new();
+        let mut after: Option<Cursor> = None;
+        loop {
+            let (page, next) = self
+                .straggler_page(pool, app, status, upto, after.as_ref(), upper_ms)
+                .await?;
+            found.extend(page);
+            if found.len() > limit {
+                found.truncate(limit);
+                return Ok((found, true));
+            }
+            match next {
+                Some(next) => after = Some(next),
+                None => return Ok((found, false)),
+            }
+        }
+    }
+}
+
+/// The backlog of an app: rows delivered after the cursor and below `upper_ms`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Backlog {
+    pub rows: i64,
+    /// `updated_at_ms` of the oldest row in the backlog.
+    pub oldest_ms: Option<i64>,
+}
+
+impl PageQueries {
+    /// Counts the backlog with an index range count and finds its oldest row with one index dive.
+    pub async fn backlog(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        status: &str,
+        after: Option<&Cursor>,
+        upper_ms: i64,
+    ) -> Result<Backlog, DbError> {
+        let (count_sql, oldest_sql) = match after {
+            None => (&self.count_first, &self.oldest_first),
+            Some(_) => (&self.count_after, &self.oldest_after),
+        };
+        let bind = |q: sqlx::query::QueryScalar<
+            'static,
+            sqlx::MySql,
+            i64,
+            sqlx::mysql::MySqlArguments,
+        >| {
+            let q = q
+                .bind(app.to_string())
+                .bind(status.to_string())
+                .bind(upper_ms);
+            match after {
+                None => q,
+                Some(c) => q
+                    .bind(c.updated_at_ms)
+                    .bind(c.updated_at_ms)
+                    .bind(c.updated_at_ms)
+                    .bind(c.event_id.clone()),
+            }
+        };
+        let rows = bind(sqlx::query_scalar(AssertSqlSafe(count_sql.clone())))
+            .fetch_one(pool)
+            .await
+            .context(|| format!("counting the backlog of app {app}"))?;
+        let oldest_ms = bind(sqlx::query_scalar(AssertSqlSafe(oldest_sql.clone())))
+            .bind(1u32)
+            .fetch_optional(pool)
+            .await
+            .context(|| format!("finding the oldest backlog row of app {app}"))?;
+        Ok(Backlog { rows, oldest_ms })
+    }
+}
+
+/// Where a [`RowStream`]'s rows come from.
+#[derive(Debug, Clone)]
+pub enum Source {
+    /// Delivered rows after the cursor (from the start when `None`).
+    After(Option<Cursor>),
+    /// Delivered rows at or below the cursor that no receipt owns (stragglers).
+    Stragglers { upto: Cursor },
+}
+
 fn decode_row(spec: &TableSpec, row: &MySqlRow) -> Result<Row, sqlx::Error> {
     spec.columns
         .iter()
@@ -127,7 +348,7 @@ pub fn cursor_of(spec: &TableSpec, row: &Row) -> Cursor {
     }
 }
 
-/// Delivered rows of one app in cursor order, fetched a page ahead of the consumer by a
+/// Rows of one app in cursor order, fetched a page ahead of the consumer by a
 /// background task (bounded: at most two pages wait).
 pub struct RowStream {
     pages: mpsc::Receiver<Result<Vec<Row>, DbError>>,
@@ -141,31 +362,56 @@ impl RowStream {
         queries: PageQueries,
         app: String,
         status: String,
-        after: Option<Cursor>,
+        source: Source,
         upper_ms: i64,
     ) -> RowStream {
         let (tx, rx) = mpsc::channel(2);
         tokio::spawn(async move {
-            let mut after = after;
+            let mut after = match &source {
+                Source::After(cursor) => cursor.clone(),
+                Source::Stragglers { .. } => None,
+            };
             loop {
-                let page = queries
-                    .page(&pool, &app, &status, after.as_ref(), upper_ms, PAGE_ROWS)
-                    .await;
-                let (last, full) = match &page {
-                    Ok(rows) => (
-                        rows.last().map(|r| cursor_of(queries.spec, r)),
-                        rows.len() == PAGE_ROWS as usize,
-                    ),
-                    Err(_) => (None, false),
+                // (rows to hand out, where to go on from — None when done)
+                let page = match &source {
+                    Source::After(_) => queries
+                        .page(&pool, &app, &status, after.as_ref(), upper_ms, PAGE_ROWS)
+                        .await
+                        .map(|rows| {
+                            let full = rows.len() == PAGE_ROWS as usize;
+                            let next = rows
+                                .last()
+                                .filter(|_| full)
+                                .map(|r| cursor_of(queries.spec, r));
+                            (rows, next)
+                        }),
+                    Source::Stragglers { upto } => {
+                        match queries
+                            .straggler_page(&pool, &app, &status, upto, after.as_ref(), upper_ms)
+                            .await
+                        {
+                            Ok((keys, next)) => queries
+                                .rows_by_keys(&pool, &app, &status, upper_ms, &keys)
+                                .await
+                                .map(|rows| (rows, next)),
+                            Err(e) => Err(e),
+                        }
+                    }
                 };
-                let stop = page.is_err() || !full;
-                if page.as_ref().is_ok_and(|rows| rows.is_empty()) {
+                let (rows, next) = match page {
+                    Ok(page) => page,
+                    Err(e) => {
+                        let _ = tx.send(Err(e)).await;
+                        break;
+                    }
+                };
+                if !rows.is_empty() && tx.send(Ok(rows)).await.is_err() {
                     break;
                 }
-                if tx.send(page).await.is_err() || stop {
-                    break;
+                match next {
+                    Some(next) => after = Some(next),
+                    None => break,
                 }
-                after = last;
             }
         });
         RowStream {

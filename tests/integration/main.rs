@@ -11,4 +11,5 @@ mod resume;
 mod signals;
 mod store_contract;
 mod support;
+mod verify;
 mod write_once;

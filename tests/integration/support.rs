@@ -297,6 +297,7 @@ pub fn options(db: &TestDb, apps: &[&str], cutoff_ms: i64) -> ArchiveOptions {
         max_batches: None,
         max_runtime: None,
         dry_run: false,
+        stragglers: false,
         delivered_status: "DELIVERED".into(),
         lock_prefix: db.lock_prefix(),
         failpoints: FailPoints::default(),

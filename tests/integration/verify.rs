@@ -1,0 +1,388 @@
+//! `verify` against broken archives: each fixture is detected with the right finding; a clean
+//! archive gives exit 0 and no findings; samples are reproducible; stragglers are found and
+//! `archive --stragglers` archives exactly them without moving the cursor.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use outbox_archiver::commands::archive::Apps;
+use outbox_archiver::commands::verify::{self, VerifyOptions};
+use outbox_archiver::commands::Env;
+use outbox_archiver::store::{ObjectStore, PutMode};
+use outbox_archiver::summary::Summary;
+use serde_json::Value as Json;
+
+use crate::support::*;
+
+const CUTOFF: i64 = T0 + 10 * DAY;
+
+fn verify_options() -> VerifyOptions {
+    VerifyOptions {
+        apps: None,
+        batch_ids: Vec::new(),
+        from_ms: None,
+        to_ms: None,
+        sample_percent: None,
+        seed: 1,
+        metadata_only: false,
+        parallel: 3,
+        cutoff_ms: CUTOFF,
+        delivered_status: "DELIVERED".into(),
+        max_stragglers: 100,
+    }
+}
+
+/// Three apps, several batches each, archived.
+async fn archived() -> (TestDb, TestS3, Arc<dyn ObjectStore>, Env) {
+    let (db, s3, store) = fixture().await;
+    for app in ["a1", "a2", "a3"] {
+        db.insert(
+            &(0..90)
+                .map(|i| row(app, &format!("{app}-{i:03}"), T0 + i * 1000))
+                .collect::<Vec<_>>(),
+        )
+        .await;
+    }
+    let env = env(&db, store.clone(), CUTOFF);
+    let mut opts = options(&db, &["a1", "a2", "a3"], CUTOFF);
+    opts.limits.max_rows = 30;
+    assert!(archive(&env, &opts).await.ok);
+    (db, s3, store, env)
+}
+
+fn findings(summary: &Summary) -> Vec<Json> {
+    serde_json::to_value(summary).unwrap()["findings"]
+        .as_array()
+        .unwrap()
+        .clone()
+}
+
+fn kinds(summary: &Summary) -> Vec<String> {
+    findings(summary)
+        .iter()
+        .map(|f| f["kind"].as_str().unwrap().to_string())
+        .collect()
+}
+
+async fn first_keys(db: &TestDb) -> (String, String, String, String) {
+    let (batch, data, _, _) = db.receipts("a2").await.remove(0);
+    let dir = data.trim_end_matches("data.ndjson.gz").to_string();
+    (
+        batch,
+        data,
+        format!("{dir}manifest.json"),
+        format!("{dir}_SUCCESS"),
+    )
+}
+
+async fn flip(store: &dyn ObjectStore, key: &str) {
+    let mut bytes = read(store, key).await;
+    let at = bytes.len() / 2;
+    bytes[at] ^= 0x04;
+    store
+        .put(key, Bytes::from(bytes), PutMode::Overwrite)
+        .await
+        .unwrap();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_clean_archive_has_no_findings() {
+    let (db, _s3, _store, env) = archived().await;
+    let summary = verify::run(&env, &verify_options()).await;
+    assert!(summary.ok, "{}", summary.to_json());
+    assert_eq!(summary.exit_code, 0);
+    let json = serde_json::to_value(&summary).unwrap();
+    assert_eq!(json["checked_batches"].as_array().unwrap().len(), 9);
+    assert_eq!(json["findings"], Json::Array(vec![]));
+    assert_eq!(json["orphans"], Json::Array(vec![]));
+    assert!(summary.apps.iter().all(|a| a.batches == 3 && a.rows == 90));
+    let meta = verify::run(
+        &env,
+        &VerifyOptions {
+            metadata_only: true,
+            ..verify_options()
+        },
+    )
+    .await;
+    assert!(meta.ok, "{}", meta.to_json());
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_broken_archive_fixture_is_found() {
+    // (name, the finding kind that must appear, the finding kind that must appear, on which key suffix)
+    let cases: Vec<(&str, &str, &str)> = vec![
+        ("flipped byte in data", "sha256_mismatch", "data.ndjson.gz"),
+        (
+            "flipped byte in manifest",
+            "sha256_mismatch",
+            "manifest.json",
+        ),
+        ("flipped byte in _SUCCESS", "crc64_mismatch", "_SUCCESS"),
+        ("truncated gzip", "unreadable_data", "data.ndjson.gz"),
+        ("missing _SUCCESS", "missing_object", "_SUCCESS"),
+        ("missing data object", "missing_object", "data.ndjson.gz"),
+        (
+            "manifest disagrees with its receipt",
+            "manifest_mismatch",
+            "manifest.json#row_count",
+        ),
+        ("member row deleted", "member_missing", ""),
+        ("member row added", "member_extra", ""),
+    ];
+    for (case, kind, key_suffix) in cases {
+        let (db, _s3, store, env) = archived().await;
+        let (batch, data, manifest, success) = first_keys(&db).await;
+        let s = store.as_ref();
+        let member: String = sqlx::query_scalar(
+            "SELECT MIN(event_id) FROM wallet_outbox_archive_members WHERE batch_id = ?",
+        )
+        .bind(&batch)
+        .fetch_one(&db.db.pool)
+        .await
+        .unwrap();
+        match case {
+            "flipped byte in data" => flip(s, &data).await,
+            "flipped byte in manifest" => flip(s, &manifest).await,
+            "flipped byte in _SUCCESS" => flip(s, &success).await,
+            "truncated gzip" => {
+                let bytes = read(s, &data).await;
+                s.put(
+                    &data,
+                    Bytes::from(bytes[..bytes.len() - 9].to_vec()),
+                    PutMode::Overwrite,
+                )
+                .await
+                .unwrap();
+            }
+            "missing _SUCCESS" => s.delete(&success).await.unwrap(),
+            "missing data object" => s.delete(&data).await.unwrap(),
+            "manifest disagrees with its receipt" => {
+                let mut m: serde_json::Map<String, Json> =
+                    serde_json::from_slice(&read(s, &manifest).await).unwrap();
+                m.insert("row_count".into(), Json::from(29));
+                let mut bytes = serde_json::to_vec(&m).unwrap();
+                bytes.push(b'\n');
+                s.put(&manifest, Bytes::from(bytes), PutMode::Overwrite)
+                    .await
+                    .unwrap();
+            }
+            "member row deleted" => {
+                sqlx::query("DELETE FROM wallet_outbox_archive_members WHERE app_code = 'a2' AND event_id = ?")
+                    .bind(&member)
+                    .execute(&db.db.pool)
+                    .await
+                    .unwrap();
+            }
+            "member row added" => {
+                sqlx::query(
+                    "INSERT INTO wallet_outbox_archive_members SELECT app_code, 'a2-invented', updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms \
+                     FROM wallet_outbox_archive_members WHERE app_code = 'a2' AND event_id = ?",
+                )
+                .bind(&member)
+                .execute(&db.db.pool)
+                .await
+                .unwrap();
+            }
+            _ => unreachable!(),
+        }
+        let summary = verify::run(&env, &verify_options()).await;
+        assert_eq!(summary.exit_code, 1, "{case}: {}", summary.to_json());
+        assert!(!summary.ok);
+        let found = findings(&summary);
+        let hit = found
+            .iter()
+            .find(|f| f["kind"] == kind)
+            .unwrap_or_else(|| panic!("{case}: no {kind} in {found:?}"));
+        assert_eq!(hit["batch_id"], Json::from(batch.clone()), "{case}");
+        if !key_suffix.is_empty() {
+            assert!(
+                hit["key"].as_str().unwrap().ends_with(key_suffix),
+                "{case}: {hit}"
+            );
+        }
+        // A deleted member also leaves its source row a straggler: the same event, no other batch.
+        let related = |f: &Json| {
+            f["batch_id"].as_str() == Some(batch.as_str())
+                || (f["kind"] == "straggler" && f["event_id"].as_str() == Some(member.as_str()))
+        };
+        assert!(
+            found.iter().all(related),
+            "{case}: only the broken batch: {found:?}"
+        );
+        if case == "member row deleted" {
+            assert_eq!(hit["event_id"], Json::from(member.clone()));
+        }
+        if case == "member row added" {
+            assert_eq!(hit["event_id"], "a2-invented");
+        }
+        db.drop().await;
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metadata_only_sees_missing_and_resized_objects_without_downloading() {
+    let (db, _s3, store, env) = archived().await;
+    let (_, data, _, success) = first_keys(&db).await;
+    store.delete(&success).await.unwrap();
+    let bytes = read(store.as_ref(), &data).await;
+    store
+        .put(
+            &data,
+            Bytes::from(bytes[..bytes.len() - 1].to_vec()),
+            PutMode::Overwrite,
+        )
+        .await
+        .unwrap();
+    let summary = verify::run(
+        &env,
+        &VerifyOptions {
+            metadata_only: true,
+            ..verify_options()
+        },
+    )
+    .await;
+    let mut k = kinds(&summary);
+    k.sort();
+    assert_eq!(
+        k,
+        ["missing_object", "size_mismatch"],
+        "{}",
+        summary.to_json()
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn scopes_samples_and_orphans() {
+    let (db, _s3, store, env) = archived().await;
+    let all: Vec<String> = ["a1", "a2", "a3"].iter().map(|a| a.to_string()).collect();
+    let checked = |s: &Summary| {
+        serde_json::to_value(s).unwrap()["checked_batches"]
+            .as_array()
+            .unwrap()
+            .clone()
+    };
+    let one = db.receipts("a3").await.remove(0).0;
+    let by_id = verify::run(
+        &env,
+        &VerifyOptions {
+            batch_ids: vec![one.clone()],
+            ..verify_options()
+        },
+    )
+    .await;
+    assert_eq!(checked(&by_id), vec![Json::from(one)]);
+    let by_app = verify::run(
+        &env,
+        &VerifyOptions {
+            apps: Some(Apps::Listed(vec!["a1".into()])),
+            ..verify_options()
+        },
+    )
+    .await;
+    assert_eq!(checked(&by_app).len(), 3);
+    let by_time = verify::run(
+        &env,
+        &VerifyOptions {
+            from_ms: Some(T0 + 30_000),
+            to_ms: Some(T0 + 60_000),
+            ..verify_options()
+        },
+    )
+    .await;
+    assert_eq!(
+        checked(&by_time).len(),
+        3,
+        "the middle batch of each app: {}",
+        by_time.to_json()
+    );
+
+    let sample = |seed| VerifyOptions {
+        sample_percent: Some(50.0),
+        seed,
+        ..verify_options()
+    };
+    let first = verify::run(&env, &sample(42)).await;
+    let again = verify::run(&env, &sample(42)).await;
+    assert_eq!(
+        checked(&first),
+        checked(&again),
+        "the same seed picks the same receipts"
+    );
+    let counts: Vec<usize> = (0..8).map(|seed| seed as usize).collect();
+    let mut differs = false;
+    for seed in counts {
+        differs |= checked(&verify::run(&env, &sample(seed as u64)).await) != checked(&first);
+    }
+    assert!(differs, "other seeds pick other receipts");
+    assert_eq!(serde_json::to_value(&first).unwrap()["sample"]["seed"], 42);
+
+    // An interrupted run's leftover is an orphan: information, not a failure.
+    let orphan = format!("{}/wallet_outbox/app_code=a1/dt=2026-01-01/ffffffffffffffffffffffffffffffff/data.ndjson.gz", store.location().prefix());
+    store
+        .put(&orphan, Bytes::from_static(b"x"), PutMode::Create)
+        .await
+        .unwrap();
+    let with_orphan = verify::run(
+        &env,
+        &VerifyOptions {
+            apps: Some(Apps::Listed(all)),
+            ..verify_options()
+        },
+    )
+    .await;
+    assert!(with_orphan.ok, "{}", with_orphan.to_json());
+    assert_eq!(
+        serde_json::to_value(&with_orphan).unwrap()["orphans"],
+        Json::from(vec![orphan])
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stragglers_are_reported_and_archived_without_moving_the_cursor() {
+    let (db, _s3, store, env) = archived().await;
+    let cursor_before = db.count("SELECT MAX(last_updated_at_ms) FROM wallet_outbox_archive_receipts WHERE app_code = 'a1'").await;
+    // Rows whose delivery committed late, with old updated_at_ms: below the cursor, in no receipt.
+    db.insert(&[
+        row("a1", "late-1", T0 + 5_500),
+        row("a1", "late-2", T0 + 45_000),
+        row("a1", "a1-08", T0 + 89_000),
+    ])
+    .await;
+    let mut undelivered = row("a1", "late-pending", T0 + 6_000);
+    undelivered[STATUS] = outbox_archiver::codec::Value::Text("PENDING".into());
+    db.insert(&[undelivered, row("a1", "after-cursor", T0 + 95_000)])
+        .await;
+
+    let summary = verify::run(&env, &verify_options()).await;
+    assert_eq!(summary.exit_code, 1);
+    let stragglers: Vec<String> = findings(&summary)
+        .iter()
+        .filter(|f| f["kind"] == "straggler")
+        .map(|f| f["event_id"].as_str().unwrap().to_string())
+        .collect();
+    assert_eq!(
+        stragglers,
+        ["a1-08", "late-1", "late-2"],
+        "{}",
+        summary.to_json()
+    );
+    assert!(kinds(&summary).iter().all(|k| k == "straggler"));
+
+    let mut opts = options(&db, &["a1"], CUTOFF);
+    opts.stragglers = true;
+    let archived = archive(&env, &opts).await;
+    assert!(archived.ok, "{}", archived.to_json());
+    assert_eq!(archived.apps[0].rows, 3, "exactly the stragglers");
+    let cursor_after = db.count("SELECT MAX(last_updated_at_ms) FROM wallet_outbox_archive_receipts WHERE app_code = 'a1'").await;
+    assert_eq!(cursor_after, cursor_before, "the cursor stays where it was");
+    let clean = verify::run(&env, &verify_options()).await;
+    assert!(clean.ok, "{}", clean.to_json());
+    // The row after the cursor is for the next ordinary run.
+    let next = archive(&env, &options(&db, &["a1"], CUTOFF)).await;
+    assert_eq!(next.apps[0].rows, 1);
+    let _ = store;
+    db.drop().await;
+}
