@@ -11,7 +11,7 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 use tokio_util::sync::CancellationToken;
 
 use super::archive::{self, Apps, ArchiveOptions};
-use super::{migrate, Clock, Env};
+use super::{migrate, status, verify, Clock, Env};
 use crate::batch::Limits;
 use crate::db::Db;
 use crate::failpoint::FailPoints;
@@ -170,6 +170,56 @@ async fn demo(
     let elapsed = started.elapsed();
 
     report(&db, spec, &options, &summary, store.as_ref(), opts, elapsed).await?;
+
+    // 5. Read everything back as an operator would, and show the state of each app.
+    let started = Instant::now();
+    let verified = verify::run(
+        &env,
+        &verify::VerifyOptions {
+            apps: None,
+            batch_ids: Vec::new(),
+            from_ms: None,
+            to_ms: None,
+            sample_percent: None,
+            seed: 0,
+            metadata_only: false,
+            parallel: 4,
+            cutoff_ms,
+            delivered_status: options.delivered_status.clone(),
+            max_stragglers: 100,
+        },
+    )
+    .await;
+    let json = serde_json::to_value(&verified)?;
+    eprintln!(
+        "demo: verify re-read {} batches in {:.1}s: {} findings, {} orphans (exit status {})",
+        json["checked_batches"].as_array().map_or(0, Vec::len),
+        started.elapsed().as_secs_f64(),
+        json["findings"].as_array().map_or(0, Vec::len),
+        json["orphans"].as_array().map_or(0, Vec::len),
+        verified.exit_code
+    );
+    let state = status::run(
+        &db,
+        spec,
+        &status::StatusOptions {
+            apps: Apps::All,
+            cutoff_ms,
+            delivered_status: options.delivered_status.clone(),
+            format: status::Format::Table,
+        },
+        now_ms.clone(),
+    )
+    .await;
+    eprintln!("demo: status:");
+    for line in state.text.unwrap_or_default().lines() {
+        eprintln!("demo:   {line}");
+    }
+    eprintln!(
+        "demo: try: DATABASE_URL='{}' outbox-archiver status",
+        db.url_redacted
+    );
+    eprintln!("demo: the JSON summary of the archive run follows on stdout");
     db.close().await;
     Ok(Summary {
         command: "demo",
@@ -298,6 +348,5 @@ async fn report(
         opts.database,
         spec.receipts_table()
     ));
-    say("the JSON summary of the archive run follows on stdout".into());
     Ok(())
 }

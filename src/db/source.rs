@@ -260,6 +260,15 @@ pub struct Backlog {
 }
 
 impl PageQueries {
+    /// The backlog count's SQL (for EXPLAIN in tests and by operators).
+    pub fn backlog_count_sql(&self, after_cursor: bool) -> &str {
+        if after_cursor {
+            &self.count_after
+        } else {
+            &self.count_first
+        }
+    }
+
     /// Counts the backlog with an index range count and finds its oldest row with one index dive.
     pub async fn backlog(
         &self,

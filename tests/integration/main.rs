@@ -9,6 +9,7 @@ mod lock;
 mod receipts;
 mod resume;
 mod signals;
+mod status;
 mod store_contract;
 mod support;
 mod verify;

@@ -1,0 +1,114 @@
+//! `status`: the figures per app, as JSON and as a table, from index range counts.
+
+use outbox_archiver::commands::archive::Apps;
+use outbox_archiver::commands::status::{self, Format, StatusOptions};
+use outbox_archiver::db::source::PageQueries;
+use outbox_archiver::table::WALLET_OUTBOX;
+use sqlx::Row as _;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn status_reports_cursor_backlog_and_last_run() {
+    let (db, _s3, store) = fixture().await;
+    db.insert(&rows("a1", 50)).await;
+    db.insert(
+        &(0..7)
+            .map(|i| row("a2", &format!("b{i}"), T0 + DAY + i))
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let now = T0 + 3 * DAY;
+    let env = env(&db, store, now);
+    let mut opts = options(&db, &["a1"], T0 + 40);
+    opts.limits.max_rows = 15;
+    assert!(archive(&env, &opts).await.ok);
+
+    let options = StatusOptions {
+        apps: Apps::All,
+        cutoff_ms: T0 + 2 * DAY,
+        delivered_status: "DELIVERED".into(),
+        format: Format::Json,
+    };
+    let summary = status::run(
+        &db.db,
+        &WALLET_OUTBOX,
+        &options,
+        std::sync::Arc::new(move || now),
+    )
+    .await;
+    assert!(summary.ok, "{}", summary.to_json());
+    let json = serde_json::to_value(&summary).unwrap();
+    let apps = json["apps"].as_array().unwrap();
+    let a1 = &apps[0];
+    assert_eq!(a1["app_code"], "a1");
+    assert_eq!(a1["receipts"], 3, "{a1}");
+    assert_eq!(a1["archived_rows"], 40);
+    assert_eq!(a1["awaiting_purge_rows"], 40);
+    assert_eq!(a1["cursor"]["event_id"], "e39");
+    assert_eq!(a1["cursor_age_ms"], now - (T0 + 39));
+    assert_eq!(
+        a1["backlog_rows"], 10,
+        "rows after the cursor and below the cutoff"
+    );
+    assert_eq!(a1["oldest_backlog_ms"], T0 + 40);
+    assert_eq!(a1["last_run"]["outcome"], "archived");
+    assert_eq!(a1["last_run"]["row_count"], 40);
+    let a2 = &apps[1];
+    assert_eq!(
+        (
+            a2["app_code"].as_str(),
+            a2["receipts"].as_i64(),
+            a2["backlog_rows"].as_i64()
+        ),
+        (Some("a2"), Some(0), Some(7))
+    );
+    assert!(a2["cursor"].is_null() && a2["last_run"].is_null());
+
+    let table = status::run(
+        &db.db,
+        &WALLET_OUTBOX,
+        &StatusOptions {
+            format: Format::Table,
+            ..options
+        },
+        std::sync::Arc::new(move || now),
+    )
+    .await;
+    let text = table.text.expect("a table");
+    assert!(text.starts_with("APP "), "{text}");
+    assert!(text.lines().nth(1).unwrap().starts_with("a1 "), "{text}");
+    assert!(text.contains("archived"), "{text}");
+    db.drop().await;
+}
+
+/// The backlog is an index range on the retention index, never a table scan.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_backlog_count_is_an_index_range() {
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 200)).await;
+    let pages = PageQueries::new(&WALLET_OUTBOX);
+    for after in [false, true] {
+        let sql = format!("EXPLAIN {}", pages.backlog_count_sql(after));
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+            .bind("a1")
+            .bind("DELIVERED")
+            .bind(T0 + DAY);
+        if after {
+            q = q.bind(T0 + 5).bind(T0 + 5).bind(T0 + 5).bind("e5");
+        }
+        let plan = q.fetch_one(&db.db.pool).await.unwrap();
+        let key: Option<String> = plan.try_get("key").unwrap();
+        let access: Option<String> = plan.try_get("type").unwrap();
+        assert_eq!(
+            key.as_deref(),
+            Some("idx_wallet_outbox_retention"),
+            "after={after}"
+        );
+        assert!(
+            matches!(access.as_deref(), Some("range" | "ref")),
+            "after={after}: {access:?}"
+        );
+    }
+    db.drop().await;
+}
