@@ -252,7 +252,6 @@ impl Checker<'_> {
             findings.extend(field_differences(implied, &bytes).into_iter().map(
                 |(field, want, got)| {
                     let mut f = Finding::new(kind, receipt, Some(key)).values(want, got);
-                    f.event_id = None;
                     f.key = Some(format!("{key}#{field}"));
                     f
                 },

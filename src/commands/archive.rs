@@ -70,9 +70,12 @@ enum AppError {
 pub async fn resolve_apps(env: &Env, apps: &Apps) -> Result<Vec<String>, DbError> {
     match apps {
         Apps::Listed(list) => {
-            let mut list = list.clone();
-            list.dedup();
-            Ok(list)
+            let mut seen = std::collections::HashSet::new();
+            Ok(list
+                .iter()
+                .filter(|app| seen.insert(app.as_str()))
+                .cloned()
+                .collect())
         }
         Apps::All => all_apps(&env.db.pool, env.spec).await,
     }

@@ -29,8 +29,8 @@ pub enum DbError {
     UnknownDatabase { url: String, database: String },
     #[error("cannot reach the database at {url} ({detail}): check --database-url / DATABASE_URL and that the server is running")]
     Unreachable { url: String, detail: String },
-    #[error("table {table} is missing: run `outbox-archiver migrate` first")]
-    NotMigrated { table: String },
+    #[error("the archiver's tables are not up to date (migration {missing} is not applied): run `outbox-archiver migrate` first")]
+    NotMigrated { missing: String },
     #[error("source table {table} is missing (check --table and --database-url)")]
     NoSourceTable { table: String },
     #[error("{context}: {source}")]
@@ -108,39 +108,34 @@ impl Db {
         Ok(conn)
     }
 
-    /// Fails with a message naming the next step if the archiver's tables or the source table are
-    /// not there.
+    /// Fails with a message naming the next step if the source table is not there or the
+    /// archiver's migrations are not all applied.
     pub async fn require_tables(&self, spec: &TableSpec) -> Result<(), DbError> {
-        for (table, missing) in [
-            (
-                spec.receipts_table(),
-                DbError::NotMigrated {
-                    table: spec.receipts_table(),
-                },
-            ),
-            (
-                spec.members_table(),
-                DbError::NotMigrated {
-                    table: spec.members_table(),
-                },
-            ),
-            (
-                spec.name.to_string(),
-                DbError::NoSourceTable {
-                    table: spec.name.to_string(),
-                },
-            ),
-        ] {
-            let found: Option<(String,)> = sqlx::query_as(
-                "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
-            )
-            .bind(&table)
-            .fetch_optional(&self.pool)
-            .await
-            .context(|| format!("looking for table {table}"))?;
-            if found.is_none() {
-                return Err(missing);
-            }
+        let tables: Vec<String> = sqlx::query_scalar(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?, ?)",
+        )
+        .bind(spec.name)
+        .bind("_sqlx_migrations")
+        .fetch_all(&self.pool)
+        .await
+        .context(|| "looking for the source and migrations tables".into())?;
+        if !tables.iter().any(|t| t == spec.name) {
+            return Err(DbError::NoSourceTable {
+                table: spec.name.to_string(),
+            });
+        }
+        let applied: Vec<i64> = if tables.iter().any(|t| t == "_sqlx_migrations") {
+            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success = 1")
+                .fetch_all(&self.pool)
+                .await
+                .context(|| "reading the applied migrations".into())?
+        } else {
+            Vec::new()
+        };
+        if let Some(missing) = MIGRATOR.iter().find(|m| !applied.contains(&m.version)) {
+            return Err(DbError::NotMigrated {
+                missing: format!("{} {}", missing.version, missing.description),
+            });
         }
         Ok(())
     }
@@ -188,15 +183,15 @@ fn classify_connect_error(e: sqlx::Error, url: &str, secrets: &[String]) -> DbEr
     }
 }
 
+/// The archiver's own tables, embedded from `migrations/`.
+static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+
 /// Applies `migrations/` (the archiver's own tables).
 pub async fn migrate(pool: &Pool<MySql>) -> Result<(), DbError> {
-    sqlx::migrate!("./migrations")
-        .run(pool)
-        .await
-        .map_err(|e| DbError::Query {
-            context: "applying migrations".into(),
-            source: e.into(),
-        })
+    MIGRATOR.run(pool).await.map_err(|e| DbError::Query {
+        context: "applying migrations".into(),
+        source: e.into(),
+    })
 }
 
 /// Creates the reference source table (demos and tests; the service owns the real one).

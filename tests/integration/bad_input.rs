@@ -259,3 +259,36 @@ async fn migrate_then_archive_through_the_binary_with_a_file_store() {
     );
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_unmigrated_database_asks_for_migrate() {
+    let db = TestDb::new().await;
+    // A database as the first release left it: the second migration not applied.
+    for sql in [
+        "ALTER TABLE wallet_outbox_archive_receipts DROP COLUMN purged_rows",
+        "DROP TABLE wallet_outbox_archive_runs",
+        "DELETE FROM _sqlx_migrations WHERE version = 20260101000002",
+    ] {
+        sqlx::query(sql).execute(&db.db.pool).await.unwrap();
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}", dir.path().display());
+    let envs = vec![("DATABASE_URL", db.url.clone())];
+    for command in [
+        vec!["archive", "--app", "a1", "--store", &store],
+        vec!["status"],
+    ] {
+        let run = run_cli(&command, &envs).await;
+        assert_eq!(run.code, 2, "{}", run.all_output);
+        let error = run.summary["error"].as_str().unwrap();
+        assert!(
+            error.contains("run `outbox-archiver migrate`") && error.contains("20260101000002"),
+            "{error}"
+        );
+    }
+    let migrated = run_cli(&["migrate"], &envs).await;
+    assert_eq!(migrated.code, 0, "{}", migrated.all_output);
+    let status = run_cli(&["status", "--format", "json"], &envs).await;
+    assert_eq!(status.code, 0, "{}", status.all_output);
+    db.drop().await;
+}
