@@ -189,18 +189,29 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
                     t.error.get_or_insert(e.to_string());
                 }
             }
-            if whole_apps && opts.sample_percent.is_none() {
-                match orphans_of(env, app, &in_scope).await {
-                    Ok(found) => orphans.extend(found),
-                    Err(e) => {
-                        t.error.get_or_insert(e.to_string());
-                    }
-                }
-            }
         }
     }
 
-    let could_not_look = tally.values().any(|t| t.error.is_some());
+    // Orphans: under each listed app's prefix, or under the whole table's prefix.
+    let mut orphan_error = None;
+    if whole_apps && opts.sample_percent.is_none() {
+        let table = format::table_prefix(env.store.location().prefix(), env.spec.name);
+        let prefixes = match &opts.apps {
+            Some(Apps::Listed(list)) => list
+                .iter()
+                .map(|app| format!("{table}app_code={app}/"))
+                .collect(),
+            _ => vec![table],
+        };
+        for prefix in prefixes {
+            match orphans_under(env, &prefix, &in_scope).await {
+                Ok(found) => orphans.extend(found),
+                Err(e) => orphan_error = Some(format!("listing {prefix}: {e}")),
+            }
+        }
+    }
+    summary.error = orphan_error;
+    let could_not_look = summary.error.is_some() || tally.values().any(|t| t.error.is_some());
     summary.apps = tally
         .into_iter()
         .map(|(app, t)| {
@@ -313,15 +324,14 @@ async fn stragglers(
     Ok((findings, more))
 }
 
-/// Keys under the app's prefix that no receipt references.
-async fn orphans_of(
+/// Keys under `prefix` that no receipt in `receipts` references.
+async fn orphans_under(
     env: &Env,
-    app: &str,
+    prefix: &str,
     receipts: &[StoredReceipt],
 ) -> Result<Vec<String>, StoreError> {
     let referenced: HashSet<&str> = receipts
         .iter()
-        .filter(|r| r.app_code == app)
         .flat_map(|r| {
             [
                 r.keys.data.as_str(),
@@ -330,13 +340,9 @@ async fn orphans_of(
             ]
         })
         .collect();
-    let prefix = format!(
-        "{}app_code={app}/",
-        format::table_prefix(env.store.location().prefix(), env.spec.name)
-    );
     Ok(env
         .store
-        .list(&prefix)
+        .list(prefix)
         .await?
         .into_iter()
         .filter(|k| !referenced.contains(k.as_str()))

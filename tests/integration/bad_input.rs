@@ -257,6 +257,33 @@ async fn migrate_then_archive_through_the_binary_with_a_file_store() {
             .contains("--store"),
         "no silent default store"
     );
+
+    let verified = run_cli(&["verify", "--store", &store], &envs).await;
+    assert_eq!(verified.code, 0, "{}", verified.all_output);
+    assert_eq!(verified.summary["findings"], Json::Array(vec![]));
+    let data_key = run.summary["apps"][0]["batch_list"][0]["data_object_key"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    std::fs::remove_file(
+        dir.path()
+            .join(data_key.replace("data.ndjson.gz", "_SUCCESS")),
+    )
+    .unwrap();
+    let broken = run_cli(&["verify", "--store", &store], &envs).await;
+    assert_eq!(broken.code, 1, "{}", broken.all_output);
+    assert_eq!(broken.summary["findings"][0]["kind"], "missing_object");
+    let status = run_cli(
+        &["status", "--app", "a1", "--cutoff", "2026-01-02T00:00:00Z"],
+        &envs,
+    )
+    .await;
+    assert_eq!(status.code, 0, "{}", status.all_output);
+    assert_eq!(
+        status.summary["apps"][0]["archived_rows"], 2,
+        "JSON when stdout is not a terminal"
+    );
+    assert_eq!(status.summary["apps"][0]["backlog_rows"], 0);
     db.drop().await;
 }
 

@@ -335,7 +335,20 @@ async fn scopes_samples_and_orphans() {
     assert!(with_orphan.ok, "{}", with_orphan.to_json());
     assert_eq!(
         serde_json::to_value(&with_orphan).unwrap()["orphans"],
-        Json::from(vec![orphan])
+        Json::from(vec![orphan.clone()])
+    );
+    let junk = format!("{}/wallet_outbox/notes.txt", store.location().prefix());
+    store
+        .put(&junk, Bytes::from_static(b"x"), PutMode::Create)
+        .await
+        .unwrap();
+    let table_wide = verify::run(&env, &verify_options()).await;
+    let mut expected = vec![orphan.clone(), junk];
+    expected.sort();
+    assert_eq!(
+        serde_json::to_value(&table_wide).unwrap()["orphans"],
+        Json::from(expected),
+        "all apps: the whole table prefix"
     );
     db.drop().await;
 }
