@@ -9,7 +9,7 @@ use serde::Serialize;
 use crate::batch::Member;
 use crate::db::receipts::StoredReceipt;
 use crate::digest::{crc64nvme, ObjectDigest};
-use crate::format::{ContentFacts, Manifest, SuccessMarker};
+use crate::format::{Manifest, SuccessMarker};
 use crate::publish::read_data;
 use crate::store::{self, ObjectMeta, ObjectStore, StoreError};
 use crate::table::TableSpec;
@@ -299,7 +299,7 @@ impl Checker<'_> {
                     .values("a complete gzip of this app's NDJSON records", e),
             ),
             Ok((content, data_members)) => {
-                for (field, want, got) in content_differences(&receipt.content, &content) {
+                for (field, want, got) in receipt.content.differences(&content) {
                     let mut f = Finding::new(FindingKind::ContentMismatch, receipt, Some(key))
                         .values(want, got);
                     f.key = Some(format!("{key}#{field}"));
@@ -310,54 +310,6 @@ impl Checker<'_> {
         }
         Ok(())
     }
-}
-
-/// The fields in which two facts differ, as `(field, expected, actual)`.
-fn content_differences(
-    want: &ContentFacts,
-    got: &ContentFacts,
-) -> Vec<(&'static str, String, String)> {
-    let mut out = Vec::new();
-    let mut cmp = |field: &'static str, a: String, b: String| {
-        if a != b {
-            out.push((field, a, b));
-        }
-    };
-    cmp(
-        "ndjson_sha256",
-        want.ndjson_sha256.clone(),
-        got.ndjson_sha256.clone(),
-    );
-    cmp(
-        "row_count",
-        want.row_count.to_string(),
-        got.row_count.to_string(),
-    );
-    cmp(
-        "uncompressed_bytes",
-        want.uncompressed_bytes.to_string(),
-        got.uncompressed_bytes.to_string(),
-    );
-    cmp(
-        "first_cursor",
-        want.first.to_string(),
-        got.first.to_string(),
-    );
-    cmp("last_cursor", want.last.to_string(), got.last.to_string());
-    cmp(
-        "min_created_at_ms",
-        want.min_created_at_ms.to_string(),
-        got.min_created_at_ms.to_string(),
-    );
-    cmp(
-        "max_created_at_ms",
-        want.max_created_at_ms.to_string(),
-        got.max_created_at_ms.to_string(),
-    );
-    for ((field, a), (_, b)) in want.totals.iter().zip(&got.totals) {
-        cmp(field, a.to_string(), b.to_string());
-    }
-    out
 }
 
 /// Members in the data object but not in the database, and the other way round.

@@ -41,6 +41,58 @@ impl std::fmt::Display for Cursor {
     }
 }
 
+impl ContentFacts {
+    /// The fields in which `other` differs from `self`, as `(field, expected, actual)`, in the
+    /// manifest's order.
+    pub fn differences(&self, other: &ContentFacts) -> Vec<(&'static str, String, String)> {
+        let mut out = Vec::new();
+        let mut compare = |field: &'static str, expected: String, actual: String| {
+            if expected != actual {
+                out.push((field, expected, actual));
+            }
+        };
+        compare(
+            "row_count",
+            self.row_count.to_string(),
+            other.row_count.to_string(),
+        );
+        compare(
+            "first_cursor",
+            self.first.to_string(),
+            other.first.to_string(),
+        );
+        compare("last_cursor", self.last.to_string(), other.last.to_string());
+        compare(
+            "min_created_at_ms",
+            self.min_created_at_ms.to_string(),
+            other.min_created_at_ms.to_string(),
+        );
+        compare(
+            "max_created_at_ms",
+            self.max_created_at_ms.to_string(),
+            other.max_created_at_ms.to_string(),
+        );
+        let total = |t: &[(&'static str, i128)], i: usize| {
+            t.get(i)
+                .map_or("absent".to_string(), |(_, v)| v.to_string())
+        };
+        for (i, (field, _)) in self.totals.iter().enumerate() {
+            compare(field, total(&self.totals, i), total(&other.totals, i));
+        }
+        compare(
+            "ndjson_sha256",
+            self.ndjson_sha256.clone(),
+            other.ndjson_sha256.clone(),
+        );
+        compare(
+            "uncompressed_bytes",
+            self.uncompressed_bytes.to_string(),
+            other.uncompressed_bytes.to_string(),
+        );
+        out
+    }
+}
+
 /// The identity of a batch within one table and app.
 pub fn batch_id(table: &str, app_code: &str, facts: &ContentFacts) -> String {
     let text = format!(
@@ -243,6 +295,18 @@ mod tests {
             ndjson_sha256: "ab".repeat(32),
             uncompressed_bytes: 1234,
         }
+    }
+
+    #[test]
+    fn differences_name_every_field_that_differs() {
+        let a = facts();
+        assert!(a.differences(&a).is_empty());
+        let mut b = facts();
+        b.row_count = 4;
+        b.totals[1].1 = 8;
+        b.last.event_id = "e-4".into();
+        let fields: Vec<_> = a.differences(&b).into_iter().map(|d| d.0).collect();
+        assert_eq!(fields, ["row_count", "last_cursor", "frozen_delta_total"]);
     }
 
     #[test]
