@@ -14,7 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::batch::Limits;
 use crate::commands::archive::{self, Apps, ArchiveOptions};
-use crate::commands::{demo, migrate, status, system_clock, verify, Env};
+use crate::commands::{demo, migrate, purge, restore, status, system_clock, verify, Env};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
 use crate::store::{self, Location, S3Settings, UploadChecksum};
@@ -122,6 +122,10 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Per app: cursor, receipts, archived rows, backlog, rows awaiting purge, last run.
     Status(StatusArgs),
+    /// Delete source rows that are exact members of VERIFIED receipts older than the grace period.
+    Purge(PurgeArgs),
+    /// Load archived batches back into a table, verifying every object first.
+    Restore(RestoreArgs),
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),
 }
@@ -219,6 +223,56 @@ pub struct VerifyArgs {
     pub max_stragglers: usize,
     #[command(flatten)]
     pub cutoff: CutoffArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    #[command(flatten)]
+    pub apps: AppArgs,
+    /// Only batches verified longer ago than this (30s, 15m, 24h, 7d).
+    #[arg(long, env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
+    pub grace: i64,
+    /// Delete at most this many rows per second.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_ROWS_PER_SECOND")]
+    pub max_rows_per_second: Option<u64>,
+    /// Start no new chunk after this long.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
+    pub max_runtime: Option<i64>,
+    /// Count what would be deleted; delete nothing.
+    #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
+    pub dry_run: bool,
+    /// Re-read and check each batch's objects right before deleting its rows (set
+    /// OUTBOX_ARCHIVER_PURGE_REVERIFY=true to make it the default).
+    #[arg(long, env = "OUTBOX_ARCHIVER_PURGE_REVERIFY")]
+    pub reverify: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub apps: AnyAppArgs,
+    /// Restore only this batch (repeatable).
+    #[arg(
+        long = "batch-id",
+        env = "OUTBOX_ARCHIVER_BATCH_IDS",
+        value_delimiter = ','
+    )]
+    pub batch_ids: Vec<String>,
+    /// Only batches with rows at or after this updated_at_ms (RFC 3339 or epoch ms).
+    #[arg(long, env = "OUTBOX_ARCHIVER_FROM", value_parser = parse_time)]
+    pub from: Option<i64>,
+    /// Only batches with rows before this updated_at_ms (RFC 3339 or epoch ms).
+    #[arg(long, env = "OUTBOX_ARCHIVER_TO", value_parser = parse_time)]
+    pub to: Option<i64>,
+    /// Target table [default: {table}_restored], created like the source if missing.
+    #[arg(long, env = "OUTBOX_ARCHIVER_INTO", conflicts_with_all = ["into_source", "drill"])]
+    pub into: Option<String>,
+    /// Restore into the live source table (existing rows are never overwritten).
+    #[arg(long, env = "OUTBOX_ARCHIVER_INTO_SOURCE", conflicts_with = "drill")]
+    pub into_source: bool,
+    /// Restore each batch into a scratch table, compare it with the receipt, record the result, drop it.
+    #[arg(long, env = "OUTBOX_ARCHIVER_DRILL")]
+    pub drill: bool,
 }
 
 #[derive(Debug, Args)]
@@ -461,6 +515,52 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
                 max_stragglers: args.max_stragglers,
             };
             let summary = verify::run(&env, &options).await;
+            env.db.close().await;
+            summary
+        }
+        Command::Purge(args) => {
+            let env = match common.env(shutdown).await {
+                Ok(env) => env,
+                Err(e) => return Summary::unusable("purge", e),
+            };
+            let options = purge::PurgeOptions {
+                apps: if args.apps.all_apps {
+                    Apps::All
+                } else {
+                    Apps::Listed(args.apps.apps)
+                },
+                grace_ms: args.grace,
+                max_rows_per_second: args.max_rows_per_second,
+                max_runtime: args
+                    .max_runtime
+                    .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+                dry_run: args.dry_run,
+                reverify: args.reverify,
+                delivered_status: common.delivered_status.clone(),
+                lock_prefix: common.lock_prefix.clone(),
+                failpoints: std::env::var("OUTBOX_ARCHIVER_FAILPOINT")
+                    .map(FailPoints::abort_at)
+                    .unwrap_or_default(),
+            };
+            let summary = purge::run(&env, &options).await;
+            env.db.close().await;
+            summary
+        }
+        Command::Restore(args) => {
+            let env = match common.env(shutdown).await {
+                Ok(env) => env,
+                Err(e) => return Summary::unusable("restore", e),
+            };
+            let options = restore::RestoreOptions {
+                apps: Some(args.apps.apps()),
+                batch_ids: args.batch_ids,
+                from_ms: args.from,
+                to_ms: args.to,
+                into: args.into,
+                into_source: args.into_source,
+                drill: args.drill,
+            };
+            let summary = restore::run(&env, &options).await;
             env.db.close().await;
             summary
         }

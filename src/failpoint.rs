@@ -7,14 +7,17 @@
 use std::fmt;
 use std::sync::Arc;
 
-/// Every fail point, in the order a batch passes them.
-pub const ALL: &[&str] = &[
+/// The archive's fail points, in the order a batch passes them.
+pub const ARCHIVE: &[&str] = &[
     "after-data-put",
     "after-manifest-put",
     "after-success-put",
     "after-members",
     "before-commit",
 ];
+
+/// Purge's fail point: a delete chunk done but not committed.
+pub const PURGE: &[&str] = &["before-purge-commit"];
 
 type Hook = Arc<dyn Fn(&'static str) -> bool + Send + Sync>;
 
@@ -45,7 +48,10 @@ impl FailPoints {
 
     /// Fails at the named point, every time.
     pub fn at(point: &'static str) -> FailPoints {
-        assert!(ALL.contains(&point), "unknown fail point {point}");
+        assert!(
+            ARCHIVE.contains(&point) || PURGE.contains(&point),
+            "unknown fail point {point}"
+        );
         FailPoints::new(move |name| name == point)
     }
 

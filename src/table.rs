@@ -120,6 +120,10 @@ impl TableSpec {
         format!("{}_archive_members", self.name)
     }
 
+    pub fn drills_table(&self) -> String {
+        format!("{}_archive_drills", self.name)
+    }
+
     pub fn runs_table(&self) -> String {
         format!("{}_archive_runs", self.name)
     }

@@ -5,6 +5,8 @@
 pub mod archive;
 pub mod demo;
 pub mod migrate;
+pub mod purge;
+pub mod restore;
 pub mod status;
 pub mod verify;
 

@@ -116,6 +116,8 @@ async fn app_status(
         )
         .await?;
     let last_run = runs::last(pool, spec, app, "archive").await?;
+    let last_purge = runs::last(pool, spec, app, "purge").await?;
+    let last_drill = crate::db::restore::last_good_drill(pool, spec, app).await?;
     let details = json!({
         "cursor": cursor,
         "cursor_age_ms": cursor.as_ref().map(|c| now - c.updated_at_ms),
@@ -126,6 +128,8 @@ async fn app_status(
         "oldest_backlog_ms": backlog.oldest_ms,
         "oldest_backlog_age_ms": backlog.oldest_ms.map(|ms| now - ms),
         "last_run": last_run,
+        "last_purge": last_purge,
+        "last_good_drill": last_drill.map(|(batch_id, at)| json!({"batch_id": batch_id, "drilled_at_ms": at})),
     });
     let serde_json::Value::Object(details) = details else {
         unreachable!("json! of an object")

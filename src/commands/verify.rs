@@ -76,6 +76,7 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
         batch_ids: opts.batch_ids.clone(),
         from_ms: opts.from_ms,
         to_ms: opts.to_ms,
+        unpurged_verified_before: None,
     };
     let in_scope = match receipts_q.list(pool, &scope).await {
         Ok(list) => list,

@@ -5,7 +5,9 @@
 //! Every connection runs READ COMMITTED. SQL stays portable between MySQL 8 and MariaDB ≥ 10.6.
 
 pub mod lock;
+pub mod purge;
 pub mod receipts;
+pub mod restore;
 pub mod runs;
 pub mod source;
 

@@ -401,6 +401,8 @@ pub struct ReceiptScope {
     /// Receipts whose rows reach into `[from_ms, to_ms)` of `updated_at_ms`.
     pub from_ms: Option<i64>,
     pub to_ms: Option<i64>,
+    /// Only receipts not yet fully purged and verified at or before this instant (purge's grace).
+    pub unpurged_verified_before: Option<i64>,
 }
 
 impl ReceiptQueries {
@@ -436,6 +438,9 @@ impl ReceiptQueries {
         if scope.to_ms.is_some() {
             sql.push_str(" AND first_updated_at_ms < ?");
         }
+        if scope.unpurged_verified_before.is_some() {
+            sql.push_str(" AND purged_at_ms IS NULL AND verified_at_ms <= ?");
+        }
         sql.push_str(" ORDER BY app_code, last_updated_at_ms, last_event_id");
         let mut query = sqlx::query(AssertSqlSafe(sql)).bind(STATE_VERIFIED);
         for app in &scope.apps {
@@ -449,6 +454,9 @@ impl ReceiptQueries {
         }
         if let Some(to) = scope.to_ms {
             query = query.bind(to);
+        }
+        if let Some(before) = scope.unpurged_verified_before {
+            query = query.bind(before);
         }
         let rows = query
             .fetch_all(pool)

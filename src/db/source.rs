@@ -323,7 +323,7 @@ pub enum Source {
     Stragglers { upto: Cursor },
 }
 
-fn decode_row(spec: &TableSpec, row: &MySqlRow) -> Result<Row, sqlx::Error> {
+pub fn decode_row(spec: &TableSpec, row: &MySqlRow) -> Result<Row, sqlx::Error> {
     spec.columns
         .iter()
         .enumerate()

@@ -6,6 +6,7 @@ mod bad_input;
 mod corruption;
 mod golden;
 mod lock;
+mod purge_restore;
 mod receipts;
 mod resume;
 mod signals;

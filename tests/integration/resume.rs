@@ -43,7 +43,7 @@ async fn a_crash_at_every_point_converges_on_rerun() {
     };
     assert_eq!(reference.len(), 4);
 
-    for point in failpoint::ALL {
+    for point in failpoint::ARCHIVE {
         let db = TestDb::new().await;
         let s3 = TestS3::new().await;
         let store = s3.store().await;

@@ -1,0 +1,363 @@
+//! purge deletes exactly what is proven; restore brings it back byte for byte; drills record
+//! their results (issue: purge and restore).
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use outbox_archiver::codec::Row;
+use outbox_archiver::commands::archive::Apps;
+use outbox_archiver::commands::purge::{self, PurgeOptions};
+use outbox_archiver::commands::restore::{self, RestoreOptions};
+use outbox_archiver::commands::Env;
+use outbox_archiver::db::lock::lock_name;
+use outbox_archiver::db::source::decode_row;
+use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::store::{ObjectStore, PutMode};
+use outbox_archiver::summary::{Outcome, Summary};
+use outbox_archiver::table::WALLET_OUTBOX;
+use serde_json::Value as Json;
+use sqlx::{AssertSqlSafe, Connection};
+
+use crate::support::*;
+
+const CUTOFF: i64 = T0 + 3 * DAY;
+
+fn purge_options(db: &TestDb, apps: &[&str]) -> PurgeOptions {
+    PurgeOptions {
+        apps: Apps::Listed(apps.iter().map(|a| a.to_string()).collect()),
+        grace_ms: 0,
+        max_rows_per_second: None,
+        max_runtime: None,
+        dry_run: false,
+        reverify: false,
+        delivered_status: "DELIVERED".into(),
+        lock_prefix: db.lock_prefix(),
+        failpoints: FailPoints::default(),
+    }
+}
+
+fn detail(summary: &Summary, app: &str, field: &str) -> Json {
+    let json = serde_json::to_value(summary).unwrap();
+    json["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["app_code"] == app)
+        .unwrap()[field]
+        .clone()
+}
+
+/// Every row of `app` in `table`, in cursor order, every column.
+async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
+    let sql = format!(
+        "SELECT {} FROM {table} WHERE app_code = ? ORDER BY updated_at_ms, event_id",
+        WALLET_OUTBOX.select_list()
+    );
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(app)
+        .fetch_all(&db.db.pool)
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| decode_row(&WALLET_OUTBOX, r).unwrap())
+        .collect()
+}
+
+async fn archived_env(
+    rows: &[Row],
+    apps: &[&str],
+    max_rows: u64,
+) -> (TestDb, TestS3, Arc<dyn ObjectStore>, Env) {
+    let (db, s3, store) = fixture().await;
+    db.insert(rows).await;
+    let env = env(&db, store.clone(), CUTOFF + DAY);
+    let mut opts = options(&db, apps, CUTOFF);
+    opts.limits.max_rows = max_rows;
+    assert!(archive(&env, &opts).await.ok);
+    (db, s3, store, env)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
+    let rows = crate::archive_e2e::awkward_rows(CUTOFF);
+    let (db, _s3, _store, env) = archived_env(&rows, &["a1", "a2"], 400).await;
+    let originals = db.expected_rows("a1", CUTOFF).await;
+    let left_alone = db.count("SELECT COUNT(*) FROM wallet_outbox WHERE NOT (app_code IN ('a1', 'a2') AND status = 'DELIVERED' AND updated_at_ms < 1767484800000)").await;
+
+    let mut dry = purge_options(&db, &["a1", "a2"]);
+    dry.dry_run = true;
+    let planned = purge::run(&env, &dry).await;
+    assert_eq!(detail(&planned, "a1", "would_purge_rows"), originals.len());
+    assert_eq!(
+        db.expected_rows("a1", CUTOFF).await.len(),
+        originals.len(),
+        "a dry run deletes nothing"
+    );
+
+    let purged = purge::run(&env, &purge_options(&db, &["a1", "a2"])).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    assert_eq!(detail(&purged, "a1", "purged_rows"), originals.len());
+    assert!(db.expected_rows("a1", CUTOFF).await.is_empty());
+    let after = db.count("SELECT COUNT(*) FROM wallet_outbox").await;
+    assert_eq!(
+        after, left_alone,
+        "only archived delivered rows were deleted"
+    );
+    let again = purge::run(&env, &purge_options(&db, &["a1", "a2"])).await;
+    assert_eq!(
+        detail(&again, "a1", "purged_rows"),
+        0,
+        "a rerun does no work twice"
+    );
+
+    let restored = restore::run(&env, &RestoreOptions::default()).await;
+    assert!(restored.ok, "{}", restored.to_json());
+    assert_eq!(detail(&restored, "a1", "restored_rows"), originals.len());
+    assert!(
+        table_rows(&db, "wallet_outbox_restored", "a1").await == originals,
+        "every column, byte for byte"
+    );
+    let twice = restore::run(&env, &RestoreOptions::default()).await;
+    assert_eq!(detail(&twice, "a1", "restored_rows"), 0);
+    assert_eq!(
+        detail(&twice, "a1", "already_present_rows"),
+        originals.len()
+    );
+
+    // A restored row that was changed is a conflict, reported and not overwritten.
+    sqlx::query("UPDATE wallet_outbox_restored SET worker_id = 'changed' WHERE event_id = 'max-1'")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    let conflict = restore::run(&env, &RestoreOptions::default()).await;
+    assert_eq!(conflict.exit_code, 1);
+    assert_eq!(
+        detail(&conflict, "a1", "conflicts"),
+        Json::from(vec!["max-1"])
+    );
+    let kept: String =
+        sqlx::query_scalar("SELECT worker_id FROM wallet_outbox_restored WHERE event_id = 'max-1'")
+            .fetch_one(&db.db.pool)
+            .await
+            .unwrap();
+    assert_eq!(kept, "changed");
+
+    // Back into the live table only with the explicit flag, never over a live row.
+    let refused = restore::run(
+        &env,
+        &RestoreOptions {
+            into: Some("wallet_outbox".into()),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(refused.exit_code, 2);
+    db.insert(&[row("a1", "max-2", T0)]).await;
+    let live = restore::run(
+        &env,
+        &RestoreOptions {
+            into_source: true,
+            apps: Some(Apps::Listed(vec!["a1".into()])),
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(detail(&live, "a1", "conflicts"), Json::from(vec!["max-2"]));
+    assert_eq!(detail(&live, "a1", "restored_rows"), originals.len() - 1);
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_deletes_only_unchanged_members_of_receipts_past_the_grace() {
+    let mut rows = rows("a1", 40);
+    rows.extend((0..10).map(|i| row("a2", &format!("b{i}"), T0 + i)));
+    let (db, _s3, _store, env) = archived_env(&rows, &["a1"], 15).await;
+    // After archiving: one member's status and one's updated_at_ms change; a straggler arrives.
+    sqlx::query("UPDATE wallet_outbox SET status = 'RETRYABLE' WHERE event_id = 'e3'")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "UPDATE wallet_outbox SET updated_at_ms = updated_at_ms + 1 WHERE event_id = 'e17'",
+    )
+    .execute(&db.db.pool)
+    .await
+    .unwrap();
+    db.insert(&[row("a1", "straggler", T0 + 5)]).await;
+    // a2's receipt is brand new: inside a 24h grace.
+    let a2 = archive(&env, &options(&db, &["a2"], CUTOFF)).await;
+    assert!(a2.ok);
+    let mut opts = purge_options(&db, &["a1", "a2"]);
+    opts.grace_ms = 1; // the test clock stands still: a1's receipts are as old as a2's
+    sqlx::query("UPDATE wallet_outbox_archive_receipts SET verified_at_ms = verified_at_ms - 2 WHERE app_code = 'a1'").execute(&db.db.pool).await.unwrap();
+    let summary = purge::run(&env, &opts).await;
+    assert!(summary.ok, "{}", summary.to_json());
+    assert_eq!(detail(&summary, "a1", "purged_rows"), 38);
+    assert_eq!(
+        detail(&summary, "a1", "kept_changed"),
+        Json::from(vec!["e3", "e17"])
+    );
+    assert_eq!(detail(&summary, "a2", "purged_rows"), 0, "inside the grace");
+    let remaining: Vec<String> = sqlx::query_scalar(
+        "SELECT event_id FROM wallet_outbox WHERE app_code = 'a1' ORDER BY event_id",
+    )
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(remaining, ["e17", "e3", "straggler"]);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox WHERE app_code = 'a2'")
+            .await,
+        10
+    );
+    let (purged, kept): (i64, i64) = sqlx::query_as("SELECT CAST(SUM(purged_rows) AS SIGNED), CAST(SUM(kept_rows) AS SIGNED) FROM wallet_outbox_archive_receipts WHERE app_code = 'a1'")
+        .fetch_one(&db.db.pool)
+        .await
+        .unwrap();
+    assert_eq!((purged, kept), (38, 2));
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reverify_refuses_a_corrupted_batch_and_restore_loads_nothing_of_it() {
+    let (db, _s3, store, env) = archived_env(&rows("a1", 30), &["a1"], 10).await;
+    let (bad_batch, data_key, _, _) = db.receipts("a1").await.remove(0);
+    let mut bytes = read(store.as_ref(), &data_key).await;
+    let mid = bytes.len() / 2;
+    bytes[mid] ^= 1;
+    store
+        .put(&data_key, Bytes::from(bytes), PutMode::Overwrite)
+        .await
+        .unwrap();
+    let bad_members: Vec<String> =
+        sqlx::query_scalar("SELECT event_id FROM wallet_outbox_archive_members WHERE batch_id = ?")
+            .bind(&bad_batch)
+            .fetch_all(&db.db.pool)
+            .await
+            .unwrap();
+
+    let restored = restore::run(&env, &RestoreOptions::default()).await;
+    assert_eq!(restored.apps[0].outcome, Outcome::Failed);
+    assert_eq!(
+        detail(&restored, "a1", "failed_batches"),
+        Json::from(vec![bad_batch.clone()])
+    );
+    assert_eq!(detail(&restored, "a1", "restored_rows"), 20);
+    for id in &bad_members {
+        let n = db
+            .count(&format!(
+                "SELECT COUNT(*) FROM wallet_outbox_restored WHERE event_id = '{id}'"
+            ))
+            .await;
+        assert_eq!(n, 0, "nothing of the corrupted batch is loaded");
+    }
+
+    let mut opts = purge_options(&db, &["a1"]);
+    opts.reverify = true;
+    let summary = purge::run(&env, &opts).await;
+    assert_eq!(summary.exit_code, 1);
+    assert_eq!(
+        detail(&summary, "a1", "failed_batches"),
+        Json::from(vec![bad_batch])
+    );
+    assert_eq!(detail(&summary, "a1", "purged_rows"), 20);
+    let left: Vec<String> =
+        sqlx::query_scalar("SELECT event_id FROM wallet_outbox ORDER BY event_id")
+            .fetch_all(&db.db.pool)
+            .await
+            .unwrap();
+    let mut want = bad_members.clone();
+    want.sort();
+    assert_eq!(left, want, "the corrupted batch's rows stay");
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_crash_mid_purge_converges_and_purge_excludes_archive() {
+    let (db, _s3, _store, env) = archived_env(&rows("a1", 1_200), &["a1"], 5_000).await;
+    let mut opts = purge_options(&db, &["a1"]);
+    let calls = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = calls.clone();
+    opts.failpoints = FailPoints::new(move |p| {
+        p == "before-purge-commit" && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1
+    });
+    let crashed = purge::run(&env, &opts).await;
+    assert_eq!(
+        crashed.apps[0].outcome,
+        Outcome::Failed,
+        "{}",
+        crashed.to_json()
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox").await,
+        700,
+        "the first chunk committed, the second rolled back"
+    );
+
+    // While another session holds the app's lock, purge (like archive) skips the app.
+    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let name = lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
+    sqlx::query("SELECT GET_LOCK(?, 0)")
+        .bind(&name)
+        .execute(&mut other)
+        .await
+        .unwrap();
+    opts.failpoints = FailPoints::default();
+    let skipped = purge::run(&env, &opts).await;
+    assert_eq!(skipped.apps[0].outcome, Outcome::SkippedLocked);
+    other.close().await.unwrap();
+
+    let rerun = purge::run(&env, &opts).await;
+    assert!(rerun.ok, "{}", rerun.to_json());
+    assert_eq!(detail(&rerun, "a1", "purged_rows"), 700);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+    assert_eq!(
+        db.count("SELECT CAST(SUM(purged_rows) AS SIGNED) FROM wallet_outbox_archive_receipts")
+            .await,
+        1_200
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn drills_record_success_and_failure() {
+    let (db, _s3, store, env) = archived_env(&rows("a1", 20), &["a1"], 10).await;
+    let drill = restore::run(
+        &env,
+        &RestoreOptions {
+            drill: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert!(drill.ok, "{}", drill.to_json());
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_drills WHERE ok")
+            .await,
+        2
+    );
+    let scratch = db.count("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name LIKE 'wallet_outbox_drill%'").await;
+    assert_eq!(scratch, 0, "scratch tables are dropped");
+
+    let (_, data_key, _, _) = db.receipts("a1").await.remove(0);
+    store.delete(&data_key).await.unwrap();
+    let failed = restore::run(
+        &env,
+        &RestoreOptions {
+            drill: true,
+            ..Default::default()
+        },
+    )
+    .await;
+    assert_eq!(failed.apps[0].outcome, Outcome::Failed);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_drills WHERE NOT ok")
+            .await,
+        1
+    );
+    let default_table = db
+        .count("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'wallet_outbox_restored'")
+        .await;
+    assert_eq!(default_table, 0, "a drill never touches the default table");
+    db.drop().await;
+}
