@@ -83,6 +83,9 @@ async fn bench(rows: u64) {
             .unwrap();
         db.close().await;
     } else {
+        let db = outbox_archiver::db::Db::connect(&url, 2).await.unwrap();
+        outbox_archiver::db::migrate(&db.pool).await.unwrap();
+        db.close().await;
         admin
             .execute(AssertSqlSafe(format!(
                 "DELETE FROM {DB}.wallet_outbox_archive_members"
@@ -103,29 +106,26 @@ async fn bench(rows: u64) {
         .await
         .unwrap();
     s3.create_bucket("bench").unwrap();
-    let started = Instant::now();
-    let output = Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
-        .args([
-            "archive",
-            "--all-apps",
-            "--cutoff",
-            "1767225600000",
-            "--store",
-            "s3://bench/archive",
-        ])
-        .env("DATABASE_URL", &url)
-        .env("OUTBOX_ARCHIVER_S3_ENDPOINT", &s3.endpoint)
-        .env("AWS_ACCESS_KEY_ID", "bench-key")
-        .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
-        .env("AWS_REGION", "us-east-1")
-        .env("OUTBOX_ARCHIVER_LOG", "warn")
-        .output()
-        .unwrap();
-    let elapsed = started.elapsed().as_secs_f64();
+    let run = |args: &[&str]| {
+        let started = Instant::now();
+        let output = Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+            .args(args)
+            .args(["--store", "s3://bench/archive"])
+            .env("DATABASE_URL", &url)
+            .env("OUTBOX_ARCHIVER_S3_ENDPOINT", &s3.endpoint)
+            .env("AWS_ACCESS_KEY_ID", "bench-key")
+            .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
+            .env("AWS_REGION", "us-east-1")
+            .env("OUTBOX_ARCHIVER_LOG", "warn")
+            .output()
+            .unwrap();
+        let summary: serde_json::Value =
+            serde_json::from_slice(&output.stdout).expect("a JSON summary");
+        assert_eq!(summary["ok"], true, "{summary}");
+        (started.elapsed().as_secs_f64(), summary)
+    };
+    let (elapsed, summary) = run(&["archive", "--all-apps", "--cutoff", "1767225600000"]);
     let peak_kib = children_peak_rss_kib();
-    let summary: serde_json::Value =
-        serde_json::from_slice(&output.stdout).expect("a JSON summary");
-    assert_eq!(summary["ok"], true, "{summary}");
     let archived: u64 = summary["apps"]
         .as_array()
         .unwrap()
@@ -144,6 +144,59 @@ async fn bench(rows: u64) {
         archived as f64 / elapsed,
         peak_kib as f64 / 1024.0,
         stored as f64 / (1 << 20) as f64
+    );
+
+    let sum = |summary: &serde_json::Value, field: &str| -> u64 {
+        summary["apps"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|a| a[field].as_u64().unwrap_or(0))
+            .sum()
+    };
+    let (elapsed, restored) = run(&["restore"]);
+    println!(
+        "outbox-archiver restore (verify + load into wallet_outbox_restored): {} rows, {elapsed:.1}s, {:.0} rows/s",
+        sum(&restored, "restored_rows"),
+        sum(&restored, "restored_rows") as f64 / elapsed
+    );
+    let (elapsed, purged) = run(&["purge", "--all-apps", "--grace", "0s"]);
+    println!(
+        "outbox-archiver purge (exact members, 500-row PK transactions): {} rows, {elapsed:.1}s, {:.0} rows/s",
+        sum(&purged, "purged_rows"),
+        sum(&purged, "purged_rows") as f64 / elapsed
+    );
+    if which("pt-archiver") {
+        let started = Instant::now();
+        let status = Command::new("pt-archiver")
+            .args([
+                "--source",
+                &format!("h=127.0.0.1,P=3306,u={USER},p={PASSWORD},D={DB},t=wallet_outbox_restored,i=PRIMARY"),
+                "--where",
+                "1=1",
+                "--limit",
+                "500",
+                "--txn-size",
+                "500",
+                "--purge",
+                "--bulk-delete",
+                "--no-check-charset",
+            ])
+            .status()
+            .unwrap();
+        let elapsed = started.elapsed().as_secs_f64();
+        assert!(status.success());
+        println!(
+            "pt-archiver --purge --bulk-delete (same rows, from wallet_outbox_restored): {archived} rows, {elapsed:.1}s, {:.0} rows/s, no proof checked",
+            archived as f64 / elapsed
+        );
+    }
+    // Put the rows back so the next run has them to archive.
+    let (elapsed, back) = run(&["restore", "--into-source"]);
+    println!(
+        "outbox-archiver restore --into-source: {} rows, {elapsed:.1}s, {:.0} rows/s",
+        sum(&back, "restored_rows"),
+        sum(&back, "restored_rows") as f64 / elapsed
     );
 
     if which("pt-archiver") {

@@ -159,6 +159,7 @@ fn table(summary: &Summary, now: i64) -> String {
         "AWAITING PURGE",
         "BACKLOG",
         "OLDEST BACKLOG",
+        "LAST DRILL",
         "LAST RUN",
     ]
     .map(str::to_string)
@@ -181,6 +182,10 @@ fn table(summary: &Summary, now: i64) -> String {
                     age(r["finished_at_ms"].as_i64().map(|f| now - f))
                 )
             });
+        let drill = d
+            .get("last_good_drill")
+            .and_then(|r| r["drilled_at_ms"].as_i64())
+            .map_or("-".to_string(), |at| format!("{} ago", age(Some(now - at))));
         let error = app.error.as_deref().map(|e| format!("error: {e}"));
         lines.push(vec![
             app.app_code.clone(),
@@ -191,6 +196,7 @@ fn table(summary: &Summary, now: i64) -> String {
             int("awaiting_purge_rows").map_or("-".into(), |v| v.to_string()),
             int("backlog_rows").map_or("-".into(), |v| v.to_string()),
             age(int("oldest_backlog_age_ms")),
+            drill,
             error.unwrap_or(last),
         ]);
     }

@@ -126,22 +126,12 @@ impl PurgeQueries {
             .await
             .context(|| format!("deleting members of batch {batch_id}"))?
             .rows_affected();
-        let sql = format!(
-            "SELECT {id} FROM {table} WHERE {app} = ? AND {id} IN ({ids})",
-            id = s.event_id,
-            table = s.name,
-            app = s.app_code,
-            ids = list(members.len(), "?")
-        );
-        let mut q = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql)).bind(app);
-        for m in members {
-            q = q.bind(&m.event_id);
-        }
-        let mut kept = q
-            .fetch_all(&mut *tx)
-            .await
-            .context(|| format!("finding kept rows of batch {batch_id}"))?;
-        kept.sort();
+        // Every member deleted: nothing was kept, and no need to look.
+        let kept = if deleted as usize == members.len() {
+            Vec::new()
+        } else {
+            self.kept(&mut tx, app, batch_id, members).await?
+        };
         let sql = format!(
             "UPDATE {} SET purged_rows = purged_rows + ? WHERE app_code = ? AND batch_id = ?",
             s.receipts_table()
@@ -167,6 +157,34 @@ impl PurgeQueries {
             purged: deleted,
             kept,
         })
+    }
+
+    /// Members whose row is still there after the delete: changed since archiving, so kept.
+    async fn kept(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+        app: &str,
+        batch_id: &str,
+        members: &[Member],
+    ) -> Result<Vec<String>, DbError> {
+        let s = self.spec;
+        let sql = format!(
+            "SELECT {id} FROM {table} WHERE {app} = ? AND {id} IN ({ids})",
+            id = s.event_id,
+            table = s.name,
+            app = s.app_code,
+            ids = list(members.len(), "?")
+        );
+        let mut q = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql)).bind(app);
+        for m in members {
+            q = q.bind(&m.event_id);
+        }
+        let mut kept = q
+            .fetch_all(&mut **tx)
+            .await
+            .context(|| format!("finding kept rows of batch {batch_id}"))?;
+        kept.sort();
+        Ok(kept)
     }
 
     /// Marks a batch done: every member deleted or kept. A rerun skips it.

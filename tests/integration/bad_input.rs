@@ -284,6 +284,30 @@ async fn migrate_then_archive_through_the_binary_with_a_file_store() {
         "JSON when stdout is not a terminal"
     );
     assert_eq!(status.summary["apps"][0]["backlog_rows"], 0);
+    let drill = run_cli(&["restore", "--drill", "--store", &store], &envs).await;
+    assert_eq!(
+        drill.code, 1,
+        "the batch with the missing _SUCCESS fails its drill: {}",
+        drill.all_output
+    );
+    let purge = run_cli(
+        &[
+            "purge",
+            "--app",
+            "a1",
+            "--grace",
+            "0s",
+            "--store",
+            &store,
+            "--lock-prefix",
+            &db.lock_prefix(),
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(purge.code, 0, "{}", purge.all_output);
+    assert_eq!(purge.summary["apps"][0]["purged_rows"], 2);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
     db.drop().await;
 }
 
