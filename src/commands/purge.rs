@@ -62,7 +62,12 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
     let mut summary = Summary::new("purge");
     summary.table = Some(env.spec.name.to_string());
     summary.dry_run = Some(opts.dry_run);
-    let apps = match resolve_apps(env, &opts.apps).await {
+    let receipts = ReceiptQueries::new(env.spec);
+    let apps = match &opts.apps {
+        Apps::Listed(list) => resolve_apps(env, &Apps::Listed(list.clone())).await,
+        Apps::All => receipts.apps_with_unpurged(&env.db.pool).await,
+    };
+    let apps = match apps {
         Ok(apps) => apps,
         Err(e) => {
             return Summary {
@@ -77,7 +82,7 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
     let purger = Purger {
         env,
         opts,
-        receipts: ReceiptQueries::new(env.spec),
+        receipts,
         purge: PurgeQueries::new(env.spec),
         deadline,
         started,

@@ -521,6 +521,20 @@ impl ReceiptQueries {
         })
     }
 
+    /// Apps that have receipts not yet fully purged (purge's `--all-apps`: an app whose rows are
+    /// all gone from the source table may still have receipts to finish).
+    pub async fn apps_with_unpurged(&self, pool: &MySqlPool) -> Result<Vec<String>, DbError> {
+        let sql = format!(
+            "SELECT DISTINCT app_code FROM {} WHERE state = ? AND purged_at_ms IS NULL ORDER BY app_code",
+            self.spec.receipts_table()
+        );
+        sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(STATE_VERIFIED)
+            .fetch_all(pool)
+            .await
+            .context(|| "listing apps with receipts to purge".into())
+    }
+
     /// The members a receipt recorded, as `(event_id, updated_at_ms)`.
     pub async fn members_of(
         &self,
