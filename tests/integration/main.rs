@@ -3,7 +3,9 @@
 
 mod archive_e2e;
 mod bad_input;
+mod contention;
 mod corruption;
+mod crash;
 mod golden;
 mod lock;
 mod purge_restore;
