@@ -7,6 +7,7 @@ mod contention;
 mod corruption;
 mod crash;
 mod golden;
+mod hostile;
 mod lock;
 mod purge_restore;
 mod receipts;
