@@ -340,6 +340,17 @@ fn parse_time(text: &str) -> Result<i64, String> {
     timespec::parse_time_ms(text)
 }
 
+/// `OUTBOX_ARCHIVER_FAILPOINT=<point>` aborts the process there: a crash rehearsal.
+fn failpoints_from_env() -> FailPoints {
+    std::env::var("OUTBOX_ARCHIVER_FAILPOINT")
+        .map(FailPoints::abort_at)
+        .unwrap_or_default()
+}
+
+fn millis(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
 fn parse_percent(text: &str) -> Result<f64, String> {
     let p: f64 = text
         .trim()
@@ -480,16 +491,12 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
                 },
                 gzip_level: args.gzip_level,
                 max_batches: args.max_batches,
-                max_runtime: args
-                    .max_runtime
-                    .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+                max_runtime: args.max_runtime.map(millis),
                 dry_run: args.dry_run,
                 stragglers: args.stragglers,
                 delivered_status: common.delivered_status.clone(),
                 lock_prefix: common.lock_prefix.clone(),
-                failpoints: std::env::var("OUTBOX_ARCHIVER_FAILPOINT")
-                    .map(FailPoints::abort_at)
-                    .unwrap_or_default(),
+                failpoints: failpoints_from_env(),
             };
             let summary = archive::run(&env, &options).await;
             env.db.close().await;
@@ -531,16 +538,12 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
                 },
                 grace_ms: args.grace,
                 max_rows_per_second: args.max_rows_per_second,
-                max_runtime: args
-                    .max_runtime
-                    .map(|ms| Duration::from_millis(ms.max(0) as u64)),
+                max_runtime: args.max_runtime.map(millis),
                 dry_run: args.dry_run,
                 reverify: args.reverify,
                 delivered_status: common.delivered_status.clone(),
                 lock_prefix: common.lock_prefix.clone(),
-                failpoints: std::env::var("OUTBOX_ARCHIVER_FAILPOINT")
-                    .map(FailPoints::abort_at)
-                    .unwrap_or_default(),
+                failpoints: failpoints_from_env(),
             };
             let summary = purge::run(&env, &options).await;
             env.db.close().await;

@@ -4,7 +4,7 @@
 //! Deterministic for a given seed (a SplitMix64 generator), so a benchmark or a test can be
 //! repeated row for row.
 
-use sqlx::{AssertSqlSafe, MySqlPool};
+use sqlx::MySqlPool;
 
 use crate::codec::{Row, Value};
 use crate::db::{Context, DbError};
@@ -165,34 +165,12 @@ pub fn row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
     ]
 }
 
-/// Inserts rows in multi-row statements of `chunk` rows.
+/// Inserts rows in multi-row statements.
 pub async fn insert_rows(pool: &MySqlPool, spec: &TableSpec, rows: &[Row]) -> Result<(), DbError> {
-    let columns = spec
-        .columns
-        .iter()
-        .map(|c| c.name)
-        .collect::<Vec<_>>()
-        .join(", ");
-    let one = format!("({})", vec!["?"; spec.columns.len()].join(", "));
     let per_statement = (60_000 / spec.columns.len()).min(1_000);
     for chunk in rows.chunks(per_statement) {
-        let sql = format!(
-            "INSERT INTO {} ({columns}) VALUES {}",
-            spec.name,
-            vec![one.as_str(); chunk.len()].join(", ")
-        );
-        let mut query = sqlx::query(AssertSqlSafe(sql));
-        for row in chunk {
-            for value in row {
-                query = match value {
-                    Value::Null => query.bind(None::<i64>),
-                    Value::Int(v) => query.bind(*v),
-                    Value::Text(s) => query.bind(s.clone()),
-                    Value::Bytes(b) => query.bind(b.clone()),
-                };
-            }
-        }
-        query
+        let refs: Vec<&Row> = chunk.iter().collect();
+        crate::db::insert_rows(spec, spec.name, &refs)
             .execute(pool)
             .await
             .context(|| format!("inserting rows into {}", spec.name))?;

@@ -109,8 +109,7 @@ pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
         let started_at_ms = (env.now_ms)();
         let report = worker.app(&app).await;
         if !opts.dry_run {
-            // Bookkeeping only: a failure to note the run must not change its outcome.
-            if let Err(e) = runs::record(
+            runs::note(
                 &env.db.pool,
                 env.spec,
                 "archive",
@@ -118,10 +117,7 @@ pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
                 started_at_ms,
                 (env.now_ms)(),
             )
-            .await
-            {
-                tracing::warn!(app, error = %e, "could not record the run");
-            }
+            .await;
         }
         summary.apps.push(report);
     }

@@ -92,7 +92,7 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
         let started_at_ms = (env.now_ms)();
         let report = purger.app(&app).await;
         if !opts.dry_run && report.outcome != Outcome::SkippedLocked {
-            if let Err(e) = runs::record(
+            runs::note(
                 &env.db.pool,
                 env.spec,
                 "purge",
@@ -100,10 +100,7 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
                 started_at_ms,
                 (env.now_ms)(),
             )
-            .await
-            {
-                tracing::warn!(app, error = %e, "could not record the run");
-            }
+            .await;
         }
         summary.apps.push(report);
     }

@@ -185,6 +185,39 @@ fn classify_connect_error(e: sqlx::Error, url: &str, secrets: &[String]) -> DbEr
     }
 }
 
+/// A multi-row `INSERT` of whole rows into `table` (a table with `spec`'s columns), bound and
+/// ready to execute. Callers keep `rows.len() × columns` under MySQL's 65,535 placeholders.
+pub fn insert_rows<'q>(
+    spec: &TableSpec,
+    table: &str,
+    rows: &[&'q crate::codec::Row],
+) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
+    use crate::codec::Value;
+    let columns = spec
+        .columns
+        .iter()
+        .map(|c| c.name)
+        .collect::<Vec<_>>()
+        .join(", ");
+    let one = format!("({})", vec!["?"; spec.columns.len()].join(", "));
+    let sql = format!(
+        "INSERT INTO {table} ({columns}) VALUES {}",
+        vec![one.as_str(); rows.len()].join(", ")
+    );
+    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
+    for row in rows {
+        for value in row.iter() {
+            query = match value {
+                Value::Null => query.bind(None::<i64>),
+                Value::Int(v) => query.bind(*v),
+                Value::Text(s) => query.bind(s.as_str()),
+                Value::Bytes(b) => query.bind(b.as_slice()),
+            };
+        }
+    }
+    query
+}
+
 /// The archiver's own tables, embedded from `migrations/`.
 static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 

@@ -9,7 +9,7 @@ use sqlx::{AssertSqlSafe, MySqlPool};
 use super::source::decode_row;
 use super::{Context, DbError};
 use crate::batch::Member;
-use crate::codec::{Row, Value};
+use crate::codec::Row;
 use crate::table::TableSpec;
 
 /// Rows per insert transaction.
@@ -100,29 +100,8 @@ pub async fn load_chunk(
         }
     }
     if !missing.is_empty() {
-        let columns = spec
-            .columns
-            .iter()
-            .map(|c| c.name)
-            .collect::<Vec<_>>()
-            .join(", ");
-        let one = format!("({})", vec!["?"; spec.columns.len()].join(", "));
-        let sql = format!(
-            "INSERT INTO {table} ({columns}) VALUES {}",
-            vec![one.as_str(); missing.len()].join(", ")
-        );
-        let mut q = sqlx::query(AssertSqlSafe(sql));
-        for r in &missing {
-            for v in r.iter() {
-                q = match v {
-                    Value::Null => q.bind(None::<i64>),
-                    Value::Int(i) => q.bind(*i),
-                    Value::Text(t) => q.bind(t.clone()),
-                    Value::Bytes(b) => q.bind(b.clone()),
-                };
-            }
-        }
-        q.execute(&mut *tx)
+        super::insert_rows(spec, table, &missing)
+            .execute(&mut *tx)
             .await
             .context(|| format!("inserting restored rows into {table}"))?;
         loaded.inserted = missing.len() as u64;

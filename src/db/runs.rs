@@ -51,6 +51,20 @@ pub async fn record(
     Ok(())
 }
 
+/// Records a run, logging (not returning) a failure: bookkeeping must not change an outcome.
+pub async fn note(
+    pool: &MySqlPool,
+    spec: &TableSpec,
+    command: &str,
+    report: &AppReport,
+    started_at_ms: i64,
+    finished_at_ms: i64,
+) {
+    if let Err(e) = record(pool, spec, command, report, started_at_ms, finished_at_ms).await {
+        tracing::warn!(app = report.app_code, error = %e, "could not record the run");
+    }
+}
+
 /// The app's most recent run of `command`.
 pub async fn last(
     pool: &MySqlPool,
