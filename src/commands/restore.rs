@@ -104,7 +104,11 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
     for receipt in &receipts {
         let t = tally.entry(receipt.app_code.clone()).or_default();
         let table = if opts.drill {
-            format!("{}_drill_{}", spec.name, &receipt.batch_id[..12])
+            format!(
+                "{}_drill_{}",
+                spec.name,
+                receipt.batch_id.get(..12).unwrap_or(&receipt.batch_id)
+            )
         } else {
             target.clone()
         };
