@@ -104,3 +104,68 @@ async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     assert_eq!(db.members("a1").await.len(), 10);
     db.drop().await;
 }
+
+/// The receipt transaction's own connection killed mid-transaction (after its members are
+/// written): the batch is not recorded, nothing half-written remains, and a rerun converges.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn killing_the_receipt_transaction_records_nothing_and_a_rerun_converges() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    db.insert(&rows("a1", 30)).await;
+    let url = db.url.clone();
+    let database = db.name.clone();
+    let mut opts = options(&db, &["a1"], T0 + DAY);
+    opts.limits.max_rows = 10;
+    let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let once = killed.clone();
+    opts.failpoints = FailPoints::new(move |point| {
+        if point == "after-members" && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let (url, database) = (url.clone(), database.clone());
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async move {
+                    let mut admin = MySqlConnection::connect(&url).await.unwrap();
+                    // The one open InnoDB transaction that has written to this test's database.
+                    let ids: Vec<u64> = sqlx::query_scalar(
+                        "SELECT t.trx_mysql_thread_id FROM information_schema.innodb_trx t \
+                         JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id \
+                         WHERE p.db = ? AND t.trx_rows_modified > 0",
+                    )
+                    .bind(&database)
+                    .fetch_all(&mut admin)
+                    .await
+                    .unwrap();
+                    assert_eq!(ids.len(), 1, "one receipt transaction is open");
+                    sqlx::query(sqlx::AssertSqlSafe(format!("KILL {}", ids[0])))
+                        .execute(&mut admin)
+                        .await
+                        .unwrap();
+                    admin.close().await.unwrap();
+                })
+            });
+        }
+        false
+    });
+    let summary = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
+    assert_eq!(
+        summary.apps[0].outcome,
+        Outcome::Failed,
+        "{}",
+        summary.to_json()
+    );
+    assert!(killed.load(std::sync::atomic::Ordering::SeqCst));
+    assert!(
+        db.receipts("a1").await.is_empty(),
+        "the killed transaction recorded nothing"
+    );
+    assert!(
+        db.members("a1").await.is_empty(),
+        "and left no member behind"
+    );
+
+    opts.failpoints = FailPoints::default();
+    let rerun = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
+    assert!(rerun.ok, "{}", rerun.to_json());
+    assert_eq!(db.members("a1").await.len(), 30);
+    assert_eq!(db.receipts("a1").await.len(), 3);
+    db.drop().await;
+}
