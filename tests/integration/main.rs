@@ -6,6 +6,7 @@ mod bad_input;
 mod contention;
 mod corruption;
 mod crash;
+mod faults;
 mod golden;
 mod hostile;
 mod lock;
