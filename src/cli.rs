@@ -189,11 +189,12 @@ impl CutoffArgs {
     }
 }
 
+/// Which receipts `verify` and `restore` work on.
 #[derive(Debug, Args)]
-pub struct VerifyArgs {
+pub struct BatchScopeArgs {
     #[command(flatten)]
     pub apps: AnyAppArgs,
-    /// Check only this batch (repeatable).
+    /// Only this batch (repeatable).
     #[arg(
         long = "batch-id",
         env = "OUTBOX_ARCHIVER_BATCH_IDS",
@@ -206,6 +207,12 @@ pub struct VerifyArgs {
     /// Only batches with rows before this updated_at_ms (RFC 3339 or epoch ms).
     #[arg(long, env = "OUTBOX_ARCHIVER_TO", value_parser = parse_time)]
     pub to: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub scope: BatchScopeArgs,
     /// Check a random sample of about this percent of the batches in scope.
     #[arg(long, env = "OUTBOX_ARCHIVER_SAMPLE_PERCENT", value_parser = parse_percent)]
     pub sample_percent: Option<f64>,
@@ -250,20 +257,7 @@ pub struct PurgeArgs {
 #[derive(Debug, Args)]
 pub struct RestoreArgs {
     #[command(flatten)]
-    pub apps: AnyAppArgs,
-    /// Restore only this batch (repeatable).
-    #[arg(
-        long = "batch-id",
-        env = "OUTBOX_ARCHIVER_BATCH_IDS",
-        value_delimiter = ','
-    )]
-    pub batch_ids: Vec<String>,
-    /// Only batches with rows at or after this updated_at_ms (RFC 3339 or epoch ms).
-    #[arg(long, env = "OUTBOX_ARCHIVER_FROM", value_parser = parse_time)]
-    pub from: Option<i64>,
-    /// Only batches with rows before this updated_at_ms (RFC 3339 or epoch ms).
-    #[arg(long, env = "OUTBOX_ARCHIVER_TO", value_parser = parse_time)]
-    pub to: Option<i64>,
+    pub scope: BatchScopeArgs,
     /// Target table [default: {table}_restored], created like the source if missing.
     #[arg(long, env = "OUTBOX_ARCHIVER_INTO", conflicts_with_all = ["into_source", "drill"])]
     pub into: Option<String>,
@@ -509,10 +503,10 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
             };
             let now = (env.now_ms)();
             let options = verify::VerifyOptions {
-                apps: Some(args.apps.apps()),
-                batch_ids: args.batch_ids,
-                from_ms: args.from,
-                to_ms: args.to,
+                apps: Some(args.scope.apps.apps()),
+                batch_ids: args.scope.batch_ids,
+                from_ms: args.scope.from,
+                to_ms: args.scope.to,
                 sample_percent: args.sample_percent,
                 seed: args.seed.unwrap_or(now as u64),
                 metadata_only: args.metadata_only,
@@ -555,10 +549,10 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
                 Err(e) => return Summary::unusable("restore", e),
             };
             let options = restore::RestoreOptions {
-                apps: Some(args.apps.apps()),
-                batch_ids: args.batch_ids,
-                from_ms: args.from,
-                to_ms: args.to,
+                apps: Some(args.scope.apps.apps()),
+                batch_ids: args.scope.batch_ids,
+                from_ms: args.scope.from,
+                to_ms: args.scope.to,
                 into: args.into,
                 into_source: args.into_source,
                 drill: args.drill,
