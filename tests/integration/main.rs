@@ -12,6 +12,7 @@ mod hostile;
 mod lock;
 mod purge_restore;
 mod receipts;
+mod relay;
 mod resume;
 mod signals;
 mod status;
