@@ -6,11 +6,10 @@
 
 use std::time::{Duration, Instant};
 
-use crate::appcode;
 use tokio::sync::mpsc;
 
 use crate::batch::{BatchEncoder, EncodedBatch, Limits, Offer};
-use crate::db::lock::{lock_name, AppLock};
+use crate::db::lock::AppLock;
 use crate::db::receipts::{Receipt, ReceiptQueries, RecordError};
 use crate::db::runs;
 use crate::db::source::{all_apps, PageQueries, RowStream, Source};
@@ -134,35 +133,18 @@ struct Worker<'a> {
 
 impl Worker<'_> {
     async fn app(&self, app: &str) -> AppReport {
-        let mut report = AppReport::new(app, Outcome::UpToDate);
-        if let Err(reason) = appcode::check(app) {
-            tracing::error!(app, "{reason}");
-            report.outcome = Outcome::Refused;
-            report.error = Some(reason);
-            return report;
-        }
-        // A dry run writes nothing, so it neither needs nor takes the lock.
-        let lock = if self.opts.dry_run {
-            None
-        } else {
-            let name = lock_name(&self.opts.lock_prefix, self.env.spec.name, app);
-            match AppLock::try_acquire(&self.env.db, &name).await {
-                Ok(Some(lock)) => Some(lock),
-                Ok(None) => {
-                    tracing::info!(
-                        app,
-                        lock = name,
-                        "another archiver holds this app's lock; skipped"
-                    );
-                    report.outcome = Outcome::SkippedLocked;
-                    return report;
-                }
-                Err(e) => {
-                    report.outcome = Outcome::Failed;
-                    report.error = Some(e.to_string());
-                    return report;
-                }
-            }
+        let (mut report, lock) = match self
+            .env
+            .enter_app(
+                &self.opts.lock_prefix,
+                app,
+                self.opts.dry_run,
+                AppReport::new(app, Outcome::UpToDate),
+            )
+            .await
+        {
+            Ok(entered) => entered,
+            Err(report) => return report,
         };
         let result = self.archive(app, lock.as_ref(), &mut report).await;
         if let Some(lock) = lock {
@@ -180,14 +162,11 @@ impl Worker<'_> {
     }
 
     fn stop_reason(&self, batches: u64) -> Option<&'static str> {
-        if self.env.shutdown.is_cancelled() {
-            Some("shutdown requested (SIGTERM)")
-        } else if self.opts.max_batches.is_some_and(|max| batches >= max) {
-            Some("--max-batches reached")
-        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            Some("--max-runtime reached")
-        } else {
-            None
+        let max_batches = self.opts.max_batches.is_some_and(|max| batches >= max);
+        match self.env.stop_reason(None) {
+            Some(shutdown) => Some(shutdown),
+            None if max_batches => Some("--max-batches reached"),
+            None => self.env.stop_reason(self.deadline),
         }
     }
 

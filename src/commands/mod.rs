@@ -11,11 +11,15 @@ pub mod status;
 pub mod verify;
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::appcode;
+use crate::db::lock::{lock_name, AppLock};
 use crate::db::Db;
 use crate::store::ObjectStore;
+use crate::summary::{AppReport, Outcome};
 use crate::table::TableSpec;
 
 /// Milliseconds since the Unix epoch, from whatever clock the caller chose.
@@ -35,4 +39,57 @@ pub struct Env {
     /// Cancelled on SIGTERM/SIGINT; loops check it between batches.
     pub shutdown: CancellationToken,
     pub now_ms: Clock,
+}
+
+impl Env {
+    /// Whether a loop over batches (or chunks) must stop now: shutdown, or the run's deadline.
+    pub fn stop_reason(&self, deadline: Option<Instant>) -> Option<&'static str> {
+        if self.shutdown.is_cancelled() {
+            Some("shutdown requested (SIGTERM)")
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            Some("--max-runtime reached")
+        } else {
+            None
+        }
+    }
+
+    /// The gate every app passes before a command writes for it: a safe app code, then (unless
+    /// `dry_run`, which writes nothing) the app's advisory lock — the one `archive` and `purge`
+    /// share. `Err` is the finished report of an app that must not go on (refused, skipped
+    /// because another process holds the lock, or failed to ask).
+    pub async fn enter_app(
+        &self,
+        lock_prefix: &str,
+        app: &str,
+        dry_run: bool,
+        mut report: AppReport,
+    ) -> Result<(AppReport, Option<AppLock>), AppReport> {
+        if let Err(reason) = appcode::check(app) {
+            tracing::error!(app, "{reason}");
+            report.outcome = Outcome::Refused;
+            report.error = Some(reason);
+            return Err(report);
+        }
+        if dry_run {
+            return Ok((report, None));
+        }
+        let name = lock_name(lock_prefix, self.spec.name, app);
+        match AppLock::try_acquire(&self.db, &name).await {
+            Ok(Some(lock)) => Ok((report, Some(lock))),
+            Ok(None) => {
+                tracing::info!(
+                    app,
+                    lock = name,
+                    "another process holds this app's lock; skipped"
+                );
+                report.outcome = Outcome::SkippedLocked;
+                Err(report)
+            }
+            Err(e) => {
+                report.outcome = Outcome::Failed;
+                report.error = Some(e.to_string());
+                Err(report)
+            }
+        }
+    }
 }

@@ -13,9 +13,8 @@ use serde_json::json;
 
 use super::archive::{resolve_apps, Apps};
 use super::Env;
-use crate::appcode;
 use crate::check::Checker;
-use crate::db::lock::{lock_name, AppLock};
+use crate::db::lock::AppLock;
 use crate::db::purge::{PurgeError, PurgeQueries, PURGE_CHUNK};
 use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
 use crate::db::{runs, DbError};
@@ -120,32 +119,18 @@ struct Purger<'a> {
 
 impl Purger<'_> {
     async fn app(&self, app: &str) -> AppReport {
-        let mut report = AppReport::new(app, Outcome::Done);
-        if let Err(reason) = appcode::check(app) {
-            report.outcome = Outcome::Refused;
-            report.error = Some(reason);
-            return report;
-        }
-        let lock = if self.opts.dry_run {
-            None
-        } else {
-            match AppLock::try_acquire(
-                &self.env.db,
-                &lock_name(&self.opts.lock_prefix, self.env.spec.name, app),
+        let (mut report, lock) = match self
+            .env
+            .enter_app(
+                &self.opts.lock_prefix,
+                app,
+                self.opts.dry_run,
+                AppReport::new(app, Outcome::Done),
             )
             .await
-            {
-                Ok(Some(lock)) => Some(lock),
-                Ok(None) => {
-                    report.outcome = Outcome::SkippedLocked;
-                    return report;
-                }
-                Err(e) => {
-                    report.outcome = Outcome::Failed;
-                    report.error = Some(e.to_string());
-                    return report;
-                }
-            }
+        {
+            Ok(entered) => entered,
+            Err(report) => return report,
         };
         let mut tally = Tally::default();
         let result = self.purge_app(app, lock.as_ref(), &mut tally).await;
@@ -184,16 +169,6 @@ impl Purger<'_> {
         report
     }
 
-    fn stop_reason(&self) -> Option<&'static str> {
-        if self.env.shutdown.is_cancelled() {
-            Some("shutdown requested (SIGTERM)")
-        } else if self.deadline.is_some_and(|d| Instant::now() >= d) {
-            Some("--max-runtime reached")
-        } else {
-            None
-        }
-    }
-
     async fn purge_app(
         &self,
         app: &str,
@@ -209,7 +184,7 @@ impl Purger<'_> {
         };
         let receipts = self.receipts.list(pool, &scope).await?;
         for receipt in receipts {
-            if let Some(reason) = self.stop_reason() {
+            if let Some(reason) = self.env.stop_reason(self.deadline) {
                 tally.stop_reason = Some(reason);
                 return Ok(());
             }
@@ -252,7 +227,7 @@ impl Purger<'_> {
                 tally.purged += done.purged;
                 kept.extend(done.kept);
                 self.throttle(done.purged).await;
-                if let Some(reason) = self.stop_reason() {
+                if let Some(reason) = self.env.stop_reason(self.deadline) {
                     // The receipt stays unfinished; the next run continues it.
                     tally.stop_reason = Some(reason);
                     tally.kept.extend(kept);
