@@ -175,19 +175,7 @@ async fn demo(
     let started = Instant::now();
     let verified = verify::run(
         &env,
-        &verify::VerifyOptions {
-            apps: None,
-            batch_ids: Vec::new(),
-            from_ms: None,
-            to_ms: None,
-            sample_percent: None,
-            seed: 0,
-            metadata_only: false,
-            parallel: 4,
-            cutoff_ms,
-            delivered_status: options.delivered_status.clone(),
-            max_stragglers: 100,
-        },
+        &verify::VerifyOptions::everything(cutoff_ms, &options.delivered_status),
     )
     .await;
     let json = serde_json::to_value(&verified)?;

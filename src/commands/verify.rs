@@ -43,6 +43,25 @@ pub struct VerifyOptions {
     pub max_stragglers: usize,
 }
 
+impl VerifyOptions {
+    /// Every receipt of every app, read in full; stragglers looked for below `cutoff_ms`.
+    pub fn everything(cutoff_ms: i64, delivered_status: &str) -> VerifyOptions {
+        VerifyOptions {
+            apps: None,
+            batch_ids: Vec::new(),
+            from_ms: None,
+            to_ms: None,
+            sample_percent: None,
+            seed: 0,
+            metadata_only: false,
+            parallel: 4,
+            cutoff_ms,
+            delivered_status: delivered_status.to_string(),
+            max_stragglers: 1000,
+        }
+    }
+}
+
 /// Whether the sample with `seed` includes a batch: a pure function, so the same seed picks the
 /// same receipts every time.
 pub fn sampled(seed: u64, batch_id: &str, percent: f64) -> bool {

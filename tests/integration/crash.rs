@@ -116,23 +116,7 @@ async fn sigkill_at_fifty_moments_loses_and_duplicates_nothing() {
         assert_eq!(db.members(app).await.len(), 1_000);
     }
     let env = env(&db, store.clone(), T0 + DAY);
-    let verified = verify::run(
-        &env,
-        &VerifyOptions {
-            apps: None,
-            batch_ids: Vec::new(),
-            from_ms: None,
-            to_ms: None,
-            sample_percent: None,
-            seed: 0,
-            metadata_only: false,
-            parallel: 4,
-            cutoff_ms: T0 + DAY,
-            delivered_status: "DELIVERED".into(),
-            max_stragglers: 10,
-        },
-    )
-    .await;
+    let verified = verify::run(&env, &VerifyOptions::everything(T0 + DAY, "DELIVERED")).await;
     let json = serde_json::to_value(&verified).unwrap();
     assert_eq!(
         json["findings"],

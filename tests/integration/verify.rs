@@ -18,17 +18,10 @@ const CUTOFF: i64 = T0 + 10 * DAY;
 
 fn verify_options() -> VerifyOptions {
     VerifyOptions {
-        apps: None,
-        batch_ids: Vec::new(),
-        from_ms: None,
-        to_ms: None,
-        sample_percent: None,
-        seed: 1,
-        metadata_only: false,
         parallel: 3,
-        cutoff_ms: CUTOFF,
-        delivered_status: "DELIVERED".into(),
         max_stragglers: 100,
+        seed: 1,
+        ..VerifyOptions::everything(CUTOFF, "DELIVERED")
     }
 }
 
