@@ -56,6 +56,27 @@ async fn a_second_archiver_skips_the_app_and_exits_zero() {
     db.drop().await;
 }
 
+/// From inside a (synchronous) fail point: finds exactly one connection id with `find` (bound
+/// to `arg`) and KILLs it from another session.
+fn kill_the_one(url: &str, find: &'static str, arg: &str) {
+    tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(async {
+            let mut admin = MySqlConnection::connect(url).await.unwrap();
+            let ids: Vec<i64> = sqlx::query_scalar(find)
+                .bind(arg)
+                .fetch_all(&mut admin)
+                .await
+                .unwrap();
+            assert_eq!(ids.len(), 1, "exactly one connection to kill: {ids:?}");
+            sqlx::query(sqlx::AssertSqlSafe(format!("KILL {}", ids[0])))
+                .execute(&mut admin)
+                .await
+                .unwrap();
+            admin.close().await.unwrap();
+        })
+    });
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     let db = TestDb::new().await;
@@ -68,22 +89,7 @@ async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     // connection that holds the lock.
     opts.failpoints = FailPoints::new(move |point| {
         if point == "after-members" {
-            let (url, name) = (url.clone(), name.clone());
-            tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(async move {
-                    let mut admin = MySqlConnection::connect(&url).await.unwrap();
-                    let holder: i64 = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
-                        .bind(&name)
-                        .fetch_one(&mut admin)
-                        .await
-                        .unwrap();
-                    sqlx::query(sqlx::AssertSqlSafe(format!("KILL {holder}")))
-                        .execute(&mut admin)
-                        .await
-                        .unwrap();
-                    admin.close().await.unwrap();
-                })
-            });
+            kill_the_one(&url, "SELECT IS_USED_LOCK(?)", &name);
         }
         false
     });
@@ -120,28 +126,14 @@ async fn killing_the_receipt_transaction_records_nothing_and_a_rerun_converges()
     let once = killed.clone();
     opts.failpoints = FailPoints::new(move |point| {
         if point == "after-members" && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            let (url, database) = (url.clone(), database.clone());
-            tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(async move {
-                    let mut admin = MySqlConnection::connect(&url).await.unwrap();
-                    // The one open InnoDB transaction that has written to this test's database.
-                    let ids: Vec<u64> = sqlx::query_scalar(
-                        "SELECT t.trx_mysql_thread_id FROM information_schema.innodb_trx t \
-                         JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id \
-                         WHERE p.db = ? AND t.trx_rows_modified > 0",
-                    )
-                    .bind(&database)
-                    .fetch_all(&mut admin)
-                    .await
-                    .unwrap();
-                    assert_eq!(ids.len(), 1, "one receipt transaction is open");
-                    sqlx::query(sqlx::AssertSqlSafe(format!("KILL {}", ids[0])))
-                        .execute(&mut admin)
-                        .await
-                        .unwrap();
-                    admin.close().await.unwrap();
-                })
-            });
+            // The one open InnoDB transaction that has written to this test's database.
+            kill_the_one(
+                &url,
+                "SELECT CAST(t.trx_mysql_thread_id AS SIGNED) FROM information_schema.innodb_trx t \
+                 JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id \
+                 WHERE p.db = ? AND t.trx_rows_modified > 0",
+                &database,
+            );
         }
         false
     });

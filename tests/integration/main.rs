@@ -10,6 +10,7 @@ mod faults;
 mod golden;
 mod hostile;
 mod lock;
+mod misbehaving;
 mod purge_restore;
 mod receipts;
 mod relay;
