@@ -106,6 +106,16 @@ pub struct Common {
     /// Send If-None-Match: * on create-only puts (turn off for a store that rejects it).
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_CONDITIONAL_PUT", default_value_t = true, action = clap::ArgAction::Set)]
     pub s3_conditional_put: bool,
+    /// Attempts per S3 request (first included), with exponential backoff and jitter between
+    /// them; a body read that breaks off is resumed as many times.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_MAX_ATTEMPTS", default_value_t = store::DEFAULT_MAX_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub s3_max_attempts: u32,
+    /// Limit on opening a connection to the store, e.g. 10s.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_CONNECT_TIMEOUT", value_parser = parse_timeout, default_value = "10s")]
+    pub s3_connect_timeout: Duration,
+    /// Limit on waiting for a response to start, and on silence inside a body, e.g. 30s.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_READ_TIMEOUT", value_parser = parse_timeout, default_value = "30s")]
+    pub s3_read_timeout: Duration,
 }
 
 #[derive(Debug, Subcommand)]
@@ -330,6 +340,14 @@ fn parse_duration(text: &str) -> Result<i64, String> {
     timespec::parse_duration_ms(text)
 }
 
+/// A positive duration such as `500ms` or `30s`.
+fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match timespec::parse_duration_ms(text)? {
+        0 => Err(format!("timeout {text:?} must be more than zero")),
+        ms => Ok(Duration::from_millis(ms as u64)),
+    }
+}
+
 fn parse_time(text: &str) -> Result<i64, String> {
     timespec::parse_time_ms(text)
 }
@@ -398,6 +416,10 @@ impl Common {
             upload_checksum: Some(self.s3_upload_checksum),
             conditional_put: Some(self.s3_conditional_put),
             static_credentials: None,
+            max_attempts: Some(self.s3_max_attempts),
+            connect_timeout: Some(self.s3_connect_timeout),
+            read_timeout: Some(self.s3_read_timeout),
+            initial_backoff: None,
         }
     }
 

@@ -94,6 +94,7 @@ impl LocalS3 {
             upload_checksum: None,
             conditional_put: None,
             static_credentials: Some((self.access_key.clone(), self.secret_key.clone())),
+            ..Default::default()
         }
     }
 

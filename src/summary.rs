@@ -94,6 +94,9 @@ pub struct Summary {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cutoff_ms: Option<i64>,
     pub apps: Vec<AppReport>,
+    /// What the S3 requests went through: attempts, retried failures by kind, resumed reads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub store_requests: Option<crate::store::StoreStats>,
     /// Command-specific fields (verify: checked_batches, findings, orphans, sample seed).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Map<String, serde_json::Value>>,
@@ -115,6 +118,7 @@ impl Summary {
             dry_run: None,
             cutoff_ms: None,
             apps: Vec::new(),
+            store_requests: None,
             details: None,
             exit_code: 0,
             text: None,

@@ -81,6 +81,7 @@ pub async fn resolve_apps(env: &Env, apps: &Apps) -> Result<Vec<String>, DbError
 }
 
 pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
+    let before = env.store_stats();
     let mut summary = Summary::new("archive");
     summary.table = Some(env.spec.name.to_string());
     summary.store = Some(env.store.location().to_string());
@@ -120,6 +121,7 @@ pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
         }
         summary.apps.push(report);
     }
+    summary.store_requests = env.store_activity(&before);
     summary.settle()
 }
 

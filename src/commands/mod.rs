@@ -18,7 +18,7 @@ use tokio_util::sync::CancellationToken;
 use crate::appcode;
 use crate::db::lock::{lock_name, AppLock};
 use crate::db::Db;
-use crate::store::ObjectStore;
+use crate::store::{ObjectStore, StoreStats};
 use crate::summary::{AppReport, Outcome};
 use crate::table::TableSpec;
 
@@ -42,6 +42,16 @@ pub struct Env {
 }
 
 impl Env {
+    /// The store's request counters now; [`Env::store_activity`] turns them into a run's share.
+    pub fn store_stats(&self) -> StoreStats {
+        self.store.stats().unwrap_or_default()
+    }
+
+    /// What the store's requests went through since `before`, for the summary (S3 stores only).
+    pub fn store_activity(&self, before: &StoreStats) -> Option<StoreStats> {
+        self.store.stats().map(|now| now.since(before))
+    }
+
     /// Whether a loop over batches (or chunks) must stop now: shutdown, or the run's deadline.
     pub fn stop_reason(&self, deadline: Option<Instant>) -> Option<&'static str> {
         if self.shutdown.is_cancelled() {

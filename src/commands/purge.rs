@@ -58,6 +58,7 @@ struct Tally {
 }
 
 pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
+    let before = env.store_stats();
     let mut summary = Summary::new("purge");
     summary.table = Some(env.spec.name.to_string());
     summary.dry_run = Some(opts.dry_run);
@@ -103,6 +104,7 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
         }
         summary.apps.push(report);
     }
+    summary.store_requests = env.store_activity(&before);
     summary.settle()
 }
 

@@ -56,6 +56,7 @@ struct Tally {
 }
 
 pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
+    let before = env.store_stats();
     let mut summary = Summary::new("restore");
     summary.table = Some(env.spec.name.to_string());
     let spec = env.spec;
@@ -161,6 +162,7 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
     }) {
         summary.exit_code = 1;
     }
+    summary.store_requests = env.store_activity(&before);
     summary.settle()
 }
 

@@ -79,6 +79,7 @@ struct AppTally {
 }
 
 pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
+    let before = env.store_stats();
     let mut summary = Summary::new("verify");
     summary.table = Some(env.spec.name.to_string());
     summary.store = Some(env.store.location().to_string());
@@ -276,6 +277,7 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
     } else if !findings.is_empty() {
         summary.exit_code = 1;
     }
+    summary.store_requests = env.store_activity(&before);
     summary.settle()
 }
 

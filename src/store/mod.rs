@@ -7,6 +7,7 @@ pub mod local;
 pub mod s3;
 
 use std::fmt;
+use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -14,7 +15,7 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 
 pub use local::LocalStore;
-pub use s3::{S3Settings, S3Store, UploadChecksum};
+pub use s3::{S3Settings, S3Store, UploadChecksum, DEFAULT_MAX_ATTEMPTS};
 
 use crate::format;
 
@@ -29,6 +30,62 @@ pub struct ObjectMeta {
     pub crc64nvme: Option<u64>,
     /// CRC-64/XZ of the whole object, where the store reports one (COS `x-cos-hash-crc64ecma`).
     pub crc64ecma: Option<u64>,
+}
+
+/// What the store's requests went through: attempts made, attempts that failed in a way that is
+/// retried (a 5xx or 429, a timeout, a connection error), and body reads resumed after an
+/// interruption. Counted from when the store was opened; [`StoreStats::since`] gives a run's share.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct StoreStats {
+    pub attempts: u64,
+    pub server_errors: u64,
+    pub timeouts: u64,
+    pub connection_errors: u64,
+    pub resumed_reads: u64,
+}
+
+impl StoreStats {
+    /// What happened after `earlier` was taken.
+    pub fn since(&self, earlier: &StoreStats) -> StoreStats {
+        StoreStats {
+            attempts: self.attempts - earlier.attempts,
+            server_errors: self.server_errors - earlier.server_errors,
+            timeouts: self.timeouts - earlier.timeouts,
+            connection_errors: self.connection_errors - earlier.connection_errors,
+            resumed_reads: self.resumed_reads - earlier.resumed_reads,
+        }
+    }
+
+    /// Failed attempts of any kind, and interrupted reads.
+    pub fn faults(&self) -> u64 {
+        self.server_errors + self.timeouts + self.connection_errors + self.resumed_reads
+    }
+}
+
+/// The live counters behind [`StoreStats`], shared by a store and its interceptors and streams.
+#[derive(Debug, Default)]
+pub(crate) struct Counters {
+    pub attempts: AtomicU64,
+    pub server_errors: AtomicU64,
+    pub timeouts: AtomicU64,
+    pub connection_errors: AtomicU64,
+    pub resumed_reads: AtomicU64,
+}
+
+impl Counters {
+    pub fn bump(counter: &AtomicU64) {
+        counter.fetch_add(1, Ordering::Relaxed);
+    }
+
+    pub fn snapshot(&self) -> StoreStats {
+        StoreStats {
+            attempts: self.attempts.load(Ordering::Relaxed),
+            server_errors: self.server_errors.load(Ordering::Relaxed),
+            timeouts: self.timeouts.load(Ordering::Relaxed),
+            connection_errors: self.connection_errors.load(Ordering::Relaxed),
+            resumed_reads: self.resumed_reads.load(Ordering::Relaxed),
+        }
+    }
 }
 
 /// Whether a put may replace an existing object.
@@ -150,6 +207,11 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
 
     async fn delete(&self, key: &str) -> Result<(), StoreError>;
+
+    /// What the store's requests went through so far, for stores that go over a network.
+    fn stats(&self) -> Option<StoreStats> {
+        None
+    }
 }
 
 /// Reads a whole (small) object into memory.

@@ -11,14 +11,18 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use async_trait::async_trait;
+use aws_sdk_s3::config::retry::RetryConfig;
 use aws_sdk_s3::config::{
     Credentials, Region, RequestChecksumCalculation, ResponseChecksumValidation,
 };
 use aws_sdk_s3::error::{ProvideErrorMetadata, SdkError};
+use aws_sdk_s3::operation::get_object::GetObjectOutput;
 use aws_sdk_s3::primitives::ByteStream as SdkByteStream;
 use aws_sdk_s3::types::ChecksumMode;
 use aws_smithy_runtime_api::box_error::BoxError;
-use aws_smithy_runtime_api::client::interceptors::context::BeforeDeserializationInterceptorContextRef;
+use aws_smithy_runtime_api::client::interceptors::context::{
+    BeforeDeserializationInterceptorContextRef, FinalizerInterceptorContextRef,
+};
 use aws_smithy_runtime_api::client::interceptors::Intercept;
 use aws_smithy_runtime_api::client::runtime_components::RuntimeComponents;
 use aws_smithy_types::config_bag::ConfigBag;
@@ -27,7 +31,9 @@ use base64::Engine as _;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::{ByteStream, Location, ObjectMeta, ObjectStore, PutMode, StoreError};
+use super::{
+    ByteStream, Counters, Location, ObjectMeta, ObjectStore, PutMode, StoreError, StoreStats,
+};
 use crate::digest;
 
 /// Which checksum a put carries for the store to check on arrival.
@@ -56,7 +62,21 @@ pub struct S3Settings {
     /// ignore it; turn it off for one that rejects it.
     pub conditional_put: Option<bool>,
     pub static_credentials: Option<(String, String)>,
+    /// Attempts per request, the first included, with exponential backoff and jitter between
+    /// them (the SDK's standard retry mode). A body read that breaks off is resumed as often.
+    pub max_attempts: Option<u32>,
+    /// Limit on opening a connection.
+    pub connect_timeout: Option<Duration>,
+    /// Limit on waiting for a response's first byte, and on any silence inside a body.
+    pub read_timeout: Option<Duration>,
+    /// The first retry's backoff ceiling, doubling per attempt (the SDK's default, 1 s, when unset).
+    pub initial_backoff: Option<Duration>,
 }
+
+/// Attempts per S3 request unless `--s3-max-attempts` says otherwise.
+pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
+const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
 impl std::fmt::Debug for S3Settings {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -66,6 +86,10 @@ impl std::fmt::Debug for S3Settings {
             .field("force_path_style", &self.force_path_style)
             .field("upload_checksum", &self.upload_checksum)
             .field("conditional_put", &self.conditional_put)
+            .field("max_attempts", &self.max_attempts)
+            .field("connect_timeout", &self.connect_timeout)
+            .field("read_timeout", &self.read_timeout)
+            .field("initial_backoff", &self.initial_backoff)
             .field(
                 "static_credentials",
                 &self.static_credentials.as_ref().map(|_| "***"),
@@ -76,12 +100,21 @@ impl std::fmt::Debug for S3Settings {
 
 #[derive(Debug)]
 pub struct S3Store {
-    client: aws_sdk_s3::Client,
+    fetch: Fetch,
     location: Location,
-    bucket: String,
-    endpoint: String,
     upload_checksum: UploadChecksum,
     conditional_put: bool,
+}
+
+/// What a GET needs, cheap to clone into a body stream that outlives the call.
+#[derive(Debug, Clone)]
+struct Fetch {
+    client: aws_sdk_s3::Client,
+    bucket: String,
+    endpoint: String,
+    counters: Arc<Counters>,
+    max_attempts: u32,
+    read_timeout: Duration,
 }
 
 impl S3Store {
@@ -90,13 +123,22 @@ impl S3Store {
             panic!("S3Store needs an s3:// location")
         };
         let bucket = bucket.clone();
+        let max_attempts = settings.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS).max(1);
+        let read_timeout = settings.read_timeout.unwrap_or(DEFAULT_READ_TIMEOUT);
         let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
             .timeout_config(
                 TimeoutConfig::builder()
-                    .connect_timeout(Duration::from_secs(10))
-                    .read_timeout(Duration::from_secs(120))
+                    .connect_timeout(settings.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT))
+                    .read_timeout(read_timeout)
                     .build(),
-            );
+            )
+            .retry_config({
+                let retry = RetryConfig::standard().with_max_attempts(max_attempts);
+                match settings.initial_backoff {
+                    Some(backoff) => retry.with_initial_backoff(backoff),
+                    None => retry,
+                }
+            });
         if let Some(endpoint) = &settings.endpoint {
             loader = loader.endpoint_url(endpoint);
         }
@@ -114,7 +156,9 @@ impl S3Store {
         }
         let sdk = loader.load().await;
         let endpoint = sdk.endpoint_url().map(str::to_string);
+        let counters = Arc::new(Counters::default());
         let mut config = aws_sdk_s3::config::Builder::from(&sdk)
+            .interceptor(CountAttempts(counters.clone()))
             .request_checksum_calculation(RequestChecksumCalculation::WhenRequired)
             .response_checksum_validation(ResponseChecksumValidation::WhenRequired)
             .force_path_style(settings.force_path_style.unwrap_or(endpoint.is_some()));
@@ -123,15 +167,42 @@ impl S3Store {
             config = config.region(Region::new("us-east-1"));
         }
         Ok(S3Store {
-            client: aws_sdk_s3::Client::from_conf(config.build()),
-            endpoint: endpoint.unwrap_or_else(|| "AWS S3".to_string()),
+            fetch: Fetch {
+                client: aws_sdk_s3::Client::from_conf(config.build()),
+                bucket,
+                endpoint: endpoint.unwrap_or_else(|| "AWS S3".to_string()),
+                counters,
+                max_attempts,
+                read_timeout,
+            },
             location,
-            bucket,
             upload_checksum: settings.upload_checksum.unwrap_or(UploadChecksum::Md5),
             conditional_put: settings.conditional_put.unwrap_or(true),
         })
     }
 
+    fn client(&self) -> &aws_sdk_s3::Client {
+        &self.fetch.client
+    }
+
+    fn bucket(&self) -> &str {
+        &self.fetch.bucket
+    }
+
+    fn error<E>(
+        &self,
+        op: &'static str,
+        key: &str,
+        err: SdkError<E, aws_smithy_runtime_api::http::Response>,
+    ) -> StoreError
+    where
+        E: ProvideErrorMetadata + std::error::Error + Send + Sync + 'static,
+    {
+        self.fetch.error(op, key, err)
+    }
+}
+
+impl Fetch {
     /// Turns an SDK error into the operator's words. Never includes credentials: the SDK's
     /// error context holds codes, messages and request ids, not signatures.
     fn error<E>(
@@ -187,6 +258,187 @@ impl S3Store {
     }
 }
 
+impl Fetch {
+    /// GETs `key` from byte `offset` on (the whole object at 0), pinned to `etag` when given.
+    async fn object(
+        &self,
+        key: &str,
+        offset: u64,
+        etag: Option<&str>,
+    ) -> Result<Option<GetObjectOutput>, StoreError> {
+        let mut request = self.client.get_object().bucket(&self.bucket).key(key);
+        if offset > 0 {
+            request = request.range(format!("bytes={offset}-"));
+        }
+        if let Some(etag) = etag {
+            request = request.if_match(etag);
+        }
+        match request.send().await {
+            Ok(out) => Ok(Some(out)),
+            Err(e) if e.code() == Some("NoSuchKey") => Ok(None),
+            Err(e) => Err(self.error("get", key, e)),
+        }
+    }
+}
+
+/// An object body being read. A connection that breaks off, or a body that stays silent for the
+/// read timeout, does not fail the read: it resumes where it stopped with a `Range` request
+/// pinned to the object's ETag, up to the attempt limit, so a long read survives what the SDK's
+/// own retries (which end when the headers arrive) cannot see. A store that ignores `Range`
+/// sends the whole object again and the bytes already delivered are skipped.
+struct Read {
+    fetch: Fetch,
+    key: String,
+    etag: Option<String>,
+    size: Option<u64>,
+    body: SdkByteStream,
+    /// Bytes delivered to the caller so far.
+    offset: u64,
+    /// Bytes of the current body to drop before delivering (a resumed read the store served whole).
+    skip: u64,
+    resumes: u32,
+}
+
+impl Read {
+    async fn next(mut self) -> Option<(Result<Bytes, StoreError>, Read)> {
+        loop {
+            let problem =
+                match tokio::time::timeout(self.fetch.read_timeout, self.body.next()).await {
+                    Ok(Some(Ok(mut chunk))) => {
+                        if self.skip > 0 {
+                            let drop = self.skip.min(chunk.len() as u64);
+                            self.skip -= drop;
+                            chunk = chunk.slice(drop as usize..);
+                            if chunk.is_empty() {
+                                continue;
+                            }
+                        }
+                        self.offset += chunk.len() as u64;
+                        return Some((Ok(chunk), self));
+                    }
+                    Ok(None) if self.size.is_none_or(|size| self.offset >= size) => return None,
+                    Ok(None) => format!(
+                        "the body ended at byte {} of {}",
+                        self.offset,
+                        self.size.unwrap_or_default()
+                    ),
+                    Ok(Some(Err(e))) => {
+                        aws_smithy_types::error::display::DisplayErrorContext(&e).to_string()
+                    }
+                    Err(_) => format!(
+                        "no bytes for {} ms (--s3-read-timeout)",
+                        self.fetch.read_timeout.as_millis()
+                    ),
+                };
+            if self.resumes + 1 >= self.fetch.max_attempts {
+                let error = StoreError::Unreachable {
+                    endpoint: self.fetch.endpoint.clone(),
+                    detail: format!(
+                        "reading {} broke off at byte {} after {} attempts: {problem}",
+                        self.key,
+                        self.offset,
+                        self.resumes + 1
+                    ),
+                };
+                return Some((Err(error), self.finished()));
+            }
+            self.resumes += 1;
+            Counters::bump(&self.fetch.counters.resumed_reads);
+            tracing::warn!(
+                key = %self.key,
+                offset = self.offset,
+                attempt = self.resumes + 1,
+                "S3 read broke off ({problem}); resuming from where it stopped"
+            );
+            tokio::time::sleep(backoff(self.resumes)).await;
+            match self
+                .fetch
+                .object(&self.key, self.offset, self.etag.as_deref())
+                .await
+            {
+                Ok(Some(out)) => {
+                    let ranged = out.content_range().is_some() || self.offset == 0;
+                    self.skip = if ranged { 0 } else { self.offset };
+                    self.body = out.body;
+                }
+                Ok(None) => {
+                    let error = StoreError::Other {
+                        op: "get",
+                        key: self.key.clone(),
+                        detail: "the object disappeared while it was being read".into(),
+                    };
+                    return Some((Err(error), self.finished()));
+                }
+                Err(error) => return Some((Err(error), self.finished())),
+            }
+        }
+    }
+
+    /// A read that has failed yields nothing more.
+    fn finished(mut self) -> Read {
+        self.body = SdkByteStream::from_static(b"");
+        self.size = None;
+        self
+    }
+}
+
+/// Waits before the `n`th resume: 100 ms doubling, capped at 5 s, with up to 50 % jitter.
+fn backoff(n: u32) -> Duration {
+    let base = Duration::from_millis(100)
+        .saturating_mul(1 << n.min(6))
+        .min(Duration::from_secs(5));
+    let jitter = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.subsec_nanos() % 500);
+    base + base * jitter / 1000
+}
+
+/// Counts every attempt of every request, and the failed ones by kind, and says so in the log:
+/// the SDK retries transient failures silently, an operator wants to see them.
+#[derive(Debug)]
+struct CountAttempts(Arc<Counters>);
+
+impl Intercept for CountAttempts {
+    fn name(&self) -> &'static str {
+        "CountAttempts"
+    }
+
+    fn read_after_attempt(
+        &self,
+        context: &FinalizerInterceptorContextRef<'_>,
+        _: &RuntimeComponents,
+        _: &mut ConfigBag,
+    ) -> Result<(), BoxError> {
+        Counters::bump(&self.0.attempts);
+        let status = context.response().map(|r| r.status().as_u16());
+        let error = context.output_or_error().and_then(Result::err);
+        let (counter, kind) = match error {
+            Some(e)
+                if e.is_timeout_error()
+                    || e.as_connector_error().is_some_and(|c| c.is_timeout()) =>
+            {
+                (&self.0.timeouts, "timeout")
+            }
+            Some(e) if e.is_connector_error() || e.is_response_error() => {
+                (&self.0.connection_errors, "connection error")
+            }
+            _ if status.is_some_and(|s| s >= 500 || s == 429) => {
+                (&self.0.server_errors, "server error")
+            }
+            _ => return Ok(()),
+        };
+        Counters::bump(counter);
+        let detail =
+            error.map(|e| aws_smithy_types::error::display::DisplayErrorContext(e).to_string());
+        tracing::warn!(
+            status,
+            detail = detail.as_deref().unwrap_or_default(),
+            "S3 request attempt failed ({kind}); the SDK retries it with backoff while attempts remain"
+        );
+        Ok(())
+    }
+}
+
 /// Captures COS's `x-cos-hash-crc64ecma` response header, which the SDK does not model.
 #[derive(Debug, Default, Clone)]
 struct CaptureCosCrc(Arc<Mutex<Option<String>>>);
@@ -233,12 +485,18 @@ impl ObjectStore for S3Store {
     }
 
     async fn check(&self) -> Result<(), StoreError> {
-        match self.client.head_bucket().bucket(&self.bucket).send().await {
+        match self
+            .client()
+            .head_bucket()
+            .bucket(self.bucket())
+            .send()
+            .await
+        {
             Ok(_) => Ok(()),
-            Err(e) => Err(match self.error("head bucket", &self.bucket, e) {
+            Err(e) => Err(match self.error("head bucket", self.bucket(), e) {
                 StoreError::Other { detail, .. } if detail.starts_with("HTTP 404") => {
                     StoreError::NoSuchBucket {
-                        bucket: self.bucket.clone(),
+                        bucket: self.bucket().to_string(),
                     }
                 }
                 other => other,
@@ -249,9 +507,9 @@ impl ObjectStore for S3Store {
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError> {
         let cos = CaptureCosCrc::default();
         let result = self
-            .client
+            .client()
             .head_object()
-            .bucket(&self.bucket)
+            .bucket(self.bucket())
             .key(key)
             .checksum_mode(ChecksumMode::Enabled)
             .customize()
@@ -288,50 +546,27 @@ impl ObjectStore for S3Store {
     }
 
     async fn get(&self, key: &str) -> Result<Option<ByteStream>, StoreError> {
-        let out = match self
-            .client
-            .get_object()
-            .bucket(&self.bucket)
-            .key(key)
-            .send()
-            .await
-        {
-            Ok(out) => out,
-            Err(e) if e.code() == Some("NoSuchKey") => return Ok(None),
-            Err(e) => return Err(self.error("get", key, e)),
+        let Some(out) = self.fetch.object(key, 0, None).await? else {
+            return Ok(None);
         };
-        let key = key.to_string();
-        let endpoint = self.endpoint.clone();
-        let body: SdkByteStream = out.body;
-        let stream = futures_util::stream::unfold(Some(body), move |state| {
-            let key = key.clone();
-            let endpoint = endpoint.clone();
-            async move {
-                let mut body = state?;
-                match body.next().await {
-                    Some(Ok(chunk)) => Some((Ok(chunk), Some(body))),
-                    Some(Err(e)) => Some((
-                        Err(StoreError::Unreachable {
-                            endpoint,
-                            detail: format!(
-                                "reading {key}: {}",
-                                aws_smithy_types::error::display::DisplayErrorContext(&e)
-                            ),
-                        }),
-                        None,
-                    )),
-                    None => None,
-                }
-            }
-        });
-        Ok(Some(stream.boxed()))
+        let read = Read {
+            fetch: self.fetch.clone(),
+            key: key.to_string(),
+            etag: out.e_tag().map(str::to_string),
+            size: out.content_length().map(|n| n.max(0) as u64),
+            body: out.body,
+            offset: 0,
+            skip: 0,
+            resumes: 0,
+        };
+        Ok(Some(futures_util::stream::unfold(read, Read::next).boxed()))
     }
 
     async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<(), StoreError> {
         let mut request = self
-            .client
+            .client()
             .put_object()
-            .bucket(&self.bucket)
+            .bucket(self.bucket())
             .key(key)
             .content_type(content_type(key))
             .content_length(body.len() as i64);
@@ -367,9 +602,9 @@ impl ObjectStore for S3Store {
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
         let mut keys = Vec::new();
         let mut pages = self
-            .client
+            .client()
             .list_objects_v2()
-            .bucket(&self.bucket)
+            .bucket(self.bucket())
             .prefix(prefix)
             .into_paginator()
             .send();
@@ -386,13 +621,17 @@ impl ObjectStore for S3Store {
     }
 
     async fn delete(&self, key: &str) -> Result<(), StoreError> {
-        self.client
+        self.client()
             .delete_object()
-            .bucket(&self.bucket)
+            .bucket(self.bucket())
             .key(key)
             .send()
             .await
             .map(|_| ())
             .map_err(|e| self.error("delete", key, e))
+    }
+
+    fn stats(&self) -> Option<StoreStats> {
+        Some(self.fetch.counters.snapshot())
     }
 }

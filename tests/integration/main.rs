@@ -11,6 +11,7 @@ mod golden;
 mod hostile;
 mod lock;
 mod misbehaving;
+mod proxy;
 mod purge_restore;
 mod receipts;
 mod relay;

@@ -233,6 +233,7 @@ impl TestS3 {
                 upload_checksum: None,
                 conditional_put: None,
                 static_credentials: None,
+                ..Default::default()
             };
             let prefix = format!(
                 "outbox-archiver-tests/{}-{n}-{}",
