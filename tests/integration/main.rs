@@ -6,6 +6,7 @@ mod bad_input;
 mod contention;
 mod corruption;
 mod crash;
+mod db_restart;
 mod faults;
 mod golden;
 mod hostile;

@@ -105,7 +105,12 @@ pub struct TestDb {
 
 impl TestDb {
     pub async fn new() -> TestDb {
-        let server = server_url().await;
+        TestDb::on(&server_url().await).await
+    }
+
+    /// A database of its own on the server at `server` (a URL with no database part).
+    pub async fn on(server: &str) -> TestDb {
+        let server = server.to_string();
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let name = format!("oat_{}_{n}", std::process::id());
         let mut conn = try_connect(&server)
@@ -198,7 +203,9 @@ impl TestDb {
 
     pub async fn drop(self) {
         self.db.close().await;
-        let mut conn = try_connect(&server_url().await).await.unwrap();
+        let mut server = url::Url::parse(&self.url).unwrap();
+        server.set_path("");
+        let mut conn = try_connect(server.as_str()).await.unwrap();
         conn.execute(AssertSqlSafe(format!(
             "DROP DATABASE IF EXISTS `{}`",
             self.name

@@ -1,0 +1,256 @@
+//! The database server goes away under a running archiver: restarted cleanly, then killed
+//! outright, each time while a 1,500-batch run is recording receipts. The server is a private
+//! `mariadbd` this test starts in a temporary directory, so the shared one is never touched. Each
+//! interrupted run ends (it fails cleanly, naming the database, or carries on once the server is
+//! back) and never hangs; the final rerun converges: every row archived exactly once, every
+//! receipt's objects verify, no secret printed.
+
+use std::path::{Path, PathBuf};
+use std::process::Stdio;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use outbox_archiver::commands::verify::{self, VerifyOptions};
+use outbox_archiver::store::{LocalStore, Location, ObjectStore};
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
+
+use crate::support::*;
+
+const PASSWORD: &str = "restart-secret-pw";
+
+/// A MariaDB server of the test's own, in a temporary directory.
+struct PrivateServer {
+    dir: tempfile::TempDir,
+    port: u16,
+    process: Option<tokio::process::Child>,
+}
+
+impl PrivateServer {
+    fn installed() -> bool {
+        Path::new("/usr/sbin/mariadbd").exists() && which("mariadb-install-db").is_some()
+    }
+
+    async fn start() -> PrivateServer {
+        let dir = tempfile::tempdir().unwrap();
+        let mut install = tokio::process::Command::new(which("mariadb-install-db").unwrap());
+        install
+            .arg("--no-defaults")
+            .arg(format!("--datadir={}", dir.path().join("data").display()))
+            .args(["--skip-test-db", "--auth-root-authentication-method=socket"]);
+        if unsafe { libc::geteuid() } == 0 {
+            install.arg("--user=root");
+        }
+        let out = install.output().await.unwrap();
+        assert!(
+            out.status.success(),
+            "mariadb-install-db: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let mut server = PrivateServer {
+            dir,
+            port,
+            process: None,
+        };
+        server.run().await;
+        let mut root = format!(
+            "mysql://root@localhost/?socket={}",
+            server.socket().display()
+        )
+        .parse::<sqlx::mysql::MySqlConnectOptions>()
+        .unwrap()
+        .connect()
+        .await
+        .unwrap();
+        for statement in [
+            format!("CREATE USER 'archiver'@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'"),
+            "GRANT ALL PRIVILEGES ON *.* TO 'archiver'@'127.0.0.1'".to_string(),
+        ] {
+            root.execute(AssertSqlSafe(statement)).await.unwrap();
+        }
+        root.close().await.unwrap();
+        server
+    }
+
+    fn socket(&self) -> PathBuf {
+        self.dir.path().join("mysqld.sock")
+    }
+
+    /// `mysql://archiver:…@127.0.0.1:port` (no database part).
+    fn url(&self) -> String {
+        format!("mysql://archiver:{PASSWORD}@127.0.0.1:{}", self.port)
+    }
+
+    /// Starts mariadbd on the data directory and waits until it answers.
+    async fn run(&mut self) {
+        let mut command = tokio::process::Command::new("/usr/sbin/mariadbd");
+        command
+            .arg("--no-defaults")
+            .arg(format!(
+                "--datadir={}",
+                self.dir.path().join("data").display()
+            ))
+            .arg(format!("--socket={}", self.socket().display()))
+            .arg(format!("--port={}", self.port))
+            .args(["--bind-address=127.0.0.1", "--innodb-buffer-pool-size=128M"])
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true);
+        if unsafe { libc::geteuid() } == 0 {
+            command.arg("--user=root");
+        }
+        self.process = Some(command.spawn().unwrap());
+        let deadline = Instant::now() + Duration::from_secs(30);
+        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "private mariadbd did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// Stops the server with `signal` (SIGTERM: a clean shutdown; SIGKILL: a crash) and waits.
+    async fn stop(&mut self, signal: i32) {
+        let mut process = self.process.take().expect("running");
+        unsafe { libc::kill(process.id().unwrap() as i32, signal) };
+        process.wait().await.unwrap();
+    }
+}
+
+impl Drop for PrivateServer {
+    fn drop(&mut self) {
+        if let Some(process) = &self.process {
+            unsafe { libc::kill(process.id().unwrap_or(0) as i32, libc::SIGKILL) };
+        }
+    }
+}
+
+fn which(program: &str) -> Option<PathBuf> {
+    std::env::var_os("PATH")?
+        .to_str()?
+        .split(':')
+        .map(|dir| Path::new(dir).join(program))
+        .find(|path| path.exists())
+}
+
+async fn receipts_so_far(db: &TestDb) -> i64 {
+    sqlx::query_scalar("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
+        .fetch_one(&db.db.pool)
+        .await
+        .unwrap_or(0)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_database_restart_mid_run_fails_cleanly_and_a_rerun_converges() {
+    if !PrivateServer::installed() {
+        eprintln!("SKIPPED: no mariadbd/mariadb-install-db here to run a private server (.ci/run installs them)");
+        return;
+    }
+    let mut server = PrivateServer::start().await;
+    let db = TestDb::on(&server.url()).await;
+    for app in ["a1", "a2"] {
+        db.insert(
+            &(0..1_500)
+                .map(|i| row(app, &format!("{app}-{i:04}"), T0 + i * 10))
+                .collect::<Vec<_>>(),
+        )
+        .await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("file://{}", dir.path().display());
+    let run = || {
+        tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+            .args([
+                "archive",
+                "--all-apps",
+                "--batch-rows",
+                "2",
+                "--cutoff",
+                "2026-01-02T00:00:00Z",
+                "--store",
+                &store_url,
+            ])
+            .env("DATABASE_URL", &db.url)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap()
+    };
+    let mut outcomes = Vec::new();
+    for (signal, what) in [(libc::SIGTERM, "clean restart"), (libc::SIGKILL, "crash")] {
+        let before = receipts_so_far(&db).await;
+        let archiver = run();
+        let deadline = Instant::now() + Duration::from_secs(60);
+        while receipts_so_far(&db).await < before + 25 {
+            assert!(Instant::now() < deadline, "the archiver made no progress");
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        server.stop(signal).await;
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        server.run().await;
+        let out = tokio::time::timeout(Duration::from_secs(120), archiver.wait_with_output())
+            .await
+            .unwrap_or_else(|_| panic!("the archiver hung after a database {what}"))
+            .unwrap();
+        let stdout = String::from_utf8_lossy(&out.stdout);
+        let stderr = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            !stdout.contains(PASSWORD) && !stderr.contains(PASSWORD),
+            "no secret in the output"
+        );
+        let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {
+            panic!("a summary after a database {what} ({e}): {stdout} {stderr}")
+        });
+        match out.status.code() {
+            Some(0) => assert_eq!(summary["ok"], true),
+            Some(1) => {
+                let errors = summary["apps"]
+                    .as_array()
+                    .unwrap()
+                    .iter()
+                    .filter_map(|app| app["error"].as_str())
+                    .chain(summary["error"].as_str())
+                    .collect::<Vec<_>>()
+                    .join("; ");
+                assert!(
+                    errors.contains("database") || errors.contains("lock"),
+                    "the failure names the database: {errors}"
+                );
+                outcomes.push(format!("{what}: exit 1 ({errors})"));
+            }
+            other => panic!("unexpected exit {other:?} after a database {what}: {stdout}"),
+        }
+        if out.status.code() == Some(0) {
+            outcomes.push(format!("{what}: carried on, exit 0"));
+        }
+    }
+
+    let last = run().wait_with_output().await.unwrap();
+    assert!(
+        last.status.success(),
+        "{}",
+        String::from_utf8_lossy(&last.stdout)
+    );
+    let store: Arc<dyn ObjectStore> = Arc::new(LocalStore::new(Location::Local {
+        root: dir.path().to_path_buf(),
+    }));
+    for app in ["a1", "a2"] {
+        assert_eq!(
+            archived_rows(&db, store.as_ref(), app).await,
+            db.expected_rows(app, T0 + DAY).await,
+            "{app}: nothing lost, nothing twice"
+        );
+        assert_eq!(db.members(app).await.len(), 1_500);
+    }
+    let env = env(&db, store, T0 + DAY);
+    let verified = verify::run(&env, &VerifyOptions::everything(T0 + DAY, "DELIVERED")).await;
+    assert!(verified.ok, "{}", verified.to_json());
+    eprintln!("database restarts: {}", outcomes.join("; "));
+    db.drop().await;
+}
