@@ -171,10 +171,13 @@ async fn network_faults_through_a_proxy_are_retried_reported_and_lose_nothing() 
     let verified = verify::run(&env, &VerifyOptions::everything(T0 + DAY, "DELIVERED")).await;
     assert!(verified.ok, "{}", verified.to_json());
     assert!(verified.store_requests.unwrap().faults() > 0);
+    let mut by_kind = std::collections::BTreeMap::<String, usize>::new();
+    for (fault, _) in proxy.injected() {
+        *by_kind.entry(format!("{fault:?}")).or_default() += 1;
+    }
     eprintln!(
-        "proxy faults: archive {} of {} attempts ({reported:?}); verify {}",
+        "proxy faults: {} during archive ({reported:?}), {} during verify; by kind over both: {by_kind:?}",
         archived_faults,
-        reported.attempts,
         proxy.injected().len() - archived_faults
     );
     db.drop().await;
