@@ -17,6 +17,7 @@ use crate::commands::archive::{self, Apps, ArchiveOptions};
 use crate::commands::{demo, migrate, purge, restore, status, system_clock, verify, Env};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
+use crate::shard::Shard;
 use crate::store::{self, Location, S3Settings, UploadChecksum};
 use crate::summary::Summary;
 use crate::table::{self, TableSpec};
@@ -154,6 +155,23 @@ pub struct AppArgs {
     /// Every app code present in the source table.
     #[arg(long, env = "OUTBOX_ARCHIVER_ALL_APPS")]
     pub all_apps: bool,
+    /// With --all-apps: only the apps whose stable hash falls in shard I of N (e.g. 0/4; an
+    /// Indexed Job's completion index as I). N shards together cover every app exactly once.
+    #[arg(long, env = "OUTBOX_ARCHIVER_SHARD")]
+    pub shard: Option<Shard>,
+}
+
+impl AppArgs {
+    fn apps(self) -> Result<Apps, String> {
+        match (self.all_apps, self.shard) {
+            (true, Some(shard)) => Ok(Apps::Shard(shard)),
+            (true, None) => Ok(Apps::All),
+            (false, None) => Ok(Apps::Listed(self.apps)),
+            (false, Some(shard)) => Err(format!(
+                "--shard {shard} needs --all-apps (OUTBOX_ARCHIVER_ALL_APPS): a shard is a share of every app, not of a list"
+            )),
+        }
+    }
 }
 
 /// `--app`/`--all-apps` where neither means every app.
@@ -489,17 +507,17 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
             }
         }
         Command::Archive(args) => {
+            let apps = match args.apps.apps() {
+                Ok(apps) => apps,
+                Err(e) => return Summary::unusable("archive", e),
+            };
             let env = match common.env(shutdown).await {
                 Ok(env) => env,
                 Err(e) => return Summary::unusable("archive", e),
             };
             let now = (env.now_ms)();
             let options = ArchiveOptions {
-                apps: if args.apps.all_apps {
-                    Apps::All
-                } else {
-                    Apps::Listed(args.apps.apps)
-                },
+                apps,
                 cutoff_ms: args.cutoff.cutoff_ms(now),
                 limits: Limits {
                     max_rows: args.batch_rows,
@@ -542,16 +560,16 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
             summary
         }
         Command::Purge(args) => {
+            let apps = match args.apps.apps() {
+                Ok(apps) => apps,
+                Err(e) => return Summary::unusable("purge", e),
+            };
             let env = match common.env(shutdown).await {
                 Ok(env) => env,
                 Err(e) => return Summary::unusable("purge", e),
             };
             let options = purge::PurgeOptions {
-                apps: if args.apps.all_apps {
-                    Apps::All
-                } else {
-                    Apps::Listed(args.apps.apps)
-                },
+                apps,
                 grace_ms: args.grace,
                 max_rows_per_second: args.max_rows_per_second,
                 max_runtime: args.max_runtime.map(millis),

@@ -38,6 +38,7 @@ pub mod local_s3;
 pub mod publish;
 pub mod redact;
 pub mod seed;
+pub mod shard;
 pub mod store;
 pub mod summary;
 pub mod table;

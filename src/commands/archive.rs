@@ -17,6 +17,7 @@ use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::format;
 use crate::publish::{PublishError, Publisher};
+use crate::shard::Shard;
 use crate::summary::{AppReport, BatchReport, Outcome, Summary};
 use crate::table::TableSpec;
 
@@ -27,6 +28,8 @@ use super::Env;
 pub enum Apps {
     Listed(Vec<String>),
     All,
+    /// Every app whose hash falls in this shard (`--all-apps --shard I/N`).
+    Shard(Shard),
 }
 
 #[derive(Debug, Clone)]
@@ -77,6 +80,11 @@ pub async fn resolve_apps(env: &Env, apps: &Apps) -> Result<Vec<String>, DbError
                 .collect())
         }
         Apps::All => all_apps(&env.db.pool, env.spec).await,
+        Apps::Shard(shard) => {
+            let mut apps = all_apps(&env.db.pool, env.spec).await?;
+            apps.retain(|app| shard.contains(app));
+            Ok(apps)
+        }
     }
 }
 

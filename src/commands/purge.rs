@@ -66,6 +66,10 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
     let apps = match &opts.apps {
         Apps::Listed(list) => resolve_apps(env, &Apps::Listed(list.clone())).await,
         Apps::All => receipts.apps_with_unpurged(&env.db.pool).await,
+        Apps::Shard(shard) => receipts
+            .apps_with_unpurged(&env.db.pool)
+            .await
+            .map(|apps| apps.into_iter().filter(|app| shard.contains(app)).collect()),
     };
     let apps = match apps {
         Ok(apps) => apps,

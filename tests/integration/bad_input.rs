@@ -2,47 +2,10 @@
 //! exit status of SPEC §6, a message naming the problem and the setting, the JSON summary on
 //! stdout, and that no secret is printed.
 
-use std::process::Output;
-
 use outbox_archiver::summary::Outcome;
 use serde_json::Value as Json;
 
 use crate::support::*;
-
-struct Run {
-    code: i32,
-    summary: Json,
-    all_output: String,
-}
-
-async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
-    cmd.args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .env("AWS_CONFIG_FILE", "/nonexistent")
-        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
-        .env("AWS_EC2_METADATA_DISABLED", "true")
-        .env("AWS_REGION", "us-east-1")
-        .env("OUTBOX_ARCHIVER_LOG_FORMAT", "json");
-    for (k, v) in envs {
-        cmd.env(k, v);
-    }
-    let Output {
-        status,
-        stdout,
-        stderr,
-    } = cmd.output().await.unwrap();
-    let stdout = String::from_utf8_lossy(&stdout).to_string();
-    let stderr = String::from_utf8_lossy(&stderr).to_string();
-    let summary: Json = serde_json::from_str(stdout.trim())
-        .unwrap_or_else(|e| panic!("stdout is one JSON summary ({e}): {stdout}\nstderr: {stderr}"));
-    Run {
-        code: status.code().unwrap(),
-        summary,
-        all_output: format!("{stdout}\n{stderr}"),
-    }
-}
 
 fn s3_env(s3: &TestS3, store: &str) -> Vec<(&'static str, String)> {
     let server = s3

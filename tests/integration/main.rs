@@ -17,6 +17,7 @@ mod purge_restore;
 mod receipts;
 mod relay;
 mod resume;
+mod shard;
 mod signals;
 mod status;
 mod store_contract;

@@ -405,3 +405,40 @@ pub async fn read(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
 pub const DAY: i64 = 86_400_000;
 /// 2026-01-01T00:00:00Z
 pub const T0: i64 = 1_767_225_600_000;
+
+/// One run of the real binary: its exit status, its JSON summary, and everything it printed.
+pub struct Run {
+    pub code: i32,
+    pub summary: serde_json::Value,
+    pub all_output: String,
+}
+
+/// Runs the binary with a clean environment (no AWS config of the machine) plus `envs`.
+pub async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("OUTBOX_ARCHIVER_LOG_FORMAT", "json");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let std::process::Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&stdout).to_string();
+    let stderr = String::from_utf8_lossy(&stderr).to_string();
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout is one JSON summary ({e}): {stdout}\nstderr: {stderr}"));
+    Run {
+        code: status.code().unwrap(),
+        summary,
+        all_output: format!("{stdout}\n{stderr}"),
+    }
+}
