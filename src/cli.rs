@@ -17,6 +17,7 @@ use crate::commands::archive::{self, Apps, ArchiveOptions};
 use crate::commands::{demo, migrate, purge, restore, status, system_clock, verify, Env};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
+use crate::metrics;
 use crate::shard::Shard;
 use crate::store::{self, Location, S3Settings, UploadChecksum};
 use crate::summary::Summary;
@@ -117,6 +118,12 @@ pub struct Common {
     /// Limit on waiting for a response to start, and on silence inside a body, e.g. 30s.
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_READ_TIMEOUT", value_parser = parse_timeout, default_value = "30s")]
     pub s3_read_timeout: Duration,
+    /// Push the run's metrics to this Prometheus Pushgateway (http://host:9091).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY")]
+    pub metrics_pushgateway: Option<String>,
+    /// Write the run's metrics to this file for node_exporter's textfile collector (*.prom).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_METRICS_TEXTFILE")]
+    pub metrics_textfile: Option<PathBuf>,
 }
 
 #[derive(Debug, Subcommand)]
@@ -486,8 +493,39 @@ impl Common {
     }
 }
 
-/// Runs the parsed command line; the summary says how it went.
+/// Runs the parsed command line, then sends its metrics where configured; the summary says how
+/// it went.
 pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
+    let started = std::time::Instant::now();
+    let target = metrics::MetricsTarget {
+        pushgateway: cli.common.metrics_pushgateway.clone(),
+        textfile: cli.common.metrics_textfile.clone(),
+    };
+    let table = cli.common.table.clone();
+    let shard = match &cli.command {
+        Command::Archive(args) => args.apps.shard,
+        Command::Purge(args) => args.apps.shard,
+        _ => None,
+    };
+    let mut summary = run_command(cli, shutdown).await;
+    if !target.is_empty() {
+        let run = metrics::Run {
+            summary: &summary,
+            table: &table,
+            shard: shard.map(|s| s.to_string()),
+            finished_at_ms: system_clock()(),
+            duration: started.elapsed(),
+        };
+        let errors = metrics::publish(&target, &run).await;
+        for error in &errors {
+            tracing::error!("{error}");
+        }
+        summary.metrics_errors = errors;
+    }
+    summary
+}
+
+async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
     let common = &cli.common;
     match cli.command {
         Command::Migrate { with_source_table } => {

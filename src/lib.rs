@@ -35,6 +35,7 @@ pub mod failpoint;
 pub mod format;
 #[cfg(feature = "local-s3")]
 pub mod local_s3;
+pub mod metrics;
 pub mod publish;
 pub mod redact;
 pub mod seed;

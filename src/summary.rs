@@ -97,6 +97,9 @@ pub struct Summary {
     /// What the S3 requests went through: attempts, retried failures by kind, resumed reads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store_requests: Option<crate::store::StoreStats>,
+    /// Metrics that could not be pushed or written (the run's work stands regardless).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub metrics_errors: Vec<String>,
     /// Command-specific fields (verify: checked_batches, findings, orphans, sample seed).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
     pub details: Option<serde_json::Map<String, serde_json::Value>>,
@@ -119,6 +122,7 @@ impl Summary {
             cutoff_ms: None,
             apps: Vec::new(),
             store_requests: None,
+            metrics_errors: Vec::new(),
             details: None,
             exit_code: 0,
             text: None,

@@ -11,6 +11,7 @@ mod faults;
 mod golden;
 mod hostile;
 mod lock;
+mod metrics;
 mod misbehaving;
 mod proxy;
 mod purge_restore;

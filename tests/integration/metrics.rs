@@ -1,0 +1,263 @@
+//! Metrics against a real Prometheus Pushgateway (Debian's `prometheus-pushgateway`, started by
+//! the test on a free port) and a textfile: the binary pushes rows, outcomes and last-success
+//! times per app; a later failed or skipped run keeps an app's last success; a gateway that
+//! cannot be reached is reported in the summary without changing what the run did.
+
+use std::collections::BTreeMap;
+use std::process::Stdio;
+use std::time::{Duration, Instant};
+
+use outbox_archiver::db::lock::lock_name;
+use sqlx::Connection;
+use tokio::io::{AsyncReadExt, AsyncWriteExt};
+
+use crate::support::*;
+
+struct Pushgateway {
+    port: u16,
+    _process: tokio::process::Child,
+}
+
+impl Pushgateway {
+    async fn start() -> Pushgateway {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .unwrap()
+            .local_addr()
+            .unwrap()
+            .port();
+        let process = tokio::process::Command::new("prometheus-pushgateway")
+            .arg(format!("--web.listen-address=127.0.0.1:{port}"))
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .kill_on_drop(true)
+            .spawn()
+            .unwrap_or_else(|e| {
+                panic!("cannot start prometheus-pushgateway ({e}): apt-get install prometheus-pushgateway (.ci/test does)")
+            });
+        let deadline = Instant::now() + Duration::from_secs(20);
+        while tokio::net::TcpStream::connect(("127.0.0.1", port))
+            .await
+            .is_err()
+        {
+            assert!(Instant::now() < deadline, "the Pushgateway did not start");
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+        Pushgateway {
+            port,
+            _process: process,
+        }
+    }
+
+    fn url(&self) -> String {
+        format!("http://127.0.0.1:{}", self.port)
+    }
+
+    /// Every `outbox_archiver_*` sample the gateway exposes: (name, labels) → value.
+    async fn scrape(&self) -> BTreeMap<(String, BTreeMap<String, String>), f64> {
+        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+            .await
+            .unwrap();
+        // HTTP/1.0: the body comes whole, not in chunks that would split lines.
+        tcp.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n")
+            .await
+            .unwrap();
+        let mut text = String::new();
+        tcp.read_to_string(&mut text).await.unwrap();
+        text.lines()
+            .filter(|l| l.starts_with("outbox_archiver_"))
+            .map(parse_line)
+            .collect()
+    }
+}
+
+fn parse_line(line: &str) -> ((String, BTreeMap<String, String>), f64) {
+    let (series, value) = line.rsplit_once(' ').unwrap();
+    let (name, labels) = series.split_once('{').unwrap_or((series, "}"));
+    let labels = labels
+        .trim_end_matches('}')
+        .split("\",")
+        .filter(|p| !p.is_empty())
+        .map(|pair| {
+            let (k, v) = pair.split_once('=').unwrap();
+            (k.to_string(), v.trim_matches('"').to_string())
+        })
+        .collect();
+    ((name.to_string(), labels), value.parse().unwrap())
+}
+
+type Samples = BTreeMap<(String, BTreeMap<String, String>), f64>;
+
+/// The value of `name` whose labels include all of `want`.
+fn value(samples: &Samples, name: &str, want: &[(&str, &str)]) -> Option<f64> {
+    samples
+        .iter()
+        .find(|((n, labels), _)| {
+            n == name
+                && want
+                    .iter()
+                    .all(|(k, v)| labels.get(*k).map(String::as_str) == Some(*v))
+        })
+        .map(|(_, v)| *v)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn metrics_reach_a_real_pushgateway_and_a_textfile() {
+    let gateway = Pushgateway::start().await;
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 20)).await;
+    db.insert(&rows("a2", 5)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let textfile = dir.path().join("outbox_archiver.prom");
+    let envs = [
+        ("DATABASE_URL", db.url.clone()),
+        (
+            "OUTBOX_ARCHIVER_STORE",
+            format!("file://{}/archive", dir.path().display()),
+        ),
+        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
+        ("OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY", gateway.url()),
+        (
+            "OUTBOX_ARCHIVER_METRICS_TEXTFILE",
+            textfile.display().to_string(),
+        ),
+    ];
+    std::fs::create_dir(dir.path().join("archive")).unwrap();
+    let a1 = [
+        ("command", "archive"),
+        ("table", "wallet_outbox"),
+        ("app", "a1"),
+    ];
+
+    // 1. Both apps archived.
+    let run = run_cli(
+        &[
+            "archive",
+            "--app",
+            "a1,a2",
+            "--older-than",
+            "1s",
+            "--batch-rows",
+            "8",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert!(
+        run.summary.get("metrics_errors").is_none(),
+        "{}",
+        run.summary
+    );
+    let pushed = gateway.scrape().await;
+    assert_eq!(
+        value(&pushed, "outbox_archiver_rows", &a1),
+        Some(20.0),
+        "{pushed:?}"
+    );
+    assert_eq!(value(&pushed, "outbox_archiver_batches", &a1), Some(3.0));
+    assert!(value(&pushed, "outbox_archiver_bytes", &a1).unwrap() > 0.0);
+    assert_eq!(value(&pushed, "outbox_archiver_app_ok", &a1), Some(1.0));
+    assert_eq!(
+        value(
+            &pushed,
+            "outbox_archiver_rows",
+            &[("app", "a2"), ("job", "outbox_archiver")]
+        ),
+        Some(5.0),
+        "{pushed:?}"
+    );
+    let run_labels = [("command", "archive"), ("table", "wallet_outbox")];
+    assert_eq!(
+        value(&pushed, "outbox_archiver_run_ok", &run_labels),
+        Some(1.0)
+    );
+    assert_eq!(
+        value(&pushed, "outbox_archiver_run_exit_code", &run_labels),
+        Some(0.0)
+    );
+    let first_success = value(
+        &pushed,
+        "outbox_archiver_last_success_timestamp_seconds",
+        &a1,
+    )
+    .unwrap();
+    let now = chrono::Utc::now().timestamp() as f64;
+    assert!(
+        (now - first_success).abs() < 60.0,
+        "{first_success} is about now"
+    );
+    let text = std::fs::read_to_string(&textfile).unwrap();
+    assert!(
+        text.lines()
+            .any(|l| l
+                == r#"outbox_archiver_rows{command="archive",table="wallet_outbox",app="a1"} 20"#),
+        "{text}"
+    );
+
+    // 2. a1's lock is held elsewhere: skipped, so no new last success — the old one stays.
+    let mut holder = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let name = lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
+    let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+        .bind(&name)
+        .fetch_one(&mut holder)
+        .await
+        .unwrap();
+    assert_eq!(got, Some(1));
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let run = run_cli(&["archive", "--app", "a1,a b", "--older-than", "1s"], &envs).await;
+    assert_eq!(
+        run.code, 1,
+        "the unsafe app code fails the run: {}",
+        run.all_output
+    );
+    let pushed = gateway.scrape().await;
+    assert_eq!(
+        value(
+            &pushed,
+            "outbox_archiver_last_success_timestamp_seconds",
+            &a1
+        ),
+        Some(first_success),
+        "a skipped app keeps its last success"
+    );
+    assert_eq!(value(&pushed, "outbox_archiver_rows", &a1), Some(0.0));
+    assert_eq!(
+        value(&pushed, "outbox_archiver_app_ok", &[("app", "a b")]),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&pushed, "outbox_archiver_run_ok", &run_labels),
+        Some(0.0)
+    );
+    assert_eq!(
+        value(&pushed, "outbox_archiver_run_exit_code", &run_labels),
+        Some(1.0)
+    );
+    let text = std::fs::read_to_string(&textfile).unwrap();
+    assert!(
+        text.contains(&format!(
+            r#"outbox_archiver_last_success_timestamp_seconds{{command="archive",table="wallet_outbox",app="a1"}} {first_success}"#
+        )),
+        "the textfile keeps it too: {text}"
+    );
+    holder.close().await.unwrap();
+
+    // 3. A gateway that is not there: the run's work stands, the summary says what failed.
+    let mut unreachable = envs.to_vec();
+    unreachable[3].1 = "http://127.0.0.1:9".to_string();
+    db.insert(&rows("a3", 4)).await;
+    tokio::time::sleep(Duration::from_millis(1_100)).await;
+    let run = run_cli(
+        &["archive", "--app", "a3", "--older-than", "1s"],
+        &unreachable,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(db.members("a3").await.len(), 4);
+    let errors = run.summary["metrics_errors"].to_string();
+    assert!(
+        errors.contains("--metrics-pushgateway http://127.0.0.1:9"),
+        "{errors}"
+    );
+    db.drop().await;
+}
