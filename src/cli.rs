@@ -118,6 +118,10 @@ pub struct Common {
     /// Limit on waiting for a response to start, and on silence inside a body, e.g. 30s.
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_READ_TIMEOUT", value_parser = parse_timeout, default_value = "30s")]
     pub s3_read_timeout: Duration,
+    /// Print the effective configuration (each setting's value and where it came from, secrets
+    /// redacted) and the problems found in it, then exit without connecting to anything.
+    #[arg(long, global = true)]
+    pub print_config: bool,
     /// Push the run's metrics to this Prometheus Pushgateway (http://host:9091).
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY")]
     pub metrics_pushgateway: Option<String>,
@@ -491,6 +495,99 @@ impl Common {
             now_ms: system_clock(),
         })
     }
+}
+
+/// `--print-config`: every setting as it takes effect — value and source (command line,
+/// environment variable, default) — with URLs' passwords redacted, plus the problems a run would
+/// stop on before connecting (a bad store URL, a shard without --all-apps, no database URL).
+pub fn effective_config(cli: &Cli, matches: &clap::ArgMatches) -> (serde_json::Value, bool) {
+    use clap::parser::ValueSource;
+    use clap::CommandFactory;
+    let command = Cli::command();
+    let (name, sub_matches) = matches.subcommand().expect("clap requires a subcommand");
+    let sub = command
+        .find_subcommand(name)
+        .expect("the subcommand parsed");
+    let mut settings = serde_json::Map::new();
+    for (cmd, m) in [(&command, matches), (sub, sub_matches)] {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version" | "print_config") {
+                continue;
+            }
+            let key = arg.get_long().unwrap_or(id).to_string();
+            let Some(source) = m.value_source(id) else {
+                settings.insert(key, serde_json::json!({ "value": null, "source": "unset" }));
+                continue;
+            };
+            let values: Vec<String> = m
+                .get_raw(id)
+                .map(|raw| {
+                    raw.map(|v| crate::redact::url(&v.to_string_lossy()))
+                        .collect()
+                })
+                .unwrap_or_default();
+            let source = match source {
+                ValueSource::CommandLine => "command line".to_string(),
+                ValueSource::EnvVariable => format!(
+                    "environment ({})",
+                    arg.get_env()
+                        .map(|e| e.to_string_lossy())
+                        .unwrap_or_default()
+                ),
+                _ => "default".to_string(),
+            };
+            let value = match values.as_slice() {
+                [one] => serde_json::json!(one),
+                many => serde_json::json!(many),
+            };
+            settings.insert(key, serde_json::json!({ "value": value, "source": source }));
+        }
+    }
+    let credentials = if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() {
+        "static keys from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (not shown)"
+    } else if std::env::var_os("AWS_WEB_IDENTITY_TOKEN_FILE").is_some() {
+        "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN): IRSA / workload identity"
+    } else if std::env::var_os("AWS_PROFILE").is_some() {
+        "the profile named by AWS_PROFILE"
+    } else {
+        "the AWS SDK's default chain (profile, container or instance role)"
+    };
+    let mut problems = Vec::new();
+    if let Some(store) = &cli.common.store {
+        if let Err(e) = Location::parse(store) {
+            problems.push(e);
+        }
+    } else if !matches!(
+        cli.command,
+        Command::Migrate { .. } | Command::Status(_) | Command::Demo(_)
+    ) {
+        problems.push("no archive location: set --store or OUTBOX_ARCHIVER_STORE".to_string());
+    }
+    if cli.common.database_url.is_none() && !matches!(cli.command, Command::Demo(_)) {
+        problems.push("no database: set --database-url or DATABASE_URL".to_string());
+    }
+    if let Err(e) = cli.common.spec() {
+        problems.push(e);
+    }
+    let shard_without_all = match &cli.command {
+        Command::Archive(args) => args.apps.shard.is_some() && !args.apps.all_apps,
+        Command::Purge(args) => args.apps.shard.is_some() && !args.apps.all_apps,
+        _ => false,
+    };
+    if shard_without_all {
+        problems.push("--shard needs --all-apps".to_string());
+    }
+    let ok = problems.is_empty();
+    (
+        serde_json::json!({
+            "command": name,
+            "settings": settings,
+            "s3_credentials": credentials,
+            "problems": problems,
+        }),
+        ok,
+    )
 }
 
 /// Runs the parsed command line, then sends its metrics where configured; the summary says how

@@ -1,12 +1,18 @@
 //! The `outbox-archiver` binary: parses the command line, sets up logging and signals, runs the
 //! command, prints its JSON summary on stdout and exits with the status the summary implies.
 
-use clap::Parser;
+use clap::{CommandFactory, FromArgMatches};
 use outbox_archiver::cli::{self, Cli, LogFormat};
 use tokio_util::sync::CancellationToken;
 
 fn main() {
-    let cli = Cli::parse();
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if cli.common.print_config {
+        let (config, ok) = cli::effective_config(&cli, &matches);
+        println!("{}", serde_json::to_string_pretty(&config).expect("JSON"));
+        std::process::exit(if ok { 0 } else { 2 });
+    }
     init_logging(cli.common.log_format(), &cli.common.log);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()

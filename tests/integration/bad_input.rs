@@ -306,3 +306,68 @@ async fn an_unmigrated_database_asks_for_migrate() {
     assert_eq!(status.code, 0, "{}", status.all_output);
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn print_config_shows_every_setting_and_its_source_but_no_secret() {
+    let envs = [
+        (
+            "DATABASE_URL",
+            "mysql://archiver:db-password-xyz@db:3306/wallet".to_string(),
+        ),
+        ("OUTBOX_ARCHIVER_STORE", "s3://bucket/prefix".to_string()),
+        ("OUTBOX_ARCHIVER_S3_READ_TIMEOUT", "45s".to_string()),
+        ("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEKEY".to_string()),
+        ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.to_string()),
+    ];
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+        .args(["archive", "--all-apps", "--shard", "2/4", "--print-config"])
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .await
+        .unwrap();
+    let text = String::from_utf8_lossy(&out.stdout).to_string();
+    assert_eq!(out.status.code(), Some(0), "{text}");
+    assert!(
+        !text.contains("db-password-xyz") && !text.contains(SECRET_KEY),
+        "{text}"
+    );
+    let config: Json = serde_json::from_str(&text).unwrap();
+    let settings = &config["settings"];
+    assert_eq!(
+        settings["database-url"]["value"],
+        "mysql://archiver:***@db:3306/wallet"
+    );
+    assert_eq!(
+        settings["database-url"]["source"],
+        "environment (DATABASE_URL)"
+    );
+    assert_eq!(settings["shard"]["value"], "2/4");
+    assert_eq!(settings["shard"]["source"], "command line");
+    assert_eq!(settings["s3-read-timeout"]["value"], "45s");
+    assert_eq!(settings["gzip-level"]["source"], "default");
+    assert_eq!(settings["s3-endpoint"]["source"], "unset");
+    assert_eq!(config["problems"], Json::Array(vec![]));
+
+    // Problems a run would stop on are listed, and exit 2; nothing is contacted.
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+        .args([
+            "archive",
+            "--app",
+            "a1",
+            "--shard",
+            "0/2",
+            "--store",
+            "gs://x",
+            "--print-config",
+        ])
+        .env_remove("DATABASE_URL")
+        .output()
+        .await
+        .unwrap();
+    let config: Json = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    let problems = config["problems"].to_string();
+    for expected in ["gs://x", "--database-url", "--shard needs --all-apps"] {
+        assert!(problems.contains(expected), "{expected}: {problems}");
+    }
+}
