@@ -1,0 +1,242 @@
+//! The Kubernetes manifests in `deploy/kubernetes/` render (kustomize), validate against the
+//! Kubernetes API schemas (`kubernetes-validate --strict`, from PyPI), follow the rules operators
+//! rely on (Forbid, deadlines longer than --max-runtime, non-root, read-only root filesystem,
+//! requests and limits), and every container's arguments are accepted by this binary.
+//! `.ci/test` installs kubectl and kubernetes-validate.
+
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+use serde_json::Value;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR"))
+}
+
+fn run(command: &mut Command) -> String {
+    let out = command.output().unwrap_or_else(|e| {
+        panic!("{command:?}: {e} (.ci/test installs kubectl and kubernetes-validate)")
+    });
+    assert!(
+        out.status.success(),
+        "{command:?} failed:\n{}{}",
+        String::from_utf8_lossy(&out.stdout),
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap()
+}
+
+/// `kustomize build` where kustomize is installed, else `kubectl kustomize`.
+fn kustomize(dir: &Path) -> String {
+    match Command::new("kustomize").arg("build").arg(dir).output() {
+        Ok(out) if out.status.success() => String::from_utf8(out.stdout).unwrap(),
+        _ => run(Command::new("kubectl").arg("kustomize").arg(dir)),
+    }
+}
+
+fn validate(yaml_file: &Path) {
+    run(Command::new("kubernetes-validate")
+        .args(["--strict", "--quiet"])
+        .arg(yaml_file));
+}
+
+/// Every document of a YAML stream, as JSON (PyYAML comes with kubernetes-validate).
+fn documents(yaml_file: &Path) -> Vec<Value> {
+    let json = run(Command::new("python3").args([
+        "-c",
+        "import sys, json, yaml; print(json.dumps([d for d in yaml.safe_load_all(open(sys.argv[1])) if d]))",
+    ]).arg(yaml_file));
+    serde_json::from_str(&json).unwrap()
+}
+
+fn duration_s(text: &str) -> u64 {
+    let (n, unit) = text.split_at(text.len() - 1);
+    let n: u64 = n.parse().unwrap();
+    n * match unit {
+        "s" => 1,
+        "m" => 60,
+        "h" => 3600,
+        _ => panic!("unit of {text}"),
+    }
+}
+
+/// The rules every Job or CronJob in `docs` follows; `whole` says the set is a complete
+/// rendering (so referenced ConfigMaps and ServiceAccounts must be in it).
+fn check(docs: &[Value], whole: bool, source: &str) -> usize {
+    let named = |kind: &str| -> Vec<&str> {
+        docs.iter()
+            .filter(|d| d["kind"] == kind)
+            .filter_map(|d| d["metadata"]["name"].as_str())
+            .collect()
+    };
+    let mut jobs = 0;
+    for doc in docs {
+        let name = doc["metadata"]["name"]
+            .as_str()
+            .or(doc["metadata"]["generateName"].as_str())
+            .unwrap_or_default()
+            .to_string();
+        let what = format!("{source}: {} {name}", doc["kind"]);
+        let job = match doc["kind"].as_str() {
+            Some("CronJob") => {
+                let spec = &doc["spec"];
+                assert_eq!(spec["concurrencyPolicy"], "Forbid", "{what}");
+                for field in [
+                    "startingDeadlineSeconds",
+                    "successfulJobsHistoryLimit",
+                    "failedJobsHistoryLimit",
+                ] {
+                    assert!(spec[field].is_u64(), "{what}: {field}");
+                }
+                &spec["jobTemplate"]["spec"]
+            }
+            Some("Job") => &doc["spec"],
+            _ => continue,
+        };
+        jobs += 1;
+        assert!(
+            job["activeDeadlineSeconds"].is_u64(),
+            "{what}: activeDeadlineSeconds"
+        );
+        assert!(
+            job["backoffLimit"].is_u64() || job["backoffLimitPerIndex"].is_u64(),
+            "{what}: backoffLimit"
+        );
+        let pod = &job["template"]["spec"];
+        assert_eq!(pod["securityContext"]["runAsNonRoot"], true, "{what}");
+        assert_eq!(pod["restartPolicy"], "Never", "{what}");
+        let account = pod["serviceAccountName"]
+            .as_str()
+            .expect("a service account");
+        if whole {
+            assert!(
+                named("ServiceAccount").contains(&account),
+                "{what}: {account}"
+            );
+        }
+        let containers = pod["containers"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .chain(pod["initContainers"].as_array().into_iter().flatten());
+        for container in containers {
+            let security = &container["securityContext"];
+            assert_eq!(security["readOnlyRootFilesystem"], true, "{what}");
+            assert_eq!(security["allowPrivilegeEscalation"], false, "{what}");
+            assert_eq!(
+                security["capabilities"]["drop"],
+                serde_json::json!(["ALL"]),
+                "{what}"
+            );
+            for kind in ["requests", "limits"] {
+                assert!(
+                    container["resources"][kind]["memory"].is_string(),
+                    "{what}: {kind}"
+                );
+            }
+            let args: Vec<String> = container["args"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|a| a.as_str().unwrap().replace("$(SHARD_INDEX)", "0"))
+                .collect();
+            if let Some(i) = args.iter().position(|a| a == "--max-runtime") {
+                let deadline = job["activeDeadlineSeconds"].as_u64().unwrap();
+                assert!(
+                    deadline >= duration_s(&args[i + 1]) + 60,
+                    "{what}: activeDeadlineSeconds {deadline} leaves --max-runtime {} no margin",
+                    args[i + 1]
+                );
+            }
+            let mut command = Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
+            command
+                .args(&args)
+                .arg("--print-config")
+                .env_clear()
+                .env("DATABASE_URL", "mysql://u:p@db:3306/x");
+            for source in container["envFrom"].as_array().into_iter().flatten() {
+                let config = source["configMapRef"]["name"].as_str().unwrap();
+                if whole {
+                    let map = docs
+                        .iter()
+                        .find(|d| d["kind"] == "ConfigMap" && d["metadata"]["name"] == config)
+                        .unwrap_or_else(|| panic!("{what}: ConfigMap {config}"));
+                    for (k, v) in map["data"].as_object().unwrap() {
+                        command.env(k, v.as_str().unwrap());
+                    }
+                }
+            }
+            if !whole {
+                command.env("OUTBOX_ARCHIVER_STORE", "s3://bucket/prefix");
+            }
+            let printed = run(&mut command);
+            let config: Value = serde_json::from_str(&printed).unwrap();
+            assert_eq!(
+                config["problems"],
+                serde_json::json!([]),
+                "{what}: {args:?}"
+            );
+        }
+    }
+    jobs
+}
+
+#[test]
+fn kubernetes_manifests_render_validate_and_run_this_binary() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut checked = Vec::new();
+    for kustomization in [
+        "deploy/kubernetes/base",
+        "deploy/kubernetes/overlays/example",
+    ] {
+        let rendered = dir.path().join(kustomization.replace('/', "_") + ".yaml");
+        std::fs::write(&rendered, kustomize(&root().join(kustomization))).unwrap();
+        validate(&rendered);
+        let docs = documents(&rendered);
+        let jobs = check(&docs, true, kustomization);
+        assert_eq!(
+            jobs, 3,
+            "{kustomization}: archive, verify and purge CronJobs"
+        );
+        checked.push(format!("{kustomization}: {} objects", docs.len()));
+    }
+    let examples = root().join("deploy/kubernetes/examples");
+    for entry in std::fs::read_dir(&examples).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "yaml") {
+            validate(&path);
+            check(&documents(&path), false, &path.display().to_string());
+            checked.push(path.file_name().unwrap().to_string_lossy().to_string());
+        }
+    }
+    eprintln!("validated: {}", checked.join("; "));
+}
+
+#[test]
+fn the_overlay_changes_what_it_says() {
+    let dir = tempfile::tempdir().unwrap();
+    let rendered = dir.path().join("overlay.yaml");
+    std::fs::write(
+        &rendered,
+        kustomize(&root().join("deploy/kubernetes/overlays/example")),
+    )
+    .unwrap();
+    let docs = documents(&rendered);
+    for doc in &docs {
+        assert_eq!(doc["metadata"]["namespace"], "payments", "{}", doc["kind"]);
+    }
+    let archive = docs
+        .iter()
+        .find(|d| d["metadata"]["name"] == "outbox-archiver-archive" && d["kind"] == "CronJob")
+        .unwrap();
+    let pod = &archive["spec"]["jobTemplate"]["spec"]["template"]["spec"];
+    assert_eq!(
+        pod["containers"][0]["image"],
+        "registry.example.com/payments/outbox-archiver:0.1.0"
+    );
+    let purge = docs
+        .iter()
+        .find(|d| d["metadata"]["name"] == "outbox-archiver-purge")
+        .unwrap();
+    assert_eq!(purge["spec"]["suspend"], true, "purge starts suspended");
+}
