@@ -9,6 +9,7 @@ mod crash;
 mod db_restart;
 mod faults;
 mod golden;
+mod grants;
 mod hostile;
 mod lock;
 mod metrics;

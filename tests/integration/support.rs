@@ -78,6 +78,16 @@ async fn bootstrap_test_user() {
     root.close().await.unwrap();
 }
 
+/// A connection that may create users and grant privileges: `OUTBOX_ARCHIVER_TEST_ADMIN_URL`,
+/// else root over the local unix socket.
+pub async fn admin_connection() -> sqlx::MySqlConnection {
+    let url = std::env::var("OUTBOX_ARCHIVER_TEST_ADMIN_URL")
+        .unwrap_or_else(|_| SOCKET_ROOT_URL.to_string());
+    try_connect(&url).await.unwrap_or_else(|e| {
+        panic!("cannot connect as an administrator ({e}): run as root beside the local MariaDB, or set OUTBOX_ARCHIVER_TEST_ADMIN_URL")
+    })
+}
+
 /// Drops databases that earlier test processes left behind (evidence of a failure, kept until
 /// the next run).
 async fn drop_leftovers(url: &str) {

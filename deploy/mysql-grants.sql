@@ -1,0 +1,33 @@
+-- Least-privilege MySQL 8 / MariaDB roles for outbox-archiver, for database `wallet` and the
+-- outbox table `wallet_outbox`. Replace the names and passwords; keep the shape. The test suite
+-- applies this file to a real server and runs each command as its role (tests/integration/grants.rs).
+--
+-- `migrate` runs as a schema owner (your DBA or migration role), not as these users: it needs
+-- CREATE and ALTER on the database. GET_LOCK/RELEASE_LOCK need no privilege.
+
+-- archive (the hourly CronJob), verify and status: read the outbox, write receipts, members and
+-- run records. No DELETE anywhere: this role cannot remove a row from the outbox. UPDATE on the
+-- receipts and members is for the idempotent `INSERT … ON DUPLICATE KEY UPDATE key = key` of a
+-- rerun (the server asks for UPDATE on every inserted column; a column grant is not enough).
+CREATE USER IF NOT EXISTS 'outbox_archiver'@'%' IDENTIFIED BY 'CHANGE-ME';
+GRANT SELECT ON `wallet`.`wallet_outbox` TO 'outbox_archiver'@'%';
+GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT, UPDATE ON `wallet`.`wallet_outbox_archive_receipts` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT, UPDATE ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_archiver'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_archiver'@'%';
+
+-- purge (the daily CronJob): delete exactly the archived members from the outbox and record it.
+CREATE USER IF NOT EXISTS 'outbox_purger'@'%' IDENTIFIED BY 'CHANGE-ME';
+GRANT SELECT, DELETE ON `wallet`.`wallet_outbox` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_purger'@'%';
+GRANT SELECT, UPDATE ON `wallet`.`wallet_outbox_archive_receipts` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_purger'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_purger'@'%';
+
+-- restore and restore drills (by hand, by on-call): a separate role again, because it creates
+-- tables. Restoring into the live table (--into-source) additionally needs INSERT on it; grant
+-- that for the duration of an incident only.
+-- CREATE USER IF NOT EXISTS 'outbox_restorer'@'%' IDENTIFIED BY 'CHANGE-ME';
+-- GRANT SELECT, CREATE, DROP, INSERT ON `wallet`.* TO 'outbox_restorer'@'%';

@@ -1,0 +1,133 @@
+//! `deploy/mysql-grants.sql`, applied to the real server, gives each role what its commands need
+//! and no more: the archive role archives, verifies and reports status but cannot delete a row;
+//! the purge role purges but cannot write a receipt. Each refusal is a clean failure.
+
+use sqlx::{AssertSqlSafe, Executor};
+
+use crate::support::*;
+
+const PASSWORD: &str = "role-password-1";
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_least_privilege_roles_can_do_their_jobs_and_no_more() {
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 30)).await;
+    let suffix = db.name.trim_start_matches("oat_");
+    let (archiver, purger) = (format!("oa_{suffix}"), format!("op_{suffix}"));
+    let grants = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/mysql-grants.sql"
+    ))
+    .unwrap()
+    .replace("`wallet`.", &format!("`{}`.", db.name))
+    .replace("'outbox_archiver'", &format!("'{archiver}'"))
+    .replace("'outbox_purger'", &format!("'{purger}'"))
+    .replace("CHANGE-ME", PASSWORD);
+    let mut admin = admin_connection().await;
+    let statements: Vec<String> = grants
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect();
+    assert!(statements.len() >= 10, "{statements:?}");
+    for statement in statements {
+        admin
+            .execute(AssertSqlSafe(statement.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    let url_of = |user: &str| {
+        let mut url = url::Url::parse(&db.url).unwrap();
+        url.set_username(user).unwrap();
+        url.set_password(Some(PASSWORD)).unwrap();
+        url.to_string()
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let as_role = |user: &str| {
+        vec![
+            ("DATABASE_URL", url_of(user)),
+            (
+                "OUTBOX_ARCHIVER_STORE",
+                format!("file://{}", dir.path().display()),
+            ),
+            ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
+        ]
+    };
+
+    // The archive role: archive, verify, status.
+    for args in [
+        vec![
+            "archive",
+            "--app",
+            "a1",
+            "--batch-rows",
+            "10",
+            "--older-than",
+            "1s",
+        ],
+        vec!["verify", "--app", "a1", "--older-than", "1s"],
+        vec!["status", "--format", "json"],
+    ] {
+        let run = run_cli(&args, &as_role(&archiver)).await;
+        assert_eq!(
+            run.code, 0,
+            "{args:?} as the archive role: {}",
+            run.all_output
+        );
+    }
+    assert_eq!(db.members("a1").await.len(), 30);
+
+    // ... but not purge: refused by the server, cleanly, nothing deleted.
+    let run = run_cli(
+        &["purge", "--app", "a1", "--grace", "1ms"],
+        &as_role(&archiver),
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert!(
+        run.all_output.contains("DELETE command denied"),
+        "{}",
+        run.all_output
+    );
+    assert!(!run.all_output.contains(PASSWORD));
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 30);
+
+    // The purge role purges, and cannot archive.
+    let run = run_cli(
+        &["purge", "--app", "a1", "--grace", "1ms"],
+        &as_role(&purger),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+    db.insert(&rows("a2", 5)).await;
+    let run = run_cli(
+        &["archive", "--app", "a2", "--older-than", "1s"],
+        &as_role(&purger),
+    )
+    .await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert!(
+        run.all_output.contains("INSERT command denied"),
+        "{}",
+        run.all_output
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts WHERE app_code = 'a2'")
+            .await,
+        0
+    );
+
+    for user in [&archiver, &purger] {
+        admin
+            .execute(AssertSqlSafe(format!("DROP USER '{user}'@'%'")))
+            .await
+            .unwrap();
+    }
+    db.drop().await;
+}
