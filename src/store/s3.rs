@@ -484,16 +484,26 @@ impl ObjectStore for S3Store {
         &self.location
     }
 
+    /// A one-key listing under the prefix: it proves the bucket exists and these credentials may
+    /// read there, and needs no more than a policy that allows `s3:ListBucket` on the prefix only
+    /// (HEAD bucket would need it on the whole bucket).
     async fn check(&self) -> Result<(), StoreError> {
-        match self
+        let prefix = self.location.prefix();
+        let listing = self
             .client()
-            .head_bucket()
+            .list_objects_v2()
             .bucket(self.bucket())
+            .prefix(if prefix.is_empty() {
+                String::new()
+            } else {
+                format!("{prefix}/")
+            })
+            .max_keys(1)
             .send()
-            .await
-        {
+            .await;
+        match listing {
             Ok(_) => Ok(()),
-            Err(e) => Err(match self.error("head bucket", self.bucket(), e) {
+            Err(e) => Err(match self.error("list", self.bucket(), e) {
                 StoreError::Other { detail, .. } if detail.starts_with("HTTP 404") => {
                     StoreError::NoSuchBucket {
                         bucket: self.bucket().to_string(),
