@@ -3,7 +3,9 @@
 
 use clap::{CommandFactory, FromArgMatches};
 use outbox_archiver::cli::{self, Cli, LogFormat};
+use outbox_archiver::summary;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument;
 
 fn main() {
     let matches = Cli::command().get_matches();
@@ -18,13 +20,21 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let summary = runtime.block_on(async {
-        let shutdown = CancellationToken::new();
-        tokio::spawn(forward_signals(shutdown.clone()));
-        cli::run(cli, shutdown).await
-    });
+    let span = tracing::info_span!(
+        "run",
+        run_id = summary::run_id(),
+        command = matches.subcommand_name().unwrap_or_default()
+    );
+    let summary = runtime.block_on(
+        async {
+            let shutdown = CancellationToken::new();
+            tokio::spawn(forward_signals(shutdown.clone()).in_current_span());
+            cli::run(cli, shutdown).await
+        }
+        .instrument(span.clone()),
+    );
     if let Some(error) = &summary.error {
-        tracing::error!(command = summary.command, "{error}");
+        span.in_scope(|| tracing::error!(command = summary.command, "{error}"));
     }
     match &summary.text {
         Some(text) => print!("{text}"),
@@ -39,9 +49,17 @@ fn init_logging(format: LogFormat, filter: &str) {
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     let builder = tracing_subscriber::fmt()
         .with_env_filter(filter)
-        .with_writer(std::io::stderr);
+        .with_writer(std::io::stderr)
+        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
     match format {
-        LogFormat::Json => builder.json().flatten_event(true).init(),
+        // Every line carries its innermost span: the run (run_id, command) or the app (run_id,
+        // app) it belongs to.
+        LogFormat::Json => builder
+            .json()
+            .flatten_event(true)
+            .with_current_span(true)
+            .with_span_list(false)
+            .init(),
         LogFormat::Text => builder.init(),
     }
 }

@@ -1,6 +1,8 @@
 //! The one JSON object every command prints on stdout when it ends (SPEC §6), and the exit status
 //! it implies: 0 done, 1 something failed (or was refused, or found), 2 bad usage or configuration.
 
+use std::sync::OnceLock;
+
 use serde::Serialize;
 
 use crate::format::Cursor;
@@ -79,9 +81,29 @@ impl AppReport {
     }
 }
 
+/// This process's run id: 16 hex digits, on every log line and in the summary, so one run's
+/// lines, summary and metrics can be found together.
+pub fn run_id() -> &'static str {
+    static RUN_ID: OnceLock<String> = OnceLock::new();
+    RUN_ID.get_or_init(|| {
+        use sha2::Digest as _;
+        let nanos = std::time::SystemTime::now()
+            .duration_since(std::time::UNIX_EPOCH)
+            .map_or(0, |d| d.as_nanos());
+        let seed = format!("{nanos}:{}:{:p}", std::process::id(), &nanos);
+        hex::encode(&sha2::Sha256::digest(seed.as_bytes())[..8])
+    })
+}
+
+/// The span every app's work runs in: its lines carry the run id and the app code.
+pub fn app_span(app: &str) -> tracing::Span {
+    tracing::info_span!("app", run_id = run_id(), app)
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
     pub command: &'static str,
+    pub run_id: &'static str,
     pub ok: bool,
     /// Why the command could not run at all (configuration, connectivity); null otherwise.
     pub error: Option<String>,
@@ -114,6 +136,7 @@ impl Summary {
     pub fn new(command: &'static str) -> Summary {
         Summary {
             command,
+            run_id: run_id(),
             ok: true,
             error: None,
             table: None,

@@ -18,8 +18,9 @@ use crate::failpoint::FailPoints;
 use crate::format;
 use crate::publish::{PublishError, Publisher};
 use crate::shard::Shard;
-use crate::summary::{AppReport, BatchReport, Outcome, Summary};
+use crate::summary::{app_span, AppReport, BatchReport, Outcome, Summary};
 use crate::table::TableSpec;
+use tracing::Instrument;
 
 use super::Env;
 
@@ -115,7 +116,7 @@ pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
     };
     for app in apps {
         let started_at_ms = (env.now_ms)();
-        let report = worker.app(&app).await;
+        let report = worker.app(&app).instrument(app_span(&app)).await;
         if !opts.dry_run {
             runs::note(
                 &env.db.pool,
@@ -326,27 +327,30 @@ fn spawn_builder(
 ) -> mpsc::Receiver<Result<Built, AppError>> {
     let (tx, rx) = mpsc::channel(1);
     let app = app.to_string();
-    tokio::spawn(async move {
-        loop {
-            let started = Instant::now();
-            let built = build(&mut rows, spec, &app, limits, gzip_level).await;
-            let done = !matches!(built, Ok(Some(_)));
-            let item = built.transpose().map(|r| {
-                r.map(|batch| Built {
-                    batch,
-                    read_ms: started.elapsed().as_millis() as u64,
-                })
-            });
-            if let Some(item) = item {
-                if tx.send(item).await.is_err() {
+    tokio::spawn(
+        async move {
+            loop {
+                let started = Instant::now();
+                let built = build(&mut rows, spec, &app, limits, gzip_level).await;
+                let done = !matches!(built, Ok(Some(_)));
+                let item = built.transpose().map(|r| {
+                    r.map(|batch| Built {
+                        batch,
+                        read_ms: started.elapsed().as_millis() as u64,
+                    })
+                });
+                if let Some(item) = item {
+                    if tx.send(item).await.is_err() {
+                        return;
+                    }
+                }
+                if done {
                     return;
                 }
             }
-            if done {
-                return;
-            }
         }
-    });
+        .in_current_span(),
+    );
     rx
 }
 

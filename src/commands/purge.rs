@@ -19,7 +19,8 @@ use crate::db::purge::{PurgeError, PurgeQueries, PURGE_CHUNK};
 use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
 use crate::db::{runs, DbError};
 use crate::failpoint::FailPoints;
-use crate::summary::{AppReport, Outcome, Summary};
+use crate::summary::{app_span, AppReport, Outcome, Summary};
+use tracing::Instrument;
 
 #[derive(Debug, Clone)]
 pub struct PurgeOptions {
@@ -94,7 +95,7 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
     };
     for app in apps {
         let started_at_ms = (env.now_ms)();
-        let report = purger.app(&app).await;
+        let report = purger.app(&app).instrument(app_span(&app)).await;
         if !opts.dry_run && report.outcome != Outcome::SkippedLocked {
             runs::note(
                 &env.db.pool,

@@ -375,7 +375,7 @@ impl RowStream {
         upper_ms: i64,
     ) -> RowStream {
         let (tx, rx) = mpsc::channel(2);
-        tokio::spawn(async move {
+        tokio::spawn(tracing::Instrument::in_current_span(async move {
             let mut after = match &source {
                 Source::After(cursor) => cursor.clone(),
                 Source::Stragglers { .. } => None,
@@ -422,7 +422,7 @@ impl RowStream {
                     None => break,
                 }
             }
-        });
+        }));
         RowStream {
             pages: rx,
             current: Vec::new().into_iter(),
