@@ -240,3 +240,64 @@ fn the_overlay_changes_what_it_says() {
         .unwrap();
     assert_eq!(purge["spec"]["suspend"], true, "purge starts suspended");
 }
+
+/// Every `outbox_archiver_*` metric the dashboard and the alerts use is one the binary exports.
+#[test]
+fn dashboard_and_alerts_use_only_exported_metrics() {
+    let exported = std::fs::read_to_string(root().join("src/metrics.rs")).unwrap();
+    let mut used = 0;
+    for file in [
+        "deploy/grafana-dashboard.json",
+        "deploy/prometheus-alerts.yaml",
+    ] {
+        let text = std::fs::read_to_string(root().join(file)).unwrap();
+        if file.ends_with(".json") {
+            serde_json::from_str::<Value>(&text).unwrap();
+        } else {
+            documents(&root().join(file));
+        }
+        let mut rest = text.as_str();
+        while let Some(at) = rest.find("outbox_archiver_") {
+            let name: String = rest[at..]
+                .chars()
+                .take_while(|c| c.is_ascii_alphanumeric() || *c == '_')
+                .collect();
+            rest = &rest[at + name.len()..];
+            if name == "outbox_archiver_" {
+                continue;
+            }
+            assert!(
+                exported.contains(&format!("\"{name}\""))
+                    || name == "outbox_archiver_last_success_timestamp_seconds",
+                "{file} uses {name}, which src/metrics.rs does not export"
+            );
+            used += 1;
+        }
+    }
+    assert!(used >= 10, "{used}");
+}
+
+/// The compose file parses, has the servers and the job, and hands the test suite the
+/// environment variables the suite reads.
+#[test]
+fn compose_file_wires_the_suite_to_its_servers() {
+    let docs = documents(&root().join("deploy/compose.yaml"));
+    let services = &docs[0]["services"];
+    for name in [
+        "mysql",
+        "minio",
+        "pushgateway",
+        "migrate",
+        "archiver",
+        "tests",
+    ] {
+        assert!(services[name].is_object(), "service {name}");
+    }
+    let support = std::fs::read_to_string(root().join("tests/integration/support.rs")).unwrap()
+        + &std::fs::read_to_string(root().join("tests/integration/metrics.rs")).unwrap();
+    for (var, _) in services["tests"]["environment"].as_object().unwrap() {
+        if var.starts_with("OUTBOX_ARCHIVER_TEST_") {
+            assert!(support.contains(var.as_str()), "the suite reads {var}");
+        }
+    }
+}

@@ -36,7 +36,9 @@ pub struct DemoOptions {
     pub file_store: bool,
 }
 
+#[cfg(feature = "local-s3")]
 const BUCKET: &str = "outbox-archive";
+#[cfg(feature = "local-s3")]
 const PREFIX: &str = "demo";
 
 pub async fn run(

@@ -14,12 +14,22 @@ use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use crate::support::*;
 
 struct Pushgateway {
+    host: String,
     port: u16,
-    _process: tokio::process::Child,
+    _process: Option<tokio::process::Child>,
 }
 
 impl Pushgateway {
+    /// `OUTBOX_ARCHIVER_TEST_PUSHGATEWAY` (http://host:port) if set, else a local one.
     async fn start() -> Pushgateway {
+        if let Ok(url) = std::env::var("OUTBOX_ARCHIVER_TEST_PUSHGATEWAY") {
+            let url = url::Url::parse(&url).unwrap();
+            return Pushgateway {
+                host: url.host_str().unwrap().to_string(),
+                port: url.port().unwrap_or(9091),
+                _process: None,
+            };
+        }
         let port = std::net::TcpListener::bind("127.0.0.1:0")
             .unwrap()
             .local_addr()
@@ -43,18 +53,19 @@ impl Pushgateway {
             tokio::time::sleep(Duration::from_millis(50)).await;
         }
         Pushgateway {
+            host: "127.0.0.1".into(),
             port,
-            _process: process,
+            _process: Some(process),
         }
     }
 
     fn url(&self) -> String {
-        format!("http://127.0.0.1:{}", self.port)
+        format!("http://{}:{}", self.host, self.port)
     }
 
     /// Every `outbox_archiver_*` sample the gateway exposes: (name, labels) → value.
     async fn scrape(&self) -> BTreeMap<(String, BTreeMap<String, String>), f64> {
-        let mut tcp = tokio::net::TcpStream::connect(("127.0.0.1", self.port))
+        let mut tcp = tokio::net::TcpStream::connect((self.host.as_str(), self.port))
             .await
             .unwrap();
         // HTTP/1.0: the body comes whole, not in chunks that would split lines.
