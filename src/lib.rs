@@ -36,6 +36,7 @@ pub mod format;
 #[cfg(feature = "local-s3")]
 pub mod local_s3;
 pub mod metrics;
+pub mod progress;
 pub mod publish;
 pub mod redact;
 pub mod seed;

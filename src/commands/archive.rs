@@ -16,6 +16,7 @@ use crate::db::source::{all_apps, PageQueries, RowStream, Source};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::format;
+use crate::progress::Progress;
 use crate::publish::{PublishError, Publisher};
 use crate::shard::Shard;
 use crate::summary::{app_span, AppReport, BatchReport, Outcome, Summary};
@@ -198,6 +199,26 @@ impl Worker<'_> {
             (true, None) => return Ok(Outcome::UpToDate),
             (false, cursor) => Source::After(cursor),
         };
+        let mut progress = Progress::new(format!("archive {app}"), "rows", None);
+        if progress.enabled() {
+            if let Source::After(after) = &source {
+                let backlog = self
+                    .pages
+                    .backlog(
+                        pool,
+                        app,
+                        &self.opts.delivered_status,
+                        after.as_ref(),
+                        self.opts.cutoff_ms,
+                    )
+                    .await?;
+                progress = Progress::new(
+                    format!("archive {app}"),
+                    "rows",
+                    Some(backlog.rows.max(0) as u64),
+                );
+            }
+        }
         let rows = RowStream::spawn(
             pool.clone(),
             self.pages.clone(),
@@ -288,6 +309,7 @@ impl Worker<'_> {
             );
             report.batches += 1;
             report.rows += c.row_count;
+            progress.advance(c.row_count, &format!(", {} batches", report.batches));
             if !self.opts.stragglers {
                 report.cursor_after = Some(c.last.clone());
             }

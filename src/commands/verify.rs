@@ -7,7 +7,6 @@
 //! Orphans are listed as information (an interrupted run leaves them) and do not fail the run.
 
 use std::collections::{BTreeMap, HashSet};
-use std::io::IsTerminal;
 
 use futures_util::StreamExt;
 use serde_json::json;
@@ -20,6 +19,7 @@ use crate::db::source::PageQueries;
 use crate::db::DbError;
 use crate::digest::sha256_hex;
 use crate::format;
+use crate::progress::Progress;
 use crate::store::StoreError;
 use crate::summary::{AppReport, Outcome, Summary};
 
@@ -121,8 +121,8 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
         .collect();
     let mut findings: Vec<Finding> = Vec::new();
     let mut checked: Vec<String> = Vec::new();
-    let progress = std::io::stderr().is_terminal();
     let total = chosen.len();
+    let mut progress = Progress::new("verify", "batches", Some(total as u64));
     let checker = Checker {
         store: env.store.as_ref(),
         spec: env.spec,
@@ -162,18 +162,10 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
                     .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
             }
         }
-        if progress {
-            eprint!(
-                "\rverify: {}/{total} batches checked, {} findings ",
-                checked.len(),
-                findings.len()
-            );
-        }
+        progress.advance(1, &format!(", {} findings", findings.len()));
     }
     drop(results);
-    if progress && total > 0 {
-        eprintln!();
-    }
+    progress.finish();
 
     // Gaps and leftovers are looked for only when the scope is whole apps.
     let whole_apps = opts.batch_ids.is_empty() && opts.from_ms.is_none() && opts.to_ms.is_none();
