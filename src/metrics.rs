@@ -301,6 +301,10 @@ pub async fn publish(target: &MetricsTarget, run: &Run<'_>) -> Vec<String> {
     let groups = groups(run);
     let mut errors = Vec::new();
     if let Some(gateway) = &target.pushgateway {
+        let client = match http_client() {
+            Ok(client) => client,
+            Err(e) => return vec![format!("pushing metrics: {e}")],
+        };
         for (i, group) in groups.iter().enumerate() {
             // The run group is replaced whole; app groups keep a last success a failed run omits.
             let method = if i == 0 {
@@ -308,7 +312,7 @@ pub async fn publish(target: &MetricsTarget, run: &Run<'_>) -> Vec<String> {
             } else {
                 hyper::Method::POST
             };
-            if let Err(e) = push(gateway, method, group).await {
+            if let Err(e) = push(&client, gateway, method, group).await {
                 errors.push(format!(
                     "pushing metrics to --metrics-pushgateway {}: {e}",
                     redact::url(gateway)
@@ -343,21 +347,37 @@ pub fn group_path(labels: &[(&'static str, String)]) -> String {
     path
 }
 
-async fn push(gateway: &str, method: hyper::Method, group: &Group) -> Result<(), String> {
-    let url = format!(
-        "{}{}",
-        gateway.trim_end_matches('/'),
-        group_path(&group.labels)
-    );
-    let body = render(group.samples.iter().map(|s| (&[][..], s)));
+type HttpClient = hyper_util::client::legacy::Client<
+    hyper_rustls::HttpsConnector<hyper_util::client::legacy::connect::HttpConnector>,
+    Full<Bytes>,
+>;
+
+/// An HTTP(S) client with the system's root certificates.
+fn http_client() -> Result<HttpClient, String> {
     let connector = hyper_rustls::HttpsConnectorBuilder::new()
         .with_native_roots()
         .map_err(|e| format!("no TLS root certificates: {e}"))?
         .https_or_http()
         .enable_http1()
         .build();
-    let client = hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
-        .build::<_, Full<Bytes>>(connector);
+    Ok(
+        hyper_util::client::legacy::Client::builder(hyper_util::rt::TokioExecutor::new())
+            .build(connector),
+    )
+}
+
+async fn push(
+    client: &HttpClient,
+    gateway: &str,
+    method: hyper::Method,
+    group: &Group,
+) -> Result<(), String> {
+    let url = format!(
+        "{}{}",
+        gateway.trim_end_matches('/'),
+        group_path(&group.labels)
+    );
+    let body = render(group.samples.iter().map(|s| (&[][..], s)));
     let request = hyper::Request::builder()
         .method(method)
         .uri(&url)
