@@ -99,6 +99,13 @@ async fn bench(rows: u64) {
             .await
             .unwrap();
     }
+    // A previous run's restored rows would count as already present: start from no table.
+    admin
+        .execute(AssertSqlSafe(format!(
+            "DROP TABLE IF EXISTS {DB}.wallet_outbox_restored"
+        )))
+        .await
+        .unwrap();
     admin.close().await.unwrap();
 
     let dir = tempfile::tempdir().unwrap();

@@ -144,16 +144,27 @@ async fn network_faults_through_a_proxy_are_retried_reported_and_lose_nothing() 
             .filter(|(fault, _)| kinds.contains(fault))
             .count() as u64
     };
+    // A cut body is resumed when the client already has the headers, which the 150 ms pause
+    // before the cut nearly always gives; on a machine too loaded for that, the SDK sees the cut
+    // as a connection error and retries the whole request. Either way it is counted once.
+    let (cut, silent) = (
+        injected(&[Fault::TruncateBody]),
+        injected(&[Fault::StallBody]),
+    );
     let expected = StoreStats {
         attempts: reported.attempts,
         server_errors: injected(&[Fault::Status(503), Fault::Status(500)]),
         timeouts: injected(&[Fault::StallResponse]),
-        connection_errors: injected(&[Fault::Reset]),
-        resumed_reads: injected(&[Fault::TruncateBody, Fault::StallBody]),
+        connection_errors: injected(&[Fault::Reset]) + cut + silent - reported.resumed_reads,
+        resumed_reads: reported.resumed_reads,
     };
     assert_eq!(
         reported, expected,
         "the summary reports each injected fault by kind: {during_archive:?}"
+    );
+    assert!(
+        reported.resumed_reads >= silent,
+        "a body gone silent is always resumed: {reported:?}"
     );
     for kind in [
         Fault::Status(503),
