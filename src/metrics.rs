@@ -6,7 +6,8 @@
 //! survives a failed run — the Pushgateway groups per app are pushed with POST, which replaces
 //! only the metrics pushed; the textfile carries the previous value over. Per run (labels
 //! `command`, `table`, and `shard` when sharded): ok, exit code, duration, end time, verify
-//! findings, and the S3 requests' attempts and failures by kind. `status` adds backlog figures.
+//! findings, and the S3 requests' attempts and failures by kind. `archive` and `status` add backlog
+//! figures.
 
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
@@ -220,13 +221,13 @@ fn app_samples(app: &AppReport, seconds: f64) -> Vec<Sample> {
         (
             "backlog_rows",
             "outbox_archiver_backlog_rows",
-            "Delivered rows below the cutoff not yet archived (status).",
+            "Delivered rows below the cutoff not yet archived (after an archive run, or from status).",
             1.0,
         ),
         (
             "oldest_backlog_age_ms",
             "outbox_archiver_oldest_backlog_age_seconds",
-            "Age of the oldest delivered row not yet archived (status).",
+            "Age of the oldest delivered row below the cutoff not yet archived (after an archive run, or from status).",
             1000.0,
         ),
         (

@@ -256,10 +256,19 @@ async fn limits_stop_with_work_left_and_the_next_run_goes_on() {
     assert_eq!(first.apps[0].outcome, Outcome::Stopped);
     assert_eq!(first.apps[0].rows, 20);
     assert!(first.ok, "a limit is not a failure");
+    // The summary says what is left: rows e20..e29, the oldest of them delivered at T0 + 20.
+    let left = serde_json::to_value(&first.apps[0]).unwrap();
+    assert_eq!(left["backlog_rows"], 10);
+    assert_eq!(left["oldest_backlog_age_ms"], DAY - 20);
     let second = archive(&env, &opts).await;
     assert_eq!(
         (second.apps[0].outcome, second.apps[0].rows),
         (Outcome::Archived, 10)
+    );
+    let left = serde_json::to_value(&second.apps[0]).unwrap();
+    assert_eq!(
+        (&left["backlog_rows"], &left["oldest_backlog_age_ms"]),
+        (&serde_json::json!(0), &serde_json::Value::Null)
     );
     env.shutdown.cancel();
     let third = archive(&env, &opts).await;

@@ -169,6 +169,11 @@ async fn metrics_reach_a_real_pushgateway_and_a_textfile() {
     assert!(value(&pushed, "outbox_archiver_bytes", &a1).unwrap() > 0.0);
     assert_eq!(value(&pushed, "outbox_archiver_app_ok", &a1), Some(1.0));
     assert_eq!(
+        value(&pushed, "outbox_archiver_backlog_rows", &a1),
+        Some(0.0),
+        "caught up"
+    );
+    assert_eq!(
         value(
             &pushed,
             "outbox_archiver_rows",
