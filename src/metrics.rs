@@ -211,11 +211,16 @@ fn app_samples(app: &AppReport, seconds: f64) -> Vec<Sample> {
             seconds,
         ));
     }
+    // A figure that is there but null (no backlog, so no oldest row) is exported as 0: left
+    // out, the Pushgateway would keep serving the previous run's value to the alert.
     let figure = |key: &str| {
-        app.details
-            .as_ref()
-            .and_then(|d| d.get(key))
-            .and_then(|v| v.as_f64())
+        app.details.as_ref().and_then(|d| d.get(key)).and_then(|v| {
+            if v.is_null() {
+                Some(0.0)
+            } else {
+                v.as_f64()
+            }
+        })
     };
     for (key, name, help, scale) in [
         (
