@@ -267,6 +267,15 @@ async fn read_rows(env: &Env, receipt: &StoredReceipt) -> Result<Vec<Row>, Failu
     let bytes = store::get_all(env.store.as_ref(), key)
         .await?
         .ok_or_else(|| Failure::Data(format!("{key} disappeared")))?;
+    // Load exactly the bytes the receipt vouches for, even if the object changed since it was
+    // verified a moment ago.
+    let digest = crate::digest::ObjectDigest::of(&bytes);
+    if digest != receipt.data {
+        return Err(Failure::Data(format!(
+            "{key} changed after it was verified (now {} bytes, sha256 {}); nothing loaded",
+            digest.size, digest.sha256
+        )));
+    }
     let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(&bytes[..]));
     let mut rows = Vec::with_capacity(receipt.content.row_count as usize);
     for (i, line) in reader.split(b'\n').enumerate() {

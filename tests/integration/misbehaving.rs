@@ -67,6 +67,7 @@ impl S3 for Misbehaving {
                 .await
                 .map_err(|e| s3s::s3_error!(InternalError, "{e}"))?;
             let bytes = (self.on_get)(&key, chunks.concat());
+            resp.output.content_length = Some(bytes.len() as i64);
             resp.output.body = Some(StreamingBlob::from(s3s::Body::from(bytes)));
         }
         Ok(resp)

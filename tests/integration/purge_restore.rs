@@ -361,3 +361,66 @@ async fn drills_record_success_and_failure() {
     assert_eq!(default_table, 0, "a drill never touches the default table");
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_loads_only_the_bytes_it_verified() {
+    // The store serves a data object correctly to the archive's read-back (1st GET) and to
+    // restore's verification (2nd), then other, well-formed bytes to the load (3rd): as if the
+    // object had been replaced in between. Restore must notice and load nothing of it.
+    let gets = Arc::new(std::sync::Mutex::new(std::collections::HashMap::<
+        String,
+        u32,
+    >::new()));
+    let counted = gets.clone();
+    let s3 = crate::misbehaving::misbehaving(
+        |_| Ok(()),
+        move |key, mut bytes| {
+            if key.ends_with("/data.ndjson.gz") {
+                let mut gets = counted.lock().unwrap();
+                let n = gets.entry(key.to_string()).or_default();
+                *n += 1;
+                if *n == 3 {
+                    // A well-formed replacement (valid gzip, valid rows, one event type changed),
+                    // which no gzip or JSON check would notice.
+                    let mut text = String::new();
+                    std::io::Read::read_to_string(
+                        &mut flate2::read::GzDecoder::new(&bytes[..]),
+                        &mut text,
+                    )
+                    .unwrap();
+                    let text = text.replacen("WalletCredited", "WalletDebited", 1);
+                    let mut gz =
+                        flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::default());
+                    std::io::Write::write_all(&mut gz, text.as_bytes()).unwrap();
+                    bytes = gz.finish().unwrap();
+                }
+            }
+            bytes
+        },
+    )
+    .await;
+    let store = s3.store().await;
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 10)).await;
+    let env = env(&db, store.clone(), T0 + DAY);
+    assert!(archive(&env, &options(&db, &["a1"], T0 + DAY)).await.ok);
+    let restored = restore::run(&env, &RestoreOptions::default()).await;
+    assert_eq!(
+        restored.apps[0].outcome,
+        Outcome::Failed,
+        "{}",
+        restored.to_json()
+    );
+    assert_eq!(detail(&restored, "a1", "restored_rows"), 0);
+    assert!(
+        restored.to_json().contains("changed after it was verified"),
+        "{}",
+        restored.to_json()
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_restored")
+            .await,
+        0
+    );
+    db.drop().await;
+}
