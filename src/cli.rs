@@ -118,6 +118,10 @@ pub struct Common {
     /// Limit on waiting for a response to start, and on silence inside a body, e.g. 30s.
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_READ_TIMEOUT", value_parser = parse_timeout, default_value = "30s")]
     pub s3_read_timeout: Duration,
+    /// After a transient database error (restart, failover, killed connection), try the app
+    /// again up to this many times, waiting 1 s, 2 s, 4 s, … in between (archive, purge).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_DB_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=20))]
+    pub db_retries: u32,
     /// Print the effective configuration (each setting's value and where it came from, secrets
     /// redacted) and the problems found in it, then exit without connecting to anything.
     #[arg(long, global = true)]
@@ -665,6 +669,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
                 stragglers: args.stragglers,
                 delivered_status: common.delivered_status.clone(),
                 lock_prefix: common.lock_prefix.clone(),
+                db_retries: common.db_retries,
                 failpoints: failpoints_from_env(),
             };
             let summary = archive::run(&env, &options).await;
@@ -712,6 +717,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
                 reverify: args.reverify,
                 delivered_status: common.delivered_status.clone(),
                 lock_prefix: common.lock_prefix.clone(),
+                db_retries: common.db_retries,
                 failpoints: failpoints_from_env(),
             };
             let summary = purge::run(&env, &options).await;

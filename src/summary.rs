@@ -38,6 +38,10 @@ pub struct BatchReport {
     pub compressed_bytes: u64,
 }
 
+fn is_zero(n: &u32) -> bool {
+    *n == 0
+}
+
 #[derive(Debug, Clone, Serialize)]
 pub struct AppReport {
     pub app_code: String,
@@ -55,6 +59,12 @@ pub struct AppReport {
     pub cursor_after: Option<Cursor>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub stop_reason: Option<String>,
+    /// Times the app was tried again after a transient database error.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub retries: u32,
+    /// The failure was transient (a restart, a failover, a killed connection): worth a retry.
+    #[serde(skip)]
+    pub transient: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub batch_list: Vec<BatchReport>,
     /// Command-specific fields (status figures, verify counts), flattened into the app object.
@@ -63,6 +73,44 @@ pub struct AppReport {
 }
 
 impl AppReport {
+    /// This attempt's report followed by `next`'s: the work of both, where `next` ended, and
+    /// its outcome. Counts in the details add up, lists concatenate.
+    pub fn then(self, mut next: AppReport) -> AppReport {
+        next.batches += self.batches;
+        next.rows += self.rows;
+        let mut list = self.batch_list;
+        list.append(&mut next.batch_list);
+        next.batch_list = list;
+        let mut replaced = self.replaced_objects;
+        replaced.append(&mut next.replaced_objects);
+        next.replaced_objects = replaced;
+        let mut adopted = self.adopted_objects;
+        adopted.append(&mut next.adopted_objects);
+        next.adopted_objects = adopted;
+        next.cursor_before = self.cursor_before.or(next.cursor_before);
+        next.cursor_after = next.cursor_after.or(self.cursor_after);
+        if let (Some(before), Some(after)) = (self.details, next.details.as_mut()) {
+            for (key, value) in before {
+                match (after.get_mut(&key), value) {
+                    (Some(serde_json::Value::Number(a)), serde_json::Value::Number(b)) => {
+                        if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
+                            *a = (x + y).into();
+                        }
+                    }
+                    (Some(serde_json::Value::Array(a)), serde_json::Value::Array(mut b)) => {
+                        b.append(a);
+                        *a = b;
+                    }
+                    (None, value) => {
+                        after.insert(key, value);
+                    }
+                    _ => {}
+                }
+            }
+        }
+        next
+    }
+
     pub fn new(app_code: &str, outcome: Outcome) -> AppReport {
         AppReport {
             app_code: app_code.to_string(),
@@ -75,6 +123,8 @@ impl AppReport {
             cursor_before: None,
             cursor_after: None,
             stop_reason: None,
+            retries: 0,
+            transient: false,
             batch_list: Vec::new(),
             details: None,
         }
@@ -174,5 +224,51 @@ impl Summary {
 
     pub fn to_json(&self) -> String {
         serde_json::to_string(self).expect("a summary always serialises")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    fn details(value: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {
+        value.as_object().cloned()
+    }
+
+    #[test]
+    fn attempts_add_up() {
+        let mut first = AppReport::new("a1", Outcome::Failed);
+        first.rows = 20;
+        first.batches = 2;
+        first.transient = true;
+        first.cursor_before = Some(Cursor {
+            updated_at_ms: 1,
+            event_id: "e1".into(),
+        });
+        first.replaced_objects = vec!["k1".into()];
+        first.details = details(json!({"purged_rows": 7, "kept_changed": ["x"], "first_only": 1}));
+        let mut second = AppReport::new("a1", Outcome::Archived);
+        second.rows = 5;
+        second.batches = 1;
+        second.cursor_before = Some(Cursor {
+            updated_at_ms: 9,
+            event_id: "e9".into(),
+        });
+        second.replaced_objects = vec!["k2".into()];
+        second.details =
+            details(json!({"purged_rows": 3, "kept_changed": ["y"], "backlog_rows": 0}));
+        let both = first.then(second);
+        assert_eq!(
+            (both.rows, both.batches, both.outcome),
+            (25, 3, Outcome::Archived)
+        );
+        assert!(!both.transient, "the last attempt decides");
+        assert_eq!(both.cursor_before.unwrap().event_id, "e1");
+        assert_eq!(both.replaced_objects, vec!["k1", "k2"]);
+        assert_eq!(
+            serde_json::Value::Object(both.details.unwrap()),
+            json!({"purged_rows": 10, "kept_changed": ["x", "y"], "backlog_rows": 0, "first_only": 1})
+        );
     }
 }

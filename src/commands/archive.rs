@@ -52,6 +52,8 @@ pub struct ArchiveOptions {
     /// The status literal that means delivered.
     pub delivered_status: String,
     pub lock_prefix: String,
+    /// Times an app is tried again after a transient database error.
+    pub db_retries: u32,
     pub failpoints: FailPoints,
 }
 
@@ -68,6 +70,19 @@ enum AppError {
     Encode(String),
     #[error("batch {0} already has a VERIFIED receipt although its rows lie after the cursor; nothing written — run `outbox-archiver verify --batch-id {0}`")]
     AlreadyRecorded(String),
+}
+
+impl AppError {
+    fn is_transient(&self) -> bool {
+        match self {
+            AppError::Db(e) | AppError::Record(RecordError::Db(e)) => e.is_transient(),
+            // A restart or failover drops the lock with the connection. Another attempt goes
+            // back through the gate: it takes the lock anew, or reports the app skipped if
+            // another process has it.
+            AppError::Record(RecordError::LockLost { .. }) => true,
+            _ => false,
+        }
+    }
 }
 
 /// Resolves `--app`/`--all-apps` to app codes (the source table's, found by index dives).
@@ -117,7 +132,10 @@ pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
     };
     for app in apps {
         let started_at_ms = (env.now_ms)();
-        let report = worker.app(&app).instrument(app_span(&app)).await;
+        let report = env
+            .with_db_retries(&app, opts.db_retries, deadline, || worker.app(&app))
+            .instrument(app_span(&app))
+            .await;
         if !opts.dry_run {
             runs::note(
                 &env.db.pool,
@@ -173,6 +191,7 @@ impl Worker<'_> {
                 tracing::error!(app, error = %e, "archiving failed");
                 report.outcome = Outcome::Failed;
                 report.error = Some(e.to_string());
+                report.transient = e.is_transient();
             }
         }
         report

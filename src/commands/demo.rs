@@ -165,6 +165,7 @@ async fn demo(
         stragglers: false,
         delivered_status: "DELIVERED".into(),
         lock_prefix: format!("{}:", opts.database),
+        db_retries: 5,
         failpoints: FailPoints::default(),
     };
     let started = Instant::now();

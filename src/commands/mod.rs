@@ -98,8 +98,49 @@ impl Env {
             Err(e) => {
                 report.outcome = Outcome::Failed;
                 report.error = Some(e.to_string());
+                report.transient = e.is_transient();
                 Err(report)
             }
         }
+    }
+
+    /// Runs one app's work (`attempt`), and runs it again after a backoff (1 s, 2 s, 4 s, …)
+    /// while it fails on a transient database error — a restart, a failover, a killed
+    /// connection — at most `retries` times, never past shutdown or the deadline. Each attempt
+    /// starts at the gate (safe code, lock) and resumes from the receipts, so nothing is done
+    /// twice; the report adds the attempts up and counts the retries.
+    pub async fn with_db_retries<F, Fut>(
+        &self,
+        app: &str,
+        retries: u32,
+        deadline: Option<Instant>,
+        attempt: F,
+    ) -> AppReport
+    where
+        F: Fn() -> Fut,
+        Fut: std::future::Future<Output = AppReport>,
+    {
+        let mut report = attempt().await;
+        let mut done = 0;
+        while report.transient && done < retries && self.stop_reason(deadline).is_none() {
+            let wait = std::time::Duration::from_secs(1 << done.min(5));
+            tracing::warn!(
+                app,
+                retry = done + 1,
+                of = retries,
+                wait_s = wait.as_secs(),
+                error = report.error.as_deref().unwrap_or_default(),
+                "transient database error: trying the app again"
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.shutdown.cancelled() => break,
+            }
+            done += 1;
+            let next = attempt().await;
+            report = report.then(next);
+        }
+        report.retries = done;
+        report
     }
 }

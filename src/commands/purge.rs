@@ -35,6 +35,8 @@ pub struct PurgeOptions {
     pub reverify: bool,
     pub delivered_status: String,
     pub lock_prefix: String,
+    /// Times an app is tried again after a transient database error.
+    pub db_retries: u32,
     pub failpoints: FailPoints,
 }
 
@@ -95,7 +97,10 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
     };
     for app in apps {
         let started_at_ms = (env.now_ms)();
-        let report = purger.app(&app).instrument(app_span(&app)).await;
+        let report = env
+            .with_db_retries(&app, opts.db_retries, deadline, || purger.app(&app))
+            .instrument(app_span(&app))
+            .await;
         if !opts.dry_run && report.outcome != Outcome::SkippedLocked {
             runs::note(
                 &env.db.pool,
@@ -163,6 +168,12 @@ impl Purger<'_> {
                 tracing::error!(app, error = %e, "purge failed");
                 report.outcome = Outcome::Failed;
                 report.error = Some(e.to_string());
+                // A lost lock too: another attempt takes it anew at the gate, or skips.
+                report.transient = match &e {
+                    AppError::Db(e) | AppError::Purge(PurgeError::Db(e)) => e.is_transient(),
+                    AppError::Purge(PurgeError::LockLost { .. }) => true,
+                    _ => false,
+                };
             }
         }
         let mut details = serde_json::Map::new();

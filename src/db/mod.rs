@@ -57,6 +57,30 @@ impl<T> Context<T> for Result<T, sqlx::Error> {
     }
 }
 
+impl DbError {
+    /// A failure a new connection a moment later may not meet: the server went away, restarted
+    /// or failed over, the connection was reset or killed, the pool timed out, a deadlock or a
+    /// lock wait timeout. Configuration mistakes and data problems are never transient.
+    pub fn is_transient(&self) -> bool {
+        match self {
+            DbError::Unreachable { .. } => true,
+            DbError::Query { source, .. } => match source {
+                sqlx::Error::Io(_) | sqlx::Error::PoolTimedOut | sqlx::Error::WorkerCrashed => true,
+                sqlx::Error::Database(e) => e
+                    .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                    .is_some_and(|e| TRANSIENT_ERRORS.contains(&e.number())),
+                _ => false,
+            },
+            _ => false,
+        }
+    }
+}
+
+/// Server errors worth a retry: 1053 shutdown in progress, 1205 lock wait timeout, 1213 deadlock,
+/// 1927 connection killed (MariaDB), 2006 server gone away, 2013 lost connection, 4031
+/// disconnected by the server (MySQL 8).
+const TRANSIENT_ERRORS: [u16; 7] = [1053, 1205, 1213, 1927, 2006, 2013, 4031];
+
 /// The pool and how to open more connections like it (the advisory lock needs its own).
 #[derive(Debug, Clone)]
 pub struct Db {

@@ -18,7 +18,7 @@ pub const PURGE_CHUNK: usize = 500;
 pub enum PurgeError {
     #[error(transparent)]
     Db(#[from] DbError),
-    #[error("lost advisory lock {lock} while purging batch {batch_id}; the chunk was rolled back and the app stops")]
+    #[error("lost advisory lock {lock} while purging batch {batch_id}; the chunk was rolled back")]
     LockLost { lock: String, batch_id: String },
     #[error(transparent)]
     Failpoint(#[from] Tripped),

@@ -62,7 +62,7 @@ pub enum RecordError {
         expected: usize,
         found: usize,
     },
-    #[error("lost advisory lock {lock} before committing batch {batch_id} (killed connection or another archiver); nothing recorded, the app stops")]
+    #[error("lost advisory lock {lock} before committing batch {batch_id} (killed connection, server restart or another archiver); nothing recorded")]
     LockLost { lock: String, batch_id: String },
     #[error(transparent)]
     Failpoint(#[from] Tripped),

@@ -1,5 +1,6 @@
 //! One archiver per app (SPEC §5.4): a held lock means "skipped", not failure; a lock lost
-//! before the commit (the lock connection killed) stops the app with nothing recorded.
+//! before the commit (the lock connection killed) stops the attempt with nothing recorded, and
+//! the app is tried again from the gate (lock, cursor) when retries are on.
 
 use outbox_archiver::db::lock::lock_name;
 use outbox_archiver::failpoint::FailPoints;
@@ -56,9 +57,9 @@ async fn a_second_archiver_skips_the_app_and_exits_zero() {
     db.drop().await;
 }
 
-/// From inside a (synchronous) fail point: finds exactly one connection id with `find` (bound
-/// to `arg`) and KILLs it from another session.
-fn kill_the_one(url: &str, find: &'static str, arg: &str) {
+/// From inside a (synchronous) fail point: finds the connection ids `find` (bound to `arg`)
+/// returns, at least one, and KILLs them from another session.
+fn kill_all(url: &str, find: &'static str, arg: &str) {
     tokio::task::block_in_place(|| {
         tokio::runtime::Handle::current().block_on(async {
             let mut admin = MySqlConnection::connect(url).await.unwrap();
@@ -67,11 +68,13 @@ fn kill_the_one(url: &str, find: &'static str, arg: &str) {
                 .fetch_all(&mut admin)
                 .await
                 .unwrap();
-            assert_eq!(ids.len(), 1, "exactly one connection to kill: {ids:?}");
-            sqlx::query(sqlx::AssertSqlSafe(format!("KILL {}", ids[0])))
-                .execute(&mut admin)
-                .await
-                .unwrap();
+            assert!(!ids.is_empty(), "a connection to kill");
+            for id in ids {
+                sqlx::query(sqlx::AssertSqlSafe(format!("KILL {id}")))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap();
+            }
             admin.close().await.unwrap();
         })
     });
@@ -87,12 +90,18 @@ async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     let mut opts = options(&db, &["a1"], T0 + DAY);
     // After the objects are verified and the members written, another session KILLs the
     // connection that holds the lock.
-    opts.failpoints = FailPoints::new(move |point| {
-        if point == "after-members" {
-            kill_the_one(&url, "SELECT IS_USED_LOCK(?)", &name);
-        }
-        false
-    });
+    let kill_once = || {
+        let (url, name) = (url.clone(), name.clone());
+        let done = std::sync::atomic::AtomicBool::new(false);
+        FailPoints::new(move |point| {
+            if point == "after-members" && !done.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                kill_all(&url, "SELECT IS_USED_LOCK(?)", &name);
+            }
+            false
+        })
+    };
+    opts.failpoints = kill_once();
+    opts.db_retries = 0;
     let summary = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
     let a1 = &summary.apps[0];
     assert_eq!(a1.outcome, Outcome::Failed, "{}", summary.to_json());
@@ -104,39 +113,56 @@ async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     assert!(db.receipts("a1").await.is_empty(), "nothing committed");
     assert!(db.members("a1").await.is_empty());
 
-    opts.failpoints = FailPoints::default();
+    // With retries (the default) the app goes back through the gate — takes the lock anew,
+    // re-reads the cursor — and finishes in the same run.
+    opts.failpoints = kill_once();
+    opts.db_retries = 5;
     let rerun = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
-    assert_eq!(rerun.apps[0].outcome, Outcome::Archived);
+    assert_eq!(
+        rerun.apps[0].outcome,
+        Outcome::Archived,
+        "{}",
+        rerun.to_json()
+    );
+    assert_eq!(rerun.apps[0].retries, 1);
     assert_eq!(db.members("a1").await.len(), 10);
+    assert_eq!(db.receipts("a1").await.len(), 1);
     db.drop().await;
 }
 
-/// The receipt transaction's own connection killed mid-transaction (after its members are
-/// written): the batch is not recorded, nothing half-written remains, and a rerun converges.
+/// The receipt transaction's connection killed mid-transaction (after its members are written,
+/// with every other archiver connection but the lock's): the batch is not recorded, nothing
+/// half-written remains, and a rerun converges — within the same run when retries are on.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_receipt_transaction_records_nothing_and_a_rerun_converges() {
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
     db.insert(&rows("a1", 30)).await;
     let url = db.url.clone();
-    let database = db.name.clone();
+    let name = lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
     let mut opts = options(&db, &["a1"], T0 + DAY);
     opts.limits.max_rows = 10;
+    // Kills the receipt transaction once, the first time the point is reached: every
+    // connection of the archiver to this database but the lock's (information_schema.innodb_trx
+    // would name the transaction's own, but it is a snapshot that can lag behind).
+    let kill_once = |killed: std::sync::Arc<std::sync::atomic::AtomicBool>| {
+        let (url, name) = (url.clone(), name.clone());
+        FailPoints::new(move |point| {
+            if point == "after-members" && !killed.swap(true, std::sync::atomic::Ordering::SeqCst) {
+                kill_all(
+                    &url,
+                    "SELECT CAST(id AS SIGNED) FROM information_schema.processlist \
+                     WHERE db = DATABASE() AND id <> CONNECTION_ID() \
+                     AND id <> COALESCE(IS_USED_LOCK(?), 0)",
+                    &name,
+                );
+            }
+            false
+        })
+    };
     let killed = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
-    let once = killed.clone();
-    opts.failpoints = FailPoints::new(move |point| {
-        if point == "after-members" && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            // The one open InnoDB transaction that has written to this test's database.
-            kill_the_one(
-                &url,
-                "SELECT CAST(t.trx_mysql_thread_id AS SIGNED) FROM information_schema.innodb_trx t \
-                 JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id \
-                 WHERE p.db = ? AND t.trx_rows_modified > 0",
-                &database,
-            );
-        }
-        false
-    });
+    opts.failpoints = kill_once(killed.clone());
+    opts.db_retries = 0;
     let summary = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
     assert_eq!(
         summary.apps[0].outcome,
@@ -154,9 +180,16 @@ async fn killing_the_receipt_transaction_records_nothing_and_a_rerun_converges()
         "and left no member behind"
     );
 
-    opts.failpoints = FailPoints::default();
+    // With retries (the default), the same kill costs one retry and the run completes: the
+    // batch is redone from the gate, exactly once.
+    let killed_again = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    opts.failpoints = kill_once(killed_again.clone());
+    opts.db_retries = 5;
     let rerun = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
+    assert!(killed_again.load(std::sync::atomic::Ordering::SeqCst));
     assert!(rerun.ok, "{}", rerun.to_json());
+    assert_eq!(rerun.apps[0].retries, 1, "{}", rerun.to_json());
+    assert_eq!(rerun.apps[0].rows, 30, "the attempts add up");
     assert_eq!(db.members("a1").await.len(), 30);
     assert_eq!(db.receipts("a1").await.len(), 3);
     db.drop().await;

@@ -32,6 +32,7 @@ fn purge_options(db: &TestDb, apps: &[&str]) -> PurgeOptions {
         reverify: false,
         delivered_status: "DELIVERED".into(),
         lock_prefix: db.lock_prefix(),
+        db_retries: 5,
         failpoints: FailPoints::default(),
     }
 }

@@ -187,6 +187,7 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
                         reverify: false,
                         delivered_status: "DELIVERED".into(),
                         lock_prefix: db_opts.lock_prefix.clone(),
+                        db_retries: 5,
                         failpoints: Default::default(),
                     },
                 )

@@ -318,6 +318,7 @@ pub fn options(db: &TestDb, apps: &[&str], cutoff_ms: i64) -> ArchiveOptions {
         stragglers: false,
         delivered_status: "DELIVERED".into(),
         lock_prefix: db.lock_prefix(),
+        db_retries: 5,
         failpoints: FailPoints::default(),
     }
 }
