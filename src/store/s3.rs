@@ -369,6 +369,17 @@ impl Read {
                     };
                     return Some((Err(error), self.finished()));
                 }
+                Err(StoreError::AlreadyExists { key }) => {
+                    // 412 on If-Match: the object is not the one this read began.
+                    let error = StoreError::Other {
+                        op: "get",
+                        key,
+                        detail:
+                            "the object changed while it was being read (ETag no longer matches)"
+                                .into(),
+                    };
+                    return Some((Err(error), self.finished()));
+                }
                 Err(error) => return Some((Err(error), self.finished())),
             }
         }
