@@ -6,7 +6,7 @@
 //! * Pure logic, no I/O, unit-tested with fixed vectors:
 //!   [`table`] (what an outbox table looks like: its columns and their roles),
 //!   [`codec`] (a row ⇄ one NDJSON line), [`digest`] (SHA-256, CRC-64, sizes),
-//!   [`format`] (batch facts → batch_id, object keys, manifest and `_SUCCESS` bytes),
+//!   [`format`](mod@format) (batch facts → batch_id, object keys, manifest and `_SUCCESS` bytes),
 //!   [`batch`] (rows → a bounded gzip NDJSON batch, and the same facts recomputed from an
 //!   object's bytes), [`timespec`] (durations, cutoffs, UTC days), [`appcode`], [`redact`].
 //! * I/O boundaries, each behind a narrow interface:
@@ -17,7 +17,9 @@
 //!   batch's three objects).
 //! * Commands — one module each with an options struct and one `run`: [`commands`].
 //! * [`summary`] is the JSON object every command prints on stdout, and the exit status it
-//!   implies; [`failpoint`] lets tests stop a run at a named point as if it had crashed.
+//!   implies (and the run id on every log line); [`metrics`] turns it into Prometheus gauges for
+//!   a Pushgateway or a textfile; [`progress`] is the terminal-only progress line; [`shard`] is
+//!   `--shard I/N`; [`failpoint`] lets tests stop a run at a named point as if it had crashed.
 //! * [`seed`] generates realistic outbox rows for the demo, the benchmarks and the tests;
 //!   [`local_s3`] runs a real S3 server in-process for the demo and the tests.
 //!
