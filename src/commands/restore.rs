@@ -7,6 +7,10 @@
 
 use std::collections::BTreeMap;
 use std::io::BufRead;
+use std::sync::{Arc, Mutex};
+
+use bytes::Bytes;
+use futures_util::StreamExt;
 
 use serde_json::json;
 
@@ -17,7 +21,7 @@ use crate::codec::{self, Row};
 use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
 use crate::db::restore::{self as db_restore, RESTORE_CHUNK};
 use crate::db::DbError;
-use crate::store::{self, StoreError};
+use crate::store::{ByteStream, Location, ObjectMeta, ObjectStore, PutMode, StoreError};
 use crate::summary::{AppReport, Outcome, Summary};
 
 #[derive(Debug, Clone, Default)]
@@ -179,8 +183,11 @@ async fn restore_batch(
     let members = receipts_q
         .members_of(pool, &receipt.app_code, &receipt.batch_id)
         .await?;
+    // The data object is fetched once: verified as it streams past, then loaded from those
+    // very bytes.
+    let remembering = Remembering::new(env.store.as_ref(), &receipt.keys.data);
     let checker = Checker {
-        store: env.store.as_ref(),
+        store: &remembering,
         spec: env.spec,
         metadata_only: false,
     };
@@ -214,7 +221,7 @@ async fn restore_batch(
         db_restore::drop_table(pool, table).await?;
         db_restore::create_like(pool, env.spec, table).await?;
     }
-    let rows = read_rows(env, receipt).await?;
+    let rows = decode_rows(env, receipt, remembering.take())?;
     for chunk in rows.chunks(RESTORE_CHUNK) {
         let loaded =
             db_restore::load_chunk(pool, env.spec, table, &receipt.app_code, chunk).await?;
@@ -261,21 +268,19 @@ async fn restore_batch(
     Ok(())
 }
 
-/// The rows of a batch's data object (bounded by the batch size), after verification.
-async fn read_rows(env: &Env, receipt: &StoredReceipt) -> Result<Vec<Row>, Failure> {
+/// The rows of a batch's data object (bounded by the batch size) from the bytes verification
+/// read in full and found to hash to the receipt.
+fn decode_rows(
+    env: &Env,
+    receipt: &StoredReceipt,
+    verified: Option<Vec<u8>>,
+) -> Result<Vec<Row>, Failure> {
     let key = &receipt.keys.data;
-    let bytes = store::get_all(env.store.as_ref(), key)
-        .await?
-        .ok_or_else(|| Failure::Data(format!("{key} disappeared")))?;
-    // Load exactly the bytes the receipt vouches for, even if the object changed since it was
-    // verified a moment ago.
-    let digest = crate::digest::ObjectDigest::of(&bytes);
-    if digest != receipt.data {
-        return Err(Failure::Data(format!(
-            "{key} changed after it was verified (now {} bytes, sha256 {}); nothing loaded",
-            digest.size, digest.sha256
-        )));
-    }
+    let bytes = verified.ok_or_else(|| {
+        Failure::Data(format!(
+            "{key} was not read in full during verification; nothing loaded"
+        ))
+    })?;
     let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(&bytes[..]));
     let mut rows = Vec::with_capacity(receipt.content.row_count as usize);
     for (i, line) in reader.split(b'\n').enumerate() {
@@ -286,4 +291,81 @@ async fn read_rows(env: &Env, receipt: &StoredReceipt) -> Result<Vec<Row>, Failu
         );
     }
     Ok(rows)
+}
+
+/// A store that keeps the bytes of one key as they stream past, so restore loads exactly the
+/// data object it has just verified, without fetching it twice. The bytes are kept only when the
+/// stream was read to its end.
+#[derive(Debug)]
+struct Remembering<'a> {
+    inner: &'a dyn ObjectStore,
+    key: String,
+    bytes: Arc<Mutex<Option<Vec<u8>>>>,
+}
+
+impl<'a> Remembering<'a> {
+    fn new(inner: &'a dyn ObjectStore, key: &str) -> Remembering<'a> {
+        Remembering {
+            inner,
+            key: key.to_string(),
+            bytes: Arc::default(),
+        }
+    }
+
+    fn take(&self) -> Option<Vec<u8>> {
+        self.bytes.lock().expect("not poisoned").take()
+    }
+}
+
+#[async_trait::async_trait]
+impl ObjectStore for Remembering<'_> {
+    fn location(&self) -> &Location {
+        self.inner.location()
+    }
+
+    async fn check(&self) -> Result<(), StoreError> {
+        self.inner.check().await
+    }
+
+    async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError> {
+        self.inner.head(key).await
+    }
+
+    async fn get(&self, key: &str) -> Result<Option<ByteStream>, StoreError> {
+        let Some(stream) = self.inner.get(key).await? else {
+            return Ok(None);
+        };
+        if key != self.key {
+            return Ok(Some(stream));
+        }
+        let slot = self.bytes.clone();
+        let kept =
+            futures_util::stream::unfold(Some((stream, Vec::new(), slot)), |state| async move {
+                let (mut stream, mut buf, slot) = state?;
+                match stream.next().await {
+                    Some(Ok(chunk)) => {
+                        buf.extend_from_slice(&chunk);
+                        Some((Ok(chunk), Some((stream, buf, slot))))
+                    }
+                    Some(Err(e)) => Some((Err(e), None)),
+                    None => {
+                        *slot.lock().expect("not poisoned") = Some(buf);
+                        None
+                    }
+                }
+            });
+        Ok(Some(kept.boxed()))
+    }
+
+    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<(), StoreError> {
+        self.inner.put(key, body, mode).await
+    }
+
+    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+        self.inner.list(prefix).await
+    }
+
+    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+        self.inner.delete(key).await
+    }
 }
