@@ -3,6 +3,7 @@
 
 mod archive_e2e;
 mod bad_input;
+mod bounded;
 mod contention;
 mod corruption;
 mod crash;

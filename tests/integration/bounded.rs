@@ -1,0 +1,84 @@
+//! SPEC 5.6, bounded: database reads are keyset pages of at most 500 rows, and no transaction is
+//! open on the database while a batch's objects are uploaded. (Memory is measured by the
+//! benchmark: peak RSS does not grow with the backlog.)
+
+use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Arc;
+
+use outbox_archiver::db::source::PageQueries;
+use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::table::WALLET_OUTBOX;
+use sqlx::Connection;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_page_never_holds_more_than_500_rows() {
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 1_200)).await;
+    let pages = PageQueries::new(&WALLET_OUTBOX);
+    let page = pages
+        .page(&db.db.pool, "a1", "DELIVERED", None, T0 + DAY, 10_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        page.len(),
+        500,
+        "a caller asking for 10,000 rows gets one page of 500"
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn no_transaction_is_open_while_objects_are_uploaded() {
+    let (db, _s3, store) = fixture().await;
+    // One batch: once it is built the reader is done, so every database connection is idle
+    // while its three objects go up.
+    db.insert(&rows("a1", 40)).await;
+    let (url, name) = (db.url.clone(), db.name.clone());
+    let checked = Arc::new(AtomicU32::new(0));
+    let seen = checked.clone();
+    let mut opts = options(&db, &["a1"], T0 + DAY);
+    opts.failpoints = FailPoints::new(move |point| {
+        if matches!(
+            point,
+            "after-data-put" | "after-manifest-put" | "after-success-put"
+        ) {
+            let open = open_transactions(&url, &name);
+            assert_eq!(open, 0, "a transaction is open on {name} at {point}");
+            seen.fetch_add(1, Ordering::SeqCst);
+        }
+        false
+    });
+    let summary = archive(&env(&db, store, T0 + DAY), &opts).await;
+    assert!(summary.ok, "{}", summary.to_json());
+    assert_eq!(
+        checked.load(Ordering::SeqCst),
+        3,
+        "checked after each of the three puts"
+    );
+    db.drop().await;
+}
+
+/// Transactions InnoDB has open for connections to `database`, other than this check's own.
+fn open_transactions(url: &str, database: &str) -> i64 {
+    tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(async {
+            // information_schema.innodb_trx is a snapshot refreshed when older than 0.1 s: let
+            // the previous batch's commit age out of it.
+            tokio::time::sleep(std::time::Duration::from_millis(200)).await;
+            let mut conn = sqlx::MySqlConnection::connect(url).await.unwrap();
+            let open: i64 = sqlx::query_scalar(
+                "SELECT COUNT(*) FROM information_schema.innodb_trx t \
+                 JOIN information_schema.processlist p ON p.id = t.trx_mysql_thread_id \
+                 WHERE p.db = ? AND p.id <> CONNECTION_ID()",
+            )
+            .bind(database)
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+            conn.close().await.unwrap();
+            open
+        })
+    })
+}
