@@ -177,13 +177,13 @@ pub struct AppArgs {
 }
 
 impl AppArgs {
-    fn apps(self) -> Result<Apps, String> {
+    fn apps(&self) -> Result<Apps, String> {
         match (self.all_apps, self.shard) {
             (true, Some(shard)) => Ok(Apps::Shard(shard)),
             (true, None) => Ok(Apps::All),
-            (false, None) => Ok(Apps::Listed(self.apps)),
+            (false, None) => Ok(Apps::Listed(self.apps.clone())),
             (false, Some(shard)) => Err(format!(
-                "--shard {shard} needs --all-apps (OUTBOX_ARCHIVER_ALL_APPS): a shard is a share of every app, not of a list"
+                "--shard needs --all-apps (OUTBOX_ARCHIVER_ALL_APPS): shard {shard} is a share of every app, not of a list"
             )),
         }
     }
@@ -574,14 +574,12 @@ pub fn effective_config(cli: &Cli, matches: &clap::ArgMatches) -> (serde_json::V
     if let Err(e) = cli.common.spec() {
         problems.push(e);
     }
-    let shard_without_all = match &cli.command {
-        Command::Archive(args) => args.apps.shard.is_some() && !args.apps.all_apps,
-        Command::Purge(args) => args.apps.shard.is_some() && !args.apps.all_apps,
-        _ => false,
+    let apps = match &cli.command {
+        Command::Archive(args) => args.apps.apps().err(),
+        Command::Purge(args) => args.apps.apps().err(),
+        _ => None,
     };
-    if shard_without_all {
-        problems.push("--shard needs --all-apps".to_string());
-    }
+    problems.extend(apps);
     let ok = problems.is_empty();
     (
         serde_json::json!({

@@ -73,6 +73,7 @@ fn sample(name: &'static str, help: &'static str, value: f64) -> Sample {
 }
 
 const LAST_SUCCESS: &str = "outbox_archiver_last_success_timestamp_seconds";
+const LAST_SUCCESS_HELP: &str = "When the command last succeeded for the app (Unix time).";
 
 /// Whether an app's outcome counts as a success: it did its work, or had none, or stopped on a
 /// limit with its progress recorded. An app skipped because another process held its lock is
@@ -205,11 +206,7 @@ fn app_samples(app: &AppReport, seconds: f64) -> Vec<Sample> {
         ),
     ];
     if succeeded(app) {
-        samples.push(sample(
-            LAST_SUCCESS,
-            "When the command last succeeded for the app (Unix time).",
-            seconds,
-        ));
+        samples.push(sample(LAST_SUCCESS, LAST_SUCCESS_HELP, seconds));
     }
     // A figure that is there but null (no backlog, so no oldest row) is exported as 0: left
     // out, the Pushgateway would keep serving the previous run's value to the alert.
@@ -270,11 +267,18 @@ fn format_value(value: f64) -> String {
     }
 }
 
-/// The text exposition format of `samples`, each with `labels` first; HELP and TYPE once per name.
-pub fn render<'a>(
+/// One metric's lines in the text exposition format, under one HELP and TYPE.
+struct Family {
+    name: &'static str,
+    help: &'static str,
+    lines: Vec<String>,
+}
+
+/// Groups `samples`, each with `labels` first, into families in order of first appearance.
+fn families<'a>(
     samples: impl IntoIterator<Item = (&'a [(&'static str, String)], &'a Sample)>,
-) -> String {
-    let mut by_name: Vec<(&'static str, &'static str, Vec<String>)> = Vec::new();
+) -> Vec<Family> {
+    let mut families: Vec<Family> = Vec::new();
     for (labels, s) in samples {
         let all: Vec<String> = labels
             .iter()
@@ -286,19 +290,34 @@ pub fn render<'a>(
         } else {
             format!("{}{{{}}} {}", s.name, all.join(","), format_value(s.value))
         };
-        match by_name.iter_mut().find(|(name, _, _)| *name == s.name) {
-            Some((_, _, lines)) => lines.push(line),
-            None => by_name.push((s.name, s.help, vec![line])),
+        match families.iter_mut().find(|f| f.name == s.name) {
+            Some(family) => family.lines.push(line),
+            None => families.push(Family {
+                name: s.name,
+                help: s.help,
+                lines: vec![line],
+            }),
         }
     }
+    families
+}
+
+fn format_families(families: &[Family]) -> String {
     let mut out = String::new();
-    for (name, help, lines) in by_name {
+    for Family { name, help, lines } in families {
         let _ = writeln!(out, "# HELP {name} {help}\n# TYPE {name} gauge");
         for line in lines {
             let _ = writeln!(out, "{line}");
         }
     }
     out
+}
+
+/// The text exposition format of `samples`, each with `labels` first; HELP and TYPE once per name.
+pub fn render<'a>(
+    samples: impl IntoIterator<Item = (&'a [(&'static str, String)], &'a Sample)>,
+) -> String {
+    format_families(&families(samples))
 }
 
 /// Sends the run's metrics where `target` says. Returns what went wrong, in the operator's
@@ -413,48 +432,39 @@ async fn push(
 /// Writes every group to `path` atomically (a temporary file renamed over it), carrying over the
 /// last-success lines of apps this run did not succeed for.
 pub fn write_textfile(path: &Path, groups: &[Group]) -> std::io::Result<()> {
-    let mut text = render(
+    let mut families = families(
         groups
             .iter()
             .flat_map(|g| g.samples.iter().map(move |s| (g.labels.as_slice(), s))),
     );
     if let Ok(previous) = std::fs::read_to_string(path) {
-        let fresh: Vec<String> = text
-            .lines()
-            .filter(|l| l.starts_with(LAST_SUCCESS))
-            .filter_map(|l| l.split_once('}').map(|(labels, _)| labels.to_string()))
-            .collect();
-        let carried: Vec<&str> = previous
-            .lines()
-            .filter(|l| l.starts_with(&format!("{LAST_SUCCESS}{{")))
-            .filter(|l| {
-                l.split_once('}')
-                    .is_some_and(|(labels, _)| !fresh.iter().any(|f| f == labels))
-            })
-            .collect();
-        if !carried.is_empty() {
-            if !text.contains(&format!("# TYPE {LAST_SUCCESS} gauge")) {
-                let _ = writeln!(
-                    text,
-                    "# HELP {LAST_SUCCESS} When the command last succeeded for the app (Unix time).\n# TYPE {LAST_SUCCESS} gauge"
-                );
-                for line in &carried {
-                    let _ = writeln!(text, "{line}");
-                }
-            } else {
-                // Keep the family together: insert after its last line.
-                let mut lines: Vec<String> = text.lines().map(str::to_string).collect();
-                let at = lines
-                    .iter()
-                    .rposition(|l| l.starts_with(LAST_SUCCESS))
-                    .map_or(lines.len(), |i| i + 1);
-                for (offset, line) in carried.iter().enumerate() {
-                    lines.insert(at + offset, line.to_string());
-                }
-                text = lines.join("\n") + "\n";
+        let series = |line: &str| line.split_once('}').map(|(series, _)| series.to_string());
+        let at = match families.iter().position(|f| f.name == LAST_SUCCESS) {
+            Some(at) => at,
+            None => {
+                families.push(Family {
+                    name: LAST_SUCCESS,
+                    help: LAST_SUCCESS_HELP,
+                    lines: Vec::new(),
+                });
+                families.len() - 1
             }
-        }
+        };
+        let fresh: Vec<String> = families[at]
+            .lines
+            .iter()
+            .filter_map(|l| series(l))
+            .collect();
+        let prefix = format!("{LAST_SUCCESS}{{");
+        families[at].lines.extend(
+            previous
+                .lines()
+                .filter(|l| l.starts_with(&prefix))
+                .filter(|l| series(l).is_some_and(|s| !fresh.contains(&s)))
+                .map(str::to_string),
+        );
     }
+    let text = format_families(&families);
     let dir = path
         .parent()
         .filter(|p| !p.as_os_str().is_empty())

@@ -24,12 +24,13 @@ impl Progress {
             done: 0,
             started: Instant::now(),
             drawn: None,
-            enabled: std::io::stderr().is_terminal(),
+            enabled: Progress::on_terminal(),
         }
     }
 
-    pub fn enabled(&self) -> bool {
-        self.enabled
+    /// Whether a progress line would be drawn (stderr is a terminal).
+    pub fn on_terminal() -> bool {
+        std::io::stderr().is_terminal()
     }
 
     pub fn advance(&mut self, n: u64, note: &str) {

@@ -12,10 +12,10 @@ use crate::batch::{BatchEncoder, EncodedBatch, Limits, Offer};
 use crate::db::lock::AppLock;
 use crate::db::receipts::{Receipt, ReceiptQueries, RecordError};
 use crate::db::runs;
-use crate::db::source::{all_apps, PageQueries, RowStream, Source};
+use crate::db::source::{all_apps, Backlog, PageQueries, RowStream, Source};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
-use crate::format;
+use crate::format::{self, Cursor};
 use crate::progress::Progress;
 use crate::publish::{PublishError, Publisher};
 use crate::shard::Shard;
@@ -197,21 +197,37 @@ impl Worker<'_> {
         report
     }
 
-    /// What is left after the run — delivered rows below the cutoff after the cursor, and the age
-    /// of the oldest — so every archive run reports (and exports) the backlog an operator alerts
-    /// on, not only `status`. One index range count; a failure to count is logged, not fatal.
-    async fn note_backlog(&self, app: &str, report: &mut AppReport) {
-        let backlog = self
-            .pages
+    /// Delivered rows of `app` below the cutoff after `after`: one index range count.
+    async fn backlog(&self, app: &str, after: Option<&Cursor>) -> Result<Backlog, DbError> {
+        self.pages
             .backlog(
                 &self.env.db.pool,
                 app,
                 &self.opts.delivered_status,
-                report.cursor_after.as_ref(),
+                after,
                 self.opts.cutoff_ms,
             )
-            .await;
-        match backlog {
+            .await
+    }
+
+    /// The terminal's progress line for `app`; on a terminal, it counts the backlog first
+    /// (one index range count) to give a total and an ETA.
+    async fn progress(&self, app: &str, source: &Source) -> Result<Progress, AppError> {
+        let label = format!("archive {app}");
+        let total = match source {
+            Source::After(after) if Progress::on_terminal() => {
+                Some(self.backlog(app, after.as_ref()).await?.rows.max(0) as u64)
+            }
+            _ => None,
+        };
+        Ok(Progress::new(label, "rows", total))
+    }
+
+    /// What is left after the run — delivered rows below the cutoff after the cursor, and the age
+    /// of the oldest — so every archive run reports (and exports) the backlog an operator alerts
+    /// on, not only `status`. One index range count; a failure to count is logged, not fatal.
+    async fn note_backlog(&self, app: &str, report: &mut AppReport) {
+        match self.backlog(app, report.cursor_after.as_ref()).await {
             Ok(backlog) => {
                 let now = (self.env.now_ms)();
                 let details = report.details.get_or_insert_with(Default::default);
@@ -251,26 +267,7 @@ impl Worker<'_> {
             (true, None) => return Ok(Outcome::UpToDate),
             (false, cursor) => Source::After(cursor),
         };
-        let mut progress = Progress::new(format!("archive {app}"), "rows", None);
-        if progress.enabled() {
-            if let Source::After(after) = &source {
-                let backlog = self
-                    .pages
-                    .backlog(
-                        pool,
-                        app,
-                        &self.opts.delivered_status,
-                        after.as_ref(),
-                        self.opts.cutoff_ms,
-                    )
-                    .await?;
-                progress = Progress::new(
-                    format!("archive {app}"),
-                    "rows",
-                    Some(backlog.rows.max(0) as u64),
-                );
-            }
-        }
+        let mut progress = self.progress(app, &source).await?;
         let rows = RowStream::spawn(
             pool.clone(),
             self.pages.clone(),

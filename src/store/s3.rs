@@ -340,7 +340,7 @@ impl Read {
                         self.resumes + 1
                     ),
                 };
-                return Some((Err(error), self.finished()));
+                return self.fail(error);
             }
             self.resumes += 1;
             Counters::bump(&self.fetch.counters.resumed_reads);
@@ -351,45 +351,45 @@ impl Read {
                 "S3 read broke off ({problem}); resuming from where it stopped"
             );
             tokio::time::sleep(backoff(self.resumes)).await;
-            match self
-                .fetch
-                .object(&self.key, self.offset, self.etag.as_deref())
-                .await
-            {
-                Ok(Some(out)) => {
-                    let ranged = out.content_range().is_some() || self.offset == 0;
-                    self.skip = if ranged { 0 } else { self.offset };
-                    self.body = out.body;
-                }
-                Ok(None) => {
-                    let error = StoreError::Other {
-                        op: "get",
-                        key: self.key.clone(),
-                        detail: "the object disappeared while it was being read".into(),
-                    };
-                    return Some((Err(error), self.finished()));
-                }
-                Err(StoreError::AlreadyExists { key }) => {
-                    // 412 on If-Match: the object is not the one this read began.
-                    let error = StoreError::Other {
-                        op: "get",
-                        key,
-                        detail:
-                            "the object changed while it was being read (ETag no longer matches)"
-                                .into(),
-                    };
-                    return Some((Err(error), self.finished()));
-                }
-                Err(error) => return Some((Err(error), self.finished())),
+            if let Err(error) = self.reopen().await {
+                return self.fail(error);
             }
         }
     }
 
-    /// A read that has failed yields nothing more.
-    fn finished(mut self) -> Read {
+    /// GETs the rest of the object, from the first byte not yet delivered, pinned to its ETag.
+    async fn reopen(&mut self) -> Result<(), StoreError> {
+        let gone = |detail: &str| StoreError::Other {
+            op: "get",
+            key: self.key.clone(),
+            detail: detail.into(),
+        };
+        let out = match self
+            .fetch
+            .object(&self.key, self.offset, self.etag.as_deref())
+            .await
+        {
+            Ok(Some(out)) => out,
+            Ok(None) => return Err(gone("the object disappeared while it was being read")),
+            // 412 on If-Match: the object is not the one this read began.
+            Err(StoreError::AlreadyExists { .. }) => {
+                return Err(gone(
+                    "the object changed while it was being read (ETag no longer matches)",
+                ))
+            }
+            Err(error) => return Err(error),
+        };
+        let ranged = out.content_range().is_some() || self.offset == 0;
+        self.skip = if ranged { 0 } else { self.offset };
+        self.body = out.body;
+        Ok(())
+    }
+
+    /// Yields `error`, after which the read yields nothing more.
+    fn fail(mut self, error: StoreError) -> Option<(Result<Bytes, StoreError>, Read)> {
         self.body = SdkByteStream::from_static(b"");
         self.size = None;
-        self
+        Some((Err(error), self))
     }
 }
 

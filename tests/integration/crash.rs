@@ -39,18 +39,13 @@ async fn sigkill_at_fifty_moments_loses_and_duplicates_nothing() {
         root: dir.path().to_path_buf(),
     }));
     let prefix = db.lock_prefix();
-    let args = [
-        "archive",
-        "--all-apps",
-        "--batch-rows",
-        "2",
-        "--cutoff",
-        "2026-01-02T00:00:00Z",
-        "--store",
-        &store_url,
-        "--lock-prefix",
-        &prefix,
-    ];
+    let archiver = || {
+        let mut command = archive_in_two_row_batches(&store_url);
+        command
+            .args(["--lock-prefix", &prefix])
+            .env("DATABASE_URL", &db.url);
+        command
+    };
     let mut rng = Rng::new(20261129);
     let mut killed = 0;
     let mut recorded: HashMap<String, (u64, i128, u64)> = HashMap::new();
@@ -67,9 +62,7 @@ async fn sigkill_at_fifty_moments_loses_and_duplicates_nothing() {
         if members > 3 * (inserted - BLOCK / 2) {
             add_block(&db, &mut inserted).await;
         }
-        let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
-            .args(args)
-            .env("DATABASE_URL", &db.url)
+        let mut child = archiver()
             .stdout(std::process::Stdio::null())
             .stderr(std::process::Stdio::null())
             .spawn()
@@ -111,12 +104,7 @@ async fn sigkill_at_fifty_moments_loses_and_duplicates_nothing() {
         killed >= 25,
         "most of the 50 moments hit a running archiver: {killed}"
     );
-    let last = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
-        .args(args)
-        .env("DATABASE_URL", &db.url)
-        .output()
-        .await
-        .unwrap();
+    let last = archiver().output().await.unwrap();
     assert!(
         last.status.success(),
         "{}",

@@ -46,11 +46,7 @@ impl PrivateServer {
             "mariadb-install-db: {}",
             String::from_utf8_lossy(&out.stderr)
         );
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let mut server = PrivateServer {
             dir,
             port,
@@ -104,14 +100,7 @@ impl PrivateServer {
             command.arg("--user=root");
         }
         self.process = Some(command.spawn().unwrap());
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while tokio::net::TcpStream::connect(("127.0.0.1", self.port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "private mariadbd did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_for_port(self.port, "private mariadbd", Duration::from_secs(30)).await;
     }
 
     /// Stops the server with `signal` (SIGTERM: a clean shutdown; SIGKILL: a crash) and waits.
@@ -164,17 +153,7 @@ async fn a_database_restart_mid_run_is_retried_or_fails_cleanly_and_converges() 
     let dir = tempfile::tempdir().unwrap();
     let store_url = format!("file://{}", dir.path().display());
     let run = |extra: &[&str]| {
-        tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
-            .args([
-                "archive",
-                "--all-apps",
-                "--batch-rows",
-                "2",
-                "--cutoff",
-                "2026-01-02T00:00:00Z",
-                "--store",
-                &store_url,
-            ])
+        archive_in_two_row_batches(&store_url)
             .args(extra)
             .env("DATABASE_URL", &db.url)
             .stdout(Stdio::piped())

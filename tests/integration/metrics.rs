@@ -5,7 +5,7 @@
 
 use std::collections::BTreeMap;
 use std::process::Stdio;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use outbox_archiver::db::lock::lock_name;
 use sqlx::Connection;
@@ -30,11 +30,7 @@ impl Pushgateway {
                 _process: None,
             };
         }
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .unwrap()
-            .local_addr()
-            .unwrap()
-            .port();
+        let port = free_port();
         let process = tokio::process::Command::new("prometheus-pushgateway")
             .arg(format!("--web.listen-address=127.0.0.1:{port}"))
             .stdout(Stdio::null())
@@ -44,14 +40,7 @@ impl Pushgateway {
             .unwrap_or_else(|e| {
                 panic!("cannot start prometheus-pushgateway ({e}): apt-get install prometheus-pushgateway (.ci/test does)")
             });
-        let deadline = Instant::now() + Duration::from_secs(20);
-        while tokio::net::TcpStream::connect(("127.0.0.1", port))
-            .await
-            .is_err()
-        {
-            assert!(Instant::now() < deadline, "the Pushgateway did not start");
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        wait_for_port(port, "the Pushgateway", Duration::from_secs(20)).await;
         Pushgateway {
             host: "127.0.0.1".into(),
             port,

@@ -453,3 +453,41 @@ pub async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
         all_output: format!("{stdout}\n{stderr}"),
     }
 }
+
+/// A TCP port on 127.0.0.1 that was free a moment ago, for a server the test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something listens on 127.0.0.1:`port`; panics naming `what` after `limit`.
+pub async fn wait_for_port(port: u16, what: &str, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(std::time::Instant::now() < deadline, "{what} did not start");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The binary's `archive` of every app below 2026-01-02 in two-row batches into `store_url`: many
+/// small batches, so a run can be interrupted at many moments.
+pub fn archive_in_two_row_batches(store_url: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
+    command.args([
+        "archive",
+        "--all-apps",
+        "--batch-rows",
+        "2",
+        "--cutoff",
+        "2026-01-02T00:00:00Z",
+        "--store",
+        store_url,
+    ]);
+    command
+}
