@@ -6,14 +6,18 @@
 -- CREATE and ALTER on the database. GET_LOCK/RELEASE_LOCK need no privilege.
 
 -- archive (the hourly CronJob), verify and status: read the outbox, write receipts, members and
--- run records. No DELETE anywhere: this role cannot remove a row from the outbox. UPDATE on the
+-- run records. No DELETE on the outbox: this role cannot remove a row from it. UPDATE on the
 -- receipts and members is for the idempotent `INSERT … ON DUPLICATE KEY UPDATE key = key` of a
 -- rerun (the server asks for UPDATE on every inserted column; a column grant is not enough).
+-- DELETE on the members (only) is for a row delivered again after it was archived: its member
+-- row moves to the batch that archived the new version, and the old version is kept in
+-- `_superseded` (README, "Redelivered rows").
 CREATE USER IF NOT EXISTS 'outbox_archiver'@'%' IDENTIFIED BY 'CHANGE-ME';
 GRANT SELECT ON `wallet`.`wallet_outbox` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT, UPDATE ON `wallet`.`wallet_outbox_archive_receipts` TO 'outbox_archiver'@'%';
-GRANT SELECT, INSERT, UPDATE ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT, UPDATE, DELETE ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_archiver'@'%';
 
@@ -23,11 +27,13 @@ GRANT SELECT, DELETE ON `wallet`.`wallet_outbox` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_purger'@'%';
 GRANT SELECT, UPDATE ON `wallet`.`wallet_outbox_archive_receipts` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_purger'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_purger'@'%';
 
 -- restore and restore drills (by hand, by on-call): a separate role again, because it creates
--- tables. Restoring into the live table (--into-source) additionally needs INSERT on it; grant
--- that for the duration of an incident only.
+-- tables. Restoring into the live table (--into-source) additionally needs INSERT on it and
+-- UPDATE on the receipts (the batch is marked restored, so purge never deletes its rows again);
+-- grant that for the duration of an incident only.
 -- CREATE USER IF NOT EXISTS 'outbox_restorer'@'%' IDENTIFIED BY 'CHANGE-ME';
 -- GRANT SELECT, CREATE, DROP, INSERT ON `wallet`.* TO 'outbox_restorer'@'%';

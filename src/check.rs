@@ -269,7 +269,14 @@ impl Checker<'_> {
         let key = receipt.keys.data.as_str();
         let meta = self.store.head(key).await?;
         if self.metadata_only {
-            self.check_head(receipt, key, meta, &receipt.data, None, findings);
+            self.check_head(
+                receipt,
+                key,
+                meta,
+                &receipt.data,
+                receipt.data_crc64nvme,
+                findings,
+            );
             return Ok(());
         }
         let Some(read) = read_data(self.store, self.spec, &receipt.app_code, key).await? else {

@@ -19,7 +19,7 @@ use crate::db::Db;
 use crate::failpoint::FailPoints;
 use crate::metrics;
 use crate::shard::Shard;
-use crate::store::{self, Location, S3Settings, UploadChecksum};
+use crate::store::{self, ConditionalPutSetting, Location, S3Settings, UploadChecksum};
 use crate::summary::Summary;
 use crate::table::{self, TableSpec};
 use crate::timespec;
@@ -105,9 +105,11 @@ pub struct Common {
         default_value = "md5"
     )]
     pub s3_upload_checksum: UploadChecksum,
-    /// Send If-None-Match: * on create-only puts (turn off for a store that rejects it).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_CONDITIONAL_PUT", default_value_t = true, action = clap::ArgAction::Set)]
-    pub s3_conditional_put: bool,
+    /// Create-only puts send If-None-Match: *. auto: probe once per run whether the store
+    /// honours it, and fall back to HEAD-then-PUT if it does not; true: send it without probing;
+    /// false: never send it (a store that rejects the header).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_CONDITIONAL_PUT", default_value = "auto", value_parser = parse_conditional_put)]
+    pub s3_conditional_put: ConditionalPutSetting,
     /// Attempts per S3 request (first included), with exponential backoff and jitter between
     /// them; a body read that breaks off is resumed as many times.
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_MAX_ATTEMPTS", default_value_t = store::DEFAULT_MAX_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=100))]
@@ -291,10 +293,19 @@ pub struct PurgeArgs {
     /// Count what would be deleted; delete nothing.
     #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
     pub dry_run: bool,
-    /// Re-read and check each batch's objects right before deleting its rows (set
-    /// OUTBOX_ARCHIVER_PURGE_REVERIFY=true to make it the default).
-    #[arg(long, env = "OUTBOX_ARCHIVER_PURGE_REVERIFY")]
+    /// Re-read and verify each batch's objects in full (as verify) right before deleting its
+    /// rows, instead of the default HEAD check (set OUTBOX_ARCHIVER_PURGE_REVERIFY=true to make
+    /// it the default).
+    #[arg(
+        long,
+        env = "OUTBOX_ARCHIVER_PURGE_REVERIFY",
+        conflicts_with = "trust_receipts"
+    )]
     pub reverify: bool,
+    /// Delete on the strength of the receipts alone: do not look at the batches' objects before
+    /// deleting (for operators who scrub the archive with verify separately). Logged every run.
+    #[arg(long, env = "OUTBOX_ARCHIVER_TRUST_RECEIPTS")]
+    pub trust_receipts: bool,
 }
 
 #[derive(Debug, Args)]
@@ -378,6 +389,17 @@ fn parse_timeout(text: &str) -> Result<Duration, String> {
     match timespec::parse_duration_ms(text)? {
         0 => Err(format!("timeout {text:?} must be more than zero")),
         ms => Ok(Duration::from_millis(ms as u64)),
+    }
+}
+
+fn parse_conditional_put(text: &str) -> Result<ConditionalPutSetting, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(ConditionalPutSetting::Auto),
+        "true" | "on" | "yes" => Ok(ConditionalPutSetting::On),
+        "false" | "off" | "no" => Ok(ConditionalPutSetting::Off),
+        _ => Err(format!(
+            "--s3-conditional-put {text:?}: write auto (probe the store), true or false"
+        )),
     }
 }
 
@@ -498,6 +520,18 @@ impl Common {
             shutdown,
             now_ms: system_clock(),
         })
+    }
+}
+
+/// Two listed app codes that the source table holds to be one (exit 2).
+async fn refuse_equal_apps(env: &Env, apps: &Apps) -> Result<(), String> {
+    match apps {
+        Apps::Listed(list) => env
+            .db
+            .check_app_list(env.spec, list)
+            .await
+            .map_err(|e| e.to_string()),
+        _ => Ok(()),
     }
 }
 
@@ -648,14 +682,24 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
                 Ok(apps) => apps,
                 Err(e) => return Summary::unusable("archive", e),
             };
+            let now = system_clock()();
+            let cutoff_ms = args.cutoff.cutoff_ms(now);
+            match timespec::check_cutoff(now, cutoff_ms) {
+                Err(e) => return Summary::unusable("archive", e),
+                Ok(Some(warning)) => tracing::warn!("{warning}"),
+                Ok(None) => {}
+            }
             let env = match common.env(shutdown).await {
                 Ok(env) => env,
                 Err(e) => return Summary::unusable("archive", e),
             };
-            let now = (env.now_ms)();
+            if let Err(e) = refuse_equal_apps(&env, &apps).await {
+                env.db.close().await;
+                return Summary::unusable("archive", e);
+            }
             let options = ArchiveOptions {
                 apps,
-                cutoff_ms: args.cutoff.cutoff_ms(now),
+                cutoff_ms,
                 limits: Limits {
                     max_rows: args.batch_rows,
                     max_bytes: args.batch_bytes,
@@ -679,9 +723,14 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
                 Ok(env) => env,
                 Err(e) => return Summary::unusable("verify", e),
             };
+            let apps = args.scope.apps.apps();
+            if let Err(e) = refuse_equal_apps(&env, &apps).await {
+                env.db.close().await;
+                return Summary::unusable("verify", e);
+            }
             let now = (env.now_ms)();
             let options = verify::VerifyOptions {
-                apps: Some(args.scope.apps.apps()),
+                apps: Some(apps),
                 batch_ids: args.scope.batch_ids,
                 from_ms: args.scope.from,
                 to_ms: args.scope.to,
@@ -706,13 +755,21 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
                 Ok(env) => env,
                 Err(e) => return Summary::unusable("purge", e),
             };
+            if let Err(e) = refuse_equal_apps(&env, &apps).await {
+                env.db.close().await;
+                return Summary::unusable("purge", e);
+            }
             let options = purge::PurgeOptions {
                 apps,
                 grace_ms: args.grace,
                 max_rows_per_second: args.max_rows_per_second,
                 max_runtime: args.max_runtime.map(millis),
                 dry_run: args.dry_run,
-                reverify: args.reverify,
+                objects: match (args.reverify, args.trust_receipts) {
+                    (true, _) => purge::ObjectCheck::Read,
+                    (false, true) => purge::ObjectCheck::Trusted,
+                    (false, false) => purge::ObjectCheck::Head,
+                },
                 delivered_status: common.delivered_status.clone(),
                 lock_prefix: common.lock_prefix.clone(),
                 db_retries: common.db_retries,
@@ -727,14 +784,20 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
                 Ok(env) => env,
                 Err(e) => return Summary::unusable("restore", e),
             };
+            let apps = args.scope.apps.apps();
+            if let Err(e) = refuse_equal_apps(&env, &apps).await {
+                env.db.close().await;
+                return Summary::unusable("restore", e);
+            }
             let options = restore::RestoreOptions {
-                apps: Some(args.scope.apps.apps()),
+                apps: Some(apps),
                 batch_ids: args.scope.batch_ids,
                 from_ms: args.scope.from,
                 to_ms: args.scope.to,
                 into: args.into,
                 into_source: args.into_source,
                 drill: args.drill,
+                lock_prefix: common.lock_prefix.clone(),
             };
             let summary = restore::run(&env, &options).await;
             env.db.close().await;

@@ -16,6 +16,9 @@ pub const ARCHIVE: &[&str] = &[
     "before-commit",
 ];
 
+/// `archive --stragglers`: between a page's key scan and the re-read of its rows.
+pub const STRAGGLERS: &[&str] = &["after-straggler-scan"];
+
 /// Purge's fail point: a delete chunk done but not committed.
 pub const PURGE: &[&str] = &["before-purge-commit"];
 
@@ -49,7 +52,7 @@ impl FailPoints {
     /// Fails at the named point, every time.
     pub fn at(point: &'static str) -> FailPoints {
         assert!(
-            ARCHIVE.contains(&point) || PURGE.contains(&point),
+            ARCHIVE.contains(&point) || STRAGGLERS.contains(&point) || PURGE.contains(&point),
             "unknown fail point {point}"
         );
         FailPoints::new(move |name| name == point)

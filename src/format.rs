@@ -145,6 +145,19 @@ pub fn table_prefix(prefix: &str, table: &str) -> String {
     }
 }
 
+/// The key of the object a run writes to find out whether the store honours `If-None-Match: *`
+/// (SPEC §5.11): under the configured prefix (so a prefix-scoped policy allows it) and outside
+/// every table's keys (so `verify` never counts it as an orphan). One fixed key, so a bucket that
+/// denies deletes holds at most one.
+pub fn conditional_put_probe_key(prefix: &str) -> String {
+    const NAME: &str = "_outbox_archiver/conditional-put-probe";
+    if prefix.is_empty() {
+        NAME.to_string()
+    } else {
+        format!("{prefix}/{NAME}")
+    }
+}
+
 /// Normalises a configured key prefix; refuses `.`/`..` segments and empty segments in the middle.
 pub fn normalize_prefix(prefix: &str) -> Result<String, String> {
     let trimmed = prefix.trim_matches('/');

@@ -42,6 +42,8 @@ pub struct Published {
     pub data: ObjectDigest,
     pub manifest: ObjectDigest,
     pub success: ObjectDigest,
+    /// The data object's CRC-64/NVME as read back (AWS S3's own full-object checksum).
+    pub data_crc64nvme: u64,
     /// Keys where a leftover with other content was replaced.
     pub replaced: Vec<String>,
     /// Keys where an existing data object with identical NDJSON was kept.
@@ -106,7 +108,7 @@ impl Publisher<'_> {
 
         let manifest = read_back_exact(self.store, &docs.keys.manifest, &docs.manifest).await?;
         let success = read_back_exact(self.store, &docs.keys.success, &docs.success).await?;
-        read_back_data(
+        let data_crc64nvme = read_back_data(
             self.store,
             self.spec,
             self.app_code,
@@ -121,6 +123,7 @@ impl Publisher<'_> {
             data,
             manifest,
             success,
+            data_crc64nvme,
             replaced,
             adopted,
         })
@@ -265,7 +268,7 @@ pub async fn read_back_exact(
 }
 
 /// HEAD and full streamed GET of a data object: its bytes must have `digest`, and its lines
-/// must give exactly `content` and `members`.
+/// must give exactly `content` and `members`. Returns the bytes' CRC-64/NVME.
 pub async fn read_back_data(
     store: &dyn ObjectStore,
     spec: &'static TableSpec,
@@ -274,7 +277,7 @@ pub async fn read_back_data(
     digest: &ObjectDigest,
     content: &ContentFacts,
     members: &[Member],
-) -> Result<(), PublishError> {
+) -> Result<u64, PublishError> {
     let meta = store.head(key).await?;
     let read = read_data(store, spec, app_code, key)
         .await?
@@ -305,5 +308,5 @@ pub async fn read_back_data(
         )
         .into());
     }
-    Ok(())
+    Ok(read.crc64nvme)
 }

@@ -65,6 +65,9 @@ pub struct AppReport {
     /// The failure was transient (a restart, a failover, a killed connection): worth a retry.
     #[serde(skip)]
     pub transient: bool,
+    /// The failure was the app's lock found lost before a commit.
+    #[serde(skip)]
+    pub lost_lock: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub batch_list: Vec<BatchReport>,
     /// Command-specific fields (status figures, verify counts), flattened into the app object.
@@ -125,6 +128,7 @@ impl AppReport {
             stop_reason: None,
             retries: 0,
             transient: false,
+            lost_lock: false,
             batch_list: Vec::new(),
             details: None,
         }
@@ -169,6 +173,9 @@ pub struct Summary {
     /// What the S3 requests went through: attempts, retried failures by kind, resumed reads.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub store_requests: Option<crate::store::StoreStats>,
+    /// Whether create-only puts were refused at existing keys (probed once per writing run).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub conditional_put: Option<crate::store::ConditionalPut>,
     /// Metrics that could not be pushed or written (the run's work stands regardless).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub metrics_errors: Vec<String>,
@@ -195,6 +202,7 @@ impl Summary {
             cutoff_ms: None,
             apps: Vec::new(),
             store_requests: None,
+            conditional_put: None,
             metrics_errors: Vec::new(),
             details: None,
             exit_code: 0,

@@ -120,6 +120,11 @@ impl TableSpec {
         format!("{}_archive_members", self.name)
     }
 
+    /// Older versions of source rows whose member row a later batch took over.
+    pub fn superseded_table(&self) -> String {
+        format!("{}_archive_superseded", self.name)
+    }
+
     pub fn drills_table(&self) -> String {
         format!("{}_archive_drills", self.name)
     }

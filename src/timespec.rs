@@ -66,6 +66,34 @@ pub fn cutoff_ms(now_ms: i64, older_than_ms: i64, explicit: Option<i64>) -> i64 
     explicit.unwrap_or(now_ms.saturating_sub(older_than_ms))
 }
 
+/// A cutoff this recent is allowed, with a warning.
+pub const FRESH_CUTOFF_MS: i64 = 60_000;
+
+/// Whether an archive cutoff can be right at `now_ms` (SPEC §5.10): one in the future is refused
+/// (rows the relay has not finished with would be archived, and the cursor would pass rows
+/// still to be delivered); one less than a minute old is allowed (tests and drains use it) with
+/// the warning returned.
+pub fn check_cutoff(now_ms: i64, cutoff_ms: i64) -> Result<Option<String>, String> {
+    if cutoff_ms > now_ms {
+        return Err(format!(
+            "--cutoff / OUTBOX_ARCHIVER_CUTOFF {} is in the future (now is {}): rows still being \
+             delivered would be archived and the cursor would pass them; give a time in the past, \
+             or --older-than",
+            rfc3339(cutoff_ms),
+            rfc3339(now_ms)
+        ));
+    }
+    if now_ms - cutoff_ms < FRESH_CUTOFF_MS {
+        return Ok(Some(format!(
+            "the cutoff {} is less than a minute old: rows still being delivered below it commit \
+             behind the cursor and become stragglers (verify reports them, archive --stragglers \
+             takes them); a cutoff of minutes or days (--older-than) avoids that",
+            rfc3339(cutoff_ms)
+        )));
+    }
+    Ok(None)
+}
+
 /// The UTC day an epoch-millisecond instant falls in, as a day number since 1970-01-01.
 pub fn utc_day(ms: i64) -> i64 {
     ms.div_euclid(DAY_MS)
@@ -129,6 +157,19 @@ mod tests {
     fn cutoff() {
         assert_eq!(cutoff_ms(1_000_000, 1_000, None), 999_000);
         assert_eq!(cutoff_ms(1_000_000, 1_000, Some(5)), 5);
+    }
+
+    #[test]
+    fn cutoffs_in_the_future_are_refused_and_fresh_ones_warned_about() {
+        let now = 1_700_000_000_000;
+        assert!(check_cutoff(now, now + 1).unwrap_err().contains("future"));
+        assert!(check_cutoff(now, now)
+            .unwrap()
+            .unwrap()
+            .contains("stragglers"));
+        assert!(check_cutoff(now, now - 59_999).unwrap().is_some());
+        assert_eq!(check_cutoff(now, now - 60_000), Ok(None));
+        assert_eq!(check_cutoff(now, now - 7 * DAY_MS), Ok(None));
     }
 
     #[test]

@@ -10,7 +10,7 @@ use tokio::sync::mpsc;
 
 use crate::batch::{BatchEncoder, EncodedBatch, Limits, Offer};
 use crate::db::lock::AppLock;
-use crate::db::receipts::{Receipt, ReceiptQueries, RecordError};
+use crate::db::receipts::{Cut, Receipt, ReceiptQueries, RecordError, Superseded};
 use crate::db::runs;
 use crate::db::source::{all_apps, Backlog, PageQueries, RowStream, Source};
 use crate::db::DbError;
@@ -19,6 +19,7 @@ use crate::format::{self, Cursor};
 use crate::progress::Progress;
 use crate::publish::{PublishError, Publisher};
 use crate::shard::Shard;
+use crate::store::ConditionalPut;
 use crate::summary::{app_span, AppReport, BatchReport, Outcome, Summary};
 use crate::table::TableSpec;
 use tracing::Instrument;
@@ -122,6 +123,28 @@ pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
             .settle()
         }
     };
+    if !opts.dry_run && !apps.is_empty() {
+        // SPEC §5.11: whether the store refuses a create-only put at an existing key is found
+        // out, not assumed, before anything is written.
+        let probe = format::conditional_put_probe_key(env.store.location().prefix());
+        match env.store.probe_conditional_put(&probe).await {
+            Ok(ConditionalPut::Native) => {}
+            Ok(found) => summary.conditional_put = Some(found),
+            Err(e) => {
+                let error = format!(
+                    "probing whether the store refuses create-only puts (If-None-Match) at {probe}: {e}"
+                );
+                if e.is_configuration() {
+                    return Summary::unusable("archive", error);
+                }
+                return Summary {
+                    error: Some(error),
+                    ..summary
+                }
+                .settle();
+            }
+        }
+    }
     let deadline = opts.max_runtime.map(|d| Instant::now() + d);
     let worker = Worker {
         env,
@@ -192,6 +215,7 @@ impl Worker<'_> {
                 report.outcome = Outcome::Failed;
                 report.error = Some(e.to_string());
                 report.transient = e.is_transient();
+                report.lost_lock = matches!(e, AppError::Record(RecordError::LockLost { .. }));
             }
         }
         report
@@ -275,110 +299,184 @@ impl Worker<'_> {
             self.opts.delivered_status.clone(),
             source,
             self.opts.cutoff_ms,
+            self.opts.failpoints.clone(),
         );
         let mut batches =
             spawn_builder(rows, env.spec, app, self.opts.limits, self.opts.gzip_level);
-        loop {
+        let cut = if self.opts.stragglers {
+            Cut::Stragglers
+        } else {
+            Cut::AfterCursor
+        };
+        let mut superseded: Vec<Superseded> = Vec::new();
+        let mut superseded_rows = 0u64;
+        let result = loop {
             if let Some(reason) = self.stop_reason(report.batches) {
                 // The builder runs a batch ahead: whether it has one says if work is left.
-                if batches.recv().await.transpose()?.is_some() {
-                    tracing::info!(app, reason, "stopping with work left");
-                    report.stop_reason = Some(reason.to_string());
-                    return Ok(Outcome::Stopped);
-                }
-                break;
-            }
-            let Some(Built { batch, read_ms }) = batches.recv().await.transpose()? else {
-                break;
-            };
-            let started = Instant::now();
-            let batch_id = format::batch_id(env.spec.name, app, &batch.content);
-            let (mut publish_ms, mut record_ms) = (0, 0);
-            let (keys, data) = match lock {
-                None => {
-                    // Dry run: plan only.
-                    let docs = format::documents(
-                        env.store.location().prefix(),
-                        env.spec.name,
-                        app,
-                        &batch.content,
-                        &batch.gzip_digest,
-                    );
-                    (docs.keys, batch.gzip_digest.clone())
-                }
-                Some(lock) => {
-                    if self.receipts.exists(pool, app, &batch_id).await? {
-                        return Err(AppError::AlreadyRecorded(batch_id));
+                match batches.recv().await.transpose() {
+                    Ok(Some(_)) => {
+                        tracing::info!(app, reason, "stopping with work left");
+                        report.stop_reason = Some(reason.to_string());
+                        break Ok(Outcome::Stopped);
                     }
-                    let publisher = Publisher {
-                        store: env.store.as_ref(),
-                        spec: env.spec,
-                        app_code: app,
-                        failpoints: &self.opts.failpoints,
-                    };
-                    let phase = Instant::now();
-                    let published = publisher.publish(&batch).await?;
-                    publish_ms = phase.elapsed().as_millis() as u64;
-                    let receipt = Receipt {
-                        app_code: app.to_string(),
-                        batch_id: batch_id.clone(),
-                        keys: published.docs.keys.clone(),
-                        content: batch.content.clone(),
-                        data: published.data.clone(),
-                        manifest: published.manifest.clone(),
-                        success: published.success.clone(),
-                        verified_at_ms: (env.now_ms)(),
-                    };
-                    let phase = Instant::now();
-                    self.receipts
-                        .record(pool, &receipt, &batch.members, lock, &self.opts.failpoints)
-                        .await?;
-                    record_ms = phase.elapsed().as_millis() as u64;
-                    report.replaced_objects.extend(published.replaced);
-                    report.adopted_objects.extend(published.adopted);
-                    (published.docs.keys, published.data)
+                    Ok(None) => break Ok(Outcome::UpToDate),
+                    Err(e) => break Err(e),
                 }
-            };
-            let c = &batch.content;
-            tracing::info!(
-                app,
-                batch_id,
-                rows = c.row_count,
-                first = %c.first,
-                last = %c.last,
-                uncompressed_bytes = c.uncompressed_bytes,
-                compressed_bytes = data.size,
-                millis = started.elapsed().as_millis() as u64 + read_ms,
-                read_ms,
-                publish_ms,
-                record_ms,
-                dry_run = self.opts.dry_run,
-                "{}",
-                if self.opts.dry_run { "batch planned" } else { "batch archived and recorded" }
-            );
-            report.batches += 1;
-            report.rows += c.row_count;
-            progress.advance(c.row_count, &format!(", {} batches", report.batches));
-            if !self.opts.stragglers {
-                report.cursor_after = Some(c.last.clone());
             }
-            report.batch_list.push(BatchReport {
-                batch_id,
-                rows: c.row_count,
-                first_cursor: c.first.clone(),
-                last_cursor: c.last.clone(),
-                data_object_key: keys.data,
-                uncompressed_bytes: c.uncompressed_bytes,
-                compressed_bytes: data.size,
-            });
+            let Built { batch, read_ms } = match batches.recv().await.transpose() {
+                Ok(Some(built)) => built,
+                Ok(None) => break Ok(Outcome::UpToDate),
+                Err(e) => break Err(e),
+            };
+            match self
+                .batch(app, lock, batch, read_ms, cut, report, &mut progress)
+                .await
+            {
+                Ok(older) => {
+                    superseded_rows += older.len() as u64;
+                    let room = SUPERSEDED_LISTED.saturating_sub(superseded.len());
+                    superseded.extend(older.into_iter().take(room));
+                }
+                Err(e) => break Err(e),
+            }
+        };
+        if superseded_rows > 0 {
+            let details = report.details.get_or_insert_with(Default::default);
+            details.insert("superseded_rows".into(), superseded_rows.into());
+            details.insert(
+                "superseded".into(),
+                serde_json::to_value(&superseded).expect("serialisable"),
+            );
         }
-        Ok(if report.batches > 0 {
-            Outcome::Archived
-        } else {
-            Outcome::UpToDate
+        let outcome = result?;
+        Ok(match outcome {
+            Outcome::UpToDate if report.batches > 0 => Outcome::Archived,
+            other => other,
         })
     }
+
+    /// Publishes and records one batch (plans it, in a dry run); returns the older versions of
+    /// rows it superseded.
+    #[allow(clippy::too_many_arguments)]
+    async fn batch(
+        &self,
+        app: &str,
+        lock: Option<&AppLock>,
+        batch: EncodedBatch,
+        read_ms: u64,
+        cut: Cut,
+        report: &mut AppReport,
+        progress: &mut Progress,
+    ) -> Result<Vec<Superseded>, AppError> {
+        let env = self.env;
+        let pool = &env.db.pool;
+        let mut superseded = Vec::new();
+        let started = Instant::now();
+        let batch_id = format::batch_id(env.spec.name, app, &batch.content);
+        let (mut publish_ms, mut record_ms) = (0, 0);
+        let (keys, data) = match lock {
+            None => {
+                // Dry run: plan only.
+                let docs = format::documents(
+                    env.store.location().prefix(),
+                    env.spec.name,
+                    app,
+                    &batch.content,
+                    &batch.gzip_digest,
+                );
+                (docs.keys, batch.gzip_digest.clone())
+            }
+            Some(lock) => {
+                if self.receipts.exists(pool, app, &batch_id).await? {
+                    return Err(AppError::AlreadyRecorded(batch_id));
+                }
+                let publisher = Publisher {
+                    store: env.store.as_ref(),
+                    spec: env.spec,
+                    app_code: app,
+                    failpoints: &self.opts.failpoints,
+                };
+                let phase = Instant::now();
+                let published = publisher.publish(&batch).await?;
+                publish_ms = phase.elapsed().as_millis() as u64;
+                let receipt = Receipt {
+                    app_code: app.to_string(),
+                    batch_id: batch_id.clone(),
+                    keys: published.docs.keys.clone(),
+                    content: batch.content.clone(),
+                    data: published.data.clone(),
+                    manifest: published.manifest.clone(),
+                    success: published.success.clone(),
+                    data_crc64nvme: Some(published.data_crc64nvme),
+                    verified_at_ms: (env.now_ms)(),
+                };
+                let phase = Instant::now();
+                superseded = self
+                    .receipts
+                    .record(
+                        pool,
+                        &receipt,
+                        &batch.members,
+                        cut,
+                        lock,
+                        &self.opts.failpoints,
+                    )
+                    .await?;
+                record_ms = phase.elapsed().as_millis() as u64;
+                if !superseded.is_empty() {
+                    tracing::warn!(
+                        app,
+                        batch_id,
+                        rows = superseded.len(),
+                        first_event_id = superseded[0].event_id,
+                        "rows archived before came back delivered with a new updated_at_ms; \
+                         this batch's versions supersede the older ones (purge deletes the new \
+                         version; verify and restore keep the old one as its batch's)"
+                    );
+                }
+                report.replaced_objects.extend(published.replaced);
+                report.adopted_objects.extend(published.adopted);
+                (published.docs.keys, published.data)
+            }
+        };
+        let c = &batch.content;
+        tracing::info!(
+            app,
+            batch_id,
+            rows = c.row_count,
+            first = %c.first,
+            last = %c.last,
+            uncompressed_bytes = c.uncompressed_bytes,
+            compressed_bytes = data.size,
+            millis = started.elapsed().as_millis() as u64 + read_ms,
+            read_ms,
+            publish_ms,
+            record_ms,
+            dry_run = self.opts.dry_run,
+            "{}",
+            if self.opts.dry_run { "batch planned" } else { "batch archived and recorded" }
+        );
+        report.batches += 1;
+        report.rows += c.row_count;
+        progress.advance(c.row_count, &format!(", {} batches", report.batches));
+        if !self.opts.stragglers {
+            report.cursor_after = Some(c.last.clone());
+        }
+        report.batch_list.push(BatchReport {
+            batch_id,
+            rows: c.row_count,
+            first_cursor: c.first.clone(),
+            last_cursor: c.last.clone(),
+            data_object_key: keys.data,
+            uncompressed_bytes: c.uncompressed_bytes,
+            compressed_bytes: data.size,
+        });
+        Ok(superseded)
+    }
 }
+
+/// At most this many superseded rows are listed in an app's summary (all are counted).
+const SUPERSEDED_LISTED: usize = 100;
 
 /// A batch and how long reading and encoding it took.
 struct Built {

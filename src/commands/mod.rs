@@ -30,6 +30,9 @@ pub fn system_clock() -> Clock {
     Arc::new(|| chrono::Utc::now().timestamp_millis())
 }
 
+/// The stop reason of an app whose lock another process took while it was being worked.
+pub const LOST_LOCK: &str = "lost the lock to another archiver";
+
 /// What every command that touches the archive works with.
 #[derive(Clone)]
 pub struct Env {
@@ -137,8 +140,14 @@ impl Env {
                 _ = self.shutdown.cancelled() => break,
             }
             done += 1;
-            let next = attempt().await;
-            report = report.then(next);
+            let lost_lock = report.lost_lock;
+            report = report.then(attempt().await);
+            if lost_lock && report.outcome == Outcome::SkippedLocked {
+                // Not a skip: this run worked the app until another process took its lock.
+                tracing::warn!(app, "the app's lock was lost to another process; stopping");
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = Some(LOST_LOCK.to_string());
+            }
         }
         report.retries = done;
         report

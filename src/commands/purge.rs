@@ -4,16 +4,24 @@
 //! and reported. A receipt whose members are all deleted or kept is marked done, so a rerun does
 //! no work twice; an interrupted receipt is simply continued.
 //!
-//! `--reverify` re-reads the batch's objects (as `verify`) right before deleting its rows; a batch
-//! that fails is not purged. Members are kept after purging, as the proof of what was archived.
+//! Deletion rests on fresh proof (SPEC §5.9): right before deleting any row of a batch, purge looks
+//! at the batch's three objects — by HEAD (present, the receipt's sizes, the store's own checksum
+//! where it reports one) by default, by a full re-read as `verify` with `--reverify` — and a batch
+//! whose objects are gone or different is not purged: it is listed in `failed_batches` with its
+//! findings, and the run exits 1. `--trust-receipts` skips the look, loudly. A batch restored into
+//! the source is never purged again on its receipt. Members are kept after purging, as the proof
+//! of what was archived.
 
 use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
 
 use serde_json::json;
 
 use super::archive::{resolve_apps, Apps};
 use super::Env;
-use crate::check::Checker;
+use crate::batch::Member;
+use crate::check::{Checker, Finding};
 use crate::db::lock::AppLock;
 use crate::db::purge::{PurgeError, PurgeQueries, PURGE_CHUNK};
 use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
@@ -31,13 +39,28 @@ pub struct PurgeOptions {
     pub max_runtime: Option<Duration>,
     /// Count what would go; delete nothing.
     pub dry_run: bool,
-    /// Re-read and check each batch's objects right before deleting its rows.
-    pub reverify: bool,
+    /// How a batch's objects are looked at right before its rows are deleted.
+    pub objects: ObjectCheck,
     pub delivered_status: String,
     pub lock_prefix: String,
     /// Times an app is tried again after a transient database error.
     pub db_retries: u32,
     pub failpoints: FailPoints,
+}
+
+/// How purge looks at a batch's objects before deleting its rows (SPEC §5.9).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectCheck {
+    /// HEAD each of the three objects: present, the receipt's sizes, the store's own checksum
+    /// where it reports one. Three requests per batch, not per row.
+    #[default]
+    Head,
+    /// Re-read and verify every object in full (as `verify`): `--reverify`.
+    Read,
+    /// Do not look: the receipts are trusted (`--trust-receipts`, for operators who scrub the
+    /// archive separately). Logged at the start of every run.
+    Trusted,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -46,7 +69,7 @@ enum AppError {
     Db(#[from] DbError),
     #[error(transparent)]
     Purge(#[from] PurgeError),
-    #[error("re-verifying batch {0}: {1}")]
+    #[error("checking the objects of batch {0} before purging it: {1}")]
     Store(String, crate::store::StoreError),
 }
 
@@ -56,6 +79,7 @@ struct Tally {
     would_purge: u64,
     kept: Vec<String>,
     failed_batches: Vec<String>,
+    findings: Vec<Finding>,
     done_batches: u64,
     stop_reason: Option<&'static str>,
 }
@@ -84,6 +108,15 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
             .settle()
         }
     };
+    let mut details = serde_json::Map::new();
+    details.insert("object_check".into(), json!(opts.objects));
+    summary.details = Some(details);
+    if opts.objects == ObjectCheck::Trusted {
+        tracing::warn!(
+            "--trust-receipts: rows are deleted on the strength of their receipts alone; the \
+             batches' objects are not looked at before deleting (scrub the archive with verify)"
+        );
+    }
     let started = Instant::now();
     let deadline = opts.max_runtime.map(|d| started + d);
     let purger = Purger {
@@ -155,7 +188,7 @@ impl Purger<'_> {
             Ok(()) if !tally.failed_batches.is_empty() => {
                 report.outcome = Outcome::Failed;
                 report.error = Some(format!(
-                    "{} batch(es) failed re-verification and were not purged",
+                    "{} batch(es) not purged: their objects in the store are missing or differ from the receipt (see findings; run `outbox-archiver verify --app {app}`)",
                     tally.failed_batches.len()
                 ));
             }
@@ -174,6 +207,7 @@ impl Purger<'_> {
                     AppError::Purge(PurgeError::LockLost { .. }) => true,
                     _ => false,
                 };
+                report.lost_lock = matches!(e, AppError::Purge(PurgeError::LockLost { .. }));
             }
         }
         let mut details = serde_json::Map::new();
@@ -183,6 +217,17 @@ impl Purger<'_> {
         }
         details.insert("kept_changed".into(), json!(tally.kept));
         details.insert("failed_batches".into(), json!(tally.failed_batches));
+        details.insert("findings".into(), json!(tally.findings));
+        match self
+            .receipts
+            .restored_unpurged(&self.env.db.pool, app)
+            .await
+        {
+            Ok(n) => {
+                details.insert("restored_batches_left".into(), json!(n));
+            }
+            Err(e) => tracing::warn!(app, error = %e, "could not count restored batches"),
+        }
         report.details = Some(details);
         report
     }
@@ -200,25 +245,35 @@ impl Purger<'_> {
             unpurged_verified_before: Some((env.now_ms)() - self.opts.grace_ms),
             ..ReceiptScope::default()
         };
-        let receipts = self.receipts.list(pool, &scope).await?;
-        for receipt in receipts {
+        let receipts = self.receipts.stream(pool, scope);
+        futures_util::pin_mut!(receipts);
+        while let Some(receipt) = receipts.next().await {
+            let receipt = receipt?;
             if let Some(reason) = self.env.stop_reason(self.deadline) {
                 tally.stop_reason = Some(reason);
                 return Ok(());
-            }
-            if self.opts.reverify && !self.reverify(&receipt).await? {
-                tracing::error!(
-                    app,
-                    batch_id = receipt.batch_id,
-                    "re-verification failed; batch not purged"
-                );
-                tally.failed_batches.push(receipt.batch_id.clone());
-                continue;
             }
             let members = self
                 .receipts
                 .members_of(pool, app, &receipt.batch_id)
                 .await?;
+            let findings = self.look_at_objects(&receipt, &members).await?;
+            if !findings.is_empty() {
+                for f in &findings {
+                    tracing::error!(
+                        app,
+                        batch_id = receipt.batch_id,
+                        kind = ?f.kind,
+                        key = f.key.as_deref().unwrap_or_default(),
+                        expected = f.expected.as_deref().unwrap_or_default(),
+                        actual = f.actual.as_deref().unwrap_or_default(),
+                        "the batch's objects are not what its receipt says; batch not purged"
+                    );
+                }
+                tally.failed_batches.push(receipt.batch_id.clone());
+                tally.findings.extend(findings);
+                continue;
+            }
             let Some(lock) = lock else {
                 for chunk in members.chunks(PURGE_CHUNK) {
                     tally.would_purge += self
@@ -275,24 +330,33 @@ impl Purger<'_> {
         Ok(())
     }
 
-    async fn reverify(&self, receipt: &StoredReceipt) -> Result<bool, AppError> {
-        let members = self
-            .receipts
-            .members_of(&self.env.db.pool, &receipt.app_code, &receipt.batch_id)
-            .await?;
+    /// Looks at a batch's objects as `--reverify` / `--trust-receipts` say; the findings are
+    /// why the batch must not be purged (none: go ahead).
+    async fn look_at_objects(
+        &self,
+        receipt: &StoredReceipt,
+        members: &[Member],
+    ) -> Result<Vec<Finding>, AppError> {
+        if self.opts.objects == ObjectCheck::Trusted {
+            return Ok(Vec::new());
+        }
+        // What the batch's data object must hold: its members and any older versions of rows
+        // a later batch superseded.
+        let mut proven = members.to_vec();
+        proven.extend(
+            self.receipts
+                .superseded_of(&self.env.db.pool, &receipt.app_code, &receipt.batch_id)
+                .await?,
+        );
         let checker = Checker {
             store: self.env.store.as_ref(),
             spec: self.env.spec,
-            metadata_only: false,
+            metadata_only: self.opts.objects == ObjectCheck::Head,
         };
-        let findings = checker
-            .check(receipt, &members)
+        checker
+            .check(receipt, &proven)
             .await
-            .map_err(|e| AppError::Store(receipt.batch_id.clone(), e))?;
-        for f in &findings {
-            tracing::error!(batch_id = receipt.batch_id, kind = ?f.kind, key = ?f.key, "re-verification finding");
-        }
-        Ok(findings.is_empty())
+            .map_err(|e| AppError::Store(receipt.batch_id.clone(), e))
     }
 
     /// Sleeps as long as it takes to keep the run at `--max-rows-per-second`.

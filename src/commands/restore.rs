@@ -1,11 +1,18 @@
 //! `restore` — loads archived batches back into a table (SPEC §6): selects receipts by batch id,
 //! app and time range, verifies every object (as `verify`) before loading anything of a batch,
 //! and inserts its rows byte-exact into `--into` (default `{table}_restored`, created like the
-//! source). Idempotent; a row that exists with other content is a conflict, never overwritten.
-//! `--drill` restores each batch into a scratch table, compares count, totals and members with
-//! the receipt, records the result and drops the table. The live table only with `--into-source`.
+//! source). Idempotent; a row that exists with other content is a conflict, never overwritten,
+//! and so is a row the server would store differently from the archive: every inserted row is
+//! read back inside its transaction and compared whole with the archived line.
+//! `--drill` restores each batch into a scratch table, compares its rows whole and its count,
+//! totals and members with the receipt, records the result and drops the table.
+//!
+//! The live table only with `--into-source`, and then under the app's lock (the one `archive`
+//! and `purge` take), and the batch is marked restored first: purge never deletes its rows again
+//! on that receipt (SPEC §5.9). Older versions of rows that a later batch superseded are not
+//! loaded, except by a drill: the later batch holds the row as it is now.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashSet};
 use std::io::BufRead;
 use std::sync::{Arc, Mutex};
 
@@ -18,11 +25,13 @@ use super::archive::Apps;
 use super::Env;
 use crate::check::Checker;
 use crate::codec::{self, Row};
+use crate::db::lock::AppLock;
 use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
-use crate::db::restore::{self as db_restore, RESTORE_CHUNK};
+use crate::db::restore::{self as db_restore, Conflict, RESTORE_CHUNK};
 use crate::db::DbError;
 use crate::store::{ByteStream, Location, ObjectMeta, ObjectStore, PutMode, StoreError};
-use crate::summary::{AppReport, Outcome, Summary};
+use crate::summary::{app_span, AppReport, Outcome, Summary};
+use tracing::Instrument;
 
 #[derive(Debug, Clone, Default)]
 pub struct RestoreOptions {
@@ -33,9 +42,11 @@ pub struct RestoreOptions {
     pub to_ms: Option<i64>,
     /// Target table; default `{table}_restored`.
     pub into: Option<String>,
-    /// Restore into the live source table (never overwriting a live row).
+    /// Restore into the live source table (never overwriting a live row), under the app's lock.
     pub into_source: bool,
     pub drill: bool,
+    /// Prepended to advisory lock names (as for archive and purge).
+    pub lock_prefix: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -53,10 +64,20 @@ struct Tally {
     batches: u64,
     restored: u64,
     present: u64,
-    conflicts: Vec<String>,
+    /// Older versions of rows, superseded by a later batch, that were not loaded.
+    superseded: u64,
+    conflicts: Vec<Conflict>,
     failed: Vec<String>,
     drills: Vec<serde_json::Value>,
     error: Option<String>,
+    /// The report of an app that could not be entered (skipped because locked, refused).
+    gate: Option<AppReport>,
+}
+
+/// The app whose receipts are being restored, and its lock (`--into-source` only).
+struct Current {
+    app: String,
+    lock: Option<AppLock>,
 }
 
 pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
@@ -91,10 +112,6 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
         to_ms: opts.to_ms,
         unpurged_verified_before: None,
     };
-    let receipts = match receipts_q.list(&env.db.pool, &scope).await {
-        Ok(r) => r,
-        Err(e) => return Summary::unusable("restore", e.to_string()),
-    };
     if !opts.drill && !opts.into_source {
         if let Err(e) = db_restore::create_like(&env.db.pool, spec, &target).await {
             return Summary::unusable("restore", e.to_string());
@@ -106,8 +123,53 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
             tally.entry(app.clone()).or_default();
         }
     }
-    for receipt in &receipts {
-        let t = tally.entry(receipt.app_code.clone()).or_default();
+    let mut current: Option<Current> = None;
+    let receipts = receipts_q.stream(&env.db.pool, scope);
+    futures_util::pin_mut!(receipts);
+    while let Some(receipt) = receipts.next().await {
+        let receipt = match receipt {
+            Ok(receipt) => receipt,
+            Err(e) => {
+                summary.error = Some(e.to_string());
+                break;
+            }
+        };
+        let app = receipt.app_code.clone();
+        if current.as_ref().is_none_or(|c| c.app != app) {
+            if let Some(done) = current.take().and_then(|c| c.lock) {
+                done.release().await;
+            }
+            let t = tally.entry(app.clone()).or_default();
+            let lock = if opts.into_source {
+                // The same gate as archive and purge: restore and purge never work an app at once.
+                match env
+                    .enter_app(
+                        &opts.lock_prefix,
+                        &app,
+                        false,
+                        AppReport::new(&app, Outcome::Done),
+                    )
+                    .instrument(app_span(&app))
+                    .await
+                {
+                    Ok((_, lock)) => lock,
+                    Err(report) => {
+                        t.gate = Some(report);
+                        None
+                    }
+                }
+            } else {
+                None
+            };
+            current = Some(Current {
+                app: app.clone(),
+                lock,
+            });
+        }
+        let t = tally.entry(app.clone()).or_default();
+        if t.gate.is_some() {
+            continue;
+        }
         let table = if opts.drill {
             format!(
                 "{}_drill_{}",
@@ -117,7 +179,18 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
         } else {
             target.clone()
         };
-        let result = restore_batch(env, &receipts_q, receipt, &table, opts.drill, t).await;
+        let into_source = opts.into_source.then_some(&receipts_q);
+        let result = restore_batch(
+            env,
+            &receipts_q,
+            &receipt,
+            &table,
+            opts.drill,
+            into_source,
+            t,
+        )
+        .instrument(app_span(&app))
+        .await;
         if let Err(e) = result {
             tracing::error!(batch_id = receipt.batch_id, error = %e, "restore failed");
             t.error
@@ -125,10 +198,18 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
             t.failed.push(receipt.batch_id.clone());
         }
     }
+    if let Some(done) = current.take().and_then(|c| c.lock) {
+        done.release().await;
+    }
+    let mut conflicted = false;
     summary.apps = tally
         .into_iter()
         .map(|(app, t)| {
+            if let Some(report) = t.gate {
+                return report;
+            }
             let failed = !t.failed.is_empty() || t.error.is_some();
+            conflicted |= !t.conflicts.is_empty();
             let mut report = AppReport::new(
                 &app,
                 if failed {
@@ -143,7 +224,16 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
             let mut d = serde_json::Map::new();
             d.insert("restored_rows".into(), json!(t.restored));
             d.insert("already_present_rows".into(), json!(t.present));
-            d.insert("conflicts".into(), json!(t.conflicts));
+            d.insert("superseded_rows".into(), json!(t.superseded));
+            d.insert(
+                "conflicts".into(),
+                json!(t
+                    .conflicts
+                    .iter()
+                    .map(|c| c.event_id.as_str())
+                    .collect::<Vec<_>>()),
+            );
+            d.insert("conflict_details".into(), json!(t.conflicts));
             d.insert("failed_batches".into(), json!(t.failed));
             if opts.drill {
                 d.insert("drills".into(), json!(t.drills));
@@ -159,11 +249,7 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
     );
     details.insert("drill".into(), json!(opts.drill));
     summary.details = Some(details);
-    if summary.apps.iter().any(|a| {
-        a.details
-            .as_ref()
-            .is_some_and(|d| d["conflicts"].as_array().is_some_and(|c| !c.is_empty()))
-    }) {
+    if conflicted {
         summary.exit_code = 1;
     }
     summary.store_requests = env.store_activity(&before);
@@ -171,18 +257,24 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
 }
 
 /// Verifies one batch, then loads it (and, for a drill, compares and drops the scratch table).
+/// `into_source` (the receipts) marks the batch restored into the source before anything loads.
 async fn restore_batch(
     env: &Env,
     receipts_q: &ReceiptQueries,
     receipt: &StoredReceipt,
     table: &str,
     drill: bool,
+    into_source: Option<&ReceiptQueries>,
     t: &mut Tally,
 ) -> Result<(), Failure> {
     let pool = &env.db.pool;
-    let members = receipts_q
-        .members_of(pool, &receipt.app_code, &receipt.batch_id)
+    let app = &receipt.app_code;
+    let members = receipts_q.members_of(pool, app, &receipt.batch_id).await?;
+    let superseded = receipts_q
+        .superseded_of(pool, app, &receipt.batch_id)
         .await?;
+    let mut proven = members.clone();
+    proven.extend(superseded.iter().cloned());
     // The data object is fetched once: verified as it streams past, then loaded from those
     // very bytes.
     let remembering = Remembering::new(env.store.as_ref(), &receipt.keys.data);
@@ -191,7 +283,7 @@ async fn restore_batch(
         spec: env.spec,
         metadata_only: false,
     };
-    let findings = checker.check(receipt, &members).await?;
+    let findings = checker.check(receipt, &proven).await?;
     let now = (env.now_ms)();
     if let Some(first) = findings.first() {
         let detail = format!(
@@ -201,15 +293,8 @@ async fn restore_batch(
             first.key.as_deref().unwrap_or_default()
         );
         if drill {
-            db_restore::record_drill(
-                pool,
-                env.spec,
-                &receipt.app_code,
-                &receipt.batch_id,
-                now,
-                Some(&detail),
-            )
-            .await?;
+            db_restore::record_drill(pool, env.spec, app, &receipt.batch_id, now, Some(&detail))
+                .await?;
             t.drills
                 .push(json!({"batch_id": receipt.batch_id, "ok": false, "detail": detail}));
         }
@@ -221,19 +306,53 @@ async fn restore_batch(
         db_restore::drop_table(pool, table).await?;
         db_restore::create_like(pool, env.spec, table).await?;
     }
-    let rows = decode_rows(env, receipt, remembering.take())?;
+    if let Some(receipts) = into_source {
+        receipts
+            .mark_restored(pool, app, &receipt.batch_id, now)
+            .await?;
+    }
+    let mut rows = decode_rows(env, receipt, remembering.take())?;
+    if !drill && !superseded.is_empty() {
+        // A later batch holds these rows as they are now.
+        let older: HashSet<(&str, i64)> = superseded
+            .iter()
+            .map(|m| (m.event_id.as_str(), m.updated_at_ms))
+            .collect();
+        let layout = env.spec.layout();
+        let before = rows.len();
+        rows.retain(|r| {
+            let key = (
+                r[layout.event_id].as_str().unwrap_or_default(),
+                r[layout.updated_at_ms].as_i64().unwrap_or_default(),
+            );
+            !older.contains(&key)
+        });
+        t.superseded += (before - rows.len()) as u64;
+    }
+    let mut conflicts = Vec::new();
     for chunk in rows.chunks(RESTORE_CHUNK) {
-        let loaded =
-            db_restore::load_chunk(pool, env.spec, table, &receipt.app_code, chunk).await?;
+        let loaded = db_restore::load_chunk(pool, env.spec, table, app, chunk).await?;
         t.restored += loaded.inserted;
         t.present += loaded.present;
-        t.conflicts.extend(loaded.conflicts);
+        conflicts.extend(loaded.conflicts);
+    }
+    if !conflicts.is_empty() {
+        tracing::error!(
+            batch_id = receipt.batch_id,
+            conflicts = conflicts.len(),
+            first_event_id = conflicts[0].event_id,
+            first_reason = ?conflicts[0].reason,
+            column = conflicts[0].column.as_deref().unwrap_or_default(),
+            "rows not loaded: the table holds them with other content, or would store them differently from the archive"
+        );
     }
     t.batches += 1;
     if drill {
         let facts = db_restore::table_facts(pool, env.spec, table).await?;
+        let restored = db_restore::table_rows(pool, env.spec, table).await?;
         db_restore::drop_table(pool, table).await?;
         let mut want = members;
+        want.extend(superseded);
         want.sort_by(|a, b| a.event_id.cmp(&b.event_id));
         let mut problems = Vec::new();
         if facts.rows != receipt.content.row_count {
@@ -249,11 +368,16 @@ async fn restore_batch(
         if facts.members != want {
             problems.push("restored rows differ from the member list".to_string());
         }
+        if let Some(difference) = db_restore::first_difference(env.spec, &rows, &restored) {
+            problems.push(format!(
+                "restored rows differ from the archive: {difference}"
+            ));
+        }
         let detail = (!problems.is_empty()).then(|| problems.join("; "));
         db_restore::record_drill(
             pool,
             env.spec,
-            &receipt.app_code,
+            app,
             &receipt.batch_id,
             now,
             detail.as_deref(),
@@ -265,6 +389,7 @@ async fn restore_batch(
             return Err(Failure::Data(format!("drill failed: {detail}")));
         }
     }
+    t.conflicts.extend(conflicts);
     Ok(())
 }
 

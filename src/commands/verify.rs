@@ -8,6 +8,7 @@
 
 use std::collections::{BTreeMap, HashSet};
 
+use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 use serde_json::json;
 
@@ -98,78 +99,94 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
         to_ms: opts.to_ms,
         unpurged_verified_before: None,
     };
-    let in_scope = match receipts_q.list(pool, &scope).await {
-        Ok(list) => list,
-        Err(e) => return Summary::unusable("verify", e.to_string()),
-    };
-    let apps = match app_list(env, opts, &in_scope).await {
-        Ok(apps) => apps,
-        Err(e) => return Summary::unusable("verify", e.to_string()),
-    };
-    let chosen: Vec<StoredReceipt> = in_scope
-        .iter()
-        .filter(|r| {
-            opts.sample_percent
-                .is_none_or(|p| sampled(opts.seed, &r.batch_id, p))
-        })
-        .cloned()
-        .collect();
+    let mut tally: BTreeMap<String, AppTally> = BTreeMap::new();
+    let whole_apps = opts.batch_ids.is_empty() && opts.from_ms.is_none() && opts.to_ms.is_none();
+    if opts.batch_ids.is_empty() {
+        match app_list(env, &receipts_q, opts).await {
+            Ok(apps) => tally.extend(apps.into_iter().map(|a| (a, AppTally::default()))),
+            Err(e) => return Summary::unusable("verify", e.to_string()),
+        }
+    }
 
-    let mut tally: BTreeMap<String, AppTally> = apps
-        .iter()
-        .map(|a| (a.clone(), AppTally::default()))
-        .collect();
-    let mut findings: Vec<Finding> = Vec::new();
-    let mut checked: Vec<String> = Vec::new();
-    let total = chosen.len();
-    let mut progress = Progress::new("verify", "batches", Some(total as u64));
+    // Receipts stream past a page at a time, in cursor order: memory is the receipts being
+    // checked (`--parallel`), never the archive's whole list.
+    let total = if Progress::on_terminal() {
+        receipts_q.count(pool, &scope).await.ok()
+    } else {
+        None
+    };
+    let mut progress = Progress::new("verify", "batches", total);
     let checker = Checker {
         store: env.store.as_ref(),
         spec: env.spec,
         metadata_only: opts.metadata_only,
     };
-    let mut results = futures_util::stream::iter(chosen.iter())
-        .map(|receipt| {
-            let (checker, receipts_q) = (&checker, &receipts_q);
-            async move {
-                let result = async {
+    let mut findings: Vec<Finding> = Vec::new();
+    let mut checked: Vec<String> = Vec::new();
+    let mut in_scope = 0u64;
+    let mut listing_error = None;
+    {
+        let chosen = receipts_q
+            .stream(pool, scope.clone())
+            .filter_map(|receipt| {
+                in_scope += 1;
+                let keep = match &receipt {
+                    Ok(r) => opts
+                        .sample_percent
+                        .is_none_or(|p| sampled(opts.seed, &r.batch_id, p)),
+                    Err(_) => true,
+                };
+                std::future::ready(keep.then_some(receipt))
+            });
+        let results = chosen
+            .map(|receipt| {
+                let (checker, receipts_q) = (&checker, &receipts_q);
+                async move {
+                    let receipt = receipt.map_err(Failure::Db)?;
                     let members = receipts_q
-                        .members_of(pool, &receipt.app_code, &receipt.batch_id)
+                        .proven_members_of(pool, &receipt.app_code, &receipt.batch_id)
                         .await
-                        .map_err(Failure::Db)?;
-                    checker
-                        .check(receipt, &members)
-                        .await
-                        .map_err(Failure::Store)
+                        .map_err(Failure::Db);
+                    let result = match members {
+                        Ok(members) => checker
+                            .check(&receipt, &members)
+                            .await
+                            .map_err(Failure::Store),
+                        Err(e) => Err(e),
+                    };
+                    Ok::<_, Failure>((receipt, result))
                 }
-                .await;
-                (receipt, result)
+            })
+            .buffer_unordered(opts.parallel.max(1));
+        futures_util::pin_mut!(results);
+        while let Some(next) = results.next().await {
+            let (receipt, result) = match next {
+                Ok(checked) => checked,
+                Err(e) => {
+                    listing_error = Some(e.to_string());
+                    break;
+                }
+            };
+            let app = tally.entry(receipt.app_code.clone()).or_default();
+            match result {
+                Ok(found) => {
+                    app.batches += 1;
+                    app.rows += receipt.content.row_count;
+                    checked.push(receipt.batch_id.clone());
+                    findings.extend(found);
+                }
+                Err(e) => {
+                    tracing::error!(batch_id = receipt.batch_id, error = %e, "could not check batch");
+                    app.error
+                        .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
+                }
             }
-        })
-        .buffer_unordered(opts.parallel.max(1));
-    while let Some((receipt, result)) = results.next().await {
-        let app = tally.entry(receipt.app_code.clone()).or_default();
-        match result {
-            Ok(found) => {
-                app.batches += 1;
-                app.rows += receipt.content.row_count;
-                checked.push(receipt.batch_id.clone());
-                findings.extend(found);
-            }
-            Err(e) => {
-                tracing::error!(batch_id = receipt.batch_id, error = %e, "could not check batch");
-                app.error
-                    .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
-            }
+            progress.advance(1, &format!(", {} findings", findings.len()));
         }
-        progress.advance(1, &format!(", {} findings", findings.len()));
     }
-    drop(results);
     progress.finish();
 
     // Gaps and leftovers are looked for only when the scope is whole apps.
-    let whole_apps = opts.batch_ids.is_empty() && opts.from_ms.is_none() && opts.to_ms.is_none();
-    let mut orphans = Vec::new();
     let mut truncated = Vec::new();
     if opts.batch_ids.is_empty() {
         let pages = PageQueries::new(env.spec);
@@ -206,7 +223,7 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
     }
 
     // Orphans: under each listed app's prefix, or under the whole table's prefix.
-    let mut orphan_error = None;
+    let mut orphans = Vec::new();
     if whole_apps && opts.sample_percent.is_none() {
         let table = format::table_prefix(env.store.location().prefix(), env.spec.name);
         let prefixes = match &opts.apps {
@@ -214,16 +231,15 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
                 .iter()
                 .map(|app| format!("{table}app_code={app}/"))
                 .collect(),
-            _ => vec![table],
+            _ => vec![table.clone()],
         };
         for prefix in prefixes {
-            match orphans_under(env, &prefix, &in_scope).await {
-                Ok(found) => orphans.extend(found),
-                Err(e) => orphan_error = Some(format!("listing {prefix}: {e}")),
+            if let Err(e) = orphans_under(env, &receipts_q, &table, &prefix, &mut orphans).await {
+                listing_error = Some(format!("listing {prefix}: {e}"));
             }
         }
     }
-    summary.error = orphan_error;
+    summary.error = listing_error;
     let could_not_look = summary.error.is_some() || tally.values().any(|t| t.error.is_some());
     summary.apps = tally
         .into_iter()
@@ -254,7 +270,7 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
     if let Some(percent) = opts.sample_percent {
         details.insert(
             "sample".into(),
-            json!({"percent": percent, "seed": opts.seed, "of": in_scope.len()}),
+            json!({"percent": percent, "seed": opts.seed, "of": in_scope}),
         );
     }
     details.insert("checked_batches".into(), json!(checked));
@@ -281,22 +297,17 @@ enum Failure {
     Store(StoreError),
 }
 
-/// The apps a run looks at: those listed, else every app with receipts or rows.
+/// The apps a run looks at for stragglers: those listed, else every app with rows or receipts.
 async fn app_list(
     env: &Env,
+    receipts: &ReceiptQueries,
     opts: &VerifyOptions,
-    receipts: &[StoredReceipt],
 ) -> Result<Vec<String>, DbError> {
     match &opts.apps {
         Some(Apps::Listed(list)) => Ok(list.clone()),
-        _ if !opts.batch_ids.is_empty() => {
-            let mut apps: Vec<String> = receipts.iter().map(|r| r.app_code.clone()).collect();
-            apps.dedup();
-            Ok(apps)
-        }
         _ => {
             let mut apps = resolve_apps(env, &Apps::All).await?;
-            apps.extend(receipts.iter().map(|r| r.app_code.clone()));
+            apps.extend(receipts.apps_with_receipts(&env.db.pool).await?);
             apps.sort();
             apps.dedup();
             Ok(apps)
@@ -338,29 +349,131 @@ async fn stragglers(
     Ok((findings, more))
 }
 
-/// Keys under `prefix` that no receipt in `receipts` references.
+#[derive(Debug, thiserror::Error)]
+enum OrphanError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Appends to `orphans` the keys under `prefix` (within the table's prefix `table`) that no
+/// receipt references. The keys come in lexicographic order, a page at a time, so each app's
+/// `dt=` partitions come in date order; the app's receipts come in cursor order, so the same
+/// partitions in the same order. The two are walked side by side, one partition at a time:
+/// memory is one partition's keys, never the archive's.
 async fn orphans_under(
     env: &Env,
+    receipts: &ReceiptQueries,
+    table: &str,
     prefix: &str,
-    receipts: &[StoredReceipt],
-) -> Result<Vec<String>, StoreError> {
-    let referenced: HashSet<&str> = receipts
-        .iter()
-        .flat_map(|r| {
-            [
-                r.keys.data.as_str(),
-                r.keys.manifest.as_str(),
-                r.keys.success.as_str(),
-            ]
-        })
-        .collect();
-    Ok(env
-        .store
-        .list(prefix)
-        .await?
-        .into_iter()
-        .filter(|k| !referenced.contains(k.as_str()))
-        .collect())
+    orphans: &mut Vec<String>,
+) -> Result<(), OrphanError> {
+    let mut pages = env.store.list_pages(prefix);
+    let mut current: Option<(String, Partitions<'_>)> = None;
+    while let Some(page) = pages.next().await {
+        for key in page? {
+            let Some((app, day)) = app_and_day(table, &key) else {
+                orphans.push(key);
+                continue;
+            };
+            if current.as_ref().is_none_or(|(a, _)| a != app) {
+                let scope = ReceiptScope {
+                    apps: vec![app.to_string()],
+                    ..ReceiptScope::default()
+                };
+                current = Some((
+                    app.to_string(),
+                    Partitions::new(receipts, &env.db.pool, scope),
+                ));
+            }
+            let (_, partitions) = current.as_mut().expect("set above");
+            if !partitions.references(day, &key).await? {
+                orphans.push(key);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The app code and the `dt=` day of a key `{table}app_code={app}/dt={day}/…`.
+fn app_and_day<'k>(table: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
+    let rest = key.strip_prefix(table)?.strip_prefix("app_code=")?;
+    let (app, rest) = rest.split_once('/')?;
+    let day = rest.strip_prefix("dt=")?.split('/').next()?;
+    Some((app, day))
+}
+
+type ReceiptStream<'a> = BoxStream<'a, Result<StoredReceipt, DbError>>;
+
+/// One app's receipts, read one `dt=` partition at a time in date order, with the keys each
+/// partition's receipts reference.
+struct Partitions<'a> {
+    receipts: std::pin::Pin<Box<futures_util::stream::Peekable<ReceiptStream<'a>>>>,
+    /// The day loaded, and the keys its receipts reference.
+    day: Option<String>,
+    referenced: HashSet<String>,
+    exhausted: bool,
+}
+
+impl<'a> Partitions<'a> {
+    fn new(receipts: &'a ReceiptQueries, pool: &'a sqlx::MySqlPool, scope: ReceiptScope) -> Self {
+        let stream = receipts.stream(pool, scope).boxed();
+        Partitions {
+            receipts: Box::pin(stream.peekable()),
+            day: None,
+            referenced: HashSet::new(),
+            exhausted: false,
+        }
+    }
+
+    /// Whether a receipt references `key`, in partition `day` (days asked in order).
+    async fn references(&mut self, day: &str, key: &str) -> Result<bool, DbError> {
+        while !self.exhausted && self.day.as_deref().is_none_or(|loaded| loaded < day) {
+            self.load_next_day().await?;
+        }
+        Ok(self.day.as_deref() == Some(day) && self.referenced.contains(key))
+    }
+
+    async fn load_next_day(&mut self) -> Result<(), DbError> {
+        self.referenced.clear();
+        self.day = None;
+        let Some(first) = self.receipts.next().await.transpose()? else {
+            self.exhausted = true;
+            return Ok(());
+        };
+        let day = day_of(&first).to_string();
+        self.take(first);
+        loop {
+            match self.receipts.as_mut().peek().await {
+                Some(Ok(next)) if day_of(next) == day => {}
+                _ => break,
+            }
+            if let Some(next) = self.receipts.next().await.transpose()? {
+                self.take(next);
+            }
+        }
+        self.day = Some(day);
+        Ok(())
+    }
+
+    fn take(&mut self, receipt: StoredReceipt) {
+        self.referenced.extend([
+            receipt.keys.data,
+            receipt.keys.manifest,
+            receipt.keys.success,
+        ]);
+    }
+}
+
+/// The `dt=` day of a receipt's objects.
+fn day_of(receipt: &StoredReceipt) -> &str {
+    receipt
+        .keys
+        .data
+        .split('/')
+        .find_map(|segment| segment.strip_prefix("dt="))
+        .unwrap_or_default()
 }
 
 #[cfg(test)]

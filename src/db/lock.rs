@@ -2,6 +2,12 @@
 //! run. The connection never goes back to a pool — a pooled connection that is dropped keeps its
 //! lock — and is closed explicitly on release.
 //!
+//! Before a commit the lock is confirmed twice: on the lock connection itself
+//! (`IS_USED_LOCK(name) = CONNECTION_ID()`, which fails if that connection is gone) and through
+//! the committing transaction (`IS_USED_LOCK(name)` equals the lock connection's id). The first
+//! is what survives a server restart: connection ids start again from 1, so after one another
+//! session can hold the lock under the very id this lock connection had.
+//!
 //! The name is `{lock_prefix}{table}_archive:{app_code}`, the one the services' own archiver
 //! uses, so the two exclude each other during a cut-over. MySQL limits names to 64 characters;
 //! a longer one is shortened deterministically to its first 47 characters, `~`, and the first 16
@@ -27,7 +33,7 @@ pub fn lock_name(prefix: &str, table: &str, app_code: &str) -> String {
 /// A held advisory lock and the connection holding it.
 #[derive(Debug)]
 pub struct AppLock {
-    conn: MySqlConnection,
+    conn: tokio::sync::Mutex<MySqlConnection>,
     name: String,
     connection_id: u64,
 }
@@ -50,7 +56,7 @@ impl AppLock {
             .await
             .context(|| "reading the lock connection's id".into())?;
         Ok(Some(AppLock {
-            conn,
+            conn: tokio::sync::Mutex::new(conn),
             name: name.to_string(),
             connection_id,
         }))
@@ -64,12 +70,16 @@ impl AppLock {
         self.connection_id
     }
 
-    /// Whether this lock is still held by its connection, asked through `executor` (the receipt
+    /// Whether this lock is still held by its connection: asked on the lock connection itself
+    /// (a connection that is gone holds nothing), and through `executor` (the receipt
     /// transaction, just before it commits).
     pub async fn held_per<'e, E>(&self, executor: E) -> Result<bool, DbError>
     where
         E: Executor<'e, Database = sqlx::MySql>,
     {
+        if !self.held_on_own_connection().await {
+            return Ok(false);
+        }
         let holder: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
             .bind(&self.name)
             .fetch_one(executor)
@@ -78,13 +88,32 @@ impl AppLock {
         Ok(holder == Some(self.connection_id as i64))
     }
 
+    /// `IS_USED_LOCK(name) = CONNECTION_ID()` on the lock connection. Any error there means the
+    /// connection is gone, and with it the lock.
+    async fn held_on_own_connection(&self) -> bool {
+        let mut conn = self.conn.lock().await;
+        let mine: Result<Option<i64>, _> =
+            sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) = CONNECTION_ID() AS SIGNED)")
+                .bind(&self.name)
+                .fetch_one(&mut *conn)
+                .await;
+        match mine {
+            Ok(held) => held == Some(1),
+            Err(e) => {
+                tracing::warn!(lock = self.name, error = %e, "the lock connection is gone, and the lock with it");
+                false
+            }
+        }
+    }
+
     /// Releases the lock and closes its connection (closing alone would release it too).
-    pub async fn release(mut self) {
+    pub async fn release(self) {
+        let mut conn = self.conn.into_inner();
         let _ = sqlx::query("SELECT RELEASE_LOCK(?)")
             .bind(&self.name)
-            .execute(&mut self.conn)
+            .execute(&mut conn)
             .await;
-        let _ = self.conn.close().await;
+        let _ = conn.close().await;
     }
 }
 

@@ -35,6 +35,23 @@ pub enum DbError {
     NotMigrated { missing: String },
     #[error("source table {table} is missing (check --table and --database-url)")]
     NoSourceTable { table: String },
+    #[error("{table}.{column} compares with collation {found}, {why}; fix it with: {fix}")]
+    Collation {
+        table: String,
+        column: String,
+        found: String,
+        why: &'static str,
+        fix: String,
+    },
+    #[error("--app / OUTBOX_ARCHIVER_APPS lists {codes}, which {table}.{column} ({collation}) holds to be one app code: list each app once")]
+    EqualAppCodes {
+        codes: String,
+        table: String,
+        column: String,
+        collation: String,
+    },
+    #[error(transparent)]
+    Failpoint(#[from] crate::failpoint::Tripped),
     #[error("{context}: {source}")]
     Query {
         context: String,
@@ -163,11 +180,188 @@ impl Db {
                 missing: format!("{} {}", missing.version, missing.description),
             });
         }
+        self.check_collations(spec).await
+    }
+
+    /// Refuses tables whose comparisons would make the archiver skip or repeat rows: every
+    /// event id column must compare byte for byte (keyset paging and the cursor rely on the
+    /// database's order, and a case-insensitive one holds `e1` and `E1` equal), and the
+    /// archiver's tables must tell app codes apart at least as finely as the source table does.
+    /// A table made by an older tool fails here with the `ALTER` that fixes it.
+    pub async fn check_collations(&self, spec: &TableSpec) -> Result<(), DbError> {
+        let owned = [
+            (
+                spec.receipts_table(),
+                vec!["first_event_id", "last_event_id"],
+            ),
+            (spec.members_table(), vec!["event_id"]),
+            (spec.superseded_table(), vec!["event_id"]),
+        ];
+        let mut event_ids = vec![(spec.name.to_string(), spec.event_id)];
+        for (table, columns) in &owned {
+            event_ids.extend(columns.iter().map(|c| (table.clone(), *c)));
+        }
+        let columns = self.columns().await?;
+        let find = |table: &str, column: &str| {
+            columns.iter().find(|c| {
+                c.table.eq_ignore_ascii_case(table) && c.column.eq_ignore_ascii_case(column)
+            })
+        };
+        for (table, column) in &event_ids {
+            let Some(c) = find(table, column) else {
+                continue;
+            };
+            if !c.is_binary() {
+                return Err(DbError::Collation {
+                    table: table.clone(),
+                    column: column.to_string(),
+                    found: c.collation.clone().unwrap_or_default(),
+                    why: "which is not binary: event ids must compare byte for byte, or keyset paging skips and repeats rows that compare equal",
+                    fix: c.alter_to_binary(),
+                });
+            }
+        }
+        let Some(source) = find(spec.name, spec.app_code) else {
+            return Ok(());
+        };
+        for (table, _) in &owned {
+            let Some(c) = find(table, "app_code") else {
+                continue;
+            };
+            if c.collation != source.collation && !c.is_binary() {
+                return Err(DbError::Collation {
+                    table: table.clone(),
+                    column: "app_code".into(),
+                    found: c.collation.clone().unwrap_or_default(),
+                    why: "which tells app codes apart less finely than the source table's: two apps would share receipts and a cursor",
+                    fix: c.alter_to(source.charset.as_deref(), source.collation.as_deref()),
+                });
+            }
+        }
         Ok(())
+    }
+
+    /// Refuses a list of app codes of which two are one code under the source table's collation
+    /// (`a1` and `A1` under a case-insensitive one): they would archive the same rows twice.
+    pub async fn check_app_list(&self, spec: &TableSpec, apps: &[String]) -> Result<(), DbError> {
+        let mut apps = apps.to_vec();
+        apps.sort();
+        apps.dedup();
+        if apps.len() < 2 {
+            return Ok(());
+        }
+        let columns = self.columns().await?;
+        let Some(source) = columns.iter().find(|c| {
+            c.table.eq_ignore_ascii_case(spec.name) && c.column.eq_ignore_ascii_case(spec.app_code)
+        }) else {
+            return Ok(());
+        };
+        let (Some(charset), Some(collation)) = (&source.charset, &source.collation) else {
+            return Ok(());
+        };
+        let codes = vec!["SELECT CONVERT(? USING {cs}) AS code"; apps.len()]
+            .join(" UNION ALL ")
+            .replace("{cs}", charset);
+        let sql = format!(
+            "SELECT GROUP_CONCAT(code ORDER BY code SEPARATOR '\n') FROM ({codes}) AS listed \
+             GROUP BY code COLLATE {collation} HAVING COUNT(DISTINCT CAST(code AS BINARY)) > 1 LIMIT 1"
+        );
+        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
+        for app in &apps {
+            query = query.bind(app);
+        }
+        let equal = query.fetch_optional(&self.pool).await.context(|| {
+            "comparing the listed app codes under the source table's collation".into()
+        })?;
+        match equal {
+            None => Ok(()),
+            Some(codes) => Err(DbError::EqualAppCodes {
+                codes: codes
+                    .split('\n')
+                    .map(|c| format!("{c:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" and "),
+                table: spec.name.to_string(),
+                column: spec.app_code.to_string(),
+                collation: collation.clone(),
+            }),
+        }
+    }
+
+    /// The character columns of this database's tables, with their collations.
+    async fn columns(&self) -> Result<Vec<ColumnInfo>, DbError> {
+        type Described = (
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<String>,
+            String,
+        );
+        let rows: Vec<Described> =
+            sqlx::query_as(
+                "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(column_type AS CHAR), \
+                 CAST(character_set_name AS CHAR), CAST(collation_name AS CHAR), CAST(is_nullable AS CHAR) \
+                 FROM information_schema.columns WHERE table_schema = DATABASE() \
+                 AND (column_name LIKE '%event\\_id' OR column_name = 'app_code')",
+            )
+            .fetch_all(&self.pool)
+            .await
+            .context(|| "reading the tables' column definitions".into())?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(table, column, column_type, charset, collation, nullable)| ColumnInfo {
+                    table,
+                    column,
+                    column_type,
+                    charset,
+                    collation,
+                    nullable: nullable == "YES",
+                },
+            )
+            .collect())
     }
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// One column as information_schema describes it.
+#[derive(Debug, Clone)]
+struct ColumnInfo {
+    table: String,
+    column: String,
+    column_type: String,
+    charset: Option<String>,
+    collation: Option<String>,
+    nullable: bool,
+}
+
+impl ColumnInfo {
+    /// Byte-for-byte comparison: a `_bin` collation, or a binary type (no collation).
+    fn is_binary(&self) -> bool {
+        self.collation
+            .as_deref()
+            .is_none_or(|c| c.ends_with("_bin") || c == "binary")
+    }
+
+    fn alter_to(&self, charset: Option<&str>, collation: Option<&str>) -> String {
+        format!(
+            "ALTER TABLE {} MODIFY {} {}{}{}{}",
+            self.table,
+            self.column,
+            self.column_type,
+            charset.map_or(String::new(), |c| format!(" CHARACTER SET {c}")),
+            collation.map_or(String::new(), |c| format!(" COLLATE {c}")),
+            if self.nullable { " NULL" } else { " NOT NULL" }
+        )
+    }
+
+    fn alter_to_binary(&self) -> String {
+        let charset = self.charset.as_deref().unwrap_or("utf8mb4");
+        self.alter_to(Some(charset), Some(&format!("{charset}_bin")))
     }
 }
 

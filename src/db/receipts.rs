@@ -2,12 +2,20 @@
 //! transaction that records a verified batch — receipt and exact members together or nothing.
 //!
 //! Recording is idempotent: a retry of the same batch (a commit whose answer was lost) finds the
-//! same receipt and the same members and changes nothing. Anything that disagrees — a member
-//! already owned by another batch, a control value that differs from an existing receipt of the
-//! same batch id — fails the transaction, and nothing is recorded.
+//! same receipt and the same members and changes nothing. Anything that disagrees — the same
+//! version of a row already owned by another batch, a control value that differs from an existing
+//! receipt of the same batch id, a straggler batch that would move the cursor — fails the
+//! transaction, and nothing is recorded.
+//!
+//! A row that another batch archived and that came back delivered with a different
+//! `updated_at_ms` (an operator replayed the event) is not a conflict (SPEC §5.10): this batch's
+//! version supersedes the older one. The member row — one per source row, the version `purge`
+//! may delete — moves to this batch, and the older version is kept in the superseded table as its
+//! own batch's, for `verify` and `restore`.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
+use serde::Serialize;
 use sqlx::{AssertSqlSafe, MySqlPool, Row as _};
 
 use super::lock::AppLock;
@@ -33,7 +41,29 @@ pub struct Receipt {
     pub data: ObjectDigest,
     pub manifest: ObjectDigest,
     pub success: ObjectDigest,
+    /// The data object's CRC-64/NVME, as read back (what AWS S3 reports on HEAD).
+    pub data_crc64nvme: Option<u64>,
     pub verified_at_ms: i64,
+}
+
+/// Which rows a batch was cut from, for the checks its record step makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Rows after the app's cursor: the batch moves the cursor to its last row.
+    AfterCursor,
+    /// Stragglers at or below the cursor: the batch must not end above it (SPEC §5.10).
+    Stragglers,
+}
+
+/// An older version of a row that a batch archived again: the row came back delivered with a
+/// different `updated_at_ms`, and the member row moved to the new batch.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Superseded {
+    pub event_id: String,
+    /// The older version's.
+    pub updated_at_ms: i64,
+    /// The batch that archived the older version.
+    pub batch_id: String,
 }
 
 /// Why a receipt was not recorded.
@@ -64,6 +94,12 @@ pub enum RecordError {
     },
     #[error("lost advisory lock {lock} before committing batch {batch_id} (killed connection, server restart or another archiver); nothing recorded")]
     LockLost { lock: String, batch_id: String },
+    #[error("straggler batch {batch_id} ends at {last}, above app {app}'s cursor (a straggler changed while it was read); nothing recorded — run `outbox-archiver verify --app {app}`")]
+    StragglerAboveCursor {
+        batch_id: String,
+        app: String,
+        last: String,
+    },
     #[error(transparent)]
     Failpoint(#[from] Tripped),
 }
@@ -73,6 +109,7 @@ pub enum RecordError {
 pub struct ReceiptQueries {
     spec: &'static TableSpec,
     latest: String,
+    reaches: String,
     exists: String,
     insert: String,
     controls: String,
@@ -168,9 +205,14 @@ impl ReceiptQueries {
                  WHERE app_code = ? AND state = ? ORDER BY last_updated_at_ms DESC, last_event_id DESC LIMIT 1",
                 index = spec.cursor_index()
             ),
+            reaches: format!(
+                "SELECT 1 FROM {receipts} FORCE INDEX ({index}) WHERE app_code = ? AND state = ? \
+                 AND (last_updated_at_ms > ? OR (last_updated_at_ms = ? AND last_event_id >= ?)) LIMIT 1",
+                index = spec.cursor_index()
+            ),
             exists: format!("SELECT 1 FROM {receipts} WHERE app_code = ? AND batch_id = ?"),
             insert: format!(
-                "INSERT INTO {receipts} (app_code, batch_id, {cols}) VALUES (?, ?, {placeholders}) \
+                "INSERT INTO {receipts} (app_code, batch_id, {cols}, data_crc64nvme) VALUES (?, ?, {placeholders}, ?) \
                  ON DUPLICATE KEY UPDATE batch_id = batch_id",
                 cols = insert_cols.join(", ")
             ),
@@ -221,21 +263,44 @@ impl ReceiptQueries {
     }
 
     /// Records a verified batch: receipt and members in one transaction, the lock re-checked just
-    /// before the commit.
+    /// before the commit. Returns the older versions of rows this batch superseded.
     pub async fn record(
         &self,
         pool: &MySqlPool,
         receipt: &Receipt,
         members: &[Member],
+        cut: Cut,
         lock: &AppLock,
         failpoints: &FailPoints,
-    ) -> Result<(), RecordError> {
+    ) -> Result<Vec<Superseded>, RecordError> {
         let batch = &receipt.batch_id;
         let app = &receipt.app_code;
         let mut tx = pool
             .begin()
             .await
             .context(|| format!("starting the receipt transaction of batch {batch}"))?;
+
+        if cut == Cut::Stragglers {
+            // The cursor is the greatest last cursor among the receipts: a straggler batch may
+            // record only if some receipt already reaches as far as its last row.
+            let last = &receipt.content.last;
+            let reached: Option<i32> = sqlx::query_scalar(AssertSqlSafe(self.reaches.clone()))
+                .bind(app)
+                .bind(STATE_VERIFIED)
+                .bind(last.updated_at_ms)
+                .bind(last.updated_at_ms)
+                .bind(&last.event_id)
+                .fetch_optional(&mut *tx)
+                .await
+                .context(|| format!("comparing straggler batch {batch} with the cursor"))?;
+            if reached.is_none() {
+                return Err(RecordError::StragglerAboveCursor {
+                    batch_id: batch.clone(),
+                    app: app.clone(),
+                    last: last.to_string(),
+                });
+            }
+        }
 
         let controls = receipt.controls();
         let mut insert = sqlx::query(AssertSqlSafe(self.insert.clone()))
@@ -247,7 +312,8 @@ impl ReceiptQueries {
         insert = insert
             .bind(receipt.verified_at_ms)
             .bind(receipt.verified_at_ms)
-            .bind(receipt.verified_at_ms);
+            .bind(receipt.verified_at_ms)
+            .bind(receipt.data_crc64nvme.map(|c| c.to_string()));
         insert
             .execute(&mut *tx)
             .await
@@ -281,9 +347,12 @@ impl ReceiptQueries {
             .try_get(controls.len())
             .context(|| format!("reading back receipt {batch}"))?;
 
+        let mut superseded = Vec::new();
         for chunk in members.chunks(MEMBER_CHUNK) {
-            self.write_members(&mut tx, receipt, verified_at_ms, chunk)
-                .await?;
+            superseded.extend(
+                self.write_members(&mut tx, receipt, verified_at_ms, chunk)
+                    .await?,
+            );
         }
         failpoints.check("after-members")?;
 
@@ -297,16 +366,17 @@ impl ReceiptQueries {
         tx.commit()
             .await
             .context(|| format!("committing receipt {batch}"))?;
-        Ok(())
+        Ok(superseded)
     }
 
+    /// Writes one chunk of members and reads it back; returns the older versions it superseded.
     async fn write_members(
         &self,
         tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
         receipt: &Receipt,
         verified_at_ms: i64,
         chunk: &[Member],
-    ) -> Result<(), RecordError> {
+    ) -> Result<Vec<Superseded>, RecordError> {
         let batch = &receipt.batch_id;
         let mut sql = self.members_insert_prefix.clone();
         sql.push_str(&vec!["(?, ?, ?, ?, ?, ?)"; chunk.len()].join(", "));
@@ -343,6 +413,7 @@ impl ReceiptQueries {
             .map(|m| (m.event_id.as_str(), m.updated_at_ms))
             .collect();
         let mut found = 0;
+        let mut older = Vec::new();
         for row in &rows {
             let read = |e| DbError::Query {
                 context: format!("reading back members of batch {batch}"),
@@ -353,18 +424,28 @@ impl ReceiptQueries {
             let owner: String = row.try_get(2).map_err(read)?;
             let manifest_sha256: String = row.try_get(3).map_err(read)?;
             let member_verified_at: i64 = row.try_get(4).map_err(read)?;
-            let ours = expected.get(event_id.as_str()) == Some(&updated_at_ms)
+            let want = expected.get(event_id.as_str());
+            let ours = want == Some(&updated_at_ms)
                 && &owner == batch
                 && manifest_sha256 == receipt.manifest.sha256
                 && member_verified_at == verified_at_ms;
-            if !ours {
+            if ours {
+                found += 1;
+            } else if &owner != batch && want.is_some_and(|&w| w != updated_at_ms) {
+                // Another batch archived another version of this row: this one supersedes it.
+                older.push(Superseded {
+                    event_id,
+                    updated_at_ms,
+                    batch_id: owner,
+                });
+                found += 1;
+            } else {
                 return Err(RecordError::MemberConflict {
                     batch_id: batch.clone(),
                     event_id,
                     other_batch: owner,
                 });
             }
-            found += 1;
         }
         if found != chunk.len() {
             return Err(RecordError::MemberReadback {
@@ -372,6 +453,103 @@ impl ReceiptQueries {
                 expected: chunk.len(),
                 found,
             });
+        }
+        if !older.is_empty() {
+            self.supersede(tx, receipt, verified_at_ms, &older, &expected)
+                .await?;
+        }
+        Ok(older)
+    }
+
+    /// Moves the member rows of `older` versions to this batch and keeps the older versions as
+    /// their own batches' (SPEC §5.10), inside the receipt transaction.
+    async fn supersede(
+        &self,
+        tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+        receipt: &Receipt,
+        verified_at_ms: i64,
+        older: &[Superseded],
+        versions: &HashMap<&str, i64>,
+    ) -> Result<(), RecordError> {
+        let (app, batch) = (&receipt.app_code, &receipt.batch_id);
+        let s = self.spec;
+        let context = || format!("superseding older versions of rows in batch {batch}");
+        let list = |n: usize, one: &str| vec![one; n].join(", ");
+        let sql = format!(
+            "INSERT INTO {} (app_code, event_id, updated_at_ms, batch_id, superseded_by, superseded_at_ms) VALUES {}",
+            s.superseded_table(),
+            list(older.len(), "(?, ?, ?, ?, ?, ?)")
+        );
+        let mut insert = sqlx::query(AssertSqlSafe(sql));
+        for o in older {
+            insert = insert
+                .bind(app)
+                .bind(&o.event_id)
+                .bind(o.updated_at_ms)
+                .bind(&o.batch_id)
+                .bind(batch)
+                .bind(verified_at_ms);
+        }
+        insert.execute(&mut **tx).await.context(context)?;
+
+        let sql = format!(
+            "DELETE FROM {} WHERE app_code = ? AND event_id IN ({}) AND (event_id, updated_at_ms, batch_id) IN ({})",
+            s.members_table(),
+            list(older.len(), "?"),
+            list(older.len(), "(?, ?, ?)")
+        );
+        let mut delete = sqlx::query(AssertSqlSafe(sql)).bind(app);
+        for o in older {
+            delete = delete.bind(&o.event_id);
+        }
+        for o in older {
+            delete = delete
+                .bind(&o.event_id)
+                .bind(o.updated_at_ms)
+                .bind(&o.batch_id);
+        }
+        let moved = delete
+            .execute(&mut **tx)
+            .await
+            .context(context)?
+            .rows_affected();
+        if moved != older.len() as u64 {
+            return Err(RecordError::MemberReadback {
+                batch_id: batch.clone(),
+                expected: older.len(),
+                found: moved as usize,
+            });
+        }
+        let mut sql = self.members_insert_prefix.clone();
+        sql.push_str(&list(older.len(), "(?, ?, ?, ?, ?, ?)"));
+        let mut insert = sqlx::query(AssertSqlSafe(sql));
+        for o in older {
+            insert = insert
+                .bind(app)
+                .bind(&o.event_id)
+                .bind(versions[o.event_id.as_str()])
+                .bind(batch)
+                .bind(&receipt.manifest.sha256)
+                .bind(verified_at_ms);
+        }
+        insert.execute(&mut **tx).await.context(context)?;
+
+        let mut per_batch: BTreeMap<&str, i64> = BTreeMap::new();
+        for o in older {
+            *per_batch.entry(o.batch_id.as_str()).or_default() += 1;
+        }
+        let sql = format!(
+            "UPDATE {} SET superseded_rows = superseded_rows + ? WHERE app_code = ? AND batch_id = ?",
+            s.receipts_table()
+        );
+        for (old_batch, n) in per_batch {
+            sqlx::query(AssertSqlSafe(sql.clone()))
+                .bind(n)
+                .bind(app)
+                .bind(old_batch)
+                .execute(&mut **tx)
+                .await
+                .context(context)?;
         }
         Ok(())
     }
@@ -388,7 +566,11 @@ pub struct StoredReceipt {
     pub manifest_sha256: String,
     pub manifest_crc64: u64,
     pub success_crc64: u64,
+    /// The data object's CRC-64/NVME (receipts recorded since migration 4).
+    pub data_crc64nvme: Option<u64>,
     pub verified_at_ms: i64,
+    /// When the batch was restored into the source table (purge leaves it alone since).
+    pub restored_at_ms: Option<i64>,
 }
 
 /// Which receipts a command looks at.
@@ -401,64 +583,165 @@ pub struct ReceiptScope {
     /// Receipts whose rows reach into `[from_ms, to_ms)` of `updated_at_ms`.
     pub from_ms: Option<i64>,
     pub to_ms: Option<i64>,
-    /// Only receipts not yet fully purged and verified at or before this instant (purge's grace).
+    /// Only receipts purge may still work on: not fully purged, not restored into the source,
+    /// and verified at or before this instant (purge's grace).
     pub unpurged_verified_before: Option<i64>,
 }
 
+/// A value a scope's conditions bind.
+enum Bind<'a> {
+    Text(&'a str),
+    Int(i64),
+}
+
+/// The conditions of a scope (after `state = ?`), and the values they bind, in order.
+fn scope_filter(scope: &ReceiptScope) -> (String, Vec<Bind<'_>>) {
+    let list = |n: usize| vec!["?"; n].join(", ");
+    let mut sql = String::new();
+    let mut binds = Vec::new();
+    if !scope.apps.is_empty() {
+        sql.push_str(&format!(" AND app_code IN ({})", list(scope.apps.len())));
+        binds.extend(scope.apps.iter().map(|a| Bind::Text(a)));
+    }
+    if !scope.batch_ids.is_empty() {
+        sql.push_str(&format!(
+            " AND batch_id IN ({})",
+            list(scope.batch_ids.len())
+        ));
+        binds.extend(scope.batch_ids.iter().map(|b| Bind::Text(b)));
+    }
+    if let Some(from) = scope.from_ms {
+        sql.push_str(" AND last_updated_at_ms >= ?");
+        binds.push(Bind::Int(from));
+    }
+    if let Some(to) = scope.to_ms {
+        sql.push_str(" AND first_updated_at_ms < ?");
+        binds.push(Bind::Int(to));
+    }
+    if let Some(before) = scope.unpurged_verified_before {
+        sql.push_str(
+            " AND purged_at_ms IS NULL AND restored_at_ms IS NULL AND verified_at_ms <= ?",
+        );
+        binds.push(Bind::Int(before));
+    }
+    (sql, binds)
+}
+
+/// Where a page of receipts ended: the next page starts after it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Position {
+    pub app_code: String,
+    pub last: Cursor,
+}
+
+impl Position {
+    fn of(receipt: &StoredReceipt) -> Position {
+        Position {
+            app_code: receipt.app_code.clone(),
+            last: receipt.content.last.clone(),
+        }
+    }
+}
+
+/// Receipts are listed in pages of this many, so no command holds a whole archive's receipts.
+pub const RECEIPT_PAGE: u32 = 500;
+
 impl ReceiptQueries {
-    /// The VERIFIED receipts in scope, by app and cursor.
+    /// The VERIFIED receipts in scope, by app and cursor: every one (small scopes, tests).
     pub async fn list(
         &self,
         pool: &MySqlPool,
         scope: &ReceiptScope,
+    ) -> Result<Vec<StoredReceipt>, DbError> {
+        let mut all = Vec::new();
+        let mut after = None;
+        loop {
+            let page = self.page(pool, scope, after.as_ref(), RECEIPT_PAGE).await?;
+            let full = page.len() == RECEIPT_PAGE as usize;
+            after = page.last().map(Position::of);
+            all.extend(page);
+            if !full {
+                return Ok(all);
+            }
+        }
+    }
+
+    /// The VERIFIED receipts in scope as a stream, a page of [`RECEIPT_PAGE`] at a time, by app
+    /// and cursor: memory is one page, whatever the archive's size.
+    pub fn stream<'a>(
+        &'a self,
+        pool: &'a MySqlPool,
+        scope: ReceiptScope,
+    ) -> impl futures_util::Stream<Item = Result<StoredReceipt, DbError>> + Send + 'a {
+        let state = (
+            scope,
+            Some(None::<Position>),
+            std::collections::VecDeque::new(),
+        );
+        futures_util::stream::try_unfold(
+            state,
+            move |(scope, mut after, mut buffered)| async move {
+                loop {
+                    if let Some(receipt) = buffered.pop_front() {
+                        return Ok(Some((receipt, (scope, after, buffered))));
+                    }
+                    let Some(from) = after else {
+                        return Ok(None);
+                    };
+                    let page = self.page(pool, &scope, from.as_ref(), RECEIPT_PAGE).await?;
+                    after = (page.len() == RECEIPT_PAGE as usize)
+                        .then(|| page.last().map(Position::of));
+                    buffered.extend(page);
+                }
+            },
+        )
+    }
+
+    /// One page of the receipts in scope after `after`, by app and cursor.
+    pub async fn page(
+        &self,
+        pool: &MySqlPool,
+        scope: &ReceiptScope,
+        after: Option<&Position>,
+        limit: u32,
     ) -> Result<Vec<StoredReceipt>, DbError> {
         let totals: Vec<&str> = self.spec.totals.iter().map(|t| t.field).collect();
         let mut sql = format!(
             "SELECT app_code, batch_id, data_object_key, manifest_object_key, success_object_key, row_count, \
              first_updated_at_ms, first_event_id, last_updated_at_ms, last_event_id, min_created_at_ms, \
              max_created_at_ms, ndjson_sha256, gzip_sha256, data_crc64, manifest_crc64, success_crc64, \
-             manifest_sha256, uncompressed_bytes, compressed_bytes, verified_at_ms{}{} FROM {} WHERE state = ?",
+             manifest_sha256, uncompressed_bytes, compressed_bytes, verified_at_ms, data_crc64nvme, \
+             restored_at_ms{}{} FROM {} WHERE state = ?",
             if totals.is_empty() { "" } else { ", " },
             totals.join(", "),
             self.spec.receipts_table()
         );
-        let list = |n: usize| vec!["?"; n].join(", ");
-        if !scope.apps.is_empty() {
-            sql.push_str(&format!(" AND app_code IN ({})", list(scope.apps.len())));
+        let (filter, binds) = scope_filter(scope);
+        sql.push_str(&filter);
+        if after.is_some() {
+            sql.push_str(
+                " AND (app_code > ? OR (app_code = ? AND (last_updated_at_ms > ? \
+                 OR (last_updated_at_ms = ? AND last_event_id > ?))))",
+            );
         }
-        if !scope.batch_ids.is_empty() {
-            sql.push_str(&format!(
-                " AND batch_id IN ({})",
-                list(scope.batch_ids.len())
-            ));
-        }
-        if scope.from_ms.is_some() {
-            sql.push_str(" AND last_updated_at_ms >= ?");
-        }
-        if scope.to_ms.is_some() {
-            sql.push_str(" AND first_updated_at_ms < ?");
-        }
-        if scope.unpurged_verified_before.is_some() {
-            sql.push_str(" AND purged_at_ms IS NULL AND verified_at_ms <= ?");
-        }
-        sql.push_str(" ORDER BY app_code, last_updated_at_ms, last_event_id");
+        sql.push_str(" ORDER BY app_code, last_updated_at_ms, last_event_id LIMIT ?");
         let mut query = sqlx::query(AssertSqlSafe(sql)).bind(STATE_VERIFIED);
-        for app in &scope.apps {
-            query = query.bind(app);
+        for bind in binds {
+            query = match bind {
+                Bind::Text(text) => query.bind(text),
+                Bind::Int(n) => query.bind(n),
+            };
         }
-        for id in &scope.batch_ids {
-            query = query.bind(id);
-        }
-        if let Some(from) = scope.from_ms {
-            query = query.bind(from);
-        }
-        if let Some(to) = scope.to_ms {
-            query = query.bind(to);
-        }
-        if let Some(before) = scope.unpurged_verified_before {
-            query = query.bind(before);
+        if let Some(p) = after {
+            query = query
+                .bind(&p.app_code)
+                .bind(&p.app_code)
+                .bind(p.last.updated_at_ms)
+                .bind(p.last.updated_at_ms)
+                .bind(&p.last.event_id);
         }
         let rows = query
+            .bind(limit)
             .fetch_all(pool)
             .await
             .context(|| "listing receipts".into())?;
@@ -466,6 +749,49 @@ impl ReceiptQueries {
             .map(|row| self.decode(row))
             .collect::<Result<_, sqlx::Error>>()
             .context(|| "decoding a receipt".into())
+    }
+
+    /// How many receipts are in scope (for a progress display).
+    pub async fn count(&self, pool: &MySqlPool, scope: &ReceiptScope) -> Result<u64, DbError> {
+        let (filter, binds) = scope_filter(scope);
+        let sql = format!(
+            "SELECT COUNT(*) FROM {} WHERE state = ?{filter}",
+            self.spec.receipts_table()
+        );
+        let mut query = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql)).bind(STATE_VERIFIED);
+        for bind in binds {
+            query = match bind {
+                Bind::Text(text) => query.bind(text),
+                Bind::Int(n) => query.bind(n),
+            };
+        }
+        let n = query
+            .fetch_one(pool)
+            .await
+            .context(|| "counting receipts".into())?;
+        Ok(n as u64)
+    }
+
+    /// Every app code that has receipts, by index dives on the primary key (`MIN(app_code) …
+    /// WHERE app_code > ?`): cost grows with the number of apps, not of receipts.
+    pub async fn apps_with_receipts(&self, pool: &MySqlPool) -> Result<Vec<String>, DbError> {
+        let table = self.spec.receipts_table();
+        let first = format!("SELECT MIN(app_code) FROM {table}");
+        let next = format!("SELECT MIN(app_code) FROM {table} WHERE app_code > ?");
+        let mut apps = Vec::new();
+        let mut current: Option<String> = sqlx::query_scalar(AssertSqlSafe(first))
+            .fetch_one(pool)
+            .await
+            .context(|| "listing the apps with receipts".into())?;
+        while let Some(app) = current {
+            current = sqlx::query_scalar(AssertSqlSafe(next.clone()))
+                .bind(&app)
+                .fetch_one(pool)
+                .await
+                .context(|| "listing the apps with receipts".into())?;
+            apps.push(app);
+        }
+        Ok(apps)
     }
 
     fn decode(&self, row: &sqlx::mysql::MySqlRow) -> Result<StoredReceipt, sqlx::Error> {
@@ -479,7 +805,7 @@ impl ReceiptQueries {
         };
         let mut totals = Vec::new();
         for (k, total) in self.spec.totals.iter().enumerate() {
-            let value = text(21 + k)?;
+            let value = text(23 + k)?;
             let parsed = value.parse::<i128>().map_err(|_| {
                 sqlx::Error::Decode(format!("{} {value:?} is not a decimal", total.field).into())
             })?;
@@ -518,6 +844,11 @@ impl ReceiptQueries {
             success_crc64: number(16, "success_crc64")?,
             manifest_sha256: text(17)?,
             verified_at_ms: int(20)?,
+            data_crc64nvme: match row.try_get::<Option<String>, _>(21)? {
+                None => None,
+                Some(_) => Some(number(21, "data_crc64nvme")?),
+            },
+            restored_at_ms: row.try_get(22)?,
         })
     }
 
@@ -525,7 +856,7 @@ impl ReceiptQueries {
     /// all gone from the source table may still have receipts to finish).
     pub async fn apps_with_unpurged(&self, pool: &MySqlPool) -> Result<Vec<String>, DbError> {
         let sql = format!(
-            "SELECT DISTINCT app_code FROM {} WHERE state = ? AND purged_at_ms IS NULL ORDER BY app_code",
+            "SELECT DISTINCT app_code FROM {} WHERE state = ? AND purged_at_ms IS NULL AND restored_at_ms IS NULL ORDER BY app_code",
             self.spec.receipts_table()
         );
         sqlx::query_scalar(AssertSqlSafe(sql))
@@ -533,6 +864,84 @@ impl ReceiptQueries {
             .fetch_all(pool)
             .await
             .context(|| "listing apps with receipts to purge".into())
+    }
+
+    /// Every row version a batch holds and the database vouches for: its members, and the older
+    /// versions a later batch superseded (SPEC §5.10). What `verify` and `restore` compare a data
+    /// object's rows with.
+    pub async fn proven_members_of(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<Member>, DbError> {
+        let mut members = self.members_of(pool, app, batch_id).await?;
+        members.extend(self.superseded_of(pool, app, batch_id).await?);
+        Ok(members)
+    }
+
+    /// The older versions of rows in a batch that later batches superseded.
+    pub async fn superseded_of(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<Member>, DbError> {
+        let sql = format!(
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ?",
+            self.spec.superseded_table()
+        );
+        let rows: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_all(pool)
+            .await
+            .context(|| format!("reading the superseded rows of batch {batch_id}"))?;
+        Ok(rows
+            .into_iter()
+            .map(|(event_id, updated_at_ms)| Member {
+                event_id,
+                updated_at_ms,
+            })
+            .collect())
+    }
+
+    /// Marks a batch restored into the source table: purge never deletes its rows again on this
+    /// receipt (SPEC §5.9). The first restore's time is kept.
+    pub async fn mark_restored(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+        now_ms: i64,
+    ) -> Result<(), DbError> {
+        let sql = format!(
+            "UPDATE {} SET restored_at_ms = COALESCE(restored_at_ms, ?) WHERE app_code = ? AND batch_id = ?",
+            self.spec.receipts_table()
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(now_ms)
+            .bind(app)
+            .bind(batch_id)
+            .execute(pool)
+            .await
+            .context(|| format!("marking batch {batch_id} restored into the source"))?;
+        Ok(())
+    }
+
+    /// Receipts of an app that purge leaves alone because they were restored into the source.
+    pub async fn restored_unpurged(&self, pool: &MySqlPool, app: &str) -> Result<u64, DbError> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM {} WHERE app_code = ? AND state = ? AND purged_at_ms IS NULL AND restored_at_ms IS NOT NULL",
+            self.spec.receipts_table()
+        );
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(STATE_VERIFIED)
+            .fetch_one(pool)
+            .await
+            .context(|| format!("counting restored receipts of app {app}"))?;
+        Ok(n as u64)
     }
 
     /// The members a receipt recorded, as `(event_id, updated_at_ms)`.

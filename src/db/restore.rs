@@ -1,8 +1,12 @@
 //! Loading archived rows back into a table with the source's definition (SPEC §6 `restore`):
 //! idempotent — a row already there with the same content is left alone, one with different
 //! content is a conflict, reported and never overwritten — and the drill's comparisons.
+//!
+//! Every inserted row is read back inside its transaction and compared whole with the archived
+//! row: a server that stores a value differently (MySQL 8 normalises JSON, a CHAR column drops
+//! trailing spaces, a trigger rewrites a column) makes that row a conflict, and it is not loaded.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, HashSet};
 
 use sqlx::{AssertSqlSafe, MySqlPool};
 
@@ -47,17 +51,46 @@ pub async fn drop_table(pool: &MySqlPool, table: &str) -> Result<(), DbError> {
     Ok(())
 }
 
+/// Why a row was not loaded.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConflictReason {
+    /// The table already holds a row with this key and other content.
+    ExistsWithOtherContent,
+    /// Inserted, the row reads back other than it was archived (the insert was rolled back).
+    StoredDifferently,
+}
+
+/// A row that was not loaded, and why; `column` names the first column that differs.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Conflict {
+    pub event_id: String,
+    pub reason: ConflictReason,
+    pub column: Option<String>,
+}
+
 /// What loading one chunk did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Loaded {
     pub inserted: u64,
     /// Already there, identical.
     pub present: u64,
-    /// Already there with different content: event ids.
-    pub conflicts: Vec<String>,
+    /// Not loaded: there with other content, or stored differently from the archive.
+    pub conflicts: Vec<Conflict>,
 }
 
-/// Inserts the rows that are not in `table` yet, in one transaction; compares the others.
+/// The name of the first column in which `a` and `b` differ.
+fn differing_column(spec: &TableSpec, a: &Row, b: &Row) -> Option<String> {
+    spec.columns
+        .iter()
+        .zip(a.iter().zip(b.iter()))
+        .find(|(_, (x, y))| x != y)
+        .map(|(c, _)| c.name.to_string())
+}
+
+/// Inserts the rows that are not in `table` yet, in one transaction, and reads them back before
+/// committing; compares the others. A row that reads back other than it was archived is taken
+/// out, and the chunk is done again without it.
 pub async fn load_chunk(
     pool: &MySqlPool,
     spec: &TableSpec,
@@ -67,49 +100,157 @@ pub async fn load_chunk(
 ) -> Result<Loaded, DbError> {
     let layout = spec.layout();
     let id = |r: &Row| r[layout.event_id].as_str().unwrap_or_default().to_string();
-    let mut tx = pool
-        .begin()
-        .await
-        .context(|| format!("starting a restore transaction into {table}"))?;
+    let mut stored_differently: Vec<Conflict> = Vec::new();
+    // Each pass either commits or takes at least one more row out: at most rows.len() + 1 passes.
+    loop {
+        let refused: HashSet<&str> = stored_differently
+            .iter()
+            .map(|c| c.event_id.as_str())
+            .collect();
+        let mut tx = pool
+            .begin()
+            .await
+            .context(|| format!("starting a restore transaction into {table}"))?;
+        let existing = select_rows(&mut tx, spec, table, app, rows.iter().map(id), true).await?;
+        let mut loaded = Loaded::default();
+        let mut missing = Vec::new();
+        for r in rows {
+            let key = id(r);
+            match existing.get(&key) {
+                Some(there) if there == r => loaded.present += 1,
+                Some(there) => loaded.conflicts.push(Conflict {
+                    column: differing_column(spec, r, there),
+                    event_id: key,
+                    reason: ConflictReason::ExistsWithOtherContent,
+                }),
+                None if refused.contains(key.as_str()) => {}
+                None => missing.push(r),
+            }
+        }
+        if !missing.is_empty() {
+            super::insert_rows(spec, table, &missing)
+                .execute(&mut *tx)
+                .await
+                .context(|| format!("inserting restored rows into {table}"))?;
+            let stored = select_rows(
+                &mut tx,
+                spec,
+                table,
+                app,
+                missing.iter().map(|r| id(r)),
+                false,
+            )
+            .await?;
+            let differ: Vec<Conflict> = missing
+                .iter()
+                .filter_map(|r| {
+                    let key = id(r);
+                    match stored.get(&key) {
+                        Some(back) if back == *r => None,
+                        back => Some(Conflict {
+                            column: back.and_then(|b| differing_column(spec, r, b)),
+                            event_id: key,
+                            reason: ConflictReason::StoredDifferently,
+                        }),
+                    }
+                })
+                .collect();
+            if !differ.is_empty() {
+                tx.rollback()
+                    .await
+                    .context(|| format!("rolling back restored rows into {table}"))?;
+                stored_differently.extend(differ);
+                continue;
+            }
+            loaded.inserted = missing.len() as u64;
+        }
+        tx.commit()
+            .await
+            .context(|| format!("committing restored rows into {table}"))?;
+        loaded.conflicts.extend(stored_differently);
+        return Ok(loaded);
+    }
+}
+
+/// The rows of `table` with these event ids (of `app`), by event id; locked with `for_update`.
+async fn select_rows(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    spec: &TableSpec,
+    table: &str,
+    app: &str,
+    ids: impl Iterator<Item = String>,
+    for_update: bool,
+) -> Result<HashMap<String, Row>, DbError> {
+    let ids: Vec<String> = ids.collect();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let layout = spec.layout();
     let sql = format!(
-        "SELECT {list} FROM {table} WHERE {app_col} = ? AND {id_col} IN ({ids}) FOR UPDATE",
+        "SELECT {list} FROM {table} WHERE {app_col} = ? AND {id_col} IN ({marks}){lock}",
         list = spec.select_list(),
         app_col = spec.app_code,
         id_col = spec.event_id,
-        ids = vec!["?"; rows.len()].join(", ")
+        marks = vec!["?"; ids.len()].join(", "),
+        lock = if for_update { " FOR UPDATE" } else { "" },
     );
     let mut q = sqlx::query(AssertSqlSafe(sql)).bind(app);
-    for r in rows {
-        q = q.bind(id(r));
+    for id in &ids {
+        q = q.bind(id);
     }
-    let existing: HashMap<String, Row> = q
-        .fetch_all(&mut *tx)
+    q.fetch_all(&mut **tx)
         .await
-        .context(|| format!("reading existing rows of {table}"))?
+        .context(|| format!("reading rows of {table}"))?
         .iter()
-        .map(|r| decode_row(spec, r).map(|row| (id(&row), row)))
+        .map(|r| {
+            decode_row(spec, r).map(|row| {
+                let id = row[layout.event_id]
+                    .as_str()
+                    .unwrap_or_default()
+                    .to_string();
+                (id, row)
+            })
+        })
         .collect::<Result<_, _>>()
-        .context(|| format!("decoding a row of {table}"))?;
-    let mut loaded = Loaded::default();
-    let mut missing = Vec::new();
-    for r in rows {
-        match existing.get(&id(r)) {
-            Some(there) if there == r => loaded.present += 1,
-            Some(_) => loaded.conflicts.push(id(r)),
-            None => missing.push(r),
+        .context(|| format!("decoding a row of {table}"))
+}
+
+/// Every row of `table` (a drill's scratch table: one batch), whole.
+pub async fn table_rows(
+    pool: &MySqlPool,
+    spec: &TableSpec,
+    table: &str,
+) -> Result<Vec<Row>, DbError> {
+    let sql = format!("SELECT {} FROM {table}", spec.select_list());
+    sqlx::query(AssertSqlSafe(sql))
+        .fetch_all(pool)
+        .await
+        .context(|| format!("reading {table}"))?
+        .iter()
+        .map(|r| decode_row(spec, r))
+        .collect::<Result<_, _>>()
+        .context(|| format!("decoding a row of {table}"))
+}
+
+/// How the rows a table holds differ from the archived ones, whole rows compared by event id:
+/// the first difference found, or `None` when they are the same rows.
+pub fn first_difference(spec: &TableSpec, archived: &[Row], held: &[Row]) -> Option<String> {
+    let layout = spec.layout();
+    let id = |r: &Row| r[layout.event_id].as_str().unwrap_or_default().to_string();
+    let held: HashMap<String, &Row> = held.iter().map(|r| (id(r), r)).collect();
+    for row in archived {
+        let key = id(row);
+        match held.get(&key) {
+            None => return Some(format!("event {key} is missing")),
+            Some(there) if *there != row => {
+                let column = differing_column(spec, row, there).unwrap_or_default();
+                return Some(format!("event {key} differs in column {column}"));
+            }
+            Some(_) => {}
         }
     }
-    if !missing.is_empty() {
-        super::insert_rows(spec, table, &missing)
-            .execute(&mut *tx)
-            .await
-            .context(|| format!("inserting restored rows into {table}"))?;
-        loaded.inserted = missing.len() as u64;
-    }
-    tx.commit()
-        .await
-        .context(|| format!("committing restored rows into {table}"))?;
-    Ok(loaded)
+    (held.len() != archived.len())
+        .then(|| format!("{} rows held, {} archived", held.len(), archived.len()))
 }
 
 /// What a drill found in its scratch table.

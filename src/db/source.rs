@@ -11,6 +11,7 @@ use tokio::sync::mpsc;
 
 use super::{Context, DbError};
 use crate::codec::{Row, Value};
+use crate::failpoint::FailPoints;
 use crate::format::Cursor;
 use crate::table::{Kind, TableSpec};
 
@@ -30,7 +31,7 @@ pub struct PageQueries {
     oldest_first: String,
     oldest_after: String,
     members_among: String,
-    rows_by_id: String,
+    rows_by_key: String,
 }
 
 impl PageQueries {
@@ -65,10 +66,10 @@ impl PageQueries {
             oldest_first: select(upd, "", &order),
             oldest_after: select(upd, &after, &order),
             members_among: format!(
-                "SELECT event_id FROM {} WHERE app_code = ? AND event_id IN (",
+                "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND event_id IN (",
                 spec.members_table()
             ),
-            rows_by_id: format!(
+            rows_by_key: format!(
                 "SELECT {list} FROM {table} WHERE {app} = ? AND {status} = ? AND {upd} < ? AND {id} IN (",
                 list = spec.select_list(),
                 table = spec.name,
@@ -120,8 +121,10 @@ impl PageQueries {
 
 impl PageQueries {
     /// One page of the straggler scan: of the next ≤ 500 delivered rows after `after`, at or
-    /// below `upto` and below `upper_ms`, those no member row claims. Also returns where the
-    /// scan stopped, or `None` when it has reached `upto`.
+    /// below `upto` and below `upper_ms`, those whose exact `(event_id, updated_at_ms)` no member
+    /// row claims — a row never archived, or a member delivered again with a new `updated_at_ms`
+    /// below the cursor (SPEC §5.10). Also returns where the scan stopped, or `None` when it has
+    /// reached `upto`.
     pub async fn straggler_page(
         &self,
         pool: &MySqlPool,
@@ -161,11 +164,11 @@ impl PageQueries {
         let mut sql = self.members_among.clone();
         sql.push_str(&vec!["?"; keys.len()].join(", "));
         sql.push(')');
-        let mut members = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql)).bind(app);
+        let mut members = sqlx::query_as::<_, (String, i64)>(AssertSqlSafe(sql)).bind(app);
         for (_, id) in &keys {
             members = members.bind(id);
         }
-        let owned: std::collections::HashSet<String> = members
+        let owned: std::collections::HashSet<(String, i64)> = members
             .fetch_all(pool)
             .await
             .context(|| format!("looking up members of app {app}"))?
@@ -178,7 +181,7 @@ impl PageQueries {
         });
         let stragglers = keys
             .into_iter()
-            .filter(|(_, id)| !owned.contains(id))
+            .filter(|(ms, id)| !owned.contains(&(id.clone(), *ms)))
             .map(|(updated_at_ms, event_id)| Cursor {
                 updated_at_ms,
                 event_id,
@@ -187,7 +190,10 @@ impl PageQueries {
         Ok((stragglers, if more { last } else { None }))
     }
 
-    /// The full rows of `keys` (still delivered and below `upper_ms`), in cursor order.
+    /// The full rows of `keys` that are still exactly these keys — delivered, below `upper_ms`,
+    /// with this `(event_id, updated_at_ms)` — in cursor order. A row delivered again since the
+    /// key scan has another `updated_at_ms` and is left out: a straggler batch must never take a
+    /// row from above the cursor (SPEC §5.10).
     pub async fn rows_by_keys(
         &self,
         pool: &MySqlPool,
@@ -199,11 +205,13 @@ impl PageQueries {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let mut sql = self.rows_by_id.clone();
+        let mut sql = self.rows_by_key.clone();
         sql.push_str(&vec!["?"; keys.len()].join(", "));
         sql.push_str(&format!(
-            ") ORDER BY {} ASC, {} ASC",
-            self.spec.updated_at_ms, self.spec.event_id
+            ") AND ({id}, {upd}) IN ({pairs}) ORDER BY {upd} ASC, {id} ASC",
+            id = self.spec.event_id,
+            upd = self.spec.updated_at_ms,
+            pairs = vec!["(?, ?)"; keys.len()].join(", ")
         ));
         let mut query = sqlx::query(AssertSqlSafe(sql))
             .bind(app)
@@ -211,6 +219,9 @@ impl PageQueries {
             .bind(upper_ms);
         for k in keys {
             query = query.bind(&k.event_id);
+        }
+        for k in keys {
+            query = query.bind(&k.event_id).bind(k.updated_at_ms);
         }
         let rows = query
             .fetch_all(pool)
@@ -373,6 +384,7 @@ impl RowStream {
         status: String,
         source: Source,
         upper_ms: i64,
+        failpoints: FailPoints,
     ) -> RowStream {
         let (tx, rx) = mpsc::channel(2);
         tokio::spawn(tracing::Instrument::in_current_span(async move {
@@ -399,10 +411,13 @@ impl RowStream {
                             .straggler_page(&pool, &app, &status, upto, after.as_ref(), upper_ms)
                             .await
                         {
-                            Ok((keys, next)) => queries
-                                .rows_by_keys(&pool, &app, &status, upper_ms, &keys)
-                                .await
-                                .map(|rows| (rows, next)),
+                            Ok((keys, next)) => match failpoints.check("after-straggler-scan") {
+                                Ok(()) => queries
+                                    .rows_by_keys(&pool, &app, &status, upper_ms, &keys)
+                                    .await
+                                    .map(|rows| (rows, next)),
+                                Err(tripped) => Err(tripped.into()),
+                            },
                             Err(e) => Err(e),
                         }
                     }

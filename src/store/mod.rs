@@ -13,14 +13,18 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
 
 pub use local::LocalStore;
-pub use s3::{S3Settings, S3Store, UploadChecksum, DEFAULT_MAX_ATTEMPTS};
+pub use s3::{ConditionalPutSetting, S3Settings, S3Store, UploadChecksum, DEFAULT_MAX_ATTEMPTS};
 
 use crate::format;
 
 /// An object's body, chunk by chunk.
 pub type ByteStream = BoxStream<'static, Result<Bytes, StoreError>>;
+
+/// Pages of keys, in lexicographic order.
+pub type KeyPages<'a> = BoxStream<'a, Result<Vec<String>, StoreError>>;
 
 /// What a HEAD tells about an object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -32,9 +36,10 @@ pub struct ObjectMeta {
     pub crc64ecma: Option<u64>,
 }
 
-/// What the store's requests went through: attempts made, attempts that failed in a way that is
-/// retried (a 5xx or 429, a timeout, a connection error), and body reads resumed after an
-/// interruption. Counted from when the store was opened; [`StoreStats::since`] gives a run's share.
+/// What the store's requests went through: attempts made (by operation, so a run's cost in
+/// requests shows), attempts that failed in a way that is retried (a 5xx or 429, a timeout, a
+/// connection error), and body reads resumed after an interruption. Counted from when the store
+/// was opened; [`StoreStats::since`] gives a run's share.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
 pub struct StoreStats {
     pub attempts: u64,
@@ -42,17 +47,37 @@ pub struct StoreStats {
     pub timeouts: u64,
     pub connection_errors: u64,
     pub resumed_reads: u64,
+    /// Attempts by operation.
+    pub by_operation: Operations,
+}
+
+/// Request attempts by S3 operation.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+pub struct Operations {
+    pub head: u64,
+    pub get: u64,
+    pub put: u64,
+    pub list: u64,
+    pub delete: u64,
 }
 
 impl StoreStats {
     /// What happened after `earlier` was taken.
     pub fn since(&self, earlier: &StoreStats) -> StoreStats {
+        let (now, then) = (&self.by_operation, &earlier.by_operation);
         StoreStats {
             attempts: self.attempts - earlier.attempts,
             server_errors: self.server_errors - earlier.server_errors,
             timeouts: self.timeouts - earlier.timeouts,
             connection_errors: self.connection_errors - earlier.connection_errors,
             resumed_reads: self.resumed_reads - earlier.resumed_reads,
+            by_operation: Operations {
+                head: now.head - then.head,
+                get: now.get - then.get,
+                put: now.put - then.put,
+                list: now.list - then.list,
+                delete: now.delete - then.delete,
+            },
         }
     }
 
@@ -70,6 +95,11 @@ pub(crate) struct Counters {
     pub timeouts: AtomicU64,
     pub connection_errors: AtomicU64,
     pub resumed_reads: AtomicU64,
+    pub heads: AtomicU64,
+    pub gets: AtomicU64,
+    pub puts: AtomicU64,
+    pub lists: AtomicU64,
+    pub deletes: AtomicU64,
 }
 
 impl Counters {
@@ -77,15 +107,50 @@ impl Counters {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
-    pub fn snapshot(&self) -> StoreStats {
-        StoreStats {
-            attempts: self.attempts.load(Ordering::Relaxed),
-            server_errors: self.server_errors.load(Ordering::Relaxed),
-            timeouts: self.timeouts.load(Ordering::Relaxed),
-            connection_errors: self.connection_errors.load(Ordering::Relaxed),
-            resumed_reads: self.resumed_reads.load(Ordering::Relaxed),
+    /// The per-operation counter of an S3 operation (`HeadObject`, `GetObject`, …).
+    pub fn operation(&self, name: &str) -> Option<&AtomicU64> {
+        match name {
+            "HeadObject" => Some(&self.heads),
+            "GetObject" => Some(&self.gets),
+            "PutObject" => Some(&self.puts),
+            "ListObjectsV2" => Some(&self.lists),
+            "DeleteObject" => Some(&self.deletes),
+            _ => None,
         }
     }
+
+    pub fn snapshot(&self) -> StoreStats {
+        let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
+        StoreStats {
+            attempts: load(&self.attempts),
+            server_errors: load(&self.server_errors),
+            timeouts: load(&self.timeouts),
+            connection_errors: load(&self.connection_errors),
+            resumed_reads: load(&self.resumed_reads),
+            by_operation: Operations {
+                head: load(&self.heads),
+                get: load(&self.gets),
+                put: load(&self.puts),
+                list: load(&self.lists),
+                delete: load(&self.deletes),
+            },
+        }
+    }
+}
+
+/// Whether the store refuses a create-only put at a key that exists (SPEC §5.11), as a run found
+/// out: `If-None-Match: *` probed and honoured, probed and ignored (the run falls back to
+/// HEAD-then-PUT), or turned off by `--s3-conditional-put false`. Stores that create atomically
+/// by themselves (a folder: a hard link) are `Native`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ConditionalPut {
+    Honoured,
+    /// Honoured by `--s3-conditional-put true`, without a probe.
+    Trusted,
+    Ignored,
+    Off,
+    Native,
 }
 
 /// Whether a put may replace an existing object.
@@ -206,11 +271,25 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Every key under `prefix`, in lexicographic order.
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
 
+    /// The keys under `prefix` in lexicographic order, a page at a time, so a caller that walks
+    /// a large archive holds one page, not every key. Stores without paging give one page.
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> KeyPages<'a> {
+        futures_util::stream::once(self.list(prefix)).boxed()
+    }
+
     async fn delete(&self, key: &str) -> Result<(), StoreError>;
 
     /// What the store's requests went through so far, for stores that go over a network.
     fn stats(&self) -> Option<StoreStats> {
         None
+    }
+
+    /// Finds out, once per run and before the first write, whether create-only puts are
+    /// refused at an existing key, using `probe_key` (a key under the archive's prefix that no
+    /// batch uses); from then on create-only puts rely on the answer. Stores that create
+    /// atomically by themselves have nothing to probe.
+    async fn probe_conditional_put(&self, _probe_key: &str) -> Result<ConditionalPut, StoreError> {
+        Ok(ConditionalPut::Native)
     }
 }
 

@@ -32,7 +32,8 @@ use bytes::Bytes;
 use futures_util::StreamExt;
 
 use super::{
-    ByteStream, Counters, Location, ObjectMeta, ObjectStore, PutMode, StoreError, StoreStats,
+    ByteStream, ConditionalPut, Counters, KeyPages, Location, ObjectMeta, ObjectStore, PutMode,
+    StoreError, StoreStats,
 };
 use crate::digest;
 
@@ -58,9 +59,8 @@ pub struct S3Settings {
     /// Path-style addressing; defaults to on when an endpoint is given, off for AWS.
     pub force_path_style: Option<bool>,
     pub upload_checksum: Option<UploadChecksum>,
-    /// Send `If-None-Match: *` on create-only puts. Stores that do not support it (COS) may
-    /// ignore it; turn it off for one that rejects it.
-    pub conditional_put: Option<bool>,
+    /// Whether create-only puts send `If-None-Match: *` [default: probed once per run].
+    pub conditional_put: Option<ConditionalPutSetting>,
     pub static_credentials: Option<(String, String)>,
     /// Attempts per request, the first included, with exponential backoff and jitter between
     /// them (the SDK's standard retry mode). A body read that breaks off is resumed as often.
@@ -71,6 +71,19 @@ pub struct S3Settings {
     pub read_timeout: Option<Duration>,
     /// The first retry's backoff ceiling, doubling per attempt (the SDK's default, 1 s, when unset).
     pub initial_backoff: Option<Duration>,
+}
+
+/// `--s3-conditional-put`: probe whether the store honours `If-None-Match: *` (the default), or
+/// take the operator's word for it either way.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum ConditionalPutSetting {
+    /// Probe once per run, before the first write; fall back to HEAD-then-PUT if it is ignored.
+    #[default]
+    Auto,
+    /// Send it without probing (the store is known to honour it).
+    On,
+    /// Never send it: HEAD-then-PUT (a store that rejects the header).
+    Off,
 }
 
 /// Attempts per S3 request unless `--s3-max-attempts` says otherwise.
@@ -103,7 +116,9 @@ pub struct S3Store {
     fetch: Fetch,
     location: Location,
     upload_checksum: UploadChecksum,
-    conditional_put: bool,
+    conditional_put: ConditionalPutSetting,
+    /// What the probe found, once it ran.
+    probed: Mutex<Option<ConditionalPut>>,
 }
 
 /// What a GET needs, cheap to clone into a body stream that outlives the call.
@@ -177,7 +192,8 @@ impl S3Store {
             },
             location,
             upload_checksum: settings.upload_checksum.unwrap_or(UploadChecksum::Md5),
-            conditional_put: settings.conditional_put.unwrap_or(true),
+            conditional_put: settings.conditional_put.unwrap_or_default(),
+            probed: Mutex::new(None),
         })
     }
 
@@ -418,9 +434,15 @@ impl Intercept for CountAttempts {
         &self,
         context: &FinalizerInterceptorContextRef<'_>,
         _: &RuntimeComponents,
-        _: &mut ConfigBag,
+        cfg: &mut ConfigBag,
     ) -> Result<(), BoxError> {
         Counters::bump(&self.0.attempts);
+        if let Some(counter) = cfg
+            .load::<aws_smithy_runtime_api::client::orchestrator::Metadata>()
+            .and_then(|m| self.0.operation(m.name()))
+        {
+            Counters::bump(counter);
+        }
         let status = context.response().map(|r| r.status().as_u16());
         let error = context.output_or_error().and_then(Result::err);
         let (counter, kind) = match error {
@@ -606,7 +628,7 @@ impl ObjectStore for S3Store {
             }
         };
         if mode == PutMode::Create {
-            if self.conditional_put {
+            if self.sends_if_none_match() {
                 request = request.if_none_match("*");
             } else if self.head(key).await?.is_some() {
                 return Err(StoreError::AlreadyExists {
@@ -618,6 +640,29 @@ impl ObjectStore for S3Store {
             Ok(_) => Ok(()),
             Err(e) => Err(self.error("put", key, e)),
         }
+    }
+
+    fn list_pages<'a>(&'a self, prefix: &'a str) -> KeyPages<'a> {
+        let pages = self
+            .client()
+            .list_objects_v2()
+            .bucket(self.bucket())
+            .prefix(prefix)
+            .into_paginator()
+            .send();
+        futures_util::stream::unfold(pages, move |mut pages| async move {
+            let page = pages.next().await?;
+            let keys = page
+                .map(|page| {
+                    page.contents()
+                        .iter()
+                        .filter_map(|o| o.key().map(str::to_string))
+                        .collect::<Vec<_>>()
+                })
+                .map_err(|e| self.error("list", prefix, e));
+            Some((keys, pages))
+        })
+        .boxed()
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
@@ -654,5 +699,77 @@ impl ObjectStore for S3Store {
 
     fn stats(&self) -> Option<StoreStats> {
         Some(self.fetch.counters.snapshot())
+    }
+
+    /// Two create-only puts of one small object at `probe_key`: a store that honours
+    /// `If-None-Match: *` refuses the second (or the first, if an earlier run's probe is still
+    /// there because the bucket denies deletes). One that accepts both overwrites blindly, and
+    /// the rest of the run uses HEAD-then-PUT, which the app's lock makes correct.
+    async fn probe_conditional_put(&self, probe_key: &str) -> Result<ConditionalPut, StoreError> {
+        match self.conditional_put {
+            ConditionalPutSetting::Off => return Ok(ConditionalPut::Off),
+            ConditionalPutSetting::On => return Ok(ConditionalPut::Trusted),
+            ConditionalPutSetting::Auto => {}
+        }
+        if let Some(found) = *self.probed.lock().expect("not poisoned") {
+            return Ok(found);
+        }
+        let body = Bytes::from_static(
+            b"outbox-archiver: probe of If-None-Match (create-only puts); safe to delete\n",
+        );
+        let mut verdict = ConditionalPut::Ignored;
+        for _ in 0..2 {
+            let put = self
+                .client()
+                .put_object()
+                .bucket(self.bucket())
+                .key(probe_key)
+                .content_type("text/plain")
+                .content_md5(b64(&<md5::Md5 as md5::Digest>::digest(&body)))
+                .if_none_match("*")
+                .body(SdkByteStream::from(body.clone()))
+                .send()
+                .await;
+            match put.map_err(|e| self.error("put", probe_key, e)) {
+                Ok(_) => {}
+                Err(StoreError::AlreadyExists { .. }) => {
+                    verdict = ConditionalPut::Honoured;
+                    break;
+                }
+                Err(e) => return Err(e),
+            }
+        }
+        match self.delete(probe_key).await {
+            Ok(()) => {}
+            // A bucket policy that denies deletes (as deploy/bucket-policy.json does) keeps this
+            // one small object; the next run's probe is refused at once, which answers too.
+            Err(e) => tracing::debug!(key = probe_key, error = %e, "the probe object stays"),
+        }
+        if verdict == ConditionalPut::Ignored {
+            tracing::warn!(
+                key = probe_key,
+                "the store accepted a create-only put (If-None-Match: *) over an existing object: \
+                 it ignores the header, so this run checks with HEAD before every create-only put \
+                 (set --s3-conditional-put false to skip the probe)"
+            );
+        } else {
+            tracing::debug!(key = probe_key, "the store honours If-None-Match: *");
+        }
+        *self.probed.lock().expect("not poisoned") = Some(verdict);
+        Ok(verdict)
+    }
+}
+
+impl S3Store {
+    /// Whether create-only puts carry `If-None-Match: *`: unless turned off, or found ignored.
+    fn sends_if_none_match(&self) -> bool {
+        match self.conditional_put {
+            ConditionalPutSetting::Off => false,
+            ConditionalPutSetting::On => true,
+            ConditionalPutSetting::Auto => !matches!(
+                *self.probed.lock().expect("not poisoned"),
+                Some(ConditionalPut::Ignored)
+            ),
+        }
     }
 }

@@ -253,22 +253,43 @@ async fn migrate_then_archive_through_the_binary_with_a_file_store() {
         "the batch with the missing _SUCCESS fails its drill: {}",
         drill.all_output
     );
-    let purge = run_cli(
-        &[
-            "purge",
-            "--app",
-            "a1",
-            "--grace",
-            "0s",
-            "--store",
-            &store,
-            "--lock-prefix",
-            &db.lock_prefix(),
-        ],
-        &envs,
-    )
-    .await;
+    let purge_with = |extra: &'static [&'static str]| {
+        let mut args = vec![
+            "purge".to_string(),
+            "--app".into(),
+            "a1".into(),
+            "--grace".into(),
+            "0s".into(),
+            "--store".into(),
+            store.clone(),
+            "--lock-prefix".into(),
+            db.lock_prefix(),
+        ];
+        args.extend(extra.iter().map(|a| a.to_string()));
+        let envs = envs.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_cli(&args, &envs).await
+        }
+    };
+    // The batch's _SUCCESS is gone: purge keeps its rows (SPEC §5.9)...
+    let refused = purge_with(&[]).await;
+    assert_eq!(refused.code, 1, "{}", refused.all_output);
+    assert_eq!(refused.summary["apps"][0]["purged_rows"], 0);
+    assert_eq!(
+        refused.summary["apps"][0]["findings"][0]["kind"],
+        "missing_object"
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 2);
+    // ...unless the operator says, loudly, to trust the receipts.
+    let purge = purge_with(&["--trust-receipts"]).await;
     assert_eq!(purge.code, 0, "{}", purge.all_output);
+    assert_eq!(purge.summary["object_check"], "trusted");
+    assert!(
+        purge.all_output.contains("--trust-receipts"),
+        "the opt-out is logged: {}",
+        purge.all_output
+    );
     assert_eq!(purge.summary["apps"][0]["purged_rows"], 2);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
     db.drop().await;
@@ -370,4 +391,103 @@ async fn print_config_shows_every_setting_and_its_source_but_no_secret() {
     for expected in ["gs://x", "--database-url", "--shard needs --all-apps"] {
         assert!(problems.contains(expected), "{expected}: {problems}");
     }
+}
+
+/// SPEC §5.10 and "refuse what cannot be right": an event id compared without case (a table made
+/// by an older tool), two app codes that the table's collation holds equal, a cutoff in the
+/// future — each stops the run before any work, exit 2, naming the column or the setting.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn what_cannot_be_right_is_refused_before_any_work() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    db.insert(&[row("a1", "e1", T0), row("a1", "E1", T0 + 1)])
+        .await;
+    let store = format!("file://{}", dir.path().display());
+    let envs = vec![("DATABASE_URL", db.url.clone())];
+    let prefix = db.lock_prefix();
+    let archive_with = |extra: &[&str]| {
+        let mut args = vec![
+            "archive",
+            "--store",
+            &store,
+            "--lock-prefix",
+            &prefix,
+            "--cutoff",
+            "2026-01-02T00:00:00Z",
+        ];
+        args.extend_from_slice(extra);
+        args.into_iter().map(str::to_string).collect::<Vec<_>>()
+    };
+    let run = |args: Vec<String>| {
+        let envs = envs.clone();
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_cli(&args, &envs).await
+        }
+    };
+
+    // Two codes the table's collation (utf8mb4_unicode_ci) holds equal: the same rows twice.
+    let twice = run(archive_with(&["--app", "a1", "--app", "A1"])).await;
+    assert_eq!(twice.code, 2, "{}", twice.all_output);
+    let error = twice.summary["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("--app") && error.contains("\"a1\"") && error.contains("\"A1\""),
+        "{error}"
+    );
+
+    // A cutoff in the future would archive rows the relay has not finished with.
+    let mut future = archive_with(&["--app", "a1"]);
+    let at = future.iter().position(|a| a == "--cutoff").unwrap();
+    future[at + 1] = "2099-01-01T00:00:00Z".into();
+    let refused = run(future).await;
+    assert_eq!(refused.code, 2, "{}", refused.all_output);
+    let error = refused.summary["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("--cutoff") && error.contains("future"),
+        "{error}"
+    );
+
+    // A cutoff less than a minute old is allowed, with a warning that says why it is risky.
+    let fresh = run(vec![
+        "archive".into(),
+        "--app".into(),
+        "a1".into(),
+        "--store".into(),
+        store.clone(),
+        "--lock-prefix".into(),
+        prefix.clone(),
+        "--older-than".into(),
+        "0s".into(),
+    ])
+    .await;
+    assert_eq!(fresh.code, 0, "{}", fresh.all_output);
+    assert!(
+        fresh.all_output.contains("stragglers"),
+        "a warning about rows still being delivered: {}",
+        fresh.all_output
+    );
+    assert!(db.receipts("a1").await.len() == 1);
+
+    // An event id that compares without case: keyset paging would skip rows.
+    sqlx::query("ALTER TABLE wallet_outbox_archive_receipts MODIFY last_event_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    for command in [
+        archive_with(&["--app", "a1"]),
+        vec!["verify".into(), "--store".into(), store.clone()],
+    ] {
+        let refused = run(command).await;
+        assert_eq!(refused.code, 2, "{}", refused.all_output);
+        let error = refused.summary["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("wallet_outbox_archive_receipts.last_event_id")
+                && error.contains(
+                    "ALTER TABLE wallet_outbox_archive_receipts MODIFY last_event_id varchar(64) \
+                     CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
+                ),
+            "{error}"
+        );
+    }
+    db.drop().await;
 }

@@ -19,18 +19,18 @@ use crate::support::*;
 const PASSWORD: &str = "restart-secret-pw";
 
 /// A MariaDB server of the test's own, in a temporary directory.
-struct PrivateServer {
+pub(crate) struct PrivateServer {
     dir: tempfile::TempDir,
     port: u16,
     process: Option<tokio::process::Child>,
 }
 
 impl PrivateServer {
-    fn installed() -> bool {
+    pub(crate) fn installed() -> bool {
         Path::new("/usr/sbin/mariadbd").exists() && which("mariadb-install-db").is_some()
     }
 
-    async fn start() -> PrivateServer {
+    pub(crate) async fn start() -> PrivateServer {
         let dir = tempfile::tempdir().unwrap();
         let mut install = tokio::process::Command::new(which("mariadb-install-db").unwrap());
         install
@@ -77,12 +77,12 @@ impl PrivateServer {
     }
 
     /// `mysql://archiver:…@127.0.0.1:port` (no database part).
-    fn url(&self) -> String {
+    pub(crate) fn url(&self) -> String {
         format!("mysql://archiver:{PASSWORD}@127.0.0.1:{}", self.port)
     }
 
     /// Starts mariadbd on the data directory and waits until it answers.
-    async fn run(&mut self) {
+    pub(crate) async fn run(&mut self) {
         let mut command = tokio::process::Command::new("/usr/sbin/mariadbd");
         command
             .arg("--no-defaults")
@@ -104,7 +104,7 @@ impl PrivateServer {
     }
 
     /// Stops the server with `signal` (SIGTERM: a clean shutdown; SIGKILL: a crash) and waits.
-    async fn stop(&mut self, signal: i32) {
+    pub(crate) async fn stop(&mut self, signal: i32) {
         let mut process = self.process.take().expect("running");
         unsafe { libc::kill(process.id().unwrap() as i32, signal) };
         process.wait().await.unwrap();

@@ -84,11 +84,18 @@ fn object_get(seen: &Seen) -> bool {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn network_faults_through_a_proxy_are_retried_reported_and_lose_nothing() {
     let s3 = TestS3::new().await;
-    // Every third request is faulted, the kinds in turn; body faults go to object GETs.
-    let proxy = FaultProxy::start(s3.settings.endpoint.as_deref().unwrap(), |seen| {
+    // Every third request is faulted, the kinds in turn (object GETs and other requests each
+    // have their own turn, so every kind comes up whatever else the run asks first); body faults
+    // go to object GETs.
+    let turns = [
+        std::sync::atomic::AtomicUsize::new(0),
+        std::sync::atomic::AtomicUsize::new(0),
+    ];
+    let proxy = FaultProxy::start(s3.settings.endpoint.as_deref().unwrap(), move |seen| {
         if seen.n % 3 != 1 {
             return Fault::Pass;
         }
+        let turn = turns[usize::from(object_get(seen))].fetch_add(1, Ordering::SeqCst);
         let kinds: &[Fault] = if object_get(seen) {
             &[
                 Fault::Status(503),
@@ -106,7 +113,7 @@ async fn network_faults_through_a_proxy_are_retried_reported_and_lose_nothing() 
                 Fault::StallResponse,
             ]
         };
-        kinds[(seen.n / 3) as usize % kinds.len()]
+        kinds[turn % kinds.len()]
     })
     .await;
     let store = store::open(s3.location.clone(), &through(&proxy, &s3))
@@ -157,10 +164,17 @@ async fn network_faults_through_a_proxy_are_retried_reported_and_lose_nothing() 
         timeouts: injected(&[Fault::StallResponse]),
         connection_errors: injected(&[Fault::Reset]) + cut + silent - reported.resumed_reads,
         resumed_reads: reported.resumed_reads,
+        by_operation: reported.by_operation,
     };
     assert_eq!(
         reported, expected,
         "the summary reports each injected fault by kind: {during_archive:?}"
+    );
+    let ops = reported.by_operation;
+    assert_eq!(
+        ops.head + ops.get + ops.put + ops.list + ops.delete,
+        reported.attempts,
+        "every attempt is counted under its operation: {ops:?}"
     );
     assert!(
         reported.resumed_reads >= silent,

@@ -59,7 +59,7 @@ async fn a_second_archiver_skips_the_app_and_exits_zero() {
 
 /// From inside a (synchronous) fail point: finds the connection ids `find` (bound to `arg`)
 /// returns, at least one, and KILLs them from another session.
-fn kill_all(url: &str, find: &'static str, arg: &str) {
+pub(crate) fn kill_all(url: &str, find: &'static str, arg: &str) {
     tokio::task::block_in_place(|| {
         tokio::runtime::Handle::current().block_on(async {
             let mut admin = MySqlConnection::connect(url).await.unwrap();
@@ -193,4 +193,119 @@ async fn killing_the_receipt_transaction_records_nothing_and_a_rerun_converges()
     assert_eq!(db.members("a1").await.len(), 30);
     assert_eq!(db.receipts("a1").await.len(), 3);
     db.drop().await;
+}
+
+/// A run that loses its lock mid-way and finds it held by another archiver when it tries again
+/// has not been "skipped": it stopped, with the batches it did archive, and says why — so an
+/// alert on `skipped_locked` never hides a lost lock.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lock_lost_to_another_archiver_is_a_stop_with_a_reason_not_a_skip() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    db.insert(&rows("a1", 30)).await;
+    let name = lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
+    let url = db.url.clone();
+    let mut opts = options(&db, &["a1"], T0 + DAY);
+    opts.limits.max_rows = 10;
+    // At the second batch's commit, the lock connection is killed and another session takes
+    // the lock at once (and keeps it).
+    let thief: std::sync::Arc<std::sync::Mutex<Option<MySqlConnection>>> = Default::default();
+    let holder = thief.clone();
+    let seen = std::sync::atomic::AtomicU32::new(0);
+    let (kill_url, kill_name) = (url.clone(), name.clone());
+    opts.failpoints = FailPoints::new(move |point| {
+        if point == "after-members" && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
+            kill_all(&kill_url, "SELECT IS_USED_LOCK(?)", &kill_name);
+            let taken = tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    let mut conn = MySqlConnection::connect(&kill_url).await.unwrap();
+                    let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 5)")
+                        .bind(&kill_name)
+                        .fetch_one(&mut conn)
+                        .await
+                        .unwrap();
+                    assert_eq!(got, 1);
+                    conn
+                })
+            });
+            *holder.lock().unwrap() = Some(taken);
+        }
+        false
+    });
+    let summary = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
+    let a1 = &summary.apps[0];
+    assert!(thief.lock().unwrap().is_some(), "the lock was taken");
+    assert_eq!(a1.outcome, Outcome::Stopped, "{}", summary.to_json());
+    assert_eq!(
+        a1.stop_reason.as_deref(),
+        Some("lost the lock to another archiver")
+    );
+    assert_eq!((a1.batches, a1.rows), (1, 10), "{}", summary.to_json());
+    assert_eq!(db.members("a1").await.len(), 10);
+    if let Some(conn) = thief.lock().unwrap().take() {
+        drop(conn);
+    }
+    db.drop().await;
+}
+
+/// After a server restart connection ids start again from 1, so another session can hold the
+/// lock under the id the archiver's lock connection had: the check before a commit must fail.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lock_check_survives_a_server_restart() {
+    use crate::db_restart::PrivateServer;
+    use outbox_archiver::db::lock::AppLock;
+    if !PrivateServer::installed() {
+        eprintln!("SKIPPED: no mariadbd/mariadb-install-db here to run a private server (.ci/run installs them)");
+        return;
+    }
+    let mut server = PrivateServer::start().await;
+    let db = TestDb::on(&server.url()).await;
+    // Some connections first, so the lock connection's id is not among the first after a restart.
+    for _ in 0..8 {
+        MySqlConnection::connect(&db.url)
+            .await
+            .unwrap()
+            .close()
+            .await
+            .unwrap();
+    }
+    let name = lock_name("", "wallet_outbox", "a1");
+    let lock = AppLock::try_acquire(&db.db, &name).await.unwrap().unwrap();
+    let id = lock.connection_id() as i64;
+    assert!(lock.held_per(&db.db.pool).await.unwrap());
+
+    server.stop(libc::SIGTERM).await;
+    server.run().await;
+    // Another archiver's session gets the old id, and the lock.
+    let mut others = Vec::new();
+    let thief = loop {
+        let mut conn = MySqlConnection::connect(&db.url).await.unwrap();
+        let mine: i64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS SIGNED)")
+            .fetch_one(&mut conn)
+            .await
+            .unwrap();
+        if mine == id {
+            break conn;
+        }
+        assert!(
+            mine < id,
+            "connection ids passed {id} before the test could take it ({mine})"
+        );
+        others.push(conn);
+    };
+    let mut thief = thief;
+    let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+        .bind(&name)
+        .fetch_one(&mut thief)
+        .await
+        .unwrap();
+    assert_eq!(got, 1);
+    let held = lock.held_per(&db.db.pool).await;
+    assert!(
+        !matches!(held, Ok(true)),
+        "the lock is another session's now, under the same connection id: {held:?}"
+    );
+    drop(others);
+    thief.close().await.unwrap();
+    db.db.close().await;
 }

@@ -16,12 +16,14 @@ use crate::support::{TestS3, ACCESS_KEY, COUNTER, SECRET_KEY};
 type Before = Box<dyn Fn(&str) -> S3Result<()> + Send + Sync>;
 type OnGet = Box<dyn Fn(&str, Vec<u8>) -> Vec<u8> + Send + Sync>;
 type OnHead = Box<dyn Fn(&mut HeadObjectOutput) + Send + Sync>;
+type OnPut = Box<dyn Fn(&mut PutObjectInput) + Send + Sync>;
 
 struct Misbehaving {
     inner: s3s_fs::FileSystem,
     before: Before,
     on_get: OnGet,
     on_head: OnHead,
+    on_put: OnPut,
 }
 
 #[async_trait::async_trait]
@@ -49,10 +51,18 @@ impl S3 for Misbehaving {
     }
     async fn put_object(
         &self,
-        req: S3Request<PutObjectInput>,
+        mut req: S3Request<PutObjectInput>,
     ) -> S3Result<S3Response<PutObjectOutput>> {
         (self.before)(&req.input.key)?;
+        (self.on_put)(&mut req.input);
         self.inner.put_object(req).await
+    }
+    async fn delete_object(
+        &self,
+        req: S3Request<DeleteObjectInput>,
+    ) -> S3Result<S3Response<DeleteObjectOutput>> {
+        (self.before)(&req.input.key)?;
+        self.inner.delete_object(req).await
     }
     async fn get_object(
         &self,
@@ -79,7 +89,13 @@ pub async fn misbehaving(
     before: impl Fn(&str) -> S3Result<()> + Send + Sync + 'static,
     on_get: impl Fn(&str, Vec<u8>) -> Vec<u8> + Send + Sync + 'static,
 ) -> TestS3 {
-    with_hooks(Box::new(before), Box::new(on_get), Box::new(|_| {})).await
+    with_hooks(
+        Box::new(before),
+        Box::new(on_get),
+        Box::new(|_| {}),
+        Box::new(|_| {}),
+    )
+    .await
 }
 
 /// A bucket on an in-process S3 server whose HEADs report what `on_head` makes of them.
@@ -90,17 +106,31 @@ pub async fn misreporting(
         Box::new(|_| Ok(())),
         Box::new(|_, bytes| bytes),
         Box::new(on_head),
+        Box::new(|_| {}),
     )
     .await
 }
 
-async fn with_hooks(before: Before, on_get: OnGet, on_head: OnHead) -> TestS3 {
+/// A bucket on an in-process S3 server that accepts `If-None-Match: *` and overwrites anyway,
+/// as Tencent COS and some self-hosted stores do.
+pub async fn ignoring_if_none_match() -> TestS3 {
+    with_hooks(
+        Box::new(|_| Ok(())),
+        Box::new(|_, bytes| bytes),
+        Box::new(|_| {}),
+        Box::new(|input| input.if_none_match = None),
+    )
+    .await
+}
+
+async fn with_hooks(before: Before, on_get: OnGet, on_head: OnHead, on_put: OnPut) -> TestS3 {
     let dir = tempfile::tempdir().unwrap();
     let s3 = Misbehaving {
         inner: s3s_fs::FileSystem::new(dir.path()).unwrap(),
         before,
         on_get,
         on_head,
+        on_put,
     };
     let server = LocalS3::start_with(s3, dir.path(), ACCESS_KEY, SECRET_KEY)
         .await

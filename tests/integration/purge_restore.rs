@@ -20,16 +20,16 @@ use sqlx::{AssertSqlSafe, Connection};
 
 use crate::support::*;
 
-const CUTOFF: i64 = T0 + 3 * DAY;
+pub(crate) const CUTOFF: i64 = T0 + 3 * DAY;
 
-fn purge_options(db: &TestDb, apps: &[&str]) -> PurgeOptions {
+pub(crate) fn purge_options(db: &TestDb, apps: &[&str]) -> PurgeOptions {
     PurgeOptions {
         apps: Apps::Listed(apps.iter().map(|a| a.to_string()).collect()),
         grace_ms: 0,
         max_rows_per_second: None,
         max_runtime: None,
         dry_run: false,
-        reverify: false,
+        objects: purge::ObjectCheck::Head,
         delivered_status: "DELIVERED".into(),
         lock_prefix: db.lock_prefix(),
         db_retries: 5,
@@ -37,7 +37,7 @@ fn purge_options(db: &TestDb, apps: &[&str]) -> PurgeOptions {
     }
 }
 
-fn detail(summary: &Summary, app: &str, field: &str) -> Json {
+pub(crate) fn detail(summary: &Summary, app: &str, field: &str) -> Json {
     let json = serde_json::to_value(summary).unwrap();
     json["apps"]
         .as_array()
@@ -49,7 +49,7 @@ fn detail(summary: &Summary, app: &str, field: &str) -> Json {
 }
 
 /// Every row of `app` in `table`, in cursor order, every column.
-async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
+pub(crate) async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
     let sql = format!(
         "SELECT {} FROM {table} WHERE app_code = ? ORDER BY updated_at_ms, event_id",
         WALLET_OUTBOX.select_list()
@@ -64,7 +64,7 @@ async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
         .collect()
 }
 
-async fn archived_env(
+pub(crate) async fn archived_env(
     rows: &[Row],
     apps: &[&str],
     max_rows: u64,
@@ -254,7 +254,7 @@ async fn reverify_refuses_a_corrupted_batch_and_restore_loads_nothing_of_it() {
     }
 
     let mut opts = purge_options(&db, &["a1"]);
-    opts.reverify = true;
+    opts.objects = purge::ObjectCheck::Read;
     let summary = purge::run(&env, &opts).await;
     assert_eq!(summary.exit_code, 1);
     assert_eq!(

@@ -5,7 +5,7 @@
 use bytes::Bytes;
 use outbox_archiver::batch::Member;
 use outbox_archiver::db::lock::{lock_name, AppLock};
-use outbox_archiver::db::receipts::{Receipt, ReceiptQueries, RecordError};
+use outbox_archiver::db::receipts::{Cut, Receipt, ReceiptQueries, RecordError};
 use outbox_archiver::digest::ObjectDigest;
 use outbox_archiver::failpoint::FailPoints;
 use outbox_archiver::format::{object_keys, ContentFacts, Cursor};
@@ -56,6 +56,7 @@ fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
             crc64: 8,
             size: 5,
         },
+        data_crc64nvme: None,
         verified_at_ms,
     }
 }
@@ -81,13 +82,22 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     let none = FailPoints::default();
     let m1 = members(0..1_100); // three chunks of ≤ 500
     let r1 = receipt("b1", &m1, T0 + DAY);
-    q.record(pool, &r1, &m1, &lock, &none).await.unwrap();
+    q.record(pool, &r1, &m1, Cut::AfterCursor, &lock, &none)
+        .await
+        .unwrap();
     assert_eq!(db.members("a1").await.len(), 1_100);
 
     // A retry whose first commit's answer was lost: same controls, a later verification time.
-    q.record(pool, &receipt("b1", &m1, T0 + 2 * DAY), &m1, &lock, &none)
-        .await
-        .unwrap();
+    q.record(
+        pool,
+        &receipt("b1", &m1, T0 + 2 * DAY),
+        &m1,
+        Cut::AfterCursor,
+        &lock,
+        &none,
+    )
+    .await
+    .unwrap();
     assert_eq!(db.receipts("a1").await.len(), 1);
     let kept: i64 =
         sqlx::query_scalar("SELECT MIN(receipt_verified_at_ms) FROM wallet_outbox_archive_members")
@@ -103,7 +113,10 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     // Same batch id, a control value that differs.
     let mut changed = receipt("b1", &m1, T0 + DAY);
     changed.data.sha256 = "0".repeat(64);
-    match q.record(pool, &changed, &m1, &lock, &none).await {
+    match q
+        .record(pool, &changed, &m1, Cut::AfterCursor, &lock, &none)
+        .await
+    {
         Err(RecordError::ReceiptConflict { field, .. }) => assert_eq!(field, "gzip_sha256"),
         other => panic!("expected a receipt conflict, got {other:?}"),
     }
@@ -111,7 +124,14 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     // A second batch that claims a member of the first: nothing of it is recorded.
     let m2 = members(1_099..1_300);
     match q
-        .record(pool, &receipt("b2", &m2, T0 + DAY), &m2, &lock, &none)
+        .record(
+            pool,
+            &receipt("b2", &m2, T0 + DAY),
+            &m2,
+            Cut::AfterCursor,
+            &lock,
+            &none,
+        )
         .await
     {
         Err(RecordError::MemberConflict {
@@ -133,6 +153,7 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
             pool,
             &receipt("b3", &m3, T0 + DAY),
             &m3,
+            Cut::AfterCursor,
             &lock,
             &FailPoints::at("before-commit"),
         )
@@ -141,9 +162,16 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     assert_eq!(db.members("a1").await.len(), 1_100);
 
     // The cursor is the greatest last cursor among VERIFIED receipts.
-    q.record(pool, &receipt("b3", &m3, T0 + DAY), &m3, &lock, &none)
-        .await
-        .unwrap();
+    q.record(
+        pool,
+        &receipt("b3", &m3, T0 + DAY),
+        &m3,
+        Cut::AfterCursor,
+        &lock,
+        &none,
+    )
+    .await
+    .unwrap();
     let cursor = q.latest_cursor(pool, "a1").await.unwrap().unwrap();
     assert_eq!(
         cursor,

@@ -184,7 +184,7 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
                         max_rows_per_second: None,
                         max_runtime: None,
                         dry_run: false,
-                        reverify: false,
+                        objects: purge::ObjectCheck::Head,
                         delivered_status: "DELIVERED".into(),
                         lock_prefix: db_opts.lock_prefix.clone(),
                         db_retries: 5,

@@ -5,7 +5,8 @@
 use bytes::Bytes;
 use outbox_archiver::digest::crc64nvme;
 use outbox_archiver::store::{
-    self, LocalStore, Location, ObjectStore, PutMode, StoreError, UploadChecksum,
+    self, ConditionalPut, ConditionalPutSetting, LocalStore, Location, ObjectStore, PutMode,
+    StoreError, UploadChecksum,
 };
 
 use crate::support::*;
@@ -117,13 +118,33 @@ async fn s3_store_with_every_checksum_setting() {
         UploadChecksum::Sha256,
         UploadChecksum::Crc64nvme,
     ] {
-        for conditional in [true, false] {
+        for conditional in [
+            ConditionalPutSetting::Auto,
+            ConditionalPutSetting::On,
+            ConditionalPutSetting::Off,
+        ] {
             let mut s3 = TestS3::new().await;
             s3.settings.upload_checksum = Some(checksum);
             s3.settings.conditional_put = Some(conditional);
+            let store = s3.store().await;
+            let probed = store
+                .probe_conditional_put("archive/_outbox_archiver/conditional-put-probe")
+                .await
+                .unwrap();
+            if s3.server.is_some() {
+                assert_eq!(
+                    probed,
+                    match conditional {
+                        ConditionalPutSetting::Auto => ConditionalPut::Honoured,
+                        ConditionalPutSetting::On => ConditionalPut::Trusted,
+                        ConditionalPutSetting::Off => ConditionalPut::Off,
+                    },
+                    "s3s honours If-None-Match"
+                );
+            }
             contract(
-                s3.store().await.as_ref(),
-                &format!("s3 {checksum:?} conditional={conditional}"),
+                store.as_ref(),
+                &format!("s3 {checksum:?} conditional={conditional:?}"),
             )
             .await;
         }

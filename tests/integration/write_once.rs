@@ -59,6 +59,11 @@ async fn leftovers_with_other_bytes_are_replaced_and_reported() {
     .await;
     assert!(summary.ok, "{}", summary.to_json());
     assert_eq!(
+        serde_json::to_value(&summary).unwrap()["conditional_put"],
+        "honoured",
+        "s3s refuses a create-only put at an existing key"
+    );
+    assert_eq!(
         summary.apps[0].replaced_objects,
         vec![data_key.clone(), manifest_key.clone()]
     );
@@ -145,4 +150,50 @@ async fn the_same_rows_under_other_settings_give_identical_bytes() {
         manifests[0] == manifests[1],
         "same rows, other cutoff and clock: identical keys and bytes"
     );
+}
+
+/// A store that accepts `If-None-Match: *` and overwrites anyway (Tencent COS, some Ceph and
+/// self-hosted stores): write-once must not become a blind overwrite.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_store_that_ignores_if_none_match_is_found_out_and_leftovers_are_still_reported() {
+    let s3 = crate::misbehaving::ignoring_if_none_match().await;
+    let store = s3.store().await;
+    let db = TestDb::new().await;
+    db.insert(&dataset()).await;
+    let cutoff = T0 + DAY;
+    let data_key = planned_keys(&db, &s3, cutoff).await.remove(0);
+    store
+        .put(
+            &data_key,
+            Bytes::from_static(b"a leftover of a failed attempt"),
+            PutMode::Create,
+        )
+        .await
+        .unwrap();
+    let summary = archive(
+        &env(&db, store.clone(), cutoff),
+        &options(&db, &["a1"], cutoff),
+    )
+    .await;
+    assert!(summary.ok, "{}", summary.to_json());
+    assert_eq!(
+        summary.apps[0].replaced_objects,
+        vec![data_key.clone()],
+        "{}",
+        summary.to_json()
+    );
+    assert_eq!(
+        archived_rows(&db, store.as_ref(), "a1").await,
+        db.expected_rows("a1", cutoff).await
+    );
+    let json = serde_json::to_value(&summary).unwrap();
+    assert_eq!(json["conditional_put"], "ignored", "said in the summary");
+    assert!(
+        keys(store.as_ref())
+            .await
+            .iter()
+            .all(|k| !k.contains("conditional-put-probe")),
+        "the probe object is cleaned up"
+    );
+    db.drop().await;
 }
