@@ -1,5 +1,6 @@
 //! `status` — per app: the cursor and its age, receipts and archived rows, the backlog below the
-//! cutoff (rows and oldest age), rows archived and not yet purged, and the last run's outcome.
+//! cutoff (rows and oldest age), rows archived and not yet purged, rows superseded by a newer
+//! version and batches restored into the source, and the last run's outcome.
 //!
 //! Cheap on a 100M-row table: the backlog is one index range count and one index dive on the
 //! retention index; everything else reads the receipts (one row per batch) and the runs table.
@@ -96,16 +97,18 @@ async fn app_status(
     let pool = &db.pool;
     let cursor = receipts.latest_cursor(pool, app).await?;
     let sql = format!(
-        "SELECT COUNT(*), CAST(COALESCE(SUM(row_count), 0) AS SIGNED), CAST(COALESCE(SUM(purged_rows), 0) AS SIGNED) \
+        "SELECT COUNT(*), CAST(COALESCE(SUM(row_count), 0) AS SIGNED), CAST(COALESCE(SUM(purged_rows), 0) AS SIGNED), \
+         CAST(COALESCE(SUM(superseded_rows), 0) AS SIGNED), CAST(COUNT(restored_at_ms) AS SIGNED) \
          FROM {} WHERE app_code = ? AND state = ?",
         spec.receipts_table()
     );
-    let (count, archived, purged): (i64, i64, i64) = sqlx::query_as(AssertSqlSafe(sql))
-        .bind(app)
-        .bind(STATE_VERIFIED)
-        .fetch_one(pool)
-        .await
-        .context(|| format!("summing the receipts of app {app}"))?;
+    let (count, archived, purged, superseded, restored): (i64, i64, i64, i64, i64) =
+        sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(STATE_VERIFIED)
+            .fetch_one(pool)
+            .await
+            .context(|| format!("summing the receipts of app {app}"))?;
     let backlog = pages
         .backlog(
             pool,
@@ -123,7 +126,10 @@ async fn app_status(
         "cursor_age_ms": cursor.as_ref().map(|c| now - c.updated_at_ms),
         "receipts": count,
         "archived_rows": archived,
-        "awaiting_purge_rows": archived - purged,
+        // A superseded version is never purged through its own batch: the later batch's is.
+        "awaiting_purge_rows": archived - purged - superseded,
+        "superseded_rows": superseded,
+        "restored_batches": restored,
         "backlog_rows": backlog.rows,
         "oldest_backlog_ms": backlog.oldest_ms,
         "oldest_backlog_age_ms": backlog.oldest_ms.map(|ms| now - ms),

@@ -673,6 +673,16 @@ impl ReceiptQueries {
         pool: &'a MySqlPool,
         scope: ReceiptScope,
     ) -> impl futures_util::Stream<Item = Result<StoredReceipt, DbError>> + Send + 'a {
+        self.stream_in_pages(pool, scope, RECEIPT_PAGE)
+    }
+
+    /// [`ReceiptQueries::stream`] with pages of `page` receipts.
+    pub fn stream_in_pages<'a>(
+        &'a self,
+        pool: &'a MySqlPool,
+        scope: ReceiptScope,
+        page: u32,
+    ) -> impl futures_util::Stream<Item = Result<StoredReceipt, DbError>> + Send + 'a {
         let state = (
             scope,
             Some(None::<Position>),
@@ -688,10 +698,9 @@ impl ReceiptQueries {
                     let Some(from) = after else {
                         return Ok(None);
                     };
-                    let page = self.page(pool, &scope, from.as_ref(), RECEIPT_PAGE).await?;
-                    after = (page.len() == RECEIPT_PAGE as usize)
-                        .then(|| page.last().map(Position::of));
-                    buffered.extend(page);
+                    let found = self.page(pool, &scope, from.as_ref(), page).await?;
+                    after = (found.len() == page as usize).then(|| found.last().map(Position::of));
+                    buffered.extend(found);
                 }
             },
         )

@@ -468,6 +468,24 @@ async fn what_cannot_be_right_is_refused_before_any_work() {
     );
     assert!(db.receipts("a1").await.len() == 1);
 
+    // purge's age: a negative or malformed grace is refused before anything starts, naming it.
+    for grace in ["-1h", "soon"] {
+        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+            .args(["purge", "--app", "a1", "--store", &store])
+            .env("DATABASE_URL", &db.url)
+            .env("OUTBOX_ARCHIVER_GRACE", grace)
+            .output()
+            .await
+            .unwrap();
+        assert_eq!(out.status.code(), Some(2), "--grace {grace}");
+        assert!(
+            String::from_utf8_lossy(&out.stderr).contains("--grace"),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+    }
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 2);
+
     // An event id that compares without case: keyset paging would skip rows.
     sqlx::query("ALTER TABLE wallet_outbox_archive_receipts MODIFY last_event_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL")
         .execute(&db.db.pool)

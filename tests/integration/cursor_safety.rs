@@ -80,18 +80,58 @@ async fn a_member_delivered_again_never_wedges_its_app() {
     // An operator replays e3: the relay delivers it again, later.
     set_updated_at(&db, "e3", T0 + 100).await;
     db.insert(&[row("a1", "e10", T0 + 200)]).await;
+    let first_batch = db.receipts("a1").await.remove(0).0;
     for run in 0..2 {
         let again = archive(&env, &options(&db, &["a1"], CUTOFF)).await;
         assert!(again.ok, "run {run}: {}", again.to_json());
         if run == 0 {
             assert_eq!(again.apps[0].outcome, Outcome::Archived);
             assert_eq!(again.apps[0].rows, 2, "the new version and the new row");
+            // Reported: which row, which version, which batch had it.
+            let json = serde_json::to_value(&again).unwrap();
+            assert_eq!(json["apps"][0]["superseded_rows"], 1);
+            assert_eq!(
+                json["apps"][0]["superseded"],
+                serde_json::json!([{"event_id": "e3", "updated_at_ms": T0 + 3, "batch_id": first_batch}])
+            );
         } else {
             assert_eq!(again.apps[0].outcome, Outcome::UpToDate);
         }
     }
+    // The member row is the new version's; the old version stays its batch's.
+    let members = db.members("a1").await;
+    let e3 = members.iter().find(|m| m.0 == "e3").unwrap();
+    assert_eq!(e3.1, T0 + 100);
+    assert_ne!(e3.2, first_batch);
     let verified = verify::run(&env, &VerifyOptions::everything(CUTOFF, "DELIVERED")).await;
     assert!(verified.ok, "{}", verified.to_json());
+    let status = outbox_archiver::commands::status::run(
+        &db.db,
+        &WALLET_OUTBOX,
+        &outbox_archiver::commands::status::StatusOptions {
+            apps: outbox_archiver::commands::archive::Apps::Listed(vec!["a1".into()]),
+            cutoff_ms: CUTOFF,
+            delivered_status: "DELIVERED".into(),
+            format: outbox_archiver::commands::status::Format::Json,
+        },
+        std::sync::Arc::new(|| CUTOFF),
+    )
+    .await;
+    let json = serde_json::to_value(&status).unwrap();
+    assert_eq!(json["apps"][0]["superseded_rows"], 1, "{json}");
+    assert_eq!(json["apps"][0]["awaiting_purge_rows"], 11, "{json}");
+    // Restore brings back each row once, as it is now.
+    let restored = outbox_archiver::commands::restore::run(&env, &Default::default()).await;
+    assert!(restored.ok, "{}", restored.to_json());
+    assert_eq!(detail(&restored, "a1", "restored_rows"), 11);
+    assert_eq!(detail(&restored, "a1", "superseded_rows"), 1);
+    let restored_e3: i64 = sqlx::query_scalar(
+        "SELECT updated_at_ms FROM wallet_outbox_restored WHERE event_id = 'e3'",
+    )
+    .fetch_one(&db.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(restored_e3, T0 + 100);
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
     assert!(purged.ok, "{}", purged.to_json());
     assert_eq!(detail(&purged, "a1", "purged_rows"), 11);
@@ -113,6 +153,21 @@ async fn a_member_delivered_again_below_the_cursor_is_a_straggler() {
     assert_eq!(found.len(), 1, "{found:?}");
     assert_eq!(found[0]["kind"], "straggler");
     assert_eq!(found[0]["event_id"], "e3");
+    // The command the finding calls for takes the new version, superseding the old one.
+    let mut opts = options(&db, &["a1"], CUTOFF);
+    opts.stragglers = true;
+    let taken = archive(&env, &opts).await;
+    assert!(taken.ok, "{}", taken.to_json());
+    assert_eq!(taken.apps[0].rows, 1);
+    assert_eq!(
+        serde_json::to_value(&taken).unwrap()["apps"][0]["superseded_rows"],
+        1
+    );
+    let clean = verify::run(&env, &VerifyOptions::everything(CUTOFF, "DELIVERED")).await;
+    assert!(clean.ok, "{}", clean.to_json());
+    let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
     db.drop().await;
 }
 

@@ -219,3 +219,43 @@ async fn a_batch_with_a_receipt_is_never_written_again() {
     );
     db.drop().await;
 }
+
+/// Commands read receipts a page at a time, in (app, cursor) order, never the whole list: every
+/// receipt comes exactly once across page boundaries and apps, whatever the page size.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_stream_in_pages_in_cursor_order() {
+    use futures_util::TryStreamExt;
+    use outbox_archiver::db::receipts::ReceiptScope;
+    let db = TestDb::new().await;
+    let pool = &db.db.pool;
+    let q = ReceiptQueries::new(&WALLET_OUTBOX);
+    let none = FailPoints::default();
+    let mut want = Vec::new();
+    for app in ["a1", "a2"] {
+        let lock =
+            AppLock::try_acquire(&db.db, &lock_name(&db.lock_prefix(), "wallet_outbox", app))
+                .await
+                .unwrap()
+                .unwrap();
+        for i in 0..11 {
+            let m = members(i * 3..i * 3 + 3);
+            let mut r = receipt(&format!("{app}b{i:02}"), &m, T0 + DAY);
+            r.app_code = app.into();
+            q.record(pool, &r, &m, Cut::AfterCursor, &lock, &none)
+                .await
+                .unwrap();
+            want.push(format!("{app}b{i:02}"));
+        }
+        lock.release().await;
+    }
+    for page in [1, 4, 11, 500] {
+        let got: Vec<String> = q
+            .stream_in_pages(pool, ReceiptScope::default(), page)
+            .map_ok(|r| r.batch_id)
+            .try_collect()
+            .await
+            .unwrap();
+        assert_eq!(got, want, "pages of {page}");
+    }
+    db.drop().await;
+}

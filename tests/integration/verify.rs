@@ -392,3 +392,70 @@ async fn stragglers_are_reported_and_archived_without_moving_the_cursor() {
     let _ = store;
     db.drop().await;
 }
+
+/// Verify walks each app's keys beside its receipts one `dt=` partition at a time: over many
+/// receipts and days, every orphan is still found —
+/// in a day with receipts, in a day without any, before the first, after the last, outside any
+/// partition, and under an app that has neither rows nor receipts — and nothing else.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn orphans_are_found_partition_by_partition_over_many_receipts() {
+    let (db, _s3, store) = fixture().await;
+    // a1: 40 one-row batches over 4 days; a2: 3 batches.
+    let a1: Vec<_> = (0..40)
+        .map(|i| row("a1", &format!("a1-{i:04}"), T0 + (i % 4) * DAY + i))
+        .collect();
+    db.insert(&a1).await;
+    db.insert(&rows("a2", 3)).await;
+    let env = env(&db, store.clone(), CUTOFF);
+    let mut opts = options(&db, &["a1", "a2"], CUTOFF);
+    opts.limits.max_rows = 1;
+    let archived = archive(&env, &opts).await;
+    assert!(archived.ok, "{}", archived.to_json());
+    assert_eq!(db.receipts("a1").await.len(), 40);
+
+    let table = format!("{}/wallet_outbox/", store.location().prefix());
+    let leftover = |app: &str, day: &str| {
+        format!("{table}app_code={app}/dt={day}/ffffffffffffffffffffffffffffffff/data.ndjson.gz")
+    };
+    let mut planted = vec![
+        leftover("a1", "2025-12-31"),
+        leftover("a1", "2026-01-02"),
+        leftover("a1", "2026-01-03"),
+        leftover("a1", "2026-01-09"),
+        leftover("a2", "2026-01-01"),
+        leftover("zz", "2026-01-01"),
+        format!("{table}app_code=a1/README"),
+        format!("{table}stray.txt"),
+    ];
+    for key in &planted {
+        store
+            .put(key, Bytes::from_static(b"x"), PutMode::Create)
+            .await
+            .unwrap();
+    }
+    planted.sort();
+    let everything = verify::run(&env, &verify_options()).await;
+    assert!(everything.ok, "{}", everything.to_json());
+    let json = serde_json::to_value(&everything).unwrap();
+    assert_eq!(json["orphans"], Json::from(planted.clone()));
+    assert_eq!(json["checked_batches"].as_array().unwrap().len(), 43);
+
+    let listed = verify::run(
+        &env,
+        &VerifyOptions {
+            apps: Some(Apps::Listed(vec!["a1".into()])),
+            ..verify_options()
+        },
+    )
+    .await;
+    let a1_orphans: Vec<String> = planted
+        .iter()
+        .filter(|k| k.contains("app_code=a1/"))
+        .cloned()
+        .collect();
+    assert_eq!(
+        serde_json::to_value(&listed).unwrap()["orphans"],
+        Json::from(a1_orphans)
+    );
+    db.drop().await;
+}
