@@ -3,6 +3,7 @@
 //!
 //!     cargo bench --bench archive                 # 1,000,000 rows
 //!     BENCH_ROWS=200000 cargo bench --bench archive
+//!     BENCH_BATCH_ROWS=1000 cargo bench --bench archive   # many small batches (receipts)
 //!
 //! It (re)uses database `outbox_archiver_bench` on the local server (root over the unix socket,
 //! or BENCH_SERVER_URL), seeds it once per row count, serves a real S3 endpoint from this process
@@ -113,26 +114,36 @@ async fn bench(rows: u64) {
         .await
         .unwrap();
     s3.create_bucket("bench").unwrap();
+    // Each command's own peak RSS, from wait4 on its process.
+    let last_peak = std::cell::Cell::new(0i64);
     let run = |args: &[&str]| {
         let started = Instant::now();
-        let output = Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
-            .args(args)
-            .args(["--store", "s3://bench/archive"])
-            .env("DATABASE_URL", &url)
-            .env("OUTBOX_ARCHIVER_S3_ENDPOINT", &s3.endpoint)
-            .env("AWS_ACCESS_KEY_ID", "bench-key")
-            .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
-            .env("AWS_REGION", "us-east-1")
-            .env("OUTBOX_ARCHIVER_LOG", "warn")
-            .output()
-            .unwrap();
-        let summary: serde_json::Value =
-            serde_json::from_slice(&output.stdout).expect("a JSON summary");
+        let (stdout, peak) = measured(
+            Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+                .args(args)
+                .args(["--store", "s3://bench/archive"])
+                .env("DATABASE_URL", &url)
+                .env("OUTBOX_ARCHIVER_S3_ENDPOINT", &s3.endpoint)
+                .env("AWS_ACCESS_KEY_ID", "bench-key")
+                .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
+                .env("AWS_REGION", "us-east-1")
+                .env("OUTBOX_ARCHIVER_LOG", "warn"),
+        );
+        last_peak.set(peak);
+        let summary: serde_json::Value = serde_json::from_slice(&stdout).expect("a JSON summary");
         assert_eq!(summary["ok"], true, "{summary}");
         (started.elapsed().as_secs_f64(), summary)
     };
-    let (elapsed, summary) = run(&["archive", "--all-apps", "--cutoff", "1767225600000"]);
-    let peak_kib = children_peak_rss_kib();
+    let batch_rows = std::env::var("BENCH_BATCH_ROWS").unwrap_or_else(|_| "50000".into());
+    let (elapsed, summary) = run(&[
+        "archive",
+        "--all-apps",
+        "--cutoff",
+        "1767225600000",
+        "--batch-rows",
+        &batch_rows,
+    ]);
+    let peak_kib = last_peak.get();
     let archived: u64 = summary["apps"]
         .as_array()
         .unwrap()
@@ -155,10 +166,12 @@ async fn bench(rows: u64) {
 
     // Re-read everything: objects, hashes, members both ways, the straggler scan.
     let (elapsed, verified) = run(&["verify", "--cutoff", "1767225600000"]);
+    let verify_peak = last_peak.get();
     let checked = verified["checked_batches"].as_array().map_or(0, Vec::len);
     println!(
-        "outbox-archiver verify (every batch re-read, members both ways, straggler scan): {checked} batches, {archived} rows, {elapsed:.1}s, {:.0} rows/s, findings {}",
+        "outbox-archiver verify (every batch re-read, members both ways, straggler scan, orphans): {checked} batches, {archived} rows, {elapsed:.1}s, {:.0} rows/s, peak RSS {:.0} MiB, findings {}",
         archived as f64 / elapsed,
+        verify_peak as f64 / 1024.0,
         verified["findings"].as_array().map_or(0, Vec::len)
     );
 
@@ -172,15 +185,17 @@ async fn bench(rows: u64) {
     };
     let (elapsed, restored) = run(&["restore"]);
     println!(
-        "outbox-archiver restore (verify + load into wallet_outbox_restored): {} rows, {elapsed:.1}s, {:.0} rows/s",
+        "outbox-archiver restore (verify + load into wallet_outbox_restored): {} rows, {elapsed:.1}s, {:.0} rows/s, peak RSS {:.0} MiB",
         sum(&restored, "restored_rows"),
-        sum(&restored, "restored_rows") as f64 / elapsed
+        sum(&restored, "restored_rows") as f64 / elapsed,
+        last_peak.get() as f64 / 1024.0
     );
     let (elapsed, purged) = run(&["purge", "--all-apps", "--grace", "0s"]);
     println!(
-        "outbox-archiver purge (exact members, 500-row PK transactions): {} rows, {elapsed:.1}s, {:.0} rows/s",
+        "outbox-archiver purge (HEAD of each batch's objects, exact members, 500-row PK transactions): {} rows, {elapsed:.1}s, {:.0} rows/s, peak RSS {:.0} MiB",
         sum(&purged, "purged_rows"),
-        sum(&purged, "purged_rows") as f64 / elapsed
+        sum(&purged, "purged_rows") as f64 / elapsed,
+        last_peak.get() as f64 / 1024.0
     );
     if which("pt-archiver") {
         let started = Instant::now();
@@ -250,13 +265,31 @@ async fn bench(rows: u64) {
     }
 }
 
-fn children_peak_rss_kib() -> i64 {
+/// Runs `command` to its end: its stdout, and its own peak RSS in KiB (from wait4, so the
+/// figure is this process's alone, not the maximum over every child so far).
+// The child is reaped by wait4 below, which std's `wait` would not let us read rusage from.
+#[allow(clippy::zombie_processes)]
+fn measured(command: &mut Command) -> (Vec<u8>, i64) {
+    use std::io::Read;
+    let mut child = command
+        .stdout(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stdout = Vec::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_end(&mut stdout)
+        .unwrap();
+    let mut status = 0;
     let mut usage = std::mem::MaybeUninit::<libc::rusage>::zeroed();
-    // SAFETY: getrusage writes a rusage into the pointer it is given.
-    unsafe {
-        libc::getrusage(libc::RUSAGE_CHILDREN, usage.as_mut_ptr());
-        usage.assume_init().ru_maxrss
-    }
+    // SAFETY: wait4 waits for this child and writes its status and rusage into the pointers.
+    let usage = unsafe {
+        libc::wait4(child.id() as i32, &mut status, 0, usage.as_mut_ptr());
+        usage.assume_init()
+    };
+    (stdout, usage.ru_maxrss)
 }
 
 fn walk_size(dir: &std::path::Path) -> u64 {

@@ -306,6 +306,10 @@ pub struct PurgeArgs {
     /// deleting (for operators who scrub the archive with verify separately). Logged every run.
     #[arg(long, env = "OUTBOX_ARCHIVER_TRUST_RECEIPTS")]
     pub trust_receipts: bool,
+    /// Purge batches restored into the source (restore --into-source) again too; without it
+    /// their rows stay. Logged every run.
+    #[arg(long, env = "OUTBOX_ARCHIVER_INCLUDE_RESTORED")]
+    pub include_restored: bool,
 }
 
 #[derive(Debug, Args)]
@@ -770,6 +774,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
                     (false, true) => purge::ObjectCheck::Trusted,
                     (false, false) => purge::ObjectCheck::Head,
                 },
+                include_restored: args.include_restored,
                 delivered_status: common.delivered_status.clone(),
                 lock_prefix: common.lock_prefix.clone(),
                 db_retries: common.db_retries,

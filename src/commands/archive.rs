@@ -132,7 +132,8 @@ pub async fn run(env: &Env, opts: &ArchiveOptions) -> Summary {
             Ok(found) => summary.conditional_put = Some(found),
             Err(e) => {
                 let error = format!(
-                    "probing whether the store refuses create-only puts (If-None-Match) at {probe}: {e}"
+                    "probing whether the store refuses create-only puts (If-None-Match) at {probe}: {e} \
+                     (a store that rejects the header: set --s3-conditional-put false)"
                 );
                 if e.is_configuration() {
                     return Summary::unusable("archive", error);

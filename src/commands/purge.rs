@@ -41,6 +41,8 @@ pub struct PurgeOptions {
     pub dry_run: bool,
     /// How a batch's objects are looked at right before its rows are deleted.
     pub objects: ObjectCheck,
+    /// Purge batches restored into the source too (their mark is otherwise honoured).
+    pub include_restored: bool,
     pub delivered_status: String,
     pub lock_prefix: String,
     /// Times an app is tried again after a transient database error.
@@ -92,9 +94,13 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
     let receipts = ReceiptQueries::new(env.spec);
     let apps = match &opts.apps {
         Apps::Listed(list) => resolve_apps(env, &Apps::Listed(list.clone())).await,
-        Apps::All => receipts.apps_with_unpurged(&env.db.pool).await,
+        Apps::All => {
+            receipts
+                .apps_with_unpurged(&env.db.pool, opts.include_restored)
+                .await
+        }
         Apps::Shard(shard) => receipts
-            .apps_with_unpurged(&env.db.pool)
+            .apps_with_unpurged(&env.db.pool, opts.include_restored)
             .await
             .map(|apps| apps.into_iter().filter(|app| shard.contains(app)).collect()),
     };
@@ -111,6 +117,11 @@ pub async fn run(env: &Env, opts: &PurgeOptions) -> Summary {
     let mut details = serde_json::Map::new();
     details.insert("object_check".into(), json!(opts.objects));
     summary.details = Some(details);
+    if opts.include_restored {
+        tracing::warn!(
+            "--include-restored: batches restored into the source are purged again like any other"
+        );
+    }
     if opts.objects == ObjectCheck::Trusted {
         tracing::warn!(
             "--trust-receipts: rows are deleted on the strength of their receipts alone; the \
@@ -188,7 +199,7 @@ impl Purger<'_> {
             Ok(()) if !tally.failed_batches.is_empty() => {
                 report.outcome = Outcome::Failed;
                 report.error = Some(format!(
-                    "{} batch(es) not purged: their objects in the store are missing or differ from the receipt (see findings; run `outbox-archiver verify --app {app}`)",
+                    "{} batch(es) not purged: their objects in the store, or their member rows, disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
                     tally.failed_batches.len()
                 ));
             }
@@ -243,6 +254,7 @@ impl Purger<'_> {
         let scope = ReceiptScope {
             apps: vec![app.to_string()],
             unpurged_verified_before: Some((env.now_ms)() - self.opts.grace_ms),
+            include_restored: self.opts.include_restored,
             ..ReceiptScope::default()
         };
         let receipts = self.receipts.stream(pool, scope);
@@ -284,6 +296,7 @@ impl Purger<'_> {
                 continue;
             };
             let mut kept = Vec::new();
+            let mut restored = false;
             for chunk in members.chunks(PURGE_CHUNK) {
                 let done = self
                     .purge
@@ -294,9 +307,20 @@ impl Purger<'_> {
                         &receipt.batch_id,
                         chunk,
                         lock,
+                        self.opts.include_restored,
                         &self.opts.failpoints,
                     )
                     .await?;
+                if done.restored {
+                    // Restored into the source since this run listed it: leave it.
+                    tracing::info!(
+                        app,
+                        batch_id = receipt.batch_id,
+                        "batch restored into the source meanwhile; its rows stay"
+                    );
+                    restored = true;
+                    break;
+                }
                 tally.purged += done.purged;
                 kept.extend(done.kept);
                 self.throttle(done.purged).await;
@@ -307,12 +331,17 @@ impl Purger<'_> {
                     return Ok(());
                 }
             }
+            if restored {
+                tally.kept.extend(kept);
+                continue;
+            }
             self.purge
                 .finish(
                     pool,
                     app,
                     &receipt.batch_id,
                     kept.len() as u64,
+                    self.opts.include_restored,
                     (env.now_ms)(),
                 )
                 .await?;

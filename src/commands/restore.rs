@@ -8,8 +8,9 @@
 //! totals and members with the receipt, records the result and drops the table.
 //!
 //! The live table only with `--into-source`, and then under the app's lock (the one `archive`
-//! and `purge` take), and the batch is marked restored first: purge never deletes its rows again
-//! on that receipt (SPEC §5.9). Older versions of rows that a later batch superseded are not
+//! and `purge` take, confirmed before every commit), and a batch whose rows it puts back is
+//! marked restored in the same transaction: purge never deletes its rows again on that receipt
+//! (SPEC §5.9). Older versions of rows that a later batch superseded are not
 //! loaded, except by a drill: the later batch holds the row as it is now.
 
 use std::collections::{BTreeMap, HashSet};
@@ -27,7 +28,7 @@ use crate::check::Checker;
 use crate::codec::{self, Row};
 use crate::db::lock::AppLock;
 use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
-use crate::db::restore::{self as db_restore, Conflict, RESTORE_CHUNK};
+use crate::db::restore::{self as db_restore, Conflict, IntoSource, LoadError, RESTORE_CHUNK};
 use crate::db::DbError;
 use crate::store::{ByteStream, Location, ObjectMeta, ObjectStore, PutMode, StoreError};
 use crate::summary::{app_span, AppReport, Outcome, Summary};
@@ -57,6 +58,8 @@ enum Failure {
     Store(#[from] StoreError),
     #[error("{0}")]
     Data(String),
+    #[error(transparent)]
+    Load(#[from] LoadError),
 }
 
 #[derive(Default)]
@@ -87,7 +90,8 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
     let spec = env.spec;
     let target = match (&opts.into, opts.into_source) {
         (_, true) => spec.name.to_string(),
-        (Some(into), false) if into == spec.name => {
+        // Table names compare without case on some servers (lower_case_table_names).
+        (Some(into), false) if into.eq_ignore_ascii_case(spec.name) => {
             return Summary::unusable(
                 "restore",
                 format!(
@@ -111,6 +115,7 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
         from_ms: opts.from_ms,
         to_ms: opts.to_ms,
         unpurged_verified_before: None,
+        include_restored: false,
     };
     if !opts.drill && !opts.into_source {
         if let Err(e) = db_restore::create_like(&env.db.pool, spec, &target).await {
@@ -179,23 +184,23 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
         } else {
             target.clone()
         };
-        let into_source = opts.into_source.then_some(&receipts_q);
-        let result = restore_batch(
-            env,
-            &receipts_q,
-            &receipt,
-            &table,
-            opts.drill,
-            into_source,
-            t,
-        )
-        .instrument(app_span(&app))
-        .await;
+        let lock = current.as_ref().and_then(|c| c.lock.as_ref());
+        let result = restore_batch(env, &receipts_q, &receipt, &table, opts.drill, lock, t)
+            .instrument(app_span(&app))
+            .await;
         if let Err(e) = result {
             tracing::error!(batch_id = receipt.batch_id, error = %e, "restore failed");
             t.error
                 .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
             t.failed.push(receipt.batch_id.clone());
+            if matches!(e, Failure::Load(LoadError::LockLost { .. })) {
+                // Nothing more of this app without its lock.
+                let mut report = AppReport::new(&app, Outcome::Failed);
+                report.error = t.error.clone();
+                report.batches = t.batches;
+                report.rows = t.restored;
+                t.gate = Some(report);
+            }
         }
     }
     if let Some(done) = current.take().and_then(|c| c.lock) {
@@ -257,14 +262,15 @@ pub async fn run(env: &Env, opts: &RestoreOptions) -> Summary {
 }
 
 /// Verifies one batch, then loads it (and, for a drill, compares and drops the scratch table).
-/// `into_source` (the receipts) marks the batch restored into the source before anything loads.
+/// `lock`: restoring into the live source table, under the app's lock; each chunk that puts rows
+/// back marks the batch restored in its own transaction.
 async fn restore_batch(
     env: &Env,
     receipts_q: &ReceiptQueries,
     receipt: &StoredReceipt,
     table: &str,
     drill: bool,
-    into_source: Option<&ReceiptQueries>,
+    lock: Option<&AppLock>,
     t: &mut Tally,
 ) -> Result<(), Failure> {
     let pool = &env.db.pool;
@@ -306,11 +312,6 @@ async fn restore_batch(
         db_restore::drop_table(pool, table).await?;
         db_restore::create_like(pool, env.spec, table).await?;
     }
-    if let Some(receipts) = into_source {
-        receipts
-            .mark_restored(pool, app, &receipt.batch_id, now)
-            .await?;
-    }
     let mut rows = decode_rows(env, receipt, remembering.take())?;
     if !drill && !superseded.is_empty() {
         // A later batch holds these rows as they are now.
@@ -331,7 +332,12 @@ async fn restore_batch(
     }
     let mut conflicts = Vec::new();
     for chunk in rows.chunks(RESTORE_CHUNK) {
-        let loaded = db_restore::load_chunk(pool, env.spec, table, app, chunk).await?;
+        let into_source = lock.map(|lock| IntoSource {
+            lock,
+            batch_id: &receipt.batch_id,
+            now_ms: now,
+        });
+        let loaded = db_restore::load_chunk(pool, env.spec, table, app, chunk, into_source).await?;
         t.restored += loaded.inserted;
         t.present += loaded.present;
         conflicts.extend(loaded.conflicts);

@@ -97,12 +97,17 @@ async fn app_status(
     let pool = &db.pool;
     let cursor = receipts.latest_cursor(pool, app).await?;
     let sql = format!(
-        "SELECT COUNT(*), CAST(COALESCE(SUM(row_count), 0) AS SIGNED), CAST(COALESCE(SUM(purged_rows), 0) AS SIGNED), \
+        "SELECT COUNT(*), CAST(COALESCE(SUM(row_count), 0) AS SIGNED), \
+         CAST(COALESCE(SUM(CASE WHEN purged_at_ms IS NULL AND restored_at_ms IS NULL \
+           THEN GREATEST(row_count - purged_rows - superseded_rows, 0) ELSE 0 END), 0) AS SIGNED), \
          CAST(COALESCE(SUM(superseded_rows), 0) AS SIGNED), CAST(COUNT(restored_at_ms) AS SIGNED) \
          FROM {} WHERE app_code = ? AND state = ?",
         spec.receipts_table()
     );
-    let (count, archived, purged, superseded, restored): (i64, i64, i64, i64, i64) =
+    // Awaiting purge: what purge may still delete — rows of receipts it has not finished and that
+    // were not restored into the source, less what it deleted and the older versions a later
+    // batch superseded (purged through that batch).
+    let (count, archived, awaiting, superseded, restored): (i64, i64, i64, i64, i64) =
         sqlx::query_as(AssertSqlSafe(sql))
             .bind(app)
             .bind(STATE_VERIFIED)
@@ -126,8 +131,7 @@ async fn app_status(
         "cursor_age_ms": cursor.as_ref().map(|c| now - c.updated_at_ms),
         "receipts": count,
         "archived_rows": archived,
-        // A superseded version is never purged through its own batch: the later batch's is.
-        "awaiting_purge_rows": archived - purged - superseded,
+        "awaiting_purge_rows": awaiting,
         "superseded_rows": superseded,
         "restored_batches": restored,
         "backlog_rows": backlog.rows,

@@ -98,6 +98,7 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
         from_ms: opts.from_ms,
         to_ms: opts.to_ms,
         unpurged_verified_before: None,
+        include_restored: false,
     };
     let mut tally: BTreeMap<String, AppTally> = BTreeMap::new();
     let whole_apps = opts.batch_ids.is_empty() && opts.from_ms.is_none() && opts.to_ms.is_none();
@@ -341,7 +342,7 @@ async fn stragglers(
                 "a member of a receipt (the app's cursor is {cursor})"
             )),
             actual: Some(format!(
-                "delivered row at updated_at_ms {} in no receipt",
+                "a delivered row at updated_at_ms {} whose version no receipt holds; run `outbox-archiver archive --app {app} --stragglers`",
                 c.updated_at_ms
             )),
         })

@@ -186,7 +186,7 @@ impl Db {
     /// Refuses tables whose comparisons would make the archiver skip or repeat rows: every
     /// event id column must compare byte for byte (keyset paging and the cursor rely on the
     /// database's order, and a case-insensitive one holds `e1` and `E1` equal), and the
-    /// archiver's tables must tell app codes apart at least as finely as the source table does.
+    /// archiver's tables must tell app codes apart wherever the source table does (by case).
     /// A table made by an older tool fails here with the `ALTER` that fixes it.
     pub async fn check_collations(&self, spec: &TableSpec) -> Result<(), DbError> {
         let owned = [
@@ -224,17 +224,26 @@ impl Db {
         let Some(source) = find(spec.name, spec.app_code) else {
             return Ok(());
         };
+        // App codes are `[A-Za-z0-9_.-]`: what matters is whether case tells two apart. Only
+        // archiver tables that conflate codes the source keeps apart are refused (the names of
+        // two case-insensitive collations may differ: utf8mb4_unicode_ci, utf8mb4_0900_ai_ci).
+        if !source.tells_case_apart() {
+            return Ok(());
+        }
         for (table, _) in &owned {
             let Some(c) = find(table, "app_code") else {
                 continue;
             };
-            if c.collation != source.collation && !c.is_binary() {
+            if !c.tells_case_apart() {
                 return Err(DbError::Collation {
                     table: table.clone(),
                     column: "app_code".into(),
                     found: c.collation.clone().unwrap_or_default(),
-                    why: "which tells app codes apart less finely than the source table's: two apps would share receipts and a cursor",
-                    fix: c.alter_to(source.charset.as_deref(), source.collation.as_deref()),
+                    why: "which holds app codes equal that the source table's collation tells apart (by case): two apps would share receipts and a cursor",
+                    fix: format!(
+                        "{} (a table rebuild: on a large table schedule it like any large ALTER)",
+                        c.alter_to(source.charset.as_deref(), source.collation.as_deref())
+                    ),
                 });
             }
         }
@@ -345,6 +354,11 @@ impl ColumnInfo {
         self.collation
             .as_deref()
             .is_none_or(|c| c.ends_with("_bin") || c == "binary")
+    }
+
+    /// Whether `a1` and `A1` are different values: a binary, `_bin` or case-sensitive collation.
+    fn tells_case_apart(&self) -> bool {
+        self.is_binary() || self.collation.as_deref().is_some_and(|c| c.contains("_cs"))
     }
 
     fn alter_to(&self, charset: Option<&str>, collation: Option<&str>) -> String {

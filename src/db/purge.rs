@@ -2,6 +2,10 @@
 //! receipt and its status and `updated_at_ms` still equal what was archived. Each chunk of at
 //! most 500 members is one transaction of primary-key deletes — never a range delete — that also
 //! counts what it deleted on the receipt, with the app's lock re-checked before the commit.
+//!
+//! Each chunk first locks its receipt row and reads its restored mark (SPEC §5.9): a batch that
+//! `restore --into-source` put back — which marks the receipt in the same transaction as its
+//! inserts — is left alone, even when the mark arrived after purge listed the receipt.
 
 use sqlx::{AssertSqlSafe, MySqlPool};
 
@@ -30,6 +34,8 @@ pub struct Chunk {
     pub purged: u64,
     /// Members whose row is still there: changed since it was archived, so kept.
     pub kept: Vec<String>,
+    /// The receipt is marked restored into the source: nothing was deleted.
+    pub restored: bool,
 }
 
 #[derive(Debug, Clone)]
@@ -109,6 +115,7 @@ impl PurgeQueries {
         batch_id: &str,
         members: &[Member],
         lock: &AppLock,
+        include_restored: bool,
         failpoints: &FailPoints,
     ) -> Result<Chunk, PurgeError> {
         assert!(
@@ -120,6 +127,22 @@ impl PurgeQueries {
             .begin()
             .await
             .context(|| format!("starting a purge transaction of batch {batch_id}"))?;
+        let sql = format!(
+            "SELECT restored_at_ms FROM {} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
+            s.receipts_table()
+        );
+        let restored: Option<Option<i64>> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .context(|| format!("reading the restored mark of batch {batch_id}"))?;
+        if restored.flatten().is_some() && !include_restored {
+            return Ok(Chunk {
+                restored: true,
+                ..Chunk::default()
+            });
+        }
         let sql = format!("DELETE FROM {} WHERE {}", s.name, self.exact(members.len()));
         let deleted = Self::bind_exact(sqlx::query(AssertSqlSafe(sql)), app, status, members)
             .execute(&mut *tx)
@@ -156,6 +179,7 @@ impl PurgeQueries {
         Ok(Chunk {
             purged: deleted,
             kept,
+            restored: false,
         })
     }
 
@@ -187,18 +211,25 @@ impl PurgeQueries {
         Ok(kept)
     }
 
-    /// Marks a batch done: every member deleted or kept. A rerun skips it.
+    /// Marks a batch done: every member deleted or kept. A rerun skips it. `include_restored`:
+    /// a restored batch purged again on purpose is no longer restored.
     pub async fn finish(
         &self,
         pool: &MySqlPool,
         app: &str,
         batch_id: &str,
         kept: u64,
+        include_restored: bool,
         now_ms: i64,
     ) -> Result<(), DbError> {
         let sql = format!(
-            "UPDATE {} SET purged_at_ms = ?, kept_rows = ? WHERE app_code = ? AND batch_id = ?",
-            self.spec.receipts_table()
+            "UPDATE {} SET purged_at_ms = ?, kept_rows = ?{} WHERE app_code = ? AND batch_id = ?",
+            self.spec.receipts_table(),
+            if include_restored {
+                ", restored_at_ms = NULL"
+            } else {
+                ""
+            }
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(now_ms)

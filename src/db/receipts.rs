@@ -78,10 +78,11 @@ pub enum RecordError {
         recorded: String,
         now: String,
     },
-    #[error("event {event_id} is already a member of batch {other_batch}; nothing recorded for batch {batch_id}")]
+    #[error("event {event_id} at updated_at_ms {updated_at_ms} is already a member of batch {other_batch} at the same version: the same row version in two batches; nothing recorded for batch {batch_id} — run `outbox-archiver verify --batch-id {other_batch}` and compare the rows")]
     MemberConflict {
         batch_id: String,
         event_id: String,
+        updated_at_ms: i64,
         other_batch: String,
     },
     #[error(
@@ -443,6 +444,7 @@ impl ReceiptQueries {
                 return Err(RecordError::MemberConflict {
                     batch_id: batch.clone(),
                     event_id,
+                    updated_at_ms,
                     other_batch: owner,
                 });
             }
@@ -533,6 +535,32 @@ impl ReceiptQueries {
                 .bind(verified_at_ms);
         }
         insert.execute(&mut **tx).await.context(context)?;
+        // Read back, as every member is (SPEC §5.2).
+        let mut sql = self.members_select_prefix.clone();
+        sql.push_str(&list(older.len(), "?"));
+        sql.push(')');
+        let mut select =
+            sqlx::query_as::<_, (String, i64, String, String, i64)>(AssertSqlSafe(sql)).bind(app);
+        for o in older {
+            select = select.bind(&o.event_id);
+        }
+        let moved = select.fetch_all(&mut **tx).await.context(context)?;
+        let ours = moved
+            .iter()
+            .filter(|(id, ms, owner, manifest, at)| {
+                versions.get(id.as_str()) == Some(ms)
+                    && owner == batch
+                    && *manifest == receipt.manifest.sha256
+                    && *at == verified_at_ms
+            })
+            .count();
+        if ours != older.len() {
+            return Err(RecordError::MemberReadback {
+                batch_id: batch.clone(),
+                expected: older.len(),
+                found: ours,
+            });
+        }
 
         let mut per_batch: BTreeMap<&str, i64> = BTreeMap::new();
         for o in older {
@@ -583,9 +611,11 @@ pub struct ReceiptScope {
     /// Receipts whose rows reach into `[from_ms, to_ms)` of `updated_at_ms`.
     pub from_ms: Option<i64>,
     pub to_ms: Option<i64>,
-    /// Only receipts purge may still work on: not fully purged, not restored into the source,
-    /// and verified at or before this instant (purge's grace).
+    /// Only receipts purge may still work on: not fully purged, not restored into the source
+    /// (unless `include_restored`), and verified at or before this instant (purge's grace).
     pub unpurged_verified_before: Option<i64>,
+    /// With `unpurged_verified_before`: receipts restored into the source too.
+    pub include_restored: bool,
 }
 
 /// A value a scope's conditions bind.
@@ -619,9 +649,10 @@ fn scope_filter(scope: &ReceiptScope) -> (String, Vec<Bind<'_>>) {
         binds.push(Bind::Int(to));
     }
     if let Some(before) = scope.unpurged_verified_before {
-        sql.push_str(
-            " AND purged_at_ms IS NULL AND restored_at_ms IS NULL AND verified_at_ms <= ?",
-        );
+        sql.push_str(" AND purged_at_ms IS NULL AND verified_at_ms <= ?");
+        if !scope.include_restored {
+            sql.push_str(" AND restored_at_ms IS NULL");
+        }
         binds.push(Bind::Int(before));
     }
     (sql, binds)
@@ -863,10 +894,15 @@ impl ReceiptQueries {
 
     /// Apps that have receipts not yet fully purged (purge's `--all-apps`: an app whose rows are
     /// all gone from the source table may still have receipts to finish).
-    pub async fn apps_with_unpurged(&self, pool: &MySqlPool) -> Result<Vec<String>, DbError> {
+    pub async fn apps_with_unpurged(
+        &self,
+        pool: &MySqlPool,
+        include_restored: bool,
+    ) -> Result<Vec<String>, DbError> {
         let sql = format!(
-            "SELECT DISTINCT app_code FROM {} WHERE state = ? AND purged_at_ms IS NULL AND restored_at_ms IS NULL ORDER BY app_code",
-            self.spec.receipts_table()
+            "SELECT DISTINCT app_code FROM {} WHERE state = ? AND purged_at_ms IS NULL{} ORDER BY app_code",
+            self.spec.receipts_table(),
+            if include_restored { "" } else { " AND restored_at_ms IS NULL" }
         );
         sqlx::query_scalar(AssertSqlSafe(sql))
             .bind(STATE_VERIFIED)
@@ -913,29 +949,6 @@ impl ReceiptQueries {
                 updated_at_ms,
             })
             .collect())
-    }
-
-    /// Marks a batch restored into the source table: purge never deletes its rows again on this
-    /// receipt (SPEC §5.9). The first restore's time is kept.
-    pub async fn mark_restored(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-        batch_id: &str,
-        now_ms: i64,
-    ) -> Result<(), DbError> {
-        let sql = format!(
-            "UPDATE {} SET restored_at_ms = COALESCE(restored_at_ms, ?) WHERE app_code = ? AND batch_id = ?",
-            self.spec.receipts_table()
-        );
-        sqlx::query(AssertSqlSafe(sql))
-            .bind(now_ms)
-            .bind(app)
-            .bind(batch_id)
-            .execute(pool)
-            .await
-            .context(|| format!("marking batch {batch_id} restored into the source"))?;
-        Ok(())
     }
 
     /// Receipts of an app that purge leaves alone because they were restored into the source.

@@ -10,6 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{AssertSqlSafe, MySqlPool};
 
+use super::lock::AppLock;
 use super::source::decode_row;
 use super::{Context, DbError};
 use crate::batch::Member;
@@ -69,6 +70,26 @@ pub struct Conflict {
     pub column: Option<String>,
 }
 
+/// What restoring into the live source table adds to each chunk's transaction (SPEC §5.9): the
+/// batch's receipt is marked restored in the same transaction as the rows it puts back, so purge
+/// (which reads the mark under a row lock in each of its own transactions) never deletes them
+/// again, and the app's lock is confirmed before the commit.
+#[derive(Debug, Clone, Copy)]
+pub struct IntoSource<'a> {
+    pub lock: &'a AppLock,
+    pub batch_id: &'a str,
+    pub now_ms: i64,
+}
+
+/// Why a chunk was not loaded.
+#[derive(Debug, thiserror::Error)]
+pub enum LoadError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("lost advisory lock {lock} while restoring batch {batch_id} into the source (killed connection, server restart or a proxy's idle timeout); the chunk was rolled back — run restore again")]
+    LockLost { lock: String, batch_id: String },
+}
+
 /// What loading one chunk did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Loaded {
@@ -90,14 +111,15 @@ fn differing_column(spec: &TableSpec, a: &Row, b: &Row) -> Option<String> {
 
 /// Inserts the rows that are not in `table` yet, in one transaction, and reads them back before
 /// committing; compares the others. A row that reads back other than it was archived is taken
-/// out, and the chunk is done again without it.
+/// out, and the chunk is done again without it. `into_source`: the live table, under the lock.
 pub async fn load_chunk(
     pool: &MySqlPool,
     spec: &TableSpec,
     table: &str,
     app: &str,
     rows: &[Row],
-) -> Result<Loaded, DbError> {
+    into_source: Option<IntoSource<'_>>,
+) -> Result<Loaded, LoadError> {
     let layout = spec.layout();
     let id = |r: &Row| r[layout.event_id].as_str().unwrap_or_default().to_string();
     let mut stored_differently: Vec<Conflict> = Vec::new();
@@ -163,6 +185,31 @@ pub async fn load_chunk(
                 continue;
             }
             loaded.inserted = missing.len() as u64;
+            if let Some(source) = into_source {
+                // The rows are back: the batch is purge's to finish again, but marked, so only
+                // `purge --include-restored` takes them (purged_rows counts what is gone now).
+                let sql = format!(
+                    "UPDATE {} SET restored_at_ms = COALESCE(restored_at_ms, ?), purged_at_ms = NULL, \
+                     purged_rows = GREATEST(purged_rows - ?, 0) WHERE app_code = ? AND batch_id = ?",
+                    spec.receipts_table()
+                );
+                sqlx::query(AssertSqlSafe(sql))
+                    .bind(source.now_ms)
+                    .bind(missing.len() as i64)
+                    .bind(app)
+                    .bind(source.batch_id)
+                    .execute(&mut *tx)
+                    .await
+                    .context(|| {
+                        format!("marking batch {} restored into the source", source.batch_id)
+                    })?;
+                if !source.lock.held_per(&mut *tx).await? {
+                    return Err(LoadError::LockLost {
+                        lock: source.lock.name().to_string(),
+                        batch_id: source.batch_id.to_string(),
+                    });
+                }
+            }
         }
         tx.commit()
             .await

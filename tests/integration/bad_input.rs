@@ -509,3 +509,45 @@ async fn what_cannot_be_right_is_refused_before_any_work() {
     }
     db.drop().await;
 }
+
+/// The collation rule compares behaviour, not names: archiver tables made with
+/// utf8mb4_unicode_ci beside a source made with another case-insensitive collation (MySQL 8's
+/// default utf8mb4_0900_ai_ci, say) tell app codes apart just as finely and are accepted; only
+/// archiver tables that conflate codes the source keeps apart are refused.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn app_code_collations_are_compared_by_what_they_tell_apart() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    db.insert(&[row("a1", "e1", T0)]).await;
+    let store = format!("file://{}", dir.path().display());
+    let envs = vec![("DATABASE_URL", db.url.clone())];
+    let archive_args = [
+        "archive",
+        "--app",
+        "a1",
+        "--store",
+        &store,
+        "--cutoff",
+        "2026-01-02T00:00:00Z",
+        "--lock-prefix",
+        &db.lock_prefix(),
+    ];
+    sqlx::query("ALTER TABLE wallet_outbox MODIFY app_code VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_general_ci NOT NULL")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    let accepted = run_cli(&archive_args, &envs).await;
+    assert_eq!(accepted.code, 0, "{}", accepted.all_output);
+    sqlx::query("ALTER TABLE wallet_outbox MODIFY app_code VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    let refused = run_cli(&archive_args, &envs).await;
+    assert_eq!(refused.code, 2, "{}", refused.all_output);
+    let error = refused.summary["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("wallet_outbox_archive_receipts.app_code") && error.contains("ALTER TABLE"),
+        "{error}"
+    );
+    db.drop().await;
+}

@@ -30,6 +30,7 @@ pub(crate) fn purge_options(db: &TestDb, apps: &[&str]) -> PurgeOptions {
         max_runtime: None,
         dry_run: false,
         objects: purge::ObjectCheck::Head,
+        include_restored: false,
         delivered_status: "DELIVERED".into(),
         lock_prefix: db.lock_prefix(),
         db_retries: 5,

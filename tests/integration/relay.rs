@@ -185,6 +185,7 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
                         max_runtime: None,
                         dry_run: false,
                         objects: purge::ObjectCheck::Head,
+                        include_restored: false,
                         delivered_status: "DELIVERED".into(),
                         lock_prefix: db_opts.lock_prefix.clone(),
                         db_retries: 5,

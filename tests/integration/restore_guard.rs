@@ -159,3 +159,99 @@ async fn a_drill_compares_whole_rows() {
     let _ = (CUTOFF, Json::Null);
     db.drop().await;
 }
+
+/// A restore that lands while purge works through its receipts (a restore whose lock connection
+/// was lost, say) must still not be undone: purge re-reads the receipt's restored mark inside
+/// each delete transaction.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_rereads_the_restored_mark_inside_each_delete() {
+    let (db, _s3, _store, env) = archived_env(&rows("a1", 30), &["a1"], 10).await;
+    let receipts = db.receipts("a1").await;
+    let mut by_cursor: Vec<(String, i64)> = sqlx::query_as(
+        "SELECT batch_id, last_updated_at_ms FROM wallet_outbox_archive_receipts ORDER BY last_updated_at_ms",
+    )
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(receipts.len(), 3);
+    let last = by_cursor.pop().unwrap().0;
+    // When purge commits its first chunk, the last batch is marked restored by someone else.
+    let url = db.url.clone();
+    let marked = std::sync::Arc::new(std::sync::atomic::AtomicBool::new(false));
+    let once = marked.clone();
+    let mut opts = purge_options(&db, &["a1"]);
+    let batch = last.clone();
+    opts.failpoints = FailPoints::new(move |point| {
+        if point == "before-purge-commit" && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
+            let (url, batch) = (url.clone(), batch.clone());
+            tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async move {
+                    let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
+                    sqlx::query("UPDATE wallet_outbox_archive_receipts SET restored_at_ms = 1 WHERE app_code = 'a1' AND batch_id = ?")
+                        .bind(&batch)
+                        .execute(&mut conn)
+                        .await
+                        .unwrap();
+                    conn.close().await.unwrap();
+                })
+            });
+        }
+        false
+    });
+    let summary = purge::run(&env, &opts).await;
+    assert!(summary.ok, "{}", summary.to_json());
+    assert_eq!(
+        detail(&summary, "a1", "purged_rows"),
+        20,
+        "{}",
+        summary.to_json()
+    );
+    let left: i64 = db
+        .count(&format!(
+            "SELECT COUNT(*) FROM wallet_outbox WHERE event_id IN (SELECT event_id FROM wallet_outbox_archive_members WHERE batch_id = '{last}')"
+        ))
+        .await;
+    assert_eq!(left, 10, "the restored batch's rows stay");
+    db.drop().await;
+}
+
+/// A batch is marked restored only when restore put rows of it back; one whose rows were all
+/// still there stays purgeable. And an operator can purge restored batches again, explicitly.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn only_a_batch_restore_put_back_is_marked_and_the_mark_can_be_overridden() {
+    let (db, _s3, _store, env) = archived_env(&rows("a1", 20), &["a1"], 10).await;
+    let mut opts = into_source("a1");
+    opts.lock_prefix = db.lock_prefix();
+    // Nothing was purged: restore finds every row present and puts nothing back.
+    let restored = restore::run(&env, &opts).await;
+    assert!(restored.ok, "{}", restored.to_json());
+    assert_eq!(detail(&restored, "a1", "already_present_rows"), 20);
+    let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    assert_eq!(
+        detail(&purged, "a1", "purged_rows"),
+        20,
+        "{}",
+        purged.to_json()
+    );
+
+    // Now restore does put them back: marked, and kept by purge...
+    let back = restore::run(&env, &opts).await;
+    assert_eq!(detail(&back, "a1", "restored_rows"), 20);
+    let kept = purge::run(&env, &purge_options(&db, &["a1"])).await;
+    assert_eq!(detail(&kept, "a1", "purged_rows"), 0);
+    assert_eq!(detail(&kept, "a1", "restored_batches_left"), 2);
+    // ...until an operator says to purge restored batches too.
+    let mut again = purge_options(&db, &["a1"]);
+    again.include_restored = true;
+    let purged = purge::run(&env, &again).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    assert_eq!(
+        detail(&purged, "a1", "purged_rows"),
+        20,
+        "{}",
+        purged.to_json()
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+    db.drop().await;
+}
