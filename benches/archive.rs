@@ -4,6 +4,8 @@
 //!     cargo bench --bench archive                 # 1,000,000 rows
 //!     BENCH_ROWS=200000 cargo bench --bench archive
 //!     BENCH_BATCH_ROWS=1000 cargo bench --bench archive   # many small batches (receipts)
+//!     BENCH_BINARY=/path/to/outbox-archiver cargo bench --bench archive   # another build, A/B
+//!     BENCH_STEPS=archive,verify cargo bench --bench archive   # only these (default: all)
 //!
 //! It (re)uses database `outbox_archiver_bench` on the local server (root over the unix socket,
 //! or BENCH_SERVER_URL), seeds it once per row count, serves a real S3 endpoint from this process
@@ -116,10 +118,13 @@ async fn bench(rows: u64) {
     s3.create_bucket("bench").unwrap();
     // Each command's own peak RSS, from wait4 on its process.
     let last_peak = std::cell::Cell::new(0i64);
+    let binary = std::env::var("BENCH_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_outbox-archiver").to_string());
+    println!("binary: {binary}");
     let run = |args: &[&str]| {
         let started = Instant::now();
         let (stdout, peak) = measured(
-            Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+            Command::new(&binary)
                 .args(args)
                 .args(["--store", "s3://bench/archive"])
                 .env("DATABASE_URL", &url)
@@ -164,6 +169,11 @@ async fn bench(rows: u64) {
         stored as f64 / (1 << 20) as f64
     );
 
+    let steps = std::env::var("BENCH_STEPS").unwrap_or_else(|_| "all".into());
+    let step = |name: &str| steps == "all" || steps.split(',').any(|s| s.trim() == name);
+    if !step("verify") {
+        return;
+    }
     // Re-read everything: objects, hashes, members both ways, the straggler scan.
     let (elapsed, verified) = run(&["verify", "--cutoff", "1767225600000"]);
     let verify_peak = last_peak.get();
@@ -175,6 +185,9 @@ async fn bench(rows: u64) {
         verified["findings"].as_array().map_or(0, Vec::len)
     );
 
+    if !step("restore") {
+        return;
+    }
     let sum = |summary: &serde_json::Value, field: &str| -> u64 {
         summary["apps"]
             .as_array()

@@ -102,7 +102,9 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
     };
     let mut tally: BTreeMap<String, AppTally> = BTreeMap::new();
     let whole_apps = opts.batch_ids.is_empty() && opts.from_ms.is_none() && opts.to_ms.is_none();
-    if opts.batch_ids.is_empty() {
+    // Listed apps are reported even with nothing to check; with --batch-id alone, the apps of
+    // the batches checked.
+    if !listed.is_empty() || opts.batch_ids.is_empty() {
         match app_list(env, &receipts_q, opts).await {
             Ok(apps) => tally.extend(apps.into_iter().map(|a| (a, AppTally::default()))),
             Err(e) => return Summary::unusable("verify", e.to_string()),

@@ -932,16 +932,27 @@ impl ReceiptQueries {
         app: &str,
         batch_id: &str,
     ) -> Result<Vec<Member>, DbError> {
+        self.versions_in(pool, &self.spec.superseded_table(), app, batch_id)
+            .await
+            .context(|| format!("reading the superseded rows of batch {batch_id}"))
+    }
+
+    /// `(event_id, updated_at_ms)` of a batch's rows in `table` (members or superseded).
+    async fn versions_in(
+        &self,
+        pool: &MySqlPool,
+        table: &str,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<Member>, sqlx::Error> {
         let sql = format!(
-            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ?",
-            self.spec.superseded_table()
+            "SELECT event_id, updated_at_ms FROM {table} WHERE app_code = ? AND batch_id = ?"
         );
         let rows: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
             .bind(app)
             .bind(batch_id)
             .fetch_all(pool)
-            .await
-            .context(|| format!("reading the superseded rows of batch {batch_id}"))?;
+            .await?;
         Ok(rows
             .into_iter()
             .map(|(event_id, updated_at_ms)| Member {
@@ -973,22 +984,8 @@ impl ReceiptQueries {
         app: &str,
         batch_id: &str,
     ) -> Result<Vec<Member>, DbError> {
-        let sql = format!(
-            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ?",
-            self.spec.members_table()
-        );
-        let rows: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
-            .bind(app)
-            .bind(batch_id)
-            .fetch_all(pool)
+        self.versions_in(pool, &self.spec.members_table(), app, batch_id)
             .await
-            .context(|| format!("reading the members of batch {batch_id}"))?;
-        Ok(rows
-            .into_iter()
-            .map(|(event_id, updated_at_ms)| Member {
-                event_id,
-                updated_at_ms,
-            })
-            .collect())
+            .context(|| format!("reading the members of batch {batch_id}"))
     }
 }

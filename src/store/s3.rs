@@ -29,7 +29,7 @@ use aws_smithy_types::config_bag::ConfigBag;
 use aws_smithy_types::timeout::TimeoutConfig;
 use base64::Engine as _;
 use bytes::Bytes;
-use futures_util::StreamExt;
+use futures_util::{StreamExt, TryStreamExt};
 
 use super::{
     ByteStream, ConditionalPut, Counters, KeyPages, Location, ObjectMeta, ObjectStore, PutMode,
@@ -666,22 +666,11 @@ impl ObjectStore for S3Store {
     }
 
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        let mut keys = Vec::new();
-        let mut pages = self
-            .client()
-            .list_objects_v2()
-            .bucket(self.bucket())
-            .prefix(prefix)
-            .into_paginator()
-            .send();
-        while let Some(page) = pages.next().await {
-            let page = page.map_err(|e| self.error("list", prefix, e))?;
-            keys.extend(
-                page.contents()
-                    .iter()
-                    .filter_map(|o| o.key().map(str::to_string)),
-            );
-        }
+        let mut keys: Vec<String> = self
+            .list_pages(prefix)
+            .try_collect::<Vec<_>>()
+            .await?
+            .concat();
         keys.sort();
         Ok(keys)
     }

@@ -187,21 +187,13 @@ async fn a_straggler_delivered_again_mid_run_never_moves_the_cursor_over_a_row()
     // the row not archived yet.
     opts.failpoints = outbox_archiver::failpoint::FailPoints::new(move |point| {
         if point == "after-straggler-scan" {
-            let url = url.clone();
-            tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(async move {
-                    use sqlx::Connection;
-                    let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
-                    sqlx::query(
-                        "UPDATE wallet_outbox SET updated_at_ms = ? WHERE event_id = 'late'",
-                    )
-                    .bind(T0 + 500)
-                    .execute(&mut conn)
-                    .await
-                    .unwrap();
-                    conn.close().await.unwrap();
-                })
-            });
+            execute_from_failpoint(
+                &url,
+                format!(
+                    "UPDATE wallet_outbox SET updated_at_ms = {} WHERE event_id = 'late'",
+                    T0 + 500
+                ),
+            );
         }
         false
     });

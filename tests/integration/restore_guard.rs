@@ -183,18 +183,13 @@ async fn purge_rereads_the_restored_mark_inside_each_delete() {
     let batch = last.clone();
     opts.failpoints = FailPoints::new(move |point| {
         if point == "before-purge-commit" && !once.swap(true, std::sync::atomic::Ordering::SeqCst) {
-            let (url, batch) = (url.clone(), batch.clone());
-            tokio::task::block_in_place(|| {
-                tokio::runtime::Handle::current().block_on(async move {
-                    let mut conn = sqlx::MySqlConnection::connect(&url).await.unwrap();
-                    sqlx::query("UPDATE wallet_outbox_archive_receipts SET restored_at_ms = 1 WHERE app_code = 'a1' AND batch_id = ?")
-                        .bind(&batch)
-                        .execute(&mut conn)
-                        .await
-                        .unwrap();
-                    conn.close().await.unwrap();
-                })
-            });
+            execute_from_failpoint(
+                &url,
+                format!(
+                    "UPDATE wallet_outbox_archive_receipts SET restored_at_ms = 1 \
+                     WHERE app_code = 'a1' AND batch_id = '{batch}'"
+                ),
+            );
         }
         false
     });

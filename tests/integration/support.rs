@@ -454,6 +454,18 @@ pub async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
     }
 }
 
+/// Runs `sql` on a connection of its own to `url`, from inside a (synchronous) fail point: what
+/// another session does at that moment of a run.
+pub fn execute_from_failpoint(url: &str, sql: String) {
+    tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(async {
+            let mut conn = sqlx::MySqlConnection::connect(url).await.unwrap();
+            conn.execute(AssertSqlSafe(sql)).await.unwrap();
+            conn.close().await.unwrap();
+        })
+    });
+}
+
 /// A TCP port on 127.0.0.1 that was free a moment ago, for a server the test starts.
 pub fn free_port() -> u16 {
     std::net::TcpListener::bind("127.0.0.1:0")
