@@ -3,7 +3,7 @@
 //! reported, never archived — so a key can never leave its prefix.
 
 /// Why an app code is refused, for the summary and the log.
-pub fn check(code: &str) -> Result<(), String> {
+pub fn validate(code: &str) -> Result<(), String> {
     let bytes = code.as_bytes();
     let ok = !bytes.is_empty()
         && bytes.len() <= 32
@@ -23,12 +23,12 @@ pub fn check(code: &str) -> Result<(), String> {
 
 #[cfg(test)]
 mod tests {
-    use super::check;
+    use super::validate;
 
     #[test]
     fn accepts_safe_codes() {
         for code in ["a", "A1", "app_1", "app-1.prod", "0", &"x".repeat(32)] {
-            assert!(check(code).is_ok(), "{code}");
+            assert!(validate(code).is_ok(), "{code}");
         }
     }
 
@@ -49,7 +49,7 @@ mod tests {
             &"x".repeat(33),
             "a%2f",
         ] {
-            assert!(check(code).is_err(), "{code:?}");
+            assert!(validate(code).is_err(), "{code:?}");
         }
     }
 }

@@ -41,7 +41,6 @@ struct Accumulator {
     ndjson: Sha256,
     bytes: u64,
     first: Option<Cursor>,
-    last_updated_at_ms: i64,
     min_created: i64,
     max_created: i64,
     totals: Vec<i128>,
@@ -59,7 +58,6 @@ impl Accumulator {
             ndjson: Sha256::new(),
             bytes: 0,
             first: None,
-            last_updated_at_ms: 0,
             min_created: i64::MAX,
             max_created: i64::MIN,
             members: Vec::new(),
@@ -104,7 +102,6 @@ impl Accumulator {
                 event_id: event_id.clone(),
             });
         }
-        self.last_updated_at_ms = updated_at_ms;
         self.members.push(Member {
             event_id,
             updated_at_ms,
@@ -191,21 +188,9 @@ impl BatchEncoder {
         }
     }
 
-    pub fn rows(&self) -> u64 {
-        self.acc.rows()
-    }
-
     /// True when no further row can be taken, so the caller need not fetch one.
     pub fn is_full(&self) -> bool {
         self.acc.rows() >= self.limits.max_rows
-    }
-
-    /// The first millisecond this batch cannot hold (its UTC day ends there), once it has a row.
-    pub fn day_end_ms(&self) -> Option<i64> {
-        self.acc
-            .first
-            .as_ref()
-            .map(|c| timespec::next_utc_midnight_ms(c.updated_at_ms))
     }
 
     pub fn offer(&mut self, row: &Row) -> Result<Offer, String> {

@@ -37,6 +37,46 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// `--s3-upload-checksum`: which checksum a put carries for the store to check on arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UploadChecksumArg {
+    /// No upload checksum (the read-back still verifies every byte).
+    None,
+    /// `Content-MD5`: understood by practically every S3-compatible store, COS included.
+    Md5,
+    /// `x-amz-checksum-sha256`.
+    Sha256,
+    /// `x-amz-checksum-crc64nvme` (AWS S3's default full-object checksum).
+    Crc64nvme,
+}
+
+impl From<UploadChecksumArg> for UploadChecksum {
+    fn from(arg: UploadChecksumArg) -> UploadChecksum {
+        match arg {
+            UploadChecksumArg::None => UploadChecksum::None,
+            UploadChecksumArg::Md5 => UploadChecksum::Md5,
+            UploadChecksumArg::Sha256 => UploadChecksum::Sha256,
+            UploadChecksumArg::Crc64nvme => UploadChecksum::Crc64nvme,
+        }
+    }
+}
+
+/// `status --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Table,
+    Json,
+}
+
+impl From<FormatArg> for status::Format {
+    fn from(arg: FormatArg) -> status::Format {
+        match arg {
+            FormatArg::Table => status::Format::Table,
+            FormatArg::Json => status::Format::Json,
+        }
+    }
+}
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum LogFormat {
     Json,
@@ -104,7 +144,7 @@ pub struct Common {
         value_enum,
         default_value = "md5"
     )]
-    pub s3_upload_checksum: UploadChecksum,
+    pub s3_upload_checksum: UploadChecksumArg,
     /// Create-only puts send If-None-Match: *. auto: probe once per run whether the store
     /// honours it, and fall back to HEAD-then-PUT if it does not; true: send it without probing;
     /// false: never send it (a store that rejects the header).
@@ -335,7 +375,7 @@ pub struct StatusArgs {
     pub cutoff: CutoffArgs,
     /// Output format [default: table on a terminal, json otherwise]
     #[arg(long, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
-    pub format: Option<status::Format>,
+    pub format: Option<FormatArg>,
 }
 
 #[derive(Debug, Args)]
@@ -472,7 +512,7 @@ impl Common {
             endpoint: self.s3_endpoint.clone(),
             region: self.s3_region.clone(),
             force_path_style: self.s3_force_path_style,
-            upload_checksum: Some(self.s3_upload_checksum),
+            upload_checksum: Some(self.s3_upload_checksum.into()),
             conditional_put: Some(self.s3_conditional_put),
             static_credentials: None,
             max_attempts: Some(self.s3_max_attempts),
@@ -514,7 +554,7 @@ impl Common {
             .await
             .map_err(|e| e.to_string())?;
         store
-            .check()
+            .confirm_access()
             .await
             .map_err(|e| format!("{e} (store {})", store.location()))?;
         Ok(Env {
@@ -821,11 +861,14 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
                 return Summary::unusable("status", e.to_string());
             }
             let clock = system_clock();
-            let format = args.format.unwrap_or(if std::io::stdout().is_terminal() {
-                status::Format::Table
-            } else {
-                status::Format::Json
-            });
+            let format =
+                args.format
+                    .map(Into::into)
+                    .unwrap_or(if std::io::stdout().is_terminal() {
+                        status::Format::Table
+                    } else {
+                        status::Format::Json
+                    });
             let options = status::StatusOptions {
                 apps: args.apps.apps(),
                 cutoff_ms: args.cutoff.cutoff_ms(clock()),

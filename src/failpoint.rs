@@ -69,7 +69,7 @@ impl FailPoints {
         })
     }
 
-    pub fn check(&self, name: &'static str) -> Result<(), Tripped> {
+    pub fn pass(&self, name: &'static str) -> Result<(), Tripped> {
         match &self.0 {
             Some(hook) if hook(name) => Err(Tripped(name)),
             _ => Ok(()),

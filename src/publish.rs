@@ -91,7 +91,7 @@ impl Publisher<'_> {
             }
             Placement::Written | Placement::Accepted => batch.gzip_digest.clone(),
         };
-        self.failpoints.check("after-data-put")?;
+        self.failpoints.pass("after-data-put")?;
 
         let docs = format::documents(&prefix, table, self.app_code, &batch.content, &data);
         if let Placement::Replaced = self
@@ -100,11 +100,11 @@ impl Publisher<'_> {
         {
             replaced.push(docs.keys.manifest.clone());
         }
-        self.failpoints.check("after-manifest-put")?;
+        self.failpoints.pass("after-manifest-put")?;
         if let Placement::Replaced = self.place_exact(&docs.keys.success, &docs.success).await? {
             replaced.push(docs.keys.success.clone());
         }
-        self.failpoints.check("after-success-put")?;
+        self.failpoints.pass("after-success-put")?;
 
         let manifest = read_back_exact(self.store, &docs.keys.manifest, &docs.manifest).await?;
         let success = read_back_exact(self.store, &docs.keys.success, &docs.success).await?;

@@ -140,7 +140,7 @@ async fn demo(
         #[cfg(not(feature = "local-s3"))]
         unreachable!()
     };
-    store.check().await?;
+    store.confirm_access().await?;
 
     // 4. Archive everything delivered more than 7 days ago.
     let env = Env {

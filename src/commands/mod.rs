@@ -77,7 +77,7 @@ impl Env {
         dry_run: bool,
         mut report: AppReport,
     ) -> Result<(AppReport, Option<AppLock>), AppReport> {
-        if let Err(reason) = appcode::check(app) {
+        if let Err(reason) = appcode::validate(app) {
             tracing::error!(app, "{reason}");
             report.outcome = Outcome::Refused;
             report.error = Some(reason);

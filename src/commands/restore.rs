@@ -454,8 +454,8 @@ impl ObjectStore for Remembering<'_> {
         self.inner.location()
     }
 
-    async fn check(&self) -> Result<(), StoreError> {
-        self.inner.check().await
+    async fn confirm_access(&self) -> Result<(), StoreError> {
+        self.inner.confirm_access().await
     }
 
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError> {

@@ -17,7 +17,7 @@ use crate::summary::{AppReport, Outcome, Summary};
 use crate::table::TableSpec;
 use crate::timespec;
 
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {
     Table,
     Json,

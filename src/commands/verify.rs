@@ -197,7 +197,7 @@ pub async fn run(env: &Env, opts: &VerifyOptions) -> Summary {
             .to_ms
             .map_or(opts.cutoff_ms, |to| to.min(opts.cutoff_ms));
         for (app, t) in tally.iter_mut() {
-            if crate::appcode::check(app).is_err() {
+            if crate::appcode::validate(app).is_err() {
                 continue; // never archived, so nothing of it to verify
             }
             match stragglers(

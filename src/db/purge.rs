@@ -172,7 +172,7 @@ impl PurgeQueries {
                 batch_id: batch_id.to_string(),
             });
         }
-        failpoints.check("before-purge-commit")?;
+        failpoints.pass("before-purge-commit")?;
         tx.commit()
             .await
             .context(|| format!("committing a purge chunk of batch {batch_id}"))?;

@@ -355,7 +355,7 @@ impl ReceiptQueries {
                     .await?,
             );
         }
-        failpoints.check("after-members")?;
+        failpoints.pass("after-members")?;
 
         if !lock.held_per(&mut *tx).await? {
             return Err(RecordError::LockLost {
@@ -363,7 +363,7 @@ impl ReceiptQueries {
                 batch_id: batch.clone(),
             });
         }
-        failpoints.check("before-commit")?;
+        failpoints.pass("before-commit")?;
         tx.commit()
             .await
             .context(|| format!("committing receipt {batch}"))?;

@@ -411,7 +411,7 @@ impl RowStream {
                             .straggler_page(&pool, &app, &status, upto, after.as_ref(), upper_ms)
                             .await
                         {
-                            Ok((keys, next)) => match failpoints.check("after-straggler-scan") {
+                            Ok((keys, next)) => match failpoints.pass("after-straggler-scan") {
                                 Ok(()) => queries
                                     .rows_by_keys(&pool, &app, &status, upper_ms, &keys)
                                     .await

@@ -71,7 +71,7 @@ impl ObjectStore for LocalStore {
         &self.location
     }
 
-    async fn check(&self) -> Result<(), StoreError> {
+    async fn confirm_access(&self) -> Result<(), StoreError> {
         match tokio::fs::metadata(&self.root).await {
             Ok(m) if m.is_dir() => Ok(()),
             _ => Err(StoreError::NoSuchBucket {

@@ -260,7 +260,7 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     fn location(&self) -> &Location;
 
     /// Confirms the bucket (or directory) exists and these credentials can use it.
-    async fn check(&self) -> Result<(), StoreError>;
+    async fn confirm_access(&self) -> Result<(), StoreError>;
 
     async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError>;
 

@@ -38,7 +38,7 @@ use super::{
 use crate::digest;
 
 /// Which checksum a put carries for the store to check on arrival.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum UploadChecksum {
     /// No upload checksum (the read-back still verifies every byte).
     None,
@@ -520,7 +520,7 @@ impl ObjectStore for S3Store {
     /// A one-key listing under the prefix: it proves the bucket exists and these credentials may
     /// read there, and needs no more than a policy that allows `s3:ListBucket` on the prefix only
     /// (HEAD bucket would need it on the whole bucket).
-    async fn check(&self) -> Result<(), StoreError> {
+    async fn confirm_access(&self) -> Result<(), StoreError> {
         let prefix = self.location.prefix();
         let listing = self
             .client()
@@ -563,7 +563,7 @@ impl ObjectStore for S3Store {
             Ok(out) => out,
             Err(e) if e.raw_response().map(|r| r.status().as_u16()) == Some(404) => {
                 // HEAD has no body: a missing bucket and a missing key look alike; tell them apart.
-                return match self.check().await {
+                return match self.confirm_access().await {
                     Ok(()) => Ok(None),
                     Err(e) => Err(e),
                 };

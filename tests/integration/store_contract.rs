@@ -21,7 +21,7 @@ async fn contract(store: &dyn ObjectStore, label: &str) {
         }
     };
     store
-        .check()
+        .confirm_access()
         .await
         .unwrap_or_else(|e| panic!("{label}: check: {e}"));
 
@@ -105,7 +105,7 @@ async fn local_directory_store() {
         root: dir.path().join("nope"),
     });
     assert!(matches!(
-        missing.check().await,
+        missing.confirm_access().await,
         Err(StoreError::NoSuchBucket { .. })
     ));
 }
