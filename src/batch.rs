@@ -25,6 +25,17 @@ pub struct Member {
     pub updated_at_ms: i64,
 }
 
+/// An older version of a row that a later batch archived again: the row came back delivered with
+/// a different `updated_at_ms`, and its member row moved to the later batch (SPEC §5.10).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Superseded {
+    pub event_id: String,
+    /// The older version's.
+    pub updated_at_ms: i64,
+    /// The batch that archived the older version.
+    pub batch_id: String,
+}
+
 /// When a batch is full.
 #[derive(Debug, Clone, Copy)]
 pub struct Limits {
@@ -237,6 +248,9 @@ pub struct DataRead {
     /// CRC-64/NVME of the bytes, to compare with what AWS S3 reports.
     pub crc64nvme: u64,
     pub content: Content,
+    /// The decoded rows, in order, when the reader was asked to keep them and the object is a
+    /// well-formed data object.
+    pub rows: Option<Vec<Row>>,
 }
 
 /// Why an object's bytes are not a well-formed data object of this app.
@@ -259,6 +273,8 @@ struct LineSink {
     partial: Vec<u8>,
     line_no: u64,
     error: Option<DataError>,
+    /// The rows decoded so far, when asked to keep them.
+    kept: Option<Vec<Row>>,
 }
 
 impl LineSink {
@@ -269,7 +285,11 @@ impl LineSink {
             .map_err(|e| DataError::Line(e.to_string()))?;
         self.acc
             .add(&row, line)
-            .map_err(|e| DataError::Line(format!("line {}: {e}", self.line_no)))
+            .map_err(|e| DataError::Line(format!("line {}: {e}", self.line_no)))?;
+        if let Some(kept) = &mut self.kept {
+            kept.push(row);
+        }
+        Ok(())
     }
 }
 
@@ -321,12 +341,23 @@ pub struct DataReader {
 
 impl DataReader {
     pub fn new(spec: &'static TableSpec, app_code: &str) -> DataReader {
+        DataReader::reading(spec, app_code, false)
+    }
+
+    /// A reader that also keeps the rows it decodes (bounded by the batch), for a caller that
+    /// loads exactly the bytes it verified.
+    pub fn keeping_rows(spec: &'static TableSpec, app_code: &str) -> DataReader {
+        DataReader::reading(spec, app_code, true)
+    }
+
+    fn reading(spec: &'static TableSpec, app_code: &str, keep_rows: bool) -> DataReader {
         let sink = LineSink {
             spec,
             acc: Accumulator::new(spec, app_code),
             partial: Vec::new(),
             line_no: 0,
             error: None,
+            kept: keep_rows.then(Vec::new),
         };
         DataReader {
             digester: Digester::new(),
@@ -368,36 +399,39 @@ impl DataReader {
     pub fn finish(mut self) -> DataRead {
         let digest = std::mem::take(&mut self.digester).finish();
         let crc64nvme = self.nvme.finish();
-        let content = match self.failed.take() {
-            Some(e) => Err(e),
+        let (content, rows) = match self.failed.take() {
+            Some(e) => (Err(e), None),
             None => self.finish_content(),
         };
         DataRead {
             digest,
             crc64nvme,
             content,
+            rows,
         }
     }
 
-    fn finish_content(mut self) -> Content {
+    /// The facts, and the rows kept (after the last of the gzip stream has been decoded).
+    fn finish_content(mut self) -> (Content, Option<Vec<Row>>) {
         if let Err(e) = self.decoder.try_finish() {
-            return Err(self
-                .decoder
-                .get_mut()
-                .error
-                .take()
-                .unwrap_or(DataError::Gzip(e.to_string())));
+            let error = self.decoder.get_mut().error.take();
+            return (Err(error.unwrap_or(DataError::Gzip(e.to_string()))), None);
         }
-        let sink = self
-            .decoder
-            .finish()
-            .map_err(|e| DataError::Gzip(e.to_string()))?;
+        let mut sink = match self.decoder.finish() {
+            Ok(sink) => sink,
+            Err(e) => return (Err(DataError::Gzip(e.to_string())), None),
+        };
         if !sink.partial.is_empty() {
-            return Err(DataError::UnterminatedLine);
+            return (Err(DataError::UnterminatedLine), None);
         }
-        sink.acc
-            .finish()
-            .ok_or_else(|| DataError::Line("data object holds no rows".into()))
+        let kept = sink.kept.take();
+        match sink.acc.finish() {
+            Some(facts) => (Ok(facts), kept),
+            None => (
+                Err(DataError::Line("data object holds no rows".into())),
+                None,
+            ),
+        }
     }
 }
 

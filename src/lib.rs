@@ -27,19 +27,19 @@
 
 pub mod appcode;
 pub mod batch;
-pub mod check;
 pub mod cli;
 pub mod codec;
 pub mod commands;
 pub mod db;
+pub mod demo;
 pub mod digest;
 pub mod failpoint;
 pub mod format;
 #[cfg(feature = "local-s3")]
 pub mod local_s3;
 pub mod metrics;
+pub mod pipeline;
 pub mod progress;
-pub mod publish;
 pub mod redact;
 pub mod seed;
 pub mod shard;

@@ -15,7 +15,7 @@ fn main() {
         println!("{}", serde_json::to_string_pretty(&config).expect("JSON"));
         std::process::exit(if ok { 0 } else { 2 });
     }
-    init_logging(cli.common.log_format(), &cli.common.log);
+    init_logging(cli.common.log_format(), &cli.common.log.log);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

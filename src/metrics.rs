@@ -126,12 +126,8 @@ pub fn groups(run: &Run) -> Vec<Group> {
             seconds,
         ));
     }
-    if let Some(findings) = summary
-        .details
-        .as_ref()
-        .and_then(|d| d.get("findings"))
-        .and_then(|f| f.as_array())
-    {
+    if let Some(crate::summary::RunDetails::Verify(verify)) = &summary.details {
+        let findings = &verify.findings;
         samples.push(sample(
             "outbox_archiver_verify_findings",
             "Problems the last verify found (missing or damaged objects, member mismatches, stragglers).",
@@ -210,42 +206,40 @@ fn app_samples(app: &AppReport, seconds: f64) -> Vec<Sample> {
     }
     // A figure that is there but null (no backlog, so no oldest row) is exported as 0: left
     // out, the Pushgateway would keep serving the previous run's value to the alert.
-    let figure = |key: &str| {
-        app.details.as_ref().and_then(|d| d.get(key)).and_then(|v| {
-            if v.is_null() {
-                Some(0.0)
-            } else {
-                v.as_f64()
-            }
-        })
-    };
-    for (key, name, help, scale) in [
+    let figures = app
+        .details
+        .as_ref()
+        .map(|d| d.figures())
+        .unwrap_or_default();
+    let present = |figure: Option<i64>| figure.map(|v| v as f64);
+    let or_zero = |figure: Option<Option<i64>>| figure.map(|v| v.unwrap_or(0) as f64);
+    for (value, name, help, scale) in [
         (
-            "backlog_rows",
+            present(figures.backlog_rows),
             "outbox_archiver_backlog_rows",
             "Delivered rows below the cutoff not yet archived (after an archive run, or from status).",
             1.0,
         ),
         (
-            "oldest_backlog_age_ms",
+            or_zero(figures.oldest_backlog_age_ms),
             "outbox_archiver_oldest_backlog_age_seconds",
             "Age of the oldest delivered row below the cutoff not yet archived (after an archive run, or from status).",
             1000.0,
         ),
         (
-            "awaiting_purge_rows",
+            present(figures.awaiting_purge_rows),
             "outbox_archiver_awaiting_purge_rows",
             "Archived rows not yet purged from the source table (status).",
             1.0,
         ),
         (
-            "cursor_age_ms",
+            or_zero(figures.cursor_age_ms),
             "outbox_archiver_cursor_age_seconds",
             "Age of the newest archived row (status).",
             1000.0,
         ),
     ] {
-        if let Some(value) = figure(key) {
+        if let Some(value) = value {
             samples.push(sample(name, help, value / scale));
         }
     }

@@ -149,3 +149,30 @@ mod tests {
         assert_eq!(thousands(1_234_567), "1,234,567");
     }
 }
+
+/// The pipeline's [`Observer`](crate::pipeline::Observer) as a terminal progress line: one line
+/// per stretch of work (an app), drawn only when stderr is a terminal.
+#[derive(Default)]
+pub struct TerminalProgress(std::sync::Mutex<Option<Progress>>);
+
+impl crate::pipeline::Observer for TerminalProgress {
+    fn wants_totals(&self) -> bool {
+        Progress::on_terminal()
+    }
+
+    fn start(&self, label: &str, unit: &'static str, total: Option<u64>) {
+        *self.0.lock().expect("not poisoned") = Some(Progress::new(label, unit, total));
+    }
+
+    fn advance(&self, n: u64, note: &str) {
+        if let Some(progress) = self.0.lock().expect("not poisoned").as_mut() {
+            progress.advance(n, note);
+        }
+    }
+
+    fn finish(&self) {
+        if let Some(mut progress) = self.0.lock().expect("not poisoned").take() {
+            progress.finish();
+        }
+    }
+}

@@ -461,6 +461,46 @@ pub async fn migrate(pool: &Pool<MySql>) -> Result<(), DbError> {
     })
 }
 
+/// Drops and creates `database` on the server at `server_url` (the demo's throwaway database);
+/// returns the database's URL.
+pub async fn recreate_database(server_url: &str, database: &str) -> Result<String, DbError> {
+    use sqlx::{ConnectOptions, Connection};
+    let redacted = redact::url(server_url);
+    let invalid = |detail: String| DbError::InvalidUrl {
+        url: redacted.clone(),
+        detail,
+    };
+    if !database
+        .bytes()
+        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    {
+        return Err(invalid(format!(
+            "demo database name {database:?} must be letters, digits and _"
+        )));
+    }
+    let mut url = url::Url::parse(server_url).map_err(|e| invalid(e.to_string()))?;
+    url.set_path("");
+    let options: MySqlConnectOptions = url
+        .as_str()
+        .parse()
+        .map_err(|e: sqlx::Error| invalid(e.to_string()))?;
+    let mut conn = options
+        .connect()
+        .await
+        .map_err(|e| classify_connect_error(e, &redacted, &secrets_of(server_url)))?;
+    for sql in [
+        format!("DROP DATABASE IF EXISTS `{database}`"),
+        format!("CREATE DATABASE `{database}` CHARACTER SET utf8mb4"),
+    ] {
+        conn.execute(sqlx::AssertSqlSafe(sql))
+            .await
+            .context(|| format!("recreating database {database}"))?;
+    }
+    let _ = conn.close().await;
+    url.set_path(&format!("/{database}"));
+    Ok(url.to_string())
+}
+
 /// Creates the reference source table (demos and tests; the service owns the real one).
 pub async fn create_source_table(pool: &Pool<MySql>, spec: &TableSpec) -> Result<(), DbError> {
     pool.execute(spec.source_ddl)

@@ -15,12 +15,11 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use serde::Serialize;
 use sqlx::{AssertSqlSafe, MySqlPool, Row as _};
 
 use super::lock::AppLock;
 use super::{Context, DbError};
-use crate::batch::Member;
+use crate::batch::{Member, Superseded};
 use crate::digest::ObjectDigest;
 use crate::failpoint::{FailPoints, Tripped};
 use crate::format::{ContentFacts, Cursor, ObjectKeys, SCHEMA_VERSION};
@@ -53,17 +52,6 @@ pub enum Cut {
     AfterCursor,
     /// Stragglers at or below the cursor: the batch must not end above it (SPEC §5.10).
     Stragglers,
-}
-
-/// An older version of a row that a batch archived again: the row came back delivered with a
-/// different `updated_at_ms`, and the member row moved to the new batch.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
-pub struct Superseded {
-    pub event_id: String,
-    /// The older version's.
-    pub updated_at_ms: i64,
-    /// The batch that archived the older version.
-    pub batch_id: String,
 }
 
 /// Why a receipt was not recorded.
@@ -602,7 +590,7 @@ pub struct StoredReceipt {
 }
 
 /// Which receipts a command looks at.
-#[derive(Debug, Clone, Default)]
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct ReceiptScope {
     /// Empty: every app.
     pub apps: Vec<String>,
@@ -616,6 +604,16 @@ pub struct ReceiptScope {
     pub unpurged_verified_before: Option<i64>,
     /// With `unpurged_verified_before`: receipts restored into the source too.
     pub include_restored: bool,
+}
+
+/// An app's receipts summed up.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
+pub struct ReceiptTotals {
+    pub receipts: i64,
+    pub archived_rows: i64,
+    pub awaiting_purge_rows: i64,
+    pub superseded_rows: i64,
+    pub restored_batches: i64,
 }
 
 /// A value a scope's conditions bind.
@@ -791,6 +789,11 @@ impl ReceiptQueries {
             .context(|| "decoding a receipt".into())
     }
 
+    /// The first `n` receipts, by app and cursor.
+    pub async fn first(&self, pool: &MySqlPool, n: u32) -> Result<Vec<StoredReceipt>, DbError> {
+        self.page(pool, &ReceiptScope::default(), None, n).await
+    }
+
     /// How many receipts are in scope (for a progress display).
     pub async fn count(&self, pool: &MySqlPool, scope: &ReceiptScope) -> Result<u64, DbError> {
         let (filter, binds) = scope_filter(scope);
@@ -810,6 +813,52 @@ impl ReceiptQueries {
             .await
             .context(|| "counting receipts".into())?;
         Ok(n as u64)
+    }
+
+    /// The app codes of the receipts in a scope (for `--batch-id` and restore), each once.
+    pub async fn apps_in(
+        &self,
+        pool: &MySqlPool,
+        scope: &ReceiptScope,
+    ) -> Result<Vec<String>, DbError> {
+        let (filter, binds) = scope_filter(scope);
+        let sql = format!(
+            "SELECT DISTINCT app_code FROM {} WHERE state = ?{filter} ORDER BY app_code",
+            self.spec.receipts_table()
+        );
+        let mut query = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql)).bind(STATE_VERIFIED);
+        for bind in binds {
+            query = match bind {
+                Bind::Text(text) => query.bind(text),
+                Bind::Int(n) => query.bind(n),
+            };
+        }
+        query
+            .fetch_all(pool)
+            .await
+            .context(|| "listing the apps of the receipts in scope".into())
+    }
+
+    /// An app's receipts summed up, for `status`.
+    pub async fn totals(&self, pool: &MySqlPool, app: &str) -> Result<ReceiptTotals, DbError> {
+        // Awaiting purge: what purge may still delete — rows of receipts it has not finished and
+        // that were not restored into the source, less what it deleted and the older versions a
+        // later batch superseded (purged through that batch).
+        let sql = format!(
+            "SELECT COUNT(*) AS receipts, CAST(COALESCE(SUM(row_count), 0) AS SIGNED) AS archived_rows, \
+             CAST(COALESCE(SUM(CASE WHEN purged_at_ms IS NULL AND restored_at_ms IS NULL \
+               THEN GREATEST(row_count - purged_rows - superseded_rows, 0) ELSE 0 END), 0) AS SIGNED) AS awaiting_purge_rows, \
+             CAST(COALESCE(SUM(superseded_rows), 0) AS SIGNED) AS superseded_rows, \
+             CAST(COUNT(restored_at_ms) AS SIGNED) AS restored_batches \
+             FROM {} WHERE app_code = ? AND state = ?",
+            self.spec.receipts_table()
+        );
+        sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(STATE_VERIFIED)
+            .fetch_one(pool)
+            .await
+            .context(|| format!("summing the receipts of app {app}"))
     }
 
     /// Every app code that has receipts, by index dives on the primary key (`MIN(app_code) …

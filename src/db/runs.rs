@@ -4,7 +4,6 @@
 use sqlx::{AssertSqlSafe, MySqlPool};
 
 use super::{Context, DbError};
-use crate::summary::AppReport;
 use crate::table::TableSpec;
 
 /// One recorded run of one app.
@@ -19,49 +18,44 @@ pub struct Run {
     pub error: Option<String>,
 }
 
-pub async fn record(
-    pool: &MySqlPool,
-    spec: &TableSpec,
-    command: &str,
-    report: &AppReport,
-    started_at_ms: i64,
-    finished_at_ms: i64,
-) -> Result<(), DbError> {
-    let outcome = serde_json::to_value(report.outcome)
-        .ok()
-        .and_then(|v| v.as_str().map(str::to_string))
-        .unwrap_or_default();
+/// One app's run, as it is recorded.
+#[derive(Debug, Clone, Copy)]
+pub struct Record<'a> {
+    pub app: &'a str,
+    pub command: &'a str,
+    pub outcome: &'a str,
+    pub batches: u64,
+    pub rows: u64,
+    pub error: Option<&'a str>,
+    pub started_at_ms: i64,
+    pub finished_at_ms: i64,
+}
+
+pub async fn record(pool: &MySqlPool, spec: &TableSpec, run: &Record<'_>) -> Result<(), DbError> {
     let sql = format!(
         "INSERT INTO {} (app_code, command, started_at_ms, finished_at_ms, outcome, batches, row_count, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         spec.runs_table()
     );
-    let app: String = report.app_code.chars().take(32).collect();
+    let app: String = run.app.chars().take(32).collect();
     sqlx::query(AssertSqlSafe(sql))
         .bind(app)
-        .bind(command)
-        .bind(started_at_ms)
-        .bind(finished_at_ms)
-        .bind(outcome)
-        .bind(report.batches as i64)
-        .bind(report.rows as i64)
-        .bind(&report.error)
+        .bind(run.command)
+        .bind(run.started_at_ms)
+        .bind(run.finished_at_ms)
+        .bind(run.outcome)
+        .bind(run.batches as i64)
+        .bind(run.rows as i64)
+        .bind(run.error)
         .execute(pool)
         .await
-        .context(|| format!("recording the run of app {}", report.app_code))?;
+        .context(|| format!("recording the run of app {}", run.app))?;
     Ok(())
 }
 
 /// Records a run, logging (not returning) a failure: bookkeeping must not change an outcome.
-pub async fn note(
-    pool: &MySqlPool,
-    spec: &TableSpec,
-    command: &str,
-    report: &AppReport,
-    started_at_ms: i64,
-    finished_at_ms: i64,
-) {
-    if let Err(e) = record(pool, spec, command, report, started_at_ms, finished_at_ms).await {
-        tracing::warn!(app = report.app_code, error = %e, "could not record the run");
+pub async fn note(pool: &MySqlPool, spec: &TableSpec, run: &Record<'_>) {
+    if let Err(e) = record(pool, spec, run).await {
+        tracing::warn!(app = run.app, error = %e, "could not record the run");
     }
 }
 

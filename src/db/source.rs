@@ -468,6 +468,33 @@ impl RowStream {
     }
 }
 
+/// An app's rows: delivered below the cutoff (what archive takes), and all the others.
+pub async fn archivable_and_other(
+    pool: &MySqlPool,
+    spec: &TableSpec,
+    app: &str,
+    status: &str,
+    cutoff_ms: i64,
+) -> Result<(i64, i64), DbError> {
+    let sql = format!(
+        "SELECT CAST(COALESCE(SUM({status_col} = ? AND {upd} < ?), 0) AS SIGNED), \
+         CAST(COALESCE(SUM(NOT ({status_col} = ? AND {upd} < ?)), 0) AS SIGNED) FROM {table} WHERE {app_col} = ?",
+        status_col = spec.status,
+        upd = spec.updated_at_ms,
+        table = spec.name,
+        app_col = spec.app_code,
+    );
+    sqlx::query_as(AssertSqlSafe(sql))
+        .bind(status)
+        .bind(cutoff_ms)
+        .bind(status)
+        .bind(cutoff_ms)
+        .bind(app)
+        .fetch_one(pool)
+        .await
+        .context(|| format!("counting the rows of app {app}"))
+}
+
 /// Every app code present in the source table, by repeated index dives on the primary key
 /// (`MIN(app_code) … WHERE app_code > ?`): cost grows with the number of apps, not of rows.
 pub async fn all_apps(pool: &MySqlPool, spec: &TableSpec) -> Result<Vec<String>, DbError> {

@@ -74,7 +74,7 @@ async fn a_store_checksum_that_disagrees_fails_the_batch() {
         summary.to_json()
     );
     let error = summary.apps[0].error.clone().unwrap();
-    assert!(error.contains("store CRC-64/NVME"), "{error}");
+    assert!(error.contains("store_checksum_mismatch"), "{error}");
     assert!(db.receipts("a1").await.is_empty(), "nothing recorded");
     assert!(db.members("a1").await.is_empty());
     db.drop().await;

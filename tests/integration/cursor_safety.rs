@@ -106,15 +106,13 @@ async fn a_member_delivered_again_never_wedges_its_app() {
     let verified = verify::run(&env, &VerifyOptions::everything(CUTOFF, "DELIVERED")).await;
     assert!(verified.ok, "{}", verified.to_json());
     let status = outbox_archiver::commands::status::run(
-        &db.db,
-        &WALLET_OUTBOX,
+        &db_context(&db, CUTOFF),
         &outbox_archiver::commands::status::StatusOptions {
-            apps: outbox_archiver::commands::archive::Apps::Listed(vec!["a1".into()]),
+            apps: outbox_archiver::pipeline::apps::Apps::Listed(vec!["a1".into()]),
             cutoff_ms: CUTOFF,
             delivered_status: "DELIVERED".into(),
             format: outbox_archiver::commands::status::Format::Json,
         },
-        std::sync::Arc::new(|| CUTOFF),
     )
     .await;
     let json = serde_json::to_value(&status).unwrap();

@@ -14,7 +14,7 @@ async fn three_batches() -> (
     TestDb,
     TestS3,
     std::sync::Arc<dyn ObjectStore>,
-    outbox_archiver::commands::Env,
+    outbox_archiver::pipeline::RunContext,
 ) {
     let (db, s3, store) = fixture().await;
     db.insert(&rows("a1", 30)).await;

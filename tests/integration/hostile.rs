@@ -54,7 +54,7 @@ async fn hostile_payloads_are_archived_faithfully_and_hostile_app_codes_refused(
     }
 
     let mut opts = options(&db, &[], T0 + DAY);
-    opts.apps = outbox_archiver::commands::archive::Apps::All;
+    opts.apps = outbox_archiver::pipeline::apps::Apps::All;
     opts.limits = Limits {
         max_rows: 1_000,
         max_bytes: 8 << 20,

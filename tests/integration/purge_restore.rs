@@ -5,13 +5,13 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use outbox_archiver::codec::Row;
-use outbox_archiver::commands::archive::Apps;
 use outbox_archiver::commands::purge::{self, PurgeOptions};
 use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::commands::Env;
 use outbox_archiver::db::lock::lock_name;
 use outbox_archiver::db::source::decode_row;
 use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::pipeline::RunContext;
 use outbox_archiver::store::{ObjectStore, PutMode};
 use outbox_archiver::summary::{Outcome, Summary};
 use outbox_archiver::table::WALLET_OUTBOX;
@@ -69,7 +69,7 @@ pub(crate) async fn archived_env(
     rows: &[Row],
     apps: &[&str],
     max_rows: u64,
-) -> (TestDb, TestS3, Arc<dyn ObjectStore>, Env) {
+) -> (TestDb, TestS3, Arc<dyn ObjectStore>, RunContext) {
     let (db, s3, store) = fixture().await;
     db.insert(rows).await;
     let env = env(&db, store.clone(), CUTOFF + DAY);

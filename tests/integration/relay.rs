@@ -166,12 +166,10 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
         tokio::spawn(async move {
             let mut runs = 0;
             while !stop.load(Ordering::SeqCst) {
-                let env = outbox_archiver::commands::Env {
-                    now_ms: Arc::new(now_ms),
-                    ..env.clone()
-                };
+                let mut env = env.clone();
+                env.base.now_ms = Arc::new(now_ms);
                 let mut opts = db_opts.clone();
-                opts.apps = outbox_archiver::commands::archive::Apps::All;
+                opts.apps = outbox_archiver::pipeline::apps::Apps::All;
                 opts.cutoff_ms = now_ms() - 50;
                 opts.limits.max_rows = 100;
                 let summary = archive(&env, &opts).await;
@@ -179,7 +177,7 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
                 let purged = purge::run(
                     &env,
                     &PurgeOptions {
-                        apps: outbox_archiver::commands::archive::Apps::All,
+                        apps: outbox_archiver::pipeline::apps::Apps::All,
                         grace_ms: 0,
                         max_rows_per_second: None,
                         max_runtime: None,
@@ -206,7 +204,7 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
 
     // Catch up, stragglers included (deliveries that committed late with an older updated_at_ms).
     let mut opts = options(&db, &[], now_ms() + 1);
-    opts.apps = outbox_archiver::commands::archive::Apps::All;
+    opts.apps = outbox_archiver::pipeline::apps::Apps::All;
     let env = env(&db, store.clone(), now_ms());
     assert!(archive(&env, &opts).await.ok);
     opts.stragglers = true;

@@ -6,11 +6,11 @@
 use std::sync::Arc;
 
 use outbox_archiver::codec::Value;
-use outbox_archiver::commands::archive::Apps;
 use outbox_archiver::commands::purge;
 use outbox_archiver::commands::restore::{self, RestoreOptions};
 use outbox_archiver::db::lock::lock_name;
 use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::pipeline::apps::Apps;
 use outbox_archiver::summary::Outcome;
 use serde_json::Value as Json;
 use sqlx::Connection;

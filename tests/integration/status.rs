@@ -1,8 +1,8 @@
 //! `status`: the figures per app, as JSON and as a table, from index range counts.
 
-use outbox_archiver::commands::archive::Apps;
 use outbox_archiver::commands::status::{self, Format, StatusOptions};
 use outbox_archiver::db::source::PageQueries;
+use outbox_archiver::pipeline::apps::Apps;
 use outbox_archiver::table::WALLET_OUTBOX;
 use sqlx::Row as _;
 
@@ -30,13 +30,7 @@ async fn status_reports_cursor_backlog_and_last_run() {
         delivered_status: "DELIVERED".into(),
         format: Format::Json,
     };
-    let summary = status::run(
-        &db.db,
-        &WALLET_OUTBOX,
-        &options,
-        std::sync::Arc::new(move || now),
-    )
-    .await;
+    let summary = status::run(&db_context(&db, now), &options).await;
     assert!(summary.ok, "{}", summary.to_json());
     let json = serde_json::to_value(&summary).unwrap();
     let apps = json["apps"].as_array().unwrap();
@@ -66,13 +60,11 @@ async fn status_reports_cursor_backlog_and_last_run() {
     assert!(a2["cursor"].is_null() && a2["last_run"].is_null());
 
     let table = status::run(
-        &db.db,
-        &WALLET_OUTBOX,
+        &db_context(&db, now),
         &StatusOptions {
             format: Format::Table,
             ..options
         },
-        std::sync::Arc::new(move || now),
     )
     .await;
     let text = table.text.expect("a table");

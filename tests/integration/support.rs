@@ -15,11 +15,12 @@ use std::sync::Arc;
 use futures_util::TryStreamExt;
 use outbox_archiver::batch::Limits;
 use outbox_archiver::codec::{self, Row, Value};
-use outbox_archiver::commands::archive::{self, Apps, ArchiveOptions};
-use outbox_archiver::commands::Env;
+use outbox_archiver::commands::archive::{self, ArchiveOptions};
 use outbox_archiver::db::{self, Db};
 use outbox_archiver::failpoint::FailPoints;
 use outbox_archiver::local_s3::LocalS3;
+use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::pipeline::RunContext;
 use outbox_archiver::store::{self, Location, ObjectStore, S3Settings};
 use outbox_archiver::summary::Summary;
 use outbox_archiver::table::WALLET_OUTBOX;
@@ -293,11 +294,21 @@ impl TestS3 {
     }
 }
 
-pub fn env(db: &TestDb, store: Arc<dyn ObjectStore>, now_ms: i64) -> Env {
-    Env {
+pub fn env(db: &TestDb, store: Arc<dyn ObjectStore>, now_ms: i64) -> RunContext {
+    RunContext::new(
+        &WALLET_OUTBOX,
+        db.db.clone(),
+        store,
+        CancellationToken::new(),
+        Arc::new(move || now_ms),
+    )
+}
+
+/// The database side of a run (what `status` works with), at a fixed clock.
+pub fn db_context(db: &TestDb, now_ms: i64) -> outbox_archiver::pipeline::DbContext {
+    outbox_archiver::pipeline::DbContext {
         spec: &WALLET_OUTBOX,
         db: db.db.clone(),
-        store,
         shutdown: CancellationToken::new(),
         now_ms: Arc::new(move || now_ms),
     }
@@ -323,7 +334,7 @@ pub fn options(db: &TestDb, apps: &[&str], cutoff_ms: i64) -> ArchiveOptions {
     }
 }
 
-pub async fn archive(env: &Env, opts: &ArchiveOptions) -> Summary {
+pub async fn archive(env: &RunContext, opts: &ArchiveOptions) -> Summary {
     archive::run(env, opts).await
 }
 

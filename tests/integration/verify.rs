@@ -5,9 +5,9 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use outbox_archiver::commands::archive::Apps;
 use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::commands::Env;
+use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::pipeline::RunContext;
 use outbox_archiver::store::{ObjectStore, PutMode};
 use outbox_archiver::summary::Summary;
 use serde_json::Value as Json;
@@ -26,7 +26,7 @@ fn verify_options() -> VerifyOptions {
 }
 
 /// Three apps, several batches each, archived.
-async fn archived() -> (TestDb, TestS3, Arc<dyn ObjectStore>, Env) {
+async fn archived() -> (TestDb, TestS3, Arc<dyn ObjectStore>, RunContext) {
     let (db, s3, store) = fixture().await;
     for app in ["a1", "a2", "a3"] {
         db.insert(

@@ -1,9 +1,17 @@
 //! The one JSON object every command prints on stdout when it ends (SPEC §6), and the exit status
-//! it implies: 0 done, 1 something failed (or was refused, or found), 2 bad usage or configuration.
+//! it implies: 0 done, 1 something failed (or was refused, or found), 2 bad usage or configuration
+//! — or a command that could not tell which apps to work on (nothing was done).
+//!
+//! Each command's own fields are typed ([`details`]) and flattened into the app objects and the
+//! summary.
+
+pub mod details;
 
 use std::sync::OnceLock;
 
 use serde::Serialize;
+
+pub use details::{AppDetails, RunDetails};
 
 use crate::format::Cursor;
 
@@ -24,10 +32,23 @@ impl Outcome {
     pub fn is_failure(self) -> bool {
         matches!(self, Outcome::Refused | Outcome::Failed)
     }
+
+    /// As the summary (and the runs table) writes it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            Outcome::Archived => "archived",
+            Outcome::UpToDate => "up_to_date",
+            Outcome::Done => "done",
+            Outcome::SkippedLocked => "skipped_locked",
+            Outcome::Refused => "refused",
+            Outcome::Failed => "failed",
+            Outcome::Stopped => "stopped",
+        }
+    }
 }
 
 /// One batch as the summary lists it.
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Default, Serialize)]
 pub struct BatchReport {
     pub batch_id: String,
     pub rows: u64,
@@ -70,9 +91,9 @@ pub struct AppReport {
     pub lost_lock: bool,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub batch_list: Vec<BatchReport>,
-    /// Command-specific fields (status figures, verify counts), flattened into the app object.
+    /// The command's own fields (status figures, verify counts), flattened into the app object.
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Map<String, serde_json::Value>>,
+    pub details: Option<AppDetails>,
 }
 
 impl AppReport {
@@ -92,25 +113,10 @@ impl AppReport {
         next.adopted_objects = adopted;
         next.cursor_before = self.cursor_before.or(next.cursor_before);
         next.cursor_after = next.cursor_after.or(self.cursor_after);
-        if let (Some(before), Some(after)) = (self.details, next.details.as_mut()) {
-            for (key, value) in before {
-                match (after.get_mut(&key), value) {
-                    (Some(serde_json::Value::Number(a)), serde_json::Value::Number(b)) => {
-                        if let (Some(x), Some(y)) = (a.as_i64(), b.as_i64()) {
-                            *a = (x + y).into();
-                        }
-                    }
-                    (Some(serde_json::Value::Array(a)), serde_json::Value::Array(mut b)) => {
-                        b.append(a);
-                        *a = b;
-                    }
-                    (None, value) => {
-                        after.insert(key, value);
-                    }
-                    _ => {}
-                }
-            }
-        }
+        next.details = match (self.details, next.details) {
+            (Some(before), Some(after)) => Some(before.then(after)),
+            (before, after) => after.or(before),
+        };
         next
     }
 
@@ -179,9 +185,9 @@ pub struct Summary {
     /// Metrics that could not be pushed or written (the run's work stands regardless).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub metrics_errors: Vec<String>,
-    /// Command-specific fields (verify: checked_batches, findings, orphans, sample seed).
+    /// The command's own fields (verify: checked_batches, findings, orphans, sample seed).
     #[serde(flatten, skip_serializing_if = "Option::is_none")]
-    pub details: Option<serde_json::Map<String, serde_json::Value>>,
+    pub details: Option<RunDetails>,
     #[serde(skip)]
     pub exit_code: i32,
     /// A human rendering printed instead of the JSON (`status --format table`).
@@ -219,6 +225,15 @@ impl Summary {
         s
     }
 
+    /// A command that started but could not tell which apps to work on: nothing was done,
+    /// exit status 2 (every command, one rule).
+    pub fn without_apps(mut self, error: impl std::fmt::Display) -> Summary {
+        self.error = Some(format!("could not list the apps to work on: {error}"));
+        self.exit_code = 2;
+        self.ok = false;
+        self
+    }
+
     /// Sets `ok` and the exit status from the apps' outcomes.
     pub fn settle(mut self) -> Summary {
         if self.exit_code == 0
@@ -237,11 +252,17 @@ impl Summary {
 
 #[cfg(test)]
 mod tests {
+    use super::details::{ArchiveApp, Backlog, PurgeApp};
     use super::*;
+    use crate::batch::Superseded;
     use serde_json::json;
 
-    fn details(value: serde_json::Value) -> Option<serde_json::Map<String, serde_json::Value>> {
-        value.as_object().cloned()
+    fn superseded(id: &str) -> Superseded {
+        Superseded {
+            event_id: id.into(),
+            updated_at_ms: 1,
+            batch_id: "b".into(),
+        }
     }
 
     #[test]
@@ -255,7 +276,9 @@ mod tests {
             event_id: "e1".into(),
         });
         first.replaced_objects = vec!["k1".into()];
-        first.details = details(json!({"purged_rows": 7, "kept_changed": ["x"], "first_only": 1}));
+        let mut archived = ArchiveApp::default();
+        archived.note_superseded(vec![superseded("x")]);
+        first.details = Some(AppDetails::Archive(archived));
         let mut second = AppReport::new("a1", Outcome::Archived);
         second.rows = 5;
         second.batches = 1;
@@ -264,8 +287,15 @@ mod tests {
             event_id: "e9".into(),
         });
         second.replaced_objects = vec!["k2".into()];
-        second.details =
-            details(json!({"purged_rows": 3, "kept_changed": ["y"], "backlog_rows": 0}));
+        let mut archived = ArchiveApp {
+            backlog: Some(Backlog {
+                backlog_rows: 0,
+                oldest_backlog_age_ms: None,
+            }),
+            ..ArchiveApp::default()
+        };
+        archived.note_superseded(vec![superseded("y")]);
+        second.details = Some(AppDetails::Archive(archived));
         let both = first.then(second);
         assert_eq!(
             (both.rows, both.batches, both.outcome),
@@ -274,9 +304,33 @@ mod tests {
         assert!(!both.transient, "the last attempt decides");
         assert_eq!(both.cursor_before.unwrap().event_id, "e1");
         assert_eq!(both.replaced_objects, vec!["k1", "k2"]);
+        let json = serde_json::to_value(both.details.unwrap()).unwrap();
         assert_eq!(
-            serde_json::Value::Object(both.details.unwrap()),
-            json!({"purged_rows": 10, "kept_changed": ["x", "y"], "backlog_rows": 0, "first_only": 1})
+            json,
+            json!({"backlog_rows": 0, "oldest_backlog_age_ms": null, "superseded_rows": 2,
+                   "superseded": [{"event_id": "x", "updated_at_ms": 1, "batch_id": "b"},
+                                  {"event_id": "y", "updated_at_ms": 1, "batch_id": "b"}]})
+        );
+    }
+
+    #[test]
+    fn purge_attempts_add_up_and_dry_runs_stay_apart() {
+        let first = AppDetails::Purge(PurgeApp {
+            purged_rows: 7,
+            kept_changed: vec!["x".into()],
+            ..PurgeApp::default()
+        });
+        let second = AppDetails::Purge(PurgeApp {
+            purged_rows: 3,
+            kept_changed: vec!["y".into()],
+            restored_batches_left: Some(1),
+            ..PurgeApp::default()
+        });
+        let json = serde_json::to_value(first.then(second)).unwrap();
+        assert_eq!(
+            json,
+            json!({"purged_rows": 10, "kept_changed": ["x", "y"], "failed_batches": [],
+                   "findings": [], "restored_batches_left": 1})
         );
     }
 }

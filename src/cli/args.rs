@@ -1,0 +1,385 @@
+//! The command line's shape (SPEC §6): clap derive, every option also an environment variable
+//! (`OUTBOX_ARCHIVER_*`, `DATABASE_URL`; the AWS SDK reads its own). The options every command
+//! accepts come in groups with help headings; each subcommand has its own arguments.
+
+use std::path::PathBuf;
+use std::time::Duration;
+
+use clap::{Args, Subcommand, ValueEnum};
+
+use super::parse::{
+    parse_bytes, parse_conditional_put, parse_duration, parse_percent, parse_time, parse_timeout,
+};
+use crate::shard::Shard;
+use crate::store::{self, ConditionalPutSetting};
+
+/// Options every command accepts, before or after the subcommand.
+#[derive(Debug, Args)]
+pub struct Common {
+    #[command(flatten)]
+    pub db: DbArgs,
+    #[command(flatten)]
+    pub s3: S3Args,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
+    #[command(flatten)]
+    pub log: LogArgs,
+    /// Print the effective configuration (each setting's value and where it came from, secrets
+    /// redacted) and the problems found in it, then exit without connecting to anything.
+    #[arg(long, global = true)]
+    pub print_config: bool,
+}
+
+/// The database, the table, and how the archiver behaves in it.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Database")]
+pub struct DbArgs {
+    /// MySQL URL: mysql://user:password@host:3306/database
+    #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
+    pub database_url: Option<String>,
+    /// The outbox table to archive.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_TABLE",
+        default_value = "wallet_outbox"
+    )]
+    pub table: String,
+    /// The status value that means delivered.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_DELIVERED_STATUS",
+        default_value = "DELIVERED"
+    )]
+    pub delivered_status: String,
+    /// Prepended to advisory lock names, for servers that host several databases.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_LOCK_PREFIX",
+        default_value = ""
+    )]
+    pub lock_prefix: String,
+    /// After a transient database error (restart, failover, killed connection), try the app
+    /// again up to this many times, waiting about 1 s, 2 s, 4 s, … (with jitter) in between
+    /// (archive, purge).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_DB_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=20))]
+    pub db_retries: u32,
+}
+
+/// The archive location and how to talk to an S3-compatible store.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Object store")]
+pub struct S3Args {
+    /// Archive location: s3://bucket/prefix, or file:///absolute/path
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_STORE")]
+    pub store: Option<String>,
+    /// S3 endpoint for MinIO, COS and other compatible stores (AWS_ENDPOINT_URL works too).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_ENDPOINT")]
+    pub s3_endpoint: Option<String>,
+    /// S3 region (AWS_REGION works too) [default: from the AWS config, else us-east-1]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_REGION")]
+    pub s3_region: Option<String>,
+    /// Path-style addressing [default: true when an endpoint is set]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_FORCE_PATH_STYLE")]
+    pub s3_force_path_style: Option<bool>,
+    /// Checksum sent with each upload, checked by the store on arrival.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_S3_UPLOAD_CHECKSUM",
+        value_enum,
+        default_value = "md5"
+    )]
+    pub s3_upload_checksum: UploadChecksumArg,
+    /// Create-only puts send If-None-Match: *. auto: probe once per run whether the store
+    /// honours it, and fall back to HEAD-then-PUT if it does not; true: send it without probing;
+    /// false: never send it (a store that rejects the header).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_CONDITIONAL_PUT", default_value = "auto", value_parser = parse_conditional_put)]
+    pub s3_conditional_put: ConditionalPutSetting,
+    /// Attempts per S3 request (first included), with exponential backoff and jitter between
+    /// them; a body read that breaks off is resumed as many times.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_MAX_ATTEMPTS", default_value_t = store::DEFAULT_MAX_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub s3_max_attempts: u32,
+    /// Limit on opening a connection to the store, e.g. 10s.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_CONNECT_TIMEOUT", value_parser = parse_timeout, default_value = "10s")]
+    pub s3_connect_timeout: Duration,
+    /// Limit on waiting for a response to start, and on silence inside a body, e.g. 30s.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_READ_TIMEOUT", value_parser = parse_timeout, default_value = "30s")]
+    pub s3_read_timeout: Duration,
+}
+
+/// Where the run's metrics go.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Metrics")]
+pub struct MetricsArgs {
+    /// Push the run's metrics to this Prometheus Pushgateway (http://host:9091).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY")]
+    pub metrics_pushgateway: Option<String>,
+    /// Write the run's metrics to this file for node_exporter's textfile collector (*.prom).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_METRICS_TEXTFILE")]
+    pub metrics_textfile: Option<PathBuf>,
+}
+
+/// Logs, on stderr.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Logging")]
+pub struct LogArgs {
+    /// Log format on stderr [default: json when stderr is not a terminal, text otherwise]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_LOG_FORMAT", value_enum)]
+    pub log_format: Option<LogFormat>,
+    /// Log filter, in tracing's EnvFilter syntax.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_LOG",
+        default_value = "info"
+    )]
+    pub log: String,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LogFormat {
+    Json,
+    Text,
+}
+
+/// `--s3-upload-checksum`: which checksum a put carries for the store to check on arrival.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum UploadChecksumArg {
+    /// No upload checksum (the read-back still verifies every byte).
+    None,
+    /// `Content-MD5`: understood by practically every S3-compatible store, COS included.
+    Md5,
+    /// `x-amz-checksum-sha256`.
+    Sha256,
+    /// `x-amz-checksum-crc64nvme` (AWS S3's default full-object checksum).
+    Crc64nvme,
+}
+
+/// `status --format`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum FormatArg {
+    Table,
+    Json,
+}
+
+#[derive(Debug, Subcommand)]
+pub enum Command {
+    /// Apply migrations/ (receipts and members tables).
+    Migrate {
+        /// Also create the reference source table (demos and tests).
+        #[arg(long, env = "OUTBOX_ARCHIVER_WITH_SOURCE_TABLE")]
+        with_source_table: bool,
+    },
+    /// Archive delivered rows below the cutoff (the CronJob).
+    Archive(ArchiveArgs),
+    /// Re-read archived batches and check them against receipts and members; find gaps.
+    Verify(VerifyArgs),
+    /// Per app: cursor, receipts, archived rows, backlog, rows awaiting purge, last run.
+    Status(StatusArgs),
+    /// Delete source rows that are exact members of VERIFIED receipts older than the grace period.
+    Purge(PurgeArgs),
+    /// Load archived batches back into a table, verifying every object first.
+    Restore(RestoreArgs),
+    /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
+    Demo(DemoArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct AppArgs {
+    /// An app code to work on (repeatable).
+    #[arg(
+        long = "app",
+        env = "OUTBOX_ARCHIVER_APPS",
+        value_delimiter = ',',
+        required_unless_present = "all_apps",
+        conflicts_with = "all_apps"
+    )]
+    pub apps: Vec<String>,
+    /// Every app code present in the source table.
+    #[arg(long, env = "OUTBOX_ARCHIVER_ALL_APPS")]
+    pub all_apps: bool,
+    /// With --all-apps: only the apps whose stable hash falls in shard I of N (e.g. 0/4; an
+    /// Indexed Job's completion index as I). N shards together cover every app exactly once.
+    #[arg(long, env = "OUTBOX_ARCHIVER_SHARD")]
+    pub shard: Option<Shard>,
+}
+
+/// `--app`/`--all-apps` where neither means every app.
+#[derive(Debug, Args)]
+pub struct AnyAppArgs {
+    /// An app code to look at (repeatable) [default: every app]
+    #[arg(
+        long = "app",
+        env = "OUTBOX_ARCHIVER_APPS",
+        value_delimiter = ',',
+        conflicts_with = "all_apps"
+    )]
+    pub apps: Vec<String>,
+    /// Every app (the default).
+    #[arg(long, env = "OUTBOX_ARCHIVER_ALL_APPS")]
+    pub all_apps: bool,
+}
+
+/// Which rows are old enough to archive.
+#[derive(Debug, Args)]
+pub struct CutoffArgs {
+    /// Rows delivered longer ago than this are old enough (30s, 15m, 24h, 7d).
+    #[arg(long, env = "OUTBOX_ARCHIVER_OLDER_THAN", default_value = "7d", value_parser = parse_duration)]
+    pub older_than: i64,
+    /// Rows with updated_at_ms below this instant (RFC 3339 or epoch ms); overrides --older-than.
+    #[arg(long, env = "OUTBOX_ARCHIVER_CUTOFF", value_parser = parse_time)]
+    pub cutoff: Option<i64>,
+}
+
+/// Which receipts `verify` and `restore` work on.
+#[derive(Debug, Args)]
+pub struct BatchScopeArgs {
+    #[command(flatten)]
+    pub apps: AnyAppArgs,
+    /// Only this batch (repeatable).
+    #[arg(
+        long = "batch-id",
+        env = "OUTBOX_ARCHIVER_BATCH_IDS",
+        value_delimiter = ','
+    )]
+    pub batch_ids: Vec<String>,
+    /// Only batches with rows at or after this updated_at_ms (RFC 3339 or epoch ms).
+    #[arg(long, env = "OUTBOX_ARCHIVER_FROM", value_parser = parse_time)]
+    pub from: Option<i64>,
+    /// Only batches with rows before this updated_at_ms (RFC 3339 or epoch ms).
+    #[arg(long, env = "OUTBOX_ARCHIVER_TO", value_parser = parse_time)]
+    pub to: Option<i64>,
+}
+
+#[derive(Debug, Args)]
+pub struct ArchiveArgs {
+    #[command(flatten)]
+    pub apps: AppArgs,
+    #[command(flatten)]
+    pub cutoff: CutoffArgs,
+    /// Most rows in one batch.
+    #[arg(long, env = "OUTBOX_ARCHIVER_BATCH_ROWS", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub batch_rows: u64,
+    /// Most uncompressed NDJSON bytes in one batch (64MiB, 500KB, 1048576).
+    #[arg(long, env = "OUTBOX_ARCHIVER_BATCH_BYTES", default_value = "64MiB", value_parser = parse_bytes)]
+    pub batch_bytes: u64,
+    /// gzip level, 1 (fast) to 9 (small).
+    #[arg(long, env = "OUTBOX_ARCHIVER_GZIP_LEVEL", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=9))]
+    pub gzip_level: u32,
+    /// Stop each app after this many batches.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_BATCHES")]
+    pub max_batches: Option<u64>,
+    /// Start no new batch after this long (30s, 15m, 24h).
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
+    pub max_runtime: Option<i64>,
+    /// Plan the batches and print them; write nothing.
+    #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
+    pub dry_run: bool,
+    /// Archive the stragglers `verify` reports (delivered rows below the cursor that no receipt
+    /// owns), in batches of their own; the cursor does not move.
+    #[arg(long, env = "OUTBOX_ARCHIVER_STRAGGLERS")]
+    pub stragglers: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct VerifyArgs {
+    #[command(flatten)]
+    pub scope: BatchScopeArgs,
+    /// Check a random sample of about this percent of the batches in scope.
+    #[arg(long, env = "OUTBOX_ARCHIVER_SAMPLE_PERCENT", value_parser = parse_percent)]
+    pub sample_percent: Option<f64>,
+    /// Seed of the sample, to repeat it [default: chosen and printed]
+    #[arg(long, env = "OUTBOX_ARCHIVER_SEED")]
+    pub seed: Option<u64>,
+    /// HEAD only: existence, sizes, store checksums and member counts; no download.
+    #[arg(long, env = "OUTBOX_ARCHIVER_METADATA_ONLY")]
+    pub metadata_only: bool,
+    /// Batches checked at once.
+    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel: u32,
+    /// List at most this many stragglers per app.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_STRAGGLERS", default_value_t = 1000)]
+    pub max_stragglers: usize,
+    #[command(flatten)]
+    pub cutoff: CutoffArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct PurgeArgs {
+    #[command(flatten)]
+    pub apps: AppArgs,
+    /// Only batches verified longer ago than this (30s, 15m, 24h, 7d).
+    #[arg(long, env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
+    pub grace: i64,
+    /// Delete at most this many rows per second.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_ROWS_PER_SECOND")]
+    pub max_rows_per_second: Option<u64>,
+    /// Start no new chunk after this long.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
+    pub max_runtime: Option<i64>,
+    /// Count what would be deleted; delete nothing.
+    #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
+    pub dry_run: bool,
+    /// Re-read and verify each batch's objects in full (as verify) right before deleting its
+    /// rows, instead of the default HEAD check (set OUTBOX_ARCHIVER_PURGE_REVERIFY=true to make
+    /// it the default).
+    #[arg(
+        long,
+        env = "OUTBOX_ARCHIVER_PURGE_REVERIFY",
+        conflicts_with = "trust_receipts"
+    )]
+    pub reverify: bool,
+    /// Delete on the strength of the receipts alone: do not look at the batches' objects before
+    /// deleting (for operators who scrub the archive with verify separately). Logged every run.
+    #[arg(long, env = "OUTBOX_ARCHIVER_TRUST_RECEIPTS")]
+    pub trust_receipts: bool,
+    /// Purge batches restored into the source (restore --into-source) again too; without it
+    /// their rows stay. Logged every run.
+    #[arg(long, env = "OUTBOX_ARCHIVER_INCLUDE_RESTORED")]
+    pub include_restored: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct RestoreArgs {
+    #[command(flatten)]
+    pub scope: BatchScopeArgs,
+    /// Target table [default: {table}_restored], created like the source if missing.
+    #[arg(long, env = "OUTBOX_ARCHIVER_INTO", conflicts_with_all = ["into_source", "drill"])]
+    pub into: Option<String>,
+    /// Restore into the live source table (existing rows are never overwritten).
+    #[arg(long, env = "OUTBOX_ARCHIVER_INTO_SOURCE", conflicts_with = "drill")]
+    pub into_source: bool,
+    /// Restore each batch into a scratch table, compare it with the receipt, record the result, drop it.
+    #[arg(long, env = "OUTBOX_ARCHIVER_DRILL")]
+    pub drill: bool,
+}
+
+#[derive(Debug, Args)]
+pub struct StatusArgs {
+    #[command(flatten)]
+    pub apps: AnyAppArgs,
+    #[command(flatten)]
+    pub cutoff: CutoffArgs,
+    /// Output format [default: table on a terminal, json otherwise]
+    #[arg(long, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
+    pub format: Option<FormatArg>,
+}
+
+#[derive(Debug, Args)]
+pub struct DemoArgs {
+    /// How many rows to seed.
+    #[arg(long, default_value_t = 100_000)]
+    pub rows: u64,
+    /// Where the archive's objects go (emptied first).
+    #[arg(long, default_value = "target/demo-archive")]
+    pub dir: PathBuf,
+    /// The throwaway database to (re)create.
+    #[arg(long, default_value = "outbox_archiver_demo")]
+    pub database: String,
+    /// Write to a file:// folder instead of the in-process S3 server.
+    #[arg(long)]
+    pub file_store: bool,
+}

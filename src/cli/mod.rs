@@ -1,0 +1,294 @@
+//! The command line (SPEC §6) — the only place clap lives. [`args`] is its shape (option
+//! groups with help headings, one struct per subcommand); [`options`] turns arguments into the
+//! commands' options; [`print_config`] shows every setting and its source. This module opens
+//! the run's context (database, store), runs the command, always closes the database, and sends
+//! the metrics; the work is in [`crate::commands`] and [`crate::pipeline`].
+
+pub mod args;
+mod options;
+mod parse;
+pub mod print_config;
+
+use clap::Parser;
+use tokio_util::sync::CancellationToken;
+
+pub use args::{Command, Common, LogFormat};
+pub use print_config::effective_config;
+
+use crate::commands::{archive, demo, migrate, purge, restore, status, verify};
+use crate::metrics;
+use crate::pipeline::apps::Apps;
+use crate::pipeline::{system_clock, DbContext, RunContext};
+use crate::store::{self, Location};
+use crate::summary::Summary;
+
+#[derive(Debug, Parser)]
+#[command(
+    name = "outbox-archiver",
+    version,
+    about = "Moves old delivered outbox rows to S3-compatible storage, with proof."
+)]
+pub struct Cli {
+    #[command(flatten)]
+    pub common: Common,
+    #[command(subcommand)]
+    pub command: Command,
+}
+
+/// Runs the parsed command line, then sends its metrics where configured; the summary says how
+/// it went.
+pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
+    let started = std::time::Instant::now();
+    let target = metrics::MetricsTarget {
+        pushgateway: cli.common.metrics.metrics_pushgateway.clone(),
+        textfile: cli.common.metrics.metrics_textfile.clone(),
+    };
+    let table = cli.common.db.table.clone();
+    let shard = match &cli.command {
+        Command::Archive(args) => args.apps.shard,
+        Command::Purge(args) => args.apps.shard,
+        _ => None,
+    };
+    let mut summary = run_command(cli, shutdown).await;
+    if !target.is_empty() {
+        let run = metrics::Run {
+            summary: &summary,
+            table: &table,
+            shard: shard.map(|s| s.to_string()),
+            finished_at_ms: system_clock()(),
+            duration: started.elapsed(),
+        };
+        let errors = metrics::publish(&target, &run).await;
+        for error in &errors {
+            tracing::error!("{error}");
+        }
+        summary.metrics_errors = errors;
+    }
+    summary
+}
+
+/// A command that works over the archive: its name, its listed apps, and its run.
+#[async_trait::async_trait]
+trait ArchiveCommand: Sync {
+    const NAME: &'static str;
+    fn apps(&self) -> Option<&Apps>;
+    async fn run(&self, ctx: &RunContext) -> Summary;
+}
+
+#[async_trait::async_trait]
+impl ArchiveCommand for archive::ArchiveOptions {
+    const NAME: &'static str = "archive";
+    fn apps(&self) -> Option<&Apps> {
+        Some(&self.apps)
+    }
+    async fn run(&self, ctx: &RunContext) -> Summary {
+        archive::run(ctx, self).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ArchiveCommand for purge::PurgeOptions {
+    const NAME: &'static str = "purge";
+    fn apps(&self) -> Option<&Apps> {
+        Some(&self.apps)
+    }
+    async fn run(&self, ctx: &RunContext) -> Summary {
+        purge::run(ctx, self).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ArchiveCommand for verify::VerifyOptions {
+    const NAME: &'static str = "verify";
+    fn apps(&self) -> Option<&Apps> {
+        self.apps.as_ref()
+    }
+    async fn run(&self, ctx: &RunContext) -> Summary {
+        verify::run(ctx, self).await
+    }
+}
+
+#[async_trait::async_trait]
+impl ArchiveCommand for restore::RestoreOptions {
+    const NAME: &'static str = "restore";
+    fn apps(&self) -> Option<&Apps> {
+        self.apps.as_ref()
+    }
+    async fn run(&self, ctx: &RunContext) -> Summary {
+        restore::run(ctx, self).await
+    }
+}
+
+async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
+    let Cli { common, command } = cli;
+    let now = system_clock()();
+    match command {
+        Command::Migrate { with_source_table } => {
+            let options = migrate::MigrateOptions { with_source_table };
+            match (common.spec(), common.database().await) {
+                (Ok(spec), Ok(db)) => {
+                    let summary = migrate::run(&db, spec, &options).await;
+                    db.close().await;
+                    summary
+                }
+                (Err(e), _) | (_, Err(e)) => Summary::unusable("migrate", e),
+            }
+        }
+        Command::Archive(args) => match args.into_options(&common, now) {
+            Err(e) => Summary::unusable("archive", e),
+            Ok(options) => with_context(&common, &options, shutdown).await,
+        },
+        Command::Purge(args) => match args.into_options(&common) {
+            Err(e) => Summary::unusable("purge", e),
+            Ok(options) => with_context(&common, &options, shutdown).await,
+        },
+        Command::Verify(args) => {
+            let options = args.into_options(&common, now);
+            with_context(&common, &options, shutdown).await
+        }
+        Command::Restore(args) => {
+            let options = args.into_options(&common);
+            with_context(&common, &options, shutdown).await
+        }
+        Command::Status(args) => {
+            let options = args.into_options(&common, now);
+            status_command(&common, &options, shutdown).await
+        }
+        Command::Demo(args) => {
+            let spec = match common.spec() {
+                Ok(spec) => spec,
+                Err(e) => return Summary::unusable("demo", e),
+            };
+            let options = demo::DemoOptions {
+                server_url: common
+                    .db
+                    .database_url
+                    .clone()
+                    .unwrap_or_else(|| demo::DEFAULT_SERVER_URL.to_string()),
+                database: args.database,
+                rows: args.rows,
+                dir: std::path::absolute(&args.dir).unwrap_or(args.dir),
+                file_store: args.file_store,
+            };
+            demo::run(spec, &options, shutdown, system_clock()).await
+        }
+    }
+}
+
+/// Opens everything a command that touches the archive needs — checked before any work starts:
+/// the table, the database (migrated, collations right), the store (reachable, these credentials
+/// allowed), the listed apps (none equal under the table's collation) — runs `work`, and always
+/// closes the database.
+async fn with_context<C: ArchiveCommand>(
+    common: &Common,
+    command: &C,
+    shutdown: CancellationToken,
+) -> Summary {
+    let ctx = match open(common, command.apps(), shutdown).await {
+        Ok(ctx) => ctx,
+        Err(e) => return Summary::unusable(C::NAME, e),
+    };
+    let summary = command.run(&ctx).await;
+    ctx.db.close().await;
+    summary
+}
+
+async fn open(
+    common: &Common,
+    apps: Option<&Apps>,
+    shutdown: CancellationToken,
+) -> Result<RunContext, String> {
+    let spec = common.spec()?;
+    let store_url = common.s3.store.as_deref().ok_or(
+        "no archive location given: set --store or OUTBOX_ARCHIVER_STORE (s3://bucket/prefix or file:///path)",
+    )?;
+    let location = Location::parse(store_url)?;
+    let db = common.database().await?;
+    let checked = async {
+        db.require_tables(spec).await.map_err(|e| e.to_string())?;
+        if let Some(Apps::Listed(list)) = apps {
+            db.check_app_list(spec, list)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let store = store::open(location, &common.s3_settings())
+            .await
+            .map_err(|e| e.to_string())?;
+        store
+            .confirm_access()
+            .await
+            .map_err(|e| format!("{e} (store {})", store.location()))?;
+        Ok::<_, String>(store)
+    }
+    .await;
+    match checked {
+        Ok(store) => Ok(RunContext::new(spec, db, store, shutdown, system_clock())),
+        Err(e) => {
+            db.close().await;
+            Err(e)
+        }
+    }
+}
+
+/// `status` needs no store: the database side only.
+async fn status_command(
+    common: &Common,
+    options: &status::StatusOptions,
+    shutdown: CancellationToken,
+) -> Summary {
+    let spec = match common.spec() {
+        Ok(spec) => spec,
+        Err(e) => return Summary::unusable("status", e),
+    };
+    let db = match common.database().await {
+        Ok(db) => db,
+        Err(e) => return Summary::unusable("status", e),
+    };
+    let summary = match db.require_tables(spec).await {
+        Err(e) => Summary::unusable("status", e.to_string()),
+        Ok(()) => {
+            let ctx = DbContext {
+                spec,
+                db: db.clone(),
+                shutdown,
+                now_ms: system_clock(),
+            };
+            status::run(&ctx, options).await
+        }
+    };
+    db.close().await;
+    summary
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn cli_is_well_formed_and_hides_the_database_url() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("DATABASE_URL"));
+        // The value a variable would have is never rendered: hide_env_values on the argument.
+        let database_url = Cli::command()
+            .get_arguments()
+            .find(|a| a.get_id() == "database_url")
+            .map(|a| a.is_hide_env_values_set());
+        assert_eq!(database_url, Some(true));
+    }
+
+    #[test]
+    fn options_go_before_or_after_the_subcommand() {
+        let a =
+            Cli::try_parse_from(["x", "--store", "file:///a", "archive", "--app", "a1"]).unwrap();
+        let b =
+            Cli::try_parse_from(["x", "archive", "--app", "a1", "--store", "file:///a"]).unwrap();
+        assert_eq!(a.common.s3.store, b.common.s3.store);
+        assert!(
+            Cli::try_parse_from(["x", "archive"]).is_err(),
+            "--app or --all-apps is required"
+        );
+        assert!(Cli::try_parse_from(["x", "archive", "--app", "a", "--all-apps"]).is_err());
+    }
+}

@@ -1,0 +1,223 @@
+//! Arguments → the commands' options: one `into_options` per command, and the settings every
+//! command shares (table, database, store).
+
+use std::io::IsTerminal;
+
+use super::args::{
+    AnyAppArgs, AppArgs, ArchiveArgs, Common, CutoffArgs, FormatArg, LogFormat, PurgeArgs,
+    RestoreArgs, StatusArgs, UploadChecksumArg, VerifyArgs,
+};
+use super::parse::millis;
+use crate::batch::Limits;
+use crate::commands::{archive, purge, restore, status, verify};
+use crate::db::Db;
+use crate::failpoint::FailPoints;
+use crate::pipeline::apps::Apps;
+use crate::store::{S3Settings, UploadChecksum};
+use crate::table::{self, TableSpec};
+use crate::timespec;
+
+impl From<UploadChecksumArg> for UploadChecksum {
+    fn from(arg: UploadChecksumArg) -> UploadChecksum {
+        match arg {
+            UploadChecksumArg::None => UploadChecksum::None,
+            UploadChecksumArg::Md5 => UploadChecksum::Md5,
+            UploadChecksumArg::Sha256 => UploadChecksum::Sha256,
+            UploadChecksumArg::Crc64nvme => UploadChecksum::Crc64nvme,
+        }
+    }
+}
+
+impl From<FormatArg> for status::Format {
+    fn from(arg: FormatArg) -> status::Format {
+        match arg {
+            FormatArg::Table => status::Format::Table,
+            FormatArg::Json => status::Format::Json,
+        }
+    }
+}
+
+impl AppArgs {
+    pub fn apps(&self) -> Result<Apps, String> {
+        match (self.all_apps, self.shard) {
+            (true, Some(shard)) => Ok(Apps::Shard(shard)),
+            (true, None) => Ok(Apps::All),
+            (false, None) => Ok(Apps::Listed(self.apps.clone())),
+            (false, Some(shard)) => Err(format!(
+                "--shard needs --all-apps (OUTBOX_ARCHIVER_ALL_APPS): shard {shard} is a share of every app, not of a list"
+            )),
+        }
+    }
+}
+
+impl AnyAppArgs {
+    pub fn apps(&self) -> Apps {
+        if self.apps.is_empty() {
+            Apps::All
+        } else {
+            Apps::Listed(self.apps.clone())
+        }
+    }
+}
+
+impl CutoffArgs {
+    pub fn cutoff_ms(&self, now_ms: i64) -> i64 {
+        timespec::cutoff_ms(now_ms, self.older_than, self.cutoff)
+    }
+}
+
+/// `OUTBOX_ARCHIVER_FAILPOINT=<point>` aborts the process there: a crash rehearsal.
+fn failpoints_from_env() -> FailPoints {
+    std::env::var("OUTBOX_ARCHIVER_FAILPOINT")
+        .map(FailPoints::abort_at)
+        .unwrap_or_default()
+}
+
+impl ArchiveArgs {
+    pub fn into_options(
+        self,
+        common: &Common,
+        now_ms: i64,
+    ) -> Result<archive::ArchiveOptions, String> {
+        let cutoff_ms = self.cutoff.cutoff_ms(now_ms);
+        if let Some(warning) = timespec::check_cutoff(now_ms, cutoff_ms)? {
+            tracing::warn!("{warning}");
+        }
+        Ok(archive::ArchiveOptions {
+            apps: self.apps.apps()?,
+            cutoff_ms,
+            limits: Limits {
+                max_rows: self.batch_rows,
+                max_bytes: self.batch_bytes,
+            },
+            gzip_level: self.gzip_level,
+            max_batches: self.max_batches,
+            max_runtime: self.max_runtime.map(millis),
+            dry_run: self.dry_run,
+            stragglers: self.stragglers,
+            delivered_status: common.db.delivered_status.clone(),
+            lock_prefix: common.db.lock_prefix.clone(),
+            db_retries: common.db.db_retries,
+            failpoints: failpoints_from_env(),
+        })
+    }
+}
+
+impl VerifyArgs {
+    pub fn into_options(self, common: &Common, now_ms: i64) -> verify::VerifyOptions {
+        verify::VerifyOptions {
+            apps: Some(self.scope.apps.apps()),
+            batch_ids: self.scope.batch_ids,
+            from_ms: self.scope.from,
+            to_ms: self.scope.to,
+            sample_percent: self.sample_percent,
+            seed: self.seed.unwrap_or(now_ms as u64),
+            metadata_only: self.metadata_only,
+            parallel: self.parallel as usize,
+            cutoff_ms: self.cutoff.cutoff_ms(now_ms),
+            delivered_status: common.db.delivered_status.clone(),
+            max_stragglers: self.max_stragglers,
+        }
+    }
+}
+
+impl PurgeArgs {
+    pub fn into_options(self, common: &Common) -> Result<purge::PurgeOptions, String> {
+        Ok(purge::PurgeOptions {
+            apps: self.apps.apps()?,
+            grace_ms: self.grace,
+            max_rows_per_second: self.max_rows_per_second,
+            max_runtime: self.max_runtime.map(millis),
+            dry_run: self.dry_run,
+            objects: match (self.reverify, self.trust_receipts) {
+                (true, _) => purge::ObjectCheck::Read,
+                (false, true) => purge::ObjectCheck::Trusted,
+                (false, false) => purge::ObjectCheck::Head,
+            },
+            include_restored: self.include_restored,
+            delivered_status: common.db.delivered_status.clone(),
+            lock_prefix: common.db.lock_prefix.clone(),
+            db_retries: common.db.db_retries,
+            failpoints: failpoints_from_env(),
+        })
+    }
+}
+
+impl RestoreArgs {
+    pub fn into_options(self, common: &Common) -> restore::RestoreOptions {
+        restore::RestoreOptions {
+            apps: Some(self.scope.apps.apps()),
+            batch_ids: self.scope.batch_ids,
+            from_ms: self.scope.from,
+            to_ms: self.scope.to,
+            into: self.into,
+            into_source: self.into_source,
+            drill: self.drill,
+            lock_prefix: common.db.lock_prefix.clone(),
+        }
+    }
+}
+
+impl StatusArgs {
+    pub fn into_options(self, common: &Common, now_ms: i64) -> status::StatusOptions {
+        let on_terminal = std::io::stdout().is_terminal();
+        status::StatusOptions {
+            apps: self.apps.apps(),
+            cutoff_ms: self.cutoff.cutoff_ms(now_ms),
+            delivered_status: common.db.delivered_status.clone(),
+            format: self.format.map(Into::into).unwrap_or(if on_terminal {
+                status::Format::Table
+            } else {
+                status::Format::Json
+            }),
+        }
+    }
+}
+
+impl Common {
+    pub fn log_format(&self) -> LogFormat {
+        self.log
+            .log_format
+            .unwrap_or(if std::io::stderr().is_terminal() {
+                LogFormat::Text
+            } else {
+                LogFormat::Json
+            })
+    }
+
+    pub fn s3_settings(&self) -> S3Settings {
+        let s3 = &self.s3;
+        S3Settings {
+            endpoint: s3.s3_endpoint.clone(),
+            region: s3.s3_region.clone(),
+            force_path_style: s3.s3_force_path_style,
+            upload_checksum: Some(s3.s3_upload_checksum.into()),
+            conditional_put: Some(s3.s3_conditional_put),
+            static_credentials: None,
+            max_attempts: Some(s3.s3_max_attempts),
+            connect_timeout: Some(s3.s3_connect_timeout),
+            read_timeout: Some(s3.s3_read_timeout),
+            initial_backoff: None,
+        }
+    }
+
+    pub fn spec(&self) -> Result<&'static TableSpec, String> {
+        table::find(&self.db.table).ok_or_else(|| {
+            let known: Vec<_> = table::TABLES.iter().map(|t| t.name).collect();
+            format!(
+                "--table {:?} is not a table this build knows (known: {})",
+                self.db.table,
+                known.join(", ")
+            )
+        })
+    }
+
+    pub async fn database(&self) -> Result<Db, String> {
+        let url = self
+            .db
+            .database_url
+            .as_deref()
+            .ok_or("no database given: set --database-url or DATABASE_URL (mysql://user:password@host:3306/database)")?;
+        Db::connect(url, 4).await.map_err(|e| e.to_string())
+    }
+}

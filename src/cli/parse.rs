@@ -1,0 +1,102 @@
+//! Values as the command line writes them: durations, times, sizes, percents, and the store
+//! settings' words.
+
+use std::time::Duration;
+
+use crate::store::ConditionalPutSetting;
+use crate::timespec;
+
+pub fn parse_duration(text: &str) -> Result<i64, String> {
+    timespec::parse_duration_ms(text)
+}
+
+/// A positive duration such as `500ms` or `30s`.
+pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+    match timespec::parse_duration_ms(text)? {
+        0 => Err(format!("timeout {text:?} must be more than zero")),
+        ms => Ok(Duration::from_millis(ms as u64)),
+    }
+}
+
+pub fn parse_conditional_put(text: &str) -> Result<ConditionalPutSetting, String> {
+    match text.trim().to_ascii_lowercase().as_str() {
+        "auto" => Ok(ConditionalPutSetting::Auto),
+        "true" | "on" | "yes" => Ok(ConditionalPutSetting::On),
+        "false" | "off" | "no" => Ok(ConditionalPutSetting::Off),
+        _ => Err(format!(
+            "--s3-conditional-put {text:?}: write auto (probe the store), true or false"
+        )),
+    }
+}
+
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    timespec::parse_time_ms(text)
+}
+
+pub fn parse_percent(text: &str) -> Result<f64, String> {
+    let p: f64 = text
+        .trim()
+        .trim_end_matches('%')
+        .parse()
+        .map_err(|_| format!("invalid percent {text:?}"))?;
+    if (0.0..=100.0).contains(&p) {
+        Ok(p)
+    } else {
+        Err(format!("percent {text:?} is not between 0 and 100"))
+    }
+}
+
+pub fn parse_bytes(text: &str) -> Result<u64, String> {
+    let text = text.trim();
+    let digits = text.bytes().take_while(u8::is_ascii_digit).count();
+    let number: u64 = text[..digits]
+        .parse()
+        .map_err(|_| format!("invalid size {text:?} (write 64MiB, 500KB or a byte count)"))?;
+    let unit: u64 = match text[digits..].trim().to_ascii_lowercase().as_str() {
+        "" | "b" => 1,
+        "kb" => 1_000,
+        "kib" | "k" => 1 << 10,
+        "mb" => 1_000_000,
+        "mib" | "m" => 1 << 20,
+        "gb" => 1_000_000_000,
+        "gib" | "g" => 1 << 30,
+        other => return Err(format!("unknown size unit {other:?} in {text:?}")),
+    };
+    number
+        .checked_mul(unit)
+        .filter(|&n| n > 0)
+        .ok_or_else(|| format!("size {text:?} out of range"))
+}
+
+/// A non-negative count of milliseconds as a duration.
+pub fn millis(ms: i64) -> Duration {
+    Duration::from_millis(ms.max(0) as u64)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sizes() {
+        assert_eq!(parse_bytes("64MiB"), Ok(64 << 20));
+        assert_eq!(parse_bytes("500KB"), Ok(500_000));
+        assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
+        assert!(parse_bytes("0").is_err());
+        assert!(parse_bytes("12 parsecs").is_err());
+    }
+
+    #[test]
+    fn words() {
+        assert_eq!(
+            parse_conditional_put("auto"),
+            Ok(ConditionalPutSetting::Auto)
+        );
+        assert_eq!(parse_conditional_put("TRUE"), Ok(ConditionalPutSetting::On));
+        assert_eq!(parse_conditional_put("off"), Ok(ConditionalPutSetting::Off));
+        assert!(parse_conditional_put("maybe").is_err());
+        assert_eq!(parse_percent("5%"), Ok(5.0));
+        assert!(parse_percent("101").is_err());
+        assert!(parse_timeout("0s").is_err());
+    }
+}

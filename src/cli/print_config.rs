@@ -1,0 +1,111 @@
+//! `--print-config`: every setting as it takes effect — value and source (command line,
+//! environment variable, default) — with URLs' passwords redacted, plus the problems a run would
+//! stop on before connecting (a bad store URL, a shard without --all-apps, no database URL).
+
+use clap::parser::ValueSource;
+use clap::{ArgMatches, CommandFactory};
+use serde_json::{json, Map, Value};
+
+use super::{Cli, Command};
+use crate::store::Location;
+
+/// The configuration as JSON, and whether it has no problems.
+pub fn effective_config(cli: &Cli, matches: &ArgMatches) -> (Value, bool) {
+    let command = Cli::command();
+    let (name, sub_matches) = matches.subcommand().expect("clap requires a subcommand");
+    let sub = command
+        .find_subcommand(name)
+        .expect("the subcommand parsed");
+    let mut settings = Map::new();
+    for (cmd, m) in [(&command, matches), (sub, sub_matches)] {
+        for arg in cmd.get_arguments() {
+            let id = arg.get_id().as_str();
+            if matches!(id, "help" | "version" | "print_config") {
+                continue;
+            }
+            let key = arg.get_long().unwrap_or(id).to_string();
+            settings.insert(key, setting(arg, m));
+        }
+    }
+    let problems = problems(cli);
+    let ok = problems.is_empty();
+    let config = json!({
+        "command": name,
+        "settings": settings,
+        "s3_credentials": credentials(),
+        "problems": problems,
+    });
+    (config, ok)
+}
+
+/// One setting's value (passwords in URLs redacted) and where it came from.
+fn setting(arg: &clap::Arg, m: &ArgMatches) -> Value {
+    let id = arg.get_id().as_str();
+    let Some(source) = m.value_source(id) else {
+        return json!({ "value": null, "source": "unset" });
+    };
+    let values: Vec<String> = m
+        .get_raw(id)
+        .map(|raw| {
+            raw.map(|v| crate::redact::url(&v.to_string_lossy()))
+                .collect()
+        })
+        .unwrap_or_default();
+    let source = match source {
+        ValueSource::CommandLine => "command line".to_string(),
+        ValueSource::EnvVariable => format!(
+            "environment ({})",
+            arg.get_env()
+                .map(|e| e.to_string_lossy())
+                .unwrap_or_default()
+        ),
+        _ => "default".to_string(),
+    };
+    let value = match values.as_slice() {
+        [one] => json!(one),
+        many => json!(many),
+    };
+    json!({ "value": value, "source": source })
+}
+
+/// Where the S3 credentials would come from (never the keys themselves).
+fn credentials() -> &'static str {
+    if std::env::var_os("AWS_ACCESS_KEY_ID").is_some() {
+        "static keys from AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY (not shown)"
+    } else if std::env::var_os("AWS_WEB_IDENTITY_TOKEN_FILE").is_some() {
+        "web identity (AWS_WEB_IDENTITY_TOKEN_FILE, AWS_ROLE_ARN): IRSA / workload identity"
+    } else if std::env::var_os("AWS_PROFILE").is_some() {
+        "the profile named by AWS_PROFILE"
+    } else {
+        "the AWS SDK's default chain (profile, container or instance role)"
+    }
+}
+
+/// What a run would stop on before connecting to anything.
+fn problems(cli: &Cli) -> Vec<String> {
+    let common = &cli.common;
+    let mut problems = Vec::new();
+    if let Some(store) = &common.s3.store {
+        if let Err(e) = Location::parse(store) {
+            problems.push(e);
+        }
+    } else if !matches!(
+        cli.command,
+        Command::Migrate { .. } | Command::Status(_) | Command::Demo(_)
+    ) {
+        problems.push("no archive location: set --store or OUTBOX_ARCHIVER_STORE".to_string());
+    }
+    if common.db.database_url.is_none() && !matches!(cli.command, Command::Demo(_)) {
+        problems.push("no database: set --database-url or DATABASE_URL".to_string());
+    }
+    if let Err(e) = common.spec() {
+        problems.push(e);
+    }
+    let apps = match &cli.command {
+        Command::Archive(args) => args.apps.apps().err(),
+        Command::Purge(args) => args.apps.apps().err(),
+        _ => None,
+    };
+    problems.extend(apps);
+    problems
+}

@@ -1,0 +1,316 @@
+//! The newcomer's tour behind `demo`: creates a throwaway database on the local MariaDB/MySQL,
+//! an archive location (a real S3 server in this process, serving a local folder — the production
+//! S3 code path — or a `file://` folder), seeds realistic rows over three apps, runs `archive`,
+//! `verify` and `status` as an operator would, and says what was archived and where to look.
+//!
+//! The in-process S3 server comes with the `local-s3` feature (on by default, for the demo and
+//! the tests); a release built with `--no-default-features` has no server in it, and its demo
+//! uses a `file://` folder.
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use tokio_util::sync::CancellationToken;
+
+use crate::batch::Limits;
+use crate::commands::archive::{self, ArchiveOptions};
+use crate::commands::{migrate, status, verify};
+use crate::db::receipts::ReceiptQueries;
+use crate::db::{source, Db};
+use crate::failpoint::FailPoints;
+use crate::pipeline::apps::Apps;
+use crate::pipeline::{Clock, RunContext};
+use crate::seed::{self, SeedPlan};
+use crate::store::{self, Location, ObjectStore};
+use crate::summary::Summary;
+use crate::table::TableSpec;
+use crate::timespec;
+
+/// The MariaDB/MySQL server to use when none is given: the local server's unix socket as root
+/// (how a fresh Debian MariaDB lets root in).
+pub const DEFAULT_SERVER_URL: &str = "mysql://root@localhost/?socket=/run/mysqld/mysqld.sock";
+
+#[derive(Debug, Clone)]
+pub struct DemoOptions {
+    /// A server URL (its database part is ignored: the demo creates `database`).
+    pub server_url: String,
+    pub database: String,
+    pub rows: u64,
+    pub dir: PathBuf,
+    /// Use a `file://` folder instead of the in-process S3 server.
+    pub file_store: bool,
+}
+
+#[cfg(feature = "local-s3")]
+const BUCKET: &str = "outbox-archive";
+#[cfg(feature = "local-s3")]
+const PREFIX: &str = "demo";
+
+pub async fn run(
+    spec: &'static TableSpec,
+    opts: &DemoOptions,
+    shutdown: CancellationToken,
+    now_ms: Clock,
+) -> Summary {
+    match demo(spec, opts, shutdown, now_ms).await {
+        Ok(summary) => summary,
+        Err(e) => Summary::unusable("demo", e.to_string()),
+    }
+}
+
+async fn demo(
+    spec: &'static TableSpec,
+    opts: &DemoOptions,
+    shutdown: CancellationToken,
+    now_ms: Clock,
+) -> anyhow::Result<Summary> {
+    let say = |text: String| eprintln!("demo: {text}");
+
+    // 1. A throwaway database.
+    let db_url = recreate_database(&opts.server_url, &opts.database).await?;
+    let db = Db::connect(&db_url, 4).await?;
+    let migrated = migrate::run(
+        &db,
+        spec,
+        &migrate::MigrateOptions {
+            with_source_table: true,
+        },
+    )
+    .await;
+    if let Some(e) = migrated.error {
+        anyhow::bail!(e);
+    }
+    say(format!(
+        "created database {} on {}",
+        opts.database, db.url_redacted
+    ));
+
+    // 2. Realistic rows: three apps, 30 days, mostly delivered.
+    let now = now_ms();
+    let plan = SeedPlan {
+        apps: vec!["wallet-cn".into(), "wallet-sg".into(), "fun.games".into()],
+        rows: opts.rows,
+        start_ms: now - 30 * 86_400_000,
+        end_ms: now,
+        delivered_percent: 86,
+        seed: 20261129,
+    };
+    let started = Instant::now();
+    seed::seed(&db.pool, spec, &plan).await?;
+    say(format!(
+        "seeded {} rows over apps {:?} in {:.1}s",
+        plan.rows,
+        plan.apps,
+        started.elapsed().as_secs_f64()
+    ));
+
+    // 3. An archive location.
+    if opts.dir.exists() {
+        std::fs::remove_dir_all(&opts.dir)?;
+    }
+    std::fs::create_dir_all(&opts.dir)?;
+    #[cfg(feature = "local-s3")]
+    let _server;
+    let store: Arc<dyn ObjectStore> = if opts.file_store || cfg!(not(feature = "local-s3")) {
+        store::open(
+            Location::Local {
+                root: opts.dir.clone(),
+            },
+            &Default::default(),
+        )
+        .await?
+    } else {
+        #[cfg(feature = "local-s3")]
+        {
+            let server = crate::local_s3::LocalS3::start(
+                &opts.dir,
+                "demo-access-key",
+                "demo-secret-key-not-secret",
+            )
+            .await?;
+            server.create_bucket(BUCKET)?;
+            let location = Location::S3 {
+                bucket: BUCKET.into(),
+                prefix: PREFIX.into(),
+            };
+            let store = store::open(location, &server.settings()).await?;
+            say(format!(
+                "started an S3 server at {} serving {}",
+                server.endpoint,
+                opts.dir.display()
+            ));
+            _server = server;
+            store
+        }
+        #[cfg(not(feature = "local-s3"))]
+        unreachable!()
+    };
+    store.confirm_access().await?;
+
+    // 4. Archive everything delivered more than 7 days ago.
+    let env = RunContext::new(spec, db.clone(), store.clone(), shutdown, now_ms.clone());
+    let cutoff_ms = timespec::cutoff_ms(now, 7 * 86_400_000, None);
+    let options = ArchiveOptions {
+        apps: Apps::All,
+        cutoff_ms,
+        limits: Limits {
+            max_rows: 50_000,
+            max_bytes: 64 << 20,
+        },
+        gzip_level: 6,
+        max_batches: None,
+        max_runtime: None,
+        dry_run: false,
+        stragglers: false,
+        delivered_status: "DELIVERED".into(),
+        lock_prefix: format!("{}:", opts.database),
+        db_retries: 5,
+        failpoints: FailPoints::default(),
+    };
+    let started = Instant::now();
+    let summary = archive::run(&env, &options).await;
+    let elapsed = started.elapsed();
+
+    report(&db, spec, &options, &summary, store.as_ref(), opts, elapsed).await?;
+
+    // 5. Read everything back as an operator would, and show the state of each app.
+    let started = Instant::now();
+    let verified = verify::run(
+        &env,
+        &verify::VerifyOptions::everything(cutoff_ms, &options.delivered_status),
+    )
+    .await;
+    if let Some(crate::summary::RunDetails::Verify(run)) = &verified.details {
+        eprintln!(
+            "demo: verify re-read {} batches in {:.1}s: {} findings, {} orphans (exit status {})",
+            run.checked_batches.len(),
+            started.elapsed().as_secs_f64(),
+            run.findings.len(),
+            run.orphans.len(),
+            verified.exit_code
+        );
+    }
+    let state = status::run(
+        &env,
+        &status::StatusOptions {
+            apps: Apps::All,
+            cutoff_ms,
+            delivered_status: options.delivered_status.clone(),
+            format: status::Format::Table,
+        },
+    )
+    .await;
+    eprintln!("demo: status:");
+    for line in state.text.unwrap_or_default().lines() {
+        eprintln!("demo:   {line}");
+    }
+    eprintln!(
+        "demo: try: DATABASE_URL='{}' outbox-archiver status",
+        db.url_redacted
+    );
+    eprintln!("demo: the JSON summary of the archive run follows on stdout");
+    db.close().await;
+    Ok(Summary {
+        command: "demo",
+        ..summary
+    })
+}
+
+/// Drops and creates the demo database; returns its URL.
+async fn recreate_database(server_url: &str, database: &str) -> anyhow::Result<String> {
+    crate::db::recreate_database(server_url, database)
+        .await
+        .map_err(|e| {
+            anyhow::anyhow!(
+                "{e}. Start the local server (for MariaDB: start-stop-daemon --start --oknodo \
+                 --background --exec /usr/sbin/mariadbd) or pass --database-url \
+                 mysql://user:password@host:3306 of a server where you may create databases"
+            )
+        })
+}
+
+async fn report(
+    db: &Db,
+    spec: &'static TableSpec,
+    options: &ArchiveOptions,
+    summary: &Summary,
+    store: &dyn ObjectStore,
+    opts: &DemoOptions,
+    elapsed: Duration,
+) -> anyhow::Result<()> {
+    let say = |text: String| eprintln!("demo: {text}");
+    let rows: u64 = summary.apps.iter().map(|a| a.rows).sum();
+    let batches: u64 = summary.apps.iter().map(|a| a.batches).sum();
+    say(format!(
+        "archived {rows} rows in {batches} batches in {:.1}s ({:.0} rows/s), cutoff {}",
+        elapsed.as_secs_f64(),
+        rows as f64 / elapsed.as_secs_f64().max(1e-9),
+        timespec::rfc3339(options.cutoff_ms)
+    ));
+    for app in &summary.apps {
+        let counts = source::archivable_and_other(
+            &db.pool,
+            spec,
+            &app.app_code,
+            "DELIVERED",
+            options.cutoff_ms,
+        )
+        .await?;
+        let (expected, left) = counts;
+        say(format!(
+            "  {:<10} {:?}: {} rows in {} batches (delivered rows older than the cutoff: {expected} {}); {left} newer or undelivered rows stay",
+            app.app_code,
+            app.outcome,
+            app.rows,
+            app.batches,
+            if expected as u64 == app.rows { "— all archived" } else { "— MISMATCH" }
+        ));
+    }
+    let receipts = ReceiptQueries::new(spec).first(&db.pool, 5).await?;
+    let total = ReceiptQueries::new(spec)
+        .count(&db.pool, &Default::default())
+        .await?;
+    say(format!(
+        "{total} VERIFIED receipts in {}; the first few:",
+        spec.receipts_table()
+    ));
+    for r in &receipts {
+        say(format!(
+            "  {:<10} {} {:>6} rows from {} {:>8} B gzip  {}",
+            r.app_code,
+            r.batch_id,
+            r.content.row_count,
+            timespec::rfc3339(r.content.first.updated_at_ms),
+            r.data.size,
+            r.keys.data
+        ));
+    }
+    let root = match store.location() {
+        Location::S3 { bucket, .. } => opts.dir.join(bucket),
+        Location::Local { root } => root.clone(),
+    };
+    say(format!(
+        "objects are under {}",
+        root.join(store.location().prefix())
+            .join(spec.name)
+            .display()
+    ));
+    if let Some(first) = receipts.first() {
+        let path = root.join(&first.keys.data);
+        say(format!(
+            "look at one batch:  zcat {} | head -n 2",
+            path.display()
+        ));
+        say(format!(
+            "its manifest:       cat {}",
+            path.with_file_name("manifest.json").display()
+        ));
+    }
+    say(format!(
+        "query the receipts: mariadb {} -e 'SELECT app_code, COUNT(*), SUM(row_count) FROM {} GROUP BY app_code'",
+        opts.database,
+        spec.receipts_table()
+    ));
+    Ok(())
+}

@@ -1,0 +1,296 @@
+//! Which apps a run works on, and the one driver every command runs them through.
+//!
+//! The driver takes each app through the gate — a safe app code where the command writes, the
+//! app's advisory lock (the one `archive`, `purge` and `restore --into-source` share) unless it
+//! is a dry run — runs the command's work, tries the app again after a transient database error
+//! (with exponential backoff and jitter, so sixteen shards do not retry in step after a
+//! failover), notes the run for `status`, and returns one report per app.
+//!
+//! A run that cannot tell which apps to work on (the list cannot be read) does nothing: every
+//! command reports that as exit 2, like a configuration it could not use.
+
+use std::time::{Duration, Instant};
+
+use tracing::Instrument;
+
+use super::DbContext;
+use crate::appcode;
+use crate::db::lock::{lock_name, AppLock};
+use crate::db::receipts::{ReceiptQueries, ReceiptScope};
+use crate::db::{runs, source, DbError};
+use crate::shard::Shard;
+use crate::summary::{app_span, run_id, AppReport, Outcome};
+
+/// Which apps a command works on.
+#[derive(Debug, Clone)]
+pub enum Apps {
+    Listed(Vec<String>),
+    All,
+    /// Every app whose hash falls in this shard (`--all-apps --shard I/N`).
+    Shard(Shard),
+}
+
+/// Where `--all-apps` finds its apps.
+#[derive(Debug, Clone)]
+pub enum Population {
+    /// The app codes present in the source table (archive).
+    Source,
+    /// Apps with receipts purge may still work on (an app whose rows are all gone from the
+    /// source may still have receipts to finish).
+    Unpurged { include_restored: bool },
+    /// Apps with rows or receipts (verify, status).
+    SourceAndReceipts,
+    /// Apps with receipts in this scope (restore, verify `--batch-id`).
+    Receipts(ReceiptScope),
+}
+
+/// The apps of `apps` (listed ones once each, in the order given).
+pub async fn resolve(
+    ctx: &DbContext,
+    apps: &Apps,
+    population: &Population,
+) -> Result<Vec<String>, DbError> {
+    let shard = match apps {
+        Apps::Listed(list) => {
+            let mut seen = std::collections::HashSet::new();
+            return Ok(list
+                .iter()
+                .filter(|app| seen.insert(app.as_str()))
+                .cloned()
+                .collect());
+        }
+        Apps::All => None,
+        Apps::Shard(shard) => Some(*shard),
+    };
+    let pool = &ctx.db.pool;
+    let receipts = ReceiptQueries::new(ctx.spec);
+    let mut all = match population {
+        Population::Source => source::all_apps(pool, ctx.spec).await?,
+        Population::Unpurged { include_restored } => {
+            receipts.apps_with_unpurged(pool, *include_restored).await?
+        }
+        Population::SourceAndReceipts => {
+            let mut apps = source::all_apps(pool, ctx.spec).await?;
+            apps.extend(receipts.apps_with_receipts(pool).await?);
+            apps.sort();
+            apps.dedup();
+            apps
+        }
+        Population::Receipts(scope) => receipts.apps_in(pool, scope).await?,
+    };
+    if let Some(shard) = shard {
+        all.retain(|app| shard.contains(app));
+    }
+    Ok(all)
+}
+
+/// What must hold before an app is worked.
+#[derive(Debug, Clone, Copy)]
+pub enum Gate<'a> {
+    /// A safe app code, and the app's lock — unless `dry_run`, which writes nothing.
+    Lock { prefix: &'a str, dry_run: bool },
+    /// Nothing: the command only reads.
+    Open,
+}
+
+/// What an app's work may do, as the gate let it in.
+#[derive(Debug, Clone, Copy)]
+pub enum Access<'l> {
+    /// The app's lock is held: the work may write.
+    Locked(&'l AppLock),
+    /// A dry run: plan, write nothing.
+    DryRun,
+    /// A read-only command.
+    Reading,
+}
+
+impl<'l> Access<'l> {
+    /// The lock, when the work may write.
+    pub fn lock(self) -> Option<&'l AppLock> {
+        match self {
+            Access::Locked(lock) => Some(lock),
+            _ => None,
+        }
+    }
+}
+
+/// One command's work for one app.
+#[async_trait::async_trait]
+pub trait AppWork: Sync {
+    /// The report an app starts from (its outcome when there is nothing to do).
+    fn start(&self, app: &str) -> AppReport;
+
+    async fn work(&self, app: &str, access: Access<'_>, report: AppReport) -> AppReport;
+}
+
+/// Runs apps through the gate, their work, retries and the runs table.
+pub struct Driver<'a> {
+    pub ctx: &'a DbContext,
+    /// The command, as the runs table records it.
+    pub command: &'static str,
+    pub gate: Gate<'a>,
+    /// Times an app is tried again after a transient database error.
+    pub db_retries: u32,
+    /// No retry starts after it.
+    pub deadline: Option<Instant>,
+    /// Record each app's run for `status` (archive, purge; not a dry run, not a skipped app).
+    pub note_runs: bool,
+}
+
+/// The stop reason of an app whose lock another process took while it was being worked.
+pub const LOST_LOCK: &str = "lost the lock to another archiver";
+
+impl Driver<'_> {
+    pub async fn run(&self, apps: Vec<String>, work: &dyn AppWork) -> Vec<AppReport> {
+        let mut reports = Vec::with_capacity(apps.len());
+        for app in apps {
+            let started_at_ms = (self.ctx.now_ms)();
+            let report = self
+                .with_retries(&app, work)
+                .instrument(app_span(&app))
+                .await;
+            let dry_run = matches!(self.gate, Gate::Lock { dry_run: true, .. });
+            if self.note_runs && !dry_run && report.outcome != Outcome::SkippedLocked {
+                let record = runs::Record {
+                    app: &report.app_code,
+                    command: self.command,
+                    outcome: report.outcome.as_str(),
+                    batches: report.batches,
+                    rows: report.rows,
+                    error: report.error.as_deref(),
+                    started_at_ms,
+                    finished_at_ms: (self.ctx.now_ms)(),
+                };
+                runs::note(&self.ctx.db.pool, self.ctx.spec, &record).await;
+            }
+            reports.push(report);
+        }
+        reports
+    }
+
+    /// The app's work, and again after a backoff while it fails on a transient database error
+    /// — a restart, a failover, a killed connection — at most `db_retries` times, never past
+    /// shutdown or the deadline. Each attempt starts at the gate (safe code, lock) and resumes
+    /// from the receipts, so nothing is done twice; the report adds the attempts up.
+    async fn with_retries(&self, app: &str, work: &dyn AppWork) -> AppReport {
+        let mut report = self.attempt(app, work).await;
+        let mut done = 0;
+        while report.transient
+            && done < self.db_retries
+            && self.ctx.stop_reason(self.deadline).is_none()
+        {
+            let wait = backoff(done, &format!("{}:{app}", run_id()));
+            tracing::warn!(
+                app,
+                retry = done + 1,
+                of = self.db_retries,
+                wait_ms = wait.as_millis() as u64,
+                error = report.error.as_deref().unwrap_or_default(),
+                "transient database error: trying the app again"
+            );
+            tokio::select! {
+                _ = tokio::time::sleep(wait) => {}
+                _ = self.ctx.shutdown.cancelled() => break,
+            }
+            done += 1;
+            let lost_lock = report.lost_lock;
+            report = report.then(self.attempt(app, work).await);
+            if lost_lock && report.outcome == Outcome::SkippedLocked {
+                // Not a skip: this run worked the app until another process took its lock.
+                tracing::warn!(app, "the app's lock was lost to another process; stopping");
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = Some(LOST_LOCK.to_string());
+            }
+        }
+        report.retries = done;
+        report
+    }
+
+    async fn attempt(&self, app: &str, work: &dyn AppWork) -> AppReport {
+        let report = work.start(app);
+        match self.gate {
+            Gate::Open => work.work(app, Access::Reading, report).await,
+            Gate::Lock { prefix, dry_run } => {
+                match self.enter(prefix, app, dry_run, report).await {
+                    Err(report) => report,
+                    Ok((report, None)) => work.work(app, Access::DryRun, report).await,
+                    Ok((report, Some(lock))) => {
+                        let report = work.work(app, Access::Locked(&lock), report).await;
+                        lock.release().await;
+                        report
+                    }
+                }
+            }
+        }
+    }
+
+    /// The gate: a safe app code, then (unless `dry_run`) the app's lock. `Err` is the
+    /// finished report of an app that must not go on (refused, skipped because another process
+    /// holds the lock, or failed to ask).
+    async fn enter(
+        &self,
+        prefix: &str,
+        app: &str,
+        dry_run: bool,
+        mut report: AppReport,
+    ) -> Result<(AppReport, Option<AppLock>), AppReport> {
+        if let Err(reason) = appcode::validate(app) {
+            tracing::error!(app, "{reason}");
+            report.outcome = Outcome::Refused;
+            report.error = Some(reason);
+            return Err(report);
+        }
+        if dry_run {
+            return Ok((report, None));
+        }
+        let name = lock_name(prefix, self.ctx.spec.name, app);
+        match AppLock::try_acquire(&self.ctx.db, &name).await {
+            Ok(Some(lock)) => Ok((report, Some(lock))),
+            Ok(None) => {
+                tracing::info!(
+                    app,
+                    lock = name,
+                    "another process holds this app's lock; skipped"
+                );
+                report.outcome = Outcome::SkippedLocked;
+                Err(report)
+            }
+            Err(e) => {
+                report.outcome = Outcome::Failed;
+                report.error = Some(e.to_string());
+                report.transient = e.is_transient();
+                Err(report)
+            }
+        }
+    }
+}
+
+/// The wait before retry `n` (0-based): 1 s doubling, capped at 32 s, scaled by a factor in
+/// [0.5, 1.5) that `seed` (the run id and the app) decides, so that processes which failed
+/// together — shards after a failover — do not come back together.
+pub fn backoff(n: u32, seed: &str) -> Duration {
+    let base = Duration::from_secs(1 << n.min(5));
+    let hash = crate::digest::sha256_hex(format!("{seed}:{n}").as_bytes());
+    let per_mille = u64::from_str_radix(&hash[..8], 16).expect("hex") % 1000;
+    base * (500 + per_mille as u32) / 1000
+}
+
+#[cfg(test)]
+mod tests {
+    use super::backoff;
+    use std::time::Duration;
+
+    #[test]
+    fn backoff_doubles_within_a_jitter_band_that_differs_between_runs() {
+        for n in 0..8 {
+            let base = Duration::from_secs(1 << n.min(5));
+            let wait = backoff(n, "run-1:a1");
+            assert!(wait >= base / 2 && wait < base * 3 / 2, "{n}: {wait:?}");
+            assert_eq!(wait, backoff(n, "run-1:a1"), "a pure function of its seed");
+        }
+        let spread: std::collections::HashSet<Duration> = (0..16)
+            .map(|shard| backoff(2, &format!("run-{shard}:a1")))
+            .collect();
+        assert!(spread.len() > 8, "sixteen processes spread out: {spread:?}");
+    }
+}

@@ -1,0 +1,417 @@
+//! Archiving one app (SPEC §6 `archive`): resume from the newest VERIFIED receipt, cut delivered
+//! rows below the cutoff into bounded batches, publish each (write-once puts + read-back
+//! verification), and record its receipt and members atomically. Repeats until caught up, a
+//! limit is reached, or shutdown is requested (checked between batches, so a batch is never left
+//! half-recorded).
+
+use std::time::{Duration, Instant};
+
+use super::apps::{Access, AppWork, Apps};
+use super::builder::{self, BuildError, Built};
+use super::publish::{PublishError, Publisher};
+use super::{Observer, RunContext};
+use crate::batch::{EncodedBatch, Limits, Superseded};
+use crate::db::lock::AppLock;
+use crate::db::receipts::{Cut, Receipt, ReceiptQueries, RecordError};
+use crate::db::source::{Backlog, PageQueries, RowStream, Source};
+use crate::db::DbError;
+use crate::failpoint::FailPoints;
+use crate::format::{self, Cursor};
+use crate::store::{ConditionalPut, StoreError};
+use crate::summary::details::{self, ArchiveApp};
+use crate::summary::{AppDetails, AppReport, BatchReport, Outcome};
+
+#[derive(Debug, Clone)]
+pub struct ArchiveOptions {
+    pub apps: Apps,
+    /// Rows with `updated_at_ms` strictly below this are archived.
+    pub cutoff_ms: i64,
+    pub limits: Limits,
+    pub gzip_level: u32,
+    /// Per app: stop after this many batches.
+    pub max_batches: Option<u64>,
+    /// For the whole run: start no batch after this much time.
+    pub max_runtime: Option<Duration>,
+    pub dry_run: bool,
+    /// Archive the stragglers below the cursor (delivered rows no receipt owns) instead of the
+    /// rows after it.
+    pub stragglers: bool,
+    /// The status literal that means delivered.
+    pub delivered_status: String,
+    pub lock_prefix: String,
+    /// Times an app is tried again after a transient database error.
+    pub db_retries: u32,
+    pub failpoints: FailPoints,
+}
+
+/// Why an app's run failed.
+#[derive(Debug, thiserror::Error)]
+enum AppError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Build(#[from] BuildError),
+    #[error(transparent)]
+    Publish(#[from] PublishError),
+    #[error(transparent)]
+    Record(#[from] RecordError),
+    #[error("batch {0} already has a VERIFIED receipt although its rows lie after the cursor; nothing written — run `outbox-archiver verify --batch-id {0}`")]
+    AlreadyRecorded(String),
+}
+
+impl AppError {
+    fn is_transient(&self) -> bool {
+        match self {
+            AppError::Db(e)
+            | AppError::Build(BuildError::Db(e))
+            | AppError::Record(RecordError::Db(e)) => e.is_transient(),
+            // A restart or failover drops the lock with the connection. Another attempt goes
+            // back through the gate: it takes the lock anew, or reports the app skipped if
+            // another process has it.
+            AppError::Record(RecordError::LockLost { .. }) => true,
+            _ => false,
+        }
+    }
+}
+
+/// SPEC §5.11: whether the store refuses a create-only put at an existing key is found out, not
+/// assumed, before anything is written; `None` for stores that create atomically by themselves.
+pub async fn probe_write_once(ctx: &RunContext) -> Result<Option<ConditionalPut>, StoreError> {
+    let probe = format::conditional_put_probe_key(ctx.store.location().prefix());
+    match ctx.store.probe_conditional_put(&probe).await {
+        Ok(ConditionalPut::Native) => Ok(None),
+        Ok(found) => Ok(Some(found)),
+        Err(e) => Err(e),
+    }
+}
+
+/// The archive's work for one app.
+pub struct Archiver<'a> {
+    ctx: &'a RunContext,
+    opts: &'a ArchiveOptions,
+    observer: &'a dyn Observer,
+    pages: PageQueries,
+    receipts: ReceiptQueries,
+    deadline: Option<Instant>,
+}
+
+#[async_trait::async_trait]
+impl AppWork for Archiver<'_> {
+    fn start(&self, app: &str) -> AppReport {
+        AppReport::new(app, Outcome::UpToDate)
+    }
+
+    async fn work(&self, app: &str, access: Access<'_>, mut report: AppReport) -> AppReport {
+        let mut details = ArchiveApp::default();
+        match self
+            .archive(app, access.lock(), &mut report, &mut details)
+            .await
+        {
+            Ok(outcome) => {
+                report.outcome = outcome;
+                if !self.opts.stragglers {
+                    details.backlog = self.backlog_left(app, &report).await;
+                }
+            }
+            Err(e) => {
+                tracing::error!(app, error = %e, "archiving failed");
+                report.outcome = Outcome::Failed;
+                report.error = Some(e.to_string());
+                report.transient = e.is_transient();
+                report.lost_lock = matches!(e, AppError::Record(RecordError::LockLost { .. }));
+            }
+        }
+        report.details = Some(AppDetails::Archive(details));
+        report
+    }
+}
+
+impl<'a> Archiver<'a> {
+    pub fn new(
+        ctx: &'a RunContext,
+        opts: &'a ArchiveOptions,
+        observer: &'a dyn Observer,
+        deadline: Option<Instant>,
+    ) -> Archiver<'a> {
+        Archiver {
+            ctx,
+            opts,
+            observer,
+            pages: PageQueries::new(ctx.spec),
+            receipts: ReceiptQueries::new(ctx.spec),
+            deadline,
+        }
+    }
+
+    /// Delivered rows of `app` below the cutoff after `after`: one index range count.
+    async fn backlog(&self, app: &str, after: Option<&Cursor>) -> Result<Backlog, DbError> {
+        let status = &self.opts.delivered_status;
+        let pool = &self.ctx.db.pool;
+        self.pages
+            .backlog(pool, app, status, after, self.opts.cutoff_ms)
+            .await
+    }
+
+    /// What is left after the run — delivered rows below the cutoff after the cursor, and the age
+    /// of the oldest — so every archive run reports (and exports) the backlog an operator alerts
+    /// on, not only `status`. One index range count; a failure to count is logged, not fatal.
+    async fn backlog_left(&self, app: &str, report: &AppReport) -> Option<details::Backlog> {
+        match self.backlog(app, report.cursor_after.as_ref()).await {
+            Ok(backlog) => {
+                let now = (self.ctx.now_ms)();
+                Some(details::Backlog {
+                    backlog_rows: backlog.rows,
+                    oldest_backlog_age_ms: backlog.oldest_ms.map(|ms| now - ms),
+                })
+            }
+            Err(e) => {
+                tracing::warn!(app, error = %e, "could not count the backlog left");
+                None
+            }
+        }
+    }
+
+    fn stop_reason(&self, batches: u64) -> Option<&'static str> {
+        let max_batches = self.opts.max_batches.is_some_and(|max| batches >= max);
+        match self.ctx.stop_reason(None) {
+            Some(shutdown) => Some(shutdown),
+            None if max_batches => Some("--max-batches reached"),
+            None => self.ctx.stop_reason(self.deadline),
+        }
+    }
+
+    /// The app's rows, from the cursor on (or its stragglers below it); `None`: nothing to do.
+    async fn source(&self, app: &str, report: &mut AppReport) -> Result<Option<Source>, AppError> {
+        let cursor = self.receipts.latest_cursor(&self.ctx.db.pool, app).await?;
+        report.cursor_before = cursor.clone();
+        report.cursor_after = cursor.clone();
+        Ok(match (self.opts.stragglers, cursor) {
+            // Stragglers lie at or below the cursor; their batches never move it.
+            (true, Some(upto)) => Some(Source::Stragglers { upto }),
+            (true, None) => None,
+            (false, cursor) => Some(Source::After(cursor)),
+        })
+    }
+
+    async fn archive(
+        &self,
+        app: &str,
+        lock: Option<&AppLock>,
+        report: &mut AppReport,
+        details: &mut ArchiveApp,
+    ) -> Result<Outcome, AppError> {
+        let Some(source) = self.source(app, report).await? else {
+            return Ok(Outcome::UpToDate);
+        };
+        let total = match &source {
+            Source::After(after) if self.observer.wants_totals() => {
+                Some(self.backlog(app, after.as_ref()).await?.rows.max(0) as u64)
+            }
+            _ => None,
+        };
+        self.observer
+            .start(&format!("archive {app}"), "rows", total);
+        let rows = RowStream::spawn(
+            self.ctx.db.pool.clone(),
+            self.pages.clone(),
+            app.to_string(),
+            self.opts.delivered_status.clone(),
+            source,
+            self.opts.cutoff_ms,
+            self.opts.failpoints.clone(),
+        );
+        let mut batches = builder::spawn(
+            rows,
+            self.ctx.spec,
+            app,
+            self.opts.limits,
+            self.opts.gzip_level,
+        );
+        let cut = if self.opts.stragglers {
+            Cut::Stragglers
+        } else {
+            Cut::AfterCursor
+        };
+        let outcome = loop {
+            if let Some(reason) = self.stop_reason(report.batches) {
+                // The builder runs a batch ahead: whether it has one says if work is left.
+                if batches.recv().await.transpose()?.is_some() {
+                    tracing::info!(app, reason, "stopping with work left");
+                    report.stop_reason = Some(reason.to_string());
+                    break Outcome::Stopped;
+                }
+                break Outcome::UpToDate;
+            }
+            let Some(built) = batches.recv().await.transpose()? else {
+                break Outcome::UpToDate;
+            };
+            details.note_superseded(self.batch(app, lock, built, cut, report).await?);
+        };
+        self.observer.finish();
+        Ok(match outcome {
+            Outcome::UpToDate if report.batches > 0 => Outcome::Archived,
+            other => other,
+        })
+    }
+
+    /// Publishes and records one batch (plans it, in a dry run); returns the older versions of
+    /// rows it superseded.
+    async fn batch(
+        &self,
+        app: &str,
+        lock: Option<&AppLock>,
+        built: Built,
+        cut: Cut,
+        report: &mut AppReport,
+    ) -> Result<Vec<Superseded>, AppError> {
+        let started = Instant::now();
+        let Built { batch, read_ms } = built;
+        let (recorded, timing) = match lock {
+            None => (self.plan(app, &batch), (0, 0)),
+            Some(lock) => self.publish_and_record(app, lock, &batch, cut).await?,
+        };
+        let c = &batch.content;
+        tracing::info!(
+            app,
+            batch_id = recorded.batch_report.batch_id,
+            rows = c.row_count,
+            first = %c.first,
+            last = %c.last,
+            uncompressed_bytes = c.uncompressed_bytes,
+            compressed_bytes = recorded.batch_report.compressed_bytes,
+            millis = started.elapsed().as_millis() as u64 + read_ms,
+            read_ms,
+            publish_ms = timing.0,
+            record_ms = timing.1,
+            dry_run = self.opts.dry_run,
+            "{}",
+            if self.opts.dry_run { "batch planned" } else { "batch archived and recorded" }
+        );
+        report.batches += 1;
+        report.rows += c.row_count;
+        self.observer
+            .advance(c.row_count, &format!(", {} batches", report.batches));
+        if !self.opts.stragglers {
+            report.cursor_after = Some(c.last.clone());
+        }
+        report.replaced_objects.extend(recorded.replaced);
+        report.adopted_objects.extend(recorded.adopted);
+        report.batch_list.push(recorded.batch_report);
+        Ok(recorded.superseded)
+    }
+
+    /// A dry run's batch: its keys, as they would be written.
+    fn plan(&self, app: &str, batch: &EncodedBatch) -> Recorded {
+        let prefix = self.ctx.store.location().prefix();
+        let docs = format::documents(
+            prefix,
+            self.ctx.spec.name,
+            app,
+            &batch.content,
+            &batch.gzip_digest,
+        );
+        Recorded {
+            batch_report: batch_report(
+                docs.batch_id,
+                docs.keys.data,
+                batch,
+                batch.gzip_digest.size,
+            ),
+            ..Recorded::default()
+        }
+    }
+
+    /// Writes and verifies the batch's objects, then records its receipt and members; returns
+    /// what it did and how long publishing and recording took (ms).
+    async fn publish_and_record(
+        &self,
+        app: &str,
+        lock: &AppLock,
+        batch: &EncodedBatch,
+        cut: Cut,
+    ) -> Result<(Recorded, (u64, u64)), AppError> {
+        let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
+        let batch_id = format::batch_id(ctx.spec.name, app, &batch.content);
+        if self.receipts.exists(pool, app, &batch_id).await? {
+            return Err(AppError::AlreadyRecorded(batch_id));
+        }
+        let publisher = Publisher {
+            store: ctx.store.as_ref(),
+            spec: ctx.spec,
+            app_code: app,
+            failpoints: &self.opts.failpoints,
+        };
+        let phase = Instant::now();
+        let published = publisher.publish(batch).await?;
+        let publish_ms = phase.elapsed().as_millis() as u64;
+        let expected = &published.expected;
+        let receipt = Receipt {
+            app_code: app.to_string(),
+            batch_id: expected.batch_id.clone(),
+            keys: expected.keys.clone(),
+            content: batch.content.clone(),
+            data: expected.data.clone(),
+            manifest: expected.manifest_digest.clone(),
+            success: expected.success_digest.clone(),
+            data_crc64nvme: Some(published.data_crc64nvme),
+            verified_at_ms: (ctx.now_ms)(),
+        };
+        let phase = Instant::now();
+        let failpoints = &self.opts.failpoints;
+        let superseded = self
+            .receipts
+            .record(pool, &receipt, &batch.members, cut, lock, failpoints)
+            .await?;
+        let record_ms = phase.elapsed().as_millis() as u64;
+        if let Some(first) = superseded.first() {
+            tracing::warn!(
+                app,
+                batch_id = receipt.batch_id,
+                rows = superseded.len(),
+                first_event_id = first.event_id,
+                "rows archived before came back delivered with a new updated_at_ms; \
+                 this batch's versions supersede the older ones (purge deletes the new \
+                 version; verify and restore keep the old one as its batch's)"
+            );
+        }
+        let recorded = Recorded {
+            batch_report: batch_report(
+                receipt.batch_id,
+                receipt.keys.data,
+                batch,
+                receipt.data.size,
+            ),
+            superseded,
+            replaced: published.replaced,
+            adopted: published.adopted,
+        };
+        Ok((recorded, (publish_ms, record_ms)))
+    }
+}
+
+/// What one batch came to.
+#[derive(Default)]
+struct Recorded {
+    batch_report: BatchReport,
+    superseded: Vec<Superseded>,
+    replaced: Vec<String>,
+    adopted: Vec<String>,
+}
+
+fn batch_report(
+    batch_id: String,
+    data_object_key: String,
+    batch: &EncodedBatch,
+    compressed_bytes: u64,
+) -> BatchReport {
+    let c = &batch.content;
+    BatchReport {
+        batch_id,
+        rows: c.row_count,
+        first_cursor: c.first.clone(),
+        last_cursor: c.last.clone(),
+        data_object_key,
+        uncompressed_bytes: c.uncompressed_bytes,
+        compressed_bytes,
+    }
+}

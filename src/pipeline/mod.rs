@@ -1,0 +1,126 @@
+//! The work itself, as a library under the thin commands: functions over a [`RunContext`] (the
+//! table, the database, the store, the clock, the shutdown signal) and options, returning typed
+//! reports. No clap, no JSON printing, no terminal output here: progress goes to a callback the
+//! caller passes in.
+//!
+//! * [`apps`] — which apps a run works on, and the one driver every command runs them through:
+//!   the gate (a safe code; the app's lock where the command writes), retries after transient
+//!   database errors (with jitter), the run noted for `status`.
+//! * [`archive`] — one app's batches: read, encode, [`publish`], record.
+//! * [`verifier`] — the one comparison of a batch's expected facts with what the store holds;
+//!   [`publish`] treats a finding as an error, [`verify`], [`purge`] and [`restore`] report it.
+//! * [`purge`], [`restore`], [`verify`], [`status`] — the other commands' work, per app.
+
+pub mod apps;
+pub mod archive;
+mod builder;
+pub mod publish;
+pub mod purge;
+pub mod restore;
+pub mod status;
+pub mod verifier;
+pub mod verify;
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use tokio_util::sync::CancellationToken;
+
+use crate::db::Db;
+use crate::store::{ObjectStore, StoreStats};
+use crate::table::TableSpec;
+
+/// Where the work reports its progress: a terminal's progress line, or nothing ([`Quiet`]).
+pub trait Observer: Sync {
+    /// Whether a total is worth counting first (a progress line would show it).
+    fn wants_totals(&self) -> bool {
+        false
+    }
+    /// A new stretch of work: `label`, counted in `unit`s towards `total` if known.
+    fn start(&self, _label: &str, _unit: &'static str, _total: Option<u64>) {}
+    fn advance(&self, _n: u64, _note: &str) {}
+    fn finish(&self) {}
+}
+
+/// No progress shown.
+pub struct Quiet;
+
+impl Observer for Quiet {}
+
+/// Milliseconds since the Unix epoch, from whatever clock the caller chose.
+pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+
+/// The wall clock.
+pub fn system_clock() -> Clock {
+    Arc::new(|| chrono::Utc::now().timestamp_millis())
+}
+
+/// What a run works with on the database side: the table, the database, the clock and the
+/// shutdown signal — all passed in, never reached for. `status` needs no more.
+#[derive(Clone)]
+pub struct DbContext {
+    pub spec: &'static TableSpec,
+    pub db: Db,
+    /// Cancelled on SIGTERM/SIGINT; loops check it between batches.
+    pub shutdown: CancellationToken,
+    pub now_ms: Clock,
+}
+
+impl DbContext {
+    /// Whether a loop over batches (or chunks) must stop now: shutdown, or the run's deadline.
+    pub fn stop_reason(&self, deadline: Option<Instant>) -> Option<&'static str> {
+        if self.shutdown.is_cancelled() {
+            Some("shutdown requested (SIGTERM)")
+        } else if deadline.is_some_and(|d| Instant::now() >= d) {
+            Some("--max-runtime reached")
+        } else {
+            None
+        }
+    }
+}
+
+/// What a run that touches the archive works with: the database side and the store.
+#[derive(Clone)]
+pub struct RunContext {
+    pub base: DbContext,
+    pub store: Arc<dyn ObjectStore>,
+}
+
+impl std::ops::Deref for RunContext {
+    type Target = DbContext;
+
+    fn deref(&self) -> &DbContext {
+        &self.base
+    }
+}
+
+impl RunContext {
+    pub fn new(
+        spec: &'static TableSpec,
+        db: Db,
+        store: Arc<dyn ObjectStore>,
+        shutdown: CancellationToken,
+        now_ms: Clock,
+    ) -> RunContext {
+        RunContext {
+            base: DbContext {
+                spec,
+                db,
+                shutdown,
+                now_ms,
+            },
+            store,
+        }
+    }
+
+    /// The store's request counters now; [`RunContext::store_activity`] turns them into a
+    /// run's share.
+    pub fn store_stats(&self) -> StoreStats {
+        self.store.stats().unwrap_or_default()
+    }
+
+    /// What the store's requests went through since `before`, for the summary (S3 stores only).
+    pub fn store_activity(&self, before: &StoreStats) -> Option<StoreStats> {
+        self.store.stats().map(|now| now.since(before))
+    }
+}

@@ -1,0 +1,328 @@
+//! Purging one app (SPEC §6 `purge`, §5.9): source rows that are exact members of VERIFIED
+//! receipts older than the grace period go, receipt by receipt, in primary-key transactions of at
+//! most 500 rows. A member whose row changed since it was archived is kept and reported. A
+//! receipt whose members are all deleted or kept is marked done, so a rerun does no work twice;
+//! an interrupted receipt is simply continued.
+//!
+//! Deletion rests on fresh proof: right before deleting any row of a batch, its three objects
+//! are looked at — by HEAD (present, the receipt's sizes, the store's own checksum where it
+//! reports one) by default, by a full re-read with [`ObjectCheck::Read`] — and a batch whose
+//! objects are gone or different is not purged. [`ObjectCheck::Trusted`] skips the look. A batch
+//! restored into the source is never purged again on its receipt (unless `include_restored`).
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+
+use super::apps::{Access, AppWork, Apps};
+use super::verifier::{Depth, Expected, Finding, Verifier};
+use super::RunContext;
+use crate::batch::Member;
+use crate::db::lock::AppLock;
+use crate::db::purge::{PurgeError, PurgeQueries, PURGE_CHUNK};
+use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
+use crate::db::DbError;
+use crate::failpoint::FailPoints;
+use crate::summary::details::PurgeApp;
+use crate::summary::{AppDetails, AppReport, Outcome};
+
+#[derive(Debug, Clone)]
+pub struct PurgeOptions {
+    pub apps: Apps,
+    /// Only receipts verified longer ago than this.
+    pub grace_ms: i64,
+    pub max_rows_per_second: Option<u64>,
+    pub max_runtime: Option<Duration>,
+    /// Count what would go; delete nothing.
+    pub dry_run: bool,
+    /// How a batch's objects are looked at right before its rows are deleted.
+    pub objects: ObjectCheck,
+    /// Purge batches restored into the source too (their mark is otherwise honoured).
+    pub include_restored: bool,
+    pub delivered_status: String,
+    pub lock_prefix: String,
+    /// Times an app is tried again after a transient database error.
+    pub db_retries: u32,
+    pub failpoints: FailPoints,
+}
+
+/// How purge looks at a batch's objects before deleting its rows (SPEC §5.9).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectCheck {
+    /// HEAD each of the three objects: present, the receipt's sizes, the store's own checksum
+    /// where it reports one. Three requests per batch, not per row.
+    #[default]
+    Head,
+    /// Re-read and verify every object in full (as `verify`): `--reverify`.
+    Read,
+    /// Do not look: the receipts are trusted (`--trust-receipts`, for operators who scrub the
+    /// archive separately). Logged at the start of every run.
+    Trusted,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum AppError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Purge(#[from] PurgeError),
+    #[error("checking the objects of batch {0} before purging it: {1}")]
+    Store(String, crate::store::StoreError),
+}
+
+/// What one app's purge did so far.
+#[derive(Default)]
+struct Tally {
+    details: PurgeApp,
+    done_batches: u64,
+    stop_reason: Option<&'static str>,
+}
+
+/// How one receipt went.
+enum Step {
+    Done,
+    /// Stop the app here (a limit or shutdown); the receipt stays unfinished.
+    Stop(&'static str),
+}
+
+/// Purge's work for one app.
+pub struct Purger<'a> {
+    ctx: &'a RunContext,
+    opts: &'a PurgeOptions,
+    receipts: ReceiptQueries,
+    purge: PurgeQueries,
+    deadline: Option<Instant>,
+    started: Instant,
+    /// Rows deleted so far in this run, for `--max-rows-per-second`.
+    throttle_rows: AtomicU64,
+}
+
+#[async_trait::async_trait]
+impl AppWork for Purger<'_> {
+    fn start(&self, app: &str) -> AppReport {
+        AppReport::new(app, Outcome::Done)
+    }
+
+    async fn work(&self, app: &str, access: Access<'_>, mut report: AppReport) -> AppReport {
+        let mut tally = Tally::default();
+        if self.opts.dry_run {
+            tally.details.would_purge_rows = Some(0);
+        }
+        let result = self.purge_app(app, access.lock(), &mut tally).await;
+        report.batches = tally.done_batches;
+        report.rows = tally.details.purged_rows;
+        match result {
+            Ok(()) if !tally.details.failed_batches.is_empty() => {
+                report.outcome = Outcome::Failed;
+                report.error = Some(format!(
+                    "{} batch(es) not purged: their objects in the store, or their member rows, disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
+                    tally.details.failed_batches.len()
+                ));
+            }
+            Ok(()) if tally.stop_reason.is_some() => {
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = tally.stop_reason.map(str::to_string);
+            }
+            Ok(()) => {}
+            Err(e) => {
+                tracing::error!(app, error = %e, "purge failed");
+                report.outcome = Outcome::Failed;
+                report.error = Some(e.to_string());
+                // A lost lock too: another attempt takes it anew at the gate, or skips.
+                report.transient = match &e {
+                    AppError::Db(e) | AppError::Purge(PurgeError::Db(e)) => e.is_transient(),
+                    AppError::Purge(PurgeError::LockLost { .. }) => true,
+                    _ => false,
+                };
+                report.lost_lock = matches!(e, AppError::Purge(PurgeError::LockLost { .. }));
+            }
+        }
+        match self
+            .receipts
+            .restored_unpurged(&self.ctx.db.pool, app)
+            .await
+        {
+            Ok(n) => tally.details.restored_batches_left = Some(n),
+            Err(e) => tracing::warn!(app, error = %e, "could not count restored batches"),
+        }
+        report.details = Some(AppDetails::Purge(tally.details));
+        report
+    }
+}
+
+impl<'a> Purger<'a> {
+    pub fn new(ctx: &'a RunContext, opts: &'a PurgeOptions, started: Instant) -> Purger<'a> {
+        Purger {
+            ctx,
+            opts,
+            receipts: ReceiptQueries::new(ctx.spec),
+            purge: PurgeQueries::new(ctx.spec),
+            deadline: opts.max_runtime.map(|d| started + d),
+            started,
+            throttle_rows: AtomicU64::new(0),
+        }
+    }
+
+    async fn purge_app(
+        &self,
+        app: &str,
+        lock: Option<&AppLock>,
+        tally: &mut Tally,
+    ) -> Result<(), AppError> {
+        let pool = &self.ctx.db.pool;
+        let scope = ReceiptScope {
+            apps: vec![app.to_string()],
+            unpurged_verified_before: Some((self.ctx.now_ms)() - self.opts.grace_ms),
+            include_restored: self.opts.include_restored,
+            ..ReceiptScope::default()
+        };
+        let receipts = self.receipts.stream(pool, scope);
+        futures_util::pin_mut!(receipts);
+        while let Some(receipt) = receipts.next().await {
+            let receipt = receipt?;
+            if let Some(reason) = self.ctx.stop_reason(self.deadline) {
+                tally.stop_reason = Some(reason);
+                return Ok(());
+            }
+            if let Step::Stop(reason) = self.purge_receipt(&receipt, lock, tally).await? {
+                tally.stop_reason = Some(reason);
+                return Ok(());
+            }
+        }
+        Ok(())
+    }
+
+    /// One receipt: look at its objects, then delete its members chunk by chunk (count them, in
+    /// a dry run), and mark it done.
+    async fn purge_receipt(
+        &self,
+        receipt: &StoredReceipt,
+        lock: Option<&AppLock>,
+        tally: &mut Tally,
+    ) -> Result<Step, AppError> {
+        let (pool, app) = (&self.ctx.db.pool, receipt.app_code.as_str());
+        let members = self
+            .receipts
+            .members_of(pool, app, &receipt.batch_id)
+            .await?;
+        let findings = self.look_at_objects(receipt, &members).await?;
+        if !findings.is_empty() {
+            for f in &findings {
+                tracing::error!(
+                    app,
+                    batch_id = receipt.batch_id,
+                    finding = %f,
+                    "the batch's objects are not what its receipt says; batch not purged"
+                );
+            }
+            tally.details.failed_batches.push(receipt.batch_id.clone());
+            tally.details.findings.extend(findings);
+            return Ok(Step::Done);
+        }
+        let status = &self.opts.delivered_status;
+        let Some(lock) = lock else {
+            for chunk in members.chunks(PURGE_CHUNK) {
+                let would = self.purge.count(pool, app, status, chunk).await?;
+                *tally.details.would_purge_rows.get_or_insert(0) += would;
+            }
+            return Ok(Step::Done);
+        };
+        let mut kept = Vec::new();
+        for chunk in members.chunks(PURGE_CHUNK) {
+            let include_restored = self.opts.include_restored;
+            let failpoints = &self.opts.failpoints;
+            let batch = &receipt.batch_id;
+            let done = self
+                .purge
+                .purge_chunk(
+                    pool,
+                    app,
+                    status,
+                    batch,
+                    chunk,
+                    lock,
+                    include_restored,
+                    failpoints,
+                )
+                .await?;
+            if done.restored {
+                // Restored into the source since this run listed it: leave it.
+                tracing::info!(
+                    app,
+                    batch_id = batch,
+                    "batch restored into the source meanwhile; its rows stay"
+                );
+                tally.details.kept_changed.extend(kept);
+                return Ok(Step::Done);
+            }
+            tally.details.purged_rows += done.purged;
+            kept.extend(done.kept);
+            self.throttle(done.purged).await;
+            if let Some(reason) = self.ctx.stop_reason(self.deadline) {
+                // The receipt stays unfinished; the next run continues it.
+                tally.details.kept_changed.extend(kept);
+                return Ok(Step::Stop(reason));
+            }
+        }
+        let now = (self.ctx.now_ms)();
+        let (batch, kept_rows) = (&receipt.batch_id, kept.len() as u64);
+        self.purge
+            .finish(pool, app, batch, kept_rows, self.opts.include_restored, now)
+            .await?;
+        if !kept.is_empty() {
+            tracing::warn!(
+                app,
+                batch_id = batch,
+                kept = kept.len(),
+                "members changed since archiving were kept"
+            );
+        }
+        tally.details.kept_changed.extend(kept);
+        tally.done_batches += 1;
+        Ok(Step::Done)
+    }
+
+    /// Looks at a batch's objects as `--reverify` / `--trust-receipts` say; the findings are
+    /// why the batch must not be purged (none: go ahead).
+    async fn look_at_objects(
+        &self,
+        receipt: &StoredReceipt,
+        members: &[Member],
+    ) -> Result<Vec<Finding>, AppError> {
+        let depth = match self.opts.objects {
+            ObjectCheck::Trusted => return Ok(Vec::new()),
+            ObjectCheck::Head => Depth::Head,
+            ObjectCheck::Read => Depth::Read,
+        };
+        // What the batch's data object must hold: its members and any older versions of rows
+        // a later batch superseded.
+        let mut proven = members.to_vec();
+        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        proven.extend(self.receipts.superseded_of(pool, app, batch).await?);
+        let verifier = Verifier {
+            store: self.ctx.store.as_ref(),
+            spec: self.ctx.spec,
+            depth,
+        };
+        let expected = Expected::of_receipt(self.ctx.spec, receipt, proven);
+        let verified = verifier
+            .verify(&expected)
+            .await
+            .map_err(|e| AppError::Store(receipt.batch_id.clone(), e))?;
+        Ok(verified.findings)
+    }
+
+    /// Sleeps as long as it takes to keep the run at `--max-rows-per-second`.
+    async fn throttle(&self, rows: u64) {
+        let Some(limit) = self.opts.max_rows_per_second.filter(|&l| l > 0) else {
+            return;
+        };
+        let total = self.throttle_rows.fetch_add(rows, Ordering::Relaxed) + rows;
+        let due = Duration::from_secs_f64(total as f64 / limit as f64);
+        if let Some(wait) = due.checked_sub(self.started.elapsed()) {
+            tokio::time::sleep(wait).await;
+        }
+    }
+}

@@ -1,0 +1,338 @@
+//! Restoring one app's batches (SPEC §6 `restore`): every object of a batch is verified before
+//! anything of it is loaded, and the rows loaded are exactly those the verification decoded from
+//! the bytes it hashed. Idempotent: a row already there with the same content is left alone, one
+//! with other content — or one the server would store differently from the archive — is a
+//! conflict, never overwritten or loaded.
+//!
+//! Into the live source table (`into_source`) only under the app's lock, confirmed before every
+//! commit; a batch whose rows are put back is marked restored in the same transaction, so purge
+//! never deletes them again on that receipt (SPEC §5.9). A drill restores each batch into a
+//! scratch table, compares its rows whole and its count, totals and members with the receipt,
+//! records the result and drops the table. Older versions of rows that a later batch superseded
+//! are not loaded, except by a drill.
+
+use std::collections::HashSet;
+
+use futures_util::StreamExt;
+
+use super::apps::{Access, AppWork, Apps};
+use super::verifier::{Depth, Expected, Verifier};
+use super::RunContext;
+use crate::batch::Member;
+use crate::codec::Row;
+use crate::db::lock::AppLock;
+use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
+use crate::db::restore::{self as db_restore, IntoSource, LoadError, RESTORE_CHUNK};
+use crate::db::DbError;
+use crate::store::StoreError;
+use crate::summary::details::{Drill, RestoreApp};
+use crate::summary::{AppDetails, AppReport, Outcome};
+use crate::table::TableSpec;
+
+#[derive(Debug, Clone, Default)]
+pub struct RestoreOptions {
+    /// `None` or `All`: every app.
+    pub apps: Option<Apps>,
+    pub batch_ids: Vec<String>,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+    /// Target table; default `{table}_restored`.
+    pub into: Option<String>,
+    /// Restore into the live source table (never overwriting a live row), under the app's lock.
+    pub into_source: bool,
+    pub drill: bool,
+    /// Prepended to advisory lock names (as for archive and purge).
+    pub lock_prefix: String,
+}
+
+impl RestoreOptions {
+    /// The receipts in scope (of `app`, when given).
+    pub fn scope(&self, app: Option<&str>) -> ReceiptScope {
+        let apps = match (app, &self.apps) {
+            (Some(app), _) => vec![app.to_string()],
+            (None, Some(Apps::Listed(list))) => list.clone(),
+            _ => Vec::new(),
+        };
+        ReceiptScope {
+            apps,
+            batch_ids: self.batch_ids.clone(),
+            from_ms: self.from_ms,
+            to_ms: self.to_ms,
+            ..ReceiptScope::default()
+        }
+    }
+
+    /// The table rows go into, or why it may not be used (exit 2).
+    pub fn target(&self, spec: &TableSpec) -> Result<String, String> {
+        let target = match (&self.into, self.into_source) {
+            (_, true) => spec.name.to_string(),
+            // Table names compare without case on some servers (lower_case_table_names).
+            (Some(into), false) if into.eq_ignore_ascii_case(spec.name) => {
+                return Err(format!(
+                    "--into {into} is the live source table: pass --into-source to restore into it"
+                ))
+            }
+            (Some(into), false) => into.clone(),
+            (None, false) => format!("{}_restored", spec.name),
+        };
+        db_restore::check_table_name(&target)?;
+        Ok(target)
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("{0}")]
+    Data(String),
+    #[error(transparent)]
+    Load(#[from] LoadError),
+}
+
+/// Restore's work for one app.
+pub struct Restorer<'a> {
+    ctx: &'a RunContext,
+    opts: &'a RestoreOptions,
+    /// Where rows go (each drill uses a scratch table of its own instead).
+    target: String,
+    receipts: ReceiptQueries,
+}
+
+#[async_trait::async_trait]
+impl AppWork for Restorer<'_> {
+    fn start(&self, app: &str) -> AppReport {
+        AppReport::new(app, Outcome::Done)
+    }
+
+    async fn work(&self, app: &str, access: Access<'_>, mut report: AppReport) -> AppReport {
+        let mut details = RestoreApp {
+            drills: self.opts.drill.then(Vec::new),
+            ..RestoreApp::default()
+        };
+        let receipts = self
+            .receipts
+            .stream(&self.ctx.db.pool, self.opts.scope(Some(app)));
+        futures_util::pin_mut!(receipts);
+        while let Some(receipt) = receipts.next().await {
+            let receipt = match receipt {
+                Ok(receipt) => receipt,
+                Err(e) => {
+                    report.error.get_or_insert(e.to_string());
+                    break;
+                }
+            };
+            let result = self
+                .restore_batch(&receipt, access.lock(), &mut details)
+                .await;
+            if let Err(e) = result {
+                tracing::error!(batch_id = receipt.batch_id, error = %e, "restore failed");
+                report
+                    .error
+                    .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
+                details.failed_batches.push(receipt.batch_id.clone());
+                if matches!(e, Failure::Load(LoadError::LockLost { .. })) {
+                    break; // nothing more of this app without its lock
+                }
+                continue;
+            }
+            report.batches += 1;
+        }
+        if report.error.is_some() {
+            report.outcome = Outcome::Failed;
+        }
+        report.rows = details.restored_rows;
+        report.details = Some(AppDetails::Restore(details));
+        report
+    }
+}
+
+impl<'a> Restorer<'a> {
+    pub fn new(ctx: &'a RunContext, opts: &'a RestoreOptions, target: String) -> Restorer<'a> {
+        Restorer {
+            ctx,
+            opts,
+            target,
+            receipts: ReceiptQueries::new(ctx.spec),
+        }
+    }
+
+    /// Verifies one batch, then loads it (and, for a drill, compares and drops the scratch
+    /// table). `lock`: into the live source table, under the app's lock.
+    async fn restore_batch(
+        &self,
+        receipt: &StoredReceipt,
+        lock: Option<&AppLock>,
+        details: &mut RestoreApp,
+    ) -> Result<(), Failure> {
+        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let members = self.receipts.members_of(pool, app, batch).await?;
+        let superseded = self.receipts.superseded_of(pool, app, batch).await?;
+        let mut proven = members;
+        proven.extend(superseded.iter().cloned());
+        let rows = self.verified_rows(receipt, &proven, details).await?;
+        let now = (self.ctx.now_ms)();
+        if self.opts.drill {
+            return self.drill(receipt, proven, rows, details).await;
+        }
+        let rows = without_superseded(self.ctx.spec, rows, &superseded, details);
+        for chunk in rows.chunks(RESTORE_CHUNK) {
+            let into_source = lock.map(|lock| IntoSource {
+                lock,
+                batch_id: batch,
+                now_ms: now,
+            });
+            let (spec, table) = (self.ctx.spec, &self.target);
+            let loaded = db_restore::load_chunk(pool, spec, table, app, chunk, into_source).await?;
+            details.restored_rows += loaded.inserted;
+            details.already_present_rows += loaded.present;
+            if let Some(first) = loaded.conflicts.first() {
+                tracing::error!(
+                    batch_id = batch,
+                    conflicts = loaded.conflicts.len(),
+                    first_event_id = first.event_id,
+                    first_reason = ?first.reason,
+                    column = first.column.as_deref().unwrap_or_default(),
+                    "rows not loaded: the table holds them with other content, or would store them differently from the archive"
+                );
+            }
+            for conflict in loaded.conflicts {
+                details.conflicts.push(conflict.event_id.clone());
+                details.conflict_details.push(conflict);
+            }
+        }
+        Ok(())
+    }
+
+    /// The batch's rows, from the one fetch of its data object that verification read; nothing
+    /// when anything is found (recorded as a failed drill, for a drill).
+    async fn verified_rows(
+        &self,
+        receipt: &StoredReceipt,
+        proven: &[Member],
+        details: &mut RestoreApp,
+    ) -> Result<Vec<Row>, Failure> {
+        let verifier = Verifier {
+            store: self.ctx.store.as_ref(),
+            spec: self.ctx.spec,
+            depth: Depth::ReadKeepingRows,
+        };
+        let expected = Expected::of_receipt(self.ctx.spec, receipt, proven.to_vec());
+        let verified = verifier.verify(&expected).await?;
+        if let Some(first) = verified.findings.first() {
+            let detail = format!("{} findings, first: {first}", verified.findings.len());
+            if self.opts.drill {
+                self.record_drill(receipt, Some(detail.clone()), details)
+                    .await?;
+            }
+            return Err(Failure::Data(format!(
+                "verification failed, nothing loaded: {detail}"
+            )));
+        }
+        verified.rows.ok_or_else(|| {
+            Failure::Data(format!(
+                "{} was not read in full during verification; nothing loaded",
+                receipt.keys.data
+            ))
+        })
+    }
+
+    /// Restores a verified batch into a scratch table, compares it, records the result.
+    async fn drill(
+        &self,
+        receipt: &StoredReceipt,
+        mut proven: Vec<Member>,
+        rows: Vec<Row>,
+        details: &mut RestoreApp,
+    ) -> Result<(), Failure> {
+        let (pool, spec, app) = (&self.ctx.db.pool, self.ctx.spec, &receipt.app_code);
+        let table = format!(
+            "{}_drill_{}",
+            spec.name,
+            receipt.batch_id.get(..12).unwrap_or(&receipt.batch_id)
+        );
+        db_restore::drop_table(pool, &table).await?;
+        db_restore::create_like(pool, spec, &table).await?;
+        for chunk in rows.chunks(RESTORE_CHUNK) {
+            let loaded = db_restore::load_chunk(pool, spec, &table, app, chunk, None).await?;
+            details.restored_rows += loaded.inserted;
+            details.already_present_rows += loaded.present;
+        }
+        let facts = db_restore::table_facts(pool, spec, &table).await?;
+        let restored = db_restore::table_rows(pool, spec, &table).await?;
+        db_restore::drop_table(pool, &table).await?;
+        proven.sort_by(|a, b| a.event_id.cmp(&b.event_id));
+        let mut problems = Vec::new();
+        if facts.rows != receipt.content.row_count {
+            problems.push(format!(
+                "row count {} != receipt {}",
+                facts.rows, receipt.content.row_count
+            ));
+        }
+        let totals: Vec<i128> = receipt.content.totals.iter().map(|(_, v)| *v).collect();
+        if facts.totals != totals {
+            problems.push(format!("totals {:?} != receipt {totals:?}", facts.totals));
+        }
+        if facts.members != proven {
+            problems.push("restored rows differ from the member list".to_string());
+        }
+        if let Some(difference) = db_restore::first_difference(spec, &rows, &restored) {
+            problems.push(format!(
+                "restored rows differ from the archive: {difference}"
+            ));
+        }
+        let detail = (!problems.is_empty()).then(|| problems.join("; "));
+        self.record_drill(receipt, detail.clone(), details).await?;
+        match detail {
+            Some(detail) => Err(Failure::Data(format!("drill failed: {detail}"))),
+            None => Ok(()),
+        }
+    }
+
+    async fn record_drill(
+        &self,
+        receipt: &StoredReceipt,
+        detail: Option<String>,
+        details: &mut RestoreApp,
+    ) -> Result<(), DbError> {
+        let (pool, spec, now) = (&self.ctx.db.pool, self.ctx.spec, (self.ctx.now_ms)());
+        let (app, batch) = (&receipt.app_code, &receipt.batch_id);
+        db_restore::record_drill(pool, spec, app, batch, now, detail.as_deref()).await?;
+        details.drills.get_or_insert_with(Vec::new).push(Drill {
+            batch_id: receipt.batch_id.clone(),
+            ok: detail.is_none(),
+            detail,
+        });
+        Ok(())
+    }
+}
+
+/// `rows` without the older versions a later batch superseded (that batch holds the row as it
+/// is now), counted in `details`.
+fn without_superseded(
+    spec: &TableSpec,
+    mut rows: Vec<Row>,
+    superseded: &[Member],
+    details: &mut RestoreApp,
+) -> Vec<Row> {
+    if superseded.is_empty() {
+        return rows;
+    }
+    let older: HashSet<(&str, i64)> = superseded
+        .iter()
+        .map(|m| (m.event_id.as_str(), m.updated_at_ms))
+        .collect();
+    let layout = spec.layout();
+    let before = rows.len();
+    rows.retain(|r| {
+        let key = (
+            r[layout.event_id].as_str().unwrap_or_default(),
+            r[layout.updated_at_ms].as_i64().unwrap_or_default(),
+        );
+        !older.contains(&key)
+    });
+    details.superseded_rows += (before - rows.len()) as u64;
+    rows
+}

@@ -1,0 +1,92 @@
+//! Where each app stands (SPEC §6 `status`): the cursor and its age, receipts and archived rows,
+//! rows awaiting purge, superseded rows and restored batches, the backlog below the cutoff (rows
+//! and oldest age), and the last runs.
+//!
+//! Cheap on a 100M-row table: the backlog is one index range count and one index dive on the
+//! retention index; everything else reads the receipts (one row per batch) and the runs table.
+
+use super::apps::{Access, AppWork};
+use super::DbContext;
+use crate::db::receipts::ReceiptQueries;
+use crate::db::source::PageQueries;
+use crate::db::{restore, runs, DbError};
+use crate::summary::details::{GoodDrill, StatusApp};
+use crate::summary::{AppDetails, AppReport, Outcome};
+
+/// Status's look at one app.
+pub struct Status<'a> {
+    ctx: &'a DbContext,
+    cutoff_ms: i64,
+    delivered_status: &'a str,
+    receipts: ReceiptQueries,
+    pages: PageQueries,
+}
+
+#[async_trait::async_trait]
+impl AppWork for Status<'_> {
+    fn start(&self, app: &str) -> AppReport {
+        AppReport::new(app, Outcome::Done)
+    }
+
+    async fn work(&self, app: &str, _: Access<'_>, mut report: AppReport) -> AppReport {
+        match self.app_status(app).await {
+            Ok(status) => {
+                report.batches = status.receipts as u64;
+                report.rows = status.archived_rows as u64;
+                report.details = Some(AppDetails::Status(Box::new(status)));
+            }
+            Err(e) => {
+                report.outcome = Outcome::Failed;
+                report.error = Some(e.to_string());
+            }
+        }
+        report
+    }
+}
+
+impl<'a> Status<'a> {
+    pub fn new(ctx: &'a DbContext, cutoff_ms: i64, delivered_status: &'a str) -> Status<'a> {
+        Status {
+            ctx,
+            cutoff_ms,
+            delivered_status,
+            receipts: ReceiptQueries::new(ctx.spec),
+            pages: PageQueries::new(ctx.spec),
+        }
+    }
+
+    async fn app_status(&self, app: &str) -> Result<StatusApp, DbError> {
+        let (pool, spec, now) = (&self.ctx.db.pool, self.ctx.spec, (self.ctx.now_ms)());
+        let cursor = self.receipts.latest_cursor(pool, app).await?;
+        let totals = self.receipts.totals(pool, app).await?;
+        let backlog = self
+            .pages
+            .backlog(
+                pool,
+                app,
+                self.delivered_status,
+                cursor.as_ref(),
+                self.cutoff_ms,
+            )
+            .await?;
+        let last_good_drill = restore::last_good_drill(pool, spec, app).await?;
+        Ok(StatusApp {
+            cursor_age_ms: cursor.as_ref().map(|c| now - c.updated_at_ms),
+            cursor,
+            receipts: totals.receipts,
+            archived_rows: totals.archived_rows,
+            awaiting_purge_rows: totals.awaiting_purge_rows,
+            superseded_rows: totals.superseded_rows,
+            restored_batches: totals.restored_batches,
+            backlog_rows: backlog.rows,
+            oldest_backlog_ms: backlog.oldest_ms,
+            oldest_backlog_age_ms: backlog.oldest_ms.map(|ms| now - ms),
+            last_run: runs::last(pool, spec, app, "archive").await?,
+            last_purge: runs::last(pool, spec, app, "purge").await?,
+            last_good_drill: last_good_drill.map(|(batch_id, drilled_at_ms)| GoodDrill {
+                batch_id,
+                drilled_at_ms,
+            }),
+        })
+    }
+}

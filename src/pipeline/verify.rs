@@ -1,0 +1,451 @@
+//! Scrubbing the archive (SPEC §6 `verify`), per app: re-read the objects of the app's receipts
+//! in scope (all, a time range, listed batch ids, or a reproducible random sample) and compare
+//! them with their receipts and members through the one [`Verifier`]; look for stragglers
+//! (delivered rows below the app's cursor whose version no receipt holds). Then, for the whole
+//! run, look for orphans (objects no receipt references).
+//!
+//! Receipts stream past a page at a time and keys a page at a time, one `dt=` partition of one
+//! app at a time: memory does not grow with the archive.
+
+use std::collections::HashSet;
+use std::sync::Mutex;
+
+use futures_util::stream::BoxStream;
+use futures_util::StreamExt;
+
+use super::apps::{Access, AppWork, Apps};
+use super::verifier::{Depth, Expected, Finding, FindingKind, Verifier};
+use super::{Observer, RunContext};
+use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
+use crate::db::source::PageQueries;
+use crate::db::DbError;
+use crate::digest::sha256_hex;
+use crate::store::StoreError;
+use crate::summary::details::{Sample, VerifyApp, VerifyRun};
+use crate::summary::{AppDetails, AppReport, Outcome};
+
+#[derive(Debug, Clone)]
+pub struct VerifyOptions {
+    /// `None`: every app that has receipts or rows.
+    pub apps: Option<Apps>,
+    pub batch_ids: Vec<String>,
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+    /// Check about this share of the receipts in scope, chosen by `seed`.
+    pub sample_percent: Option<f64>,
+    pub seed: u64,
+    pub metadata_only: bool,
+    /// Receipts checked at once.
+    pub parallel: usize,
+    /// Stragglers are looked for below this.
+    pub cutoff_ms: i64,
+    pub delivered_status: String,
+    /// At most this many stragglers are listed per app.
+    pub max_stragglers: usize,
+}
+
+impl VerifyOptions {
+    /// Every receipt of every app, read in full; stragglers looked for below `cutoff_ms`.
+    pub fn everything(cutoff_ms: i64, delivered_status: &str) -> VerifyOptions {
+        VerifyOptions {
+            apps: None,
+            batch_ids: Vec::new(),
+            from_ms: None,
+            to_ms: None,
+            sample_percent: None,
+            seed: 0,
+            metadata_only: false,
+            parallel: 4,
+            cutoff_ms,
+            delivered_status: delivered_status.to_string(),
+            max_stragglers: 1000,
+        }
+    }
+
+    /// The receipts in scope (of `app`, when given).
+    pub fn scope(&self, app: Option<&str>) -> ReceiptScope {
+        let apps = match (app, &self.apps) {
+            (Some(app), _) => vec![app.to_string()],
+            (None, Some(Apps::Listed(list))) => list.clone(),
+            _ => Vec::new(),
+        };
+        ReceiptScope {
+            apps,
+            batch_ids: self.batch_ids.clone(),
+            from_ms: self.from_ms,
+            to_ms: self.to_ms,
+            ..ReceiptScope::default()
+        }
+    }
+
+    /// Whether the scope is whole apps (gaps and leftovers are looked for only then).
+    pub fn whole_apps(&self) -> bool {
+        self.batch_ids.is_empty() && self.from_ms.is_none() && self.to_ms.is_none()
+    }
+}
+
+/// Whether the sample with `seed` includes a batch: a pure function, so the same seed picks the
+/// same receipts every time.
+pub fn sampled(seed: u64, batch_id: &str, percent: f64) -> bool {
+    let hash = sha256_hex(format!("{seed}:{batch_id}").as_bytes());
+    let point = u64::from_str_radix(&hash[..12], 16).expect("hex") % 1_000_000;
+    (point as f64) < percent * 10_000.0
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Verify's work for one app; the run's findings gather in [`Verify::run_details`].
+pub struct Verify<'a> {
+    ctx: &'a RunContext,
+    opts: &'a VerifyOptions,
+    observer: &'a dyn Observer,
+    receipts: ReceiptQueries,
+    pages: PageQueries,
+    run: Mutex<VerifyRun>,
+}
+
+#[async_trait::async_trait]
+impl AppWork for Verify<'_> {
+    fn start(&self, app: &str) -> AppReport {
+        AppReport::new(app, Outcome::Done)
+    }
+
+    async fn work(&self, app: &str, _: Access<'_>, mut report: AppReport) -> AppReport {
+        let mut details = VerifyApp::default();
+        if let Err(e) = self.check_receipts(app, &mut report).await {
+            report.error.get_or_insert(e.to_string());
+        }
+        if self.opts.batch_ids.is_empty() && crate::appcode::validate(app).is_ok() {
+            match self.stragglers(app).await {
+                Ok((found, more)) => {
+                    details.stragglers = found.len() as u64;
+                    let mut run = self.run.lock().expect("not poisoned");
+                    if more {
+                        run.stragglers_truncated.push(app.to_string());
+                    }
+                    run.findings.extend(found);
+                }
+                Err(e) => {
+                    report.error.get_or_insert(e.to_string());
+                }
+            }
+        }
+        if report.error.is_some() {
+            report.outcome = Outcome::Failed;
+        }
+        report.details = Some(AppDetails::Verify(details));
+        report
+    }
+}
+
+impl<'a> Verify<'a> {
+    pub fn new(ctx: &'a RunContext, opts: &'a VerifyOptions, observer: &'a dyn Observer) -> Self {
+        Verify {
+            ctx,
+            opts,
+            observer,
+            receipts: ReceiptQueries::new(ctx.spec),
+            pages: PageQueries::new(ctx.spec),
+            run: Mutex::new(VerifyRun {
+                metadata_only: opts.metadata_only,
+                sample: opts.sample_percent.map(|percent| Sample {
+                    percent,
+                    seed: opts.seed,
+                    of: 0,
+                }),
+                ..VerifyRun::default()
+            }),
+        }
+    }
+
+    /// The run's own fields, once every app is done.
+    pub fn run_details(self) -> VerifyRun {
+        let mut run = self.run.into_inner().expect("not poisoned");
+        run.findings.sort_by(|a, b| {
+            (&a.batch_id, &a.key, &a.event_id).cmp(&(&b.batch_id, &b.key, &b.event_id))
+        });
+        run.checked_batches.sort();
+        run
+    }
+
+    /// Re-reads the app's receipts in scope, `--parallel` at a time, as they stream past.
+    async fn check_receipts(&self, app: &str, report: &mut AppReport) -> Result<(), DbError> {
+        let pool = &self.ctx.db.pool;
+        let scope = self.opts.scope(Some(app));
+        let total = match self.observer.wants_totals() {
+            true => Some(self.receipts.count(pool, &scope).await?),
+            false => None,
+        };
+        self.observer
+            .start(&format!("verify {app}"), "batches", total);
+        let in_scope = std::sync::atomic::AtomicU64::new(0);
+        let in_scope = &in_scope;
+        let chosen = self
+            .receipts
+            .stream(pool, scope)
+            .filter_map(move |receipt| {
+                in_scope.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                let keep = receipt.as_ref().map_or(true, |r| {
+                    self.opts
+                        .sample_percent
+                        .is_none_or(|p| sampled(self.opts.seed, &r.batch_id, p))
+                });
+                std::future::ready(keep.then_some(receipt))
+            });
+        let results = chosen
+            .map(|receipt| async move {
+                let receipt = receipt?;
+                let found = self.check(&receipt).await;
+                Ok::<_, DbError>((receipt, found))
+            })
+            .buffer_unordered(self.opts.parallel.max(1));
+        futures_util::pin_mut!(results);
+        let mut found_so_far = 0;
+        while let Some(next) = results.next().await {
+            let (receipt, found) = next?;
+            match found {
+                Ok(found) => {
+                    report.batches += 1;
+                    report.rows += receipt.content.row_count;
+                    found_so_far += found.len();
+                    let mut run = self.run.lock().expect("not poisoned");
+                    run.checked_batches.push(receipt.batch_id.clone());
+                    run.findings.extend(found);
+                }
+                Err(e) => {
+                    tracing::error!(batch_id = receipt.batch_id, error = %e, "could not check batch");
+                    report
+                        .error
+                        .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
+                }
+            }
+            self.observer
+                .advance(1, &format!(", {found_so_far} findings"));
+        }
+        self.observer.finish();
+        if let Some(sample) = &mut self.run.lock().expect("not poisoned").sample {
+            sample.of += in_scope.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        Ok(())
+    }
+
+    /// One receipt: its objects against it and its members (and superseded rows).
+    async fn check(&self, receipt: &StoredReceipt) -> Result<Vec<Finding>, Failure> {
+        let pool = &self.ctx.db.pool;
+        let (app, batch) = (&receipt.app_code, &receipt.batch_id);
+        let members = self.receipts.proven_members_of(pool, app, batch).await?;
+        let verifier = Verifier {
+            store: self.ctx.store.as_ref(),
+            spec: self.ctx.spec,
+            depth: if self.opts.metadata_only {
+                Depth::Head
+            } else {
+                Depth::Read
+            },
+        };
+        let expected = Expected::of_receipt(self.ctx.spec, receipt, members);
+        Ok(verifier.verify(&expected).await?.findings)
+    }
+
+    /// Delivered rows below the app's cursor and the cutoff whose version no receipt holds.
+    async fn stragglers(&self, app: &str) -> Result<(Vec<Finding>, bool), DbError> {
+        let pool = &self.ctx.db.pool;
+        let Some(cursor) = self.receipts.latest_cursor(pool, app).await? else {
+            return Ok((Vec::new(), false));
+        };
+        let upper = self
+            .opts
+            .to_ms
+            .map_or(self.opts.cutoff_ms, |to| to.min(self.opts.cutoff_ms));
+        let status = &self.opts.delivered_status;
+        let limit = self.opts.max_stragglers;
+        let (found, more) = self
+            .pages
+            .stragglers(pool, app, status, &cursor, upper, limit)
+            .await?;
+        let findings = found
+            .into_iter()
+            .map(|c| Finding {
+                kind: FindingKind::Straggler,
+                batch_id: None,
+                key: None,
+                event_id: Some(c.event_id),
+                expected: Some(format!(
+                    "a member of a receipt (the app's cursor is {cursor})"
+                )),
+                actual: Some(format!(
+                    "a delivered row at updated_at_ms {} whose version no receipt holds; run `outbox-archiver archive --app {app} --stragglers`",
+                    c.updated_at_ms
+                )),
+            })
+            .collect();
+        Ok((findings, more))
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+pub enum OrphanError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// Appends to `orphans` the keys under `prefix` (within the table's prefix `table`) that no
+/// receipt references. The keys come in lexicographic order, a page at a time, so each app's
+/// `dt=` partitions come in date order; the app's receipts come in cursor order, so the same
+/// partitions in the same order. The two are walked side by side, one partition at a time:
+/// memory is one partition's keys, never the archive's.
+pub async fn orphans_under(
+    ctx: &RunContext,
+    table: &str,
+    prefix: &str,
+    orphans: &mut Vec<String>,
+) -> Result<(), OrphanError> {
+    let receipts = ReceiptQueries::new(ctx.spec);
+    let mut pages = ctx.store.list_pages(prefix);
+    let mut current: Option<(String, Partitions<'_>)> = None;
+    while let Some(page) = pages.next().await {
+        for key in page? {
+            let Some((app, day)) = app_and_day(table, &key) else {
+                orphans.push(key);
+                continue;
+            };
+            if current.as_ref().is_none_or(|(a, _)| a != app) {
+                let scope = ReceiptScope {
+                    apps: vec![app.to_string()],
+                    ..ReceiptScope::default()
+                };
+                let partitions = Partitions::new(&receipts, &ctx.db.pool, scope);
+                current = Some((app.to_string(), partitions));
+            }
+            let (_, partitions) = current.as_mut().expect("set above");
+            if !partitions.references(day, &key).await? {
+                orphans.push(key);
+            }
+        }
+    }
+    Ok(())
+}
+
+/// The app code and the `dt=` day of a key `{table}app_code={app}/dt={day}/…`.
+fn app_and_day<'k>(table: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
+    let rest = key.strip_prefix(table)?.strip_prefix("app_code=")?;
+    let (app, rest) = rest.split_once('/')?;
+    let day = rest.strip_prefix("dt=")?.split('/').next()?;
+    Some((app, day))
+}
+
+type ReceiptStream<'a> = BoxStream<'a, Result<StoredReceipt, DbError>>;
+
+/// One app's receipts, read one `dt=` partition at a time in date order, with the keys each
+/// partition's receipts reference.
+struct Partitions<'a> {
+    receipts: std::pin::Pin<Box<futures_util::stream::Peekable<ReceiptStream<'a>>>>,
+    /// The day loaded, and the keys its receipts reference.
+    day: Option<String>,
+    referenced: HashSet<String>,
+    exhausted: bool,
+}
+
+impl<'a> Partitions<'a> {
+    fn new(receipts: &'a ReceiptQueries, pool: &'a sqlx::MySqlPool, scope: ReceiptScope) -> Self {
+        let stream = receipts.stream(pool, scope).boxed();
+        Partitions {
+            receipts: Box::pin(stream.peekable()),
+            day: None,
+            referenced: HashSet::new(),
+            exhausted: false,
+        }
+    }
+
+    /// Whether a receipt references `key`, in partition `day` (days asked in order).
+    async fn references(&mut self, day: &str, key: &str) -> Result<bool, DbError> {
+        while !self.exhausted && self.day.as_deref().is_none_or(|loaded| loaded < day) {
+            self.load_next_day().await?;
+        }
+        Ok(self.day.as_deref() == Some(day) && self.referenced.contains(key))
+    }
+
+    async fn load_next_day(&mut self) -> Result<(), DbError> {
+        self.referenced.clear();
+        self.day = None;
+        let Some(first) = self.receipts.next().await.transpose()? else {
+            self.exhausted = true;
+            return Ok(());
+        };
+        let day = day_of(&first).to_string();
+        self.take(first);
+        loop {
+            match self.receipts.as_mut().peek().await {
+                Some(Ok(next)) if day_of(next) == day => {}
+                _ => break,
+            }
+            if let Some(next) = self.receipts.next().await.transpose()? {
+                self.take(next);
+            }
+        }
+        self.day = Some(day);
+        Ok(())
+    }
+
+    fn take(&mut self, receipt: StoredReceipt) {
+        self.referenced.extend([
+            receipt.keys.data,
+            receipt.keys.manifest,
+            receipt.keys.success,
+        ]);
+    }
+}
+
+/// The `dt=` day of a receipt's objects.
+fn day_of(receipt: &StoredReceipt) -> &str {
+    receipt
+        .keys
+        .data
+        .split('/')
+        .find_map(|segment| segment.strip_prefix("dt="))
+        .unwrap_or_default()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{app_and_day, sampled};
+
+    #[test]
+    fn sampling_is_a_pure_function_of_seed_and_batch() {
+        let ids: Vec<String> = (0..2000).map(|i| format!("{i:032x}")).collect();
+        let pick = |seed| {
+            ids.iter()
+                .filter(|id| sampled(seed, id, 10.0))
+                .cloned()
+                .collect::<Vec<_>>()
+        };
+        assert_eq!(pick(7), pick(7));
+        assert_ne!(pick(7), pick(8));
+        let n = pick(7).len();
+        assert!((140..260).contains(&n), "about 10%: {n}");
+        assert!(ids.iter().all(|id| sampled(1, id, 100.0)));
+        assert!(!ids.iter().any(|id| sampled(1, id, 0.0)));
+    }
+
+    #[test]
+    fn keys_name_their_app_and_day() {
+        let t = "p/wallet_outbox/";
+        assert_eq!(
+            app_and_day(
+                t,
+                "p/wallet_outbox/app_code=a1/dt=2026-01-02/b/data.ndjson.gz"
+            ),
+            Some(("a1", "2026-01-02"))
+        );
+        assert_eq!(app_and_day(t, "p/wallet_outbox/app_code=a1/README"), None);
+        assert_eq!(app_and_day(t, "p/wallet_outbox/stray.txt"), None);
+    }
+}

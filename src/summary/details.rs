@@ -1,0 +1,243 @@
+//! Each command's own fields in its report — per app, flattened into the app's object, and per
+//! run, flattened into the summary — as types, so that renaming a field is a compile error, not
+//! a silently broken alert, and so that `status`'s table and the metrics read fields, not keys.
+
+use serde::Serialize;
+
+use crate::batch::Superseded;
+use crate::db::restore::Conflict;
+use crate::db::runs::Run;
+use crate::format::Cursor;
+use crate::pipeline::verifier::Finding;
+
+/// A command's fields of one app's report.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum AppDetails {
+    Archive(ArchiveApp),
+    Verify(VerifyApp),
+    Purge(PurgeApp),
+    Restore(RestoreApp),
+    Status(Box<StatusApp>),
+}
+
+impl AppDetails {
+    /// An earlier attempt's fields followed by `next`'s (the app was tried again): counts add
+    /// up, lists concatenate, figures about the state left behind are `next`'s.
+    pub fn then(self, next: AppDetails) -> AppDetails {
+        match (self, next) {
+            (AppDetails::Archive(a), AppDetails::Archive(b)) => AppDetails::Archive(a.then(b)),
+            (AppDetails::Purge(a), AppDetails::Purge(b)) => AppDetails::Purge(a.then(b)),
+            (_, next) => next,
+        }
+    }
+
+    /// The figures the metrics export, where this command reports them.
+    pub fn figures(&self) -> Figures {
+        match self {
+            AppDetails::Archive(a) => Figures {
+                backlog_rows: a.backlog.map(|b| b.backlog_rows),
+                oldest_backlog_age_ms: a.backlog.map(|b| b.oldest_backlog_age_ms),
+                ..Figures::default()
+            },
+            AppDetails::Status(s) => Figures {
+                backlog_rows: Some(s.backlog_rows),
+                oldest_backlog_age_ms: Some(s.oldest_backlog_age_ms),
+                awaiting_purge_rows: Some(s.awaiting_purge_rows),
+                cursor_age_ms: Some(s.cursor_age_ms),
+            },
+            _ => Figures::default(),
+        }
+    }
+}
+
+/// Figures about an app's state for the metrics: `None` where the command does not report one;
+/// `Some(None)` where it does and there is none (no backlog, so no oldest row).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Figures {
+    pub backlog_rows: Option<i64>,
+    pub oldest_backlog_age_ms: Option<Option<i64>>,
+    pub awaiting_purge_rows: Option<i64>,
+    pub cursor_age_ms: Option<Option<i64>>,
+}
+
+fn is_zero(n: &u64) -> bool {
+    *n == 0
+}
+
+/// `archive`, per app.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct ArchiveApp {
+    /// What is left below the cutoff after the run (not counted with `--stragglers`).
+    #[serde(flatten, skip_serializing_if = "Option::is_none")]
+    pub backlog: Option<Backlog>,
+    /// Rows this run archived again in a newer version (SPEC §5.10), all counted.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub superseded_rows: u64,
+    /// The first [`SUPERSEDED_LISTED`] of them.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub superseded: Vec<Superseded>,
+}
+
+/// At most this many superseded rows are listed in an app's summary (all are counted).
+pub const SUPERSEDED_LISTED: usize = 100;
+
+impl ArchiveApp {
+    fn then(mut self, next: ArchiveApp) -> ArchiveApp {
+        self.backlog = next.backlog.or(self.backlog);
+        let rows = self.superseded_rows + next.superseded_rows;
+        self.note_superseded(next.superseded);
+        self.superseded_rows = rows;
+        self
+    }
+
+    /// Counts `rows` and lists them while there is room.
+    pub fn note_superseded(&mut self, rows: Vec<Superseded>) {
+        self.superseded_rows += rows.len() as u64;
+        let room = SUPERSEDED_LISTED.saturating_sub(self.superseded.len());
+        self.superseded.extend(rows.into_iter().take(room));
+    }
+}
+
+/// Delivered rows below the cutoff after the cursor, and the age of the oldest (null: none).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+pub struct Backlog {
+    pub backlog_rows: i64,
+    pub oldest_backlog_age_ms: Option<i64>,
+}
+
+/// `verify`, per app.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VerifyApp {
+    pub stragglers: u64,
+}
+
+/// `purge`, per app.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PurgeApp {
+    pub purged_rows: u64,
+    /// `--dry-run`: what would go.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_purge_rows: Option<u64>,
+    /// Members whose row changed since it was archived: kept, correctly.
+    pub kept_changed: Vec<String>,
+    /// Batches not purged because their objects or members disagree with the receipt.
+    pub failed_batches: Vec<String>,
+    /// What was found about them.
+    pub findings: Vec<Finding>,
+    /// Receipts left alone because they were restored into the source.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub restored_batches_left: Option<u64>,
+}
+
+impl PurgeApp {
+    fn then(mut self, next: PurgeApp) -> PurgeApp {
+        self.purged_rows += next.purged_rows;
+        self.would_purge_rows = match (self.would_purge_rows, next.would_purge_rows) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        self.kept_changed.extend(next.kept_changed);
+        self.failed_batches.extend(next.failed_batches);
+        self.findings.extend(next.findings);
+        self.restored_batches_left = next.restored_batches_left.or(self.restored_batches_left);
+        self
+    }
+}
+
+/// `restore`, per app.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RestoreApp {
+    pub restored_rows: u64,
+    /// Already in the target with the same content.
+    pub already_present_rows: u64,
+    /// Older versions superseded by a later batch, not loaded.
+    pub superseded_rows: u64,
+    /// Event ids not loaded (SPEC §6); why, in `conflict_details`.
+    pub conflicts: Vec<String>,
+    pub conflict_details: Vec<Conflict>,
+    pub failed_batches: Vec<String>,
+    /// `--drill`: each batch's result.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub drills: Option<Vec<Drill>>,
+}
+
+/// One batch's drill.
+#[derive(Debug, Clone, Serialize)]
+pub struct Drill {
+    pub batch_id: String,
+    pub ok: bool,
+    pub detail: Option<String>,
+}
+
+/// `status`, per app.
+#[derive(Debug, Clone, Serialize)]
+pub struct StatusApp {
+    pub cursor: Option<Cursor>,
+    pub cursor_age_ms: Option<i64>,
+    pub receipts: i64,
+    pub archived_rows: i64,
+    /// What purge may still delete.
+    pub awaiting_purge_rows: i64,
+    pub superseded_rows: i64,
+    pub restored_batches: i64,
+    pub backlog_rows: i64,
+    pub oldest_backlog_ms: Option<i64>,
+    pub oldest_backlog_age_ms: Option<i64>,
+    pub last_run: Option<Run>,
+    pub last_purge: Option<Run>,
+    pub last_good_drill: Option<GoodDrill>,
+}
+
+/// The app's last successful drill.
+#[derive(Debug, Clone, Serialize)]
+pub struct GoodDrill {
+    pub batch_id: String,
+    pub drilled_at_ms: i64,
+}
+
+/// A command's fields of the whole run.
+#[derive(Debug, Clone, Serialize)]
+#[serde(untagged)]
+pub enum RunDetails {
+    Verify(VerifyRun),
+    Purge(PurgeRun),
+    Restore(RestoreRun),
+}
+
+/// `verify`'s run.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct VerifyRun {
+    pub metadata_only: bool,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub sample: Option<Sample>,
+    pub checked_batches: Vec<String>,
+    pub findings: Vec<Finding>,
+    /// Apps with more stragglers than `--max-stragglers` listed.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stragglers_truncated: Vec<String>,
+    /// Objects no receipt references (information, not a failure).
+    pub orphans: Vec<String>,
+}
+
+/// `verify --sample-percent`: the share, the seed that repeats it, and how many were in scope.
+#[derive(Debug, Clone, Copy, Serialize)]
+pub struct Sample {
+    pub percent: f64,
+    pub seed: u64,
+    pub of: u64,
+}
+
+/// `purge`'s run: how batches' objects were looked at before deleting.
+#[derive(Debug, Clone, Serialize)]
+pub struct PurgeRun {
+    pub object_check: crate::pipeline::purge::ObjectCheck,
+}
+
+/// `restore`'s run.
+#[derive(Debug, Clone, Serialize)]
+pub struct RestoreRun {
+    /// The target table (none for a drill).
+    pub into: Option<String>,
+    pub drill: bool,
+}
