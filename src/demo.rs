@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::batch::Limits;
 use crate::commands::archive::{self, ArchiveOptions};
 use crate::commands::{migrate, status, verify};
-use crate::db::receipts::ReceiptQueries;
+use crate::db::receipts::Receipts;
 use crate::db::{source, Db};
 use crate::failpoint::FailPoints;
 use crate::pipeline::apps::Apps;
@@ -267,8 +267,8 @@ async fn report(
             if expected as u64 == app.rows { "— all archived" } else { "— MISMATCH" }
         ));
     }
-    let receipts = ReceiptQueries::new(spec).first(&db.pool, 5).await?;
-    let total = ReceiptQueries::new(spec)
+    let receipts = Receipts::new(spec).first(&db.pool, 5).await?;
+    let total = Receipts::new(spec)
         .count(&db.pool, &Default::default())
         .await?;
     say(format!(

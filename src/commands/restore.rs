@@ -3,7 +3,7 @@
 //! and loaded by [`crate::pipeline::restore`]; `--drill` restores into scratch tables and
 //! records the results.
 
-use crate::db::restore as db_restore;
+use crate::db::restore::TargetTable;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
 use crate::pipeline::restore::Restorer;
 use crate::pipeline::RunContext;
@@ -21,8 +21,15 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
         Err(e) => return Summary::unusable("restore", e),
     };
     if !opts.drill && !opts.into_source {
-        if let Err(e) = db_restore::create_like(&ctx.db.pool, ctx.spec, &target).await {
-            return Summary::unusable("restore", e.to_string());
+        let created = match TargetTable::new(ctx.spec, &target) {
+            Ok(table) => table
+                .create_like(&ctx.db.pool)
+                .await
+                .map_err(|e| e.to_string()),
+            Err(e) => Err(e),
+        };
+        if let Err(e) = created {
+            return Summary::unusable("restore", e);
         }
     }
     summary.details = Some(RunDetails::Restore(RestoreRun {

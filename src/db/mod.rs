@@ -4,11 +4,15 @@
 //!
 //! Every connection runs READ COMMITTED. SQL stays portable between MySQL 8 and MariaDB ≥ 10.6.
 
+pub mod drills;
 pub mod lock;
+pub mod members;
 pub mod purge;
 pub mod receipts;
+pub mod record;
 pub mod restore;
 pub mod runs;
+mod schema;
 pub mod source;
 
 use std::str::FromStr;
@@ -151,231 +155,8 @@ impl Db {
         Ok(conn)
     }
 
-    /// Fails with a message naming the next step if the source table is not there or the
-    /// archiver's migrations are not all applied.
-    pub async fn require_tables(&self, spec: &TableSpec) -> Result<(), DbError> {
-        let tables: Vec<String> = sqlx::query_scalar(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?, ?)",
-        )
-        .bind(spec.name)
-        .bind("_sqlx_migrations")
-        .fetch_all(&self.pool)
-        .await
-        .context(|| "looking for the source and migrations tables".into())?;
-        if !tables.iter().any(|t| t == spec.name) {
-            return Err(DbError::NoSourceTable {
-                table: spec.name.to_string(),
-            });
-        }
-        let applied: Vec<i64> = if tables.iter().any(|t| t == "_sqlx_migrations") {
-            sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success = 1")
-                .fetch_all(&self.pool)
-                .await
-                .context(|| "reading the applied migrations".into())?
-        } else {
-            Vec::new()
-        };
-        if let Some(missing) = MIGRATOR.iter().find(|m| !applied.contains(&m.version)) {
-            return Err(DbError::NotMigrated {
-                missing: format!("{} {}", missing.version, missing.description),
-            });
-        }
-        self.check_collations(spec).await
-    }
-
-    /// Refuses tables whose comparisons would make the archiver skip or repeat rows: every
-    /// event id column must compare byte for byte (keyset paging and the cursor rely on the
-    /// database's order, and a case-insensitive one holds `e1` and `E1` equal), and the
-    /// archiver's tables must tell app codes apart wherever the source table does (by case).
-    /// A table made by an older tool fails here with the `ALTER` that fixes it.
-    pub async fn check_collations(&self, spec: &TableSpec) -> Result<(), DbError> {
-        let owned = [
-            (
-                spec.receipts_table(),
-                vec!["first_event_id", "last_event_id"],
-            ),
-            (spec.members_table(), vec!["event_id"]),
-            (spec.superseded_table(), vec!["event_id"]),
-        ];
-        let mut event_ids = vec![(spec.name.to_string(), spec.event_id)];
-        for (table, columns) in &owned {
-            event_ids.extend(columns.iter().map(|c| (table.clone(), *c)));
-        }
-        let columns = self.columns().await?;
-        let find = |table: &str, column: &str| {
-            columns.iter().find(|c| {
-                c.table.eq_ignore_ascii_case(table) && c.column.eq_ignore_ascii_case(column)
-            })
-        };
-        for (table, column) in &event_ids {
-            let Some(c) = find(table, column) else {
-                continue;
-            };
-            if !c.is_binary() {
-                return Err(DbError::Collation {
-                    table: table.clone(),
-                    column: column.to_string(),
-                    found: c.collation.clone().unwrap_or_default(),
-                    why: "which is not binary: event ids must compare byte for byte, or keyset paging skips and repeats rows that compare equal",
-                    fix: c.alter_to_binary(),
-                });
-            }
-        }
-        let Some(source) = find(spec.name, spec.app_code) else {
-            return Ok(());
-        };
-        // App codes are `[A-Za-z0-9_.-]`: what matters is whether case tells two apart. Only
-        // archiver tables that conflate codes the source keeps apart are refused (the names of
-        // two case-insensitive collations may differ: utf8mb4_unicode_ci, utf8mb4_0900_ai_ci).
-        if !source.tells_case_apart() {
-            return Ok(());
-        }
-        for (table, _) in &owned {
-            let Some(c) = find(table, "app_code") else {
-                continue;
-            };
-            if !c.tells_case_apart() {
-                return Err(DbError::Collation {
-                    table: table.clone(),
-                    column: "app_code".into(),
-                    found: c.collation.clone().unwrap_or_default(),
-                    why: "which holds app codes equal that the source table's collation tells apart (by case): two apps would share receipts and a cursor",
-                    fix: format!(
-                        "{} (a table rebuild: on a large table schedule it like any large ALTER)",
-                        c.alter_to(source.charset.as_deref(), source.collation.as_deref())
-                    ),
-                });
-            }
-        }
-        Ok(())
-    }
-
-    /// Refuses a list of app codes of which two are one code under the source table's collation
-    /// (`a1` and `A1` under a case-insensitive one): they would archive the same rows twice.
-    pub async fn check_app_list(&self, spec: &TableSpec, apps: &[String]) -> Result<(), DbError> {
-        let mut apps = apps.to_vec();
-        apps.sort();
-        apps.dedup();
-        if apps.len() < 2 {
-            return Ok(());
-        }
-        let columns = self.columns().await?;
-        let Some(source) = columns.iter().find(|c| {
-            c.table.eq_ignore_ascii_case(spec.name) && c.column.eq_ignore_ascii_case(spec.app_code)
-        }) else {
-            return Ok(());
-        };
-        let (Some(charset), Some(collation)) = (&source.charset, &source.collation) else {
-            return Ok(());
-        };
-        let codes = vec!["SELECT CONVERT(? USING {cs}) AS code"; apps.len()]
-            .join(" UNION ALL ")
-            .replace("{cs}", charset);
-        let sql = format!(
-            "SELECT GROUP_CONCAT(code ORDER BY code SEPARATOR '\n') FROM ({codes}) AS listed \
-             GROUP BY code COLLATE {collation} HAVING COUNT(DISTINCT CAST(code AS BINARY)) > 1 LIMIT 1"
-        );
-        let mut query = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql));
-        for app in &apps {
-            query = query.bind(app);
-        }
-        let equal = query.fetch_optional(&self.pool).await.context(|| {
-            "comparing the listed app codes under the source table's collation".into()
-        })?;
-        match equal {
-            None => Ok(()),
-            Some(codes) => Err(DbError::EqualAppCodes {
-                codes: codes
-                    .split('\n')
-                    .map(|c| format!("{c:?}"))
-                    .collect::<Vec<_>>()
-                    .join(" and "),
-                table: spec.name.to_string(),
-                column: spec.app_code.to_string(),
-                collation: collation.clone(),
-            }),
-        }
-    }
-
-    /// The character columns of this database's tables, with their collations.
-    async fn columns(&self) -> Result<Vec<ColumnInfo>, DbError> {
-        type Described = (
-            String,
-            String,
-            String,
-            Option<String>,
-            Option<String>,
-            String,
-        );
-        let rows: Vec<Described> =
-            sqlx::query_as(
-                "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(column_type AS CHAR), \
-                 CAST(character_set_name AS CHAR), CAST(collation_name AS CHAR), CAST(is_nullable AS CHAR) \
-                 FROM information_schema.columns WHERE table_schema = DATABASE() \
-                 AND (column_name LIKE '%event\\_id' OR column_name = 'app_code')",
-            )
-            .fetch_all(&self.pool)
-            .await
-            .context(|| "reading the tables' column definitions".into())?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(table, column, column_type, charset, collation, nullable)| ColumnInfo {
-                    table,
-                    column,
-                    column_type,
-                    charset,
-                    collation,
-                    nullable: nullable == "YES",
-                },
-            )
-            .collect())
-    }
-
     pub async fn close(&self) {
         self.pool.close().await;
-    }
-}
-
-/// One column as information_schema describes it.
-#[derive(Debug, Clone)]
-struct ColumnInfo {
-    table: String,
-    column: String,
-    column_type: String,
-    charset: Option<String>,
-    collation: Option<String>,
-    nullable: bool,
-}
-
-impl ColumnInfo {
-    /// Byte-for-byte comparison: a `_bin` collation, or a binary type (no collation).
-    fn is_binary(&self) -> bool {
-        self.collation
-            .as_deref()
-            .is_none_or(|c| c.ends_with("_bin") || c == "binary")
-    }
-
-    /// Whether `a1` and `A1` are different values: a binary, `_bin` or case-sensitive collation.
-    fn tells_case_apart(&self) -> bool {
-        self.is_binary() || self.collation.as_deref().is_some_and(|c| c.contains("_cs"))
-    }
-
-    fn alter_to(&self, charset: Option<&str>, collation: Option<&str>) -> String {
-        format!(
-            "ALTER TABLE {} MODIFY {} {}{}{}{}",
-            self.table,
-            self.column,
-            self.column_type,
-            charset.map_or(String::new(), |c| format!(" CHARACTER SET {c}")),
-            collation.map_or(String::new(), |c| format!(" COLLATE {c}")),
-            if self.nullable { " NULL" } else { " NOT NULL" }
-        )
-    }
-
-    fn alter_to_binary(&self) -> String {
-        let charset = self.charset.as_deref().unwrap_or("utf8mb4");
-        self.alter_to(Some(charset), Some(&format!("{charset}_bin")))
     }
 }
 
@@ -417,41 +198,37 @@ fn classify_connect_error(e: sqlx::Error, url: &str, secrets: &[String]) -> DbEr
     }
 }
 
-/// A multi-row `INSERT` of whole rows into `table` (a table with `spec`'s columns), bound and
-/// ready to execute. Callers keep `rows.len() × columns` under MySQL's 65,535 placeholders.
-pub fn insert_rows<'q>(
+/// Inserts whole rows into `table` (a table with `spec`'s columns) in one multi-row `INSERT`;
+/// returns the rows inserted. Callers keep `rows.len() × columns` under MySQL's 65,535
+/// placeholders.
+pub async fn insert_rows<'e, E>(
+    executor: E,
     spec: &TableSpec,
     table: &str,
-    rows: &[&'q crate::codec::Row],
-) -> sqlx::query::Query<'q, MySql, sqlx::mysql::MySqlArguments> {
+    rows: &[&crate::codec::Row],
+) -> Result<u64, sqlx::Error>
+where
+    E: Executor<'e, Database = MySql>,
+{
     use crate::codec::Value;
-    let columns = spec
-        .columns
-        .iter()
-        .map(|c| c.name)
-        .collect::<Vec<_>>()
-        .join(", ");
-    let one = format!("({})", vec!["?"; spec.columns.len()].join(", "));
-    let sql = format!(
-        "INSERT INTO {table} ({columns}) VALUES {}",
-        vec![one.as_str(); rows.len()].join(", ")
-    );
-    let mut query = sqlx::query(sqlx::AssertSqlSafe(sql));
-    for row in rows {
+    let columns: Vec<&str> = spec.columns.iter().map(|c| c.name).collect();
+    let mut qb =
+        sqlx::QueryBuilder::<MySql>::new(format!("INSERT INTO {table} ({}) ", columns.join(", ")));
+    qb.push_values(rows, |mut values, row| {
         for value in row.iter() {
-            query = match value {
-                Value::Null => query.bind(None::<i64>),
-                Value::Int(v) => query.bind(*v),
-                Value::Text(s) => query.bind(s.as_str()),
-                Value::Bytes(b) => query.bind(b.as_slice()),
+            match value {
+                Value::Null => values.push_bind(None::<i64>),
+                Value::Int(v) => values.push_bind(*v),
+                Value::Text(s) => values.push_bind(s.as_str()),
+                Value::Bytes(b) => values.push_bind(b.as_slice()),
             };
         }
-    }
-    query
+    });
+    Ok(qb.build().execute(executor).await?.rows_affected())
 }
 
 /// The archiver's own tables, embedded from `migrations/`.
-static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
+pub(crate) static MIGRATOR: sqlx::migrate::Migrator = sqlx::migrate!("./migrations");
 
 /// Applies `migrations/` (the archiver's own tables).
 pub async fn migrate(pool: &Pool<MySql>) -> Result<(), DbError> {
@@ -459,6 +236,30 @@ pub async fn migrate(pool: &Pool<MySql>) -> Result<(), DbError> {
         context: "applying migrations".into(),
         source: e.into(),
     })
+}
+
+/// Every distinct value of `column` (the first column of `table`'s primary key), by repeated
+/// index dives (`MIN(column) … WHERE column > ?`): cost grows with the number of values, not of
+/// rows.
+pub async fn distinct_by_dives(
+    pool: &MySqlPool,
+    table: &str,
+    column: &str,
+) -> Result<Vec<String>, sqlx::Error> {
+    let first = format!("SELECT MIN({column}) FROM {table}");
+    let next = format!("SELECT MIN({column}) FROM {table} WHERE {column} > ?");
+    let mut values = Vec::new();
+    let mut current: Option<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(first))
+        .fetch_one(pool)
+        .await?;
+    while let Some(value) = current {
+        current = sqlx::query_scalar(sqlx::AssertSqlSafe(next.clone()))
+            .bind(&value)
+            .fetch_one(pool)
+            .await?;
+        values.push(value);
+    }
+    Ok(values)
 }
 
 /// Drops and creates `database` on the server at `server_url` (the demo's throwaway database);

@@ -7,7 +7,7 @@
 //! `restore --into-source` put back — which marks the receipt in the same transaction as its
 //! inserts — is left alone, even when the mark arrived after purge listed the receipt.
 
-use sqlx::{AssertSqlSafe, MySqlPool};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
 
 use super::lock::AppLock;
 use super::{Context, DbError};
@@ -43,44 +43,40 @@ pub struct PurgeQueries {
     spec: &'static TableSpec,
 }
 
-fn list(n: usize, one: &str) -> String {
-    vec![one; n].join(", ")
-}
-
 impl PurgeQueries {
     pub fn new(spec: &'static TableSpec) -> PurgeQueries {
         PurgeQueries { spec }
     }
 
-    /// `WHERE` over a chunk: the app, the delivered status, the event ids (the primary key) and
-    /// the exact `(event_id, updated_at_ms)` pairs that were archived.
-    fn exact(&self, n: usize) -> String {
+    /// Appends the `WHERE` over a chunk: the app, the delivered status, the event ids (the
+    /// primary key) and the exact `(event_id, updated_at_ms)` pairs that were archived.
+    fn push_exact(
+        &self,
+        qb: &mut QueryBuilder<MySql>,
+        app: &str,
+        status: &str,
+        members: &[Member],
+    ) {
         let s = self.spec;
-        format!(
-            "{app} = ? AND {status} = ? AND {id} IN ({ids}) AND ({id}, {upd}) IN ({pairs})",
-            app = s.app_code,
-            status = s.status,
-            id = s.event_id,
-            upd = s.updated_at_ms,
-            ids = list(n, "?"),
-            pairs = list(n, "(?, ?)"),
-        )
-    }
-
-    fn bind_exact<'q>(
-        mut q: sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments>,
-        app: &'q str,
-        status: &'q str,
-        members: &'q [Member],
-    ) -> sqlx::query::Query<'q, sqlx::MySql, sqlx::mysql::MySqlArguments> {
-        q = q.bind(app).bind(status);
+        qb.push(format!(" WHERE {} = ", s.app_code))
+            .push_bind(app.to_string())
+            .push(format!(" AND {} = ", s.status))
+            .push_bind(status.to_string())
+            .push(format!(" AND {} IN (", s.event_id));
+        let mut ids = qb.separated(", ");
         for m in members {
-            q = q.bind(&m.event_id);
+            ids.push_bind(m.event_id.clone());
         }
+        qb.push(format!(") AND ({}, {}) IN (", s.event_id, s.updated_at_ms));
+        let mut pairs = qb.separated(", ");
         for m in members {
-            q = q.bind(&m.event_id).bind(m.updated_at_ms);
+            pairs.push("(");
+            pairs.push_bind_unseparated(m.event_id.clone());
+            pairs.push_unseparated(", ");
+            pairs.push_bind_unseparated(m.updated_at_ms);
+            pairs.push_unseparated(")");
         }
-        q
+        qb.push(")");
     }
 
     /// How many of these members would be deleted now (`--dry-run`).
@@ -91,17 +87,13 @@ impl PurgeQueries {
         status: &str,
         members: &[Member],
     ) -> Result<u64, DbError> {
-        let sql = format!(
-            "SELECT COUNT(*) FROM {} WHERE {}",
-            self.spec.name,
-            self.exact(members.len())
-        );
-        let q = Self::bind_exact(sqlx::query(AssertSqlSafe(sql)), app, status, members);
-        let row = q
+        let mut qb = QueryBuilder::<MySql>::new(format!("SELECT COUNT(*) FROM {}", self.spec.name));
+        self.push_exact(&mut qb, app, status, members);
+        let n: i64 = qb
+            .build_query_scalar()
             .fetch_one(pool)
             .await
             .context(|| format!("counting purgeable rows of app {app}"))?;
-        let n: i64 = sqlx::Row::try_get(&row, 0).context(|| "reading a count".into())?;
         Ok(n as u64)
     }
 
@@ -143,8 +135,10 @@ impl PurgeQueries {
                 ..Chunk::default()
             });
         }
-        let sql = format!("DELETE FROM {} WHERE {}", s.name, self.exact(members.len()));
-        let deleted = Self::bind_exact(sqlx::query(AssertSqlSafe(sql)), app, status, members)
+        let mut qb = QueryBuilder::<MySql>::new(format!("DELETE FROM {}", s.name));
+        self.push_exact(&mut qb, app, status, members);
+        let deleted = qb
+            .build()
             .execute(&mut *tx)
             .await
             .context(|| format!("deleting members of batch {batch_id}"))?
@@ -192,18 +186,18 @@ impl PurgeQueries {
         members: &[Member],
     ) -> Result<Vec<String>, DbError> {
         let s = self.spec;
-        let sql = format!(
-            "SELECT {id} FROM {table} WHERE {app} = ? AND {id} IN ({ids})",
-            id = s.event_id,
-            table = s.name,
-            app = s.app_code,
-            ids = list(members.len(), "?")
-        );
-        let mut q = sqlx::query_scalar::<_, String>(AssertSqlSafe(sql)).bind(app);
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT {} FROM {} WHERE {} = ",
+            s.event_id, s.name, s.app_code
+        ));
+        qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
+        let mut ids = qb.separated(", ");
         for m in members {
-            q = q.bind(&m.event_id);
+            ids.push_bind(m.event_id.as_str());
         }
-        let mut kept = q
+        qb.push(")");
+        let mut kept: Vec<String> = qb
+            .build_query_scalar()
             .fetch_all(&mut **tx)
             .await
             .context(|| format!("finding kept rows of batch {batch_id}"))?;

@@ -8,7 +8,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sqlx::{AssertSqlSafe, MySqlPool};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
 
 use super::lock::AppLock;
 use super::source::decode_row;
@@ -32,24 +32,6 @@ pub fn check_table_name(name: &str) -> Result<(), String> {
             "--into {name:?} is not a plain table name (letters, digits and _, at most 64)"
         ))
     }
-}
-
-/// Creates `table` like the source table if it does not exist.
-pub async fn create_like(pool: &MySqlPool, spec: &TableSpec, table: &str) -> Result<(), DbError> {
-    let sql = format!("CREATE TABLE IF NOT EXISTS {table} LIKE {}", spec.name);
-    sqlx::query(AssertSqlSafe(sql))
-        .execute(pool)
-        .await
-        .context(|| format!("creating table {table}"))?;
-    Ok(())
-}
-
-pub async fn drop_table(pool: &MySqlPool, table: &str) -> Result<(), DbError> {
-    sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
-        .execute(pool)
-        .await
-        .context(|| format!("dropping table {table}"))?;
-    Ok(())
 }
 
 /// Why a row was not loaded.
@@ -100,35 +82,93 @@ pub struct Loaded {
     pub conflicts: Vec<Conflict>,
 }
 
-/// The name of the first column in which `a` and `b` differ.
-fn differing_column(spec: &TableSpec, a: &Row, b: &Row) -> Option<String> {
-    spec.columns
-        .iter()
-        .zip(a.iter().zip(b.iter()))
-        .find(|(_, (x, y))| x != y)
-        .map(|(c, _)| c.name.to_string())
+/// What a drill found in its scratch table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct TableFacts {
+    pub rows: u64,
+    pub totals: Vec<i128>,
+    pub members: Vec<Member>,
 }
 
-/// Inserts the rows that are not in `table` yet, in one transaction, and reads them back before
-/// committing; compares the others. A row that reads back other than it was archived is taken
-/// out, and the chunk is done again without it. `into_source`: the live table, under the lock.
-pub async fn load_chunk(
-    pool: &MySqlPool,
-    spec: &TableSpec,
-    table: &str,
-    app: &str,
-    rows: &[Row],
-    into_source: Option<IntoSource<'_>>,
-) -> Result<Loaded, LoadError> {
-    let layout = spec.layout();
-    let id = |r: &Row| r[layout.event_id].as_str().unwrap_or_default().to_string();
-    let mut stored_differently: Vec<Conflict> = Vec::new();
-    // Each pass either commits or takes at least one more row out: at most rows.len() + 1 passes.
-    loop {
-        let refused: HashSet<&str> = stored_differently
-            .iter()
-            .map(|c| c.event_id.as_str())
-            .collect();
+/// A table rows are restored into (`{table}_restored`, a drill's scratch table, `--into`, or
+/// the live source table), created with the source's definition.
+#[derive(Debug, Clone, Copy)]
+pub struct TargetTable<'a> {
+    spec: &'static TableSpec,
+    name: &'a str,
+}
+
+impl<'a> TargetTable<'a> {
+    /// `name`, if it is a plain table name the archiver may create and write.
+    pub fn new(spec: &'static TableSpec, name: &'a str) -> Result<TargetTable<'a>, String> {
+        check_table_name(name)?;
+        Ok(TargetTable { spec, name })
+    }
+
+    pub fn name(&self) -> &str {
+        self.name
+    }
+
+    /// Creates the table like the source table if it does not exist.
+    pub async fn create_like(&self, pool: &MySqlPool) -> Result<(), DbError> {
+        let (spec, table) = (self.spec, self.name);
+        let sql = format!("CREATE TABLE IF NOT EXISTS {table} LIKE {}", spec.name);
+        sqlx::query(AssertSqlSafe(sql))
+            .execute(pool)
+            .await
+            .context(|| format!("creating table {table}"))?;
+        Ok(())
+    }
+
+    /// Drops the table, if it exists.
+    pub async fn drop(&self, pool: &MySqlPool) -> Result<(), DbError> {
+        let table = self.name;
+        sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
+            .execute(pool)
+            .await
+            .context(|| format!("dropping table {table}"))?;
+        Ok(())
+    }
+
+    /// Inserts the rows that are not in the table yet, in one transaction, and reads them back
+    /// before committing; compares the others. A row that reads back other than it was archived is
+    /// taken out, and the chunk is done again without it. `into_source`: the live table, under the
+    /// lock.
+    pub async fn load_chunk(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        rows: &[Row],
+        into_source: Option<IntoSource<'_>>,
+    ) -> Result<Loaded, LoadError> {
+        let mut stored_differently: Vec<Conflict> = Vec::new();
+        // Each pass either commits or takes at least one more row out: at most rows.len() + 1 passes.
+        loop {
+            let pass = self
+                .load_once(pool, app, rows, &stored_differently, into_source)
+                .await?;
+            match pass {
+                Pass::Committed(mut loaded) => {
+                    loaded.conflicts.extend(stored_differently);
+                    return Ok(loaded);
+                }
+                Pass::StoredDifferently(differ) => stored_differently.extend(differ),
+            }
+        }
+    }
+
+    /// One attempt at a chunk, leaving out the rows already found stored differently.
+    async fn load_once(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        rows: &[Row],
+        refused: &[Conflict],
+        into_source: Option<IntoSource<'_>>,
+    ) -> Result<Pass, LoadError> {
+        let (spec, table) = (self.spec, self.name);
+        let id = |r: &Row| event_id(spec, r);
+        let refused: HashSet<&str> = refused.iter().map(|c| c.event_id.as_str()).collect();
         let mut tx = pool
             .begin()
             .await
@@ -150,8 +190,7 @@ pub async fn load_chunk(
             }
         }
         if !missing.is_empty() {
-            super::insert_rows(spec, table, &missing)
-                .execute(&mut *tx)
+            super::insert_rows(&mut *tx, spec, table, &missing)
                 .await
                 .context(|| format!("inserting restored rows into {table}"))?;
             let stored = select_rows(
@@ -163,60 +202,158 @@ pub async fn load_chunk(
                 false,
             )
             .await?;
-            let differ: Vec<Conflict> = missing
-                .iter()
-                .filter_map(|r| {
-                    let key = id(r);
-                    match stored.get(&key) {
-                        Some(back) if back == *r => None,
-                        back => Some(Conflict {
-                            column: back.and_then(|b| differing_column(spec, r, b)),
-                            event_id: key,
-                            reason: ConflictReason::StoredDifferently,
-                        }),
-                    }
-                })
-                .collect();
+            let differ = stored_differently(spec, &missing, &stored);
             if !differ.is_empty() {
                 tx.rollback()
                     .await
                     .context(|| format!("rolling back restored rows into {table}"))?;
-                stored_differently.extend(differ);
-                continue;
+                return Ok(Pass::StoredDifferently(differ));
             }
             loaded.inserted = missing.len() as u64;
             if let Some(source) = into_source {
-                // The rows are back: the batch is purge's to finish again, but marked, so only
-                // `purge --include-restored` takes them (purged_rows counts what is gone now).
-                let sql = format!(
-                    "UPDATE {} SET restored_at_ms = COALESCE(restored_at_ms, ?), purged_at_ms = NULL, \
-                     purged_rows = GREATEST(purged_rows - ?, 0) WHERE app_code = ? AND batch_id = ?",
-                    spec.receipts_table()
-                );
-                sqlx::query(AssertSqlSafe(sql))
-                    .bind(source.now_ms)
-                    .bind(missing.len() as i64)
-                    .bind(app)
-                    .bind(source.batch_id)
-                    .execute(&mut *tx)
-                    .await
-                    .context(|| {
-                        format!("marking batch {} restored into the source", source.batch_id)
-                    })?;
-                if !source.lock.held_per(&mut *tx).await? {
-                    return Err(LoadError::LockLost {
-                        lock: source.lock.name().to_string(),
-                        batch_id: source.batch_id.to_string(),
-                    });
-                }
+                mark_restored(&mut tx, spec, app, source, missing.len()).await?;
             }
         }
         tx.commit()
             .await
             .context(|| format!("committing restored rows into {table}"))?;
-        loaded.conflicts.extend(stored_differently);
-        return Ok(loaded);
+        Ok(Pass::Committed(loaded))
     }
+
+    /// Every row of the table (a drill's scratch table: one batch), whole.
+    pub async fn rows(&self, pool: &MySqlPool) -> Result<Vec<Row>, DbError> {
+        let (spec, table) = (self.spec, self.name);
+        let sql = format!("SELECT {} FROM {table}", spec.select_list());
+        sqlx::query(AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await
+            .context(|| format!("reading {table}"))?
+            .iter()
+            .map(|r| decode_row(spec, r))
+            .collect::<Result<_, _>>()
+            .context(|| format!("decoding a row of {table}"))
+    }
+
+    /// Counts, sums and lists the rows of `table` (a drill's scratch table: one batch).
+    pub async fn facts(&self, pool: &MySqlPool) -> Result<TableFacts, DbError> {
+        let (spec, table) = (self.spec, self.name);
+        let sums: Vec<String> = spec
+            .totals
+            .iter()
+            .map(|t| format!(", CAST(COALESCE(SUM({}), 0) AS CHAR)", t.column))
+            .collect();
+        let sql = format!("SELECT COUNT(*){} FROM {table}", sums.concat());
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .fetch_one(pool)
+            .await
+            .context(|| format!("summing {table}"))?;
+        let count: i64 = sqlx::Row::try_get(&row, 0).context(|| format!("summing {table}"))?;
+        let mut totals = Vec::new();
+        for i in 0..spec.totals.len() {
+            let text: String =
+                sqlx::Row::try_get(&row, i + 1).context(|| format!("summing {table}"))?;
+            totals.push(text.parse().map_err(|_| DbError::Query {
+                context: format!("summing {table}"),
+                source: sqlx::Error::Decode(format!("{text:?} is not a decimal").into()),
+            })?);
+        }
+        let sql = format!(
+            "SELECT {}, {} FROM {table} ORDER BY {} ",
+            spec.event_id, spec.updated_at_ms, spec.event_id
+        );
+        let members: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+            .fetch_all(pool)
+            .await
+            .context(|| format!("listing {table}"))?;
+        Ok(TableFacts {
+            rows: count as u64,
+            totals,
+            members: members
+                .into_iter()
+                .map(|(event_id, updated_at_ms)| Member {
+                    event_id,
+                    updated_at_ms,
+                })
+                .collect(),
+        })
+    }
+}
+
+/// How one attempt at a chunk went.
+enum Pass {
+    Committed(Loaded),
+    /// Rows that read back other than they were archived: rolled back, to be left out.
+    StoredDifferently(Vec<Conflict>),
+}
+
+fn event_id(spec: &TableSpec, row: &Row) -> String {
+    row[spec.layout().event_id]
+        .as_str()
+        .unwrap_or_default()
+        .to_string()
+}
+
+/// The inserted rows that read back other than they were archived.
+fn stored_differently(
+    spec: &TableSpec,
+    inserted: &[&Row],
+    stored: &HashMap<String, Row>,
+) -> Vec<Conflict> {
+    inserted
+        .iter()
+        .filter_map(|r| {
+            let key = event_id(spec, r);
+            match stored.get(&key) {
+                Some(back) if back == *r => None,
+                back => Some(Conflict {
+                    column: back.and_then(|b| differing_column(spec, r, b)),
+                    event_id: key,
+                    reason: ConflictReason::StoredDifferently,
+                }),
+            }
+        })
+        .collect()
+}
+
+/// Marks the batch restored into the source in the chunk's transaction — the rows are back: the
+/// batch is purge's to finish again, but marked, so only `purge --include-restored` takes them
+/// (`purged_rows` counts what is gone now) — and confirms the app's lock before the commit.
+async fn mark_restored(
+    tx: &mut sqlx::Transaction<'_, MySql>,
+    spec: &TableSpec,
+    app: &str,
+    source: IntoSource<'_>,
+    inserted: usize,
+) -> Result<(), LoadError> {
+    let sql = format!(
+        "UPDATE {} SET restored_at_ms = COALESCE(restored_at_ms, ?), purged_at_ms = NULL, \
+         purged_rows = GREATEST(purged_rows - ?, 0) WHERE app_code = ? AND batch_id = ?",
+        spec.receipts_table()
+    );
+    sqlx::query(AssertSqlSafe(sql))
+        .bind(source.now_ms)
+        .bind(inserted as i64)
+        .bind(app)
+        .bind(source.batch_id)
+        .execute(&mut **tx)
+        .await
+        .context(|| format!("marking batch {} restored into the source", source.batch_id))?;
+    if !source.lock.held_per(&mut **tx).await? {
+        return Err(LoadError::LockLost {
+            lock: source.lock.name().to_string(),
+            batch_id: source.batch_id.to_string(),
+        });
+    }
+    Ok(())
+}
+
+/// The name of the first column in which `a` and `b` differ.
+fn differing_column(spec: &TableSpec, a: &Row, b: &Row) -> Option<String> {
+    spec.columns
+        .iter()
+        .zip(a.iter().zip(b.iter()))
+        .find(|(_, (x, y))| x != y)
+        .map(|(c, _)| c.name.to_string())
 }
 
 /// The rows of `table` with these event ids (of `app`), by event id; locked with `for_update`.
@@ -233,18 +370,19 @@ async fn select_rows(
         return Ok(HashMap::new());
     }
     let layout = spec.layout();
-    let sql = format!(
-        "SELECT {list} FROM {table} WHERE {app_col} = ? AND {id_col} IN ({marks}){lock}",
-        list = spec.select_list(),
-        app_col = spec.app_code,
-        id_col = spec.event_id,
-        marks = vec!["?"; ids.len()].join(", "),
-        lock = if for_update { " FOR UPDATE" } else { "" },
-    );
-    let mut q = sqlx::query(AssertSqlSafe(sql)).bind(app);
+    let mut qb = QueryBuilder::<MySql>::new(format!(
+        "SELECT {} FROM {table} WHERE {} = ",
+        spec.select_list(),
+        spec.app_code
+    ));
+    qb.push_bind(app)
+        .push(format!(" AND {} IN (", spec.event_id));
+    let mut marks = qb.separated(", ");
     for id in &ids {
-        q = q.bind(id);
+        marks.push_bind(id.as_str());
     }
+    qb.push(if for_update { ") FOR UPDATE" } else { ")" });
+    let q = qb.build();
     q.fetch_all(&mut **tx)
         .await
         .context(|| format!("reading rows of {table}"))?
@@ -258,23 +396,6 @@ async fn select_rows(
                 (id, row)
             })
         })
-        .collect::<Result<_, _>>()
-        .context(|| format!("decoding a row of {table}"))
-}
-
-/// Every row of `table` (a drill's scratch table: one batch), whole.
-pub async fn table_rows(
-    pool: &MySqlPool,
-    spec: &TableSpec,
-    table: &str,
-) -> Result<Vec<Row>, DbError> {
-    let sql = format!("SELECT {} FROM {table}", spec.select_list());
-    sqlx::query(AssertSqlSafe(sql))
-        .fetch_all(pool)
-        .await
-        .context(|| format!("reading {table}"))?
-        .iter()
-        .map(|r| decode_row(spec, r))
         .collect::<Result<_, _>>()
         .context(|| format!("decoding a row of {table}"))
 }
@@ -298,101 +419,4 @@ pub fn first_difference(spec: &TableSpec, archived: &[Row], held: &[Row]) -> Opt
     }
     (held.len() != archived.len())
         .then(|| format!("{} rows held, {} archived", held.len(), archived.len()))
-}
-
-/// What a drill found in its scratch table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableFacts {
-    pub rows: u64,
-    pub totals: Vec<i128>,
-    pub members: Vec<Member>,
-}
-
-/// Counts, sums and lists the rows of `table` (a drill's scratch table: one batch).
-pub async fn table_facts(
-    pool: &MySqlPool,
-    spec: &TableSpec,
-    table: &str,
-) -> Result<TableFacts, DbError> {
-    let sums: Vec<String> = spec
-        .totals
-        .iter()
-        .map(|t| format!(", CAST(COALESCE(SUM({}), 0) AS CHAR)", t.column))
-        .collect();
-    let sql = format!("SELECT COUNT(*){} FROM {table}", sums.concat());
-    let row = sqlx::query(AssertSqlSafe(sql))
-        .fetch_one(pool)
-        .await
-        .context(|| format!("summing {table}"))?;
-    let count: i64 = sqlx::Row::try_get(&row, 0).context(|| format!("summing {table}"))?;
-    let mut totals = Vec::new();
-    for i in 0..spec.totals.len() {
-        let text: String =
-            sqlx::Row::try_get(&row, i + 1).context(|| format!("summing {table}"))?;
-        totals.push(text.parse().map_err(|_| DbError::Query {
-            context: format!("summing {table}"),
-            source: sqlx::Error::Decode(format!("{text:?} is not a decimal").into()),
-        })?);
-    }
-    let sql = format!(
-        "SELECT {}, {} FROM {table} ORDER BY {} ",
-        spec.event_id, spec.updated_at_ms, spec.event_id
-    );
-    let members: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
-        .fetch_all(pool)
-        .await
-        .context(|| format!("listing {table}"))?;
-    Ok(TableFacts {
-        rows: count as u64,
-        totals,
-        members: members
-            .into_iter()
-            .map(|(event_id, updated_at_ms)| Member {
-                event_id,
-                updated_at_ms,
-            })
-            .collect(),
-    })
-}
-
-/// Records a drill's result.
-pub async fn record_drill(
-    pool: &MySqlPool,
-    spec: &TableSpec,
-    app: &str,
-    batch_id: &str,
-    at_ms: i64,
-    detail: Option<&str>,
-) -> Result<(), DbError> {
-    let sql = format!(
-        "INSERT INTO {} (app_code, batch_id, drilled_at_ms, ok, detail) VALUES (?, ?, ?, ?, ?)",
-        spec.drills_table()
-    );
-    sqlx::query(AssertSqlSafe(sql))
-        .bind(app)
-        .bind(batch_id)
-        .bind(at_ms)
-        .bind(detail.is_none())
-        .bind(detail)
-        .execute(pool)
-        .await
-        .context(|| format!("recording the drill of batch {batch_id}"))?;
-    Ok(())
-}
-
-/// The app's last successful drill: `(batch_id, drilled_at_ms)`.
-pub async fn last_good_drill(
-    pool: &MySqlPool,
-    spec: &TableSpec,
-    app: &str,
-) -> Result<Option<(String, i64)>, DbError> {
-    let sql = format!(
-        "SELECT batch_id, drilled_at_ms FROM {} WHERE app_code = ? AND ok = TRUE ORDER BY id DESC LIMIT 1",
-        spec.drills_table()
-    );
-    sqlx::query_as(AssertSqlSafe(sql))
-        .bind(app)
-        .fetch_optional(pool)
-        .await
-        .context(|| format!("reading the drills of app {app}"))
 }

@@ -31,50 +31,64 @@ pub struct Record<'a> {
     pub finished_at_ms: i64,
 }
 
-pub async fn record(pool: &MySqlPool, spec: &TableSpec, run: &Record<'_>) -> Result<(), DbError> {
-    let sql = format!(
+/// The runs table of one outbox table.
+#[derive(Debug, Clone)]
+pub struct Runs {
+    spec: &'static TableSpec,
+}
+
+impl Runs {
+    pub fn new(spec: &'static TableSpec) -> Runs {
+        Runs { spec }
+    }
+
+    pub async fn record(&self, pool: &MySqlPool, run: &Record<'_>) -> Result<(), DbError> {
+        let spec = self.spec;
+        let sql = format!(
         "INSERT INTO {} (app_code, command, started_at_ms, finished_at_ms, outcome, batches, row_count, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
         spec.runs_table()
     );
-    let app: String = run.app.chars().take(32).collect();
-    sqlx::query(AssertSqlSafe(sql))
-        .bind(app)
-        .bind(run.command)
-        .bind(run.started_at_ms)
-        .bind(run.finished_at_ms)
-        .bind(run.outcome)
-        .bind(run.batches as i64)
-        .bind(run.rows as i64)
-        .bind(run.error)
-        .execute(pool)
-        .await
-        .context(|| format!("recording the run of app {}", run.app))?;
-    Ok(())
-}
-
-/// Records a run, logging (not returning) a failure: bookkeeping must not change an outcome.
-pub async fn note(pool: &MySqlPool, spec: &TableSpec, run: &Record<'_>) {
-    if let Err(e) = record(pool, spec, run).await {
-        tracing::warn!(app = run.app, error = %e, "could not record the run");
+        let app: String = run.app.chars().take(32).collect();
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(run.command)
+            .bind(run.started_at_ms)
+            .bind(run.finished_at_ms)
+            .bind(run.outcome)
+            .bind(run.batches as i64)
+            .bind(run.rows as i64)
+            .bind(run.error)
+            .execute(pool)
+            .await
+            .context(|| format!("recording the run of app {}", run.app))?;
+        Ok(())
     }
-}
 
-/// The app's most recent run of `command`.
-pub async fn last(
-    pool: &MySqlPool,
-    spec: &TableSpec,
-    app: &str,
-    command: &str,
-) -> Result<Option<Run>, DbError> {
-    let sql = format!(
+    /// Records a run, logging (not returning) a failure: bookkeeping must not change an outcome.
+    pub async fn note(&self, pool: &MySqlPool, run: &Record<'_>) {
+        if let Err(e) = self.record(pool, run).await {
+            tracing::warn!(app = run.app, error = %e, "could not record the run");
+        }
+    }
+
+    /// The app's most recent run of `command`.
+    pub async fn last(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        command: &str,
+    ) -> Result<Option<Run>, DbError> {
+        let spec = self.spec;
+        let sql = format!(
         "SELECT command, started_at_ms, finished_at_ms, outcome, batches, row_count, error FROM {} \
          WHERE app_code = ? AND command = ? ORDER BY id DESC LIMIT 1",
         spec.runs_table()
     );
-    sqlx::query_as(AssertSqlSafe(sql))
-        .bind(app)
-        .bind(command)
-        .fetch_optional(pool)
-        .await
-        .context(|| format!("reading the last run of app {app}"))
+        sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(command)
+            .fetch_optional(pool)
+            .await
+            .context(|| format!("reading the last run of app {app}"))
+    }
 }

@@ -6,9 +6,10 @@
 //! while a batch is uploaded (SPEC §5.6).
 
 use sqlx::mysql::MySqlRow;
-use sqlx::{AssertSqlSafe, MySqlPool, Row as _};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
 use tokio::sync::mpsc;
 
+use super::members::Members;
 use super::{Context, DbError};
 use crate::codec::{Row, Value};
 use crate::failpoint::FailPoints;
@@ -18,9 +19,10 @@ use crate::table::{Kind, TableSpec};
 /// The most rows one page query returns (SPEC §5.6).
 pub const PAGE_ROWS: u32 = 500;
 
-/// The page queries of one table, built once.
+/// The source table as the archiver reads it: its page queries, built once (they run once per
+/// page on the hot path).
 #[derive(Debug, Clone)]
-pub struct PageQueries {
+pub struct SourceTable {
     spec: &'static TableSpec,
     first: String,
     after: String,
@@ -30,12 +32,11 @@ pub struct PageQueries {
     count_after: String,
     oldest_first: String,
     oldest_after: String,
-    members_among: String,
-    rows_by_key: String,
+    members: Members,
 }
 
-impl PageQueries {
-    pub fn new(spec: &'static TableSpec) -> PageQueries {
+impl SourceTable {
+    pub fn new(spec: &'static TableSpec) -> SourceTable {
         let (upd, id) = (spec.updated_at_ms, spec.event_id);
         let from = format!(
             "FROM {table} FORCE INDEX ({index}) WHERE {app} = ? AND {status} = ? AND {upd} < ?",
@@ -55,7 +56,7 @@ impl PageQueries {
         let list = spec.select_list();
         // Keys only (the retention index covers them): the straggler scan and the backlog.
         let keys = format!("{upd}, {id}");
-        PageQueries {
+        SourceTable {
             spec,
             first: select(&list, "", &order),
             after: select(&list, &after, &order),
@@ -65,19 +66,7 @@ impl PageQueries {
             count_after: select("COUNT(*)", &after, ""),
             oldest_first: select(upd, "", &order),
             oldest_after: select(upd, &after, &order),
-            members_among: format!(
-                "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND event_id IN (",
-                spec.members_table()
-            ),
-            rows_by_key: format!(
-                "SELECT {list} FROM {table} WHERE {app} = ? AND {status} = ? AND {upd} < ? AND {id} IN (",
-                list = spec.select_list(),
-                table = spec.name,
-                app = spec.app_code,
-                status = spec.status,
-                upd = spec.updated_at_ms,
-                id = spec.event_id,
-            ),
+            members: Members::new(spec),
         }
     }
 
@@ -119,7 +108,7 @@ impl PageQueries {
     }
 }
 
-impl PageQueries {
+impl SourceTable {
     /// One page of the straggler scan: of the next ≤ 500 delivered rows after `after`, at or
     /// below `upto` and below `upper_ms`, those whose exact `(event_id, updated_at_ms)` no member
     /// row claims — a row never archived, or a member delivered again with a new `updated_at_ms`
@@ -161,19 +150,10 @@ impl PageQueries {
         if keys.is_empty() {
             return Ok((Vec::new(), None));
         }
-        let mut sql = self.members_among.clone();
-        sql.push_str(&vec!["?"; keys.len()].join(", "));
-        sql.push(')');
-        let mut members = sqlx::query_as::<_, (String, i64)>(AssertSqlSafe(sql)).bind(app);
-        for (_, id) in &keys {
-            members = members.bind(id);
-        }
-        let owned: std::collections::HashSet<(String, i64)> = members
-            .fetch_all(pool)
-            .await
-            .context(|| format!("looking up members of app {app}"))?
-            .into_iter()
-            .collect();
+        let owned = self
+            .members
+            .versions_among(pool, app, keys.iter().map(|(_, id)| id.as_str()))
+            .await?;
         let more = keys.len() == PAGE_ROWS as usize;
         let last = keys.last().map(|(ms, id)| Cursor {
             updated_at_ms: *ms,
@@ -205,24 +185,40 @@ impl PageQueries {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let mut sql = self.rows_by_key.clone();
-        sql.push_str(&vec!["?"; keys.len()].join(", "));
-        sql.push_str(&format!(
-            ") AND ({id}, {upd}) IN ({pairs}) ORDER BY {upd} ASC, {id} ASC",
-            id = self.spec.event_id,
-            upd = self.spec.updated_at_ms,
-            pairs = vec!["(?, ?)"; keys.len()].join(", ")
+        let spec = self.spec;
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT {list} FROM {table} WHERE {app_col} = ",
+            list = spec.select_list(),
+            table = spec.name,
+            app_col = spec.app_code,
         ));
-        let mut query = sqlx::query(AssertSqlSafe(sql))
-            .bind(app)
-            .bind(status)
-            .bind(upper_ms);
+        qb.push_bind(app)
+            .push(format!(" AND {} = ", spec.status))
+            .push_bind(status)
+            .push(format!(" AND {} < ", spec.updated_at_ms))
+            .push_bind(upper_ms)
+            .push(format!(" AND {} IN (", spec.event_id));
+        let mut ids = qb.separated(", ");
         for k in keys {
-            query = query.bind(&k.event_id);
+            ids.push_bind(k.event_id.as_str());
         }
+        qb.push(format!(
+            ") AND ({}, {}) IN (",
+            spec.event_id, spec.updated_at_ms
+        ));
+        let mut pairs = qb.separated(", ");
         for k in keys {
-            query = query.bind(&k.event_id).bind(k.updated_at_ms);
+            pairs.push("(");
+            pairs.push_bind_unseparated(k.event_id.as_str());
+            pairs.push_unseparated(", ");
+            pairs.push_bind_unseparated(k.updated_at_ms);
+            pairs.push_unseparated(")");
         }
+        qb.push(format!(
+            ") ORDER BY {} ASC, {} ASC",
+            spec.updated_at_ms, spec.event_id
+        ));
+        let query = qb.build();
         let rows = query
             .fetch_all(pool)
             .await
@@ -270,7 +266,7 @@ pub struct Backlog {
     pub oldest_ms: Option<i64>,
 }
 
-impl PageQueries {
+impl SourceTable {
     /// The backlog count's SQL (for EXPLAIN in tests and by operators).
     pub fn backlog_count_sql(&self, after_cursor: bool) -> &str {
         if after_cursor {
@@ -379,7 +375,7 @@ pub struct RowStream {
 impl RowStream {
     pub fn spawn(
         pool: MySqlPool,
-        queries: PageQueries,
+        queries: SourceTable,
         app: String,
         status: String,
         source: Source,
@@ -498,28 +494,7 @@ pub async fn archivable_and_other(
 /// Every app code present in the source table, by repeated index dives on the primary key
 /// (`MIN(app_code) … WHERE app_code > ?`): cost grows with the number of apps, not of rows.
 pub async fn all_apps(pool: &MySqlPool, spec: &TableSpec) -> Result<Vec<String>, DbError> {
-    let first = AssertSqlSafe(format!(
-        "SELECT MIN({app}) FROM {table}",
-        app = spec.app_code,
-        table = spec.name
-    ));
-    let next = format!(
-        "SELECT MIN({app}) FROM {table} WHERE {app} > ?",
-        app = spec.app_code,
-        table = spec.name
-    );
-    let mut apps = Vec::new();
-    let mut current: Option<String> = sqlx::query_scalar(first)
-        .fetch_one(pool)
+    super::distinct_by_dives(pool, spec.name, spec.app_code)
         .await
-        .context(|| format!("listing the apps of {}", spec.name))?;
-    while let Some(app) = current {
-        current = sqlx::query_scalar(AssertSqlSafe(next.clone()))
-            .bind(&app)
-            .fetch_one(pool)
-            .await
-            .context(|| format!("listing the apps of {}", spec.name))?;
-        apps.push(app);
-    }
-    Ok(apps)
+        .context(|| format!("listing the apps of {}", spec.name))
 }

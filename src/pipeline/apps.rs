@@ -16,7 +16,7 @@ use tracing::Instrument;
 use super::DbContext;
 use crate::appcode;
 use crate::db::lock::{lock_name, AppLock};
-use crate::db::receipts::{ReceiptQueries, ReceiptScope};
+use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::{runs, source, DbError};
 use crate::shard::Shard;
 use crate::summary::{app_span, run_id, AppReport, Outcome};
@@ -63,7 +63,7 @@ pub async fn resolve(
         Apps::Shard(shard) => Some(*shard),
     };
     let pool = &ctx.db.pool;
-    let receipts = ReceiptQueries::new(ctx.spec);
+    let receipts = Receipts::new(ctx.spec);
     let mut all = match population {
         Population::Source => source::all_apps(pool, ctx.spec).await?,
         Population::Unpurged { include_restored } => {
@@ -161,7 +161,9 @@ impl Driver<'_> {
                     started_at_ms,
                     finished_at_ms: (self.ctx.now_ms)(),
                 };
-                runs::note(&self.ctx.db.pool, self.ctx.spec, &record).await;
+                runs::Runs::new(self.ctx.spec)
+                    .note(&self.ctx.db.pool, &record)
+                    .await;
             }
             reports.push(report);
         }

@@ -12,8 +12,9 @@ use super::publish::{PublishError, Publisher};
 use super::{Observer, RunContext};
 use crate::batch::{EncodedBatch, Limits, Superseded};
 use crate::db::lock::AppLock;
-use crate::db::receipts::{Cut, Receipt, ReceiptQueries, RecordError};
-use crate::db::source::{Backlog, PageQueries, RowStream, Source};
+use crate::db::receipts::Receipts;
+use crate::db::record::{Cut, Receipt, RecordError, Recorder};
+use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::format::{self, Cursor};
@@ -90,8 +91,9 @@ pub struct Archiver<'a> {
     ctx: &'a RunContext,
     opts: &'a ArchiveOptions,
     observer: &'a dyn Observer,
-    pages: PageQueries,
-    receipts: ReceiptQueries,
+    pages: SourceTable,
+    receipts: Receipts,
+    recorder: Recorder,
     deadline: Option<Instant>,
 }
 
@@ -137,8 +139,9 @@ impl<'a> Archiver<'a> {
             ctx,
             opts,
             observer,
-            pages: PageQueries::new(ctx.spec),
-            receipts: ReceiptQueries::new(ctx.spec),
+            pages: SourceTable::new(ctx.spec),
+            receipts: Receipts::new(ctx.spec),
+            recorder: Recorder::new(ctx.spec),
             deadline,
         }
     }
@@ -359,7 +362,7 @@ impl<'a> Archiver<'a> {
         let phase = Instant::now();
         let failpoints = &self.opts.failpoints;
         let superseded = self
-            .receipts
+            .recorder
             .record(pool, &receipt, &batch.members, cut, lock, failpoints)
             .await?;
         let record_ms = phase.elapsed().as_millis() as u64;

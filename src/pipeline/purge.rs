@@ -20,8 +20,9 @@ use super::verifier::{Depth, Expected, Finding, Verifier};
 use super::RunContext;
 use crate::batch::Member;
 use crate::db::lock::AppLock;
+use crate::db::members::Members;
 use crate::db::purge::{PurgeError, PurgeQueries, PURGE_CHUNK};
-use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
+use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::summary::details::PurgeApp;
@@ -91,7 +92,8 @@ enum Step {
 pub struct Purger<'a> {
     ctx: &'a RunContext,
     opts: &'a PurgeOptions,
-    receipts: ReceiptQueries,
+    receipts: Receipts,
+    members: Members,
     purge: PurgeQueries,
     deadline: Option<Instant>,
     started: Instant,
@@ -157,7 +159,8 @@ impl<'a> Purger<'a> {
         Purger {
             ctx,
             opts,
-            receipts: ReceiptQueries::new(ctx.spec),
+            receipts: Receipts::new(ctx.spec),
+            members: Members::new(ctx.spec),
             purge: PurgeQueries::new(ctx.spec),
             deadline: opts.max_runtime.map(|d| started + d),
             started,
@@ -204,7 +207,7 @@ impl<'a> Purger<'a> {
     ) -> Result<Step, AppError> {
         let (pool, app) = (&self.ctx.db.pool, receipt.app_code.as_str());
         let members = self
-            .receipts
+            .members
             .members_of(pool, app, &receipt.batch_id)
             .await?;
         let findings = self.look_at_objects(receipt, &members).await?;
@@ -300,7 +303,7 @@ impl<'a> Purger<'a> {
         // a later batch superseded.
         let mut proven = members.to_vec();
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
-        proven.extend(self.receipts.superseded_of(pool, app, batch).await?);
+        proven.extend(self.members.superseded_of(pool, app, batch).await?);
         let verifier = Verifier {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,

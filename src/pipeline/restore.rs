@@ -20,9 +20,11 @@ use super::verifier::{Depth, Expected, Verifier};
 use super::RunContext;
 use crate::batch::Member;
 use crate::codec::Row;
+use crate::db::drills::Drills;
 use crate::db::lock::AppLock;
-use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
-use crate::db::restore::{self as db_restore, IntoSource, LoadError, RESTORE_CHUNK};
+use crate::db::members::Members;
+use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
+use crate::db::restore::{first_difference, IntoSource, LoadError, TargetTable, RESTORE_CHUNK};
 use crate::db::DbError;
 use crate::store::StoreError;
 use crate::summary::details::{Drill, RestoreApp};
@@ -63,7 +65,7 @@ impl RestoreOptions {
     }
 
     /// The table rows go into, or why it may not be used (exit 2).
-    pub fn target(&self, spec: &TableSpec) -> Result<String, String> {
+    pub fn target(&self, spec: &'static TableSpec) -> Result<String, String> {
         let target = match (&self.into, self.into_source) {
             (_, true) => spec.name.to_string(),
             // Table names compare without case on some servers (lower_case_table_names).
@@ -75,7 +77,7 @@ impl RestoreOptions {
             (Some(into), false) => into.clone(),
             (None, false) => format!("{}_restored", spec.name),
         };
-        db_restore::check_table_name(&target)?;
+        TargetTable::new(spec, &target)?;
         Ok(target)
     }
 }
@@ -98,7 +100,8 @@ pub struct Restorer<'a> {
     opts: &'a RestoreOptions,
     /// Where rows go (each drill uses a scratch table of its own instead).
     target: String,
-    receipts: ReceiptQueries,
+    receipts: Receipts,
+    members: Members,
 }
 
 #[async_trait::async_trait]
@@ -155,7 +158,8 @@ impl<'a> Restorer<'a> {
             ctx,
             opts,
             target,
-            receipts: ReceiptQueries::new(ctx.spec),
+            receipts: Receipts::new(ctx.spec),
+            members: Members::new(ctx.spec),
         }
     }
 
@@ -168,8 +172,8 @@ impl<'a> Restorer<'a> {
         details: &mut RestoreApp,
     ) -> Result<(), Failure> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
-        let members = self.receipts.members_of(pool, app, batch).await?;
-        let superseded = self.receipts.superseded_of(pool, app, batch).await?;
+        let members = self.members.members_of(pool, app, batch).await?;
+        let superseded = self.members.superseded_of(pool, app, batch).await?;
         let mut proven = members;
         proven.extend(superseded.iter().cloned());
         let rows = self.verified_rows(receipt, &proven, details).await?;
@@ -184,8 +188,8 @@ impl<'a> Restorer<'a> {
                 batch_id: batch,
                 now_ms: now,
             });
-            let (spec, table) = (self.ctx.spec, &self.target);
-            let loaded = db_restore::load_chunk(pool, spec, table, app, chunk, into_source).await?;
+            let target = TargetTable::new(self.ctx.spec, &self.target).map_err(Failure::Data)?;
+            let loaded = target.load_chunk(pool, app, chunk, into_source).await?;
             details.restored_rows += loaded.inserted;
             details.already_present_rows += loaded.present;
             if let Some(first) = loaded.conflicts.first() {
@@ -253,16 +257,17 @@ impl<'a> Restorer<'a> {
             spec.name,
             receipt.batch_id.get(..12).unwrap_or(&receipt.batch_id)
         );
-        db_restore::drop_table(pool, &table).await?;
-        db_restore::create_like(pool, spec, &table).await?;
+        let scratch = TargetTable::new(spec, &table).map_err(Failure::Data)?;
+        scratch.drop(pool).await?;
+        scratch.create_like(pool).await?;
         for chunk in rows.chunks(RESTORE_CHUNK) {
-            let loaded = db_restore::load_chunk(pool, spec, &table, app, chunk, None).await?;
+            let loaded = scratch.load_chunk(pool, app, chunk, None).await?;
             details.restored_rows += loaded.inserted;
             details.already_present_rows += loaded.present;
         }
-        let facts = db_restore::table_facts(pool, spec, &table).await?;
-        let restored = db_restore::table_rows(pool, spec, &table).await?;
-        db_restore::drop_table(pool, &table).await?;
+        let facts = scratch.facts(pool).await?;
+        let restored = scratch.rows(pool).await?;
+        scratch.drop(pool).await?;
         proven.sort_by(|a, b| a.event_id.cmp(&b.event_id));
         let mut problems = Vec::new();
         if facts.rows != receipt.content.row_count {
@@ -278,7 +283,7 @@ impl<'a> Restorer<'a> {
         if facts.members != proven {
             problems.push("restored rows differ from the member list".to_string());
         }
-        if let Some(difference) = db_restore::first_difference(spec, &rows, &restored) {
+        if let Some(difference) = first_difference(spec, &rows, &restored) {
             problems.push(format!(
                 "restored rows differ from the archive: {difference}"
             ));
@@ -299,7 +304,9 @@ impl<'a> Restorer<'a> {
     ) -> Result<(), DbError> {
         let (pool, spec, now) = (&self.ctx.db.pool, self.ctx.spec, (self.ctx.now_ms)());
         let (app, batch) = (&receipt.app_code, &receipt.batch_id);
-        db_restore::record_drill(pool, spec, app, batch, now, detail.as_deref()).await?;
+        Drills::new(spec)
+            .record(pool, app, batch, now, detail.as_deref())
+            .await?;
         details.drills.get_or_insert_with(Vec::new).push(Drill {
             batch_id: receipt.batch_id.clone(),
             ok: detail.is_none(),

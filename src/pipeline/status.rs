@@ -7,9 +7,11 @@
 
 use super::apps::{Access, AppWork};
 use super::DbContext;
-use crate::db::receipts::ReceiptQueries;
-use crate::db::source::PageQueries;
-use crate::db::{restore, runs, DbError};
+use crate::db::drills::Drills;
+use crate::db::receipts::Receipts;
+use crate::db::runs::Runs;
+use crate::db::source::SourceTable;
+use crate::db::DbError;
 use crate::summary::details::{GoodDrill, StatusApp};
 use crate::summary::{AppDetails, AppReport, Outcome};
 
@@ -18,8 +20,8 @@ pub struct Status<'a> {
     ctx: &'a DbContext,
     cutoff_ms: i64,
     delivered_status: &'a str,
-    receipts: ReceiptQueries,
-    pages: PageQueries,
+    receipts: Receipts,
+    pages: SourceTable,
 }
 
 #[async_trait::async_trait]
@@ -50,8 +52,8 @@ impl<'a> Status<'a> {
             ctx,
             cutoff_ms,
             delivered_status,
-            receipts: ReceiptQueries::new(ctx.spec),
-            pages: PageQueries::new(ctx.spec),
+            receipts: Receipts::new(ctx.spec),
+            pages: SourceTable::new(ctx.spec),
         }
     }
 
@@ -69,7 +71,8 @@ impl<'a> Status<'a> {
                 self.cutoff_ms,
             )
             .await?;
-        let last_good_drill = restore::last_good_drill(pool, spec, app).await?;
+        let last_good_drill = Drills::new(spec).last_good(pool, app).await?;
+        let runs = Runs::new(spec);
         Ok(StatusApp {
             cursor_age_ms: cursor.as_ref().map(|c| now - c.updated_at_ms),
             cursor,
@@ -81,8 +84,8 @@ impl<'a> Status<'a> {
             backlog_rows: backlog.rows,
             oldest_backlog_ms: backlog.oldest_ms,
             oldest_backlog_age_ms: backlog.oldest_ms.map(|ms| now - ms),
-            last_run: runs::last(pool, spec, app, "archive").await?,
-            last_purge: runs::last(pool, spec, app, "purge").await?,
+            last_run: runs.last(pool, app, "archive").await?,
+            last_purge: runs.last(pool, app, "purge").await?,
             last_good_drill: last_good_drill.map(|(batch_id, drilled_at_ms)| GoodDrill {
                 batch_id,
                 drilled_at_ms,

@@ -16,8 +16,9 @@ use futures_util::StreamExt;
 use super::apps::{Access, AppWork, Apps};
 use super::verifier::{Depth, Expected, Finding, FindingKind, Verifier};
 use super::{Observer, RunContext};
-use crate::db::receipts::{ReceiptQueries, ReceiptScope, StoredReceipt};
-use crate::db::source::PageQueries;
+use crate::db::members::Members;
+use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
+use crate::db::source::SourceTable;
 use crate::db::DbError;
 use crate::digest::sha256_hex;
 use crate::store::StoreError;
@@ -105,8 +106,9 @@ pub struct Verify<'a> {
     ctx: &'a RunContext,
     opts: &'a VerifyOptions,
     observer: &'a dyn Observer,
-    receipts: ReceiptQueries,
-    pages: PageQueries,
+    receipts: Receipts,
+    members: Members,
+    pages: SourceTable,
     run: Mutex<VerifyRun>,
 }
 
@@ -150,8 +152,9 @@ impl<'a> Verify<'a> {
             ctx,
             opts,
             observer,
-            receipts: ReceiptQueries::new(ctx.spec),
-            pages: PageQueries::new(ctx.spec),
+            receipts: Receipts::new(ctx.spec),
+            members: Members::new(ctx.spec),
+            pages: SourceTable::new(ctx.spec),
             run: Mutex::new(VerifyRun {
                 metadata_only: opts.metadata_only,
                 sample: opts.sample_percent.map(|percent| Sample {
@@ -239,7 +242,7 @@ impl<'a> Verify<'a> {
     async fn check(&self, receipt: &StoredReceipt) -> Result<Vec<Finding>, Failure> {
         let pool = &self.ctx.db.pool;
         let (app, batch) = (&receipt.app_code, &receipt.batch_id);
-        let members = self.receipts.proven_members_of(pool, app, batch).await?;
+        let members = self.members.proven_members_of(pool, app, batch).await?;
         let verifier = Verifier {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,
@@ -308,7 +311,7 @@ pub async fn orphans_under(
     prefix: &str,
     orphans: &mut Vec<String>,
 ) -> Result<(), OrphanError> {
-    let receipts = ReceiptQueries::new(ctx.spec);
+    let receipts = Receipts::new(ctx.spec);
     let mut pages = ctx.store.list_pages(prefix);
     let mut current: Option<(String, Partitions<'_>)> = None;
     while let Some(page) = pages.next().await {
@@ -355,7 +358,7 @@ struct Partitions<'a> {
 }
 
 impl<'a> Partitions<'a> {
-    fn new(receipts: &'a ReceiptQueries, pool: &'a sqlx::MySqlPool, scope: ReceiptScope) -> Self {
+    fn new(receipts: &'a Receipts, pool: &'a sqlx::MySqlPool, scope: ReceiptScope) -> Self {
         let stream = receipts.stream(pool, scope).boxed();
         Partitions {
             receipts: Box::pin(stream.peekable()),

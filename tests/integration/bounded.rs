@@ -5,7 +5,7 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use outbox_archiver::db::source::PageQueries;
+use outbox_archiver::db::source::SourceTable;
 use outbox_archiver::failpoint::FailPoints;
 use outbox_archiver::table::WALLET_OUTBOX;
 use sqlx::Connection;
@@ -16,7 +16,7 @@ use crate::support::*;
 async fn a_page_never_holds_more_than_500_rows() {
     let db = TestDb::new().await;
     db.insert(&rows("a1", 1_200)).await;
-    let pages = PageQueries::new(&WALLET_OUTBOX);
+    let pages = SourceTable::new(&WALLET_OUTBOX);
     let page = pages
         .page(&db.db.pool, "a1", "DELIVERED", None, T0 + DAY, 10_000)
         .await

@@ -5,7 +5,7 @@
 
 use outbox_archiver::commands::purge;
 use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::db::source::PageQueries;
+use outbox_archiver::db::source::SourceTable;
 use outbox_archiver::format::Cursor;
 use outbox_archiver::summary::Outcome;
 use outbox_archiver::table::WALLET_OUTBOX;
@@ -40,7 +40,7 @@ async fn a_straggler_is_reread_by_its_exact_key_not_by_event_id() {
     assert!(archive(&env, &options(&db, &["a1"], CUTOFF)).await.ok);
     // A delivery that committed late, below the cursor (e9 at T0 + 9).
     db.insert(&[row("a1", "late", T0 + 4)]).await;
-    let pages = PageQueries::new(&WALLET_OUTBOX);
+    let pages = SourceTable::new(&WALLET_OUTBOX);
     let upto = Cursor {
         updated_at_ms: T0 + 9,
         event_id: "e9".into(),
@@ -198,7 +198,7 @@ async fn a_straggler_delivered_again_mid_run_never_moves_the_cursor_over_a_row()
     let stragglers = archive(&env, &opts).await;
     assert!(stragglers.ok, "{}", stragglers.to_json());
     assert_eq!(stragglers.apps[0].rows, 0, "{}", stragglers.to_json());
-    let cursor = outbox_archiver::db::receipts::ReceiptQueries::new(&WALLET_OUTBOX)
+    let cursor = outbox_archiver::db::receipts::Receipts::new(&WALLET_OUTBOX)
         .latest_cursor(&db.db.pool, "a1")
         .await
         .unwrap()

@@ -5,7 +5,8 @@
 use bytes::Bytes;
 use outbox_archiver::batch::Member;
 use outbox_archiver::db::lock::{lock_name, AppLock};
-use outbox_archiver::db::receipts::{Cut, Receipt, ReceiptQueries, RecordError};
+use outbox_archiver::db::receipts::Receipts;
+use outbox_archiver::db::record::{Cut, Receipt, RecordError, Recorder};
 use outbox_archiver::digest::ObjectDigest;
 use outbox_archiver::failpoint::FailPoints;
 use outbox_archiver::format::{object_keys, ContentFacts, Cursor};
@@ -74,7 +75,8 @@ fn members(range: std::ops::Range<i64>) -> Vec<Member> {
 async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     let db = TestDb::new().await;
     let pool = &db.db.pool;
-    let q = ReceiptQueries::new(&WALLET_OUTBOX);
+    let q = Receipts::new(&WALLET_OUTBOX);
+    let recorder = Recorder::new(&WALLET_OUTBOX);
     let lock = AppLock::try_acquire(&db.db, &lock_name(&db.lock_prefix(), "wallet_outbox", "a1"))
         .await
         .unwrap()
@@ -82,22 +84,24 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     let none = FailPoints::default();
     let m1 = members(0..1_100); // three chunks of ≤ 500
     let r1 = receipt("b1", &m1, T0 + DAY);
-    q.record(pool, &r1, &m1, Cut::AfterCursor, &lock, &none)
+    recorder
+        .record(pool, &r1, &m1, Cut::AfterCursor, &lock, &none)
         .await
         .unwrap();
     assert_eq!(db.members("a1").await.len(), 1_100);
 
     // A retry whose first commit's answer was lost: same controls, a later verification time.
-    q.record(
-        pool,
-        &receipt("b1", &m1, T0 + 2 * DAY),
-        &m1,
-        Cut::AfterCursor,
-        &lock,
-        &none,
-    )
-    .await
-    .unwrap();
+    recorder
+        .record(
+            pool,
+            &receipt("b1", &m1, T0 + 2 * DAY),
+            &m1,
+            Cut::AfterCursor,
+            &lock,
+            &none,
+        )
+        .await
+        .unwrap();
     assert_eq!(db.receipts("a1").await.len(), 1);
     let kept: i64 =
         sqlx::query_scalar("SELECT MIN(receipt_verified_at_ms) FROM wallet_outbox_archive_members")
@@ -113,7 +117,7 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     // Same batch id, a control value that differs.
     let mut changed = receipt("b1", &m1, T0 + DAY);
     changed.data.sha256 = "0".repeat(64);
-    match q
+    match recorder
         .record(pool, &changed, &m1, Cut::AfterCursor, &lock, &none)
         .await
     {
@@ -123,7 +127,7 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
 
     // A second batch that claims a member of the first: nothing of it is recorded.
     let m2 = members(1_099..1_300);
-    match q
+    match recorder
         .record(
             pool,
             &receipt("b2", &m2, T0 + DAY),
@@ -148,7 +152,7 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
 
     // A fail point after the members are written rolls everything back.
     let m3 = members(2_000..2_010);
-    let err = q
+    let err = recorder
         .record(
             pool,
             &receipt("b3", &m3, T0 + DAY),
@@ -162,16 +166,17 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     assert_eq!(db.members("a1").await.len(), 1_100);
 
     // The cursor is the greatest last cursor among VERIFIED receipts.
-    q.record(
-        pool,
-        &receipt("b3", &m3, T0 + DAY),
-        &m3,
-        Cut::AfterCursor,
-        &lock,
-        &none,
-    )
-    .await
-    .unwrap();
+    recorder
+        .record(
+            pool,
+            &receipt("b3", &m3, T0 + DAY),
+            &m3,
+            Cut::AfterCursor,
+            &lock,
+            &none,
+        )
+        .await
+        .unwrap();
     let cursor = q.latest_cursor(pool, "a1").await.unwrap().unwrap();
     assert_eq!(
         cursor,
@@ -228,7 +233,8 @@ async fn receipts_stream_in_pages_in_cursor_order() {
     use outbox_archiver::db::receipts::ReceiptScope;
     let db = TestDb::new().await;
     let pool = &db.db.pool;
-    let q = ReceiptQueries::new(&WALLET_OUTBOX);
+    let q = Receipts::new(&WALLET_OUTBOX);
+    let recorder = Recorder::new(&WALLET_OUTBOX);
     let none = FailPoints::default();
     let mut want = Vec::new();
     for app in ["a1", "a2"] {
@@ -241,7 +247,8 @@ async fn receipts_stream_in_pages_in_cursor_order() {
             let m = members(i * 3..i * 3 + 3);
             let mut r = receipt(&format!("{app}b{i:02}"), &m, T0 + DAY);
             r.app_code = app.into();
-            q.record(pool, &r, &m, Cut::AfterCursor, &lock, &none)
+            recorder
+                .record(pool, &r, &m, Cut::AfterCursor, &lock, &none)
                 .await
                 .unwrap();
             want.push(format!("{app}b{i:02}"));

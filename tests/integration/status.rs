@@ -1,7 +1,7 @@
 //! `status`: the figures per app, as JSON and as a table, from index range counts.
 
 use outbox_archiver::commands::status::{self, Format, StatusOptions};
-use outbox_archiver::db::source::PageQueries;
+use outbox_archiver::db::source::SourceTable;
 use outbox_archiver::pipeline::apps::Apps;
 use outbox_archiver::table::WALLET_OUTBOX;
 use sqlx::Row as _;
@@ -79,7 +79,7 @@ async fn status_reports_cursor_backlog_and_last_run() {
 async fn the_backlog_count_is_an_index_range() {
     let db = TestDb::new().await;
     db.insert(&rows("a1", 200)).await;
-    let pages = PageQueries::new(&WALLET_OUTBOX);
+    let pages = SourceTable::new(&WALLET_OUTBOX);
     for after in [false, true] {
         let sql = format!("EXPLAIN {}", pages.backlog_count_sql(after));
         let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))

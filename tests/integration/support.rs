@@ -186,7 +186,7 @@ impl TestDb {
 
     /// Source rows that must be archived: delivered and below the cutoff, in cursor order.
     pub async fn expected_rows(&self, app: &str, cutoff_ms: i64) -> Vec<Row> {
-        let pages = outbox_archiver::db::source::PageQueries::new(&WALLET_OUTBOX);
+        let pages = outbox_archiver::db::source::SourceTable::new(&WALLET_OUTBOX);
         let mut rows = Vec::new();
         let mut after = None;
         loop {

@@ -1,0 +1,61 @@
+//! The drills table: one row per drilled batch (`restore --drill`), for `status`'s last good
+//! drill.
+
+use sqlx::{AssertSqlSafe, MySqlPool};
+
+use super::{Context, DbError};
+use crate::table::TableSpec;
+
+/// The drills table of one outbox table.
+#[derive(Debug, Clone)]
+pub struct Drills {
+    spec: &'static TableSpec,
+}
+
+impl Drills {
+    pub fn new(spec: &'static TableSpec) -> Drills {
+        Drills { spec }
+    }
+
+    /// Records a drill's result (`detail`: what failed; none when it passed).
+    pub async fn record(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+        at_ms: i64,
+        detail: Option<&str>,
+    ) -> Result<(), DbError> {
+        let sql = format!(
+            "INSERT INTO {} (app_code, batch_id, drilled_at_ms, ok, detail) VALUES (?, ?, ?, ?, ?)",
+            self.spec.drills_table()
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .bind(at_ms)
+            .bind(detail.is_none())
+            .bind(detail)
+            .execute(pool)
+            .await
+            .context(|| format!("recording the drill of batch {batch_id}"))?;
+        Ok(())
+    }
+
+    /// The app's last successful drill: `(batch_id, drilled_at_ms)`.
+    pub async fn last_good(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+    ) -> Result<Option<(String, i64)>, DbError> {
+        let sql = format!(
+            "SELECT batch_id, drilled_at_ms FROM {} WHERE app_code = ? AND ok = TRUE ORDER BY id DESC LIMIT 1",
+            self.spec.drills_table()
+        );
+        sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .fetch_optional(pool)
+            .await
+            .context(|| format!("reading the drills of app {app}"))
+    }
+}

@@ -1,0 +1,223 @@
+//! The members table (one row per archived source row: the version `purge` may delete) and the
+//! superseded table (older versions of rows whose member row a later batch took over, SPEC
+//! §5.10). Written only inside the receipt transaction ([`super::record`]).
+
+use std::collections::HashSet;
+
+use sqlx::{MySql, MySqlPool, QueryBuilder, Transaction};
+
+use super::{Context, DbError};
+use crate::batch::{Member, Superseded};
+use crate::table::TableSpec;
+
+/// A member row as the receipt transaction reads it back.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub struct MemberRow {
+    pub event_id: String,
+    pub updated_at_ms: i64,
+    pub batch_id: String,
+    pub manifest_sha256: String,
+    pub receipt_verified_at_ms: i64,
+}
+
+/// What a member row records besides its key and version: the batch that owns it.
+#[derive(Debug, Clone, Copy)]
+pub struct Owner<'a> {
+    pub app_code: &'a str,
+    pub batch_id: &'a str,
+    pub manifest_sha256: &'a str,
+    pub verified_at_ms: i64,
+}
+
+/// The members and superseded tables of one outbox table.
+#[derive(Debug, Clone)]
+pub struct Members {
+    spec: &'static TableSpec,
+}
+
+impl Members {
+    pub fn new(spec: &'static TableSpec) -> Members {
+        Members { spec }
+    }
+
+    /// The members a receipt recorded, as `(event_id, updated_at_ms)`.
+    pub async fn members_of(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<Member>, DbError> {
+        self.versions_in(pool, &self.spec.members_table(), app, batch_id)
+            .await
+            .context(|| format!("reading the members of batch {batch_id}"))
+    }
+
+    /// The older versions of rows in a batch that later batches superseded.
+    pub async fn superseded_of(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<Member>, DbError> {
+        self.versions_in(pool, &self.spec.superseded_table(), app, batch_id)
+            .await
+            .context(|| format!("reading the superseded rows of batch {batch_id}"))
+    }
+
+    /// Every row version a batch holds and the database vouches for: its members, and the older
+    /// versions a later batch superseded. What `verify` and `restore` compare a data object's
+    /// rows with.
+    pub async fn proven_members_of(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<Member>, DbError> {
+        let mut members = self.members_of(pool, app, batch_id).await?;
+        members.extend(self.superseded_of(pool, app, batch_id).await?);
+        Ok(members)
+    }
+
+    async fn versions_in(
+        &self,
+        pool: &MySqlPool,
+        table: &str,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<Member>, sqlx::Error> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT event_id, updated_at_ms FROM {table} WHERE app_code = "
+        ));
+        qb.push_bind(app)
+            .push(" AND batch_id = ")
+            .push_bind(batch_id);
+        let rows: Vec<(String, i64)> = qb.build_query_as().fetch_all(pool).await?;
+        Ok(rows
+            .into_iter()
+            .map(|(event_id, updated_at_ms)| Member {
+                event_id,
+                updated_at_ms,
+            })
+            .collect())
+    }
+
+    /// Of these event ids of an app, the `(event_id, updated_at_ms)` versions members hold.
+    pub async fn versions_among(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        event_ids: impl Iterator<Item = &str>,
+    ) -> Result<HashSet<(String, i64)>, DbError> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ",
+            self.spec.members_table()
+        ));
+        qb.push_bind(app).push(" AND event_id IN (");
+        let mut ids = qb.separated(", ");
+        for id in event_ids {
+            ids.push_bind(id);
+        }
+        qb.push(")");
+        let rows: Vec<(String, i64)> = qb
+            .build_query_as()
+            .fetch_all(pool)
+            .await
+            .context(|| format!("looking up members of app {app}"))?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// Inserts member rows owned by `owner` (a no-op for a key that exists: the read-back decides
+    /// whether it is this batch's).
+    pub async fn insert(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        owner: Owner<'_>,
+        members: &[Member],
+        on_duplicate_keep: bool,
+    ) -> Result<(), sqlx::Error> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "INSERT INTO {} (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms) ",
+            self.spec.members_table()
+        ));
+        qb.push_values(members, |mut row, m| {
+            row.push_bind(owner.app_code)
+                .push_bind(m.event_id.as_str())
+                .push_bind(m.updated_at_ms)
+                .push_bind(owner.batch_id)
+                .push_bind(owner.manifest_sha256)
+                .push_bind(owner.verified_at_ms);
+        });
+        if on_duplicate_keep {
+            qb.push(" ON DUPLICATE KEY UPDATE event_id = event_id");
+        }
+        qb.build().execute(&mut **tx).await.map(|_| ())
+    }
+
+    /// The member rows of these event ids of an app, as they are inside `tx`.
+    pub async fn read_back(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        app: &str,
+        members: &[Member],
+    ) -> Result<Vec<MemberRow>, sqlx::Error> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms FROM {} WHERE app_code = ",
+            self.spec.members_table()
+        ));
+        qb.push_bind(app).push(" AND event_id IN (");
+        let mut ids = qb.separated(", ");
+        for m in members {
+            ids.push_bind(m.event_id.as_str());
+        }
+        qb.push(")");
+        qb.build_query_as().fetch_all(&mut **tx).await
+    }
+
+    /// Keeps `older` versions as their own batches' in the superseded table and deletes their
+    /// member rows (exactly those versions); returns how many member rows went.
+    pub async fn retire(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        app: &str,
+        superseded_by: &str,
+        at_ms: i64,
+        older: &[Superseded],
+    ) -> Result<u64, sqlx::Error> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "INSERT INTO {} (app_code, event_id, updated_at_ms, batch_id, superseded_by, superseded_at_ms) ",
+            self.spec.superseded_table()
+        ));
+        qb.push_values(older, |mut row, o| {
+            row.push_bind(app)
+                .push_bind(o.event_id.as_str())
+                .push_bind(o.updated_at_ms)
+                .push_bind(o.batch_id.as_str())
+                .push_bind(superseded_by)
+                .push_bind(at_ms);
+        });
+        qb.build().execute(&mut **tx).await?;
+
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "DELETE FROM {} WHERE app_code = ",
+            self.spec.members_table()
+        ));
+        qb.push_bind(app).push(" AND event_id IN (");
+        let mut ids = qb.separated(", ");
+        for o in older {
+            ids.push_bind(o.event_id.as_str());
+        }
+        qb.push(") AND (event_id, updated_at_ms, batch_id) IN (");
+        let mut versions = qb.separated(", ");
+        for o in older {
+            versions.push("(");
+            versions.push_bind_unseparated(o.event_id.as_str());
+            versions.push_unseparated(", ");
+            versions.push_bind_unseparated(o.updated_at_ms);
+            versions.push_unseparated(", ");
+            versions.push_bind_unseparated(o.batch_id.as_str());
+            versions.push_unseparated(")");
+        }
+        qb.push(")");
+        Ok(qb.build().execute(&mut **tx).await?.rows_affected())
+    }
+}

@@ -1,0 +1,399 @@
+//! The one READ COMMITTED transaction that records a verified batch (SPEC §5.2): receipt and
+//! exact members together or nothing, members written in chunks of at most 500 and read back,
+//! the app's lock re-checked just before the commit.
+//!
+//! Recording is idempotent: a retry of the same batch (a commit whose answer was lost) finds the
+//! same receipt and the same members and changes nothing. Anything that disagrees — the same
+//! version of a row already owned by another batch, a control value that differs from an existing
+//! receipt of the same batch id, a straggler batch that would move the cursor — fails the
+//! transaction, and nothing is recorded.
+//!
+//! A row that another batch archived and that came back delivered with a different
+//! `updated_at_ms` (an operator replayed the event) is not a conflict (SPEC §5.10): this batch's
+//! version supersedes the older one. The member row moves to this batch, and the older version is
+//! kept in the superseded table as its own batch's, for `verify` and `restore`.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, Row as _, Transaction};
+
+use super::lock::AppLock;
+use super::members::{Members, Owner};
+use super::receipts::{Receipts, STATE_VERIFIED};
+use super::{Context, DbError};
+use crate::batch::{Member, Superseded};
+use crate::digest::ObjectDigest;
+use crate::failpoint::{FailPoints, Tripped};
+use crate::format::{ContentFacts, ObjectKeys, SCHEMA_VERSION};
+use crate::table::TableSpec;
+
+/// Members are written and read back in chunks of at most this many (SPEC §5.2).
+pub const MEMBER_CHUNK: usize = 500;
+
+/// Everything a VERIFIED receipt records.
+#[derive(Debug, Clone)]
+pub struct Receipt {
+    pub app_code: String,
+    pub batch_id: String,
+    pub keys: ObjectKeys,
+    pub content: ContentFacts,
+    pub data: ObjectDigest,
+    pub manifest: ObjectDigest,
+    pub success: ObjectDigest,
+    /// The data object's CRC-64/NVME, as read back (what AWS S3 reports on HEAD).
+    pub data_crc64nvme: Option<u64>,
+    pub verified_at_ms: i64,
+}
+
+/// Which rows a batch was cut from, for the checks its record step makes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Cut {
+    /// Rows after the app's cursor: the batch moves the cursor to its last row.
+    AfterCursor,
+    /// Stragglers at or below the cursor: the batch must not end above it (SPEC §5.10).
+    Stragglers,
+}
+
+/// Why a receipt was not recorded.
+#[derive(Debug, thiserror::Error)]
+pub enum RecordError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("receipt {batch_id} already exists with different control values ({field}: recorded {recorded}, now {now}); nothing recorded — run `outbox-archiver verify --batch-id {batch_id}`")]
+    ReceiptConflict {
+        batch_id: String,
+        field: &'static str,
+        recorded: String,
+        now: String,
+    },
+    #[error("event {event_id} at updated_at_ms {updated_at_ms} is already a member of batch {other_batch} at the same version: the same row version in two batches; nothing recorded for batch {batch_id} — run `outbox-archiver verify --batch-id {other_batch}` and compare the rows")]
+    MemberConflict {
+        batch_id: String,
+        event_id: String,
+        updated_at_ms: i64,
+        other_batch: String,
+    },
+    #[error(
+        "member read-back of batch {batch_id} found {found} of {expected} rows; nothing recorded"
+    )]
+    MemberReadback {
+        batch_id: String,
+        expected: usize,
+        found: usize,
+    },
+    #[error("lost advisory lock {lock} before committing batch {batch_id} (killed connection, server restart or another archiver); nothing recorded")]
+    LockLost { lock: String, batch_id: String },
+    #[error("straggler batch {batch_id} ends at {last}, above app {app}'s cursor (a straggler changed while it was read); nothing recorded — run `outbox-archiver verify --app {app}`")]
+    StragglerAboveCursor {
+        batch_id: String,
+        app: String,
+        last: String,
+    },
+    #[error(transparent)]
+    Failpoint(#[from] Tripped),
+}
+
+/// The control columns compared against an existing receipt of the same batch id, with this
+/// receipt's values as text (in the table's column order).
+fn controls(spec: &TableSpec, receipt: &Receipt) -> Vec<(&'static str, String)> {
+    let (c, keys) = (&receipt.content, &receipt.keys);
+    let mut out = vec![
+        ("state", STATE_VERIFIED.to_string()),
+        ("data_object_key", keys.data.clone()),
+        ("manifest_object_key", keys.manifest.clone()),
+        ("success_object_key", keys.success.clone()),
+        ("schema_version", SCHEMA_VERSION.to_string()),
+        ("row_count", c.row_count.to_string()),
+        ("first_updated_at_ms", c.first.updated_at_ms.to_string()),
+        ("first_event_id", c.first.event_id.clone()),
+        ("last_updated_at_ms", c.last.updated_at_ms.to_string()),
+        ("last_event_id", c.last.event_id.clone()),
+        ("min_created_at_ms", c.min_created_at_ms.to_string()),
+        ("max_created_at_ms", c.max_created_at_ms.to_string()),
+    ];
+    out.extend(
+        spec.totals
+            .iter()
+            .zip(&c.totals)
+            .map(|(t, (_, total))| (t.field, total.to_string())),
+    );
+    out.extend([
+        ("ndjson_sha256", c.ndjson_sha256.clone()),
+        ("gzip_sha256", receipt.data.sha256.clone()),
+        ("data_crc64", receipt.data.crc64_string()),
+        ("manifest_crc64", receipt.manifest.crc64_string()),
+        ("success_crc64", receipt.success.crc64_string()),
+        ("manifest_sha256", receipt.manifest.sha256.clone()),
+        ("uncompressed_bytes", c.uncompressed_bytes.to_string()),
+        ("compressed_bytes", receipt.data.size.to_string()),
+    ]);
+    out
+}
+
+/// Records verified batches of one outbox table.
+#[derive(Debug, Clone)]
+pub struct Recorder {
+    spec: &'static TableSpec,
+    receipts: Receipts,
+    members: Members,
+}
+
+impl Recorder {
+    pub fn new(spec: &'static TableSpec) -> Recorder {
+        Recorder {
+            spec,
+            receipts: Receipts::new(spec),
+            members: Members::new(spec),
+        }
+    }
+
+    /// Records a verified batch: receipt and members in one transaction, the lock re-checked
+    /// just before the commit. Returns the older versions of rows this batch superseded.
+    pub async fn record(
+        &self,
+        pool: &MySqlPool,
+        receipt: &Receipt,
+        members: &[Member],
+        cut: Cut,
+        lock: &AppLock,
+        failpoints: &FailPoints,
+    ) -> Result<Vec<Superseded>, RecordError> {
+        let batch = &receipt.batch_id;
+        let mut tx = pool
+            .begin()
+            .await
+            .context(|| format!("starting the receipt transaction of batch {batch}"))?;
+        let last = &receipt.content.last;
+        // The cursor is the greatest last cursor among the receipts: a straggler batch may record
+        // only if some receipt already reaches as far as its last row.
+        if cut == Cut::Stragglers
+            && !self
+                .receipts
+                .reaches(&mut *tx, &receipt.app_code, last)
+                .await?
+        {
+            return Err(RecordError::StragglerAboveCursor {
+                batch_id: batch.clone(),
+                app: receipt.app_code.clone(),
+                last: last.to_string(),
+            });
+        }
+        let verified_at_ms = self.insert_receipt(&mut tx, receipt).await?;
+        let mut superseded = Vec::new();
+        for chunk in members.chunks(MEMBER_CHUNK) {
+            superseded.extend(
+                self.write_members(&mut tx, receipt, verified_at_ms, chunk)
+                    .await?,
+            );
+        }
+        failpoints.pass("after-members")?;
+        if !lock.held_per(&mut *tx).await? {
+            return Err(RecordError::LockLost {
+                lock: lock.name().to_string(),
+                batch_id: batch.clone(),
+            });
+        }
+        failpoints.pass("before-commit")?;
+        tx.commit()
+            .await
+            .context(|| format!("committing receipt {batch}"))?;
+        Ok(superseded)
+    }
+
+    /// Inserts the receipt (a no-op if it exists), reads it back and compares every control
+    /// value; returns the verification time members carry (an existing receipt's, on a retry).
+    async fn insert_receipt(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        receipt: &Receipt,
+    ) -> Result<i64, RecordError> {
+        let (app, batch) = (&receipt.app_code, &receipt.batch_id);
+        let controls = controls(self.spec, receipt);
+        let table = self.spec.receipts_table();
+        let columns: Vec<&str> = controls.iter().map(|(c, _)| *c).collect();
+        let sql = format!(
+            "INSERT INTO {table} (app_code, batch_id, {}, verified_at_ms, created_at_ms, updated_at_ms, data_crc64nvme) \
+             VALUES (?, ?, {}, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE batch_id = batch_id",
+            columns.join(", "),
+            vec!["?"; columns.len()].join(", ")
+        );
+        let mut insert = sqlx::query(AssertSqlSafe(sql)).bind(app).bind(batch);
+        for (_, value) in &controls {
+            insert = insert.bind(value);
+        }
+        let at = receipt.verified_at_ms;
+        insert
+            .bind(at)
+            .bind(at)
+            .bind(at)
+            .bind(receipt.data_crc64nvme.map(|c| c.to_string()))
+            .execute(&mut **tx)
+            .await
+            .context(|| format!("inserting receipt {batch}"))?;
+        // Everything is compared as text, by name, so one loop checks every control value.
+        let select: Vec<String> = columns
+            .iter()
+            .map(|c| format!("CAST({c} AS CHAR) AS {c}"))
+            .collect();
+        let sql = format!(
+            "SELECT {}, verified_at_ms FROM {table} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
+            select.join(", ")
+        );
+        let context = || format!("reading back receipt {batch}");
+        let row = sqlx::query(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch)
+            .fetch_one(&mut **tx)
+            .await
+            .context(context)?;
+        for (column, now) in controls {
+            let recorded: String = row.try_get(column).context(context)?;
+            if recorded != now {
+                return Err(RecordError::ReceiptConflict {
+                    batch_id: batch.clone(),
+                    field: column,
+                    recorded,
+                    now,
+                });
+            }
+        }
+        Ok(row.try_get("verified_at_ms").context(context)?)
+    }
+
+    /// Writes one chunk of members and reads it back; returns the older versions it superseded.
+    async fn write_members(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        receipt: &Receipt,
+        verified_at_ms: i64,
+        chunk: &[Member],
+    ) -> Result<Vec<Superseded>, RecordError> {
+        let batch = &receipt.batch_id;
+        let owner = Owner {
+            app_code: &receipt.app_code,
+            batch_id: batch,
+            manifest_sha256: &receipt.manifest.sha256,
+            verified_at_ms,
+        };
+        let context = || format!("writing members of batch {batch}");
+        self.members
+            .insert(tx, owner, chunk, true)
+            .await
+            .context(context)?;
+        let rows = self
+            .members
+            .read_back(tx, &receipt.app_code, chunk)
+            .await
+            .context(|| format!("reading back members of batch {batch}"))?;
+        let expected: HashMap<&str, i64> = chunk
+            .iter()
+            .map(|m| (m.event_id.as_str(), m.updated_at_ms))
+            .collect();
+        let mut found = 0;
+        let mut older = Vec::new();
+        for row in rows {
+            let want = expected.get(row.event_id.as_str());
+            let ours = want == Some(&row.updated_at_ms)
+                && &row.batch_id == batch
+                && row.manifest_sha256 == receipt.manifest.sha256
+                && row.receipt_verified_at_ms == verified_at_ms;
+            if ours {
+                found += 1;
+            } else if &row.batch_id != batch && want.is_some_and(|&w| w != row.updated_at_ms) {
+                // Another batch archived another version of this row: this one supersedes it.
+                older.push(Superseded {
+                    event_id: row.event_id,
+                    updated_at_ms: row.updated_at_ms,
+                    batch_id: row.batch_id,
+                });
+                found += 1;
+            } else {
+                return Err(RecordError::MemberConflict {
+                    batch_id: batch.clone(),
+                    event_id: row.event_id,
+                    updated_at_ms: row.updated_at_ms,
+                    other_batch: row.batch_id,
+                });
+            }
+        }
+        if found != chunk.len() {
+            return Err(RecordError::MemberReadback {
+                batch_id: batch.clone(),
+                expected: chunk.len(),
+                found,
+            });
+        }
+        if !older.is_empty() {
+            self.supersede(tx, owner, &older, &expected).await?;
+        }
+        Ok(older)
+    }
+
+    /// Moves the member rows of `older` versions to this batch and keeps the older versions as
+    /// their own batches' (SPEC §5.10), inside the receipt transaction.
+    async fn supersede(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        owner: Owner<'_>,
+        older: &[Superseded],
+        versions: &HashMap<&str, i64>,
+    ) -> Result<(), RecordError> {
+        let (app, batch) = (owner.app_code, owner.batch_id);
+        let context = || format!("superseding older versions of rows in batch {batch}");
+        let retired = self
+            .members
+            .retire(tx, app, batch, owner.verified_at_ms, older)
+            .await
+            .context(context)?;
+        if retired != older.len() as u64 {
+            return Err(RecordError::MemberReadback {
+                batch_id: batch.to_string(),
+                expected: older.len(),
+                found: retired as usize,
+            });
+        }
+        let newer: Vec<Member> = older
+            .iter()
+            .map(|o| Member {
+                event_id: o.event_id.clone(),
+                updated_at_ms: versions[o.event_id.as_str()],
+            })
+            .collect();
+        self.members
+            .insert(tx, owner, &newer, false)
+            .await
+            .context(context)?;
+        // Read back, as every member is (SPEC §5.2).
+        let moved = self
+            .members
+            .read_back(tx, app, &newer)
+            .await
+            .context(context)?;
+        let ours = moved
+            .iter()
+            .filter(|m| {
+                versions.get(m.event_id.as_str()) == Some(&m.updated_at_ms)
+                    && m.batch_id == batch
+                    && m.manifest_sha256 == owner.manifest_sha256
+                    && m.receipt_verified_at_ms == owner.verified_at_ms
+            })
+            .count();
+        if ours != older.len() {
+            return Err(RecordError::MemberReadback {
+                batch_id: batch.to_string(),
+                expected: older.len(),
+                found: ours,
+            });
+        }
+        let mut per_batch: BTreeMap<&str, i64> = BTreeMap::new();
+        for o in older {
+            *per_batch.entry(o.batch_id.as_str()).or_default() += 1;
+        }
+        for (old_batch, n) in per_batch {
+            self.receipts
+                .add_superseded(&mut **tx, app, old_batch, n)
+                .await?;
+        }
+        Ok(())
+    }
+}
