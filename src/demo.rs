@@ -16,7 +16,7 @@ use tokio_util::sync::CancellationToken;
 use crate::batch::Limits;
 use crate::commands::archive::{self, ArchiveOptions};
 use crate::commands::{migrate, status, verify};
-use crate::db::receipts::Receipts;
+use crate::db::receipts::{Receipts, StoredReceipt};
 use crate::db::{source, Db};
 use crate::failpoint::FailPoints;
 use crate::pipeline::apps::Apps;
@@ -59,97 +59,22 @@ pub async fn run(
     }
 }
 
+fn say(text: String) {
+    eprintln!("demo: {text}");
+}
+
 async fn demo(
     spec: &'static TableSpec,
     opts: &DemoOptions,
     shutdown: CancellationToken,
     now_ms: Clock,
 ) -> anyhow::Result<Summary> {
-    let say = |text: String| eprintln!("demo: {text}");
-
-    // 1. A throwaway database.
-    let db_url = recreate_database(&opts.server_url, &opts.database).await?;
-    let db = Db::connect(&db_url, 4).await?;
-    let migrated = migrate::run(
-        &db,
-        spec,
-        &migrate::MigrateOptions {
-            with_source_table: true,
-        },
-    )
-    .await;
-    if let Some(e) = migrated.error {
-        anyhow::bail!(e);
-    }
-    say(format!(
-        "created database {} on {}",
-        opts.database, db.url_redacted
-    ));
-
-    // 2. Realistic rows: three apps, 30 days, mostly delivered.
     let now = now_ms();
-    let plan = SeedPlan {
-        apps: vec!["wallet-cn".into(), "wallet-sg".into(), "fun.games".into()],
-        rows: opts.rows,
-        start_ms: now - 30 * 86_400_000,
-        end_ms: now,
-        delivered_percent: 86,
-        seed: 20261129,
-    };
-    let started = Instant::now();
-    seed::seed(&db.pool, spec, &plan).await?;
-    say(format!(
-        "seeded {} rows over apps {:?} in {:.1}s",
-        plan.rows,
-        plan.apps,
-        started.elapsed().as_secs_f64()
-    ));
-
-    // 3. An archive location.
-    if opts.dir.exists() {
-        std::fs::remove_dir_all(&opts.dir)?;
-    }
-    std::fs::create_dir_all(&opts.dir)?;
-    #[cfg(feature = "local-s3")]
-    let _server;
-    let store: Arc<dyn ObjectStore> = if opts.file_store || cfg!(not(feature = "local-s3")) {
-        store::open(
-            Location::Local {
-                root: opts.dir.clone(),
-            },
-            &Default::default(),
-        )
-        .await?
-    } else {
-        #[cfg(feature = "local-s3")]
-        {
-            let server = crate::local_s3::LocalS3::start(
-                &opts.dir,
-                "demo-access-key",
-                "demo-secret-key-not-secret",
-            )
-            .await?;
-            server.create_bucket(BUCKET)?;
-            let location = Location::S3 {
-                bucket: BUCKET.into(),
-                prefix: PREFIX.into(),
-            };
-            let store = store::open(location, &server.settings()).await?;
-            say(format!(
-                "started an S3 server at {} serving {}",
-                server.endpoint,
-                opts.dir.display()
-            ));
-            _server = server;
-            store
-        }
-        #[cfg(not(feature = "local-s3"))]
-        unreachable!()
-    };
-    store.confirm_access().await?;
-
-    // 4. Archive everything delivered more than 7 days ago.
-    let env = RunContext::new(spec, db.clone(), store.clone(), shutdown, now_ms.clone());
+    let db = database(spec, opts, now).await?;
+    // Keeps the in-process S3 server (if any) running while the store is used.
+    let (store, _server) = archive_location(opts).await?;
+    let env = RunContext::new(spec, db.clone(), store.clone(), shutdown, now_ms);
+    // Archive everything delivered more than 7 days ago.
     let cutoff_ms = timespec::cutoff_ms(now, 7 * 86_400_000, None);
     let options = ArchiveOptions {
         apps: Apps::All,
@@ -171,50 +96,126 @@ async fn demo(
     let started = Instant::now();
     let summary = archive::run(&env, &options).await;
     let elapsed = started.elapsed();
-
     report(&db, spec, &options, &summary, store.as_ref(), opts, elapsed).await?;
-
-    // 5. Read everything back as an operator would, and show the state of each app.
-    let started = Instant::now();
-    let verified = verify::run(
-        &env,
-        &verify::VerifyOptions::everything(cutoff_ms, &options.delivered_status),
-    )
-    .await;
-    if let Some(crate::summary::RunDetails::Verify(run)) = &verified.details {
-        eprintln!(
-            "demo: verify re-read {} batches in {:.1}s: {} findings, {} orphans (exit status {})",
-            run.checked_batches.len(),
-            started.elapsed().as_secs_f64(),
-            run.findings.len(),
-            run.orphans.len(),
-            verified.exit_code
-        );
-    }
-    let state = status::run(
-        &env,
-        &status::StatusOptions {
-            apps: Apps::All,
-            cutoff_ms,
-            delivered_status: options.delivered_status.clone(),
-            format: status::Format::Table,
-        },
-    )
-    .await;
-    eprintln!("demo: status:");
-    for line in state.text.unwrap_or_default().lines() {
-        eprintln!("demo:   {line}");
-    }
-    eprintln!(
-        "demo: try: DATABASE_URL='{}' outbox-archiver status",
-        db.url_redacted
-    );
-    eprintln!("demo: the JSON summary of the archive run follows on stdout");
+    look_around(&env, cutoff_ms).await;
     db.close().await;
     Ok(Summary {
         command: "demo",
         ..summary
     })
+}
+
+/// A throwaway database, migrated, with realistic rows: three apps, 30 days, mostly delivered.
+async fn database(spec: &'static TableSpec, opts: &DemoOptions, now: i64) -> anyhow::Result<Db> {
+    let db_url = recreate_database(&opts.server_url, &opts.database).await?;
+    let db = Db::connect(&db_url, 4).await?;
+    let migrated = migrate::run(
+        &db,
+        spec,
+        &migrate::MigrateOptions {
+            with_source_table: true,
+        },
+    )
+    .await;
+    if let Some(e) = migrated.error {
+        anyhow::bail!(e);
+    }
+    say(format!(
+        "created database {} on {}",
+        opts.database, db.url_redacted
+    ));
+    let plan = SeedPlan {
+        apps: vec!["wallet-cn".into(), "wallet-sg".into(), "fun.games".into()],
+        rows: opts.rows,
+        start_ms: now - 30 * 86_400_000,
+        end_ms: now,
+        delivered_percent: 86,
+        seed: 20261129,
+    };
+    let started = Instant::now();
+    seed::seed(&db.pool, spec, &plan).await?;
+    say(format!(
+        "seeded {} rows over apps {:?} in {:.1}s",
+        plan.rows,
+        plan.apps,
+        started.elapsed().as_secs_f64()
+    ));
+    Ok(db)
+}
+
+/// An archive location: a real S3 server in this process serving `opts.dir` (returned, to keep
+/// it running), or the folder itself.
+async fn archive_location(
+    opts: &DemoOptions,
+) -> anyhow::Result<(Arc<dyn ObjectStore>, Option<Box<dyn std::any::Any>>)> {
+    if opts.dir.exists() {
+        std::fs::remove_dir_all(&opts.dir)?;
+    }
+    std::fs::create_dir_all(&opts.dir)?;
+    #[cfg(feature = "local-s3")]
+    if !opts.file_store {
+        let server = crate::local_s3::LocalS3::start(
+            &opts.dir,
+            "demo-access-key",
+            "demo-secret-key-not-secret",
+        )
+        .await?;
+        server.create_bucket(BUCKET)?;
+        let location = Location::S3 {
+            bucket: BUCKET.into(),
+            prefix: PREFIX.into(),
+        };
+        let store = store::open(location, &server.settings()).await?;
+        store.confirm_access().await?;
+        say(format!(
+            "started an S3 server at {} serving {}",
+            server.endpoint,
+            opts.dir.display()
+        ));
+        return Ok((store, Some(Box::new(server))));
+    }
+    let location = Location::Local {
+        root: opts.dir.clone(),
+    };
+    let store = store::open(location, &Default::default()).await?;
+    store.confirm_access().await?;
+    Ok((store, None))
+}
+
+/// Reads everything back as an operator would, and shows the state of each app.
+async fn look_around(env: &RunContext, cutoff_ms: i64) {
+    let started = Instant::now();
+    let verified = verify::run(
+        env,
+        &verify::VerifyOptions::everything(cutoff_ms, "DELIVERED"),
+    )
+    .await;
+    if let Some(crate::summary::RunDetails::Verify(run)) = &verified.details {
+        say(format!(
+            "verify re-read {} batches in {:.1}s: {} findings, {} orphans (exit status {})",
+            run.checked_batches.len(),
+            started.elapsed().as_secs_f64(),
+            run.findings.len(),
+            run.orphans.len(),
+            verified.exit_code
+        ));
+    }
+    let status_options = status::StatusOptions {
+        apps: Apps::All,
+        cutoff_ms,
+        delivered_status: "DELIVERED".into(),
+        format: status::Format::Table,
+    };
+    let state = status::run(env, &status_options).await;
+    say("status:".into());
+    for line in state.text.unwrap_or_default().lines() {
+        say(format!("  {line}"));
+    }
+    say(format!(
+        "try: DATABASE_URL='{}' outbox-archiver status",
+        env.db.url_redacted
+    ));
+    say("the JSON summary of the archive run follows on stdout".into());
 }
 
 /// Drops and creates the demo database; returns its URL.
@@ -239,7 +240,6 @@ async fn report(
     opts: &DemoOptions,
     elapsed: Duration,
 ) -> anyhow::Result<()> {
-    let say = |text: String| eprintln!("demo: {text}");
     let rows: u64 = summary.apps.iter().map(|a| a.rows).sum();
     let batches: u64 = summary.apps.iter().map(|a| a.batches).sum();
     say(format!(
@@ -248,25 +248,7 @@ async fn report(
         rows as f64 / elapsed.as_secs_f64().max(1e-9),
         timespec::rfc3339(options.cutoff_ms)
     ));
-    for app in &summary.apps {
-        let counts = source::archivable_and_other(
-            &db.pool,
-            spec,
-            &app.app_code,
-            "DELIVERED",
-            options.cutoff_ms,
-        )
-        .await?;
-        let (expected, left) = counts;
-        say(format!(
-            "  {:<10} {:?}: {} rows in {} batches (delivered rows older than the cutoff: {expected} {}); {left} newer or undelivered rows stay",
-            app.app_code,
-            app.outcome,
-            app.rows,
-            app.batches,
-            if expected as u64 == app.rows { "— all archived" } else { "— MISMATCH" }
-        ));
-    }
+    reconcile(db, spec, options, summary).await?;
     let receipts = Receipts::new(spec).first(&db.pool, 5).await?;
     let total = Receipts::new(spec)
         .count(&db.pool, &Default::default())
@@ -286,6 +268,45 @@ async fn report(
             r.keys.data
         ));
     }
+    where_to_look(spec, store, opts, receipts.first());
+    Ok(())
+}
+
+/// Each app's archived rows beside what the source says should have been archived.
+async fn reconcile(
+    db: &Db,
+    spec: &'static TableSpec,
+    options: &ArchiveOptions,
+    summary: &Summary,
+) -> anyhow::Result<()> {
+    for app in &summary.apps {
+        let (expected, left) = source::archivable_and_other(
+            &db.pool,
+            spec,
+            &app.app_code,
+            "DELIVERED",
+            options.cutoff_ms,
+        )
+        .await?;
+        say(format!(
+            "  {:<10} {:?}: {} rows in {} batches (delivered rows older than the cutoff: {expected} {}); {left} newer or undelivered rows stay",
+            app.app_code,
+            app.outcome,
+            app.rows,
+            app.batches,
+            if expected as u64 == app.rows { "— all archived" } else { "— MISMATCH" }
+        ));
+    }
+    Ok(())
+}
+
+/// Where the objects are and the commands that show one batch and the receipts.
+fn where_to_look(
+    spec: &TableSpec,
+    store: &dyn ObjectStore,
+    opts: &DemoOptions,
+    first: Option<&StoredReceipt>,
+) {
     let root = match store.location() {
         Location::S3 { bucket, .. } => opts.dir.join(bucket),
         Location::Local { root } => root.clone(),
@@ -296,7 +317,7 @@ async fn report(
             .join(spec.name)
             .display()
     ));
-    if let Some(first) = receipts.first() {
+    if let Some(first) = first {
         let path = root.join(&first.keys.data);
         say(format!(
             "look at one batch:  zcat {} | head -n 2",
@@ -312,5 +333,4 @@ async fn report(
         opts.database,
         spec.receipts_table()
     ));
-    Ok(())
 }

@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
 use crate::redact;
+use crate::store::StoreStats;
 use crate::summary::{AppReport, Outcome, Summary};
 
 /// Where metrics go; both may be set.
@@ -97,6 +98,28 @@ pub fn groups(run: &Run) -> Vec<Group> {
     if let Some(shard) = &run.shard {
         run_labels.push(("shard", shard.replace('/', "_of_")));
     }
+    let mut samples = run_samples(run, seconds);
+    if let Some(store) = &summary.store_requests {
+        samples.extend(store_samples(store));
+    }
+    let mut groups = vec![Group {
+        labels: run_labels,
+        samples,
+    }];
+    for app in &summary.apps {
+        base.truncate(2);
+        base.push(("app", app.app_code.clone()));
+        groups.push(Group {
+            labels: base.clone(),
+            samples: app_samples(app, seconds),
+        });
+    }
+    groups
+}
+
+/// The run's own samples: outcome, exit status, timing and verify's findings.
+fn run_samples(run: &Run, seconds: f64) -> Vec<Sample> {
+    let summary = run.summary;
     let mut samples = vec![
         sample(
             "outbox_archiver_run_ok",
@@ -134,45 +157,37 @@ pub fn groups(run: &Run) -> Vec<Group> {
             findings.len() as f64,
         ));
     }
-    if let Some(store) = &summary.store_requests {
-        samples.push(sample(
-            "outbox_archiver_store_attempts",
-            "S3 request attempts in the last run, retries included.",
-            store.attempts as f64,
-        ));
-        for (kind, value) in [
-            ("server_error", store.server_errors),
-            ("timeout", store.timeouts),
-            ("connection_error", store.connection_errors),
-        ] {
-            samples.push(Sample {
-                labels: vec![("kind", kind.to_string())],
-                ..sample(
-                    "outbox_archiver_store_failed_attempts",
-                    "S3 request attempts that failed transiently in the last run (and were retried while attempts remained).",
-                    value as f64,
-                )
-            });
-        }
-        samples.push(sample(
-            "outbox_archiver_store_resumed_reads",
-            "S3 downloads that broke off and were resumed in the last run.",
-            store.resumed_reads as f64,
-        ));
-    }
-    let mut groups = vec![Group {
-        labels: run_labels,
-        samples,
-    }];
-    for app in &summary.apps {
-        base.truncate(2);
-        base.push(("app", app.app_code.clone()));
-        groups.push(Group {
-            labels: base.clone(),
-            samples: app_samples(app, seconds),
+    samples
+}
+
+/// S3 request counters: attempts, transient failures by kind, resumed reads.
+fn store_samples(store: &StoreStats) -> Vec<Sample> {
+    let mut samples = Vec::new();
+    samples.push(sample(
+        "outbox_archiver_store_attempts",
+        "S3 request attempts in the last run, retries included.",
+        store.attempts as f64,
+    ));
+    for (kind, value) in [
+        ("server_error", store.server_errors),
+        ("timeout", store.timeouts),
+        ("connection_error", store.connection_errors),
+    ] {
+        samples.push(Sample {
+            labels: vec![("kind", kind.to_string())],
+            ..sample(
+                "outbox_archiver_store_failed_attempts",
+                "S3 request attempts that failed transiently in the last run (and were retried while attempts remained).",
+                value as f64,
+            )
         });
     }
-    groups
+    samples.push(sample(
+        "outbox_archiver_store_resumed_reads",
+        "S3 downloads that broke off and were resumed in the last run.",
+        store.resumed_reads as f64,
+    ));
+    samples
 }
 
 fn app_samples(app: &AppReport, seconds: f64) -> Vec<Sample> {

@@ -112,6 +112,40 @@ pub fn row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
             "ok"
         },
     );
+    let delivery = delivery(status, created, rng);
+    vec![
+        Value::Text(app.clone()),
+        Value::Text(format!("evt_{:010}_{}", index, rng.hex(12))),
+        Value::Text(event_type.into()),
+        Value::Text(transaction_id),
+        Value::Text(format!("cmd_{}", rng.hex(24))),
+        Value::Int(user_id),
+        Value::Text(asset.into()),
+        Value::Int(available),
+        Value::Int(frozen),
+        Value::Text(payload),
+        Value::Text(status.into()),
+        Value::Text(delivery.worker),
+        delivery.lock_until,
+        Value::Int(delivery.retries),
+        delivery.next_retry,
+        delivery.last_error,
+        Value::Int(created),
+        Value::Int(delivery.updated),
+    ]
+}
+
+/// The relay's bookkeeping columns of a row in `status`, as the relay leaves them.
+struct Delivery {
+    updated: i64,
+    lock_until: Value,
+    next_retry: Value,
+    last_error: Value,
+    retries: i64,
+    worker: String,
+}
+
+fn delivery(status: &str, created: i64, rng: &mut Rng) -> Delivery {
     let updated = match status {
         "DELIVERED" | "FAILED" => created + 5 + rng.below(3_000) as i64,
         _ => created,
@@ -143,26 +177,14 @@ pub fn row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
     } else {
         format!("relay-{}-{}", &rng.hex(6), rng.below(4))
     };
-    vec![
-        Value::Text(app.clone()),
-        Value::Text(format!("evt_{:010}_{}", index, rng.hex(12))),
-        Value::Text(event_type.into()),
-        Value::Text(transaction_id),
-        Value::Text(format!("cmd_{}", rng.hex(24))),
-        Value::Int(user_id),
-        Value::Text(asset.into()),
-        Value::Int(available),
-        Value::Int(frozen),
-        Value::Text(payload),
-        Value::Text(status.into()),
-        Value::Text(worker),
+    Delivery {
+        updated,
         lock_until,
-        Value::Int(retries),
         next_retry,
         last_error,
-        Value::Int(created),
-        Value::Int(updated),
-    ]
+        retries,
+        worker,
+    }
 }
 
 /// Inserts rows in multi-row statements.

@@ -104,16 +104,6 @@ pub enum Access<'l> {
     Reading,
 }
 
-impl<'l> Access<'l> {
-    /// The lock, when the work may write.
-    pub fn lock(self) -> Option<&'l AppLock> {
-        match self {
-            Access::Locked(lock) => Some(lock),
-            _ => None,
-        }
-    }
-}
-
 /// One command's work for one app.
 #[async_trait::async_trait]
 pub trait AppWork: Sync {

@@ -105,10 +105,7 @@ impl AppWork for Archiver<'_> {
 
     async fn work(&self, app: &str, access: Access<'_>, mut report: AppReport) -> AppReport {
         let mut details = ArchiveApp::default();
-        match self
-            .archive(app, access.lock(), &mut report, &mut details)
-            .await
-        {
+        match self.archive(app, access, &mut report, &mut details).await {
             Ok(outcome) => {
                 report.outcome = outcome;
                 if !self.opts.stragglers {
@@ -199,7 +196,7 @@ impl<'a> Archiver<'a> {
     async fn archive(
         &self,
         app: &str,
-        lock: Option<&AppLock>,
+        access: Access<'_>,
         report: &mut AppReport,
         details: &mut ArchiveApp,
     ) -> Result<Outcome, AppError> {
@@ -248,7 +245,7 @@ impl<'a> Archiver<'a> {
             let Some(built) = batches.recv().await.transpose()? else {
                 break Outcome::UpToDate;
             };
-            details.note_superseded(self.batch(app, lock, built, cut, report).await?);
+            details.note_superseded(self.batch(app, access, built, cut, report).await?);
         };
         self.observer.finish();
         Ok(match outcome {
@@ -262,16 +259,16 @@ impl<'a> Archiver<'a> {
     async fn batch(
         &self,
         app: &str,
-        lock: Option<&AppLock>,
+        access: Access<'_>,
         built: Built,
         cut: Cut,
         report: &mut AppReport,
     ) -> Result<Vec<Superseded>, AppError> {
         let started = Instant::now();
         let Built { batch, read_ms } = built;
-        let (recorded, timing) = match lock {
-            None => (self.plan(app, &batch), (0, 0)),
-            Some(lock) => self.publish_and_record(app, lock, &batch, cut).await?,
+        let (recorded, timing) = match access {
+            Access::Locked(lock) => self.publish_and_record(app, lock, &batch, cut).await?,
+            Access::DryRun | Access::Reading => (self.plan(app, &batch), (0, 0)),
         };
         let c = &batch.content;
         tracing::info!(

@@ -112,7 +112,7 @@ impl AppWork for Purger<'_> {
         if self.opts.dry_run {
             tally.details.would_purge_rows = Some(0);
         }
-        let result = self.purge_app(app, access.lock(), &mut tally).await;
+        let result = self.purge_app(app, access, &mut tally).await;
         report.batches = tally.done_batches;
         report.rows = tally.details.purged_rows;
         match result {
@@ -171,7 +171,7 @@ impl<'a> Purger<'a> {
     async fn purge_app(
         &self,
         app: &str,
-        lock: Option<&AppLock>,
+        access: Access<'_>,
         tally: &mut Tally,
     ) -> Result<(), AppError> {
         let pool = &self.ctx.db.pool;
@@ -189,7 +189,7 @@ impl<'a> Purger<'a> {
                 tally.stop_reason = Some(reason);
                 return Ok(());
             }
-            if let Step::Stop(reason) = self.purge_receipt(&receipt, lock, tally).await? {
+            if let Step::Stop(reason) = self.purge_receipt(&receipt, access, tally).await? {
                 tally.stop_reason = Some(reason);
                 return Ok(());
             }
@@ -202,7 +202,7 @@ impl<'a> Purger<'a> {
     async fn purge_receipt(
         &self,
         receipt: &StoredReceipt,
-        lock: Option<&AppLock>,
+        access: Access<'_>,
         tally: &mut Tally,
     ) -> Result<Step, AppError> {
         let (pool, app) = (&self.ctx.db.pool, receipt.app_code.as_str());
@@ -224,19 +224,38 @@ impl<'a> Purger<'a> {
             tally.details.findings.extend(findings);
             return Ok(Step::Done);
         }
-        let status = &self.opts.delivered_status;
-        let Some(lock) = lock else {
-            for chunk in members.chunks(PURGE_CHUNK) {
-                let would = self.purge.count(pool, app, status, chunk).await?;
-                *tally.details.would_purge_rows.get_or_insert(0) += would;
+        match access {
+            Access::Locked(lock) => self.delete_members(receipt, &members, lock, tally).await,
+            Access::DryRun | Access::Reading => {
+                let status = &self.opts.delivered_status;
+                for chunk in members.chunks(PURGE_CHUNK) {
+                    let would = self.purge.count(pool, app, status, chunk).await?;
+                    *tally.details.would_purge_rows.get_or_insert(0) += would;
+                }
+                Ok(Step::Done)
             }
-            return Ok(Step::Done);
-        };
+        }
+    }
+
+    /// Deletes a receipt's members chunk by chunk, each chunk in its own transaction under the
+    /// lock, then marks the receipt purged. Leaves it unfinished when a limit or shutdown stops
+    /// it, and untouched (rows and all) when it was restored into the source meanwhile.
+    async fn delete_members(
+        &self,
+        receipt: &StoredReceipt,
+        members: &[Member],
+        lock: &AppLock,
+        tally: &mut Tally,
+    ) -> Result<Step, AppError> {
+        let (pool, app, batch) = (
+            &self.ctx.db.pool,
+            receipt.app_code.as_str(),
+            &receipt.batch_id,
+        );
+        let (status, include_restored) = (&self.opts.delivered_status, self.opts.include_restored);
+        let failpoints = &self.opts.failpoints;
         let mut kept = Vec::new();
         for chunk in members.chunks(PURGE_CHUNK) {
-            let include_restored = self.opts.include_restored;
-            let failpoints = &self.opts.failpoints;
-            let batch = &receipt.batch_id;
             let done = self
                 .purge
                 .purge_chunk(
@@ -270,9 +289,8 @@ impl<'a> Purger<'a> {
             }
         }
         let now = (self.ctx.now_ms)();
-        let (batch, kept_rows) = (&receipt.batch_id, kept.len() as u64);
         self.purge
-            .finish(pool, app, batch, kept_rows, self.opts.include_restored, now)
+            .finish(pool, app, batch, kept.len() as u64, include_restored, now)
             .await?;
         if !kept.is_empty() {
             tracing::warn!(

@@ -21,7 +21,6 @@ use super::RunContext;
 use crate::batch::Member;
 use crate::codec::Row;
 use crate::db::drills::Drills;
-use crate::db::lock::AppLock;
 use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::restore::{first_difference, IntoSource, LoadError, TargetTable, RESTORE_CHUNK};
@@ -127,9 +126,7 @@ impl AppWork for Restorer<'_> {
                     break;
                 }
             };
-            let result = self
-                .restore_batch(&receipt, access.lock(), &mut details)
-                .await;
+            let result = self.restore_batch(&receipt, access, &mut details).await;
             if let Err(e) = result {
                 tracing::error!(batch_id = receipt.batch_id, error = %e, "restore failed");
                 report
@@ -164,11 +161,11 @@ impl<'a> Restorer<'a> {
     }
 
     /// Verifies one batch, then loads it (and, for a drill, compares and drops the scratch
-    /// table). `lock`: into the live source table, under the app's lock.
+    /// table). With the app's lock (`--into-source`): into the live source table.
     async fn restore_batch(
         &self,
         receipt: &StoredReceipt,
-        lock: Option<&AppLock>,
+        access: Access<'_>,
         details: &mut RestoreApp,
     ) -> Result<(), Failure> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
@@ -183,11 +180,14 @@ impl<'a> Restorer<'a> {
         }
         let rows = without_superseded(self.ctx.spec, rows, &superseded, details);
         for chunk in rows.chunks(RESTORE_CHUNK) {
-            let into_source = lock.map(|lock| IntoSource {
-                lock,
-                batch_id: batch,
-                now_ms: now,
-            });
+            let into_source = match access {
+                Access::Locked(lock) => Some(IntoSource {
+                    lock,
+                    batch_id: batch,
+                    now_ms: now,
+                }),
+                Access::DryRun | Access::Reading => None,
+            };
             let target = TargetTable::new(self.ctx.spec, &self.target).map_err(Failure::Data)?;
             let loaded = target.load_chunk(pool, app, chunk, into_source).await?;
             details.restored_rows += loaded.inserted;
