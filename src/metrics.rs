@@ -128,7 +128,7 @@ fn run_samples(run: &Run, seconds: f64) -> Vec<Sample> {
         ),
         sample(
             "outbox_archiver_run_exit_code",
-            "Exit status of the last run (0 done, 1 failed or found problems, 2 configuration).",
+            "Exit status of the last run (0 done, 1 failed or found problems, 2 could not start: configuration, or the apps could not be listed).",
             f64::from(summary.exit_code),
         ),
         sample(

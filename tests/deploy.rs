@@ -293,8 +293,10 @@ fn compose_file_wires_the_suite_to_its_servers() {
     ] {
         assert!(services[name].is_object(), "service {name}");
     }
-    let support = std::fs::read_to_string(root().join("tests/integration/support.rs")).unwrap()
-        + &std::fs::read_to_string(root().join("tests/integration/metrics.rs")).unwrap();
+    let mut support = std::fs::read_to_string(root().join("tests/integration/metrics.rs")).unwrap();
+    for file in std::fs::read_dir(root().join("tests/integration/support")).unwrap() {
+        support += &std::fs::read_to_string(file.unwrap().path()).unwrap();
+    }
     for (var, _) in services["tests"]["environment"].as_object().unwrap() {
         if var.starts_with("OUTBOX_ARCHIVER_TEST_") {
             assert!(support.contains(var.as_str()), "the suite reads {var}");

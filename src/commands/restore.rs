@@ -20,6 +20,16 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
         Ok(target) => target,
         Err(e) => return Summary::unusable("restore", e),
     };
+    summary.details = Some(RunDetails::Restore(RestoreRun {
+        into: (!opts.drill).then(|| target.clone()),
+        drill: opts.drill,
+    }));
+    let which = opts.apps.clone().unwrap_or(Apps::All);
+    let population = Population::Receipts(opts.scope(None));
+    let apps = match apps::resolve(ctx, &which, &population).await {
+        Ok(apps) => apps,
+        Err(e) => return summary.without_apps(e),
+    };
     if !opts.drill && !opts.into_source {
         let created = match TargetTable::new(ctx.spec, &target) {
             Ok(table) => table
@@ -32,16 +42,6 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
             return Summary::unusable("restore", e);
         }
     }
-    summary.details = Some(RunDetails::Restore(RestoreRun {
-        into: (!opts.drill).then(|| target.clone()),
-        drill: opts.drill,
-    }));
-    let which = opts.apps.clone().unwrap_or(Apps::All);
-    let population = Population::Receipts(opts.scope(None));
-    let apps = match apps::resolve(ctx, &which, &population).await {
-        Ok(apps) => apps,
-        Err(e) => return summary.without_apps(e),
-    };
     let restorer = Restorer::new(ctx, opts, target);
     let driver = Driver {
         ctx,

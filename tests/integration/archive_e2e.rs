@@ -24,28 +24,29 @@ pub fn awkward_rows(cutoff: i64) -> Vec<Row> {
         rows.push(r);
     };
     special("nulls-and-values", &|r| {
-        r[12] = Value::Int(123);
-        r[14] = Value::Null;
-        r[15] = Value::Text("last error".into());
+        r[at("lock_until_ms")] = Value::Int(123);
+        r[at("next_retry_at_ms")] = Value::Null;
+        r[at("last_error")] = Value::Text("last error".into());
     });
     special("text-ünïcødé-😀", &|r| {
-        r[PAYLOAD] = Value::Text(r#"{"memo": "line1\nline2 \"quoted\" back\\slash \u0001 é 😀 中文", "nested": {"a": [1, 2.5, null, true]}}"#.into());
-        r[15] = Value::Text("multi\nline\terror \"with quotes\" and \\ backslash, 中文".into());
+        r[at("payload")] = Value::Text(r#"{"memo": "line1\nline2 \"quoted\" back\\slash \u0001 é 😀 中文", "nested": {"a": [1, 2.5, null, true]}}"#.into());
+        r[at("last_error")] =
+            Value::Text("multi\nline\terror \"with quotes\" and \\ backslash, 中文".into());
     });
     special("big-payload", &|r| {
-        r[PAYLOAD] = Value::Text(format!(r#"{{"blob": "{}"}}"#, "x".repeat(1 << 20)));
+        r[at("payload")] = Value::Text(format!(r#"{{"blob": "{}"}}"#, "x".repeat(1 << 20)));
     });
     special("max-1", &|r| {
-        r[AVAILABLE] = Value::Int(i64::MAX);
-        r[FROZEN] = Value::Int(i64::MIN);
+        r[at("available_delta")] = Value::Int(i64::MAX);
+        r[at("frozen_delta")] = Value::Int(i64::MIN);
     });
     special("max-2", &|r| {
-        r[AVAILABLE] = Value::Int(i64::MAX);
-        r[FROZEN] = Value::Int(i64::MIN);
+        r[at("available_delta")] = Value::Int(i64::MAX);
+        r[at("frozen_delta")] = Value::Int(i64::MIN);
     });
     special("max-3", &|r| {
-        r[AVAILABLE] = Value::Int(i64::MAX - 1);
-        r[FROZEN] = Value::Int(i64::MIN + 1);
+        r[at("available_delta")] = Value::Int(i64::MAX - 1);
+        r[at("frozen_delta")] = Value::Int(i64::MIN + 1);
     });
     // Other states below the cutoff: never archived.
     for (i, status) in ["PENDING", "DELIVERING", "RETRYABLE", "FAILED"]
@@ -53,7 +54,7 @@ pub fn awkward_rows(cutoff: i64) -> Vec<Row> {
         .enumerate()
     {
         let mut r = row("a1", &format!("not-delivered-{i}"), T0 + 1000 + i as i64);
-        r[STATUS] = Value::Text(status.to_string());
+        r[at("status")] = Value::Text(status.to_string());
         rows.push(r);
     }
     // Delivered at and above the cutoff: not yet.
@@ -99,7 +100,12 @@ async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
         members.sort();
         let mut want: Vec<(String, i64)> = expected
             .iter()
-            .map(|r| (r[1].as_str().unwrap().to_string(), r[17].as_i64().unwrap()))
+            .map(|r| {
+                (
+                    r[at("event_id")].as_str().unwrap().to_string(),
+                    r[at("updated_at_ms")].as_i64().unwrap(),
+                )
+            })
             .collect();
         want.sort();
         let got: Vec<(String, i64)> = members.iter().map(|(e, u, _)| (e.clone(), *u)).collect();
@@ -116,7 +122,7 @@ async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
     );
     assert!(expected_a1
         .iter()
-        .all(|r| r[STATUS] == Value::Text("DELIVERED".into())));
+        .all(|r| r[at("status")] == Value::Text("DELIVERED".into())));
     assert_eq!(a1.rows, expected_a1.len() as u64);
     assert_eq!(
         db.members("a3").await.len(),
@@ -138,8 +144,8 @@ async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
     };
     let available: i128 = totals.iter().map(|t| t.0.parse::<i128>().unwrap()).sum();
     let frozen: i128 = totals.iter().map(|t| t.1.parse::<i128>().unwrap()).sum();
-    assert_eq!(available, sum(&expected_a1, AVAILABLE));
-    assert_eq!(frozen, sum(&expected_a1, FROZEN));
+    assert_eq!(available, sum(&expected_a1, at("available_delta")));
+    assert_eq!(frozen, sum(&expected_a1, at("frozen_delta")));
     assert!(
         available > i128::from(i64::MAX),
         "the totals really overflow 64 bits"

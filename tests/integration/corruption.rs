@@ -3,7 +3,7 @@
 
 use outbox_archiver::summary::Outcome;
 
-use crate::misbehaving::{misbehaving, misreporting};
+use crate::support::misbehaving::{misbehaving, misreporting};
 use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -7,11 +7,10 @@ use outbox_archiver::commands::purge;
 use outbox_archiver::commands::verify::{self, VerifyOptions};
 use outbox_archiver::db::source::SourceTable;
 use outbox_archiver::format::Cursor;
+use outbox_archiver::pipeline::verifier::FindingKind;
 use outbox_archiver::summary::Outcome;
 use outbox_archiver::table::WALLET_OUTBOX;
-use serde_json::Value as Json;
 
-use crate::purge_restore::{detail, purge_options};
 use crate::support::*;
 
 const CUTOFF: i64 = T0 + DAY;
@@ -23,13 +22,6 @@ async fn set_updated_at(db: &TestDb, event_id: &str, updated_at_ms: i64) {
         .execute(&db.db.pool)
         .await
         .unwrap();
-}
-
-fn findings(summary: &outbox_archiver::summary::Summary) -> Vec<Json> {
-    serde_json::to_value(summary).unwrap()["findings"]
-        .as_array()
-        .cloned()
-        .unwrap_or_default()
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -88,11 +80,17 @@ async fn a_member_delivered_again_never_wedges_its_app() {
             assert_eq!(again.apps[0].outcome, Outcome::Archived);
             assert_eq!(again.apps[0].rows, 2, "the new version and the new row");
             // Reported: which row, which version, which batch had it.
-            let json = serde_json::to_value(&again).unwrap();
-            assert_eq!(json["apps"][0]["superseded_rows"], 1);
+            let archived = archive_of(&again, "a1");
+            assert_eq!(archived.superseded_rows, 1);
+            let superseded = &archived.superseded;
+            assert_eq!(superseded.len(), 1, "{superseded:?}");
             assert_eq!(
-                json["apps"][0]["superseded"],
-                serde_json::json!([{"event_id": "e3", "updated_at_ms": T0 + 3, "batch_id": first_batch}])
+                (
+                    superseded[0].event_id.as_str(),
+                    superseded[0].updated_at_ms,
+                    superseded[0].batch_id.as_str()
+                ),
+                ("e3", T0 + 3, first_batch.as_str())
             );
         } else {
             assert_eq!(again.apps[0].outcome, Outcome::UpToDate);
@@ -115,14 +113,14 @@ async fn a_member_delivered_again_never_wedges_its_app() {
         },
     )
     .await;
-    let json = serde_json::to_value(&status).unwrap();
-    assert_eq!(json["apps"][0]["superseded_rows"], 1, "{json}");
-    assert_eq!(json["apps"][0]["awaiting_purge_rows"], 11, "{json}");
+    let figures = status_of(&status, "a1");
+    assert_eq!(figures.superseded_rows, 1, "{}", status.to_json());
+    assert_eq!(figures.awaiting_purge_rows, 11, "{}", status.to_json());
     // Restore brings back each row once, as it is now.
     let restored = outbox_archiver::commands::restore::run(&env, &Default::default()).await;
     assert!(restored.ok, "{}", restored.to_json());
-    assert_eq!(detail(&restored, "a1", "restored_rows"), 11);
-    assert_eq!(detail(&restored, "a1", "superseded_rows"), 1);
+    assert_eq!(restore_of(&restored, "a1").restored_rows, 11);
+    assert_eq!(restore_of(&restored, "a1").superseded_rows, 1);
     let restored_e3: i64 = sqlx::query_scalar(
         "SELECT updated_at_ms FROM wallet_outbox_restored WHERE event_id = 'e3'",
     )
@@ -132,7 +130,7 @@ async fn a_member_delivered_again_never_wedges_its_app() {
     assert_eq!(restored_e3, T0 + 100);
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
     assert!(purged.ok, "{}", purged.to_json());
-    assert_eq!(detail(&purged, "a1", "purged_rows"), 11);
+    assert_eq!(purge_of(&purged, "a1").purged_rows, 11);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
     db.drop().await;
 }
@@ -147,20 +145,17 @@ async fn a_member_delivered_again_below_the_cursor_is_a_straggler() {
     set_updated_at(&db, "e3", T0 + 5).await;
     let verified = verify::run(&env, &VerifyOptions::everything(CUTOFF, "DELIVERED")).await;
     assert_eq!(verified.exit_code, 1, "{}", verified.to_json());
-    let found = findings(&verified);
+    let found = &verify_run(&verified).findings;
     assert_eq!(found.len(), 1, "{found:?}");
-    assert_eq!(found[0]["kind"], "straggler");
-    assert_eq!(found[0]["event_id"], "e3");
+    assert_eq!(found[0].kind, FindingKind::Straggler);
+    assert_eq!(found[0].event_id.as_deref(), Some("e3"));
     // The command the finding calls for takes the new version, superseding the old one.
     let mut opts = options(&db, &["a1"], CUTOFF);
     opts.stragglers = true;
     let taken = archive(&env, &opts).await;
     assert!(taken.ok, "{}", taken.to_json());
     assert_eq!(taken.apps[0].rows, 1);
-    assert_eq!(
-        serde_json::to_value(&taken).unwrap()["apps"][0]["superseded_rows"],
-        1
-    );
+    assert_eq!(archive_of(&taken, "a1").superseded_rows, 1);
     let clean = verify::run(&env, &VerifyOptions::everything(CUTOFF, "DELIVERED")).await;
     assert!(clean.ok, "{}", clean.to_json());
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;

@@ -5,127 +5,15 @@
 //! `retries`), never hangs and prints no secret; without retries it fails cleanly, naming the
 //! database. In the end every row is archived exactly once and every receipt's objects verify.
 
-use std::path::{Path, PathBuf};
 use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use outbox_archiver::commands::verify::{self, VerifyOptions};
 use outbox_archiver::store::{LocalStore, Location, ObjectStore};
-use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 
+use crate::support::private_server;
 use crate::support::*;
-
-const PASSWORD: &str = "restart-secret-pw";
-
-/// A MariaDB server of the test's own, in a temporary directory.
-pub(crate) struct PrivateServer {
-    dir: tempfile::TempDir,
-    port: u16,
-    process: Option<tokio::process::Child>,
-}
-
-impl PrivateServer {
-    pub(crate) fn installed() -> bool {
-        Path::new("/usr/sbin/mariadbd").exists() && which("mariadb-install-db").is_some()
-    }
-
-    pub(crate) async fn start() -> PrivateServer {
-        let dir = tempfile::tempdir().unwrap();
-        let mut install = tokio::process::Command::new(which("mariadb-install-db").unwrap());
-        install
-            .arg("--no-defaults")
-            .arg(format!("--datadir={}", dir.path().join("data").display()))
-            .args(["--skip-test-db", "--auth-root-authentication-method=socket"]);
-        if unsafe { libc::geteuid() } == 0 {
-            install.arg("--user=root");
-        }
-        let out = install.output().await.unwrap();
-        assert!(
-            out.status.success(),
-            "mariadb-install-db: {}",
-            String::from_utf8_lossy(&out.stderr)
-        );
-        let port = free_port();
-        let mut server = PrivateServer {
-            dir,
-            port,
-            process: None,
-        };
-        server.run().await;
-        let mut root = format!(
-            "mysql://root@localhost/?socket={}",
-            server.socket().display()
-        )
-        .parse::<sqlx::mysql::MySqlConnectOptions>()
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-        for statement in [
-            format!("CREATE USER 'archiver'@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'"),
-            "GRANT ALL PRIVILEGES ON *.* TO 'archiver'@'127.0.0.1'".to_string(),
-        ] {
-            root.execute(AssertSqlSafe(statement)).await.unwrap();
-        }
-        root.close().await.unwrap();
-        server
-    }
-
-    fn socket(&self) -> PathBuf {
-        self.dir.path().join("mysqld.sock")
-    }
-
-    /// `mysql://archiver:…@127.0.0.1:port` (no database part).
-    pub(crate) fn url(&self) -> String {
-        format!("mysql://archiver:{PASSWORD}@127.0.0.1:{}", self.port)
-    }
-
-    /// Starts mariadbd on the data directory and waits until it answers.
-    pub(crate) async fn run(&mut self) {
-        let mut command = tokio::process::Command::new("/usr/sbin/mariadbd");
-        command
-            .arg("--no-defaults")
-            .arg(format!(
-                "--datadir={}",
-                self.dir.path().join("data").display()
-            ))
-            .arg(format!("--socket={}", self.socket().display()))
-            .arg(format!("--port={}", self.port))
-            .args(["--bind-address=127.0.0.1", "--innodb-buffer-pool-size=128M"])
-            .stdout(Stdio::null())
-            .stderr(Stdio::null())
-            .kill_on_drop(true);
-        if unsafe { libc::geteuid() } == 0 {
-            command.arg("--user=root");
-        }
-        self.process = Some(command.spawn().unwrap());
-        wait_for_port(self.port, "private mariadbd", Duration::from_secs(30)).await;
-    }
-
-    /// Stops the server with `signal` (SIGTERM: a clean shutdown; SIGKILL: a crash) and waits.
-    pub(crate) async fn stop(&mut self, signal: i32) {
-        let mut process = self.process.take().expect("running");
-        unsafe { libc::kill(process.id().unwrap() as i32, signal) };
-        process.wait().await.unwrap();
-    }
-}
-
-impl Drop for PrivateServer {
-    fn drop(&mut self) {
-        if let Some(process) = &self.process {
-            unsafe { libc::kill(process.id().unwrap_or(0) as i32, libc::SIGKILL) };
-        }
-    }
-}
-
-fn which(program: &str) -> Option<PathBuf> {
-    std::env::var_os("PATH")?
-        .to_str()?
-        .split(':')
-        .map(|dir| Path::new(dir).join(program))
-        .find(|path| path.exists())
-}
 
 async fn receipts_so_far(db: &TestDb) -> i64 {
     sqlx::query_scalar("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
@@ -136,10 +24,6 @@ async fn receipts_so_far(db: &TestDb) -> i64 {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_database_restart_mid_run_is_retried_or_fails_cleanly_and_converges() {
-    if !PrivateServer::installed() {
-        eprintln!("SKIPPED: no mariadbd/mariadb-install-db here to run a private server (.ci/run installs them)");
-        return;
-    }
     let mut server = PrivateServer::start().await;
     let db = TestDb::on(&server.url()).await;
     for app in ["a1", "a2"] {
@@ -186,7 +70,8 @@ async fn a_database_restart_mid_run_is_retried_or_fails_cleanly_and_converges() 
         let stdout = String::from_utf8_lossy(&out.stdout);
         let stderr = String::from_utf8_lossy(&out.stderr);
         assert!(
-            !stdout.contains(PASSWORD) && !stderr.contains(PASSWORD),
+            !stdout.contains(private_server::PASSWORD)
+                && !stderr.contains(private_server::PASSWORD),
             "no secret in the output"
         );
         let summary: serde_json::Value = serde_json::from_str(&stdout).unwrap_or_else(|e| {

@@ -12,8 +12,8 @@ use hyper::Method;
 use outbox_archiver::commands::verify::{self, VerifyOptions};
 use outbox_archiver::store::{self, S3Settings, StoreStats};
 
-use crate::misbehaving::misbehaving;
-use crate::proxy::{Fault, FaultProxy, Seen};
+use crate::support::misbehaving::misbehaving;
+use crate::support::proxy::{Fault, FaultProxy, Seen};
 use crate::support::*;
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -4,9 +4,9 @@
 
 use bytes::Bytes;
 use outbox_archiver::commands::purge;
+use outbox_archiver::pipeline::verifier::FindingKind;
 use outbox_archiver::store::{ObjectStore, PutMode};
 
-use crate::purge_restore::{detail, purge_options};
 use crate::support::*;
 
 /// Thirty rows of `a1` archived in three batches of ten; the receipts by batch id.
@@ -70,11 +70,10 @@ async fn purge_keeps_the_rows_of_a_batch_whose_objects_are_gone_or_different() {
     assert_eq!(summary.exit_code, 1, "{}", summary.to_json());
     let mut failed = vec![gone.clone(), short.clone()];
     failed.sort();
-    let mut reported: Vec<String> =
-        serde_json::from_value(detail(&summary, "a1", "failed_batches")).unwrap();
+    let mut reported = purge_of(&summary, "a1").failed_batches.clone();
     reported.sort();
     assert_eq!(reported, failed, "{}", summary.to_json());
-    assert_eq!(detail(&summary, "a1", "purged_rows"), 10);
+    assert_eq!(purge_of(&summary, "a1").purged_rows, 10);
     let mut kept = members_of(&db, &gone).await;
     kept.extend(members_of(&db, &short).await);
     kept.sort();
@@ -84,20 +83,18 @@ async fn purge_keeps_the_rows_of_a_batch_whose_objects_are_gone_or_different() {
         "only the intact batch was purged"
     );
     // Each failed batch with what was found, in verify's words.
-    let found = detail(&summary, "a1", "findings");
-    let kinds: Vec<(&str, &str)> = found
-        .as_array()
-        .unwrap()
+    let kinds: Vec<(FindingKind, &str)> = purge_of(&summary, "a1")
+        .findings
         .iter()
-        .map(|f| (f["kind"].as_str().unwrap(), f["key"].as_str().unwrap()))
+        .map(|f| (f.kind, f.key.as_deref().unwrap()))
         .collect();
     let success_key = gone_key.replace("data.ndjson.gz", "_SUCCESS");
     assert!(
-        kinds.contains(&("missing_object", success_key.as_str())),
+        kinds.contains(&(FindingKind::MissingObject, success_key.as_str())),
         "{kinds:?}"
     );
     assert!(
-        kinds.contains(&("size_mismatch", short_key.as_str())),
+        kinds.contains(&(FindingKind::SizeMismatch, short_key.as_str())),
         "{kinds:?}"
     );
     // The cost is bounded: three HEADs per batch, not a read, not a request per row.
@@ -119,7 +116,7 @@ async fn purge_keeps_the_rows_of_a_batch_whose_objects_are_gone_or_different() {
         serde_json::to_value(&trusted).unwrap()["object_check"],
         "trusted"
     );
-    assert_eq!(detail(&trusted, "a1", "purged_rows"), 20);
+    assert_eq!(purge_of(&trusted, "a1").purged_rows, 20);
     assert!(source_ids(&db).await.is_empty());
     db.drop().await;
 }
@@ -131,7 +128,7 @@ async fn purge_keeps_a_batch_whose_store_checksum_disagrees() {
     use std::sync::atomic::{AtomicBool, Ordering};
     let lie = std::sync::Arc::new(AtomicBool::new(false));
     let lying = lie.clone();
-    let mut s3 = crate::misbehaving::misreporting(move |head| {
+    let mut s3 = crate::support::misbehaving::misreporting(move |head| {
         if lying.load(Ordering::SeqCst) && head.checksum_crc64nvme.is_some() {
             head.checksum_crc64nvme = Some("AAAAAAAAAAA=".to_string());
         }
@@ -155,14 +152,9 @@ async fn purge_keeps_a_batch_whose_store_checksum_disagrees() {
     lie.store(true, Ordering::SeqCst);
     let summary = purge::run(&env, &purge_options(&db, &["a1"])).await;
     assert_eq!(summary.exit_code, 1, "{}", summary.to_json());
-    let found = detail(&summary, "a1", "findings");
-    let kinds: Vec<&str> = found
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap())
-        .collect();
-    assert_eq!(kinds, vec!["store_checksum_mismatch"; 3], "{found}");
+    let found = &purge_of(&summary, "a1").findings;
+    let kinds: Vec<FindingKind> = found.iter().map(|f| f.kind).collect();
+    assert_eq!(kinds, [FindingKind::StoreChecksumMismatch; 3], "{found:?}");
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 10);
     db.drop().await;
 }

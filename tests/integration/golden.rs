@@ -10,7 +10,7 @@ use outbox_archiver::codec::{Row, Value};
 use outbox_archiver::format;
 use outbox_archiver::table::WALLET_OUTBOX;
 
-use crate::support::{row, AVAILABLE, FROZEN, PAYLOAD};
+use crate::support::{at, row};
 
 fn golden_rows() -> Vec<Row> {
     let t = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -19,14 +19,14 @@ fn golden_rows() -> Vec<Row> {
         row("app1", "evt-0002", t),
         row("app1", "evt-0000", t + 1),
     ];
-    rows[0][AVAILABLE] = Value::Int(i64::MAX);
-    rows[1][AVAILABLE] = Value::Int(i64::MAX);
-    rows[1][FROZEN] = Value::Int(i64::MIN);
-    rows[1][PAYLOAD] =
+    rows[0][at("available_delta")] = Value::Int(i64::MAX);
+    rows[1][at("available_delta")] = Value::Int(i64::MAX);
+    rows[1][at("frozen_delta")] = Value::Int(i64::MIN);
+    rows[1][at("payload")] =
         Value::Text("{\"memo\": \"tab\\t nl\\n quote\\\" back\\\\ é 😀 中\", \"n\": null}".into());
-    rows[1][12] = Value::Int(1_767_225_630_000);
-    rows[1][15] = Value::Text("err\u{1}\u{1f}\n\"x\"\\".into());
-    rows[2][14] = Value::Null;
+    rows[1][at("lock_until_ms")] = Value::Int(1_767_225_630_000);
+    rows[1][at("last_error")] = Value::Text("err\u{1}\u{1f}\n\"x\"\\".into());
+    rows[2][at("next_retry_at_ms")] = Value::Null;
     rows
 }
 

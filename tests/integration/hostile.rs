@@ -45,7 +45,7 @@ async fn hostile_payloads_are_archived_faithfully_and_hostile_app_codes_refused(
     ];
     for (i, (id, payload)) in payloads.iter().enumerate() {
         let mut r = row("ok", id, T0 + i as i64);
-        r[PAYLOAD] = Value::Text(payload.clone());
+        r[at("payload")] = Value::Text(payload.clone());
         db.insert(&[r]).await;
     }
     let hostile_apps = ["a/b", "..", "a b", "a%2e", "ü-app", "app\n"];

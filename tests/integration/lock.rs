@@ -57,29 +57,6 @@ async fn a_second_archiver_skips_the_app_and_exits_zero() {
     db.drop().await;
 }
 
-/// From inside a (synchronous) fail point: finds the connection ids `find` (bound to `arg`)
-/// returns, at least one, and KILLs them from another session.
-pub(crate) fn kill_all(url: &str, find: &'static str, arg: &str) {
-    tokio::task::block_in_place(|| {
-        tokio::runtime::Handle::current().block_on(async {
-            let mut admin = MySqlConnection::connect(url).await.unwrap();
-            let ids: Vec<i64> = sqlx::query_scalar(find)
-                .bind(arg)
-                .fetch_all(&mut admin)
-                .await
-                .unwrap();
-            assert!(!ids.is_empty(), "a connection to kill");
-            for id in ids {
-                sqlx::query(sqlx::AssertSqlSafe(format!("KILL {id}")))
-                    .execute(&mut admin)
-                    .await
-                    .unwrap();
-            }
-            admin.close().await.unwrap();
-        })
-    });
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     let db = TestDb::new().await;
@@ -252,12 +229,7 @@ async fn a_lock_lost_to_another_archiver_is_a_stop_with_a_reason_not_a_skip() {
 /// lock under the id the archiver's lock connection had: the check before a commit must fail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lock_check_survives_a_server_restart() {
-    use crate::db_restart::PrivateServer;
     use outbox_archiver::db::lock::AppLock;
-    if !PrivateServer::installed() {
-        eprintln!("SKIPPED: no mariadbd/mariadb-install-db here to run a private server (.ci/run installs them)");
-        return;
-    }
     let mut server = PrivateServer::start().await;
     let db = TestDb::on(&server.url()).await;
     // Some connections first, so the lock connection's id is not among the first after a restart.

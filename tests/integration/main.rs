@@ -1,5 +1,5 @@
 //! Integration tests against a real MariaDB/MySQL server and a real S3 HTTP server (see
-//! `support.rs`); one binary so the suite links once.
+//! `support/`); one binary so the suite links once.
 
 mod archive_e2e;
 mod bad_input;
@@ -9,6 +9,7 @@ mod corruption;
 mod crash;
 mod cursor_safety;
 mod db_restart;
+mod exit_codes;
 mod faults;
 mod fresh_proof;
 mod golden;
@@ -16,8 +17,6 @@ mod grants;
 mod hostile;
 mod lock;
 mod metrics;
-mod misbehaving;
-mod proxy;
 mod purge_restore;
 mod receipts;
 mod relay;

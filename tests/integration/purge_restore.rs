@@ -4,102 +4,41 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use outbox_archiver::codec::Row;
-use outbox_archiver::commands::purge::{self, PurgeOptions};
+use outbox_archiver::commands::purge;
 use outbox_archiver::commands::restore::{self, RestoreOptions};
 use outbox_archiver::db::lock::lock_name;
-use outbox_archiver::db::source::decode_row;
 use outbox_archiver::failpoint::FailPoints;
 use outbox_archiver::pipeline::apps::Apps;
-use outbox_archiver::pipeline::RunContext;
-use outbox_archiver::store::{ObjectStore, PutMode};
-use outbox_archiver::summary::{Outcome, Summary};
-use outbox_archiver::table::WALLET_OUTBOX;
-use serde_json::Value as Json;
-use sqlx::{AssertSqlSafe, Connection};
+use outbox_archiver::store::PutMode;
+use outbox_archiver::summary::Outcome;
+use sqlx::Connection;
 
 use crate::support::*;
 
-pub(crate) const CUTOFF: i64 = T0 + 3 * DAY;
-
-pub(crate) fn purge_options(db: &TestDb, apps: &[&str]) -> PurgeOptions {
-    PurgeOptions {
-        apps: Apps::Listed(apps.iter().map(|a| a.to_string()).collect()),
-        grace_ms: 0,
-        max_rows_per_second: None,
-        max_runtime: None,
-        dry_run: false,
-        objects: purge::ObjectCheck::Head,
-        include_restored: false,
-        delivered_status: "DELIVERED".into(),
-        lock_prefix: db.lock_prefix(),
-        db_retries: 5,
-        failpoints: FailPoints::default(),
-    }
-}
-
-pub(crate) fn detail(summary: &Summary, app: &str, field: &str) -> Json {
-    let json = serde_json::to_value(summary).unwrap();
-    json["apps"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .find(|a| a["app_code"] == app)
-        .unwrap()[field]
-        .clone()
-}
-
-/// Every row of `app` in `table`, in cursor order, every column.
-pub(crate) async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
-    let sql = format!(
-        "SELECT {} FROM {table} WHERE app_code = ? ORDER BY updated_at_ms, event_id",
-        WALLET_OUTBOX.select_list()
-    );
-    let rows = sqlx::query(AssertSqlSafe(sql))
-        .bind(app)
-        .fetch_all(&db.db.pool)
-        .await
-        .unwrap();
-    rows.iter()
-        .map(|r| decode_row(&WALLET_OUTBOX, r).unwrap())
-        .collect()
-}
-
-pub(crate) async fn archived_env(
-    rows: &[Row],
-    apps: &[&str],
-    max_rows: u64,
-) -> (TestDb, TestS3, Arc<dyn ObjectStore>, RunContext) {
-    let (db, s3, store) = fixture().await;
-    db.insert(rows).await;
-    let env = env(&db, store.clone(), CUTOFF + DAY);
-    let mut opts = options(&db, apps, CUTOFF);
-    opts.limits.max_rows = max_rows;
-    assert!(archive(&env, &opts).await.ok);
-    (db, s3, store, env)
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
-    let rows = crate::archive_e2e::awkward_rows(CUTOFF);
+    let rows = crate::archive_e2e::awkward_rows(ARCHIVED_CUTOFF);
     let (db, _s3, _store, env) = archived_env(&rows, &["a1", "a2"], 400).await;
-    let originals = db.expected_rows("a1", CUTOFF).await;
+    let originals = db.expected_rows("a1", ARCHIVED_CUTOFF).await;
     let left_alone = db.count("SELECT COUNT(*) FROM wallet_outbox WHERE NOT (app_code IN ('a1', 'a2') AND status = 'DELIVERED' AND updated_at_ms < 1767484800000)").await;
 
     let mut dry = purge_options(&db, &["a1", "a2"]);
     dry.dry_run = true;
     let planned = purge::run(&env, &dry).await;
-    assert_eq!(detail(&planned, "a1", "would_purge_rows"), originals.len());
     assert_eq!(
-        db.expected_rows("a1", CUTOFF).await.len(),
+        purge_of(&planned, "a1").would_purge_rows,
+        Some(originals.len() as u64)
+    );
+    assert_eq!(
+        db.expected_rows("a1", ARCHIVED_CUTOFF).await.len(),
         originals.len(),
         "a dry run deletes nothing"
     );
 
     let purged = purge::run(&env, &purge_options(&db, &["a1", "a2"])).await;
     assert!(purged.ok, "{}", purged.to_json());
-    assert_eq!(detail(&purged, "a1", "purged_rows"), originals.len());
-    assert!(db.expected_rows("a1", CUTOFF).await.is_empty());
+    assert_eq!(purge_of(&purged, "a1").purged_rows, originals.len() as u64);
+    assert!(db.expected_rows("a1", ARCHIVED_CUTOFF).await.is_empty());
     let after = db.count("SELECT COUNT(*) FROM wallet_outbox").await;
     assert_eq!(
         after, left_alone,
@@ -107,23 +46,26 @@ async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
     );
     let again = purge::run(&env, &purge_options(&db, &["a1", "a2"])).await;
     assert_eq!(
-        detail(&again, "a1", "purged_rows"),
+        purge_of(&again, "a1").purged_rows,
         0,
         "a rerun does no work twice"
     );
 
     let restored = restore::run(&env, &RestoreOptions::default()).await;
     assert!(restored.ok, "{}", restored.to_json());
-    assert_eq!(detail(&restored, "a1", "restored_rows"), originals.len());
+    assert_eq!(
+        restore_of(&restored, "a1").restored_rows,
+        originals.len() as u64
+    );
     assert!(
         table_rows(&db, "wallet_outbox_restored", "a1").await == originals,
         "every column, byte for byte"
     );
     let twice = restore::run(&env, &RestoreOptions::default()).await;
-    assert_eq!(detail(&twice, "a1", "restored_rows"), 0);
+    assert_eq!(restore_of(&twice, "a1").restored_rows, 0);
     assert_eq!(
-        detail(&twice, "a1", "already_present_rows"),
-        originals.len()
+        restore_of(&twice, "a1").already_present_rows,
+        originals.len() as u64
     );
 
     // A restored row that was changed is a conflict, reported and not overwritten.
@@ -133,10 +75,7 @@ async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
         .unwrap();
     let conflict = restore::run(&env, &RestoreOptions::default()).await;
     assert_eq!(conflict.exit_code, 1);
-    assert_eq!(
-        detail(&conflict, "a1", "conflicts"),
-        Json::from(vec!["max-1"])
-    );
+    assert_eq!(restore_of(&conflict, "a1").conflicts, ["max-1"]);
     let kept: String =
         sqlx::query_scalar("SELECT worker_id FROM wallet_outbox_restored WHERE event_id = 'max-1'")
             .fetch_one(&db.db.pool)
@@ -164,8 +103,11 @@ async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
         },
     )
     .await;
-    assert_eq!(detail(&live, "a1", "conflicts"), Json::from(vec!["max-2"]));
-    assert_eq!(detail(&live, "a1", "restored_rows"), originals.len() - 1);
+    assert_eq!(restore_of(&live, "a1").conflicts, ["max-2"]);
+    assert_eq!(
+        restore_of(&live, "a1").restored_rows,
+        originals.len() as u64 - 1
+    );
     db.drop().await;
 }
 
@@ -187,19 +129,16 @@ async fn purge_deletes_only_unchanged_members_of_receipts_past_the_grace() {
     .unwrap();
     db.insert(&[row("a1", "straggler", T0 + 5)]).await;
     // a2's receipt is brand new: inside a 24h grace.
-    let a2 = archive(&env, &options(&db, &["a2"], CUTOFF)).await;
+    let a2 = archive(&env, &options(&db, &["a2"], ARCHIVED_CUTOFF)).await;
     assert!(a2.ok);
     let mut opts = purge_options(&db, &["a1", "a2"]);
     opts.grace_ms = 1; // the test clock stands still: a1's receipts are as old as a2's
     sqlx::query("UPDATE wallet_outbox_archive_receipts SET verified_at_ms = verified_at_ms - 2 WHERE app_code = 'a1'").execute(&db.db.pool).await.unwrap();
     let summary = purge::run(&env, &opts).await;
     assert!(summary.ok, "{}", summary.to_json());
-    assert_eq!(detail(&summary, "a1", "purged_rows"), 38);
-    assert_eq!(
-        detail(&summary, "a1", "kept_changed"),
-        Json::from(vec!["e3", "e17"])
-    );
-    assert_eq!(detail(&summary, "a2", "purged_rows"), 0, "inside the grace");
+    assert_eq!(purge_of(&summary, "a1").purged_rows, 38);
+    assert_eq!(purge_of(&summary, "a1").kept_changed, ["e3", "e17"]);
+    assert_eq!(purge_of(&summary, "a2").purged_rows, 0, "inside the grace");
     let remaining: Vec<String> = sqlx::query_scalar(
         "SELECT event_id FROM wallet_outbox WHERE app_code = 'a1' ORDER BY event_id",
     )
@@ -241,10 +180,10 @@ async fn reverify_refuses_a_corrupted_batch_and_restore_loads_nothing_of_it() {
     let restored = restore::run(&env, &RestoreOptions::default()).await;
     assert_eq!(restored.apps[0].outcome, Outcome::Failed);
     assert_eq!(
-        detail(&restored, "a1", "failed_batches"),
-        Json::from(vec![bad_batch.clone()])
+        restore_of(&restored, "a1").failed_batches,
+        std::slice::from_ref(&bad_batch)
     );
-    assert_eq!(detail(&restored, "a1", "restored_rows"), 20);
+    assert_eq!(restore_of(&restored, "a1").restored_rows, 20);
     for id in &bad_members {
         let n = db
             .count(&format!(
@@ -258,11 +197,8 @@ async fn reverify_refuses_a_corrupted_batch_and_restore_loads_nothing_of_it() {
     opts.objects = purge::ObjectCheck::Read;
     let summary = purge::run(&env, &opts).await;
     assert_eq!(summary.exit_code, 1);
-    assert_eq!(
-        detail(&summary, "a1", "failed_batches"),
-        Json::from(vec![bad_batch])
-    );
-    assert_eq!(detail(&summary, "a1", "purged_rows"), 20);
+    assert_eq!(purge_of(&summary, "a1").failed_batches, [bad_batch]);
+    assert_eq!(purge_of(&summary, "a1").purged_rows, 20);
     let left: Vec<String> =
         sqlx::query_scalar("SELECT event_id FROM wallet_outbox ORDER BY event_id")
             .fetch_all(&db.db.pool)
@@ -311,7 +247,7 @@ async fn a_crash_mid_purge_converges_and_purge_excludes_archive() {
 
     let rerun = purge::run(&env, &opts).await;
     assert!(rerun.ok, "{}", rerun.to_json());
-    assert_eq!(detail(&rerun, "a1", "purged_rows"), 700);
+    assert_eq!(purge_of(&rerun, "a1").purged_rows, 700);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
     assert_eq!(
         db.count("SELECT CAST(SUM(purged_rows) AS SIGNED) FROM wallet_outbox_archive_receipts")
@@ -375,7 +311,7 @@ async fn restore_loads_only_the_bytes_it_verified() {
         u32,
     >::new()));
     let counted = gets.clone();
-    let s3 = crate::misbehaving::misbehaving(
+    let s3 = crate::support::misbehaving::misbehaving(
         |_| Ok(()),
         move |key, mut bytes| {
             if key.ends_with("/data.ndjson.gz") {

@@ -11,6 +11,7 @@ use std::time::{Duration, Instant};
 
 use outbox_archiver::codec::Value;
 use outbox_archiver::commands::purge::{self, PurgeOptions};
+use outbox_archiver::pipeline::apps::Apps;
 use outbox_archiver::seed::Rng;
 use sqlx::MySqlPool;
 
@@ -34,10 +35,10 @@ async fn produce(pool: MySqlPool, producer: u64) {
                     &format!("p{producer}-{chunk:03}-{i:02}"),
                     now,
                 );
-                r[STATUS] = Value::Text("PENDING".into());
-                r[11] = Value::Text(String::new());
-                r[14] = Value::Int(0);
-                r[16] = Value::Int(now);
+                r[at("status")] = Value::Text("PENDING".into());
+                r[at("worker_id")] = Value::Text(String::new());
+                r[at("next_retry_at_ms")] = Value::Int(0);
+                r[at("created_at_ms")] = Value::Int(now);
                 r
             })
             .collect();
@@ -163,34 +164,22 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
             env(&db, store.clone(), 0),
             options(&db, &[], 0),
         );
+        let purge_opts = PurgeOptions {
+            apps: Apps::All,
+            ..purge_options(&db, &[])
+        };
         tokio::spawn(async move {
             let mut runs = 0;
             while !stop.load(Ordering::SeqCst) {
                 let mut env = env.clone();
                 env.base.now_ms = Arc::new(now_ms);
                 let mut opts = db_opts.clone();
-                opts.apps = outbox_archiver::pipeline::apps::Apps::All;
+                opts.apps = Apps::All;
                 opts.cutoff_ms = now_ms() - 50;
                 opts.limits.max_rows = 100;
                 let summary = archive(&env, &opts).await;
                 assert!(summary.ok, "{}", summary.to_json());
-                let purged = purge::run(
-                    &env,
-                    &PurgeOptions {
-                        apps: outbox_archiver::pipeline::apps::Apps::All,
-                        grace_ms: 0,
-                        max_rows_per_second: None,
-                        max_runtime: None,
-                        dry_run: false,
-                        objects: purge::ObjectCheck::Head,
-                        include_restored: false,
-                        delivered_status: "DELIVERED".into(),
-                        lock_prefix: db_opts.lock_prefix.clone(),
-                        db_retries: 5,
-                        failpoints: Default::default(),
-                    },
-                )
-                .await;
+                let purged = purge::run(&env, &purge_opts).await;
                 assert!(purged.ok, "{}", purged.to_json());
                 runs += 1;
                 tokio::time::sleep(Duration::from_millis(50)).await;
@@ -204,7 +193,7 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
 
     // Catch up, stragglers included (deliveries that committed late with an older updated_at_ms).
     let mut opts = options(&db, &[], now_ms() + 1);
-    opts.apps = outbox_archiver::pipeline::apps::Apps::All;
+    opts.apps = Apps::All;
     let env = env(&db, store.clone(), now_ms());
     assert!(archive(&env, &opts).await.ok);
     opts.stragglers = true;
@@ -245,7 +234,7 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
         let archived = archived_rows(&db, store.as_ref(), app).await;
         assert!(archived
             .iter()
-            .all(|r| r[STATUS] == Value::Text("DELIVERED".into())));
+            .all(|r| r[at("status")] == Value::Text("DELIVERED".into())));
         assert_eq!(
             archived.len() as i64,
             db.count(&format!(

@@ -12,10 +12,8 @@ use outbox_archiver::db::lock::lock_name;
 use outbox_archiver::failpoint::FailPoints;
 use outbox_archiver::pipeline::apps::Apps;
 use outbox_archiver::summary::Outcome;
-use serde_json::Value as Json;
 use sqlx::Connection;
 
-use crate::purge_restore::{archived_env, detail, purge_options, table_rows, CUTOFF};
 use crate::support::*;
 
 fn into_source(app: &str) -> RestoreOptions {
@@ -54,7 +52,7 @@ async fn restore_into_the_source_takes_the_apps_lock() {
 
     let restored = restore::run(&env, &opts).await;
     assert!(restored.ok, "{}", restored.to_json());
-    assert_eq!(detail(&restored, "a1", "restored_rows"), 10);
+    assert_eq!(restore_of(&restored, "a1").restored_rows, 10);
     db.drop().await;
 }
 
@@ -76,13 +74,13 @@ async fn a_batch_restored_into_the_source_is_never_purged_again() {
     opts.lock_prefix = db.lock_prefix();
     let restored = restore::run(&env, &opts).await;
     assert!(restored.ok, "{}", restored.to_json());
-    assert_eq!(detail(&restored, "a1", "restored_rows"), 500);
-    assert_eq!(detail(&restored, "a1", "already_present_rows"), 700);
+    assert_eq!(restore_of(&restored, "a1").restored_rows, 500);
+    assert_eq!(restore_of(&restored, "a1").already_present_rows, 700);
 
     // The unfinished receipt must not take them away again.
     let again = purge::run(&env, &purge_options(&db, &["a1"])).await;
     assert!(again.ok, "{}", again.to_json());
-    assert_eq!(detail(&again, "a1", "purged_rows"), 0);
+    assert_eq!(purge_of(&again, "a1").purged_rows, 0);
     assert_eq!(
         table_rows(&db, "wallet_outbox", "a1").await,
         originals,
@@ -109,12 +107,12 @@ async fn a_row_the_server_stores_differently_is_a_conflict_not_a_silent_load() {
     let summary = restore::run(&env, &RestoreOptions::default()).await;
     assert_eq!(summary.exit_code, 1, "{}", summary.to_json());
     assert_eq!(
-        detail(&summary, "a1", "conflicts").as_array().map(Vec::len),
-        Some(10),
+        restore_of(&summary, "a1").conflicts.len(),
+        10,
         "{}",
         summary.to_json()
     );
-    assert_eq!(detail(&summary, "a1", "restored_rows"), 0);
+    assert_eq!(restore_of(&summary, "a1").restored_rows, 0);
     assert_eq!(
         db.count("SELECT COUNT(*) FROM wallet_outbox_restored")
             .await,
@@ -130,7 +128,7 @@ async fn a_drill_compares_whole_rows() {
     let rows: Vec<_> = rows("a1", 10)
         .into_iter()
         .map(|mut r| {
-            r[11] = Value::Text("relay-1 ".into());
+            r[at("worker_id")] = Value::Text("relay-1 ".into());
             r
         })
         .collect();
@@ -156,7 +154,6 @@ async fn a_drill_compares_whole_rows() {
             .await,
         1
     );
-    let _ = (CUTOFF, Json::Null);
     db.drop().await;
 }
 
@@ -196,7 +193,7 @@ async fn purge_rereads_the_restored_mark_inside_each_delete() {
     let summary = purge::run(&env, &opts).await;
     assert!(summary.ok, "{}", summary.to_json());
     assert_eq!(
-        detail(&summary, "a1", "purged_rows"),
+        purge_of(&summary, "a1").purged_rows,
         20,
         "{}",
         summary.to_json()
@@ -220,11 +217,11 @@ async fn only_a_batch_restore_put_back_is_marked_and_the_mark_can_be_overridden(
     // Nothing was purged: restore finds every row present and puts nothing back.
     let restored = restore::run(&env, &opts).await;
     assert!(restored.ok, "{}", restored.to_json());
-    assert_eq!(detail(&restored, "a1", "already_present_rows"), 20);
+    assert_eq!(restore_of(&restored, "a1").already_present_rows, 20);
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
     assert!(purged.ok, "{}", purged.to_json());
     assert_eq!(
-        detail(&purged, "a1", "purged_rows"),
+        purge_of(&purged, "a1").purged_rows,
         20,
         "{}",
         purged.to_json()
@@ -232,17 +229,17 @@ async fn only_a_batch_restore_put_back_is_marked_and_the_mark_can_be_overridden(
 
     // Now restore does put them back: marked, and kept by purge...
     let back = restore::run(&env, &opts).await;
-    assert_eq!(detail(&back, "a1", "restored_rows"), 20);
+    assert_eq!(restore_of(&back, "a1").restored_rows, 20);
     let kept = purge::run(&env, &purge_options(&db, &["a1"])).await;
-    assert_eq!(detail(&kept, "a1", "purged_rows"), 0);
-    assert_eq!(detail(&kept, "a1", "restored_batches_left"), 2);
+    assert_eq!(purge_of(&kept, "a1").purged_rows, 0);
+    assert_eq!(purge_of(&kept, "a1").restored_batches_left, Some(2));
     // ...until an operator says to purge restored batches too.
     let mut again = purge_options(&db, &["a1"]);
     again.include_restored = true;
     let purged = purge::run(&env, &again).await;
     assert!(purged.ok, "{}", purged.to_json());
     assert_eq!(
-        detail(&purged, "a1", "purged_rows"),
+        purge_of(&purged, "a1").purged_rows,
         20,
         "{}",
         purged.to_json()

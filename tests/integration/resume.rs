@@ -7,7 +7,8 @@ use outbox_archiver::summary::Outcome;
 
 use crate::support::*;
 
-fn dataset() -> Vec<Row> {
+/// 120 rows of a1, three to a millisecond (ties a batch may end inside), and 10 of a2.
+fn ties_in_two_apps() -> Vec<Row> {
     let mut rows: Vec<Row> = (0..120)
         .map(|i| row("a1", &format!("e{i:03}"), T0 + i / 3))
         .collect();
@@ -33,7 +34,7 @@ async fn a_crash_at_every_point_converges_on_rerun() {
     let reference = {
         let db = TestDb::new().await;
         let s3 = TestS3::new().await;
-        db.insert(&dataset()).await;
+        db.insert(&ties_in_two_apps()).await;
         let mut opts = options(&db, &["a1", "a2"], cutoff);
         opts.limits.max_rows = 50;
         assert!(archive(&env(&db, s3.store().await, cutoff), &opts).await.ok);
@@ -47,7 +48,7 @@ async fn a_crash_at_every_point_converges_on_rerun() {
         let db = TestDb::new().await;
         let s3 = TestS3::new().await;
         let store = s3.store().await;
-        db.insert(&dataset()).await;
+        db.insert(&ties_in_two_apps()).await;
         let env = env(&db, store.clone(), cutoff);
         let mut opts = options(&db, &["a1", "a2"], cutoff);
         opts.limits.max_rows = 50;

@@ -7,6 +7,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use outbox_archiver::commands::verify::{self, VerifyOptions};
 use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::pipeline::verifier::{Finding, FindingKind};
 use outbox_archiver::pipeline::RunContext;
 use outbox_archiver::store::{ObjectStore, PutMode};
 use outbox_archiver::summary::Summary;
@@ -43,18 +44,8 @@ async fn archived() -> (TestDb, TestS3, Arc<dyn ObjectStore>, RunContext) {
     (db, s3, store, env)
 }
 
-fn findings(summary: &Summary) -> Vec<Json> {
-    serde_json::to_value(summary).unwrap()["findings"]
-        .as_array()
-        .unwrap()
-        .clone()
-}
-
 fn kinds(summary: &Summary) -> Vec<String> {
-    findings(summary)
-        .iter()
-        .map(|f| f["kind"].as_str().unwrap().to_string())
-        .collect()
+    verify_run(summary).findings.iter().map(kind).collect()
 }
 
 async fn first_keys(db: &TestDb) -> (String, String, String, String) {
@@ -84,10 +75,10 @@ async fn a_clean_archive_has_no_findings() {
     let summary = verify::run(&env, &verify_options()).await;
     assert!(summary.ok, "{}", summary.to_json());
     assert_eq!(summary.exit_code, 0);
-    let json = serde_json::to_value(&summary).unwrap();
-    assert_eq!(json["checked_batches"].as_array().unwrap().len(), 9);
-    assert_eq!(json["findings"], Json::Array(vec![]));
-    assert_eq!(json["orphans"], Json::Array(vec![]));
+    let run = verify_run(&summary);
+    assert_eq!(run.checked_batches.len(), 9);
+    assert!(run.findings.is_empty());
+    assert!(run.orphans.is_empty());
     assert!(summary.apps.iter().all(|a| a.batches == 3 && a.rows == 90));
     let meta = verify::run(
         &env,
@@ -182,32 +173,32 @@ async fn every_broken_archive_fixture_is_found() {
         let summary = verify::run(&env, &verify_options()).await;
         assert_eq!(summary.exit_code, 1, "{case}: {}", summary.to_json());
         assert!(!summary.ok);
-        let found = findings(&summary);
+        let found = &verify_run(&summary).findings;
         let hit = found
             .iter()
-            .find(|f| f["kind"] == kind)
+            .find(|f| crate::support::kind(f) == kind)
             .unwrap_or_else(|| panic!("{case}: no {kind} in {found:?}"));
-        assert_eq!(hit["batch_id"], Json::from(batch.clone()), "{case}");
+        assert_eq!(hit.batch_id.as_ref(), Some(&batch), "{case}");
         if !key_suffix.is_empty() {
             assert!(
-                hit["key"].as_str().unwrap().ends_with(key_suffix),
+                hit.key.as_deref().unwrap().ends_with(key_suffix),
                 "{case}: {hit}"
             );
         }
         // A deleted member also leaves its source row a straggler: the same event, no other batch.
-        let related = |f: &Json| {
-            f["batch_id"].as_str() == Some(batch.as_str())
-                || (f["kind"] == "straggler" && f["event_id"].as_str() == Some(member.as_str()))
+        let related = |f: &Finding| {
+            f.batch_id.as_ref() == Some(&batch)
+                || (f.kind == FindingKind::Straggler && f.event_id.as_ref() == Some(&member))
         };
         assert!(
             found.iter().all(related),
             "{case}: only the broken batch: {found:?}"
         );
         if case == "member row deleted" {
-            assert_eq!(hit["event_id"], Json::from(member.clone()));
+            assert_eq!(hit.event_id.as_ref(), Some(&member));
         }
         if case == "member row added" {
-            assert_eq!(hit["event_id"], "a2-invented");
+            assert_eq!(hit.event_id.as_deref(), Some("a2-invented"));
         }
         db.drop().await;
     }
@@ -250,12 +241,7 @@ async fn metadata_only_sees_missing_and_resized_objects_without_downloading() {
 async fn scopes_samples_and_orphans() {
     let (db, _s3, store, env) = archived().await;
     let all: Vec<String> = ["a1", "a2", "a3"].iter().map(|a| a.to_string()).collect();
-    let checked = |s: &Summary| {
-        serde_json::to_value(s).unwrap()["checked_batches"]
-            .as_array()
-            .unwrap()
-            .clone()
-    };
+    let checked = |s: &Summary| verify_run(s).checked_batches.clone();
     let one = db.receipts("a3").await.remove(0).0;
     let by_id = verify::run(
         &env,
@@ -265,7 +251,7 @@ async fn scopes_samples_and_orphans() {
         },
     )
     .await;
-    assert_eq!(checked(&by_id), vec![Json::from(one)]);
+    assert_eq!(checked(&by_id), [one]);
     let by_app = verify::run(
         &env,
         &VerifyOptions {
@@ -309,7 +295,7 @@ async fn scopes_samples_and_orphans() {
         differs |= checked(&verify::run(&env, &sample(seed as u64)).await) != checked(&first);
     }
     assert!(differs, "other seeds pick other receipts");
-    assert_eq!(serde_json::to_value(&first).unwrap()["sample"]["seed"], 42);
+    assert_eq!(verify_run(&first).sample.map(|s| s.seed), Some(42));
 
     // An interrupted run's leftover is an orphan: information, not a failure.
     let orphan = format!("{}/wallet_outbox/app_code=a1/dt=2026-01-01/ffffffffffffffffffffffffffffffff/data.ndjson.gz", store.location().prefix());
@@ -327,8 +313,8 @@ async fn scopes_samples_and_orphans() {
     .await;
     assert!(with_orphan.ok, "{}", with_orphan.to_json());
     assert_eq!(
-        serde_json::to_value(&with_orphan).unwrap()["orphans"],
-        Json::from(vec![orphan.clone()])
+        verify_run(&with_orphan).orphans,
+        std::slice::from_ref(&orphan)
     );
     let junk = format!("{}/wallet_outbox/notes.txt", store.location().prefix());
     store
@@ -339,8 +325,8 @@ async fn scopes_samples_and_orphans() {
     let mut expected = vec![orphan.clone(), junk];
     expected.sort();
     assert_eq!(
-        serde_json::to_value(&table_wide).unwrap()["orphans"],
-        Json::from(expected),
+        verify_run(&table_wide).orphans,
+        expected,
         "all apps: the whole table prefix"
     );
     db.drop().await;
@@ -358,16 +344,17 @@ async fn stragglers_are_reported_and_archived_without_moving_the_cursor() {
     ])
     .await;
     let mut undelivered = row("a1", "late-pending", T0 + 6_000);
-    undelivered[STATUS] = outbox_archiver::codec::Value::Text("PENDING".into());
+    undelivered[at("status")] = outbox_archiver::codec::Value::Text("PENDING".into());
     db.insert(&[undelivered, row("a1", "after-cursor", T0 + 95_000)])
         .await;
 
     let summary = verify::run(&env, &verify_options()).await;
     assert_eq!(summary.exit_code, 1);
-    let stragglers: Vec<String> = findings(&summary)
+    let stragglers: Vec<&str> = verify_run(&summary)
+        .findings
         .iter()
-        .filter(|f| f["kind"] == "straggler")
-        .map(|f| f["event_id"].as_str().unwrap().to_string())
+        .filter(|f| f.kind == FindingKind::Straggler)
+        .map(|f| f.event_id.as_deref().unwrap())
         .collect();
     assert_eq!(
         stragglers,
@@ -436,9 +423,8 @@ async fn orphans_are_found_partition_by_partition_over_many_receipts() {
     planted.sort();
     let everything = verify::run(&env, &verify_options()).await;
     assert!(everything.ok, "{}", everything.to_json());
-    let json = serde_json::to_value(&everything).unwrap();
-    assert_eq!(json["orphans"], Json::from(planted.clone()));
-    assert_eq!(json["checked_batches"].as_array().unwrap().len(), 43);
+    assert_eq!(verify_run(&everything).orphans, planted);
+    assert_eq!(verify_run(&everything).checked_batches.len(), 43);
 
     let listed = verify::run(
         &env,
@@ -453,9 +439,6 @@ async fn orphans_are_found_partition_by_partition_over_many_receipts() {
         .filter(|k| k.contains("app_code=a1/"))
         .cloned()
         .collect();
-    assert_eq!(
-        serde_json::to_value(&listed).unwrap()["orphans"],
-        Json::from(a1_orphans)
-    );
+    assert_eq!(verify_run(&listed).orphans, a1_orphans);
     db.drop().await;
 }

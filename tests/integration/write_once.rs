@@ -5,16 +5,9 @@
 use std::io::Write;
 
 use bytes::Bytes;
-use outbox_archiver::codec::Row;
 use outbox_archiver::store::PutMode;
 
 use crate::support::*;
-
-fn dataset() -> Vec<Row> {
-    (0..60)
-        .map(|i| row("a1", &format!("e{i:03}"), T0 + i * 10))
-        .collect()
-}
 
 /// The keys a run will write, from a dry run.
 async fn planned_keys(db: &TestDb, s3: &TestS3, cutoff: i64) -> Vec<String> {
@@ -31,7 +24,7 @@ async fn planned_keys(db: &TestDb, s3: &TestS3, cutoff: i64) -> Vec<String> {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn leftovers_with_other_bytes_are_replaced_and_reported() {
     let (db, s3, store) = fixture().await;
-    db.insert(&dataset()).await;
+    db.insert(&spaced_rows("a1", 60, 10)).await;
     let cutoff = T0 + DAY;
     let data_key = planned_keys(&db, &s3, cutoff).await.remove(0);
     let manifest_key = data_key.replace("data.ndjson.gz", "manifest.json");
@@ -77,7 +70,7 @@ async fn leftovers_with_other_bytes_are_replaced_and_reported() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_data_object_with_identical_ndjson_is_adopted() {
     let (db, s3, store) = fixture().await;
-    db.insert(&dataset()).await;
+    db.insert(&spaced_rows("a1", 60, 10)).await;
     let cutoff = T0 + DAY;
     let data_key = planned_keys(&db, &s3, cutoff).await.remove(0);
     // The same NDJSON, compressed differently (as an older build or another level would).
@@ -127,7 +120,7 @@ async fn the_same_rows_under_other_settings_give_identical_bytes() {
         let db = TestDb::new().await;
         let s3 = TestS3::new().await;
         let store = s3.store().await;
-        db.insert(&dataset()).await;
+        db.insert(&spaced_rows("a1", 60, 10)).await;
         let summary = archive(
             &env(&db, store.clone(), older_than_now),
             &options(&db, &["a1"], cutoff),
@@ -156,10 +149,10 @@ async fn the_same_rows_under_other_settings_give_identical_bytes() {
 /// self-hosted stores): write-once must not become a blind overwrite.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_store_that_ignores_if_none_match_is_found_out_and_leftovers_are_still_reported() {
-    let s3 = crate::misbehaving::ignoring_if_none_match().await;
+    let s3 = crate::support::misbehaving::ignoring_if_none_match().await;
     let store = s3.store().await;
     let db = TestDb::new().await;
-    db.insert(&dataset()).await;
+    db.insert(&spaced_rows("a1", 60, 10)).await;
     let cutoff = T0 + DAY;
     let data_key = planned_keys(&db, &s3, cutoff).await.remove(0);
     store

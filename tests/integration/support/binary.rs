@@ -1,0 +1,77 @@
+//! The real binary, run as an operator would: a clean environment, its exit status, its JSON
+//! summary and everything it printed; and the ports of servers a test starts beside it.
+
+/// One run of the real binary: its exit status, its JSON summary, and everything it printed.
+pub struct Run {
+    pub code: i32,
+    pub summary: serde_json::Value,
+    pub all_output: String,
+}
+
+/// Runs the binary with a clean environment (no AWS config of the machine) plus `envs`.
+pub async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
+    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
+    cmd.args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .env("AWS_CONFIG_FILE", "/nonexistent")
+        .env("AWS_SHARED_CREDENTIALS_FILE", "/nonexistent")
+        .env("AWS_EC2_METADATA_DISABLED", "true")
+        .env("AWS_REGION", "us-east-1")
+        .env("OUTBOX_ARCHIVER_LOG_FORMAT", "json");
+    for (k, v) in envs {
+        cmd.env(k, v);
+    }
+    let std::process::Output {
+        status,
+        stdout,
+        stderr,
+    } = cmd.output().await.unwrap();
+    let stdout = String::from_utf8_lossy(&stdout).to_string();
+    let stderr = String::from_utf8_lossy(&stderr).to_string();
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("stdout is one JSON summary ({e}): {stdout}\nstderr: {stderr}"));
+    Run {
+        code: status.code().unwrap(),
+        summary,
+        all_output: format!("{stdout}\n{stderr}"),
+    }
+}
+
+/// A TCP port on 127.0.0.1 that was free a moment ago, for a server the test starts.
+pub fn free_port() -> u16 {
+    std::net::TcpListener::bind("127.0.0.1:0")
+        .unwrap()
+        .local_addr()
+        .unwrap()
+        .port()
+}
+
+/// Waits until something listens on 127.0.0.1:`port`; panics naming `what` after `limit`.
+pub async fn wait_for_port(port: u16, what: &str, limit: std::time::Duration) {
+    let deadline = std::time::Instant::now() + limit;
+    while tokio::net::TcpStream::connect(("127.0.0.1", port))
+        .await
+        .is_err()
+    {
+        assert!(std::time::Instant::now() < deadline, "{what} did not start");
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+}
+
+/// The binary's `archive` of every app below 2026-01-02 in two-row batches into `store_url`: many
+/// small batches, so a run can be interrupted at many moments.
+pub fn archive_in_two_row_batches(store_url: &str) -> tokio::process::Command {
+    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
+    command.args([
+        "archive",
+        "--all-apps",
+        "--batch-rows",
+        "2",
+        "--cutoff",
+        "2026-01-02T00:00:00Z",
+        "--store",
+        store_url,
+    ]);
+    command
+}

@@ -1,0 +1,264 @@
+//! The database side: a database of its own per test on the real MariaDB/MySQL server.
+//!
+//! The server: `OUTBOX_ARCHIVER_TEST_DATABASE_URL` (a user that may create databases), else
+//! `mysql://outbox_test:outbox_test@127.0.0.1:3306`, a user this harness creates through the
+//! local unix socket as root on first use. A passing test drops its database; a failing one
+//! leaves it, named in the output, as evidence.
+
+use std::sync::atomic::{AtomicU32, Ordering};
+
+use outbox_archiver::codec::Row;
+use outbox_archiver::db::source::decode_row;
+use outbox_archiver::db::{self, Db};
+use outbox_archiver::table::WALLET_OUTBOX;
+use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
+use tokio::sync::OnceCell;
+
+pub const TEST_USER_URL: &str = "mysql://outbox_test:outbox_test@127.0.0.1:3306";
+const SOCKET_ROOT_URL: &str = "mysql://root@localhost/?socket=/run/mysqld/mysqld.sock";
+
+static SERVER: OnceCell<String> = OnceCell::const_new();
+pub static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The server URL tests create their databases on (no database part).
+pub async fn server_url() -> String {
+    SERVER
+        .get_or_init(|| async {
+            if let Ok(url) = std::env::var("OUTBOX_ARCHIVER_TEST_DATABASE_URL") {
+                return url;
+            }
+            if try_connect(TEST_USER_URL).await.is_err() {
+                bootstrap_test_user().await;
+            }
+            drop_leftovers(TEST_USER_URL).await;
+            TEST_USER_URL.to_string()
+        })
+        .await
+        .clone()
+}
+
+async fn try_connect(url: &str) -> Result<sqlx::MySqlConnection, sqlx::Error> {
+    url.parse::<sqlx::mysql::MySqlConnectOptions>()?
+        .connect()
+        .await
+}
+
+async fn bootstrap_test_user() {
+    let mut root = try_connect(SOCKET_ROOT_URL).await.unwrap_or_else(|e| {
+        panic!(
+            "cannot reach MariaDB/MySQL as outbox_test over TCP nor as root over /run/mysqld/mysqld.sock ({e}). \
+             Start the server (.ci/run does) or set OUTBOX_ARCHIVER_TEST_DATABASE_URL"
+        )
+    });
+    for host in ["127.0.0.1", "localhost"] {
+        root.execute(AssertSqlSafe(format!(
+            "CREATE USER IF NOT EXISTS 'outbox_test'@'{host}' IDENTIFIED BY 'outbox_test'"
+        )))
+        .await
+        .unwrap();
+        root.execute(AssertSqlSafe(format!(
+            "GRANT ALL PRIVILEGES ON *.* TO 'outbox_test'@'{host}'"
+        )))
+        .await
+        .unwrap();
+    }
+    root.close().await.unwrap();
+}
+
+/// A connection that may create users and grant privileges: `OUTBOX_ARCHIVER_TEST_ADMIN_URL`,
+/// else root over the local unix socket.
+pub async fn admin_connection() -> sqlx::MySqlConnection {
+    let url = std::env::var("OUTBOX_ARCHIVER_TEST_ADMIN_URL")
+        .unwrap_or_else(|_| SOCKET_ROOT_URL.to_string());
+    try_connect(&url).await.unwrap_or_else(|e| {
+        panic!("cannot connect as an administrator ({e}): run as root beside the local MariaDB, or set OUTBOX_ARCHIVER_TEST_ADMIN_URL")
+    })
+}
+
+/// Drops databases that earlier test processes left behind (evidence of a failure, kept until
+/// the next run).
+async fn drop_leftovers(url: &str) {
+    let mut conn = try_connect(url).await.expect("test user connects");
+    let prefix = format!("oat_{}_", std::process::id());
+    let names: Vec<String> = sqlx::query_scalar(
+        "SELECT schema_name FROM information_schema.schemata WHERE schema_name LIKE 'oat\\_%'",
+    )
+    .fetch_all(&mut conn)
+    .await
+    .unwrap();
+    for name in names.into_iter().filter(|n| !n.starts_with(&prefix)) {
+        let _ = conn
+            .execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
+            .await;
+    }
+}
+
+/// A database of its own, migrated, with the reference source table.
+pub struct TestDb {
+    pub name: String,
+    pub url: String,
+    pub db: Db,
+}
+
+impl TestDb {
+    pub async fn new() -> TestDb {
+        TestDb::on(&server_url().await).await
+    }
+
+    /// A database of its own on the server at `server` (a URL with no database part).
+    pub async fn on(server: &str) -> TestDb {
+        let server = server.to_string();
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        let name = format!("oat_{}_{n}", std::process::id());
+        let mut conn = try_connect(&server)
+            .await
+            .expect("connects to the test server");
+        conn.execute(AssertSqlSafe(format!(
+            "CREATE DATABASE `{name}` CHARACTER SET utf8mb4"
+        )))
+        .await
+        .unwrap();
+        conn.close().await.unwrap();
+        let mut url = url::Url::parse(&server).unwrap();
+        url.set_path(&format!("/{name}"));
+        let url = url.to_string();
+        let db = Db::connect(&url, 6)
+            .await
+            .expect("connects to the test database");
+        db::migrate(&db.pool).await.unwrap();
+        db::create_source_table(&db.pool, &WALLET_OUTBOX)
+            .await
+            .unwrap();
+        TestDb { name, url, db }
+    }
+
+    /// A lock prefix unique to this test, so parallel tests never share an advisory lock.
+    pub fn lock_prefix(&self) -> String {
+        format!("{}:", self.name)
+    }
+
+    pub async fn insert(&self, rows: &[Row]) {
+        outbox_archiver::seed::insert_rows(&self.db.pool, &WALLET_OUTBOX, rows)
+            .await
+            .unwrap();
+    }
+
+    pub async fn count(&self, sql: &str) -> i64 {
+        sqlx::query_scalar(AssertSqlSafe(sql.to_string()))
+            .fetch_one(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    /// The (event_id, updated_at_ms, batch_id) of every member of `app`, by event id.
+    pub async fn members(&self, app: &str) -> Vec<(String, i64, String)> {
+        sqlx::query_as("SELECT event_id, updated_at_ms, batch_id FROM wallet_outbox_archive_members WHERE app_code = ? ORDER BY event_id")
+            .bind(app)
+            .fetch_all(&self.db.pool)
+            .await
+            .unwrap()
+    }
+
+    /// Every receipt row as (batch_id, data_object_key, row_count, manifest_sha256), by batch id.
+    pub async fn receipts(&self, app: &str) -> Vec<(String, String, i64, String)> {
+        sqlx::query_as(
+            "SELECT batch_id, data_object_key, row_count, manifest_sha256 FROM wallet_outbox_archive_receipts WHERE app_code = ? ORDER BY batch_id",
+        )
+        .bind(app)
+        .fetch_all(&self.db.pool)
+        .await
+        .unwrap()
+    }
+
+    /// Source rows that must be archived: delivered and below the cutoff, in cursor order.
+    pub async fn expected_rows(&self, app: &str, cutoff_ms: i64) -> Vec<Row> {
+        let pages = outbox_archiver::db::source::SourceTable::new(&WALLET_OUTBOX);
+        let mut rows = Vec::new();
+        let mut after = None;
+        loop {
+            let page = pages
+                .page(
+                    &self.db.pool,
+                    app,
+                    "DELIVERED",
+                    after.as_ref(),
+                    cutoff_ms,
+                    500,
+                )
+                .await
+                .unwrap();
+            if page.is_empty() {
+                return rows;
+            }
+            after = Some(outbox_archiver::db::source::cursor_of(
+                &WALLET_OUTBOX,
+                page.last().unwrap(),
+            ));
+            rows.extend(page);
+        }
+    }
+
+    pub async fn drop(self) {
+        self.db.close().await;
+        let mut server = url::Url::parse(&self.url).unwrap();
+        server.set_path("");
+        let mut conn = try_connect(server.as_str()).await.unwrap();
+        conn.execute(AssertSqlSafe(format!(
+            "DROP DATABASE IF EXISTS `{}`",
+            self.name
+        )))
+        .await
+        .unwrap();
+    }
+}
+
+/// Runs `sql` on a connection of its own to `url`, from inside a (synchronous) fail point: what
+/// another session does at that moment of a run.
+pub fn execute_from_failpoint(url: &str, sql: String) {
+    tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(async {
+            let mut conn = sqlx::MySqlConnection::connect(url).await.unwrap();
+            conn.execute(AssertSqlSafe(sql)).await.unwrap();
+            conn.close().await.unwrap();
+        })
+    });
+}
+
+/// From inside a (synchronous) fail point: finds the connection ids `find` (bound to `arg`)
+/// returns, at least one, and KILLs them from another session.
+pub fn kill_all(url: &str, find: &'static str, arg: &str) {
+    tokio::task::block_in_place(|| {
+        tokio::runtime::Handle::current().block_on(async {
+            let mut admin = sqlx::MySqlConnection::connect(url).await.unwrap();
+            let ids: Vec<i64> = sqlx::query_scalar(find)
+                .bind(arg)
+                .fetch_all(&mut admin)
+                .await
+                .unwrap();
+            assert!(!ids.is_empty(), "a connection to kill");
+            for id in ids {
+                sqlx::query(sqlx::AssertSqlSafe(format!("KILL {id}")))
+                    .execute(&mut admin)
+                    .await
+                    .unwrap();
+            }
+            admin.close().await.unwrap();
+        })
+    });
+}
+
+/// Every row of `app` in `table`, in cursor order, every column.
+pub async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
+    let sql = format!(
+        "SELECT {} FROM {table} WHERE app_code = ? ORDER BY updated_at_ms, event_id",
+        WALLET_OUTBOX.select_list()
+    );
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .bind(app)
+        .fetch_all(&db.db.pool)
+        .await
+        .unwrap();
+    rows.iter()
+        .map(|r| decode_row(&WALLET_OUTBOX, r).unwrap())
+        .collect()
+}

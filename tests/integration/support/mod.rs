@@ -1,0 +1,21 @@
+//! Real services, isolated per test: every test gets its own database on the MariaDB/MySQL
+//! server ([`database`]) and its own bucket on a real S3 HTTP server ([`s3`]); [`fixtures`] builds
+//! rows and options; [`binary`] runs the real binary. [`proxy`] (a fault-injecting HTTP proxy) and
+//! [`misbehaving`] (an S3 server that misbehaves on purpose) stand in front of the real servers
+//! for the fault tests; [`private_server`] is a MariaDB of the test's own to restart and kill.
+
+#![allow(dead_code)]
+
+pub mod binary;
+pub mod database;
+pub mod fixtures;
+pub mod misbehaving;
+pub mod private_server;
+pub mod proxy;
+pub mod s3;
+
+pub use binary::*;
+pub use database::*;
+pub use fixtures::*;
+pub use private_server::PrivateServer;
+pub use s3::*;

@@ -1,0 +1,125 @@
+//! The store side: a bucket of its own per test on a real S3 HTTP server (s3s-fs in this
+//! process, or the endpoint in `OUTBOX_ARCHIVER_TEST_S3_ENDPOINT` with a per-test prefix).
+
+use std::sync::atomic::Ordering;
+use std::sync::Arc;
+
+use futures_util::TryStreamExt;
+use outbox_archiver::codec::{self, Row};
+use outbox_archiver::local_s3::LocalS3;
+use outbox_archiver::store::{self, Location, ObjectStore, S3Settings};
+use outbox_archiver::table::WALLET_OUTBOX;
+
+use super::{TestDb, COUNTER};
+
+/// A bucket of its own on a real S3 HTTP server.
+pub struct TestS3 {
+    pub server: Option<LocalS3>,
+    pub settings: S3Settings,
+    pub location: Location,
+    _dir: tempfile::TempDir,
+}
+
+pub const ACCESS_KEY: &str = "test-access-key";
+pub const SECRET_KEY: &str = "test-secret-key-do-not-print";
+
+impl TestS3 {
+    pub async fn new() -> TestS3 {
+        let dir = tempfile::tempdir().unwrap();
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        if let Ok(endpoint) = std::env::var("OUTBOX_ARCHIVER_TEST_S3_ENDPOINT") {
+            let bucket = std::env::var("OUTBOX_ARCHIVER_TEST_S3_BUCKET")
+                .expect("OUTBOX_ARCHIVER_TEST_S3_BUCKET with the endpoint");
+            let settings = S3Settings {
+                endpoint: Some(endpoint),
+                region: std::env::var("AWS_REGION").ok(),
+                force_path_style: Some(true),
+                upload_checksum: None,
+                conditional_put: None,
+                static_credentials: None,
+                ..Default::default()
+            };
+            let prefix = format!(
+                "outbox-archiver-tests/{}-{n}-{}",
+                std::process::id(),
+                chrono::Utc::now().timestamp_millis()
+            );
+            return TestS3 {
+                server: None,
+                settings,
+                location: Location::S3 { bucket, prefix },
+                _dir: dir,
+            };
+        }
+        let server = LocalS3::start(dir.path(), ACCESS_KEY, SECRET_KEY)
+            .await
+            .unwrap();
+        Self::with_server(server, dir, n)
+    }
+
+    /// A bucket on a server the test started itself (to misbehave on purpose).
+    pub fn with_server(server: LocalS3, dir: tempfile::TempDir, n: u32) -> TestS3 {
+        let bucket = format!("bucket{n}");
+        server.create_bucket(&bucket).unwrap();
+        let settings = server.settings();
+        TestS3 {
+            server: Some(server),
+            settings,
+            location: Location::S3 {
+                bucket,
+                prefix: "archive".into(),
+            },
+            _dir: dir,
+        }
+    }
+
+    pub async fn store(&self) -> Arc<dyn ObjectStore> {
+        store::open(self.location.clone(), &self.settings)
+            .await
+            .unwrap()
+    }
+}
+
+/// Every row in every data object the receipts of `app` reference, in receipt cursor order.
+pub async fn archived_rows(db: &TestDb, store: &dyn ObjectStore, app: &str) -> Vec<Row> {
+    let keys: Vec<String> = sqlx::query_scalar(
+        "SELECT data_object_key FROM wallet_outbox_archive_receipts WHERE app_code = ? ORDER BY last_updated_at_ms, last_event_id",
+    )
+    .bind(app)
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap();
+    let mut rows = Vec::new();
+    for key in keys {
+        let bytes = store::get_all(store, &key)
+            .await
+            .unwrap()
+            .expect("data object exists");
+        let mut text = Vec::new();
+        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
+            .unwrap();
+        for (i, line) in text
+            .split(|&b| b == b'\n')
+            .filter(|l| !l.is_empty())
+            .enumerate()
+        {
+            rows.push(codec::decode_line(&WALLET_OUTBOX, line, i as u64 + 1).unwrap());
+        }
+    }
+    rows
+}
+
+/// Every key in the test's store, sorted.
+pub async fn keys(store: &dyn ObjectStore) -> Vec<String> {
+    store.list(store.location().prefix()).await.unwrap()
+}
+
+/// Reads a whole object.
+pub async fn read(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
+    let mut body = store.get(key).await.unwrap().expect("object exists");
+    let mut out = Vec::new();
+    while let Some(chunk) = body.try_next().await.unwrap() {
+        out.extend_from_slice(&chunk);
+    }
+    out
+}
