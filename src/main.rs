@@ -1,20 +1,13 @@
 //! The `outbox-archiver` binary: parses the command line, sets up logging and signals, runs the
 //! command, prints its JSON summary on stdout and exits with the status the summary implies.
 
-use clap::{CommandFactory, FromArgMatches};
-use outbox_archiver::cli::{self, Cli, LogFormat};
+use outbox_archiver::cli::{self, LogFormat};
 use outbox_archiver::summary;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 fn main() {
-    let matches = Cli::command().get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
-    if cli.common.print_config {
-        let (config, ok) = cli::effective_config(&cli, &matches);
-        println!("{}", serde_json::to_string_pretty(&config).expect("JSON"));
-        std::process::exit(if ok { 0 } else { 2 });
-    }
+    let (cli, command) = cli::parse_or_exit();
     init_logging(cli.common.log_format(), &cli.common.log.log);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
@@ -23,7 +16,7 @@ fn main() {
     let span = tracing::info_span!(
         "run",
         run_id = summary::run_id(),
-        command = matches.subcommand_name().unwrap_or_default()
+        command = command.as_str()
     );
     let summary = runtime.block_on(
         async {

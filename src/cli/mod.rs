@@ -1,5 +1,5 @@
 //! The command line (SPEC §6) — the only place clap lives. [`args`] is its shape (option
-//! groups with help headings, one struct per subcommand); [`options`] turns arguments into the
+//! groups with help headings, one struct per subcommand); `options` turns arguments into the
 //! commands' options; [`print_config`] shows every setting and its source. This module opens
 //! the run's context (database, store), runs the command, always closes the database, and sends
 //! the metrics; the work is in [`crate::commands`] and [`crate::pipeline`].
@@ -33,6 +33,22 @@ pub struct Cli {
     pub common: Common,
     #[command(subcommand)]
     pub command: Command,
+}
+
+/// Parses the process's arguments and environment, exiting with clap's message on bad usage.
+/// With `--print-config` it prints every setting and exits (0, or 2 when a setting is wrong)
+/// without connecting to anything. Returns the command line and the subcommand's name.
+pub fn parse_or_exit() -> (Cli, String) {
+    use clap::{CommandFactory, FromArgMatches};
+    let matches = Cli::command().get_matches();
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    if cli.common.print_config {
+        let (config, ok) = effective_config(&cli, &matches);
+        println!("{}", serde_json::to_string_pretty(&config).expect("JSON"));
+        std::process::exit(if ok { 0 } else { 2 });
+    }
+    let name = matches.subcommand_name().unwrap_or_default().to_string();
+    (cli, name)
 }
 
 /// Runs the parsed command line, then sends its metrics where configured; the summary says how
