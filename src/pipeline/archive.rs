@@ -302,22 +302,24 @@ impl<'a> Archiver<'a> {
 
     /// A dry run's batch: its keys, as they would be written.
     fn plan(&self, app: &str, batch: &EncodedBatch) -> Recorded {
-        let prefix = self.ctx.store.location().prefix();
-        let docs = format::documents(
-            prefix,
-            self.ctx.spec.name,
-            app,
-            &batch.content,
-            &batch.gzip_digest,
-        );
+        let planned = self.publisher(app).plan(batch);
         Recorded {
             batch_report: batch_report(
-                docs.batch_id,
-                docs.keys.data,
+                planned.batch_id,
+                planned.keys.data,
                 batch,
                 batch.gzip_digest.size,
             ),
             ..Recorded::default()
+        }
+    }
+
+    fn publisher<'p>(&'p self, app: &'p str) -> Publisher<'p> {
+        Publisher {
+            store: self.ctx.store.as_ref(),
+            spec: self.ctx.spec,
+            app_code: app,
+            failpoints: &self.opts.failpoints,
         }
     }
 
@@ -331,18 +333,13 @@ impl<'a> Archiver<'a> {
         cut: Cut,
     ) -> Result<(Recorded, (u64, u64)), AppError> {
         let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
-        let batch_id = format::batch_id(ctx.spec.name, app, &batch.content);
-        if self.receipts.exists(pool, app, &batch_id).await? {
-            return Err(AppError::AlreadyRecorded(batch_id));
+        let publisher = self.publisher(app);
+        let planned = publisher.plan(batch);
+        if self.receipts.exists(pool, app, &planned.batch_id).await? {
+            return Err(AppError::AlreadyRecorded(planned.batch_id));
         }
-        let publisher = Publisher {
-            store: ctx.store.as_ref(),
-            spec: ctx.spec,
-            app_code: app,
-            failpoints: &self.opts.failpoints,
-        };
         let phase = Instant::now();
-        let published = publisher.publish(batch).await?;
+        let published = publisher.publish(batch, planned).await?;
         let publish_ms = phase.elapsed().as_millis() as u64;
         let expected = &published.expected;
         let receipt = Receipt {

@@ -52,10 +52,20 @@ pub struct Publisher<'a> {
 }
 
 impl Publisher<'_> {
-    pub async fn publish(&self, batch: &EncodedBatch) -> Result<Published, PublishError> {
+    /// What the batch's objects will be: its batch_id, keys and documents (all a dry run
+    /// reports, and what [`Publisher::publish`] writes).
+    pub fn plan(&self, batch: &EncodedBatch) -> Expected {
+        let prefix = self.store.location().prefix();
+        Expected::of_batch(prefix, self.spec, self.app_code, batch, &batch.gzip_digest)
+    }
+
+    /// Writes the batch's objects as `planned` (from [`Publisher::plan`]) and reads them back.
+    pub async fn publish(
+        &self,
+        batch: &EncodedBatch,
+        planned: Expected,
+    ) -> Result<Published, PublishError> {
         let prefix = self.store.location().prefix().to_string();
-        let planned =
-            Expected::of_batch(&prefix, self.spec, self.app_code, batch, &batch.gzip_digest);
         let mut replaced = Vec::new();
         let mut adopted = Vec::new();
         let data = match self.place_data(&planned.keys.data, batch).await? {
