@@ -117,7 +117,7 @@ impl ArchiveCommand for purge::PurgeOptions {
 impl ArchiveCommand for verify::VerifyOptions {
     const NAME: &'static str = "verify";
     fn apps(&self) -> Option<&Apps> {
-        self.apps.as_ref()
+        self.selection.apps.as_ref()
     }
     async fn run(&self, ctx: &RunContext) -> Summary {
         verify::run(ctx, self).await
@@ -128,7 +128,7 @@ impl ArchiveCommand for verify::VerifyOptions {
 impl ArchiveCommand for restore::RestoreOptions {
     const NAME: &'static str = "restore";
     fn apps(&self) -> Option<&Apps> {
-        self.apps.as_ref()
+        self.selection.apps.as_ref()
     }
     async fn run(&self, ctx: &RunContext) -> Summary {
         restore::run(ctx, self).await

@@ -4,15 +4,15 @@
 use std::io::IsTerminal;
 
 use super::args::{
-    AnyAppArgs, AppArgs, ArchiveArgs, Common, CutoffArgs, FormatArg, LogFormat, PurgeArgs,
-    RestoreArgs, StatusArgs, UploadChecksumArg, VerifyArgs,
+    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, Common, CutoffArgs, FormatArg, LogFormat,
+    PurgeArgs, RestoreArgs, StatusArgs, UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
 use crate::batch::Limits;
 use crate::commands::{archive, purge, restore, status, verify};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
-use crate::pipeline::apps::Apps;
+use crate::pipeline::apps::{Apps, Selection};
 use crate::store::{S3Settings, UploadChecksum};
 use crate::table::{self, TableSpec};
 use crate::timespec;
@@ -56,6 +56,17 @@ impl AnyAppArgs {
             Apps::All
         } else {
             Apps::Listed(self.apps.clone())
+        }
+    }
+}
+
+impl BatchScopeArgs {
+    pub fn selection(self) -> Selection {
+        Selection {
+            apps: Some(self.apps.apps()),
+            batch_ids: self.batch_ids,
+            from_ms: self.from,
+            to_ms: self.to,
         }
     }
 }
@@ -106,10 +117,7 @@ impl ArchiveArgs {
 impl VerifyArgs {
     pub fn into_options(self, common: &Common, now_ms: i64) -> verify::VerifyOptions {
         verify::VerifyOptions {
-            apps: Some(self.scope.apps.apps()),
-            batch_ids: self.scope.batch_ids,
-            from_ms: self.scope.from,
-            to_ms: self.scope.to,
+            selection: self.scope.selection(),
             sample_percent: self.sample_percent,
             seed: self.seed.unwrap_or(now_ms as u64),
             metadata_only: self.metadata_only,
@@ -146,10 +154,7 @@ impl PurgeArgs {
 impl RestoreArgs {
     pub fn into_options(self, common: &Common) -> restore::RestoreOptions {
         restore::RestoreOptions {
-            apps: Some(self.scope.apps.apps()),
-            batch_ids: self.scope.batch_ids,
-            from_ms: self.scope.from,
-            to_ms: self.scope.to,
+            selection: self.scope.selection(),
             into: self.into,
             into_source: self.into_source,
             drill: self.drill,

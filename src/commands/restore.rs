@@ -4,7 +4,7 @@
 //! records the results.
 
 use crate::db::restore::TargetTable;
-use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
+use crate::pipeline::apps::{self, Driver, Gate, Population};
 use crate::pipeline::restore::Restorer;
 use crate::pipeline::RunContext;
 use crate::summary::details::RestoreRun;
@@ -24,8 +24,8 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
         into: (!opts.drill).then(|| target.clone()),
         drill: opts.drill,
     }));
-    let which = opts.apps.clone().unwrap_or(Apps::All);
-    let population = Population::Receipts(opts.scope(None));
+    let which = opts.selection.apps();
+    let population = Population::Receipts(opts.selection.scope(None));
     let apps = match apps::resolve(ctx, &which, &population).await {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),

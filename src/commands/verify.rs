@@ -20,10 +20,10 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());
     summary.cutoff_ms = Some(opts.cutoff_ms);
-    let which = opts.apps.clone().unwrap_or(Apps::All);
-    let population = match opts.batch_ids.is_empty() {
+    let which = opts.selection.apps();
+    let population = match opts.selection.batch_ids.is_empty() {
         true => Population::SourceAndReceipts,
-        false => Population::Receipts(opts.scope(None)),
+        false => Population::Receipts(opts.selection.scope(None)),
     };
     let apps = match apps::resolve(ctx, &which, &population).await {
         Ok(apps) => apps,
@@ -42,7 +42,7 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     summary.apps = driver.run(apps, &verify).await;
     let mut run = verify.run_details();
     // Orphans: under each listed app's prefix, or under the whole table's prefix.
-    if opts.whole_apps() && opts.sample_percent.is_none() {
+    if opts.selection.whole_apps() && opts.sample_percent.is_none() {
         let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
         let prefixes = match &which {
             Apps::Listed(list) => list

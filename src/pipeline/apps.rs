@@ -30,6 +30,55 @@ pub enum Apps {
     Shard(Shard),
 }
 
+/// Which receipts a command that reads the archive works on (`verify`, `restore`): apps
+/// (`--app`, `--all-apps`, `--shard`), `--batch-id`, and `--from`/`--to`.
+#[derive(Debug, Clone, Default)]
+pub struct Selection {
+    /// `None` or `All`: every app.
+    pub apps: Option<Apps>,
+    /// Empty: every batch.
+    pub batch_ids: Vec<String>,
+    /// Receipts whose rows reach into `[from_ms, to_ms)` of `updated_at_ms`.
+    pub from_ms: Option<i64>,
+    pub to_ms: Option<i64>,
+}
+
+impl Selection {
+    /// Every receipt of the listed apps.
+    pub fn of_apps(apps: &[&str]) -> Selection {
+        Selection {
+            apps: Some(Apps::Listed(apps.iter().map(|a| a.to_string()).collect())),
+            ..Selection::default()
+        }
+    }
+
+    /// The apps asked for.
+    pub fn apps(&self) -> Apps {
+        self.apps.clone().unwrap_or(Apps::All)
+    }
+
+    /// The receipts in scope (of `app`, when given).
+    pub fn scope(&self, app: Option<&str>) -> ReceiptScope {
+        let apps = match (app, &self.apps) {
+            (Some(app), _) => vec![app.to_string()],
+            (None, Some(Apps::Listed(list))) => list.clone(),
+            _ => Vec::new(),
+        };
+        ReceiptScope {
+            apps,
+            batch_ids: self.batch_ids.clone(),
+            from_ms: self.from_ms,
+            to_ms: self.to_ms,
+            ..ReceiptScope::default()
+        }
+    }
+
+    /// Whether the selection is whole apps (no batch ids, no time window).
+    pub fn whole_apps(&self) -> bool {
+        self.batch_ids.is_empty() && self.from_ms.is_none() && self.to_ms.is_none()
+    }
+}
+
 /// Where `--all-apps` finds its apps.
 #[derive(Debug, Clone)]
 pub enum Population {

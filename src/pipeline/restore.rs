@@ -15,14 +15,14 @@ use std::collections::HashSet;
 
 use futures_util::StreamExt;
 
-use super::apps::{Access, AppWork, Apps};
+use super::apps::{Access, AppWork, Selection};
 use super::verifier::{Depth, Expected, Verifier};
 use super::RunContext;
 use crate::batch::Member;
 use crate::codec::Row;
 use crate::db::drills::Drills;
 use crate::db::members::Members;
-use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
+use crate::db::receipts::{Receipts, StoredReceipt};
 use crate::db::restore::{first_difference, IntoSource, LoadError, TargetTable, RESTORE_CHUNK};
 use crate::db::DbError;
 use crate::store::StoreError;
@@ -32,11 +32,8 @@ use crate::table::TableSpec;
 
 #[derive(Debug, Clone, Default)]
 pub struct RestoreOptions {
-    /// `None` or `All`: every app.
-    pub apps: Option<Apps>,
-    pub batch_ids: Vec<String>,
-    pub from_ms: Option<i64>,
-    pub to_ms: Option<i64>,
+    /// The receipts to restore.
+    pub selection: Selection,
     /// Target table; default `{table}_restored`.
     pub into: Option<String>,
     /// Restore into the live source table (never overwriting a live row), under the app's lock.
@@ -47,22 +44,6 @@ pub struct RestoreOptions {
 }
 
 impl RestoreOptions {
-    /// The receipts in scope (of `app`, when given).
-    pub fn scope(&self, app: Option<&str>) -> ReceiptScope {
-        let apps = match (app, &self.apps) {
-            (Some(app), _) => vec![app.to_string()],
-            (None, Some(Apps::Listed(list))) => list.clone(),
-            _ => Vec::new(),
-        };
-        ReceiptScope {
-            apps,
-            batch_ids: self.batch_ids.clone(),
-            from_ms: self.from_ms,
-            to_ms: self.to_ms,
-            ..ReceiptScope::default()
-        }
-    }
-
     /// The table rows go into, or why it may not be used (exit 2).
     pub fn target(&self, spec: &'static TableSpec) -> Result<String, String> {
         let target = match (&self.into, self.into_source) {
@@ -116,7 +97,7 @@ impl AppWork for Restorer<'_> {
         };
         let receipts = self
             .receipts
-            .stream(&self.ctx.db.pool, self.opts.scope(Some(app)));
+            .stream(&self.ctx.db.pool, self.opts.selection.scope(Some(app)));
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
             let receipt = match receipt {

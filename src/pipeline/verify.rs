@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
-use super::apps::{Access, AppWork, Apps};
+use super::apps::{Access, AppWork, Selection};
 use super::verifier::{Depth, Expected, Finding, FindingKind, Verifier};
 use super::{Observer, RunContext};
 use crate::db::members::Members;
@@ -27,11 +27,8 @@ use crate::summary::{AppDetails, AppReport, Outcome};
 
 #[derive(Debug, Clone)]
 pub struct VerifyOptions {
-    /// `None`: every app that has receipts or rows.
-    pub apps: Option<Apps>,
-    pub batch_ids: Vec<String>,
-    pub from_ms: Option<i64>,
-    pub to_ms: Option<i64>,
+    /// The receipts to check (every app: those with receipts or rows).
+    pub selection: Selection,
     /// Check about this share of the receipts in scope, chosen by `seed`.
     pub sample_percent: Option<f64>,
     pub seed: u64,
@@ -49,10 +46,7 @@ impl VerifyOptions {
     /// Every receipt of every app, read in full; stragglers looked for below `cutoff_ms`.
     pub fn everything(cutoff_ms: i64, delivered_status: &str) -> VerifyOptions {
         VerifyOptions {
-            apps: None,
-            batch_ids: Vec::new(),
-            from_ms: None,
-            to_ms: None,
+            selection: Selection::default(),
             sample_percent: None,
             seed: 0,
             metadata_only: false,
@@ -61,27 +55,6 @@ impl VerifyOptions {
             delivered_status: delivered_status.to_string(),
             max_stragglers: 1000,
         }
-    }
-
-    /// The receipts in scope (of `app`, when given).
-    pub fn scope(&self, app: Option<&str>) -> ReceiptScope {
-        let apps = match (app, &self.apps) {
-            (Some(app), _) => vec![app.to_string()],
-            (None, Some(Apps::Listed(list))) => list.clone(),
-            _ => Vec::new(),
-        };
-        ReceiptScope {
-            apps,
-            batch_ids: self.batch_ids.clone(),
-            from_ms: self.from_ms,
-            to_ms: self.to_ms,
-            ..ReceiptScope::default()
-        }
-    }
-
-    /// Whether the scope is whole apps (gaps and leftovers are looked for only then).
-    pub fn whole_apps(&self) -> bool {
-        self.batch_ids.is_empty() && self.from_ms.is_none() && self.to_ms.is_none()
     }
 }
 
@@ -123,7 +96,7 @@ impl AppWork for Verify<'_> {
         if let Err(e) = self.check_receipts(app, &mut report).await {
             report.error.get_or_insert(e.to_string());
         }
-        if self.opts.batch_ids.is_empty() && crate::appcode::validate(app).is_ok() {
+        if self.opts.selection.batch_ids.is_empty() && crate::appcode::validate(app).is_ok() {
             match self.stragglers(app).await {
                 Ok((found, more)) => {
                     details.stragglers = found.len() as u64;
@@ -180,7 +153,7 @@ impl<'a> Verify<'a> {
     /// Re-reads the app's receipts in scope, `--parallel` at a time, as they stream past.
     async fn check_receipts(&self, app: &str, report: &mut AppReport) -> Result<(), DbError> {
         let pool = &self.ctx.db.pool;
-        let scope = self.opts.scope(Some(app));
+        let scope = self.opts.selection.scope(Some(app));
         let total = match self.observer.wants_totals() {
             true => Some(self.receipts.count(pool, &scope).await?),
             false => None,
@@ -264,6 +237,7 @@ impl<'a> Verify<'a> {
         };
         let upper = self
             .opts
+            .selection
             .to_ms
             .map_or(self.opts.cutoff_ms, |to| to.min(self.opts.cutoff_ms));
         let status = &self.opts.delivered_status;

@@ -8,7 +8,7 @@ use outbox_archiver::commands::purge;
 use outbox_archiver::commands::restore::{self, RestoreOptions};
 use outbox_archiver::db::lock::lock_name;
 use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::pipeline::apps::Selection;
 use outbox_archiver::store::PutMode;
 use outbox_archiver::summary::Outcome;
 use sqlx::Connection;
@@ -98,7 +98,7 @@ async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
         &env,
         &RestoreOptions {
             into_source: true,
-            apps: Some(Apps::Listed(vec!["a1".into()])),
+            selection: Selection::of_apps(&["a1"]),
             ..Default::default()
         },
     )

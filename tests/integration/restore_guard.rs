@@ -10,7 +10,7 @@ use outbox_archiver::commands::purge;
 use outbox_archiver::commands::restore::{self, RestoreOptions};
 use outbox_archiver::db::lock::lock_name;
 use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::pipeline::apps::Selection;
 use outbox_archiver::summary::Outcome;
 use sqlx::Connection;
 
@@ -19,7 +19,7 @@ use crate::support::*;
 fn into_source(app: &str) -> RestoreOptions {
     RestoreOptions {
         into_source: true,
-        apps: Some(Apps::Listed(vec![app.into()])),
+        selection: Selection::of_apps(&[app]),
         ..Default::default()
     }
 }

@@ -6,7 +6,7 @@ use std::sync::Arc;
 
 use bytes::Bytes;
 use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::pipeline::apps::Selection;
 use outbox_archiver::pipeline::verifier::{Finding, FindingKind};
 use outbox_archiver::pipeline::RunContext;
 use outbox_archiver::store::{ObjectStore, PutMode};
@@ -240,13 +240,15 @@ async fn metadata_only_sees_missing_and_resized_objects_without_downloading() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn scopes_samples_and_orphans() {
     let (db, _s3, store, env) = archived().await;
-    let all: Vec<String> = ["a1", "a2", "a3"].iter().map(|a| a.to_string()).collect();
     let checked = |s: &Summary| verify_run(s).checked_batches.clone();
     let one = db.receipts("a3").await.remove(0).0;
     let by_id = verify::run(
         &env,
         &VerifyOptions {
-            batch_ids: vec![one.clone()],
+            selection: Selection {
+                batch_ids: vec![one.clone()],
+                ..Selection::default()
+            },
             ..verify_options()
         },
     )
@@ -255,7 +257,7 @@ async fn scopes_samples_and_orphans() {
     let by_app = verify::run(
         &env,
         &VerifyOptions {
-            apps: Some(Apps::Listed(vec!["a1".into()])),
+            selection: Selection::of_apps(&["a1"]),
             ..verify_options()
         },
     )
@@ -264,8 +266,11 @@ async fn scopes_samples_and_orphans() {
     let by_time = verify::run(
         &env,
         &VerifyOptions {
-            from_ms: Some(T0 + 30_000),
-            to_ms: Some(T0 + 60_000),
+            selection: Selection {
+                from_ms: Some(T0 + 30_000),
+                to_ms: Some(T0 + 60_000),
+                ..Selection::default()
+            },
             ..verify_options()
         },
     )
@@ -306,7 +311,7 @@ async fn scopes_samples_and_orphans() {
     let with_orphan = verify::run(
         &env,
         &VerifyOptions {
-            apps: Some(Apps::Listed(all)),
+            selection: Selection::of_apps(&["a1", "a2", "a3"]),
             ..verify_options()
         },
     )
@@ -429,7 +434,7 @@ async fn orphans_are_found_partition_by_partition_over_many_receipts() {
     let listed = verify::run(
         &env,
         &VerifyOptions {
-            apps: Some(Apps::Listed(vec!["a1".into()])),
+            selection: Selection::of_apps(&["a1"]),
             ..verify_options()
         },
     )
