@@ -13,12 +13,10 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::batch::Limits;
 use crate::commands::archive::{self, ArchiveOptions};
 use crate::commands::{migrate, status, verify};
 use crate::db::receipts::{Receipts, StoredReceipt};
 use crate::db::{source, Db};
-use crate::failpoint::FailPoints;
 use crate::pipeline::apps::Apps;
 use crate::pipeline::{Clock, RunContext};
 use crate::seed::{self, SeedPlan};
@@ -77,21 +75,8 @@ async fn demo(
     // Archive everything delivered more than 7 days ago.
     let cutoff_ms = timespec::cutoff_ms(now, 7 * 86_400_000, None);
     let options = ArchiveOptions {
-        apps: Apps::All,
-        cutoff_ms,
-        limits: Limits {
-            max_rows: 50_000,
-            max_bytes: 64 << 20,
-        },
-        gzip_level: 6,
-        max_batches: None,
-        max_runtime: None,
-        dry_run: false,
-        stragglers: false,
-        delivered_status: "DELIVERED".into(),
         lock_prefix: format!("{}:", opts.database),
-        db_retries: 5,
-        failpoints: FailPoints::default(),
+        ..ArchiveOptions::new(Apps::All, cutoff_ms)
     };
     let started = Instant::now();
     let summary = archive::run(&env, &options).await;

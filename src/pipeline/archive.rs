@@ -45,6 +45,31 @@ pub struct ArchiveOptions {
     pub failpoints: FailPoints,
 }
 
+impl ArchiveOptions {
+    /// Archive `apps` below `cutoff_ms` with the command line's defaults: batches of up to
+    /// 50,000 rows or 64 MiB at gzip level 6, no limits, five retries, `DELIVERED`, no lock
+    /// prefix.
+    pub fn new(apps: Apps, cutoff_ms: i64) -> ArchiveOptions {
+        ArchiveOptions {
+            apps,
+            cutoff_ms,
+            limits: Limits {
+                max_rows: 50_000,
+                max_bytes: 64 << 20,
+            },
+            gzip_level: 6,
+            max_batches: None,
+            max_runtime: None,
+            dry_run: false,
+            stragglers: false,
+            delivered_status: "DELIVERED".into(),
+            lock_prefix: String::new(),
+            db_retries: 5,
+            failpoints: FailPoints::default(),
+        }
+    }
+}
+
 /// Why an app's run failed.
 #[derive(Debug, thiserror::Error)]
 enum AppError {

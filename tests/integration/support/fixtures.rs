@@ -3,7 +3,6 @@
 
 use std::sync::Arc;
 
-use outbox_archiver::batch::Limits;
 use outbox_archiver::codec::{Row, Value};
 use outbox_archiver::commands::archive::{self, ArchiveOptions};
 use outbox_archiver::commands::purge::{self, PurgeOptions};
@@ -39,24 +38,13 @@ pub fn db_context(db: &TestDb, now_ms: i64) -> outbox_archiver::pipeline::DbCont
     }
 }
 
+/// Archive of `apps` below `cutoff_ms` in batches of 1,000 rows, under the test's lock prefix.
 pub fn options(db: &TestDb, apps: &[&str], cutoff_ms: i64) -> ArchiveOptions {
-    ArchiveOptions {
-        apps: Apps::Listed(apps.iter().map(|s| s.to_string()).collect()),
-        cutoff_ms,
-        limits: Limits {
-            max_rows: 1_000,
-            max_bytes: 64 << 20,
-        },
-        gzip_level: 6,
-        max_batches: None,
-        max_runtime: None,
-        dry_run: false,
-        stragglers: false,
-        delivered_status: "DELIVERED".into(),
-        lock_prefix: db.lock_prefix(),
-        db_retries: 5,
-        failpoints: FailPoints::default(),
-    }
+    let apps = Apps::Listed(apps.iter().map(|s| s.to_string()).collect());
+    let mut options = ArchiveOptions::new(apps, cutoff_ms);
+    options.limits.max_rows = 1_000;
+    options.lock_prefix = db.lock_prefix();
+    options
 }
 
 pub async fn archive(env: &RunContext, opts: &ArchiveOptions) -> Summary {
