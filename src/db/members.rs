@@ -153,6 +153,24 @@ impl Members {
         qb.build().execute(&mut **tx).await.map(|_| ())
     }
 
+    /// The `(event_id, updated_at_ms)` of every member row a batch owns, as they are inside
+    /// `tx`: one range scan of the batch index, which covers them.
+    pub async fn versions_of_batch(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<(String, i64)>, sqlx::Error> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ",
+            self.spec.members_table()
+        ));
+        qb.push_bind(app)
+            .push(" AND batch_id = ")
+            .push_bind(batch_id);
+        qb.build_query_as().fetch_all(&mut **tx).await
+    }
+
     /// The member rows of these event ids of an app, as they are inside `tx`.
     pub async fn read_back(
         &self,

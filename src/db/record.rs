@@ -179,13 +179,9 @@ impl Recorder {
             });
         }
         let verified_at_ms = self.insert_receipt(&mut tx, receipt).await?;
-        let mut superseded = Vec::new();
-        for chunk in members.chunks(MEMBER_CHUNK) {
-            superseded.extend(
-                self.write_members(&mut tx, receipt, verified_at_ms, chunk)
-                    .await?,
-            );
-        }
+        let superseded = self
+            .write_members(&mut tx, receipt, verified_at_ms, members)
+            .await?;
         failpoints.pass("after-members")?;
         if !lock.held_per(&mut *tx).await? {
             return Err(RecordError::LockLost {
@@ -260,13 +256,17 @@ impl Recorder {
         Ok(row.try_get("verified_at_ms").context(context)?)
     }
 
-    /// Writes one chunk of members and reads it back; returns the older versions it superseded.
+    /// Writes the members in chunks and reads them back. The common case — every row new —
+    /// is proven by one range scan of the batch's members: exactly these `(event_id,
+    /// updated_at_ms)`, no more, no fewer. Anything else (a retry, a row another batch owns) is
+    /// read back chunk by chunk by event id and sorted out there. Returns the older versions
+    /// this batch superseded.
     async fn write_members(
         &self,
         tx: &mut Transaction<'_, MySql>,
         receipt: &Receipt,
         verified_at_ms: i64,
-        chunk: &[Member],
+        members: &[Member],
     ) -> Result<Vec<Superseded>, RecordError> {
         let batch = &receipt.batch_id;
         let owner = Owner {
@@ -275,11 +275,49 @@ impl Recorder {
             manifest_sha256: &receipt.manifest.sha256,
             verified_at_ms,
         };
-        let context = || format!("writing members of batch {batch}");
-        self.members
-            .insert(tx, owner, chunk, true)
+        for chunk in members.chunks(MEMBER_CHUNK) {
+            self.members
+                .insert(tx, owner, chunk, true)
+                .await
+                .context(|| format!("writing members of batch {batch}"))?;
+        }
+        let mut recorded = self
+            .members
+            .versions_of_batch(tx, &receipt.app_code, batch)
             .await
-            .context(context)?;
+            .context(|| format!("reading back members of batch {batch}"))?;
+        let mut expected: Vec<(&str, i64)> = members
+            .iter()
+            .map(|m| (m.event_id.as_str(), m.updated_at_ms))
+            .collect();
+        expected.sort_unstable();
+        recorded.sort_unstable();
+        let same = recorded.len() == expected.len()
+            && recorded
+                .iter()
+                .zip(&expected)
+                .all(|((id, at), (want_id, want_at))| id.as_str() == *want_id && at == want_at);
+        if same {
+            return Ok(Vec::new());
+        }
+        let mut superseded = Vec::new();
+        for chunk in members.chunks(MEMBER_CHUNK) {
+            superseded.extend(self.sort_out(tx, receipt, owner, chunk).await?);
+        }
+        Ok(superseded)
+    }
+
+    /// Reads one chunk of members back by event id and decides, row by row, whether each is
+    /// this batch's, an older version this batch supersedes, or a conflict.
+    async fn sort_out(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        receipt: &Receipt,
+        owner: Owner<'_>,
+        chunk: &[Member],
+    ) -> Result<Vec<Superseded>, RecordError> {
+        let batch = &receipt.batch_id;
+        let verified_at_ms = owner.verified_at_ms;
         let rows = self
             .members
             .read_back(tx, &receipt.app_code, chunk)
