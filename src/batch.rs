@@ -12,7 +12,7 @@ use flate2::write::{GzDecoder, GzEncoder};
 use flate2::{Compression, GzBuilder};
 use sha2::{Digest as _, Sha256};
 
-use crate::codec::{self, Row, Value};
+use crate::codec::{self, Row, RowFacts, Value, ValueRef};
 use crate::digest::{Crc64Nvme, DigestWriter, Digester, ObjectDigest};
 use crate::format::{ContentFacts, Cursor};
 use crate::table::{Layout, TableSpec};
@@ -44,11 +44,44 @@ pub struct Limits {
     pub max_bytes: u64,
 }
 
+/// A source row ready for a batch: its NDJSON line (`\n` included) and its facts.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct EncodedRow {
+    pub line: Vec<u8>,
+    pub facts: RowFacts,
+}
+
+impl EncodedRow {
+    /// Encodes a row of `app_code` whose values, in column order, `values` holds.
+    pub fn of(
+        spec: &TableSpec,
+        layout: &Layout,
+        app_code: &str,
+        values: &[ValueRef<'_>],
+    ) -> Result<EncodedRow, String> {
+        let facts = codec::facts_of(spec, layout, app_code, |i| values[i])?;
+        let mut line = Vec::with_capacity(512);
+        codec::encode_values(spec, values.iter().copied(), &mut line);
+        Ok(EncodedRow { line, facts })
+    }
+
+    /// [`EncodedRow::of`] a decoded row.
+    pub fn of_row(spec: &TableSpec, app_code: &str, row: &Row) -> Result<EncodedRow, String> {
+        let values: Vec<ValueRef<'_>> = row.iter().map(Value::as_ref).collect();
+        EncodedRow::of(spec, &spec.layout(), app_code, &values)
+    }
+
+    pub fn cursor(&self) -> Cursor {
+        Cursor {
+            updated_at_ms: self.facts.updated_at_ms,
+            event_id: self.facts.event_id.clone(),
+        }
+    }
+}
+
 /// Folds rows, in order, into [`ContentFacts`] and the member list.
 struct Accumulator {
-    layout: Layout,
     spec: &'static TableSpec,
-    app_code: String,
     ndjson: Sha256,
     bytes: u64,
     first: Option<Cursor>,
@@ -59,13 +92,10 @@ struct Accumulator {
 }
 
 impl Accumulator {
-    fn new(spec: &'static TableSpec, app_code: &str) -> Accumulator {
-        let layout = spec.layout();
+    fn new(spec: &'static TableSpec) -> Accumulator {
         Accumulator {
-            totals: vec![0; layout.totals.len()],
-            layout,
+            totals: vec![0; spec.totals.len()],
             spec,
-            app_code: app_code.to_string(),
             ndjson: Sha256::new(),
             bytes: 0,
             first: None,
@@ -75,49 +105,25 @@ impl Accumulator {
         }
     }
 
-    fn int(&self, row: &Row, index: usize) -> Result<i64, String> {
-        row[index]
-            .as_i64()
-            .ok_or_else(|| format!("column {} is not an integer", self.spec.columns[index].name))
-    }
-
-    /// Adds a row and its encoded line (`\n` included).
-    fn add(&mut self, row: &Row, line: &[u8]) -> Result<(), String> {
-        let app = row[self.layout.app_code].as_str();
-        if app != Some(self.app_code.as_str()) {
-            return Err(format!(
-                "row of app {app:?} in a batch of app {:?}",
-                self.app_code
-            ));
+    /// Adds a row's facts and its encoded line (`\n` included).
+    fn add(&mut self, facts: RowFacts, line: &[u8]) {
+        for (total, value) in self.totals.iter_mut().zip(facts.totals) {
+            *total += i128::from(value);
         }
-        let event_id = match &row[self.layout.event_id] {
-            Value::Text(id) => id.clone(),
-            other => return Err(format!("event_id is {other:?}")),
-        };
-        let updated_at_ms = self.int(row, self.layout.updated_at_ms)?;
-        let created_at_ms = self.int(row, self.layout.created_at_ms)?;
-        for (total, &index) in self.totals.iter_mut().zip(&self.layout.totals) {
-            *total += i128::from(
-                row[index]
-                    .as_i64()
-                    .ok_or("a control-total column is not an integer")?,
-            );
-        }
-        self.min_created = self.min_created.min(created_at_ms);
-        self.max_created = self.max_created.max(created_at_ms);
+        self.min_created = self.min_created.min(facts.created_at_ms);
+        self.max_created = self.max_created.max(facts.created_at_ms);
         self.ndjson.update(line);
         self.bytes += line.len() as u64;
         if self.first.is_none() {
             self.first = Some(Cursor {
-                updated_at_ms,
-                event_id: event_id.clone(),
+                updated_at_ms: facts.updated_at_ms,
+                event_id: facts.event_id.clone(),
             });
         }
         self.members.push(Member {
-            event_id,
-            updated_at_ms,
+            event_id: facts.event_id,
+            updated_at_ms: facts.updated_at_ms,
         });
-        Ok(())
     }
 
     fn rows(&self) -> u64 {
@@ -159,41 +165,23 @@ pub struct EncodedBatch {
     pub gzip_digest: ObjectDigest,
 }
 
-/// Whether [`BatchEncoder::offer`] took the row.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Offer {
-    Taken,
-    /// The batch is full (rows, bytes, or the row is of another UTC day); the row belongs to the
-    /// next batch.
-    Full,
-}
-
 /// Streams rows into one gzip member of NDJSON (mtime 0, no file name).
 pub struct BatchEncoder {
-    spec: &'static TableSpec,
     acc: Accumulator,
     gz: GzEncoder<DigestWriter<Vec<u8>>>,
-    line: Vec<u8>,
     limits: Limits,
     day: Option<i64>,
 }
 
 impl BatchEncoder {
-    pub fn new(
-        spec: &'static TableSpec,
-        app_code: &str,
-        limits: Limits,
-        gzip_level: u32,
-    ) -> BatchEncoder {
+    pub fn new(spec: &'static TableSpec, limits: Limits, gzip_level: u32) -> BatchEncoder {
         let gz = GzBuilder::new().mtime(0).operating_system(255).write(
             DigestWriter::new(Vec::with_capacity(1 << 20)),
             Compression::new(gzip_level),
         );
         BatchEncoder {
-            spec,
-            acc: Accumulator::new(spec, app_code),
+            acc: Accumulator::new(spec),
             gz,
-            line: Vec::with_capacity(4096),
             limits,
             day: None,
         }
@@ -204,25 +192,26 @@ impl BatchEncoder {
         self.acc.rows() >= self.limits.max_rows
     }
 
-    pub fn offer(&mut self, row: &Row) -> Result<Offer, String> {
-        let updated_at_ms = row[self.acc.layout.updated_at_ms]
-            .as_i64()
-            .ok_or("updated_at_ms is not an integer")?;
-        self.line.clear();
-        codec::encode_line(self.spec, row, &mut self.line);
-        if self.acc.rows() > 0 {
-            let over_bytes = self.acc.bytes + self.line.len() as u64 > self.limits.max_bytes;
-            let other_day = self.day != Some(timespec::utc_day(updated_at_ms));
-            if self.is_full() || over_bytes || other_day {
-                return Ok(Offer::Full);
-            }
+    /// Whether `row` belongs in this batch: false when the batch is full (rows, bytes), or the
+    /// row is of another UTC day than the batch's. A first row always fits.
+    pub fn fits(&self, row: &EncodedRow) -> bool {
+        if self.acc.rows() == 0 {
+            return true;
         }
-        self.acc.add(row, &self.line)?;
-        self.day = Some(timespec::utc_day(updated_at_ms));
+        let over_bytes = self.acc.bytes + row.line.len() as u64 > self.limits.max_bytes;
+        let other_day = self.day != Some(timespec::utc_day(row.facts.updated_at_ms));
+        !(self.is_full() || over_bytes || other_day)
+    }
+
+    /// Adds a row that [`BatchEncoder::fits`].
+    pub fn push(&mut self, row: EncodedRow) -> Result<(), String> {
+        debug_assert!(self.fits(&row));
+        self.day = Some(timespec::utc_day(row.facts.updated_at_ms));
         self.gz
-            .write_all(&self.line)
+            .write_all(&row.line)
             .map_err(|e| format!("gzip: {e}"))?;
-        Ok(Offer::Taken)
+        self.acc.add(row.facts, &row.line);
+        Ok(())
     }
 
     /// Closes the gzip member. `None` when no row was taken.
@@ -269,6 +258,8 @@ pub enum DataError {
 /// Splits decompressed bytes into lines and folds each into the facts.
 struct LineSink {
     spec: &'static TableSpec,
+    layout: Layout,
+    app_code: String,
     acc: Accumulator,
     partial: Vec<u8>,
     line_no: u64,
@@ -281,14 +272,22 @@ impl LineSink {
     fn take_line(&mut self, line: &[u8]) -> Result<(), DataError> {
         self.line_no += 1;
         let body = &line[..line.len() - 1];
-        let row = codec::decode_line(self.spec, body, self.line_no)
-            .map_err(|e| DataError::Line(e.to_string()))?;
-        self.acc
-            .add(&row, line)
-            .map_err(|e| DataError::Line(format!("line {}: {e}", self.line_no)))?;
-        if let Some(kept) = &mut self.kept {
-            kept.push(row);
-        }
+        let bad = |e: String| DataError::Line(e);
+        let facts = match &mut self.kept {
+            // Restore loads these rows: decode them in full.
+            Some(kept) => {
+                let row = codec::decode_line(self.spec, body, self.line_no)
+                    .map_err(|e| bad(e.to_string()))?;
+                let facts =
+                    codec::facts_of(self.spec, &self.layout, &self.app_code, |i| row[i].as_ref())
+                        .map_err(|e| bad(format!("line {}: {e}", self.line_no)))?;
+                kept.push(row);
+                facts
+            }
+            None => codec::scan_line(self.spec, &self.layout, &self.app_code, body, self.line_no)
+                .map_err(|e| bad(e.to_string()))?,
+        };
+        self.acc.add(facts, line);
         Ok(())
     }
 }
@@ -327,7 +326,7 @@ impl Write for LineSink {
 }
 
 fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
-    haystack.iter().position(|&b| b == needle)
+    memchr::memchr(needle, haystack)
 }
 
 /// Reads a data object chunk by chunk: digests the gzip bytes and recomputes the content facts
@@ -353,7 +352,9 @@ impl DataReader {
     fn reading(spec: &'static TableSpec, app_code: &str, keep_rows: bool) -> DataReader {
         let sink = LineSink {
             spec,
-            acc: Accumulator::new(spec, app_code),
+            layout: spec.layout(),
+            app_code: app_code.to_string(),
+            acc: Accumulator::new(spec),
             partial: Vec::new(),
             line_no: 0,
             error: None,
@@ -471,12 +472,14 @@ mod tests {
     };
 
     fn encode(rows: &[Row], limits: Limits) -> (EncodedBatch, usize) {
-        let mut enc = BatchEncoder::new(&WALLET_OUTBOX, "app1", limits, 6);
+        let mut enc = BatchEncoder::new(&WALLET_OUTBOX, limits, 6);
         let mut taken = 0;
         for r in rows {
-            if enc.offer(r).unwrap() == Offer::Full {
+            let row = EncodedRow::of_row(&WALLET_OUTBOX, "app1", r).unwrap();
+            if !enc.fits(&row) {
                 break;
             }
+            enc.push(row).unwrap();
             taken += 1;
         }
         (enc.finish().unwrap().unwrap(), taken)
@@ -658,8 +661,9 @@ mod tests {
     fn reader_refuses_rows_of_another_app() {
         let mut other = row("x", 5, 1);
         other[0] = Value::Text("app2".into());
-        let mut enc = BatchEncoder::new(&WALLET_OUTBOX, "app2", BIG, 1);
-        enc.offer(&other).unwrap();
+        let mut enc = BatchEncoder::new(&WALLET_OUTBOX, BIG, 1);
+        enc.push(EncodedRow::of_row(&WALLET_OUTBOX, "app2", &other).unwrap())
+            .unwrap();
         let batch = enc.finish().unwrap().unwrap();
         assert!(read(&batch.gzip, 64).1.is_err());
     }

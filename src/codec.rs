@@ -11,7 +11,7 @@ use std::fmt;
 use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
-use crate::table::{Kind, TableSpec};
+use crate::table::{Kind, Layout, TableSpec};
 
 /// One column's value as read from MySQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -38,6 +38,52 @@ impl Value {
     }
 }
 
+/// A column's value borrowed from wherever the row lives: a database row (archive encodes
+/// straight from the protocol buffer, without a `String` per column) or a decoded [`Row`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ValueRef<'a> {
+    Null,
+    Int(i64),
+    Text(&'a str),
+    Bytes(&'a [u8]),
+}
+
+impl Value {
+    pub fn as_ref(&self) -> ValueRef<'_> {
+        match self {
+            Value::Null => ValueRef::Null,
+            Value::Int(v) => ValueRef::Int(*v),
+            Value::Text(s) => ValueRef::Text(s),
+            Value::Bytes(b) => ValueRef::Bytes(b),
+        }
+    }
+}
+
+impl<'a> ValueRef<'a> {
+    pub fn as_i64(self) -> Option<i64> {
+        match self {
+            ValueRef::Int(v) => Some(v),
+            _ => None,
+        }
+    }
+
+    pub fn to_value(self) -> Value {
+        match self {
+            ValueRef::Null => Value::Null,
+            ValueRef::Int(v) => Value::Int(v),
+            ValueRef::Text(s) => Value::Text(s.to_string()),
+            ValueRef::Bytes(b) => Value::Bytes(b.to_vec()),
+        }
+    }
+
+    pub fn as_str(self) -> Option<&'a str> {
+        match self {
+            ValueRef::Text(s) => Some(s),
+            _ => None,
+        }
+    }
+}
+
 /// A row in archive order.
 pub type Row = Vec<Value>;
 
@@ -46,32 +92,80 @@ pub type Row = Vec<Value>;
 /// Panics if a value does not fit its column's kind: rows come from [`crate::db`], which decodes
 /// by kind, so a mismatch is a programming error, not bad data.
 pub fn encode_line(spec: &TableSpec, row: &[Value], out: &mut Vec<u8>) {
-    debug_assert_eq!(row.len(), spec.columns.len());
+    encode_values(spec, row.iter().map(Value::as_ref), out)
+}
+
+/// [`encode_line`] over borrowed values, in the table's column order.
+pub fn encode_values<'a>(
+    spec: &TableSpec,
+    values: impl IntoIterator<Item = ValueRef<'a>>,
+    out: &mut Vec<u8>,
+) {
     out.push(b'{');
-    for (i, (column, value)) in spec.columns.iter().zip(row).enumerate() {
-        if i > 0 {
+    let mut count = 0;
+    for (column, value) in spec.columns.iter().zip(values) {
+        if count > 0 {
             out.push(b',');
         }
+        count += 1;
         out.push(b'"');
         out.extend_from_slice(column.json_key.as_bytes());
         out.extend_from_slice(b"\":");
         match (column.kind, value) {
-            (_, Value::Null) if column.kind.nullable() => out.extend_from_slice(b"null"),
-            (Kind::Int | Kind::NullableInt, Value::Int(v)) => {
-                out.extend_from_slice(itoa::Buffer::new().format(*v).as_bytes())
+            (_, ValueRef::Null) if column.kind.nullable() => out.extend_from_slice(b"null"),
+            (Kind::Int | Kind::NullableInt, ValueRef::Int(v)) => {
+                out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
             }
-            (Kind::Text | Kind::NullableText | Kind::JsonText, Value::Text(s)) => write_str(out, s),
-            (Kind::Blob, Value::Bytes(b)) => {
+            (Kind::Text | Kind::NullableText | Kind::JsonText, ValueRef::Text(s)) => {
+                write_str(out, s)
+            }
+            (Kind::Blob, ValueRef::Bytes(b)) => {
                 write_str(out, &base64::engine::general_purpose::STANDARD.encode(b))
             }
             (kind, value) => panic!("column {} of kind {kind:?} holds {value:?}", column.name),
         }
     }
+    assert_eq!(count, spec.columns.len(), "a row of {}", spec.name);
     out.extend_from_slice(b"}\n");
 }
 
+/// Writes `s` as a JSON string escaped exactly as `serde_json` escapes it: `"`, `\` and
+/// U+0000–U+001F (as `\b \t \n \f \r` where those exist, else `\u00xx`); everything else raw.
 fn write_str(out: &mut Vec<u8>, s: &str) {
-    serde_json::to_writer(&mut *out, s).expect("writing JSON into a Vec cannot fail");
+    const HEX: &[u8; 16] = b"0123456789abcdef";
+    let bytes = s.as_bytes();
+    out.reserve(bytes.len() + 2);
+    out.push(b'"');
+    let mut start = 0;
+    for (i, &b) in bytes.iter().enumerate() {
+        let unicode;
+        let escape: &[u8] = match b {
+            b'"' => b"\\\"",
+            b'\\' => b"\\\\",
+            b'\n' => b"\\n",
+            b'\r' => b"\\r",
+            b'\t' => b"\\t",
+            0x08 => b"\\b",
+            0x0c => b"\\f",
+            0x00..=0x1f => {
+                unicode = [
+                    b'\\',
+                    b'u',
+                    b'0',
+                    b'0',
+                    HEX[usize::from(b >> 4)],
+                    HEX[usize::from(b & 0xf)],
+                ];
+                &unicode
+            }
+            _ => continue,
+        };
+        out.extend_from_slice(&bytes[start..i]);
+        out.extend_from_slice(escape);
+        start = i + 1;
+    }
+    out.extend_from_slice(&bytes[start..]);
+    out.push(b'"');
 }
 
 /// Why a line is not a row of this table.
@@ -115,15 +209,8 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
     fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Row, A::Error> {
         let mut row = Vec::with_capacity(self.0.columns.len());
         for column in self.0.columns {
-            let key: std::borrow::Cow<'de, str> = map
-                .next_key()?
+            map.next_key_seed(KeyIs(column.json_key))?
                 .ok_or_else(|| de::Error::custom(format!("missing key {:?}", column.json_key)))?;
-            if key != column.json_key {
-                return Err(de::Error::custom(format!(
-                    "expected key {:?}, found {key:?}",
-                    column.json_key
-                )));
-            }
             let value = match column.kind {
                 Kind::Int => Value::Int(map.next_value()?),
                 Kind::NullableInt => map
@@ -147,6 +234,227 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
             return Err(de::Error::custom(format!("unexpected key {extra:?}")));
         }
         Ok(row)
+    }
+}
+
+/// At most this many control-total columns per table (checked by [`crate::table`]'s tests).
+pub const MAX_TOTALS: usize = 4;
+
+/// What a batch folds in from one row besides its line: the member key, the cursor's and the
+/// created-at column's values, and the control-total columns, in the table's totals order.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RowFacts {
+    pub event_id: String,
+    pub updated_at_ms: i64,
+    pub created_at_ms: i64,
+    pub totals: [i64; MAX_TOTALS],
+}
+
+/// The facts of a row of `app_code` whose values `value(i)` gives by column position.
+pub fn facts_of<'a>(
+    spec: &TableSpec,
+    layout: &Layout,
+    app_code: &str,
+    value: impl Fn(usize) -> ValueRef<'a>,
+) -> Result<RowFacts, String> {
+    let app = value(layout.app_code).as_str();
+    if app != Some(app_code) {
+        return Err(format!("row of app {app:?} in a batch of app {app_code:?}"));
+    }
+    let int = |index: usize| {
+        value(index)
+            .as_i64()
+            .ok_or_else(|| format!("column {} is not an integer", spec.columns[index].name))
+    };
+    let mut totals = [0; MAX_TOTALS];
+    for (total, &index) in totals.iter_mut().zip(&layout.totals) {
+        *total = int(index)?;
+    }
+    Ok(RowFacts {
+        event_id: match value(layout.event_id) {
+            ValueRef::Text(id) => id.to_string(),
+            other => return Err(format!("event_id is {other:?}")),
+        },
+        updated_at_ms: int(layout.updated_at_ms)?,
+        created_at_ms: int(layout.created_at_ms)?,
+        totals,
+    })
+}
+
+/// Reads one NDJSON line (without its `\n`) of `app_code` as strictly as [`decode_line`] — the
+/// keys exactly the table's, in order, each value of its column's JSON type, base64 that decodes
+/// — but builds no row: only the [`RowFacts`]. A string without escapes is never copied.
+pub fn scan_line(
+    spec: &TableSpec,
+    layout: &Layout,
+    app_code: &str,
+    line: &[u8],
+    line_no: u64,
+) -> Result<RowFacts, DecodeError> {
+    let mut de = serde_json::Deserializer::from_slice(line);
+    let error = |message: String| DecodeError {
+        line: line_no,
+        message,
+    };
+    let scanned = de::Deserializer::deserialize_map(&mut de, RowScan { spec, layout })
+        .and_then(|scanned| de.end().map(|_| scanned))
+        .map_err(|e| error(e.to_string()))?;
+    facts_of(spec, layout, app_code, |i| scanned.value(i)).map_err(error)
+}
+
+/// The values [`RowScan`] kept: the role columns only, borrowed from the line where unescaped.
+struct Scanned<'de> {
+    app_code: std::borrow::Cow<'de, str>,
+    event_id: std::borrow::Cow<'de, str>,
+    ints: Vec<(usize, Option<i64>)>,
+    layout_app: usize,
+    layout_event: usize,
+}
+
+impl Scanned<'_> {
+    fn value(&self, index: usize) -> ValueRef<'_> {
+        if index == self.layout_app {
+            return ValueRef::Text(&self.app_code);
+        }
+        if index == self.layout_event {
+            return ValueRef::Text(&self.event_id);
+        }
+        match self.ints.iter().find(|(i, _)| *i == index) {
+            Some((_, Some(v))) => ValueRef::Int(*v),
+            _ => ValueRef::Null,
+        }
+    }
+}
+
+struct RowScan<'a> {
+    spec: &'a TableSpec,
+    layout: &'a Layout,
+}
+
+impl RowScan<'_> {
+    fn is_int_role(&self, index: usize) -> bool {
+        let l = self.layout;
+        index == l.updated_at_ms || index == l.created_at_ms || l.totals.contains(&index)
+    }
+}
+
+impl<'de> Visitor<'de> for RowScan<'_> {
+    type Value = Scanned<'de>;
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "a {} record object", self.spec.name)
+    }
+
+    fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Scanned<'de>, A::Error> {
+        let mut scanned = Scanned {
+            app_code: "".into(),
+            event_id: "".into(),
+            ints: Vec::with_capacity(2 + self.layout.totals.len()),
+            layout_app: self.layout.app_code,
+            layout_event: self.layout.event_id,
+        };
+        for (index, column) in self.spec.columns.iter().enumerate() {
+            match map.next_key_seed(KeyIs(column.json_key))? {
+                Some(()) => {}
+                None => {
+                    return Err(de::Error::custom(format!(
+                        "missing key {:?}",
+                        column.json_key
+                    )))
+                }
+            }
+            if index == self.layout.app_code || index == self.layout.event_id {
+                let Text(text) = map.next_value()?;
+                if index == self.layout.app_code {
+                    scanned.app_code = text;
+                } else {
+                    scanned.event_id = text;
+                }
+                continue;
+            }
+            match column.kind {
+                Kind::Int => {
+                    let v: i64 = map.next_value()?;
+                    if self.is_int_role(index) {
+                        scanned.ints.push((index, Some(v)));
+                    }
+                }
+                Kind::NullableInt => {
+                    let v: Option<i64> = map.next_value()?;
+                    if self.is_int_role(index) {
+                        scanned.ints.push((index, v));
+                    }
+                }
+                Kind::Text | Kind::JsonText => {
+                    map.next_value::<Text>()?;
+                }
+                Kind::NullableText => {
+                    map.next_value::<Option<Text>>()?;
+                }
+                Kind::Blob => {
+                    let Text(text) = map.next_value()?;
+                    base64::engine::general_purpose::STANDARD
+                        .decode(text.as_bytes())
+                        .map_err(|e| de::Error::custom(format!("{}: {e}", column.json_key)))?;
+                }
+            }
+        }
+        if let Some(extra) = map.next_key::<String>()? {
+            return Err(de::Error::custom(format!("unexpected key {extra:?}")));
+        }
+        Ok(scanned)
+    }
+}
+
+/// A JSON string, borrowed from the line when it holds no escapes.
+struct Text<'de>(std::borrow::Cow<'de, str>);
+
+impl<'de> de::Deserialize<'de> for Text<'de> {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct TextVisitor;
+        impl<'de> Visitor<'de> for TextVisitor {
+            type Value = Text<'de>;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_borrowed_str<E: de::Error>(self, v: &'de str) -> Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Borrowed(v)))
+            }
+            fn visit_str<E: de::Error>(self, v: &str) -> Result<Text<'de>, E> {
+                Ok(Text(std::borrow::Cow::Owned(v.to_string())))
+            }
+        }
+        deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+/// A map key that must be exactly this one (compared without copying it).
+struct KeyIs(&'static str);
+
+impl<'de> DeserializeSeed<'de> for KeyIs {
+    type Value = ();
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<(), D::Error> {
+        deserializer.deserialize_str(self)
+    }
+}
+
+impl Visitor<'_> for KeyIs {
+    type Value = ();
+
+    fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+        write!(f, "the key {:?}", self.0)
+    }
+
+    fn visit_str<E: de::Error>(self, key: &str) -> Result<(), E> {
+        if key == self.0 {
+            Ok(())
+        } else {
+            Err(E::custom(format!(
+                "expected key {:?}, found {key:?}",
+                self.0
+            )))
+        }
     }
 }
 
@@ -244,6 +552,58 @@ mod tests {
         let not_null = line.replace(r#""user_id":42"#, r#""user_id":null"#);
         assert!(decode_line(&WALLET_OUTBOX, not_null.as_bytes(), 1).is_err());
         assert!(decode_line(&WALLET_OUTBOX, format!("{line} x").as_bytes(), 1).is_err());
+        // The scanner that archive's read-back and verify use is exactly as strict.
+        let layout = WALLET_OUTBOX.layout();
+        let scan = |l: &str| scan_line(&WALLET_OUTBOX, &layout, "app1", l.as_bytes(), 1);
+        assert!(scan(line).is_ok());
+        let mistyped_text = line.replace(r#""asset_type":"COIN""#, r#""asset_type":7"#);
+        let null_text = line.replace(r#""asset_type":"COIN""#, r#""asset_type":null"#);
+        for bad in [
+            swapped,
+            extra,
+            missing,
+            mistyped,
+            not_null,
+            mistyped_text,
+            null_text,
+            format!("{line} x"),
+        ] {
+            assert!(
+                decode_line(&WALLET_OUTBOX, bad.as_bytes(), 1).is_err(),
+                "{bad}"
+            );
+            assert!(scan(&bad).is_err(), "{bad}");
+        }
+        let other_app = scan_line(&WALLET_OUTBOX, &layout, "app2", line.as_bytes(), 1);
+        assert!(other_app.unwrap_err().message.contains("row of app"));
+    }
+
+    /// The scanner's facts are those of the decoded row, escapes or not.
+    #[test]
+    fn scan_finds_what_decoding_finds() {
+        let layout = WALLET_OUTBOX.layout();
+        for id in ["e-1", "e\\\"quoted\"\n", "é😀\u{1}"] {
+            let row = wallet_row(id, "{\"k\": \"v\\n\"}");
+            let mut out = Vec::new();
+            encode_line(&WALLET_OUTBOX, &row, &mut out);
+            let body = &out[..out.len() - 1];
+            let scanned = scan_line(&WALLET_OUTBOX, &layout, "app1", body, 1).unwrap();
+            let decoded = decode_line(&WALLET_OUTBOX, body, 1).unwrap();
+            let facts = facts_of(&WALLET_OUTBOX, &layout, "app1", |i| decoded[i].as_ref());
+            assert_eq!(scanned, facts.unwrap());
+            assert_eq!(scanned.event_id, id);
+            assert_eq!(scanned.totals[..2], [i64::MAX, i64::MIN]);
+        }
+    }
+
+    proptest::proptest! {
+        /// The hand-written escaper writes what serde_json writes, for any string.
+        #[test]
+        fn strings_are_escaped_as_serde_json_escapes_them(text in "\\PC*|[\\x00-\\x7f]*") {
+            let mut out = Vec::new();
+            write_str(&mut out, &text);
+            proptest::prop_assert_eq!(out, serde_json::to_vec(&text).unwrap());
+        }
     }
 
     /// A second outbox table is a description, not new code: a room_outbox whose envelope is a

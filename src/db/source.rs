@@ -11,10 +11,11 @@ use tokio::sync::mpsc;
 
 use super::members::Members;
 use super::{Context, DbError};
-use crate::codec::{Row, Value};
+use crate::batch::EncodedRow;
+use crate::codec::{Row, ValueRef};
 use crate::failpoint::FailPoints;
 use crate::format::Cursor;
-use crate::table::{Kind, TableSpec};
+use crate::table::{Kind, Layout, TableSpec};
 
 /// The most rows one page query returns (SPEC §5.6).
 pub const PAGE_ROWS: u32 = 500;
@@ -24,6 +25,7 @@ pub const PAGE_ROWS: u32 = 500;
 #[derive(Debug, Clone)]
 pub struct SourceTable {
     spec: &'static TableSpec,
+    layout: Layout,
     first: String,
     after: String,
     keys_first: String,
@@ -67,10 +69,12 @@ impl SourceTable {
             oldest_first: select(upd, "", &order),
             oldest_after: select(upd, &after, &order),
             members: Members::new(spec),
+            layout: spec.layout(),
         }
     }
 
-    /// Delivered rows of `app` after `cursor` (from the start when `None`) and below `upper_ms`.
+    /// Delivered rows of `app` after `cursor` (from the start when `None`) and below `upper_ms`,
+    /// encoded.
     pub async fn page(
         &self,
         pool: &MySqlPool,
@@ -79,7 +83,7 @@ impl SourceTable {
         after: Option<&Cursor>,
         upper_ms: i64,
         limit: u32,
-    ) -> Result<Vec<Row>, DbError> {
+    ) -> Result<Vec<EncodedRow>, DbError> {
         let limit = limit.min(PAGE_ROWS);
         let query = match after {
             None => sqlx::query(AssertSqlSafe(self.first.clone()))
@@ -101,10 +105,21 @@ impl SourceTable {
             .fetch_all(pool)
             .await
             .context(|| format!("reading delivered rows of {} for app {app}", self.spec.name))?;
+        self.encode(app, &rows)
+    }
+
+    /// Encodes rows of `app` straight from the protocol rows (no `String` per column).
+    fn encode(&self, app: &str, rows: &[MySqlRow]) -> Result<Vec<EncodedRow>, DbError> {
+        let spec = self.spec;
+        let context = || format!("decoding a row of {} for app {app}", spec.name);
         rows.iter()
-            .map(|r| decode_row(self.spec, r))
-            .collect::<Result<_, _>>()
-            .context(|| format!("decoding a row of {} for app {app}", self.spec.name))
+            .map(|r| {
+                let values = values_of(spec, r).context(context)?;
+                EncodedRow::of(spec, &self.layout, app, &values)
+                    .map_err(|e| sqlx::Error::Decode(e.into()))
+                    .context(context)
+            })
+            .collect()
     }
 }
 
@@ -181,7 +196,7 @@ impl SourceTable {
         status: &str,
         upper_ms: i64,
         keys: &[Cursor],
-    ) -> Result<Vec<Row>, DbError> {
+    ) -> Result<Vec<EncodedRow>, DbError> {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -223,10 +238,7 @@ impl SourceTable {
             .fetch_all(pool)
             .await
             .context(|| format!("reading straggler rows of app {app}"))?;
-        rows.iter()
-            .map(|r| decode_row(self.spec, r))
-            .collect::<Result<_, _>>()
-            .context(|| format!("decoding a row of {} for app {app}", self.spec.name))
+        self.encode(app, &rows)
     }
 
     /// Every straggler of an app (keys only), up to `limit`; and whether there were more.
@@ -330,46 +342,44 @@ pub enum Source {
     Stragglers { upto: Cursor },
 }
 
-pub fn decode_row(spec: &TableSpec, row: &MySqlRow) -> Result<Row, sqlx::Error> {
+/// A row's values, borrowed from the protocol row, by the table's column kinds.
+pub fn values_of<'r>(
+    spec: &TableSpec,
+    row: &'r MySqlRow,
+) -> Result<Vec<ValueRef<'r>>, sqlx::Error> {
     spec.columns
         .iter()
         .enumerate()
         .map(|(i, column)| {
             Ok(match column.kind {
-                Kind::Int => Value::Int(row.try_get::<i64, _>(i)?),
+                Kind::Int => ValueRef::Int(row.try_get::<i64, _>(i)?),
                 Kind::NullableInt => row
                     .try_get::<Option<i64>, _>(i)?
-                    .map_or(Value::Null, Value::Int),
-                Kind::Text | Kind::JsonText => Value::Text(row.try_get::<String, _>(i)?),
+                    .map_or(ValueRef::Null, ValueRef::Int),
+                Kind::Text | Kind::JsonText => ValueRef::Text(row.try_get::<&str, _>(i)?),
                 Kind::NullableText => row
-                    .try_get::<Option<String>, _>(i)?
-                    .map_or(Value::Null, Value::Text),
-                Kind::Blob => Value::Bytes(row.try_get::<Vec<u8>, _>(i)?),
+                    .try_get::<Option<&str>, _>(i)?
+                    .map_or(ValueRef::Null, ValueRef::Text),
+                Kind::Blob => ValueRef::Bytes(row.try_get::<&[u8], _>(i)?),
             })
         })
         .collect()
 }
 
-/// The cursor of a row.
-pub fn cursor_of(spec: &TableSpec, row: &Row) -> Cursor {
-    let layout = spec.layout();
-    Cursor {
-        updated_at_ms: row[layout.updated_at_ms]
-            .as_i64()
-            .expect("updated_at_ms is an integer"),
-        event_id: row[layout.event_id]
-            .as_str()
-            .expect("event_id is text")
-            .to_string(),
-    }
+/// A row, decoded into owned values.
+pub fn decode_row(spec: &TableSpec, row: &MySqlRow) -> Result<Row, sqlx::Error> {
+    Ok(values_of(spec, row)?
+        .into_iter()
+        .map(ValueRef::to_value)
+        .collect())
 }
 
 /// Rows of one app in cursor order, fetched a page ahead of the consumer by a
 /// background task (bounded: at most two pages wait).
 pub struct RowStream {
-    pages: mpsc::Receiver<Result<Vec<Row>, DbError>>,
-    current: std::vec::IntoIter<Row>,
-    peeked: Option<Row>,
+    pages: mpsc::Receiver<Result<Vec<EncodedRow>, DbError>>,
+    current: std::vec::IntoIter<EncodedRow>,
+    peeked: Option<EncodedRow>,
 }
 
 impl RowStream {
@@ -396,10 +406,7 @@ impl RowStream {
                         .await
                         .map(|rows| {
                             let full = rows.len() == PAGE_ROWS as usize;
-                            let next = rows
-                                .last()
-                                .filter(|_| full)
-                                .map(|r| cursor_of(queries.spec, r));
+                            let next = rows.last().filter(|_| full).map(EncodedRow::cursor);
                             (rows, next)
                         }),
                     Source::Stragglers { upto } => {
@@ -442,7 +449,7 @@ impl RowStream {
     }
 
     /// The next row without consuming it; `None` when the app is caught up.
-    pub async fn peek(&mut self) -> Result<Option<&Row>, DbError> {
+    pub async fn peek(&mut self) -> Result<Option<&EncodedRow>, DbError> {
         if self.peeked.is_none() {
             self.peeked = match self.current.next() {
                 Some(row) => Some(row),
@@ -458,9 +465,9 @@ impl RowStream {
         Ok(self.peeked.as_ref())
     }
 
-    /// Consumes the row [`RowStream::peek`] returned.
-    pub fn advance(&mut self) {
-        self.peeked = None;
+    /// Takes the row [`RowStream::peek`] returned.
+    pub fn take(&mut self) -> Option<EncodedRow> {
+        self.peeked.take()
     }
 }
 

@@ -245,13 +245,8 @@ impl<'a> Archiver<'a> {
             self.opts.cutoff_ms,
             self.opts.failpoints.clone(),
         );
-        let mut batches = builder::spawn(
-            rows,
-            self.ctx.spec,
-            app,
-            self.opts.limits,
-            self.opts.gzip_level,
-        );
+        let mut batches =
+            builder::spawn(rows, self.ctx.spec, self.opts.limits, self.opts.gzip_level);
         let cut = if self.opts.stragglers {
             Cut::Stragglers
         } else {

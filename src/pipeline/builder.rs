@@ -7,7 +7,7 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use crate::batch::{BatchEncoder, EncodedBatch, Limits, Offer};
+use crate::batch::{BatchEncoder, EncodedBatch, Limits};
 use crate::db::source::RowStream;
 use crate::db::DbError;
 use crate::table::TableSpec;
@@ -27,21 +27,19 @@ pub struct Built {
     pub read_ms: u64,
 }
 
-/// Starts building `rows` into batches of `app`; they arrive on the receiver, `None` at the end.
+/// Starts building `rows` (of one app) into batches; they arrive on the receiver, `None` at the end.
 pub fn spawn(
     mut rows: RowStream,
     spec: &'static TableSpec,
-    app: &str,
     limits: Limits,
     gzip_level: u32,
 ) -> mpsc::Receiver<Result<Built, BuildError>> {
     let (tx, rx) = mpsc::channel(1);
-    let app = app.to_string();
     tokio::spawn(
         async move {
             loop {
                 let started = Instant::now();
-                let built = build(&mut rows, spec, &app, limits, gzip_level).await;
+                let built = build(&mut rows, spec, limits, gzip_level).await;
                 let done = !matches!(built, Ok(Some(_)));
                 let item = built.transpose().map(|r| {
                     r.map(|batch| Built {
@@ -68,17 +66,17 @@ pub fn spawn(
 async fn build(
     rows: &mut RowStream,
     spec: &'static TableSpec,
-    app: &str,
     limits: Limits,
     gzip_level: u32,
 ) -> Result<Option<EncodedBatch>, BuildError> {
-    let mut encoder = BatchEncoder::new(spec, app, limits, gzip_level);
+    let mut encoder = BatchEncoder::new(spec, limits, gzip_level);
     while !encoder.is_full() {
-        let Some(row) = rows.peek().await? else { break };
-        match encoder.offer(row).map_err(BuildError::Encode)? {
-            Offer::Taken => rows.advance(),
-            Offer::Full => break,
+        match rows.peek().await? {
+            Some(row) if encoder.fits(row) => {}
+            _ => break,
         }
+        let row = rows.take().expect("a row was peeked");
+        encoder.push(row).map_err(BuildError::Encode)?;
     }
     encoder.finish().map_err(BuildError::Encode)
 }

@@ -5,7 +5,7 @@
 
 use std::path::PathBuf;
 
-use outbox_archiver::batch::{BatchEncoder, Limits, Offer};
+use outbox_archiver::batch::{BatchEncoder, EncodedRow, Limits};
 use outbox_archiver::codec::{Row, Value};
 use outbox_archiver::format;
 use outbox_archiver::table::WALLET_OUTBOX;
@@ -53,7 +53,6 @@ fn check(name: &str, actual: &[u8]) {
 fn fixed_rows_give_byte_exact_objects() {
     let mut encoder = BatchEncoder::new(
         &WALLET_OUTBOX,
-        "app1",
         Limits {
             max_rows: 100,
             max_bytes: 1 << 20,
@@ -61,7 +60,9 @@ fn fixed_rows_give_byte_exact_objects() {
         6,
     );
     for r in golden_rows() {
-        assert_eq!(encoder.offer(&r).unwrap(), Offer::Taken);
+        let row = EncodedRow::of_row(&WALLET_OUTBOX, "app1", &r).unwrap();
+        assert!(encoder.fits(&row));
+        encoder.push(row).unwrap();
     }
     let batch = encoder.finish().unwrap().unwrap();
     let docs = format::documents(

@@ -190,11 +190,12 @@ impl TestDb {
             if page.is_empty() {
                 return rows;
             }
-            after = Some(outbox_archiver::db::source::cursor_of(
-                &WALLET_OUTBOX,
-                page.last().unwrap(),
-            ));
-            rows.extend(page);
+            after = Some(page.last().unwrap().cursor());
+            // Through the archive's own encoding: the line a row becomes, read back.
+            rows.extend(page.iter().map(|r| {
+                outbox_archiver::codec::decode_line(&WALLET_OUTBOX, &r.line[..r.line.len() - 1], 1)
+                    .unwrap()
+            }));
         }
     }
 
