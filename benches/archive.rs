@@ -7,7 +7,8 @@
 //!     BENCH_BINARY=/path/to/outbox-archiver cargo bench --bench archive   # another build, A/B
 //!     BENCH_STEPS=verify cargo bench --bench archive   # archive plus only these (verify,
 //!                                                      # restore, pt-archiver; default: all)
-//!     BENCH_GZIP_LEVEL=1 cargo bench --bench archive
+//!     BENCH_GZIP_LEVEL=1 cargo bench --bench archive      # default 3, the binary's default
+//!     BENCH_PARALLEL_APPS=1 cargo bench --bench archive   # default 3 (the seed has 3 apps)
 //!
 //! It (re)uses database `outbox_archiver_bench` on the local server (root over the unix socket,
 //! or BENCH_SERVER_URL), seeds it once per row count, serves a real S3 endpoint from this process
@@ -163,7 +164,7 @@ async fn bench(rows: u64) {
         summary
     };
     let batch_rows = std::env::var("BENCH_BATCH_ROWS").unwrap_or_else(|_| "50000".into());
-    let gzip_level = std::env::var("BENCH_GZIP_LEVEL").unwrap_or_else(|_| "6".into());
+    let gzip_level = std::env::var("BENCH_GZIP_LEVEL").unwrap_or_else(|_| "3".into());
     let steps = std::env::var("BENCH_STEPS").unwrap_or_else(|_| "all".into());
     let step = |name: &str| steps == "all" || steps.split(',').any(|s| s.trim() == name);
     let pt = which("pt-archiver");
@@ -201,6 +202,7 @@ async fn bench(rows: u64) {
         std::fs::remove_file(&file).ok();
     }
 
+    let parallel = std::env::var("BENCH_PARALLEL_APPS").unwrap_or_else(|_| "3".into());
     let archived = run(
         &mut table,
         "archive --all-apps",
@@ -213,8 +215,13 @@ async fn bench(rows: u64) {
             &batch_rows,
             "--gzip-level",
             &gzip_level,
+            "--parallel-apps",
+            &parallel,
         ],
     );
+    table.note(format!(
+        "archive: --gzip-level {gzip_level} --parallel-apps {parallel} --batch-rows {batch_rows}"
+    ));
     let (ndjson, compressed) = batch_bytes(&archived);
     let stored = walk_size(dir.path());
     table.note(format!(

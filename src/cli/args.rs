@@ -266,8 +266,9 @@ pub struct ArchiveArgs {
     /// Most uncompressed NDJSON bytes in one batch (64MiB, 500KB, 1048576).
     #[arg(long, env = "OUTBOX_ARCHIVER_BATCH_BYTES", default_value = "64MiB", value_parser = parse_bytes)]
     pub batch_bytes: u64,
-    /// gzip level, 1 (fast) to 9 (small).
-    #[arg(long, env = "OUTBOX_ARCHIVER_GZIP_LEVEL", default_value_t = 6, value_parser = clap::value_parser!(u32).range(1..=9))]
+    /// gzip level, 1 (fast) to 9 (small); 3 keeps objects within 20 % of their NDJSON at the least
+    /// CPU that does (see README, "Performance").
+    #[arg(long, env = "OUTBOX_ARCHIVER_GZIP_LEVEL", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub gzip_level: u32,
     /// Stop each app after this many batches.
     #[arg(long, env = "OUTBOX_ARCHIVER_MAX_BATCHES")]
@@ -282,6 +283,10 @@ pub struct ArchiveArgs {
     /// owns), in batches of their own; the cursor does not move.
     #[arg(long, env = "OUTBOX_ARCHIVER_STRAGGLERS")]
     pub stragglers: bool,
+    /// Archive this many apps at the same time, each under its own lock (1 to 4). Helps when
+    /// neither the database nor this job is busy all the time (see README, "Performance").
+    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub parallel_apps: u32,
 }
 
 #[derive(Debug, Args)]

@@ -109,6 +109,7 @@ impl ArchiveArgs {
             delivered_status: common.db.delivered_status.clone(),
             lock_prefix: common.db.lock_prefix.clone(),
             db_retries: common.db.db_retries,
+            parallel_apps: self.parallel_apps as usize,
             failpoints: failpoints_from_env(),
         })
     }
@@ -223,6 +224,8 @@ impl Common {
             .database_url
             .as_deref()
             .ok_or("no database given: set --database-url or DATABASE_URL (mysql://user:password@host:3306/database)")?;
-        Db::connect(url, 4).await.map_err(|e| e.to_string())
+        // Connections open as needed: two per app at work (its page reads and its receipt
+        // transaction) for up to four apps at a time (`--parallel-apps`), and status queries.
+        Db::connect(url, 10).await.map_err(|e| e.to_string())
     }
 }

@@ -52,6 +52,7 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
         db_retries: opts.db_retries,
         deadline,
         note_runs: true,
+        parallel: opts.parallel_apps,
     };
     summary.apps = driver.run(apps, &archiver).await;
     summary.store_requests = ctx.store_activity(&before);

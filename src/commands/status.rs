@@ -39,6 +39,7 @@ pub async fn run(ctx: &DbContext, opts: &StatusOptions) -> Summary {
         db_retries: 0,
         deadline: None,
         note_runs: false,
+        parallel: 1,
     };
     summary.apps = driver.run(apps, &status).await;
     if opts.format == Format::Table {

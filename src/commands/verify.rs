@@ -38,6 +38,7 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         db_retries: 0,
         deadline: None,
         note_runs: false,
+        parallel: 1,
     };
     summary.apps = driver.run(apps, &verify).await;
     let mut run = verify.run_details();

@@ -11,6 +11,7 @@
 
 use std::time::{Duration, Instant};
 
+use futures_util::StreamExt as _;
 use tracing::Instrument;
 
 use super::DbContext;
@@ -174,39 +175,47 @@ pub struct Driver<'a> {
     pub deadline: Option<Instant>,
     /// Record each app's run for `status` (archive, purge; not a dry run, not a skipped app).
     pub note_runs: bool,
+    /// Apps worked at the same time (archive's `--parallel-apps`; 1 elsewhere).
+    pub parallel: usize,
 }
 
 /// The stop reason of an app whose lock another process took while it was being worked.
 pub const LOST_LOCK: &str = "lost the lock to another archiver";
 
 impl Driver<'_> {
+    /// Works the apps, `parallel` at a time (each under its own lock); the reports come back
+    /// in the apps' order.
     pub async fn run(&self, apps: Vec<String>, work: &dyn AppWork) -> Vec<AppReport> {
-        let mut reports = Vec::with_capacity(apps.len());
-        for app in apps {
-            let started_at_ms = (self.ctx.now_ms)();
-            let report = self
-                .with_retries(&app, work)
-                .instrument(app_span(&app))
+        futures_util::stream::iter(apps)
+            .map(|app| self.one(app, work))
+            .buffered(self.parallel.max(1))
+            .collect()
+            .await
+    }
+
+    async fn one(&self, app: String, work: &dyn AppWork) -> AppReport {
+        let started_at_ms = (self.ctx.now_ms)();
+        let report = self
+            .with_retries(&app, work)
+            .instrument(app_span(&app))
+            .await;
+        let dry_run = matches!(self.gate, Gate::Lock { dry_run: true, .. });
+        if self.note_runs && !dry_run && report.outcome != Outcome::SkippedLocked {
+            let record = runs::Record {
+                app: &report.app_code,
+                command: self.command,
+                outcome: report.outcome.as_str(),
+                batches: report.batches,
+                rows: report.rows,
+                error: report.error.as_deref(),
+                started_at_ms,
+                finished_at_ms: (self.ctx.now_ms)(),
+            };
+            runs::Runs::new(self.ctx.spec)
+                .note(&self.ctx.db.pool, &record)
                 .await;
-            let dry_run = matches!(self.gate, Gate::Lock { dry_run: true, .. });
-            if self.note_runs && !dry_run && report.outcome != Outcome::SkippedLocked {
-                let record = runs::Record {
-                    app: &report.app_code,
-                    command: self.command,
-                    outcome: report.outcome.as_str(),
-                    batches: report.batches,
-                    rows: report.rows,
-                    error: report.error.as_deref(),
-                    started_at_ms,
-                    finished_at_ms: (self.ctx.now_ms)(),
-                };
-                runs::Runs::new(self.ctx.spec)
-                    .note(&self.ctx.db.pool, &record)
-                    .await;
-            }
-            reports.push(report);
         }
-        reports
+        report
     }
 
     /// The app's work, and again after a backoff while it fails on a transient database error

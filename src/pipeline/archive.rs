@@ -42,13 +42,15 @@ pub struct ArchiveOptions {
     pub lock_prefix: String,
     /// Times an app is tried again after a transient database error.
     pub db_retries: u32,
+    /// Apps archived at the same time, each under its own lock.
+    pub parallel_apps: usize,
     pub failpoints: FailPoints,
 }
 
 impl ArchiveOptions {
     /// Archive `apps` below `cutoff_ms` with the command line's defaults: batches of up to
-    /// 50,000 rows or 64 MiB at gzip level 6, no limits, five retries, `DELIVERED`, no lock
-    /// prefix.
+    /// 50,000 rows or 64 MiB at gzip level 3, no limits, five retries, `DELIVERED`, no lock
+    /// prefix, one app at a time.
     pub fn new(apps: Apps, cutoff_ms: i64) -> ArchiveOptions {
         ArchiveOptions {
             apps,
@@ -57,7 +59,7 @@ impl ArchiveOptions {
                 max_rows: 50_000,
                 max_bytes: 64 << 20,
             },
-            gzip_level: 6,
+            gzip_level: 3,
             max_batches: None,
             max_runtime: None,
             dry_run: false,
@@ -65,6 +67,7 @@ impl ArchiveOptions {
             delivered_status: "DELIVERED".into(),
             lock_prefix: String::new(),
             db_retries: 5,
+            parallel_apps: 1,
             failpoints: FailPoints::default(),
         }
     }

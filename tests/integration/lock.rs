@@ -281,3 +281,60 @@ async fn the_lock_check_survives_a_server_restart() {
     thief.close().await.unwrap();
     db.db.close().await;
 }
+
+/// `--parallel-apps`: apps archived at the same time each take their own lock, a held lock
+/// still skips only its app, and every other app is archived exactly as one at a time would —
+/// reports in the apps' order.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_in_parallel_each_take_their_own_lock() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    let apps = ["a1", "a2", "a3", "a4"];
+    for app in apps {
+        db.insert(&spaced_rows(app, 1_200, 60_000)).await;
+    }
+    let mut other: MySqlConnection = MySqlConnection::connect(&db.url).await.unwrap();
+    let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+        .bind(lock_name(&db.lock_prefix(), "wallet_outbox", "a3"))
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(got, 1);
+
+    let cutoff = T0 + 2 * DAY;
+    let mut opts = options(&db, &apps, cutoff);
+    opts.parallel_apps = 3;
+    let store = s3.store().await;
+    let summary = archive(&env(&db, store.clone(), cutoff + DAY), &opts).await;
+    assert!(summary.ok, "{}", summary.to_json());
+    let order: Vec<&str> = summary.apps.iter().map(|a| a.app_code.as_str()).collect();
+    assert_eq!(order, apps, "reports in the apps' order");
+    for report in &summary.apps {
+        let app = report.app_code.as_str();
+        if app == "a3" {
+            assert_eq!(report.outcome, Outcome::SkippedLocked);
+            assert!(db.members(app).await.is_empty(), "a3 untouched");
+            continue;
+        }
+        assert_eq!(report.outcome, Outcome::Archived, "{app}");
+        assert_eq!(report.rows, 1_200, "{app}");
+        let mut members: Vec<String> = db.members(app).await.into_iter().map(|m| m.0).collect();
+        members.sort();
+        let mut want: Vec<String> = (0..1_200).map(|i| format!("e{i:03}")).collect();
+        want.sort();
+        assert_eq!(members, want, "{app}: every row a member once");
+        let archived = archived_rows(&db, store.as_ref(), app).await;
+        assert_eq!(archived, db.expected_rows(app, cutoff).await, "{app}");
+    }
+    // Each app's lock was its own and is free again; a3's is still the other session's.
+    for app in ["a1", "a2", "a4"] {
+        let free: i64 = sqlx::query_scalar("SELECT IS_FREE_LOCK(?)")
+            .bind(lock_name(&db.lock_prefix(), "wallet_outbox", app))
+            .fetch_one(&mut other)
+            .await
+            .unwrap();
+        assert_eq!(free, 1, "{app}'s lock released");
+    }
+    other.close().await.unwrap();
+    db.drop().await;
+}
