@@ -48,8 +48,13 @@ impl PurgeQueries {
         PurgeQueries { spec }
     }
 
-    /// Appends the `WHERE` over a chunk: the app, the delivered status, the event ids (the
-    /// primary key) and the exact `(event_id, updated_at_ms)` pairs that were archived.
+    /// Appends `{table} AS w` joined with the chunk's exact `(event_id, updated_at_ms)` pairs —
+    /// a derived table of one `SELECT` per member — on the app and the primary key, and the
+    /// `WHERE` on the delivered status: exactly the rows whose key and version were archived.
+    ///
+    /// A join, not `(event_id, updated_at_ms) IN (…)`: with 500 pairs the server compares each
+    /// row against the list, which cost purge about 14 µs of database CPU per row (README,
+    /// "Performance"); the join is one primary-key lookup per member. Portable to MySQL 8.
     fn push_exact(
         &self,
         qb: &mut QueryBuilder<MySql>,
@@ -58,25 +63,28 @@ impl PurgeQueries {
         members: &[Member],
     ) {
         let s = self.spec;
-        qb.push(format!(" WHERE {} = ", s.app_code))
-            .push_bind(app.to_string())
-            .push(format!(" AND {} = ", s.status))
-            .push_bind(status.to_string())
-            .push(format!(" AND {} IN (", s.event_id));
-        let mut ids = qb.separated(", ");
-        for m in members {
-            ids.push_bind(m.event_id.clone());
+        qb.push(format!(" {} AS w JOIN (", s.name));
+        for (i, m) in members.iter().enumerate() {
+            qb.push(if i == 0 { "SELECT " } else { " UNION ALL SELECT " });
+            qb.push_bind(m.event_id.clone());
+            qb.push(if i == 0 { " AS event_id, " } else { ", " });
+            qb.push_bind(m.updated_at_ms);
+            if i == 0 {
+                qb.push(" AS updated_at_ms");
+            }
         }
-        qb.push(format!(") AND ({}, {}) IN (", s.event_id, s.updated_at_ms));
-        let mut pairs = qb.separated(", ");
-        for m in members {
-            pairs.push("(");
-            pairs.push_bind_unseparated(m.event_id.clone());
-            pairs.push_unseparated(", ");
-            pairs.push_bind_unseparated(m.updated_at_ms);
-            pairs.push_unseparated(")");
-        }
-        qb.push(")");
+        qb.push(format!(
+            ") AS m ON w.{app_code} = ",
+            app_code = s.app_code
+        ))
+        .push_bind(app.to_string())
+        .push(format!(
+            " AND w.{event_id} = m.event_id AND w.{updated} = m.updated_at_ms WHERE w.{status_col} = ",
+            event_id = s.event_id,
+            updated = s.updated_at_ms,
+            status_col = s.status
+        ))
+        .push_bind(status.to_string());
     }
 
     /// How many of these members would be deleted now (`--dry-run`).
@@ -87,7 +95,7 @@ impl PurgeQueries {
         status: &str,
         members: &[Member],
     ) -> Result<u64, DbError> {
-        let mut qb = QueryBuilder::<MySql>::new(format!("SELECT COUNT(*) FROM {}", self.spec.name));
+        let mut qb = QueryBuilder::<MySql>::new("SELECT COUNT(*) FROM");
         self.push_exact(&mut qb, app, status, members);
         let n: i64 = qb
             .build_query_scalar()
@@ -135,7 +143,7 @@ impl PurgeQueries {
                 ..Chunk::default()
             });
         }
-        let mut qb = QueryBuilder::<MySql>::new(format!("DELETE FROM {}", s.name));
+        let mut qb = QueryBuilder::<MySql>::new("DELETE w FROM");
         self.push_exact(&mut qb, app, status, members);
         let deleted = qb
             .build()

@@ -121,8 +121,10 @@ async fn purge_deletes_only_unchanged_members_of_receipts_past_the_grace() {
         .execute(&db.db.pool)
         .await
         .unwrap();
+    // e17 takes e16's archived updated_at_ms: a purge that matched event ids and versions
+    // separately, not as pairs, would delete it.
     sqlx::query(
-        "UPDATE wallet_outbox SET updated_at_ms = updated_at_ms + 1 WHERE event_id = 'e17'",
+        "UPDATE wallet_outbox SET updated_at_ms = updated_at_ms - 1 WHERE event_id = 'e17'",
     )
     .execute(&db.db.pool)
     .await
