@@ -65,7 +65,11 @@ impl PurgeQueries {
         let s = self.spec;
         qb.push(format!(" {} AS w JOIN (", s.name));
         for (i, m) in members.iter().enumerate() {
-            qb.push(if i == 0 { "SELECT " } else { " UNION ALL SELECT " });
+            qb.push(if i == 0 {
+                "SELECT "
+            } else {
+                " UNION ALL SELECT "
+            });
             qb.push_bind(m.event_id.clone());
             qb.push(if i == 0 { " AS event_id, " } else { ", " });
             qb.push_bind(m.updated_at_ms);
