@@ -78,9 +78,9 @@ impl Members {
         Ok(members)
     }
 
-    async fn versions_in(
+    async fn versions_in<'e>(
         &self,
-        pool: &MySqlPool,
+        executor: impl sqlx::Executor<'e, Database = MySql>,
         table: &str,
         app: &str,
         batch_id: &str,
@@ -91,7 +91,7 @@ impl Members {
         qb.push_bind(app)
             .push(" AND batch_id = ")
             .push_bind(batch_id);
-        let rows: Vec<(String, i64)> = qb.build_query_as().fetch_all(pool).await?;
+        let rows: Vec<(String, i64)> = qb.build_query_as().fetch_all(executor).await?;
         Ok(rows
             .into_iter()
             .map(|(event_id, updated_at_ms)| Member {
@@ -160,15 +160,9 @@ impl Members {
         tx: &mut Transaction<'_, MySql>,
         app: &str,
         batch_id: &str,
-    ) -> Result<Vec<(String, i64)>, sqlx::Error> {
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ",
-            self.spec.members_table()
-        ));
-        qb.push_bind(app)
-            .push(" AND batch_id = ")
-            .push_bind(batch_id);
-        qb.build_query_as().fetch_all(&mut **tx).await
+    ) -> Result<Vec<Member>, sqlx::Error> {
+        self.versions_in(&mut **tx, &self.spec.members_table(), app, batch_id)
+            .await
     }
 
     /// The member rows of these event ids of an app, as they are inside `tx`.

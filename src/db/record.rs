@@ -286,17 +286,13 @@ impl Recorder {
             .versions_of_batch(tx, &receipt.app_code, batch)
             .await
             .context(|| format!("reading back members of batch {batch}"))?;
-        let mut expected: Vec<(&str, i64)> = members
-            .iter()
-            .map(|m| (m.event_id.as_str(), m.updated_at_ms))
-            .collect();
+        fn key(m: &Member) -> (&str, i64) {
+            (m.event_id.as_str(), m.updated_at_ms)
+        }
+        let mut expected: Vec<(&str, i64)> = members.iter().map(key).collect();
         expected.sort_unstable();
-        recorded.sort_unstable();
-        let same = recorded.len() == expected.len()
-            && recorded
-                .iter()
-                .zip(&expected)
-                .all(|((id, at), (want_id, want_at))| id.as_str() == *want_id && at == want_at);
+        recorded.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
+        let same = recorded.iter().map(key).eq(expected.iter().copied());
         if same {
             return Ok(Vec::new());
         }
