@@ -171,9 +171,9 @@ async fn bench(rows: u64) {
 
     if pt && step("pt-archiver") {
         let file = dir.path().join("pt-archiver.out");
-        settle(database_pid);
-        let before = Sample::now(database_pid);
-        let child = measured(Command::new("pt-archiver").args([
+        let (before, child) = pt_archiver(
+            database_pid,
+            &[
             "--source",
             &format!("h=127.0.0.1,P=3306,u={USER},p={PASSWORD},D={DB},t=wallet_outbox,i=idx_wallet_outbox_retention"),
             "--where",
@@ -186,8 +186,8 @@ async fn bench(rows: u64) {
             "--no-check-charset",
             "--file",
             file.to_str().unwrap(),
-        ]));
-        assert!(child.success, "pt-archiver failed");
+            ],
+        );
         let lines = std::fs::read(&file)
             .map(|b| b.iter().filter(|&&c| c == b'\n').count())
             .unwrap_or(0) as u64;
@@ -251,9 +251,9 @@ async fn bench(rows: u64) {
             &["purge", "--all-apps", "--grace", "0s"],
         );
         if pt {
-            settle(database_pid);
-            let before = Sample::now(database_pid);
-            let child = measured(Command::new("pt-archiver").args([
+            let (before, child) = pt_archiver(
+                database_pid,
+                &[
                 "--source",
                 &format!("h=127.0.0.1,P=3306,u={USER},p={PASSWORD},D={DB},t=wallet_outbox_restored,i=PRIMARY"),
                 "--where",
@@ -265,8 +265,8 @@ async fn bench(rows: u64) {
                 "--purge",
                 "--bulk-delete",
                 "--no-check-charset",
-            ]));
-            assert!(child.success, "pt-archiver --purge failed");
+                ],
+            );
             let purged = table.rows_of("purge --grace 0s");
             table.add_external(
                 "pt-archiver --purge --bulk-delete (no proof)",
@@ -284,6 +284,16 @@ async fn bench(rows: u64) {
         );
     }
     table.print(pt);
+}
+
+/// Runs pt-archiver with `args` once the database server is idle: the sample before, and the
+/// finished child.
+fn pt_archiver(database_pid: u32, args: &[&str]) -> (Sample, Child) {
+    settle(database_pid);
+    let before = Sample::now(database_pid);
+    let child = measured(Command::new("pt-archiver").args(args));
+    assert!(child.success, "pt-archiver {args:?} failed");
+    (before, child)
 }
 
 /// Waits (up to two minutes) until the database server is idle — InnoDB's purge of the rows the
