@@ -192,7 +192,7 @@ pub async fn insert_rows(pool: &MySqlPool, spec: &TableSpec, rows: &[Row]) -> Re
     let per_statement = (60_000 / spec.columns.len()).min(1_000);
     for chunk in rows.chunks(per_statement) {
         let refs: Vec<&Row> = chunk.iter().collect();
-        crate::db::insert_rows(pool, spec, spec.name, &refs)
+        crate::db::insert_rows(pool, spec, spec.name, &refs, crate::db::IfPresent::Fail)
             .await
             .context(|| format!("inserting rows into {}", spec.name))?;
     }

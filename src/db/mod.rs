@@ -198,6 +198,16 @@ fn classify_connect_error(e: sqlx::Error, url: &str, secrets: &[String]) -> DbEr
     }
 }
 
+/// What an insert does with a row whose key the table already holds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IfPresent {
+    /// The statement fails (duplicate key).
+    Fail,
+    /// The row is left as it is and not counted (`INSERT IGNORE`). IGNORE also turns other
+    /// errors into warnings — a value too long is cut — so a caller reads the rows back.
+    Skip,
+}
+
 /// Inserts whole rows into `table` (a table with `spec`'s columns) in one multi-row `INSERT`;
 /// returns the rows inserted. Callers keep `rows.len() × columns` under MySQL's 65,535
 /// placeholders.
@@ -206,14 +216,19 @@ pub async fn insert_rows<'e, E>(
     spec: &TableSpec,
     table: &str,
     rows: &[&crate::codec::Row],
+    if_present: IfPresent,
 ) -> Result<u64, sqlx::Error>
 where
     E: Executor<'e, Database = MySql>,
 {
     use crate::codec::Value;
     let columns: Vec<&str> = spec.columns.iter().map(|c| c.name).collect();
+    let verb = match if_present {
+        IfPresent::Fail => "INSERT",
+        IfPresent::Skip => "INSERT IGNORE",
+    };
     let mut qb =
-        sqlx::QueryBuilder::<MySql>::new(format!("INSERT INTO {table} ({}) ", columns.join(", ")));
+        sqlx::QueryBuilder::<MySql>::new(format!("{verb} INTO {table} ({}) ", columns.join(", ")));
     qb.push_values(rows, |mut values, row| {
         for value in row.iter() {
             match value {

@@ -11,10 +11,10 @@ use std::collections::{HashMap, HashSet};
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
 
 use super::lock::AppLock;
-use super::source::decode_row;
-use super::{Context, DbError};
+use super::source::{decode_row, values_of};
+use super::{Context, DbError, IfPresent};
 use crate::batch::Member;
-use crate::codec::Row;
+use crate::codec::{Row, Value};
 use crate::table::TableSpec;
 
 /// Rows per insert transaction.
@@ -141,6 +141,9 @@ impl<'a> TargetTable<'a> {
         rows: &[Row],
         into_source: Option<IntoSource<'_>>,
     ) -> Result<Loaded, LoadError> {
+        if let Some(loaded) = self.load_whole(pool, app, rows, into_source).await? {
+            return Ok(loaded);
+        }
         let mut stored_differently: Vec<Conflict> = Vec::new();
         // Each pass either commits or takes at least one more row out: at most rows.len() + 1 passes.
         loop {
@@ -155,6 +158,49 @@ impl<'a> TargetTable<'a> {
                 Pass::StoredDifferently(differ) => stored_differently.extend(differ),
             }
         }
+    }
+
+    /// The common case in two statements: every row goes in with `INSERT IGNORE` (a row the table
+    /// already holds is left as it is), then every row of the chunk is read back and compared
+    /// whole. All as archived: committed, and the server's count of inserted rows tells the new
+    /// from the already present. Anything else — a row there with other content, one stored
+    /// differently, one cut or missing — rolls back (`None`), and the chunk is sorted out row by
+    /// row by [`Self::load_once`], which reads before it writes.
+    async fn load_whole(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        rows: &[Row],
+        into_source: Option<IntoSource<'_>>,
+    ) -> Result<Option<Loaded>, LoadError> {
+        let (spec, table) = (self.spec, self.name);
+        let mut tx = pool
+            .begin()
+            .await
+            .context(|| format!("starting a restore transaction into {table}"))?;
+        let all: Vec<&Row> = rows.iter().collect();
+        let inserted = super::insert_rows(&mut *tx, spec, table, &all, IfPresent::Skip)
+            .await
+            .context(|| format!("inserting restored rows into {table}"))?;
+        if !reads_back_as_archived(&mut tx, spec, table, app, rows).await? {
+            tx.rollback()
+                .await
+                .context(|| format!("rolling back restored rows into {table}"))?;
+            return Ok(None);
+        }
+        if inserted > 0 {
+            if let Some(source) = into_source {
+                mark_restored(&mut tx, spec, app, source, inserted as usize).await?;
+            }
+        }
+        tx.commit()
+            .await
+            .context(|| format!("committing restored rows into {table}"))?;
+        Ok(Some(Loaded {
+            inserted,
+            present: rows.len() as u64 - inserted,
+            conflicts: Vec::new(),
+        }))
     }
 
     /// One attempt at a chunk, leaving out the rows already found stored differently.
@@ -190,7 +236,7 @@ impl<'a> TargetTable<'a> {
             }
         }
         if !missing.is_empty() {
-            super::insert_rows(&mut *tx, spec, table, &missing)
+            super::insert_rows(&mut *tx, spec, table, &missing, IfPresent::Fail)
                 .await
                 .context(|| format!("inserting restored rows into {table}"))?;
             let stored = select_rows(
@@ -370,20 +416,9 @@ async fn select_rows(
         return Ok(HashMap::new());
     }
     let layout = spec.layout();
-    let mut qb = QueryBuilder::<MySql>::new(format!(
-        "SELECT {} FROM {table} WHERE {} = ",
-        spec.select_list(),
-        spec.app_code
-    ));
-    qb.push_bind(app)
-        .push(format!(" AND {} IN (", spec.event_id));
-    let mut marks = qb.separated(", ");
-    for id in &ids {
-        marks.push_bind(id.as_str());
-    }
-    qb.push(if for_update { ") FOR UPDATE" } else { ")" });
-    let q = qb.build();
-    q.fetch_all(&mut **tx)
+    rows_query(spec, table, app, ids.iter().map(String::as_str), for_update)
+        .build()
+        .fetch_all(&mut **tx)
         .await
         .context(|| format!("reading rows of {table}"))?
         .iter()
@@ -398,6 +433,61 @@ async fn select_rows(
         })
         .collect::<Result<_, _>>()
         .context(|| format!("decoding a row of {table}"))
+}
+
+/// Whether `table` holds every one of `rows` (of `app`) exactly as archived, compared column by
+/// column on the protocol rows (nothing is copied).
+async fn reads_back_as_archived(
+    tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
+    spec: &TableSpec,
+    table: &str,
+    app: &str,
+    rows: &[Row],
+) -> Result<bool, DbError> {
+    let layout = spec.layout();
+    let key = |r: &'_ Row| -> String { r[layout.event_id].as_str().unwrap_or_default().into() };
+    let archived: HashMap<String, &Row> = rows.iter().map(|r| (key(r), r)).collect();
+    let ids = rows
+        .iter()
+        .map(|r| r[layout.event_id].as_str().unwrap_or_default());
+    let held = rows_query(spec, table, app, ids, false)
+        .build()
+        .fetch_all(&mut **tx)
+        .await
+        .context(|| format!("reading rows of {table}"))?;
+    let mut equal = 0;
+    for row in &held {
+        let values = values_of(spec, row).context(|| format!("decoding a row of {table}"))?;
+        let id = values[layout.event_id].as_str().unwrap_or_default();
+        match archived.get(id) {
+            Some(a) if a.iter().map(Value::as_ref).eq(values.iter().copied()) => equal += 1,
+            _ => return Ok(false),
+        }
+    }
+    Ok(equal == rows.len())
+}
+
+/// `SELECT` of the rows of `table` with these event ids (of `app`), whole.
+fn rows_query<'q>(
+    spec: &TableSpec,
+    table: &str,
+    app: &'q str,
+    ids: impl Iterator<Item = &'q str>,
+    for_update: bool,
+) -> QueryBuilder<MySql> {
+    let mut qb = QueryBuilder::<MySql>::new(format!(
+        "SELECT {} FROM {table} WHERE {} = ",
+        spec.select_list(),
+        spec.app_code
+    ));
+    qb.push_bind(app)
+        .push(format!(" AND {} IN (", spec.event_id));
+    let mut marks = qb.separated(", ");
+    for id in ids {
+        marks.push_bind(id);
+    }
+    qb.push(if for_update { ") FOR UPDATE" } else { ")" });
+    qb
 }
 
 /// How the rows a table holds differ from the archived ones, whole rows compared by event id:

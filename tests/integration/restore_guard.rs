@@ -123,6 +123,38 @@ async fn a_row_the_server_stores_differently_is_a_conflict_not_a_silent_load() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_value_the_target_would_cut_is_never_loaded_cut() {
+    // Restore's first try at a chunk inserts with IGNORE, which turns "data too long" into a
+    // warning and cuts the value: the read-back must catch it and the chunk must fail as a plain
+    // insert does, with nothing loaded.
+    let (db, _s3, _store, env) = archived_env(&rows("a1", 10), &["a1"], 100).await;
+    for sql in [
+        "CREATE TABLE wallet_outbox_restored LIKE wallet_outbox",
+        "ALTER TABLE wallet_outbox_restored MODIFY worker_id VARCHAR(4) NOT NULL DEFAULT ''",
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&db.db.pool)
+            .await
+            .unwrap();
+    }
+    let summary = restore::run(&env, &RestoreOptions::default()).await;
+    assert_eq!(summary.exit_code, 1, "{}", summary.to_json());
+    assert!(
+        summary.to_json().contains("worker_id"),
+        "the error names the column: {}",
+        summary.to_json()
+    );
+    assert_eq!(restore_of(&summary, "a1").restored_rows, 0);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_restored")
+            .await,
+        0,
+        "no row was loaded cut"
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_drill_compares_whole_rows() {
     // Worker ids with a trailing space: a CHAR column would drop it.
     let rows: Vec<_> = rows("a1", 10)
