@@ -8,7 +8,8 @@
 //!     BENCH_STEPS=verify cargo bench --bench archive   # archive plus only these (verify,
 //!                                                      # restore, pt-archiver; default: all)
 //!     BENCH_GZIP_LEVEL=1 cargo bench --bench archive      # default 3, the binary's default
-//!     BENCH_PARALLEL_APPS=1 cargo bench --bench archive   # default 3 (the seed has 3 apps)
+//!     BENCH_PARALLEL_APPS=1 cargo bench --bench archive   # archive's and restore's; default 3
+//!                                                         # (the seed has 3 apps)
 //!
 //! It (re)uses database `outbox_archiver_bench` on the local server (root over the unix socket,
 //! or BENCH_SERVER_URL), seeds it once per row count, serves a real S3 endpoint from this process
@@ -242,8 +243,8 @@ async fn bench(rows: u64) {
     if step("restore") {
         run(
             &mut table,
-            "restore (into wallet_outbox_restored)",
-            &["restore"],
+            &format!("restore --parallel-apps {parallel} (into wallet_outbox_restored)"),
+            &["restore", "--parallel-apps", &parallel],
         );
         run(
             &mut table,
@@ -279,8 +280,8 @@ async fn bench(rows: u64) {
         // Put the rows back so the next run has them to archive.
         run(
             &mut table,
-            "restore --into-source",
-            &["restore", "--into-source"],
+            &format!("restore --into-source --parallel-apps {parallel}"),
+            &["restore", "--into-source", "--parallel-apps", &parallel],
         );
     }
     table.print(pt);

@@ -360,6 +360,10 @@ pub struct RestoreArgs {
     /// Restore each batch into a scratch table, compare it with the receipt, record the result, drop it.
     #[arg(long, env = "OUTBOX_ARCHIVER_DRILL")]
     pub drill: bool,
+    /// Restore this many apps at the same time (1 to 4; each under its own lock with
+    /// --into-source). Each app holds up to two batches' rows in memory.
+    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub parallel_apps: u32,
 }
 
 #[derive(Debug, Args)]

@@ -160,6 +160,7 @@ impl RestoreArgs {
             into_source: self.into_source,
             drill: self.drill,
             lock_prefix: common.db.lock_prefix.clone(),
+            parallel_apps: self.parallel_apps as usize,
         }
     }
 }

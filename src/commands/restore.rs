@@ -56,7 +56,7 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
         db_retries: 0,
         deadline: None,
         note_runs: false,
-        parallel: 1,
+        parallel: opts.parallel_apps,
     };
     summary.apps = driver.run(apps, &restorer).await;
     let conflicted = summary

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Selection};
-use super::verifier::{Depth, Expected, Verifier};
+use super::verifier::{Depth, Expected, Verified, Verifier};
 use super::RunContext;
 use crate::batch::Member;
 use crate::codec::Row;
@@ -41,6 +41,8 @@ pub struct RestoreOptions {
     pub drill: bool,
     /// Prepended to advisory lock names (as for archive and purge).
     pub lock_prefix: String,
+    /// Apps restored at the same time (`--parallel-apps`; 0 or 1: one at a time).
+    pub parallel_apps: usize,
 }
 
 impl RestoreOptions {
@@ -99,15 +101,23 @@ impl AppWork for Restorer<'_> {
             .receipts
             .stream(&self.ctx.db.pool, self.opts.selection.scope(Some(app)));
         futures_util::pin_mut!(receipts);
-        while let Some(receipt) = receipts.next().await {
-            let receipt = match receipt {
-                Ok(receipt) => receipt,
+        // Each batch's objects are fetched and verified while the batch before it is loaded:
+        // the job decodes while the database inserts. At most two batches are held.
+        let mut ahead = self.next_verified(&mut receipts).await;
+        while let Some(next) = ahead {
+            let (receipt, verified) = match next {
+                Ok(next) => next,
                 Err(e) => {
                     report.error.get_or_insert(e.to_string());
                     break;
                 }
             };
-            let result = self.restore_batch(&receipt, access, &mut details).await;
+            let (result, following) = futures_util::future::join(
+                self.restore_batch(&receipt, verified, access, &mut details),
+                self.next_verified(&mut receipts),
+            )
+            .await;
+            ahead = following;
             if let Err(e) = result {
                 tracing::error!(batch_id = receipt.batch_id, error = %e, "restore failed");
                 report
@@ -130,6 +140,14 @@ impl AppWork for Restorer<'_> {
     }
 }
 
+/// A batch whose objects were read and checked, with what it was checked against.
+struct VerifiedBatch {
+    /// Members and superseded members: every row version the data object must hold.
+    proven: Vec<Member>,
+    superseded: Vec<Member>,
+    verified: Verified,
+}
+
 impl<'a> Restorer<'a> {
     pub fn new(ctx: &'a RunContext, opts: &'a RestoreOptions, target: String) -> Restorer<'a> {
         Restorer {
@@ -141,20 +159,57 @@ impl<'a> Restorer<'a> {
         }
     }
 
-    /// Verifies one batch, then loads it (and, for a drill, compares and drops the scratch
-    /// table). With the app's lock (`--into-source`): into the live source table.
-    async fn restore_batch(
+    /// The next receipt in scope, with its batch read and verified; `None` after the last.
+    async fn next_verified(
         &self,
-        receipt: &StoredReceipt,
-        access: Access<'_>,
-        details: &mut RestoreApp,
-    ) -> Result<(), Failure> {
+        receipts: &mut (impl futures_util::Stream<Item = Result<StoredReceipt, DbError>> + Unpin),
+    ) -> Option<Result<(StoredReceipt, Result<VerifiedBatch, Failure>), DbError>> {
+        let receipt = match receipts.next().await? {
+            Ok(receipt) => receipt,
+            Err(e) => return Some(Err(e)),
+        };
+        let verified = self.verify_batch(&receipt).await;
+        Some(Ok((receipt, verified)))
+    }
+
+    /// Reads the batch's members and its objects, and verifies the objects against the receipt
+    /// and the members, keeping the data object's rows.
+    async fn verify_batch(&self, receipt: &StoredReceipt) -> Result<VerifiedBatch, Failure> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
         let members = self.members.members_of(pool, app, batch).await?;
         let superseded = self.members.superseded_of(pool, app, batch).await?;
         let mut proven = members;
         proven.extend(superseded.iter().cloned());
-        let rows = self.verified_rows(receipt, &proven, details).await?;
+        let verifier = Verifier {
+            store: self.ctx.store.as_ref(),
+            spec: self.ctx.spec,
+            depth: Depth::ReadKeepingRows,
+        };
+        let expected = Expected::of_receipt(self.ctx.spec, receipt, proven.clone());
+        let verified = verifier.verify(&expected).await?;
+        Ok(VerifiedBatch {
+            proven,
+            superseded,
+            verified,
+        })
+    }
+
+    /// Loads one verified batch (or, for a drill, loads, compares and drops a scratch table).
+    /// With the app's lock (`--into-source`): into the live source table.
+    async fn restore_batch(
+        &self,
+        receipt: &StoredReceipt,
+        verified: Result<VerifiedBatch, Failure>,
+        access: Access<'_>,
+        details: &mut RestoreApp,
+    ) -> Result<(), Failure> {
+        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let VerifiedBatch {
+            proven,
+            superseded,
+            verified,
+        } = verified?;
+        let rows = self.verified_rows(receipt, verified, details).await?;
         let now = (self.ctx.now_ms)();
         if self.opts.drill {
             return self.drill(receipt, proven, rows, details).await;
@@ -196,16 +251,9 @@ impl<'a> Restorer<'a> {
     async fn verified_rows(
         &self,
         receipt: &StoredReceipt,
-        proven: &[Member],
+        verified: Verified,
         details: &mut RestoreApp,
     ) -> Result<Vec<Row>, Failure> {
-        let verifier = Verifier {
-            store: self.ctx.store.as_ref(),
-            spec: self.ctx.spec,
-            depth: Depth::ReadKeepingRows,
-        };
-        let expected = Expected::of_receipt(self.ctx.spec, receipt, proven.to_vec());
-        let verified = verifier.verify(&expected).await?;
         if let Some(first) = verified.findings.first() {
             let detail = format!("{} findings, first: {first}", verified.findings.len());
             if self.opts.drill {
