@@ -8,7 +8,7 @@
 //!     BENCH_STEPS=verify cargo bench --bench archive   # archive plus only these (verify,
 //!                                                      # restore, pt-archiver; default: all)
 //!     BENCH_GZIP_LEVEL=1 cargo bench --bench archive      # default 3, the binary's default
-//!     BENCH_PARALLEL_APPS=1 cargo bench --bench archive   # archive's and restore's; default 3
+//!     BENCH_PARALLEL_APPS=1 cargo bench --bench archive   # archive's, purge's and restore's; default 3
 //!                                                         # (the seed has 3 apps)
 //!
 //! It (re)uses database `outbox_archiver_bench` on the local server (root over the unix socket,
@@ -240,16 +240,21 @@ async fn bench(rows: u64) {
             &["verify", "--cutoff", "1767225600000"],
         );
     }
+    // Passed to restore and purge only when more than one (a build from before they had it).
+    let apps_at_once: Vec<&str> = match parallel.as_str() {
+        "1" => Vec::new(),
+        n => vec!["--parallel-apps", n],
+    };
     if step("restore") {
         run(
             &mut table,
             &format!("restore --parallel-apps {parallel} (into wallet_outbox_restored)"),
-            &["restore", "--parallel-apps", &parallel],
+            &[&["restore"], &apps_at_once[..]].concat(),
         );
         run(
             &mut table,
-            "purge --grace 0s",
-            &["purge", "--all-apps", "--grace", "0s"],
+            &format!("purge --grace 0s --parallel-apps {parallel}"),
+            &[&["purge", "--all-apps", "--grace", "0s"], &apps_at_once[..]].concat(),
         );
         if pt {
             let (before, child) = pt_archiver(
@@ -268,7 +273,7 @@ async fn bench(rows: u64) {
                 "--no-check-charset",
                 ],
             );
-            let purged = table.rows_of("purge --grace 0s");
+            let purged = table.rows_of(&format!("purge --grace 0s --parallel-apps {parallel}"));
             table.add_external(
                 "pt-archiver --purge --bulk-delete (no proof)",
                 &before,
@@ -281,7 +286,7 @@ async fn bench(rows: u64) {
         run(
             &mut table,
             &format!("restore --into-source --parallel-apps {parallel}"),
-            &["restore", "--into-source", "--parallel-apps", &parallel],
+            &[&["restore", "--into-source"], &apps_at_once[..]].concat(),
         );
     }
     table.print(pt);

@@ -345,6 +345,10 @@ pub struct PurgeArgs {
     /// their rows stay. Logged every run.
     #[arg(long, env = "OUTBOX_ARCHIVER_INCLUDE_RESTORED")]
     pub include_restored: bool,
+    /// Purge this many apps at the same time, each under its own lock (1 to 4);
+    /// --max-rows-per-second stays the limit of the whole run.
+    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    pub parallel_apps: u32,
 }
 
 #[derive(Debug, Args)]

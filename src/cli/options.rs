@@ -147,6 +147,7 @@ impl PurgeArgs {
             delivered_status: common.db.delivered_status.clone(),
             lock_prefix: common.db.lock_prefix.clone(),
             db_retries: common.db.db_retries,
+            parallel_apps: self.parallel_apps as usize,
             failpoints: failpoints_from_env(),
         })
     }

@@ -52,7 +52,7 @@ pub async fn run(ctx: &RunContext, opts: &PurgeOptions) -> Summary {
         db_retries: opts.db_retries,
         deadline,
         note_runs: true,
-        parallel: 1,
+        parallel: opts.parallel_apps,
     };
     summary.apps = driver.run(apps, &purger).await;
     summary.store_requests = ctx.store_activity(&before);

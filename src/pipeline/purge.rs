@@ -45,6 +45,8 @@ pub struct PurgeOptions {
     pub lock_prefix: String,
     /// Times an app is tried again after a transient database error.
     pub db_retries: u32,
+    /// Apps purged at the same time (`--parallel-apps`; 0 or 1: one at a time).
+    pub parallel_apps: usize,
     pub failpoints: FailPoints,
 }
 

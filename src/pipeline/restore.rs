@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use super::apps::{Access, AppWork, Selection};
 use super::verifier::{Depth, Expected, Verified, Verifier};
 use super::RunContext;
-use crate::batch::Member;
+use crate::batch::{KeptLines, Member};
 use crate::codec::Row;
 use crate::db::drills::Drills;
 use crate::db::members::Members;
@@ -183,7 +183,7 @@ impl<'a> Restorer<'a> {
         let verifier = Verifier {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,
-            depth: Depth::ReadKeepingRows,
+            depth: Depth::ReadKeepingLines,
         };
         let expected = Expected::of_receipt(self.ctx.spec, receipt, proven.clone());
         let verified = verifier.verify(&expected).await?;
@@ -209,13 +209,19 @@ impl<'a> Restorer<'a> {
             superseded,
             verified,
         } = verified?;
-        let rows = self.verified_rows(receipt, verified, details).await?;
+        let lines = self.verified_lines(receipt, verified, details).await?;
         let now = (self.ctx.now_ms)();
         if self.opts.drill {
+            let rows = self.decode(receipt, &lines, 0..lines.len())?;
             return self.drill(receipt, proven, rows, details).await;
         }
-        let rows = without_superseded(self.ctx.spec, rows, &superseded, details);
-        for chunk in rows.chunks(RESTORE_CHUNK) {
+        for start in (0..lines.len()).step_by(RESTORE_CHUNK) {
+            let end = (start + RESTORE_CHUNK).min(lines.len());
+            let rows = self.decode(receipt, &lines, start..end)?;
+            let chunk = without_superseded(self.ctx.spec, rows, &superseded, details);
+            if chunk.is_empty() {
+                continue;
+            }
             let into_source = match access {
                 Access::Locked(lock) => Some(IntoSource {
                     lock,
@@ -225,7 +231,7 @@ impl<'a> Restorer<'a> {
                 Access::DryRun | Access::Reading => None,
             };
             let target = TargetTable::new(self.ctx.spec, &self.target).map_err(Failure::Data)?;
-            let loaded = target.load_chunk(pool, app, chunk, into_source).await?;
+            let loaded = target.load_chunk(pool, app, &chunk, into_source).await?;
             details.restored_rows += loaded.inserted;
             details.already_present_rows += loaded.present;
             if let Some(first) = loaded.conflicts.first() {
@@ -246,14 +252,14 @@ impl<'a> Restorer<'a> {
         Ok(())
     }
 
-    /// The batch's rows, from the one fetch of its data object that verification read; nothing
-    /// when anything is found (recorded as a failed drill, for a drill).
-    async fn verified_rows(
+    /// The batch's lines, from the one fetch of its data object that verification read;
+    /// nothing when anything is found (recorded as a failed drill, for a drill).
+    async fn verified_lines(
         &self,
         receipt: &StoredReceipt,
         verified: Verified,
         details: &mut RestoreApp,
-    ) -> Result<Vec<Row>, Failure> {
+    ) -> Result<KeptLines, Failure> {
         if let Some(first) = verified.findings.first() {
             let detail = format!("{} findings, first: {first}", verified.findings.len());
             if self.opts.drill {
@@ -264,12 +270,24 @@ impl<'a> Restorer<'a> {
                 "verification failed, nothing loaded: {detail}"
             )));
         }
-        verified.rows.ok_or_else(|| {
+        verified.lines.ok_or_else(|| {
             Failure::Data(format!(
                 "{} was not read in full during verification; nothing loaded",
                 receipt.keys.data
             ))
         })
+    }
+
+    /// Lines `range` of a verified batch, decoded.
+    fn decode(
+        &self,
+        receipt: &StoredReceipt,
+        lines: &KeptLines,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<Row>, Failure> {
+        lines
+            .decode(self.ctx.spec, range)
+            .map_err(|e| Failure::Data(format!("{}: {e}; nothing more loaded", receipt.keys.data)))
     }
 
     /// Restores a verified batch into a scratch table, compares it, records the result.

@@ -10,8 +10,7 @@ use std::collections::HashMap;
 use futures_util::TryStreamExt;
 use serde::Serialize;
 
-use crate::batch::{DataRead, DataReader, EncodedBatch, Member};
-use crate::codec::Row;
+use crate::batch::{DataRead, DataReader, EncodedBatch, KeptLines, Member};
 use crate::db::receipts::StoredReceipt;
 use crate::digest::{crc64nvme, ObjectDigest};
 use crate::format::{self, ContentFacts, Manifest, ObjectKeys, SuccessMarker};
@@ -203,8 +202,8 @@ pub enum Depth {
     Head,
     /// HEAD and a full read of every object.
     Read,
-    /// As `Read`, and keep the data object's decoded rows (restore loads exactly those).
-    ReadKeepingRows,
+    /// As `Read`, and keep the data object's lines (restore loads exactly those).
+    ReadKeepingLines,
 }
 
 /// What verifying a batch found, and what it read.
@@ -213,8 +212,8 @@ pub struct Verified {
     pub findings: Vec<Finding>,
     /// The data object's CRC-64/NVME, when it was read.
     pub data_crc64nvme: Option<u64>,
-    /// [`Depth::ReadKeepingRows`]: the rows of the bytes just verified.
-    pub rows: Option<Vec<Row>>,
+    /// [`Depth::ReadKeepingLines`]: the lines of the bytes just verified.
+    pub lines: Option<KeptLines>,
 }
 
 /// Fetches a batch's objects and compares them with what they must be.
@@ -285,32 +284,32 @@ impl Verifier<'_> {
             }
             return Ok(verified);
         }
-        let keep_rows = self.depth == Depth::ReadKeepingRows;
-        let read = read_data(self.store, self.spec, &expected.app_code, key, keep_rows).await?;
+        let keep_lines = self.depth == Depth::ReadKeepingLines;
+        let read = read_data(self.store, self.spec, &expected.app_code, key, keep_lines).await?;
         verified.data_crc64nvme = read.as_ref().map(|r| r.crc64nvme);
-        let (mut data_findings, rows) = compare_data(expected, head.as_ref(), read);
+        let (mut data_findings, lines) = compare_data(expected, head.as_ref(), read);
         verified.findings.append(&mut data_findings);
-        if verified.findings.is_empty() && self.depth == Depth::ReadKeepingRows {
-            verified.rows = rows;
+        if verified.findings.is_empty() && keep_lines {
+            verified.lines = lines;
         }
         Ok(verified)
     }
 }
 
-/// Streams a data object through a [`DataReader`] (keeping its rows, if asked); `None` if it
+/// Streams a data object through a [`DataReader`] (keeping its lines, if asked); `None` if it
 /// does not exist.
 pub async fn read_data(
     store: &dyn ObjectStore,
     spec: &'static TableSpec,
     app_code: &str,
     key: &str,
-    keep_rows: bool,
+    keep_lines: bool,
 ) -> Result<Option<DataRead>, StoreError> {
     let Some(mut body) = store.get(key).await? else {
         return Ok(None);
     };
-    let mut reader = if keep_rows {
-        DataReader::keeping_rows(spec, app_code)
+    let mut reader = if keep_lines {
+        DataReader::keeping_lines(spec, app_code)
     } else {
         DataReader::new(spec, app_code)
     };
@@ -435,7 +434,7 @@ pub fn compare_data(
     expected: &Expected,
     head: Option<&ObjectMeta>,
     read: Option<DataRead>,
-) -> (Vec<Finding>, Option<Vec<Row>>) {
+) -> (Vec<Finding>, Option<KeptLines>) {
     let (batch_id, key) = (expected.batch_id.as_str(), expected.keys.data.as_str());
     let Some(read) = read else {
         return (
@@ -473,7 +472,7 @@ pub fn compare_data(
             out.extend(member_differences(batch_id, &members, &expected.members));
         }
     }
-    (out, read.rows)
+    (out, read.lines)
 }
 
 /// Members in the data object but not in the database, and the other way round.

@@ -166,6 +166,7 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
         );
         let purge_opts = PurgeOptions {
             apps: Apps::All,
+            parallel_apps: 2,
             ..purge_options(&db, &[])
         };
         tokio::spawn(async move {

@@ -123,7 +123,7 @@ async fn a_row_the_server_stores_differently_is_a_conflict_not_a_silent_load() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn apps_restored_in_parallel_come_back_exact() {
+async fn apps_purged_and_restored_in_parallel_come_back_exact() {
     let mut all = rows("a1", 1_200);
     all.extend(rows("a2", 900));
     let (db, _s3, _store, env) = archived_env(&all, &["a1", "a2"], 400).await;
@@ -131,11 +131,17 @@ async fn apps_restored_in_parallel_come_back_exact() {
         table_rows(&db, "wallet_outbox", "a1").await,
         table_rows(&db, "wallet_outbox", "a2").await,
     ];
-    assert!(
-        purge::run(&env, &purge_options(&db, &["a1", "a2"]))
-            .await
-            .ok
-    );
+    let purged = purge::run(
+        &env,
+        &purge::PurgeOptions {
+            parallel_apps: 2,
+            ..purge_options(&db, &["a1", "a2"])
+        },
+    )
+    .await;
+    assert!(purged.ok, "{}", purged.to_json());
+    assert_eq!(purge_of(&purged, "a1").purged_rows, 1_200);
+    assert_eq!(purge_of(&purged, "a2").purged_rows, 900);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
     let opts = RestoreOptions {
         into_source: true,

@@ -131,6 +131,7 @@ pub fn purge_options(db: &TestDb, apps: &[&str]) -> PurgeOptions {
         delivered_status: "DELIVERED".into(),
         lock_prefix: db.lock_prefix(),
         db_retries: 5,
+        parallel_apps: 1,
         failpoints: FailPoints::default(),
     }
 }
