@@ -253,6 +253,20 @@ pub struct KeptLines {
 }
 
 impl KeptLines {
+    /// Room for a batch of `lines` lines and `bytes` bytes of NDJSON, as its receipt says, so
+    /// that the buffer is allocated once and not grown by doubling (which left RSS at about
+    /// twice the batch). What a receipt says is trusted up to [`KeptLines::RESERVE_CAP`] bytes.
+    fn for_batch(bytes: u64, lines: u64) -> KeptLines {
+        let bytes = bytes.min(Self::RESERVE_CAP) as usize;
+        let lines = lines.min(Self::RESERVE_CAP / 64) as usize;
+        KeptLines {
+            text: Vec::with_capacity(bytes),
+            ends: Vec::with_capacity(lines),
+        }
+    }
+
+    const RESERVE_CAP: u64 = 256 << 20;
+
     fn push(&mut self, line: &[u8]) {
         self.text.extend_from_slice(line);
         self.ends.push(self.text.len());
@@ -370,16 +384,21 @@ pub struct DataReader {
 
 impl DataReader {
     pub fn new(spec: &'static TableSpec, app_code: &str) -> DataReader {
-        DataReader::reading(spec, app_code, false)
+        DataReader::reading(spec, app_code, None)
     }
 
-    /// A reader that also keeps the lines it reads (bounded by the batch), for a caller that
-    /// loads exactly the bytes it verified.
-    pub fn keeping_lines(spec: &'static TableSpec, app_code: &str) -> DataReader {
-        DataReader::reading(spec, app_code, true)
+    /// A reader that also keeps the lines it reads, for a caller that loads exactly the bytes it
+    /// verified; `expected` (the receipt's) sizes the buffer.
+    pub fn keeping_lines(
+        spec: &'static TableSpec,
+        app_code: &str,
+        expected: &ContentFacts,
+    ) -> DataReader {
+        let kept = KeptLines::for_batch(expected.uncompressed_bytes, expected.row_count);
+        DataReader::reading(spec, app_code, Some(kept))
     }
 
-    fn reading(spec: &'static TableSpec, app_code: &str, keep_rows: bool) -> DataReader {
+    fn reading(spec: &'static TableSpec, app_code: &str, kept: Option<KeptLines>) -> DataReader {
         let sink = LineSink {
             spec,
             layout: spec.layout(),
@@ -388,7 +407,7 @@ impl DataReader {
             partial: Vec::new(),
             line_no: 0,
             error: None,
-            kept: keep_rows.then(KeptLines::default),
+            kept,
         };
         DataReader {
             digester: Digester::new(),
@@ -533,7 +552,7 @@ mod tests {
             .map(|i| row(&format!("e{i}"), 10 * DAY + i, i - 3))
             .collect();
         let (batch, _) = encode(&rows, BIG);
-        let mut reader = DataReader::keeping_lines(&WALLET_OUTBOX, "app1");
+        let mut reader = DataReader::keeping_lines(&WALLET_OUTBOX, "app1", &batch.content);
         for c in batch.gzip.chunks(5) {
             reader.update(c);
         }
@@ -549,7 +568,7 @@ mod tests {
         let mut corrupt = batch.gzip.to_vec();
         let at = corrupt.len() / 2;
         corrupt[at] ^= 0x55;
-        let mut reader = DataReader::keeping_lines(&WALLET_OUTBOX, "app1");
+        let mut reader = DataReader::keeping_lines(&WALLET_OUTBOX, "app1", &batch.content);
         reader.update(&corrupt);
         assert_eq!(
             reader.finish().lines,

@@ -133,7 +133,7 @@ impl Publisher<'_> {
             digest,
             content: Ok((content, members)),
             ..
-        }) = read_data(self.store, self.spec, self.app_code, key, false).await?
+        }) = read_data(self.store, self.spec, self.app_code, key, None).await?
         {
             if digest == batch.gzip_digest {
                 return Ok(Placement::Accepted);

@@ -285,7 +285,8 @@ impl Verifier<'_> {
             return Ok(verified);
         }
         let keep_lines = self.depth == Depth::ReadKeepingLines;
-        let read = read_data(self.store, self.spec, &expected.app_code, key, keep_lines).await?;
+        let keep = keep_lines.then_some(&expected.content);
+        let read = read_data(self.store, self.spec, &expected.app_code, key, keep).await?;
         verified.data_crc64nvme = read.as_ref().map(|r| r.crc64nvme);
         let (mut data_findings, lines) = compare_data(expected, head.as_ref(), read);
         verified.findings.append(&mut data_findings);
@@ -296,20 +297,20 @@ impl Verifier<'_> {
     }
 }
 
-/// Streams a data object through a [`DataReader`] (keeping its lines, if asked); `None` if it
-/// does not exist.
+/// Streams a data object through a [`DataReader`] (keeping its lines, sized for the expected
+/// content, if given); `None` if it does not exist.
 pub async fn read_data(
     store: &dyn ObjectStore,
     spec: &'static TableSpec,
     app_code: &str,
     key: &str,
-    keep_lines: bool,
+    keep_lines: Option<&ContentFacts>,
 ) -> Result<Option<DataRead>, StoreError> {
     let Some(mut body) = store.get(key).await? else {
         return Ok(None);
     };
-    let mut reader = if keep_lines {
-        DataReader::keeping_lines(spec, app_code)
+    let mut reader = if let Some(expected) = keep_lines {
+        DataReader::keeping_lines(spec, app_code, expected)
     } else {
         DataReader::new(spec, app_code)
     };
