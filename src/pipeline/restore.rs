@@ -105,6 +105,12 @@ impl AppWork for Restorer<'_> {
         // the job decodes while the database inserts. At most two batches are held.
         let mut ahead = self.next_verified(&mut receipts).await;
         while let Some(next) = ahead {
+            // SIGTERM: the batch in hand was finished; no new one starts.
+            if let Some(reason) = self.ctx.stop_reason(None) {
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = Some(reason.to_string());
+                break;
+            }
             let (receipt, verified) = match next {
                 Ok(next) => next,
                 Err(e) => {

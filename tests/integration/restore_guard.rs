@@ -167,6 +167,29 @@ async fn apps_purged_and_restored_in_parallel_come_back_exact() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn restore_stops_between_batches_on_shutdown() {
+    // SIGTERM (a CronJob's deadline, a drain) must stop restore as it stops archive and purge:
+    // the batch in hand is finished, no new one starts, and the summary says why.
+    let (db, _s3, _store, env) = archived_env(&rows("a1", 30), &["a1"], 10).await;
+    env.shutdown.cancel();
+    let summary = restore::run(&env, &RestoreOptions::default()).await;
+    let app = &summary.apps[0];
+    assert_eq!(app.outcome, Outcome::Stopped, "{}", summary.to_json());
+    assert_eq!(
+        app.stop_reason.as_deref(),
+        Some("shutdown requested (SIGTERM)")
+    );
+    assert_eq!(summary.exit_code, 0, "{}", summary.to_json());
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_restored")
+            .await,
+        0,
+        "no batch was started after the shutdown"
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_value_the_target_would_cut_is_never_loaded_cut() {
     // Restore's first try at a chunk inserts with IGNORE, which turns "data too long" into a
     // warning and cuts the value: the read-back must catch it and the chunk must fail as a plain
