@@ -365,7 +365,8 @@ pub struct RestoreArgs {
     #[arg(long, env = "OUTBOX_ARCHIVER_DRILL")]
     pub drill: bool,
     /// Restore this many apps at the same time (1 to 4; each under its own lock with
-    /// --into-source). Each app holds up to two batches' rows in memory.
+    /// --into-source). One app at a time verifies the next batch while one loads (two batches in
+    /// memory); with more, each app holds one.
     #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
     pub parallel_apps: u32,
 }

@@ -101,8 +101,10 @@ impl AppWork for Restorer<'_> {
             .receipts
             .stream(&self.ctx.db.pool, self.opts.selection.scope(Some(app)));
         futures_util::pin_mut!(receipts);
-        // Each batch's objects are fetched and verified while the batch before it is loaded:
-        // the job decodes while the database inserts. At most two batches are held.
+        // One app at a time, each batch's objects are fetched and verified while the batch
+        // before it is loaded: the job decodes while the database inserts, and two batches are
+        // held. With apps in parallel the other apps keep both busy, and each holds one batch.
+        let look_ahead = self.opts.parallel_apps <= 1;
         let mut ahead = self.next_verified(&mut receipts).await;
         while let Some(next) = ahead {
             // SIGTERM: the batch in hand was finished; no new one starts.
@@ -118,11 +120,12 @@ impl AppWork for Restorer<'_> {
                     break;
                 }
             };
-            let (result, following) = futures_util::future::join(
-                self.restore_batch(&receipt, verified, access, &mut details),
-                self.next_verified(&mut receipts),
-            )
-            .await;
+            let restored = self.restore_batch(&receipt, verified, access, &mut details);
+            let (result, following) = if look_ahead {
+                futures_util::future::join(restored, self.next_verified(&mut receipts)).await
+            } else {
+                (restored.await, self.next_verified(&mut receipts).await)
+            };
             ahead = following;
             if let Err(e) = result {
                 tracing::error!(batch_id = receipt.batch_id, error = %e, "restore failed");
