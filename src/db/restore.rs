@@ -445,12 +445,11 @@ async fn reads_back_as_archived(
     rows: &[Row],
 ) -> Result<bool, DbError> {
     let layout = spec.layout();
-    let key = |r: &'_ Row| -> String { r[layout.event_id].as_str().unwrap_or_default().into() };
-    let archived: HashMap<String, &Row> = rows.iter().map(|r| (key(r), r)).collect();
-    let ids = rows
+    let archived: HashMap<&str, &Row> = rows
         .iter()
-        .map(|r| r[layout.event_id].as_str().unwrap_or_default());
-    let held = rows_query(spec, table, app, ids, false)
+        .map(|r| (r[layout.event_id].as_str().unwrap_or_default(), r))
+        .collect();
+    let held = rows_query(spec, table, app, archived.keys().copied(), false)
         .build()
         .fetch_all(&mut **tx)
         .await

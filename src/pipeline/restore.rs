@@ -194,10 +194,10 @@ impl<'a> Restorer<'a> {
             spec: self.ctx.spec,
             depth: Depth::ReadKeepingLines,
         };
-        let expected = Expected::of_receipt(self.ctx.spec, receipt, proven.clone());
+        let expected = Expected::of_receipt(self.ctx.spec, receipt, proven);
         let verified = verifier.verify(&expected).await?;
         Ok(VerifiedBatch {
-            proven,
+            proven: expected.members,
             superseded,
             verified,
         })
