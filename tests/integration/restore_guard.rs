@@ -24,6 +24,20 @@ fn into_source(app: &str) -> RestoreOptions {
     }
 }
 
+/// Creates restore's default target like the source, then runs `change` on it (a trigger, a
+/// narrower column): a target that would store rows other than archived.
+async fn restored_table_with(db: &TestDb, change: &str) {
+    for sql in [
+        "CREATE TABLE wallet_outbox_restored LIKE wallet_outbox",
+        change,
+    ] {
+        sqlx::query(sqlx::AssertSqlSafe(sql))
+            .execute(&db.db.pool)
+            .await
+            .unwrap();
+    }
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_into_the_source_takes_the_apps_lock() {
     let (db, _s3, _store, env) = archived_env(&rows("a1", 10), &["a1"], 100).await;
@@ -53,6 +67,77 @@ async fn restore_into_the_source_takes_the_apps_lock() {
     let restored = restore::run(&env, &opts).await;
     assert!(restored.ok, "{}", restored.to_json());
     assert_eq!(restore_of(&restored, "a1").restored_rows, 10);
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_that_loses_the_lock_commits_nothing() {
+    // SPEC §5.9: restore into the source confirms the app's lock before every commit. Another
+    // session holds one row's key uncommitted, so restore's insert waits; meanwhile the lock's
+    // connection is killed. When the insert goes on, the chunk must roll back, rows and mark.
+    let (db, _s3, _store, env) = archived_env(&rows("a1", 10), &["a1"], 100).await;
+    assert!(purge::run(&env, &purge_options(&db, &["a1"])).await.ok);
+    let mut blocker = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    sqlx::query("START TRANSACTION")
+        .execute(&mut blocker)
+        .await
+        .unwrap();
+    outbox_archiver::db::insert_rows(
+        &mut blocker,
+        &outbox_archiver::table::WALLET_OUTBOX,
+        "wallet_outbox",
+        &[&row("a1", "e5", T0 + 5)],
+        outbox_archiver::db::IfPresent::Fail,
+    )
+    .await
+    .unwrap();
+    let mut opts = into_source("a1");
+    opts.lock_prefix = db.lock_prefix();
+    let name = lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
+    let restoring = {
+        let env = env.clone();
+        tokio::spawn(async move { restore::run(&env, &opts).await })
+    };
+    // Wait until the restore's insert waits on the blocker's row.
+    for _ in 0..200 {
+        let waiting = db
+            .count(
+                "SELECT COUNT(*) FROM information_schema.processlist \
+                 WHERE info LIKE 'INSERT IGNORE INTO wallet_outbox %'",
+            )
+            .await;
+        if waiting > 0 {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(50)).await;
+    }
+    kill_all(&db.url, "SELECT IS_USED_LOCK(?)", &name);
+    sqlx::query("ROLLBACK").execute(&mut blocker).await.unwrap();
+    let summary = restoring.await.unwrap();
+    let a1 = &summary.apps[0];
+    assert_eq!(a1.outcome, Outcome::Failed, "{}", summary.to_json());
+    assert!(
+        a1.error
+            .as_deref()
+            .unwrap_or_default()
+            .contains("lost advisory lock"),
+        "{}",
+        summary.to_json()
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox").await,
+        0,
+        "nothing of the chunk was committed"
+    );
+    assert_eq!(
+        db.count(
+            "SELECT COUNT(*) FROM wallet_outbox_archive_receipts WHERE restored_at_ms IS NOT NULL"
+        )
+        .await,
+        0,
+        "the batch is not marked restored"
+    );
+    blocker.close().await.unwrap();
     db.drop().await;
 }
 
@@ -94,16 +179,12 @@ async fn a_row_the_server_stores_differently_is_a_conflict_not_a_silent_load() {
     let (db, _s3, _store, env) = archived_env(&rows("a1", 10), &["a1"], 100).await;
     // The target normalises JSON as MySQL 8 does (`{"amount": 100}` becomes `{"amount":100}`):
     // what it would hold is not what was archived.
-    for sql in [
-        "CREATE TABLE wallet_outbox_restored LIKE wallet_outbox",
+    restored_table_with(
+        &db,
         "CREATE TRIGGER normalise_payload BEFORE INSERT ON wallet_outbox_restored \
          FOR EACH ROW SET NEW.payload = JSON_COMPACT(NEW.payload)",
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&db.db.pool)
-            .await
-            .unwrap();
-    }
+    )
+    .await;
     let summary = restore::run(&env, &RestoreOptions::default()).await;
     assert_eq!(summary.exit_code, 1, "{}", summary.to_json());
     assert_eq!(
@@ -195,15 +276,11 @@ async fn a_value_the_target_would_cut_is_never_loaded_cut() {
     // warning and cuts the value: the read-back must catch it and the chunk must fail as a plain
     // insert does, with nothing loaded.
     let (db, _s3, _store, env) = archived_env(&rows("a1", 10), &["a1"], 100).await;
-    for sql in [
-        "CREATE TABLE wallet_outbox_restored LIKE wallet_outbox",
+    restored_table_with(
+        &db,
         "ALTER TABLE wallet_outbox_restored MODIFY worker_id VARCHAR(4) NOT NULL DEFAULT ''",
-    ] {
-        sqlx::query(sqlx::AssertSqlSafe(sql))
-            .execute(&db.db.pool)
-            .await
-            .unwrap();
-    }
+    )
+    .await;
     let summary = restore::run(&env, &RestoreOptions::default()).await;
     assert_eq!(summary.exit_code, 1, "{}", summary.to_json());
     assert!(
