@@ -8,8 +8,9 @@
 //!   [`codec`] (a row ⇄ one NDJSON line), [`digest`] (SHA-256, CRC-64, sizes),
 //!   [`format`](mod@format) (batch facts → batch_id, object keys, manifest and `_SUCCESS` bytes),
 //!   [`batch`] (rows → a bounded gzip NDJSON batch, and the same facts recomputed from an
-//!   object's bytes), [`timespec`] (durations, cutoffs, UTC days), [`appcode`], [`redact`],
-//!   [`shard`] (`--shard I/N`).
+//!   object's bytes), [`timespec`] (durations, cutoffs, UTC days), [`protection`] (Object Lock
+//!   retention, storage classes, encryption: what a put asks for and a receipt records),
+//!   [`appcode`], [`redact`], [`shard`] (`--shard I/N`).
 //! * I/O boundaries, each behind a narrow interface:
 //!   [`db`] — one repository per owned table ([`db::receipts`], [`db::members`], [`db::runs`],
 //!   [`db::drills`]), the receipt + members transaction ([`db::record`]), the source table's
@@ -55,6 +56,7 @@ pub mod local_s3;
 pub mod metrics;
 pub mod pipeline;
 pub mod progress;
+pub mod protection;
 pub mod redact;
 pub mod seed;
 pub mod shard;

@@ -8,8 +8,10 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::parse::{
-    parse_bytes, parse_conditional_put, parse_duration, parse_percent, parse_time, parse_timeout,
+    parse_bytes, parse_conditional_put, parse_duration, parse_percent, parse_retention,
+    parse_storage_class, parse_time, parse_timeout,
 };
+use crate::protection::Retention;
 use crate::shard::Shard;
 use crate::store::{self, ConditionalPutSetting};
 
@@ -20,6 +22,8 @@ pub struct Common {
     pub db: DbArgs,
     #[command(flatten)]
     pub s3: S3Args,
+    #[command(flatten)]
+    pub protection: ProtectionArgs,
     #[command(flatten)]
     pub metrics: MetricsArgs,
     #[command(flatten)]
@@ -108,6 +112,65 @@ pub struct S3Args {
     /// Limit on waiting for a response to start, and on silence inside a body, e.g. 30s.
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_READ_TIMEOUT", value_parser = parse_timeout, default_value = "30s")]
     pub s3_read_timeout: Duration,
+}
+
+/// How `archive` writes objects beyond their bytes: Object Lock retention and legal hold, the
+/// data objects' storage class, server-side encryption (see README, "Compliance and cost").
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Object protection and cost")]
+pub struct ProtectionArgs {
+    /// Object Lock mode of every object archive writes; needs --retention and a bucket with
+    /// Object Lock enabled. compliance: nobody, root included, can delete an object version or
+    /// shorten its retention before it ends; governance: users with
+    /// s3:BypassGovernanceRetention can.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_OBJECT_LOCK_MODE",
+        value_enum
+    )]
+    pub object_lock_mode: Option<LockModeArg>,
+    /// How long each batch's objects stay locked after they are written: 7y (calendar years),
+    /// 30d, 2555d. The receipt records the exact retain-until date.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_RETENTION", value_parser = parse_retention)]
+    pub retention: Option<Retention>,
+    /// Put an Object Lock legal hold on every object archive writes (it lasts until someone with
+    /// s3:PutObjectLegalHold lifts it).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_LEGAL_HOLD")]
+    pub legal_hold: bool,
+    /// Storage class of the data objects (manifest and _SUCCESS stay in STANDARD): STANDARD,
+    /// STANDARD_IA, ONEZONE_IA, INTELLIGENT_TIERING, GLACIER_IR, GLACIER, DEEP_ARCHIVE, … (any
+    /// value is passed to the store). GLACIER and DEEP_ARCHIVE cannot be read right after upload:
+    /// those batches are verified by the store's own checksum (see README).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_STORAGE_CLASS", value_parser = parse_storage_class)]
+    pub s3_storage_class: Option<String>,
+    /// Server-side encryption every put asks for: aws:kms (with --sse-kms-key-id, or the
+    /// account's aws/s3 key) or AES256 [default: the bucket's default encryption]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_SSE", value_enum)]
+    pub sse: Option<SseArg>,
+    /// The KMS key for --sse aws:kms: its ARN (checked against the key the store reports on
+    /// every object), key id, or alias (implies --sse aws:kms).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_SSE_KMS_KEY_ID")]
+    pub sse_kms_key_id: Option<String>,
+    /// With aws:kms, use an S3 Bucket Key (far fewer KMS requests, lower KMS cost).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_SSE_BUCKET_KEY")]
+    pub sse_bucket_key: Option<bool>,
+}
+
+/// `--object-lock-mode`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum LockModeArg {
+    Governance,
+    Compliance,
+}
+
+/// `--sse`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum SseArg {
+    #[value(name = "aws:kms")]
+    Kms,
+    #[value(name = "AES256", alias = "aes256")]
+    Aes256,
 }
 
 /// Where the run's metrics go.
@@ -254,6 +317,32 @@ pub struct BatchScopeArgs {
     pub to: Option<i64>,
 }
 
+/// What to do with batches whose objects are in a storage class that cannot be read at once.
+#[derive(Debug, Args)]
+pub struct ThawArgs {
+    /// Ask the store to restore objects in GLACIER / DEEP_ARCHIVE for this many days, so that a
+    /// later run can read them in full (this run checks them by HEAD and reports them pending).
+    #[arg(long, value_name = "DAYS", env = "OUTBOX_ARCHIVER_THAW", value_parser = clap::value_parser!(u32).range(1..=365))]
+    pub thaw: Option<u32>,
+    /// The retrieval tier of --thaw: Bulk (cheapest; DEEP_ARCHIVE within 48 h), Standard
+    /// (GLACIER 3-5 h, DEEP_ARCHIVE within 12 h) or Expedited (GLACIER only, minutes).
+    #[arg(
+        long,
+        env = "OUTBOX_ARCHIVER_THAW_TIER",
+        value_enum,
+        default_value = "standard"
+    )]
+    pub thaw_tier: ThawTierArg,
+}
+
+/// `--thaw-tier`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum ThawTierArg {
+    Bulk,
+    Standard,
+    Expedited,
+}
+
 #[derive(Debug, Args)]
 pub struct ArchiveArgs {
     #[command(flatten)]
@@ -310,6 +399,8 @@ pub struct VerifyArgs {
     pub max_stragglers: usize,
     #[command(flatten)]
     pub cutoff: CutoffArgs,
+    #[command(flatten)]
+    pub thaw: ThawArgs,
 }
 
 #[derive(Debug, Args)]
@@ -369,6 +460,8 @@ pub struct RestoreArgs {
     /// memory); with more, each app holds one.
     #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
     pub parallel_apps: u32,
+    #[command(flatten)]
+    pub thaw: ThawArgs,
 }
 
 #[derive(Debug, Args)]

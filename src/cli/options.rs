@@ -4,8 +4,9 @@
 use std::io::IsTerminal;
 
 use super::args::{
-    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, Common, CutoffArgs, FormatArg, LogFormat,
-    PurgeArgs, RestoreArgs, StatusArgs, UploadChecksumArg, VerifyArgs,
+    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, Common, CutoffArgs, FormatArg, LockModeArg,
+    LogFormat, PurgeArgs, RestoreArgs, SseArg, StatusArgs, ThawArgs, ThawTierArg,
+    UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
 use crate::batch::Limits;
@@ -13,6 +14,7 @@ use crate::commands::{archive, purge, restore, status, verify};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
 use crate::pipeline::apps::{Apps, Selection};
+use crate::protection::{LockMode, Sse, SseAlgorithm, Thaw, ThawTier, WritePolicy};
 use crate::store::{S3Settings, UploadChecksum};
 use crate::table::{self, TableSpec};
 use crate::timespec;
@@ -110,6 +112,7 @@ impl ArchiveArgs {
             lock_prefix: common.db.lock_prefix.clone(),
             db_retries: common.db.db_retries,
             parallel_apps: self.parallel_apps as usize,
+            policy: common.write_policy()?,
             failpoints: failpoints_from_env(),
         })
     }
@@ -126,6 +129,7 @@ impl VerifyArgs {
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
             delivered_status: common.db.delivered_status.clone(),
             max_stragglers: self.max_stragglers,
+            thaw: self.thaw.thaw(),
         }
     }
 }
@@ -162,7 +166,21 @@ impl RestoreArgs {
             drill: self.drill,
             lock_prefix: common.db.lock_prefix.clone(),
             parallel_apps: self.parallel_apps as usize,
+            thaw: self.thaw.thaw(),
         }
+    }
+}
+
+impl ThawArgs {
+    pub fn thaw(&self) -> Option<Thaw> {
+        self.thaw.map(|days| Thaw {
+            days,
+            tier: match self.thaw_tier {
+                ThawTierArg::Bulk => ThawTier::Bulk,
+                ThawTierArg::Standard => ThawTier::Standard,
+                ThawTierArg::Expedited => ThawTier::Expedited,
+            },
+        })
     }
 }
 
@@ -206,7 +224,65 @@ impl Common {
             connect_timeout: Some(s3.s3_connect_timeout),
             read_timeout: Some(s3.s3_read_timeout),
             initial_backoff: None,
+            sse: self.sse(),
         }
+    }
+
+    /// The encryption every put asks for: `--sse`, or aws:kms when only a key is named.
+    pub fn sse(&self) -> Option<Sse> {
+        let p = &self.protection;
+        let algorithm = match (p.sse, &p.sse_kms_key_id) {
+            (Some(SseArg::Aes256), _) => SseAlgorithm::Aes256,
+            (Some(SseArg::Kms), _) | (None, Some(_)) => SseAlgorithm::Kms,
+            (None, None) => return None,
+        };
+        Some(Sse {
+            algorithm,
+            kms_key_id: p.sse_kms_key_id.clone(),
+            bucket_key: p.sse_bucket_key,
+        })
+    }
+
+    /// What `archive` writes each batch with, or the setting that cannot be right (exit 2).
+    pub fn write_policy(&self) -> Result<WritePolicy, String> {
+        let p = &self.protection;
+        let lock = match (p.object_lock_mode, p.retention) {
+            (Some(mode), Some(retention)) => Some((
+                match mode {
+                    LockModeArg::Governance => LockMode::Governance,
+                    LockModeArg::Compliance => LockMode::Compliance,
+                },
+                retention,
+            )),
+            (None, None) => None,
+            (Some(_), None) => {
+                return Err("--object-lock-mode needs --retention (OUTBOX_ARCHIVER_RETENTION), e.g. 7y: how long each batch's objects stay locked".into())
+            }
+            (None, Some(_)) => {
+                return Err("--retention needs --object-lock-mode governance|compliance (OUTBOX_ARCHIVER_OBJECT_LOCK_MODE)".into())
+            }
+        };
+        if (lock.is_some() || p.legal_hold) && self.s3.s3_upload_checksum == UploadChecksumArg::None
+        {
+            return Err("--object-lock-mode / --legal-hold need an upload checksum: Object Lock buckets refuse puts without Content-MD5 or x-amz-checksum-*; set --s3-upload-checksum md5, sha256 or crc64nvme (not none)".into());
+        }
+        if p.sse == Some(SseArg::Aes256) && p.sse_kms_key_id.is_some() {
+            return Err("--sse-kms-key-id goes with --sse aws:kms, not AES256".into());
+        }
+        let policy = WritePolicy {
+            lock,
+            legal_hold: p.legal_hold,
+            storage_class: p.s3_storage_class.clone(),
+        };
+        let local = self
+            .s3
+            .store
+            .as_deref()
+            .is_some_and(|s| s.starts_with("file://"));
+        if local && (policy.is_set() || self.sse().is_some()) {
+            return Err("--object-lock-mode, --legal-hold, --s3-storage-class and --sse need an s3:// store; a file:// folder cannot keep them".into());
+        }
+        Ok(policy)
     }
 
     pub fn spec(&self) -> Result<&'static TableSpec, String> {

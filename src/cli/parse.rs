@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::protection::Retention;
 use crate::store::ConditionalPutSetting;
 use crate::timespec;
 
@@ -27,6 +28,26 @@ pub fn parse_conditional_put(text: &str) -> Result<ConditionalPutSetting, String
             "--s3-conditional-put {text:?}: write auto (probe the store), true or false"
         )),
     }
+}
+
+pub fn parse_retention(text: &str) -> Result<Retention, String> {
+    Retention::parse(text)
+}
+
+/// A storage class as S3 spells it: upper-case letters, digits and `_` (passed to the store as
+/// it is, so a class this build does not know still works).
+pub fn parse_storage_class(text: &str) -> Result<String, String> {
+    let class = text.trim().to_ascii_uppercase();
+    if class.is_empty()
+        || !class
+            .bytes()
+            .all(|b| b.is_ascii_uppercase() || b.is_ascii_digit() || b == b'_')
+    {
+        return Err(format!(
+            "invalid storage class {text:?} (write STANDARD_IA, GLACIER_IR, DEEP_ARCHIVE, …)"
+        ));
+    }
+    Ok(class)
 }
 
 pub fn parse_time(text: &str) -> Result<i64, String> {

@@ -8,6 +8,7 @@ use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
 use super::{Context, DbError};
 use crate::digest::ObjectDigest;
 use crate::format::{ContentFacts, Cursor, ObjectKeys};
+use crate::protection::{LockMode, ObjectLock, Protection, VerifiedBy};
 use crate::table::TableSpec;
 
 pub const STATE_VERIFIED: &str = "VERIFIED";
@@ -31,6 +32,8 @@ pub struct StoredReceipt {
     pub verified_at_ms: i64,
     /// When the batch was restored into the source table (purge leaves it alone since).
     pub restored_at_ms: Option<i64>,
+    /// How the batch's objects are protected and stored, as recorded (migration 6).
+    pub protection: Protection,
 }
 
 /// Which receipts a command looks at.
@@ -471,5 +474,32 @@ fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error
             Some(_) => Some(number("data_crc64nvme")?),
         },
         restored_at_ms: row.try_get("restored_at_ms")?,
+        protection: protection(row)?,
+    })
+}
+
+/// A receipt's protection columns.
+fn protection(row: &MySqlRow) -> Result<Protection, sqlx::Error> {
+    let mode: Option<String> = row.try_get("object_lock_mode")?;
+    let until: Option<i64> = row.try_get("retain_until_ms")?;
+    let lock = match (mode.as_deref().map(LockMode::parse), until) {
+        (Some(Some(mode)), Some(retain_until_ms)) => Some(ObjectLock {
+            mode,
+            retain_until_ms,
+        }),
+        (Some(None), _) => {
+            return Err(sqlx::Error::Decode(
+                format!("object_lock_mode {mode:?} is not GOVERNANCE or COMPLIANCE").into(),
+            ))
+        }
+        _ => None,
+    };
+    Ok(Protection {
+        lock,
+        legal_hold: row.try_get("legal_hold")?,
+        storage_class: row.try_get("storage_class")?,
+        sse_algorithm: row.try_get("sse_algorithm")?,
+        sse_kms_key_id: row.try_get("sse_kms_key_id")?,
+        verified_by: VerifiedBy::parse(&row.try_get::<String, _>("verified_by")?),
     })
 }

@@ -25,6 +25,7 @@ use crate::batch::{Member, Superseded};
 use crate::digest::ObjectDigest;
 use crate::failpoint::{FailPoints, Tripped};
 use crate::format::{ContentFacts, ObjectKeys, SCHEMA_VERSION};
+use crate::protection::Protection;
 use crate::table::TableSpec;
 
 /// Members are written and read back in chunks of at most this many (SPEC §5.2).
@@ -43,6 +44,8 @@ pub struct Receipt {
     /// The data object's CRC-64/NVME, as read back (what AWS S3 reports on HEAD).
     pub data_crc64nvme: Option<u64>,
     pub verified_at_ms: i64,
+    /// How the objects are protected and stored, as the store reported it after the puts.
+    pub protection: Protection,
 }
 
 /// Which rows a batch was cut from, for the checks its record step makes.
@@ -208,8 +211,9 @@ impl Recorder {
         let table = self.spec.receipts_table();
         let columns: Vec<&str> = controls.iter().map(|(c, _)| *c).collect();
         let sql = format!(
-            "INSERT INTO {table} (app_code, batch_id, {}, verified_at_ms, created_at_ms, updated_at_ms, data_crc64nvme) \
-             VALUES (?, ?, {}, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE batch_id = batch_id",
+            "INSERT INTO {table} (app_code, batch_id, {}, verified_at_ms, created_at_ms, updated_at_ms, data_crc64nvme, \
+             object_lock_mode, retain_until_ms, legal_hold, storage_class, sse_algorithm, sse_kms_key_id, verified_by) \
+             VALUES (?, ?, {}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE batch_id = batch_id",
             columns.join(", "),
             vec!["?"; columns.len()].join(", ")
         );
@@ -218,11 +222,19 @@ impl Recorder {
             insert = insert.bind(value);
         }
         let at = receipt.verified_at_ms;
+        let p = &receipt.protection;
         insert
             .bind(at)
             .bind(at)
             .bind(at)
             .bind(receipt.data_crc64nvme.map(|c| c.to_string()))
+            .bind(p.lock.map(|l| l.mode.as_str()))
+            .bind(p.lock.map(|l| l.retain_until_ms))
+            .bind(p.legal_hold)
+            .bind(&p.storage_class)
+            .bind(&p.sse_algorithm)
+            .bind(&p.sse_kms_key_id)
+            .bind(p.verified_by.as_str())
             .execute(&mut **tx)
             .await
             .context(|| format!("inserting receipt {batch}"))?;

@@ -18,6 +18,7 @@ use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::format::{self, Cursor};
+use crate::protection::WritePolicy;
 use crate::store::{ConditionalPut, StoreError};
 use crate::summary::details::{self, ArchiveApp};
 use crate::summary::{AppDetails, AppReport, BatchReport, Outcome};
@@ -44,6 +45,8 @@ pub struct ArchiveOptions {
     pub db_retries: u32,
     /// Apps archived at the same time, each under its own lock.
     pub parallel_apps: usize,
+    /// Retention, legal hold and storage class of the objects written.
+    pub policy: WritePolicy,
     pub failpoints: FailPoints,
 }
 
@@ -68,6 +71,7 @@ impl ArchiveOptions {
             lock_prefix: String::new(),
             db_retries: 5,
             parallel_apps: 1,
+            policy: WritePolicy::default(),
             failpoints: FailPoints::default(),
         }
     }
@@ -342,6 +346,7 @@ impl<'a> Archiver<'a> {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,
             app_code: app,
+            policy: &self.opts.policy,
             failpoints: &self.opts.failpoints,
         }
     }
@@ -362,7 +367,7 @@ impl<'a> Archiver<'a> {
             return Err(AppError::AlreadyRecorded(planned.batch_id));
         }
         let phase = Instant::now();
-        let published = publisher.publish(batch, planned).await?;
+        let published = publisher.publish(batch, planned, (ctx.now_ms)()).await?;
         let publish_ms = phase.elapsed().as_millis() as u64;
         let expected = &published.expected;
         let receipt = Receipt {
@@ -375,6 +380,7 @@ impl<'a> Archiver<'a> {
             success: expected.success_digest.clone(),
             data_crc64nvme: Some(published.data_crc64nvme),
             verified_at_ms: (ctx.now_ms)(),
+            protection: published.protection.clone(),
         };
         let phase = Instant::now();
         let failpoints = &self.opts.failpoints;

@@ -5,12 +5,20 @@
 //! that reruns converge: identical bytes are accepted; a data object whose decompressed NDJSON
 //! is identical is adopted (its own bytes and hashes go into the manifest); anything else is the
 //! leftover of a failed attempt and is replaced, and reported.
+//!
+//! The puts carry the run's [`WritePolicy`]: the batch's retention (counted from `now_ms`, the
+//! same instant for all three objects), legal hold and the data object's storage class. An
+//! object that was already there keeps its bytes but is brought up to the policy: its retention
+//! extended if shorter, or rewritten if its class or encryption differs. A data object that cannot
+//! be read at once (GLACIER, DEEP_ARCHIVE) is verified on its bytes as uploaded and the store's own
+//! checksum of what it stored.
 
-use super::verifier::{read_data, Depth, Expected, Finding, Verifier};
+use super::verifier::{read_data, ColdObjects, Depth, Encryption, Expected, Finding, Verifier};
 use crate::batch::{DataRead, EncodedBatch};
-use crate::digest::ObjectDigest;
+use crate::digest::{self, ObjectDigest};
 use crate::failpoint::{FailPoints, Tripped};
-use crate::store::{self, ObjectStore, PutMode, StoreError};
+use crate::protection::{Protection, WritePolicy};
+use crate::store::{self, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
 use crate::table::TableSpec;
 
 #[derive(Debug, thiserror::Error)]
@@ -30,6 +38,8 @@ pub struct Published {
     pub expected: Expected,
     /// The data object's CRC-64/NVME as read back (AWS S3's own full-object checksum).
     pub data_crc64nvme: u64,
+    /// The objects' protection and class as the store reported them after the puts.
+    pub protection: Protection,
     /// Keys where a leftover with other content was replaced.
     pub replaced: Vec<String>,
     /// Keys where an existing data object with identical NDJSON was kept.
@@ -48,6 +58,7 @@ pub struct Publisher<'a> {
     pub store: &'a dyn ObjectStore,
     pub spec: &'static TableSpec,
     pub app_code: &'a str,
+    pub policy: &'a WritePolicy,
     pub failpoints: &'a FailPoints,
 }
 
@@ -59,16 +70,31 @@ impl Publisher<'_> {
         Expected::of_batch(prefix, self.spec, self.app_code, batch, &batch.gzip_digest)
     }
 
-    /// Writes the batch's objects as `planned` (from [`Publisher::plan`]) and reads them back.
+    /// Writes the batch's objects as `planned` (from [`Publisher::plan`]) and reads them back;
+    /// `now_ms` is when the puts start, from which their retention is counted.
     pub async fn publish(
         &self,
         batch: &EncodedBatch,
         planned: Expected,
+        now_ms: i64,
     ) -> Result<Published, PublishError> {
         let prefix = self.store.location().prefix().to_string();
+        let lock = self.policy.lock_at(now_ms);
+        let documents = PutOptions {
+            storage_class: None,
+            lock,
+            legal_hold: self.policy.legal_hold,
+        };
+        let data_options = PutOptions {
+            storage_class: self.policy.storage_class.clone(),
+            ..documents.clone()
+        };
         let mut replaced = Vec::new();
         let mut adopted = Vec::new();
-        let data = match self.place_data(&planned.keys.data, batch).await? {
+        let data = match self
+            .place_data(&planned.keys.data, batch, &data_options)
+            .await?
+        {
             Placement::Adopted(digest) => {
                 adopted.push(planned.keys.data.clone());
                 digest
@@ -81,17 +107,25 @@ impl Publisher<'_> {
         };
         self.failpoints.pass("after-data-put")?;
         // An adopted data object's own digest goes into the manifest.
-        let expected = if data == batch.gzip_digest {
+        let mut expected = if data == batch.gzip_digest {
             planned
         } else {
             Expected::of_batch(&prefix, self.spec, self.app_code, batch, &data)
         };
+        expected.guard.lock = lock;
+        expected.guard.encryption = self.store.encryption().cloned().map(Encryption::Asked);
         let keys = &expected.keys;
-        if let Placement::Replaced = self.place_exact(&keys.manifest, &expected.manifest).await? {
+        if let Placement::Replaced = self
+            .place_exact(&keys.manifest, &expected.manifest, &documents)
+            .await?
+        {
             replaced.push(keys.manifest.clone());
         }
         self.failpoints.pass("after-manifest-put")?;
-        if let Placement::Replaced = self.place_exact(&keys.success, &expected.success).await? {
+        if let Placement::Replaced = self
+            .place_exact(&keys.success, &expected.success, &documents)
+            .await?
+        {
             replaced.push(keys.success.clone());
         }
         self.failpoints.pass("after-success-put")?;
@@ -100,6 +134,7 @@ impl Publisher<'_> {
             store: self.store,
             spec: self.spec,
             depth: Depth::Read,
+            cold: ColdObjects::Uploaded(&batch.gzip),
         };
         let verified = verifier.verify(&expected).await?;
         if let Some(first) = verified.findings.first() {
@@ -110,6 +145,7 @@ impl Publisher<'_> {
         }
         Ok(Published {
             data_crc64nvme: verified.data_crc64nvme.unwrap_or_default(),
+            protection: verified.protection(),
             expected,
             replaced,
             adopted,
@@ -117,55 +153,135 @@ impl Publisher<'_> {
     }
 
     /// Writes `body` at `key` unless something is there already; true when written.
-    async fn create(&self, key: &str, body: bytes::Bytes) -> Result<bool, PublishError> {
-        match self.store.put(key, body, PutMode::Create).await {
+    async fn create(
+        &self,
+        key: &str,
+        body: bytes::Bytes,
+        options: &PutOptions,
+    ) -> Result<bool, PublishError> {
+        match self
+            .store
+            .put_with(key, body, PutMode::Create, options)
+            .await
+        {
             Ok(()) => Ok(true),
             Err(StoreError::AlreadyExists { .. }) => Ok(false),
             Err(e) => Err(e.into()),
         }
     }
 
-    async fn place_data(&self, key: &str, batch: &EncodedBatch) -> Result<Placement, PublishError> {
-        if self.create(key, batch.gzip.clone()).await? {
+    async fn place_data(
+        &self,
+        key: &str,
+        batch: &EncodedBatch,
+        options: &PutOptions,
+    ) -> Result<Placement, PublishError> {
+        if self.create(key, batch.gzip.clone(), options).await? {
             return Ok(Placement::Written);
         }
-        if let Some(DataRead {
-            digest,
-            content: Ok((content, members)),
-            ..
-        }) = read_data(self.store, self.spec, self.app_code, key, None).await?
-        {
-            if digest == batch.gzip_digest {
-                return Ok(Placement::Accepted);
+        let found = match self.store.head(key).await? {
+            Some(meta) if self.rewrite_needed(&meta, options) => None,
+            Some(meta) if !meta.readable() => {
+                // A leftover in a cold class cannot be read: it is the batch's bytes if the
+                // store's own checksum of it says so.
+                let ours = &batch.gzip_digest;
+                let same = meta.size == ours.size
+                    && (meta.crc64nvme == Some(digest::crc64nvme(&batch.gzip))
+                        || meta.sha256.as_deref() == Some(ours.sha256.as_str()));
+                same.then_some((meta, ours.clone()))
             }
-            if content == batch.content && members == batch.members {
-                return Ok(Placement::Adopted(digest));
-            }
+            Some(meta) => match read_data(self.store, self.spec, self.app_code, key, None).await? {
+                Some(DataRead {
+                    digest,
+                    content: Ok((content, members)),
+                    ..
+                }) if content == batch.content && members == batch.members => Some((meta, digest)),
+                _ => None,
+            },
+            None => None,
+        };
+        if let Some((meta, digest)) = found {
+            self.bring_up_to_policy(key, &meta, options).await?;
+            return Ok(if digest == batch.gzip_digest {
+                Placement::Accepted
+            } else {
+                Placement::Adopted(digest)
+            });
         }
         tracing::warn!(
             key,
-            "replacing a leftover data object that no receipt references and whose content differs"
+            "replacing a leftover data object that no receipt references and whose content, \
+             storage class or encryption differs"
         );
         self.store
-            .put(key, batch.gzip.clone(), PutMode::Overwrite)
+            .put_with(key, batch.gzip.clone(), PutMode::Overwrite, options)
             .await?;
         Ok(Placement::Replaced)
     }
 
-    async fn place_exact(&self, key: &str, bytes: &[u8]) -> Result<Placement, PublishError> {
-        if self.create(key, bytes.to_vec().into()).await? {
+    async fn place_exact(
+        &self,
+        key: &str,
+        bytes: &[u8],
+        options: &PutOptions,
+    ) -> Result<Placement, PublishError> {
+        if self.create(key, bytes.to_vec().into(), options).await? {
             return Ok(Placement::Written);
         }
-        if store::get_all(self.store, key).await?.as_deref() == Some(bytes) {
-            return Ok(Placement::Accepted);
+        if let Some(meta) = self.store.head(key).await? {
+            if !self.rewrite_needed(&meta, options)
+                && store::get_all(self.store, key).await?.as_deref() == Some(bytes)
+            {
+                self.bring_up_to_policy(key, &meta, options).await?;
+                return Ok(Placement::Accepted);
+            }
         }
         tracing::warn!(
             key,
-            "replacing a leftover object that no receipt references and whose bytes differ"
+            "replacing a leftover object that no receipt references and whose bytes, storage \
+             class or encryption differ"
         );
         self.store
-            .put(key, bytes.to_vec().into(), PutMode::Overwrite)
+            .put_with(key, bytes.to_vec().into(), PutMode::Overwrite, options)
             .await?;
         Ok(Placement::Replaced)
+    }
+
+    /// Whether an object already at a key is stored otherwise than this run writes (another
+    /// storage class, other encryption): then it is written again, whatever its bytes.
+    fn rewrite_needed(&self, meta: &ObjectMeta, options: &PutOptions) -> bool {
+        let class = |c: Option<&str>| c.filter(|c| *c != "STANDARD").map(str::to_string);
+        let other_class =
+            class(meta.storage_class.as_deref()) != class(options.storage_class.as_deref());
+        let other_encryption = self.store.encryption().is_some_and(|sse| {
+            !sse.reported_matches(
+                meta.sse_algorithm.as_deref(),
+                meta.sse_kms_key_id.as_deref(),
+            )
+        });
+        other_class || other_encryption
+    }
+
+    /// Extends an existing object's retention to this batch's, and sets its legal hold, where
+    /// they fall short (S3 allows both in either mode; neither can shorten anything).
+    async fn bring_up_to_policy(
+        &self,
+        key: &str,
+        meta: &ObjectMeta,
+        options: &PutOptions,
+    ) -> Result<(), StoreError> {
+        let lock = options
+            .lock
+            .as_ref()
+            .filter(|wanted| !meta.lock.is_some_and(|l| l.covers(wanted)));
+        let hold = options.legal_hold && !meta.legal_hold;
+        if lock.is_some() || hold {
+            tracing::info!(
+                key,
+                "an object left by an earlier attempt gets this batch's retention / legal hold"
+            );
+            self.store.extend_lock(key, lock, hold).await?;
+        }
+        Ok(())
     }
 }

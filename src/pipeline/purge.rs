@@ -16,7 +16,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
-use super::verifier::{Depth, Expected, Finding, Verifier};
+use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifier};
 use super::RunContext;
 use crate::batch::Member;
 use crate::db::lock::AppLock;
@@ -328,13 +328,28 @@ impl<'a> Purger<'a> {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,
             depth,
+            cold: ColdObjects::Metadata,
         };
         let expected = Expected::of_receipt(self.ctx.spec, receipt, proven);
         let verified = verifier
             .verify(&expected)
             .await
             .map_err(|e| AppError::Store(receipt.batch_id.clone(), e))?;
-        Ok(verified.findings)
+        let mut findings = verified.findings;
+        // --reverify asked for every byte: an object that cannot be read at once is not proof
+        // enough, and its batch is not purged (never a silent HEAD instead).
+        findings.extend(verified.cold.into_iter().map(|cold| Finding {
+            kind: FindingKind::NotReadable,
+            batch_id: Some(cold.batch_id),
+            key: Some(cold.key),
+            event_id: None,
+            expected: Some("an object --reverify can read in full".into()),
+            actual: Some(format!(
+                "in {}, which cannot be read until restored: run `outbox-archiver verify --thaw DAYS` for the batch, or purge without --reverify (HEAD check)",
+                cold.storage_class
+            )),
+        }));
+        Ok(findings)
     }
 
     /// Sleeps as long as it takes to keep the run at `--max-rows-per-second`.

@@ -16,7 +16,7 @@ use std::collections::HashSet;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Selection};
-use super::verifier::{Depth, Expected, Verified, Verifier};
+use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Verified, Verifier};
 use super::RunContext;
 use crate::batch::{KeptLines, Member};
 use crate::codec::Row;
@@ -25,7 +25,7 @@ use crate::db::members::Members;
 use crate::db::receipts::{Receipts, StoredReceipt};
 use crate::db::restore::{first_difference, IntoSource, LoadError, TargetTable, RESTORE_CHUNK};
 use crate::db::DbError;
-use crate::store::StoreError;
+use crate::store::{StoreError, Thaw};
 use crate::summary::details::{Drill, RestoreApp};
 use crate::summary::{AppDetails, AppReport, Outcome};
 use crate::table::TableSpec;
@@ -43,6 +43,9 @@ pub struct RestoreOptions {
     pub lock_prefix: String,
     /// Apps restored at the same time (`--parallel-apps`; 0 or 1: one at a time).
     pub parallel_apps: usize,
+    /// `--thaw`: ask the store to restore batches in cold storage classes, to load them on a
+    /// later run (without it such a batch fails, saying so).
+    pub thaw: Option<Thaw>,
 }
 
 impl RestoreOptions {
@@ -74,6 +77,9 @@ enum Failure {
     Data(String),
     #[error(transparent)]
     Load(#[from] LoadError),
+    /// The batch's objects are being restored from a cold storage class (`--thaw`).
+    #[error("objects are being restored from cold storage")]
+    Thawing(Vec<ColdObject>),
 }
 
 /// Restore's work for one app.
@@ -127,6 +133,15 @@ impl AppWork for Restorer<'_> {
                 (restored.await, self.next_verified(&mut receipts).await)
             };
             ahead = following;
+            if let Err(Failure::Thawing(cold)) = result {
+                tracing::info!(
+                    batch_id = receipt.batch_id,
+                    objects = cold.len(),
+                    "batch not loaded: its objects are being restored from cold storage (--thaw)"
+                );
+                details.pending_thaw.extend(cold);
+                continue;
+            }
             if let Err(e) = result {
                 tracing::error!(batch_id = receipt.batch_id, error = %e, "restore failed");
                 report
@@ -142,6 +157,17 @@ impl AppWork for Restorer<'_> {
         }
         if report.error.is_some() {
             report.outcome = Outcome::Failed;
+        } else if !details.pending_thaw.is_empty() && report.outcome == Outcome::Done {
+            let batches: HashSet<&str> = details
+                .pending_thaw
+                .iter()
+                .map(|c| c.batch_id.as_str())
+                .collect();
+            report.outcome = Outcome::Stopped;
+            report.stop_reason = Some(format!(
+                "{} batches are being restored from cold storage (--thaw); run restore again once they are readable",
+                batches.len()
+            ));
         }
         report.rows = details.restored_rows;
         report.details = Some(AppDetails::Restore(details));
@@ -193,6 +219,10 @@ impl<'a> Restorer<'a> {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,
             depth: Depth::ReadKeepingLines,
+            cold: match self.opts.thaw {
+                Some(thaw) => ColdObjects::Thaw(thaw),
+                None => ColdObjects::Metadata,
+            },
         };
         let expected = Expected::of_receipt(self.ctx.spec, receipt, proven);
         let verified = verifier.verify(&expected).await?;
@@ -269,6 +299,16 @@ impl<'a> Restorer<'a> {
         verified: Verified,
         details: &mut RestoreApp,
     ) -> Result<KeptLines, Failure> {
+        if verified.findings.is_empty() && !verified.cold.is_empty() {
+            if self.opts.thaw.is_some() {
+                return Err(Failure::Thawing(verified.cold));
+            }
+            let first = &verified.cold[0];
+            return Err(Failure::Data(format!(
+                "{} is in {}, which cannot be read until the store restores it: run restore again with --thaw DAYS, then once more when it is readable; nothing loaded",
+                first.key, first.storage_class
+            )));
+        }
         if let Some(first) = verified.findings.first() {
             let detail = format!("{} findings, first: {first}", verified.findings.len());
             if self.opts.drill {

@@ -4,6 +4,13 @@
 //!
 //! The comparisons are pure functions; [`Verifier::verify`] only fetches. A problem found is a
 //! [`Finding`] — data, not an error; an `Err` means the store could not be asked.
+//!
+//! Every HEAD is also held to the batch's protection ([`Guard`]): the retention its receipt
+//! records (or the one just written) and its encryption. An object in a storage class that cannot
+//! be read at once (GLACIER, DEEP_ARCHIVE) is checked by HEAD only and reported as a
+//! [`ColdObject`]; with `--thaw` the store is asked to restore it, and a later run reads it in
+//! full. Right after upload (publish) its bytes as uploaded are scanned instead, and the store's
+//! own checksum of the stored object must match them.
 
 use std::collections::HashMap;
 
@@ -14,7 +21,8 @@ use crate::batch::{DataRead, DataReader, EncodedBatch, KeptLines, Member};
 use crate::db::receipts::StoredReceipt;
 use crate::digest::{crc64nvme, ObjectDigest};
 use crate::format::{self, ContentFacts, Manifest, ObjectKeys, SuccessMarker};
-use crate::store::{self, ObjectMeta, ObjectStore, StoreError};
+use crate::protection::{header_time, ObjectLock, Protection, Sse, VerifiedBy};
+use crate::store::{self, ObjectMeta, ObjectStore, StoreError, Thaw, ThawState};
 use crate::table::TableSpec;
 
 /// What kind of problem a finding is.
@@ -46,6 +54,15 @@ pub enum FindingKind {
     MemberMismatch,
     /// A delivered row below the app's cursor and the cutoff whose version no receipt holds.
     Straggler,
+    /// An object's Object Lock retention is missing, shorter or weaker than its receipt says.
+    RetentionMismatch,
+    /// An object is encrypted otherwise than its receipt says (another key, or not at all).
+    EncryptionMismatch,
+    /// An object that cannot be read back at once, for which the store reports no checksum of
+    /// its own: nothing could vouch for the stored bytes.
+    StoreChecksumMissing,
+    /// `purge --reverify` was asked to re-read an object that cannot be read at once.
+    NotReadable,
 }
 
 /// One problem, with what was expected and what was found (absent parts are null).
@@ -120,12 +137,50 @@ pub struct Expected {
     pub inconsistent_manifest_sha256: Option<String>,
     /// The `(event_id, updated_at_ms)` the data object must hold.
     pub members: Vec<Member>,
+    /// What every object's protection must be.
+    pub guard: Guard,
+}
+
+/// What an object's protection must be: at least this retention, and this encryption.
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Guard {
+    pub lock: Option<ObjectLock>,
+    pub encryption: Option<Encryption>,
+}
+
+/// The encryption an object must have.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Encryption {
+    /// What a put asked for (publish): the store's report must satisfy it.
+    Asked(Sse),
+    /// What the receipt recorded the store reporting: the same algorithm and key.
+    Recorded {
+        algorithm: String,
+        kms_key_id: Option<String>,
+    },
+}
+
+impl Guard {
+    /// What a receipt vouches for.
+    pub fn of_receipt(protection: &Protection) -> Guard {
+        Guard {
+            lock: protection.lock,
+            encryption: protection
+                .sse_algorithm
+                .as_ref()
+                .map(|algorithm| Encryption::Recorded {
+                    algorithm: algorithm.clone(),
+                    kms_key_id: protection.sse_kms_key_id.clone(),
+                }),
+        }
+    }
 }
 
 impl Expected {
     /// What a receipt vouches for; `members` are every version the database holds for the batch
     /// (members and superseded rows).
     pub fn of_receipt(spec: &TableSpec, receipt: &StoredReceipt, members: Vec<Member>) -> Expected {
+        let guard = Guard::of_receipt(&receipt.protection);
         let manifest = Manifest {
             table: spec.name.to_string(),
             app_code: receipt.app_code.clone(),
@@ -165,6 +220,7 @@ impl Expected {
             manifest,
             success,
             members,
+            guard,
         }
     }
 
@@ -191,6 +247,7 @@ impl Expected {
             manifest: docs.manifest,
             success: docs.success,
             members: batch.members.clone(),
+            guard: Guard::default(),
         }
     }
 }
@@ -206,6 +263,28 @@ pub enum Depth {
     ReadKeepingLines,
 }
 
+/// What to do with an object that cannot be read at once (a cold storage class).
+#[derive(Debug, Clone, Copy, Default)]
+pub enum ColdObjects<'a> {
+    /// Check it by HEAD only, and report it.
+    #[default]
+    Metadata,
+    /// As `Metadata`, and ask the store to restore it so that a later run can read it.
+    Thaw(Thaw),
+    /// The data object's bytes as they were just uploaded (publish): scan those, and hold the
+    /// store's own checksum of the stored object to them.
+    Uploaded(&'a [u8]),
+}
+
+/// An object that was checked by its metadata only, because it cannot be read at once.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct ColdObject {
+    pub batch_id: String,
+    pub key: String,
+    pub storage_class: String,
+    pub thaw: ThawState,
+}
+
 /// What verifying a batch found, and what it read.
 #[derive(Debug, Default)]
 pub struct Verified {
@@ -214,6 +293,39 @@ pub struct Verified {
     pub data_crc64nvme: Option<u64>,
     /// [`Depth::ReadKeepingLines`]: the lines of the bytes just verified.
     pub lines: Option<KeptLines>,
+    /// Objects checked by HEAD only because they cannot be read at once.
+    pub cold: Vec<ColdObject>,
+    /// How the data object was verified (publish: read back, or by the store's checksum).
+    pub verified_by: VerifiedBy,
+    /// What HEAD reported of the objects that exist: manifest, `_SUCCESS`, data.
+    pub heads: Vec<ObjectMeta>,
+}
+
+impl Verified {
+    /// The batch's protection as the store reports it: the weakest retention of its objects,
+    /// and the data object's class and encryption (what a receipt records).
+    pub fn protection(&self) -> Protection {
+        let data = self.heads.last();
+        let lock = match self
+            .heads
+            .iter()
+            .map(|h| h.lock)
+            .collect::<Option<Vec<_>>>()
+        {
+            Some(locks) => locks
+                .into_iter()
+                .min_by_key(|l| (l.retain_until_ms, l.mode)),
+            None => None,
+        };
+        Protection {
+            lock,
+            legal_hold: !self.heads.is_empty() && self.heads.iter().all(|h| h.legal_hold),
+            storage_class: data.and_then(|d| d.storage_class.clone()),
+            sse_algorithm: data.and_then(|d| d.sse_algorithm.clone()),
+            sse_kms_key_id: data.and_then(|d| d.sse_kms_key_id.clone()),
+            verified_by: self.verified_by,
+        }
+    }
 }
 
 /// Fetches a batch's objects and compares them with what they must be.
@@ -221,14 +333,14 @@ pub struct Verifier<'a> {
     pub store: &'a dyn ObjectStore,
     pub spec: &'static TableSpec,
     pub depth: Depth,
+    pub cold: ColdObjects<'a>,
 }
 
 impl Verifier<'_> {
     pub async fn verify(&self, expected: &Expected) -> Result<Verified, StoreError> {
         let mut verified = Verified::default();
-        let findings = &mut verified.findings;
         if let Some(sha256) = &expected.inconsistent_manifest_sha256 {
-            findings.push(
+            verified.findings.push(
                 Finding::new(FindingKind::ReceiptInconsistent, &expected.batch_id, None)
                     .values(&expected.manifest_digest.sha256, sha256),
             );
@@ -248,12 +360,34 @@ impl Verifier<'_> {
             ),
         ];
         for (key, bytes, digest, kind) in documents {
-            let head = self.store.head(key).await?;
+            let head = self.head(expected, key, &mut verified).await?;
+            if let Some(cold) = head.as_ref().filter(|h| !h.readable()) {
+                if self.depth != Depth::Head {
+                    // A small document in a cold class (a lifecycle rule moved it): its HEAD
+                    // says what it can; the bytes it must have are known exactly.
+                    verified.findings.extend(compare_head(
+                        &expected.batch_id,
+                        key,
+                        Some(cold),
+                        digest,
+                        Some(crc64nvme(bytes)),
+                    ));
+                    self.note_cold(expected, key, cold, &mut verified).await?;
+                    continue;
+                }
+            }
             let got = match (&head, self.depth) {
                 (None, _) | (_, Depth::Head) => None,
-                _ => store::get_all(self.store, key).await?,
+                _ => match store::get_all(self.store, key).await {
+                    Err(StoreError::NotReadable { .. }) => {
+                        let head = head.clone().unwrap_or_default();
+                        self.note_cold(expected, key, &head, &mut verified).await?;
+                        continue;
+                    }
+                    other => other?,
+                },
             };
-            findings.extend(compare_document(
+            verified.findings.extend(compare_document(
                 &expected.batch_id,
                 key,
                 bytes,
@@ -265,28 +399,34 @@ impl Verifier<'_> {
             ));
         }
         let key = &expected.keys.data;
-        let head = self.store.head(key).await?;
+        let head = self.head(expected, key, &mut verified).await?;
         if self.depth == Depth::Head {
-            findings.extend(compare_head(
+            verified.findings.extend(compare_head(
                 &expected.batch_id,
                 key,
                 head.as_ref(),
                 &expected.data,
                 expected.data_crc64nvme,
             ));
-            if expected.members.len() as u64 != expected.content.row_count {
-                findings.push(
-                    Finding::new(FindingKind::MemberMismatch, &expected.batch_id, None).values(
-                        format!("{} members", expected.content.row_count),
-                        format!("{} members", expected.members.len()),
-                    ),
-                );
-            }
+            verified.findings.extend(member_count(expected));
             return Ok(verified);
+        }
+        if let Some(meta) = head.as_ref().filter(|h| !h.readable()) {
+            return self.verify_cold_data(expected, meta, verified).await;
         }
         let keep_lines = self.depth == Depth::ReadKeepingLines;
         let keep = keep_lines.then_some(&expected.content);
-        let read = read_data(self.store, self.spec, &expected.app_code, key, keep).await?;
+        let read = match read_data(self.store, self.spec, &expected.app_code, key, keep).await {
+            Err(StoreError::NotReadable { storage_class, .. }) => {
+                // The store refused the GET by class although HEAD did not say so.
+                let meta = ObjectMeta {
+                    storage_class: Some(storage_class),
+                    ..head.clone().unwrap_or_default()
+                };
+                return self.verify_cold_data(expected, &meta, verified).await;
+            }
+            other => other?,
+        };
         verified.data_crc64nvme = read.as_ref().map(|r| r.crc64nvme);
         let (mut data_findings, lines) = compare_data(expected, head.as_ref(), read);
         verified.findings.append(&mut data_findings);
@@ -295,6 +435,165 @@ impl Verifier<'_> {
         }
         Ok(verified)
     }
+
+    /// HEADs `key`, holds what it reports to the batch's guard, and keeps it.
+    async fn head(
+        &self,
+        expected: &Expected,
+        key: &str,
+        verified: &mut Verified,
+    ) -> Result<Option<ObjectMeta>, StoreError> {
+        let head = self.store.head(key).await?;
+        if let Some(meta) = &head {
+            verified.findings.extend(compare_guard(
+                &expected.batch_id,
+                key,
+                meta,
+                &expected.guard,
+            ));
+            verified.heads.push(meta.clone());
+        }
+        Ok(head)
+    }
+
+    /// A data object that cannot be read at once. Right after upload its bytes as uploaded are
+    /// scanned and the store's own checksum of the stored object must match them; otherwise its
+    /// HEAD is compared (size, the store's checksums, members counted) and it is reported cold.
+    async fn verify_cold_data(
+        &self,
+        expected: &Expected,
+        meta: &ObjectMeta,
+        mut verified: Verified,
+    ) -> Result<Verified, StoreError> {
+        let (batch_id, key) = (expected.batch_id.as_str(), expected.keys.data.as_str());
+        if let ColdObjects::Uploaded(bytes) = self.cold {
+            let mut reader = DataReader::new(self.spec, &expected.app_code);
+            reader.update(bytes);
+            let read = reader.finish();
+            let nvme = read.crc64nvme;
+            if meta.crc64nvme.is_none() && meta.sha256.is_none() {
+                verified.findings.push(
+                    Finding::new(FindingKind::StoreChecksumMissing, batch_id, Some(key)).values(
+                        "the store's own checksum of the stored object (x-amz-checksum-crc64nvme or -sha256 on HEAD)",
+                        format!(
+                            "none, and the object cannot be read back ({}): set --s3-upload-checksum crc64nvme or sha256, or a storage class that can be read at once",
+                            meta.storage_class.as_deref().unwrap_or("a cold class")
+                        ),
+                    ),
+                );
+            }
+            let (mut found, _) = compare_data(expected, Some(meta), Some(read));
+            verified.findings.append(&mut found);
+            verified.data_crc64nvme = Some(nvme);
+            verified.verified_by = VerifiedBy::StoreChecksum;
+            return Ok(verified);
+        }
+        verified.findings.extend(compare_head(
+            batch_id,
+            key,
+            Some(meta),
+            &expected.data,
+            expected.data_crc64nvme,
+        ));
+        verified.findings.extend(member_count(expected));
+        self.note_cold(expected, key, meta, &mut verified).await?;
+        Ok(verified)
+    }
+
+    /// Reports `key` as checked by HEAD only, asking the store to restore it with `--thaw`.
+    async fn note_cold(
+        &self,
+        expected: &Expected,
+        key: &str,
+        meta: &ObjectMeta,
+        verified: &mut Verified,
+    ) -> Result<(), StoreError> {
+        let thaw = match (self.cold, meta.restore) {
+            (_, store::RestoreStatus::InProgress) => ThawState::InProgress,
+            (ColdObjects::Thaw(thaw), _) => self.store.request_thaw(key, &thaw).await?,
+            _ => ThawState::NotRequested,
+        };
+        verified.cold.push(ColdObject {
+            batch_id: expected.batch_id.clone(),
+            key: key.to_string(),
+            storage_class: meta
+                .storage_class
+                .clone()
+                .or_else(|| meta.archive_status.clone())
+                .unwrap_or_else(|| "unknown".into()),
+            thaw,
+        });
+        Ok(())
+    }
+}
+
+/// Whether the data object holds as many rows as the database has members for it (what a HEAD
+/// check can say of the members).
+fn member_count(expected: &Expected) -> Option<Finding> {
+    (expected.members.len() as u64 != expected.content.row_count).then(|| {
+        Finding::new(FindingKind::MemberMismatch, &expected.batch_id, None).values(
+            format!("{} members", expected.content.row_count),
+            format!("{} members", expected.members.len()),
+        )
+    })
+}
+
+/// What a HEAD reports of an object's protection against what it must be: a retention at least
+/// as long and as strict (`retention_mismatch`), and the same encryption (`encryption_mismatch`).
+pub fn compare_guard(batch_id: &str, key: &str, meta: &ObjectMeta, guard: &Guard) -> Vec<Finding> {
+    let mut out = Vec::new();
+    if let Some(wanted) = &guard.lock {
+        if !meta.lock.is_some_and(|lock| lock.covers(wanted)) {
+            let show =
+                |l: &ObjectLock| format!("{} until {}", l.mode, header_time(l.retain_until_ms));
+            out.push(
+                Finding::new(FindingKind::RetentionMismatch, batch_id, Some(key)).values(
+                    show(wanted),
+                    meta.lock.as_ref().map_or_else(
+                        || "no retention reported (HEAD shows it only to roles with s3:GetObjectRetention)".to_string(),
+                        show,
+                    ),
+                ),
+            );
+        }
+    }
+    let (algorithm, kms_key) = (
+        meta.sse_algorithm.as_deref(),
+        meta.sse_kms_key_id.as_deref(),
+    );
+    let ok = match &guard.encryption {
+        None => true,
+        Some(Encryption::Asked(sse)) => sse.reported_matches(algorithm, kms_key),
+        Some(Encryption::Recorded {
+            algorithm: want,
+            kms_key_id,
+        }) => {
+            algorithm == Some(want.as_str())
+                && (kms_key_id.is_none() || kms_key == kms_key_id.as_deref())
+        }
+    };
+    if !ok {
+        let show = |a: Option<&str>, k: Option<&str>| match (a, k) {
+            (None, _) => "not encrypted (none reported)".to_string(),
+            (Some(a), None) => a.to_string(),
+            (Some(a), Some(k)) => format!("{a} with key {k}"),
+        };
+        let want = match &guard.encryption {
+            Some(Encryption::Asked(sse)) => {
+                show(Some(sse.algorithm.as_str()), sse.kms_key_id.as_deref())
+            }
+            Some(Encryption::Recorded {
+                algorithm,
+                kms_key_id,
+            }) => show(Some(algorithm), kms_key_id.as_deref()),
+            None => String::new(),
+        };
+        out.push(
+            Finding::new(FindingKind::EncryptionMismatch, batch_id, Some(key))
+                .values(want, show(algorithm, kms_key)),
+        );
+    }
+    out
 }
 
 /// Streams a data object through a [`DataReader`] (keeping its lines, sized for the expected
@@ -356,6 +655,12 @@ pub fn compare_head(
                     .values(nvme, stored),
             );
         }
+    }
+    if let Some(stored) = meta.sha256.as_ref().filter(|&s| *s != expected.sha256) {
+        out.push(
+            Finding::new(FindingKind::StoreChecksumMismatch, batch_id, Some(key))
+                .values(&expected.sha256, stored),
+        );
     }
     out
 }
@@ -579,11 +884,14 @@ mod tests {
             size: 4,
             crc64nvme: Some(1),
             crc64ecma: Some(8),
+            sha256: Some("b".repeat(64)),
+            ..ObjectMeta::default()
         };
         assert_eq!(
             kinds(compare_head("b", "k", Some(&meta), &digest(3), Some(2))),
             vec![
                 FindingKind::SizeMismatch,
+                FindingKind::StoreChecksumMismatch,
                 FindingKind::StoreChecksumMismatch,
                 FindingKind::StoreChecksumMismatch
             ]
@@ -593,6 +901,75 @@ mod tests {
             ..ObjectMeta::default()
         };
         assert!(compare_head("b", "k", Some(&quiet), &digest(3), Some(2)).is_empty());
+    }
+
+    #[test]
+    fn a_head_is_held_to_the_receipts_retention_and_encryption() {
+        use crate::protection::{LockMode, SseAlgorithm};
+        let kinds = |f: Vec<Finding>| f.into_iter().map(|f| f.kind).collect::<Vec<_>>();
+        let lock = |mode, until| ObjectLock {
+            mode,
+            retain_until_ms: until,
+        };
+        let key = "arn:aws:kms:eu-west-1:1:key/k1";
+        let recorded = Guard {
+            lock: Some(lock(LockMode::Compliance, 2_000_000)),
+            encryption: Some(Encryption::Recorded {
+                algorithm: "aws:kms".into(),
+                kms_key_id: Some(key.into()),
+            }),
+        };
+        let meta = |l: Option<ObjectLock>, sse: Option<&str>, k: Option<&str>| ObjectMeta {
+            lock: l,
+            sse_algorithm: sse.map(str::to_string),
+            sse_kms_key_id: k.map(str::to_string),
+            ..ObjectMeta::default()
+        };
+        let good = meta(
+            Some(lock(LockMode::Compliance, 2_000_000)),
+            Some("aws:kms"),
+            Some(key),
+        );
+        assert!(compare_guard("b", "k", &good, &recorded).is_empty());
+        assert!(compare_guard("b", "k", &good, &Guard::default()).is_empty());
+        let shorter = meta(
+            Some(lock(LockMode::Compliance, 1_999_000)),
+            Some("aws:kms"),
+            Some(key),
+        );
+        let governance = meta(
+            Some(lock(LockMode::Governance, 9_000_000)),
+            Some("aws:kms"),
+            Some(key),
+        );
+        let none = meta(None, Some("aws:kms"), Some(key));
+        for m in [shorter, governance, none] {
+            assert_eq!(
+                kinds(compare_guard("b", "k", &m, &recorded)),
+                vec![FindingKind::RetentionMismatch]
+            );
+        }
+        let other_key = meta(
+            Some(lock(LockMode::Compliance, 2_000_000)),
+            Some("aws:kms"),
+            Some("arn:aws:kms:eu-west-1:1:key/k2"),
+        );
+        let plain = meta(Some(lock(LockMode::Compliance, 2_000_000)), None, None);
+        for m in [other_key, plain] {
+            assert_eq!(
+                kinds(compare_guard("b", "k", &m, &recorded)),
+                vec![FindingKind::EncryptionMismatch]
+            );
+        }
+        let asked = Guard {
+            lock: None,
+            encryption: Some(Encryption::Asked(Sse {
+                algorithm: SseAlgorithm::Kms,
+                kms_key_id: Some("k1".into()),
+                bucket_key: None,
+            })),
+        };
+        assert!(compare_guard("b", "k", &good, &asked).is_empty());
     }
 
     #[test]

@@ -14,14 +14,14 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Selection};
-use super::verifier::{Depth, Expected, Finding, FindingKind, Verifier};
+use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
 use super::{Observer, RunContext};
 use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::source::SourceTable;
 use crate::db::DbError;
 use crate::digest::sha256_hex;
-use crate::store::StoreError;
+use crate::store::{StoreError, Thaw};
 use crate::summary::details::{Sample, VerifyApp, VerifyRun};
 use crate::summary::{AppDetails, AppReport, Outcome};
 
@@ -40,6 +40,8 @@ pub struct VerifyOptions {
     pub delivered_status: String,
     /// At most this many stragglers are listed per app.
     pub max_stragglers: usize,
+    /// `--thaw`: ask the store to restore objects in cold storage classes, for a later run.
+    pub thaw: Option<Thaw>,
 }
 
 impl VerifyOptions {
@@ -54,6 +56,7 @@ impl VerifyOptions {
             cutoff_ms,
             delivered_status: delivered_status.to_string(),
             max_stragglers: 1000,
+            thaw: None,
         }
     }
 }
@@ -147,6 +150,8 @@ impl<'a> Verify<'a> {
             (&a.batch_id, &a.key, &a.event_id).cmp(&(&b.batch_id, &b.key, &b.event_id))
         });
         run.checked_batches.sort();
+        run.pending_thaw
+            .sort_by(|a, b| (&a.batch_id, &a.key).cmp(&(&b.batch_id, &b.key)));
         run
     }
 
@@ -186,13 +191,14 @@ impl<'a> Verify<'a> {
         while let Some(next) = results.next().await {
             let (receipt, found) = next?;
             match found {
-                Ok(found) => {
+                Ok(verified) => {
                     report.batches += 1;
                     report.rows += receipt.content.row_count;
-                    found_so_far += found.len();
+                    found_so_far += verified.findings.len();
                     let mut run = self.run.lock().expect("not poisoned");
                     run.checked_batches.push(receipt.batch_id.clone());
-                    run.findings.extend(found);
+                    run.findings.extend(verified.findings);
+                    run.pending_thaw.extend(verified.cold);
                 }
                 Err(e) => {
                     tracing::error!(batch_id = receipt.batch_id, error = %e, "could not check batch");
@@ -212,7 +218,7 @@ impl<'a> Verify<'a> {
     }
 
     /// One receipt: its objects against it and its members (and superseded rows).
-    async fn check(&self, receipt: &StoredReceipt) -> Result<Vec<Finding>, Failure> {
+    async fn check(&self, receipt: &StoredReceipt) -> Result<Verified, Failure> {
         let pool = &self.ctx.db.pool;
         let (app, batch) = (&receipt.app_code, &receipt.batch_id);
         let members = self.members.proven_members_of(pool, app, batch).await?;
@@ -224,9 +230,13 @@ impl<'a> Verify<'a> {
             } else {
                 Depth::Read
             },
+            cold: match self.opts.thaw {
+                Some(thaw) => ColdObjects::Thaw(thaw),
+                None => ColdObjects::Metadata,
+            },
         };
         let expected = Expected::of_receipt(self.ctx.spec, receipt, members);
-        Ok(verifier.verify(&expected).await?.findings)
+        Ok(verifier.verify(&expected).await?)
     }
 
     /// Delivered rows below the app's cursor and the cutoff whose version no receipt holds.

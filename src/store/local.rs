@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::{ByteStream, Location, ObjectMeta, ObjectStore, PutMode, StoreError};
+use super::{ByteStream, Location, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
 
 #[derive(Debug)]
 pub struct LocalStore {
@@ -104,7 +104,19 @@ impl ObjectStore for LocalStore {
         Ok(Some(stream.boxed()))
     }
 
-    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<(), StoreError> {
+    async fn put_with(
+        &self,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+        options: &PutOptions,
+    ) -> Result<(), StoreError> {
+        if *options != PutOptions::default() {
+            return Err(StoreError::Unsupported {
+                store: "file://",
+                what: "keep storage classes, Object Lock retention or legal holds".into(),
+            });
+        }
         let path = self.path(key)?;
         let key = key.to_string();
         tokio::task::spawn_blocking(move || {

@@ -1,7 +1,9 @@
 //! One narrow object-store interface, with no SDK types in it: put (create-only or overwrite),
 //! get (streamed), head, list, delete — by full key within a bucket. [`s3::S3Store`] speaks S3
 //! (AWS, MinIO, Tencent COS, anything S3-compatible); [`local::LocalStore`] keeps objects as files
-//! under a directory, for demos and air-gapped backfills.
+//! under a directory, for demos and air-gapped backfills. What a put can ask for beyond its bytes
+//! (Object Lock retention, storage class, encryption) is [`crate::protection`]'s; a HEAD reports
+//! it in [`ObjectMeta`].
 
 pub mod local;
 pub mod s3;
@@ -15,6 +17,7 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
+pub use crate::protection::{ObjectLock, PutOptions, RestoreStatus, Sse, Thaw, ThawState};
 pub use local::LocalStore;
 pub use s3::{ConditionalPutSetting, S3Settings, S3Store, UploadChecksum, DEFAULT_MAX_ATTEMPTS};
 
@@ -34,6 +37,34 @@ pub struct ObjectMeta {
     pub crc64nvme: Option<u64>,
     /// CRC-64/XZ of the whole object, where the store reports one (COS `x-cos-hash-crc64ecma`).
     pub crc64ecma: Option<u64>,
+    /// SHA-256 (lowercase hex) of the whole object, where the store reports one
+    /// (`x-amz-checksum-sha256`, for objects uploaded with it).
+    pub sha256: Option<String>,
+    /// The Object Lock retention on this version, where the store reports one.
+    pub lock: Option<ObjectLock>,
+    pub legal_hold: bool,
+    /// The storage class (`None`: the store's default, STANDARD).
+    pub storage_class: Option<String>,
+    /// Where a restore of a cold object stands (`x-amz-restore`).
+    pub restore: RestoreStatus,
+    /// INTELLIGENT_TIERING's archive tiers (`x-amz-archive-status`), which cannot be read at once.
+    pub archive_status: Option<String>,
+    /// Server-side encryption as the store reports it (`AES256`, `aws:kms`) and the KMS key.
+    pub sse_algorithm: Option<String>,
+    pub sse_kms_key_id: Option<String>,
+}
+
+impl ObjectMeta {
+    /// Whether a GET of the object can succeed now: not in a cold class (GLACIER, DEEP_ARCHIVE,
+    /// an INTELLIGENT_TIERING archive tier) unless a restored copy is there.
+    pub fn readable(&self) -> bool {
+        let cold = self
+            .storage_class
+            .as_deref()
+            .is_some_and(crate::protection::is_cold_class)
+            || self.archive_status.is_some();
+        !cold || self.restore == RestoreStatus::Restored
+    }
 }
 
 /// What the store's requests went through: attempts made (by operation, so a run's cost in
@@ -177,6 +208,18 @@ pub enum StoreError {
     AlreadyExists { key: String },
     #[error("the store rejected {key}: the upload checksum did not match (BadDigest); the bytes were damaged on the way")]
     BadDigest { key: String },
+    #[error("object {key} is in a storage class that cannot be read at once ({storage_class}); it must be restored first: run the command again with --thaw DAYS, then once more when the store has restored it (hours for GLACIER, up to 48 h for DEEP_ARCHIVE)")]
+    NotReadable { key: String, storage_class: String },
+    #[error("the store cannot use the KMS key ({detail}): check --sse-kms-key-id / OUTBOX_ARCHIVER_SSE_KMS_KEY_ID, that the key is enabled and in the bucket's region, and that the job's role may kms:GenerateDataKey and kms:Decrypt with it")]
+    Kms { detail: String },
+    #[error("the bucket requires an upload checksum on every put ({detail}): Object Lock buckets refuse puts without Content-MD5 or x-amz-checksum-*; set --s3-upload-checksum md5, sha256 or crc64nvme")]
+    ChecksumRequired { detail: String },
+    #[error("the store refused the storage class ({detail}): check --s3-storage-class / OUTBOX_ARCHIVER_S3_STORAGE_CLASS")]
+    InvalidStorageClass { detail: String },
+    #[error("the store refused the Object Lock settings ({detail}): Object Lock must be enabled on the bucket (it can only be turned on with versioning; `outbox-archiver doctor` checks it), or drop --object-lock-mode / --legal-hold")]
+    ObjectLockRefused { detail: String },
+    #[error("{store} stores cannot {what}")]
+    Unsupported { store: &'static str, what: String },
     #[error("{op} {key}: {detail}")]
     Other {
         op: &'static str,
@@ -193,6 +236,11 @@ impl StoreError {
             StoreError::NoSuchBucket { .. }
                 | StoreError::AccessDenied { .. }
                 | StoreError::Unreachable { .. }
+                | StoreError::Kms { .. }
+                | StoreError::ChecksumRequired { .. }
+                | StoreError::InvalidStorageClass { .. }
+                | StoreError::ObjectLockRefused { .. }
+                | StoreError::Unsupported { .. }
         )
     }
 }
@@ -266,7 +314,47 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
 
     async fn get(&self, key: &str) -> Result<Option<ByteStream>, StoreError>;
 
-    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<(), StoreError>;
+    /// Writes `body` at `key` as `options` ask (storage class, retention, legal hold); the
+    /// store's own encryption setting applies to every put.
+    async fn put_with(
+        &self,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+        options: &PutOptions,
+    ) -> Result<(), StoreError>;
+
+    /// A put in the store's default class, without retention.
+    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<(), StoreError> {
+        self.put_with(key, body, mode, &PutOptions::default()).await
+    }
+
+    /// Raises the current version's retention to `lock` (which S3 allows in both modes; it never
+    /// shortens one) and sets its legal hold when `legal_hold`.
+    async fn extend_lock(
+        &self,
+        _key: &str,
+        _lock: Option<&ObjectLock>,
+        _legal_hold: bool,
+    ) -> Result<(), StoreError> {
+        Err(StoreError::Unsupported {
+            store: "file://",
+            what: "hold objects under Object Lock".into(),
+        })
+    }
+
+    /// Asks the store to restore a cold object for `thaw.days`, so that it can be read later.
+    async fn request_thaw(&self, _key: &str, _thaw: &Thaw) -> Result<ThawState, StoreError> {
+        Err(StoreError::Unsupported {
+            store: "file://",
+            what: "restore objects from cold storage".into(),
+        })
+    }
+
+    /// The encryption every put asks for, if any.
+    fn encryption(&self) -> Option<&Sse> {
+        None
+    }
 
     /// Every key under `prefix`, in lexicographic order.
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;

@@ -33,9 +33,10 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use super::{
     ByteStream, ConditionalPut, Counters, KeyPages, Location, ObjectMeta, ObjectStore, PutMode,
-    StoreError, StoreStats,
+    PutOptions, StoreError, StoreStats,
 };
 use crate::digest;
+use crate::protection::{LockMode, ObjectLock, RestoreStatus, Sse, Thaw, ThawState};
 
 /// Which checksum a put carries for the store to check on arrival.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -71,6 +72,8 @@ pub struct S3Settings {
     pub read_timeout: Option<Duration>,
     /// The first retry's backoff ceiling, doubling per attempt (the SDK's default, 1 s, when unset).
     pub initial_backoff: Option<Duration>,
+    /// Server-side encryption every put asks for (`--sse`, `--sse-kms-key-id`).
+    pub sse: Option<Sse>,
 }
 
 /// `--s3-conditional-put`: probe whether the store honours `If-None-Match: *` (the default), or
@@ -103,6 +106,7 @@ impl std::fmt::Debug for S3Settings {
             .field("connect_timeout", &self.connect_timeout)
             .field("read_timeout", &self.read_timeout)
             .field("initial_backoff", &self.initial_backoff)
+            .field("sse", &self.sse)
             .field(
                 "static_credentials",
                 &self.static_credentials.as_ref().map(|_| "***"),
@@ -119,6 +123,7 @@ pub struct S3Store {
     conditional_put: ConditionalPutSetting,
     /// What the probe found, once it ran.
     probed: Mutex<Option<ConditionalPut>>,
+    sse: Option<Sse>,
 }
 
 /// What a GET needs, cheap to clone into a body stream that outlives the call.
@@ -194,6 +199,7 @@ impl S3Store {
             upload_checksum: settings.upload_checksum.unwrap_or(UploadChecksum::Md5),
             conditional_put: settings.conditional_put.unwrap_or_default(),
             probed: Mutex::new(None),
+            sse: settings.sse.clone(),
         })
     }
 
@@ -243,6 +249,7 @@ impl Fetch {
             .to_string(),
             other => aws_smithy_types::error::display::DisplayErrorContext(other).to_string(),
         };
+        let message = err.message().unwrap_or_default().to_string();
         match (&err, status, code.as_str()) {
             (SdkError::DispatchFailure(_) | SdkError::TimeoutError(_), _, _) => {
                 StoreError::Unreachable {
@@ -253,6 +260,25 @@ impl Fetch {
             (_, _, "NoSuchBucket") => StoreError::NoSuchBucket {
                 bucket: self.bucket.clone(),
             },
+            (_, _, "InvalidObjectState") => StoreError::NotReadable {
+                key: key.to_string(),
+                storage_class: "the store said InvalidObjectState".into(),
+            },
+            (_, _, code) if code.starts_with("KMS.") || message.contains("kms:") => {
+                StoreError::Kms { detail }
+            }
+            (_, _, "MissingUploadObjectWithObjectLockHeaders") => {
+                StoreError::ChecksumRequired { detail }
+            }
+            (_, _, "InvalidRequest") if message.contains("Content-MD5") => {
+                StoreError::ChecksumRequired { detail }
+            }
+            (_, _, "InvalidRequest")
+                if message.contains("Object Lock") || message.contains("ObjectLock") =>
+            {
+                StoreError::ObjectLockRefused { detail }
+            }
+            (_, _, "InvalidStorageClass") => StoreError::InvalidStorageClass { detail },
             (_, Some(403), _)
             | (_, _, "AccessDenied" | "InvalidAccessKeyId" | "SignatureDoesNotMatch") => {
                 StoreError::AccessDenied { detail }
@@ -497,6 +523,29 @@ impl Intercept for CaptureCosCrc {
     }
 }
 
+fn sdk_lock_mode(mode: LockMode) -> aws_sdk_s3::types::ObjectLockMode {
+    aws_sdk_s3::types::ObjectLockMode::from(mode.as_str())
+}
+
+fn sdk_retention_mode(mode: LockMode) -> aws_sdk_s3::types::ObjectLockRetentionMode {
+    aws_sdk_s3::types::ObjectLockRetentionMode::from(mode.as_str())
+}
+
+fn sdk_sse(algorithm: crate::protection::SseAlgorithm) -> aws_sdk_s3::types::ServerSideEncryption {
+    aws_sdk_s3::types::ServerSideEncryption::from(algorithm.as_str())
+}
+
+/// A put asking for `sse`.
+fn with_sse(
+    request: aws_sdk_s3::operation::put_object::builders::PutObjectFluentBuilder,
+    sse: &Sse,
+) -> aws_sdk_s3::operation::put_object::builders::PutObjectFluentBuilder {
+    request
+        .server_side_encryption(sdk_sse(sse.algorithm))
+        .set_ssekms_key_id(sse.kms_key_id.clone())
+        .set_bucket_key_enabled(sse.bucket_key)
+}
+
 fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
@@ -581,10 +630,35 @@ impl ObjectStore for S3Store {
             .expect("not poisoned")
             .as_deref()
             .and_then(|v| v.parse().ok());
+        let sha256 = out
+            .checksum_sha256()
+            .and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
+            .filter(|bytes| bytes.len() == 32)
+            .map(hex::encode);
+        let lock = match (out.object_lock_mode(), out.object_lock_retain_until_date()) {
+            (Some(mode), Some(until)) => LockMode::parse(mode.as_str()).map(|mode| ObjectLock {
+                mode,
+                retain_until_ms: until.to_millis().unwrap_or(0),
+            }),
+            _ => None,
+        };
         Ok(Some(ObjectMeta {
             size: out.content_length().unwrap_or(0).max(0) as u64,
             crc64nvme,
             crc64ecma,
+            sha256,
+            lock,
+            legal_hold: out
+                .object_lock_legal_hold_status()
+                .is_some_and(|s| s.as_str() == "ON"),
+            storage_class: out
+                .storage_class()
+                .map(|c| c.as_str().to_string())
+                .filter(|c| c != "STANDARD"),
+            restore: RestoreStatus::from_header(out.restore()),
+            archive_status: out.archive_status().map(|a| a.as_str().to_string()),
+            sse_algorithm: out.server_side_encryption().map(|a| a.as_str().to_string()),
+            sse_kms_key_id: out.ssekms_key_id().map(str::to_string),
         }))
     }
 
@@ -605,7 +679,14 @@ impl ObjectStore for S3Store {
         Ok(Some(futures_util::stream::unfold(read, Read::next).boxed()))
     }
 
-    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<(), StoreError> {
+    async fn put_with(
+        &self,
+        key: &str,
+        body: Bytes,
+        mode: PutMode,
+        options: &PutOptions,
+    ) -> Result<(), StoreError> {
+        use aws_sdk_s3::types::{ChecksumAlgorithm, ObjectLockLegalHoldStatus, StorageClass};
         let mut request = self
             .client()
             .put_object()
@@ -613,6 +694,9 @@ impl ObjectStore for S3Store {
             .key(key)
             .content_type(content_type(key))
             .content_length(body.len() as i64);
+        // A precomputed checksum goes with `x-amz-sdk-checksum-algorithm` naming it: Object Lock
+        // buckets accept a put only with that header or Content-MD5. With the value already set
+        // the SDK computes nothing itself and sends no aws-chunked trailer.
         request = match self.upload_checksum {
             UploadChecksum::None => request,
             UploadChecksum::Md5 => {
@@ -621,12 +705,30 @@ impl ObjectStore for S3Store {
             }
             UploadChecksum::Sha256 => {
                 use sha2::Digest as _;
-                request.checksum_sha256(b64(&sha2::Sha256::digest(&body)))
+                request
+                    .checksum_algorithm(ChecksumAlgorithm::Sha256)
+                    .checksum_sha256(b64(&sha2::Sha256::digest(&body)))
             }
-            UploadChecksum::Crc64nvme => {
-                request.checksum_crc64_nvme(b64(&digest::crc64nvme(&body).to_be_bytes()))
-            }
+            UploadChecksum::Crc64nvme => request
+                .checksum_algorithm(ChecksumAlgorithm::Crc64Nvme)
+                .checksum_crc64_nvme(b64(&digest::crc64nvme(&body).to_be_bytes())),
         };
+        if let Some(sse) = &self.sse {
+            request = with_sse(request, sse);
+        }
+        if let Some(class) = &options.storage_class {
+            request = request.storage_class(StorageClass::from(class.as_str()));
+        }
+        if let Some(lock) = &options.lock {
+            request = request
+                .object_lock_mode(sdk_lock_mode(lock.mode))
+                .object_lock_retain_until_date(aws_smithy_types::DateTime::from_millis(
+                    lock.retain_until_ms,
+                ));
+        }
+        if options.legal_hold {
+            request = request.object_lock_legal_hold_status(ObjectLockLegalHoldStatus::On);
+        }
         if mode == PutMode::Create {
             if self.sends_if_none_match() {
                 request = request.if_none_match("*");
@@ -690,6 +792,80 @@ impl ObjectStore for S3Store {
         Some(self.fetch.counters.snapshot())
     }
 
+    async fn extend_lock(
+        &self,
+        key: &str,
+        lock: Option<&ObjectLock>,
+        legal_hold: bool,
+    ) -> Result<(), StoreError> {
+        use aws_sdk_s3::types::{
+            ObjectLockLegalHold, ObjectLockLegalHoldStatus, ObjectLockRetention,
+        };
+        if let Some(lock) = lock {
+            let retention = ObjectLockRetention::builder()
+                .mode(sdk_retention_mode(lock.mode))
+                .retain_until_date(aws_smithy_types::DateTime::from_millis(
+                    lock.retain_until_ms,
+                ))
+                .build();
+            self.client()
+                .put_object_retention()
+                .bucket(self.bucket())
+                .key(key)
+                .retention(retention)
+                .send()
+                .await
+                .map_err(|e| self.error("put retention", key, e))?;
+        }
+        if legal_hold {
+            let hold = ObjectLockLegalHold::builder()
+                .status(ObjectLockLegalHoldStatus::On)
+                .build();
+            self.client()
+                .put_object_legal_hold()
+                .bucket(self.bucket())
+                .key(key)
+                .legal_hold(hold)
+                .send()
+                .await
+                .map_err(|e| self.error("put legal hold", key, e))?;
+        }
+        Ok(())
+    }
+
+    async fn request_thaw(&self, key: &str, thaw: &Thaw) -> Result<ThawState, StoreError> {
+        use aws_sdk_s3::types::{GlacierJobParameters, RestoreRequest, Tier};
+        let job = GlacierJobParameters::builder()
+            .tier(Tier::from(thaw.tier.as_str()))
+            .build()
+            .map_err(|e| StoreError::Other {
+                op: "restore",
+                key: key.to_string(),
+                detail: e.to_string(),
+            })?;
+        let request = RestoreRequest::builder()
+            .days(thaw.days as i32)
+            .glacier_job_parameters(job)
+            .build();
+        match self
+            .client()
+            .restore_object()
+            .bucket(self.bucket())
+            .key(key)
+            .restore_request(request)
+            .send()
+            .await
+        {
+            Ok(_) => Ok(ThawState::Requested),
+            Err(e) if e.code() == Some("RestoreAlreadyInProgress") => Ok(ThawState::InProgress),
+            Err(e) => Err(self.error("restore", key, e)),
+        }
+    }
+
+    fn encryption(&self) -> Option<&Sse> {
+        self.sse.as_ref()
+    }
+
     /// Two create-only puts of one small object at `probe_key`: a store that honours
     /// `If-None-Match: *` refuses the second (or the first, if an earlier run's probe is still
     /// there because the bucket denies deletes). One that accepts both overwrites blindly, and
@@ -715,6 +891,9 @@ impl ObjectStore for S3Store {
                 .key(probe_key)
                 .content_type("text/plain")
                 .content_md5(b64(&<md5::Md5 as md5::Digest>::digest(&body)))
+                .set_server_side_encryption(self.sse.as_ref().map(|s| sdk_sse(s.algorithm)))
+                .set_ssekms_key_id(self.sse.as_ref().and_then(|s| s.kms_key_id.clone()))
+                .set_bucket_key_enabled(self.sse.as_ref().and_then(|s| s.bucket_key))
                 .if_none_match("*")
                 .body(SdkByteStream::from(body.clone()))
                 .send()

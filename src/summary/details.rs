@@ -8,7 +8,7 @@ use crate::batch::Superseded;
 use crate::db::restore::Conflict;
 use crate::db::runs::Run;
 use crate::format::Cursor;
-use crate::pipeline::verifier::Finding;
+use crate::pipeline::verifier::{ColdObject, Finding};
 
 /// A command's fields of one app's report.
 #[derive(Debug, Clone, Serialize)]
@@ -157,6 +157,10 @@ pub struct RestoreApp {
     pub conflicts: Vec<String>,
     pub conflict_details: Vec<Conflict>,
     pub failed_batches: Vec<String>,
+    /// Batches not loaded because their objects are being restored from a cold storage class
+    /// (`--thaw`); run restore again once they are readable.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending_thaw: Vec<ColdObject>,
     /// `--drill`: each batch's result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drills: Option<Vec<Drill>>,
@@ -218,6 +222,10 @@ pub struct VerifyRun {
     pub stragglers_truncated: Vec<String>,
     /// Objects no receipt references (information, not a failure).
     pub orphans: Vec<String>,
+    /// Objects checked by their metadata only, because their storage class cannot be read at
+    /// once; with `--thaw` the store was asked to restore them, and a later run reads them in
+    /// full. Not a failure.
+    pub pending_thaw: Vec<ColdObject>,
 }
 
 /// `verify --sample-percent`: the share, the seed that repeats it, and how many were in scope.

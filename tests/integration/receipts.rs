@@ -58,6 +58,7 @@ fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
             size: 5,
         },
         data_crc64nvme: None,
+        protection: Default::default(),
         verified_at_ms,
     }
 }
