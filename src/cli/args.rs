@@ -248,6 +248,39 @@ pub enum Command {
     Restore(RestoreArgs),
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),
+    /// Preflight: check the database (grants, tables, collations, buffer pool) and the store
+    /// (versioning, Object Lock, encryption, KMS key, create-only puts, a probe put with the
+    /// configured class and retention) without writing a row; each line ok / warning / problem,
+    /// with the fix.
+    Doctor(DoctorArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct DoctorArgs {
+    /// The commands this login is meant to run, whose grants are checked (archive, verify,
+    /// status, purge, restore): the archive role runs archive, verify and status, the purge role
+    /// purge (deploy/mysql-grants.sql).
+    #[arg(
+        long,
+        env = "OUTBOX_ARCHIVER_DOCTOR_GRANTS_FOR",
+        value_delimiter = ',',
+        value_enum,
+        default_value = "archive,verify,status"
+    )]
+    pub grants_for: Vec<CommandArg>,
+    /// Output format [default: table on a terminal, json otherwise]
+    #[arg(long, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
+    pub format: Option<FormatArg>,
+}
+
+/// A command, for `doctor --grants-for`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum CommandArg {
+    Archive,
+    Verify,
+    Status,
+    Purge,
+    Restore,
 }
 
 #[derive(Debug, Args)]

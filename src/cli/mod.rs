@@ -15,9 +15,10 @@ use tokio_util::sync::CancellationToken;
 pub use args::{Command, Common, LogFormat};
 pub use print_config::effective_config;
 
-use crate::commands::{archive, demo, migrate, purge, restore, status, verify};
+use crate::commands::{archive, demo, doctor, migrate, purge, restore, status, verify};
 use crate::metrics;
 use crate::pipeline::apps::Apps;
+use crate::pipeline::doctor::DoctorStore;
 use crate::pipeline::{system_clock, DbContext, RunContext};
 use crate::store::{self, Location};
 use crate::summary::Summary;
@@ -170,6 +171,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
             let options = args.into_options(&common, now);
             status_command(&common, &options, shutdown).await
         }
+        Command::Doctor(args) => doctor_command(&common, args, now).await,
         Command::Demo(args) => {
             let spec = match common.spec() {
                 Ok(spec) => spec,
@@ -244,6 +246,63 @@ async fn open(
             Err(e)
         }
     }
+}
+
+/// `doctor` opens the database and the store itself: that one cannot be reached is a finding it
+/// reports (with exit status 2), not a reason to stop before looking at the other.
+async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) -> Summary {
+    let (spec, policy) = match (common.spec(), common.write_policy()) {
+        (Ok(spec), Ok(policy)) => (spec, policy),
+        (Err(e), _) | (_, Err(e)) => return Summary::unusable("doctor", e),
+    };
+    let location = match common.s3.store.as_deref().map(Location::parse) {
+        Some(Ok(location)) => location,
+        Some(Err(e)) => return Summary::unusable("doctor", e),
+        None => {
+            return Summary::unusable(
+                "doctor",
+                "no archive location given: set --store or OUTBOX_ARCHIVER_STORE (s3://bucket/prefix or file:///path)".into(),
+            )
+        }
+    };
+    let options = args.options(policy);
+    let db = common.database().await;
+    let opened = match &location {
+        Location::S3 { .. } => store::S3Store::connect(location.clone(), &common.s3_settings())
+            .await
+            .map(|s3| Opened::S3(Box::new(s3))),
+        Location::Local { .. } => Ok(Opened::Local(store::LocalStore::new(location.clone()))),
+    };
+    let handle = match &opened {
+        Ok(Opened::S3(s3)) => Ok(DoctorStore::S3(s3)),
+        Ok(Opened::Local(local)) => Ok(DoctorStore::Other(local)),
+        Err(e) => Err(e.to_string()),
+    };
+    let format = match args.format {
+        Some(args::FormatArg::Json) => doctor::Format::Json,
+        Some(args::FormatArg::Table) => doctor::Format::Table,
+        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => doctor::Format::Table,
+        None => doctor::Format::Json,
+    };
+    let summary = doctor::run(
+        spec,
+        db.as_ref().map_err(Clone::clone),
+        handle,
+        &options,
+        format,
+        now_ms,
+    )
+    .await;
+    if let Ok(db) = db {
+        db.close().await;
+    }
+    summary
+}
+
+/// The store doctor opened.
+enum Opened {
+    S3(Box<store::S3Store>),
+    Local(store::LocalStore),
 }
 
 /// `status` needs no store: the database side only.

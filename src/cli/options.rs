@@ -4,9 +4,9 @@
 use std::io::IsTerminal;
 
 use super::args::{
-    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, Common, CutoffArgs, FormatArg, LockModeArg,
-    LogFormat, PurgeArgs, RestoreArgs, SseArg, StatusArgs, ThawArgs, ThawTierArg,
-    UploadChecksumArg, VerifyArgs,
+    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, CommandArg, Common, CutoffArgs, DoctorArgs,
+    FormatArg, LockModeArg, LogFormat, PurgeArgs, RestoreArgs, SseArg, StatusArgs, ThawArgs,
+    ThawTierArg, UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
 use crate::batch::Limits;
@@ -14,6 +14,7 @@ use crate::commands::{archive, purge, restore, status, verify};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
 use crate::pipeline::apps::{Apps, Selection};
+use crate::pipeline::doctor::{CommandName, DoctorOptions};
 use crate::protection::{LockMode, Sse, SseAlgorithm, Thaw, ThawTier, WritePolicy};
 use crate::store::{S3Settings, UploadChecksum};
 use crate::table::{self, TableSpec};
@@ -168,6 +169,25 @@ impl RestoreArgs {
             parallel_apps: self.parallel_apps as usize,
             thaw: self.thaw.thaw(),
         }
+    }
+}
+
+impl DoctorArgs {
+    pub fn options(&self, policy: WritePolicy) -> DoctorOptions {
+        let mut grants_for: Vec<CommandName> = self
+            .grants_for
+            .iter()
+            .map(|c| match c {
+                CommandArg::Archive => CommandName::Archive,
+                CommandArg::Verify => CommandName::Verify,
+                CommandArg::Status => CommandName::Status,
+                CommandArg::Purge => CommandName::Purge,
+                CommandArg::Restore => CommandName::Restore,
+            })
+            .collect();
+        grants_for.sort();
+        grants_for.dedup();
+        DoctorOptions { grants_for, policy }
     }
 }
 

@@ -4,6 +4,7 @@
 
 pub mod archive;
 pub mod demo;
+pub mod doctor;
 pub mod migrate;
 pub mod purge;
 pub mod restore;

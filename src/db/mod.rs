@@ -7,6 +7,7 @@
 pub mod drills;
 pub mod lock;
 pub mod members;
+pub mod preflight;
 pub mod purge;
 pub mod receipts;
 pub mod record;

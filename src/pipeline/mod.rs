@@ -10,10 +10,12 @@
 //! * [`verifier`] — the one comparison of a batch's expected facts with what the store holds;
 //!   [`publish`] treats a finding as an error, [`verify`], [`purge`] and [`restore`] report it.
 //! * [`purge`], [`restore`], [`verify`], [`status`] — the other commands' work, per app.
+//! * [`doctor`] — the preflight: what the database and the store allow and do, line by line.
 
 pub mod apps;
 pub mod archive;
 mod builder;
+pub mod doctor;
 pub mod publish;
 pub mod purge;
 pub mod restore;

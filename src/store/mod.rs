@@ -52,6 +52,8 @@ pub struct ObjectMeta {
     /// Server-side encryption as the store reports it (`AES256`, `aws:kms`) and the KMS key.
     pub sse_algorithm: Option<String>,
     pub sse_kms_key_id: Option<String>,
+    /// The version HEAD describes, in a versioned bucket.
+    pub version_id: Option<String>,
 }
 
 impl ObjectMeta {

@@ -115,9 +115,15 @@ impl std::fmt::Debug for S3Settings {
     }
 }
 
+mod inspect;
+
+pub use inspect::{DefaultEncryption, KmsKey, LockConfiguration, Versioning};
+
 #[derive(Debug)]
 pub struct S3Store {
     fetch: Fetch,
+    /// The SDK's configuration, for the KMS client `doctor` asks about the key.
+    sdk: aws_config::SdkConfig,
     location: Location,
     upload_checksum: UploadChecksum,
     conditional_put: ConditionalPutSetting,
@@ -187,6 +193,7 @@ impl S3Store {
             config = config.region(Region::new("us-east-1"));
         }
         Ok(S3Store {
+            sdk: sdk.clone(),
             fetch: Fetch {
                 client: aws_sdk_s3::Client::from_conf(config.build()),
                 bucket,
@@ -239,6 +246,16 @@ impl Fetch {
         let status = err.raw_response().map(|r| r.status().as_u16());
         let code = err.code().unwrap_or_default().to_string();
         let detail = match &err {
+            SdkError::ServiceError(e) if code.is_empty() && e.err().message().is_none() => {
+                // Nothing modelled: a body the SDK could not read (a non-conforming store).
+                let why =
+                    aws_smithy_types::error::display::DisplayErrorContext(e.err()).to_string();
+                format!(
+                    "HTTP {}, an answer the SDK cannot read: {}",
+                    status.unwrap_or(0),
+                    why.chars().take(200).collect::<String>()
+                )
+            }
             SdkError::ServiceError(e) => format!(
                 "HTTP {} {} {}",
                 status.unwrap_or(0),
@@ -659,6 +676,7 @@ impl ObjectStore for S3Store {
             archive_status: out.archive_status().map(|a| a.as_str().to_string()),
             sse_algorithm: out.server_side_encryption().map(|a| a.as_str().to_string()),
             sse_kms_key_id: out.ssekms_key_id().map(str::to_string),
+            version_id: out.version_id().map(str::to_string).filter(|v| v != "null"),
         }))
     }
 

@@ -204,6 +204,7 @@ pub struct GoodDrill {
 #[derive(Debug, Clone, Serialize)]
 #[serde(untagged)]
 pub enum RunDetails {
+    Doctor(crate::pipeline::doctor::DoctorRun),
     Verify(VerifyRun),
     Purge(PurgeRun),
     Restore(RestoreRun),

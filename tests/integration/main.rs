@@ -4,11 +4,13 @@
 mod archive_e2e;
 mod bad_input;
 mod bounded;
+mod compliance;
 mod contention;
 mod corruption;
 mod crash;
 mod cursor_safety;
 mod db_restart;
+mod doctor;
 mod exit_codes;
 mod faults;
 mod fresh_proof;

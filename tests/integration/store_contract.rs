@@ -1,14 +1,17 @@
-//! One contract for every object store: the same checks run against the local-directory store
-//! and against a real S3 server with each upload-checksum setting, with and without conditional
-//! puts (the HEAD-then-PUT path COS needs).
+//! One contract for every object store: the same checks run against the local-directory store,
+//! against a real S3 server (s3s in this process) with each upload-checksum setting, with and
+//! without conditional puts (the HEAD-then-PUT path COS needs), and against moto's S3 server in
+//! a bucket with Object Lock and a default retention — which refuses a put that carries neither
+//! Content-MD5 nor a checksum, so `--s3-upload-checksum none` cannot be used there.
 
 use bytes::Bytes;
-use outbox_archiver::digest::crc64nvme;
+use outbox_archiver::digest::{crc64nvme, sha256_hex};
 use outbox_archiver::store::{
     self, ConditionalPut, ConditionalPutSetting, LocalStore, Location, ObjectStore, PutMode,
     StoreError, UploadChecksum,
 };
 
+use crate::support::moto::{Bucket, MotoS3};
 use crate::support::*;
 
 async fn contract(store: &dyn ObjectStore, label: &str) {
@@ -44,6 +47,13 @@ async fn contract(store: &dyn ObjectStore, label: &str) {
             stored,
             crc64nvme(&body),
             "{label}: the store's CRC-64/NVME is the one we compute"
+        );
+    }
+    if let Some(stored) = &meta.sha256 {
+        assert_eq!(
+            stored,
+            &sha256_hex(&body),
+            "{label}: the store's SHA-256 is the one we compute"
         );
     }
     assert_eq!(
@@ -148,6 +158,55 @@ async fn s3_store_with_every_checksum_setting() {
             )
             .await;
         }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn moto_with_object_lock_takes_every_put_that_carries_a_checksum() {
+    for checksum in [
+        UploadChecksum::Md5,
+        UploadChecksum::Sha256,
+        UploadChecksum::Crc64nvme,
+        UploadChecksum::None,
+    ] {
+        let mut moto = MotoS3::new(Bucket::LockedByDefault {
+            compliance: false,
+            days: 1,
+        })
+        .await;
+        moto.settings.upload_checksum = Some(checksum);
+        let store = moto.store().await;
+        let label = format!("moto, Object Lock by default, {checksum:?}");
+        let probed = store
+            .probe_conditional_put("archive/_outbox_archiver/conditional-put-probe")
+            .await;
+        if checksum == UploadChecksum::None {
+            // The probe always sends Content-MD5; a batch's puts with no checksum are refused,
+            // and the error names the setting.
+            assert_eq!(probed.unwrap(), ConditionalPut::Honoured);
+            let refused = store
+                .put("archive/t/x", Bytes::from_static(b"x"), PutMode::Create)
+                .await;
+            match refused {
+                Err(e @ StoreError::ChecksumRequired { .. }) => {
+                    assert!(e.to_string().contains("--s3-upload-checksum"), "{e}")
+                }
+                other => panic!("{label}: expected the put refused, got {other:?}"),
+            }
+            continue;
+        }
+        assert_eq!(probed.unwrap(), ConditionalPut::Honoured, "{label}");
+        contract(store.as_ref(), &label).await;
+    }
+    for conditional in [ConditionalPutSetting::On, ConditionalPutSetting::Off] {
+        let mut moto = MotoS3::new(Bucket::Plain).await;
+        moto.settings.conditional_put = Some(conditional);
+        let store = moto.store().await;
+        contract(
+            store.as_ref(),
+            &format!("moto, plain bucket, {conditional:?}"),
+        )
+        .await;
     }
 }
 

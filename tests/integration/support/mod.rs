@@ -2,7 +2,9 @@
 //! server ([`database`]) and its own bucket on a real S3 HTTP server ([`s3`]); [`fixtures`] builds
 //! rows and options; [`binary`] runs the real binary. [`proxy`] (a fault-injecting HTTP proxy) and
 //! [`misbehaving`] (an S3 server that misbehaves on purpose) stand in front of the real servers
-//! for the fault tests; [`private_server`] is a MariaDB of the test's own to restart and kill.
+//! for the fault tests; [`private_server`] is a MariaDB of the test's own to restart and kill;
+//! [`moto`] is moto's S3 server, for what s3s does not implement (Object Lock, storage classes,
+//! SSE-KMS).
 
 #![allow(dead_code)]
 
@@ -10,6 +12,7 @@ pub mod binary;
 pub mod database;
 pub mod fixtures;
 pub mod misbehaving;
+pub mod moto;
 pub mod private_server;
 pub mod proxy;
 pub mod s3;

@@ -1,0 +1,76 @@
+//! `doctor` — the preflight ([`crate::pipeline::doctor`]): connects to the database and the
+//! store and reports, line by line, what they allow and do — without writing a row. Exit 0 when
+//! nothing is a problem (warnings included), 1 when something is, 2 when the database or the
+//! store cannot be reached at all (as every command would stop there).
+
+use crate::db::Db;
+use crate::pipeline::doctor::{
+    check_database, check_store, DoctorOptions, DoctorRun, DoctorStore, Status,
+};
+use crate::summary::{RunDetails, Summary};
+use crate::table::TableSpec;
+
+/// How `doctor` prints.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Table,
+    Json,
+}
+
+pub async fn run(
+    spec: &'static TableSpec,
+    db: Result<&Db, String>,
+    store: Result<DoctorStore<'_>, String>,
+    opts: &DoctorOptions,
+    format: Format,
+    now_ms: i64,
+) -> Summary {
+    let mut summary = Summary::new("doctor");
+    summary.table = Some(spec.name.to_string());
+    let mut run = DoctorRun::default();
+    check_database(db.as_deref().map_err(String::as_str), spec, opts, &mut run).await;
+    if let Ok(store) = &store {
+        summary.store = Some(store.location().to_string());
+    }
+    let store = store.as_ref().map(|s| *s).map_err(String::as_str);
+    check_store(store, opts, now_ms, &mut run).await;
+    summary.exit_code = match (run.unreachable, run.worst()) {
+        (true, _) => 2,
+        (false, Status::Problem) => 1,
+        (false, _) => 0,
+    };
+    if format == Format::Table {
+        summary.text = Some(table(&run));
+    }
+    summary.details = Some(RunDetails::Doctor(run));
+    summary.ok = summary.exit_code == 0;
+    summary
+}
+
+/// The checks as a terminal table: one line each, the fix under it.
+fn table(run: &DoctorRun) -> String {
+    let width = run.checks.iter().map(|c| c.check.len()).max().unwrap_or(5);
+    let mut out = String::new();
+    for check in &run.checks {
+        let status = match check.status {
+            Status::Ok => "ok",
+            Status::Warning => "WARNING",
+            Status::Problem => "PROBLEM",
+        };
+        out.push_str(&format!(
+            "{status:<8} {:<width$}  {}\n",
+            check.check, check.detail
+        ));
+        if let Some(fix) = &check.fix {
+            out.push_str(&format!("{:<8} {:<width$}  fix: {fix}\n", "", ""));
+        }
+    }
+    let count = |s: Status| run.checks.iter().filter(|c| c.status == s).count();
+    out.push_str(&format!(
+        "\n{} ok, {} warnings, {} problems\n",
+        count(Status::Ok),
+        count(Status::Warning),
+        count(Status::Problem)
+    ));
+    out
+}

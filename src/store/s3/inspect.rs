@@ -1,0 +1,187 @@
+//! What `doctor` asks an S3 bucket about itself, beyond the object interface: versioning, the
+//! Object Lock configuration, default encryption, the KMS key's state, and the removal of its
+//! own probe object's version. Each answer is the bucket's; "not configured" is an answer, a
+//! refusal is an error (`AccessDenied` names the missing permission's operation).
+
+use aws_sdk_s3::error::ProvideErrorMetadata;
+
+use super::S3Store;
+use crate::protection::LockMode;
+use crate::store::StoreError;
+
+/// A bucket's versioning state.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Versioning {
+    Enabled,
+    /// Was on, now off: new writes overwrite.
+    Suspended,
+    /// Never turned on.
+    Off,
+}
+
+/// A bucket's Object Lock configuration.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct LockConfiguration {
+    pub enabled: bool,
+    /// The retention every new object gets unless a put names one: its mode and length.
+    pub default: Option<(LockMode, String)>,
+}
+
+/// A bucket's default encryption.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct DefaultEncryption {
+    pub algorithm: String,
+    pub kms_key_id: Option<String>,
+    pub bucket_key: bool,
+}
+
+/// What KMS says about a key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct KmsKey {
+    pub arn: String,
+    pub enabled: bool,
+    /// `Enabled`, `Disabled`, `PendingDeletion`, …
+    pub state: String,
+}
+
+impl S3Store {
+    pub async fn versioning(&self) -> Result<Versioning, StoreError> {
+        use aws_sdk_s3::types::BucketVersioningStatus;
+        let out = self
+            .client()
+            .get_bucket_versioning()
+            .bucket(self.bucket())
+            .send()
+            .await
+            .map_err(|e| self.error("get bucket versioning", self.bucket(), e))?;
+        Ok(match out.status() {
+            Some(BucketVersioningStatus::Enabled) => Versioning::Enabled,
+            Some(BucketVersioningStatus::Suspended) => Versioning::Suspended,
+            _ => Versioning::Off,
+        })
+    }
+
+    pub async fn lock_configuration(&self) -> Result<LockConfiguration, StoreError> {
+        let out = match self
+            .client()
+            .get_object_lock_configuration()
+            .bucket(self.bucket())
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if e.code() == Some("ObjectLockConfigurationNotFoundError") => {
+                return Ok(LockConfiguration {
+                    enabled: false,
+                    default: None,
+                })
+            }
+            Err(e) => return Err(self.error("get object lock configuration", self.bucket(), e)),
+        };
+        let config = out.object_lock_configuration();
+        let enabled = config
+            .and_then(|c| c.object_lock_enabled())
+            .is_some_and(|e| e.as_str() == "Enabled");
+        let default = config
+            .and_then(|c| c.rule())
+            .and_then(|r| r.default_retention())
+            .and_then(|d| {
+                let mode = LockMode::parse(d.mode()?.as_str())?;
+                let length = match (d.days(), d.years()) {
+                    (Some(days), _) => format!("{days} days"),
+                    (_, Some(years)) => format!("{years} years"),
+                    _ => "unknown".to_string(),
+                };
+                Some((mode, length))
+            });
+        Ok(LockConfiguration { enabled, default })
+    }
+
+    pub async fn default_encryption(&self) -> Result<Option<DefaultEncryption>, StoreError> {
+        let out = match self
+            .client()
+            .get_bucket_encryption()
+            .bucket(self.bucket())
+            .send()
+            .await
+        {
+            Ok(out) => out,
+            Err(e) if e.code() == Some("ServerSideEncryptionConfigurationNotFoundError") => {
+                return Ok(None)
+            }
+            Err(e) => return Err(self.error("get bucket encryption", self.bucket(), e)),
+        };
+        let rule = out
+            .server_side_encryption_configuration()
+            .and_then(|c| c.rules().first());
+        Ok(rule.and_then(|rule| {
+            let by_default = rule.apply_server_side_encryption_by_default()?;
+            Some(DefaultEncryption {
+                algorithm: by_default.sse_algorithm().as_str().to_string(),
+                kms_key_id: by_default.kms_master_key_id().map(str::to_string),
+                bucket_key: rule.bucket_key_enabled().unwrap_or(false),
+            })
+        }))
+    }
+
+    /// What KMS says about `key` (`None`: no such key), asked at the store's endpoint.
+    pub async fn describe_kms_key(&self, key: &str) -> Result<Option<KmsKey>, StoreError> {
+        let kms = aws_sdk_kms::Client::new(&self.sdk);
+        match kms.describe_key().key_id(key).send().await {
+            Ok(out) => Ok(out.key_metadata().map(|m| KmsKey {
+                arn: m.arn().unwrap_or_default().to_string(),
+                enabled: m.enabled(),
+                state: m
+                    .key_state()
+                    .map(|s| s.as_str().to_string())
+                    .unwrap_or_default(),
+            })),
+            Err(e) if e.code() == Some("NotFoundException") => Ok(None),
+            Err(e) => {
+                let code = e.code().unwrap_or_default().to_string();
+                let detail = aws_smithy_types::error::display::DisplayErrorContext(&e).to_string();
+                Err(if code.contains("AccessDenied") {
+                    StoreError::AccessDenied { detail }
+                } else {
+                    StoreError::Other {
+                        op: "kms describe key",
+                        key: key.to_string(),
+                        detail,
+                    }
+                })
+            }
+        }
+    }
+
+    /// Removes one version of `key` (doctor's probe; refused while its retention lasts).
+    pub async fn delete_version(&self, key: &str, version: &str) -> Result<(), StoreError> {
+        self.client()
+            .delete_object()
+            .bucket(self.bucket())
+            .key(key)
+            .version_id(version)
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.error("delete version", key, e))
+    }
+
+    /// Lifts the legal hold on one version of `key` (doctor's probe).
+    pub async fn lift_legal_hold(&self, key: &str, version: &str) -> Result<(), StoreError> {
+        use aws_sdk_s3::types::{ObjectLockLegalHold, ObjectLockLegalHoldStatus};
+        self.client()
+            .put_object_legal_hold()
+            .bucket(self.bucket())
+            .key(key)
+            .version_id(version)
+            .legal_hold(
+                ObjectLockLegalHold::builder()
+                    .status(ObjectLockLegalHoldStatus::Off)
+                    .build(),
+            )
+            .send()
+            .await
+            .map(|_| ())
+            .map_err(|e| self.error("put legal hold", key, e))
+    }
+}
