@@ -156,6 +156,24 @@ fn run_samples(run: &Run, seconds: f64) -> Vec<Sample> {
             "Problems the last verify found (missing or damaged objects, member mismatches, stragglers).",
             findings.len() as f64,
         ));
+        samples.push(sample(
+            "outbox_archiver_verify_pending_thaw_objects",
+            "Objects the last verify could check by metadata only, because their storage class (GLACIER, DEEP_ARCHIVE) cannot be read until restored; with --thaw it asked for them.",
+            verify.pending_thaw.len() as f64,
+        ));
+    }
+    if let Some(crate::summary::RunDetails::Doctor(doctor)) = &summary.details {
+        use crate::pipeline::doctor::Status;
+        for (status, name) in [(Status::Problem, "problem"), (Status::Warning, "warning")] {
+            samples.push(Sample {
+                labels: vec![("status", name.to_string())],
+                ..sample(
+                    "outbox_archiver_doctor_checks",
+                    "Lines of the last doctor run by verdict.",
+                    doctor.checks.iter().filter(|c| c.status == status).count() as f64,
+                )
+            });
+        }
     }
     samples
 }

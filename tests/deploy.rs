@@ -239,6 +239,12 @@ fn the_overlay_changes_what_it_says() {
         .find(|d| d["metadata"]["name"] == "outbox-archiver-purge")
         .unwrap();
     assert_eq!(purge["spec"]["suspend"], true, "purge starts suspended");
+    let config = docs.iter().find(|d| d["kind"] == "ConfigMap").unwrap();
+    assert_eq!(
+        config["data"]["OUTBOX_ARCHIVER_OBJECT_LOCK_MODE"],
+        "compliance"
+    );
+    assert_eq!(config["data"]["OUTBOX_ARCHIVER_RETENTION"], "7y");
 }
 
 /// Every `outbox_archiver_*` metric the dashboard and the alerts use is one the binary exports.

@@ -1,6 +1,7 @@
 //! `--print-config`: every setting as it takes effect — value and source (command line,
 //! environment variable, default) — with URLs' passwords redacted, plus the problems a run would
-//! stop on before connecting (a bad store URL, a shard without --all-apps, no database URL).
+//! stop on before connecting (a bad store URL, a shard without --all-apps, no database URL,
+//! Object Lock settings that cannot work).
 
 use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory};
@@ -107,5 +108,8 @@ fn problems(cli: &Cli) -> Vec<String> {
         _ => None,
     };
     problems.extend(apps);
+    if matches!(cli.command, Command::Archive(_) | Command::Doctor(_)) {
+        problems.extend(common.write_policy().err());
+    }
     problems
 }

@@ -454,7 +454,7 @@ async fn objects_under_another_kms_key_are_a_finding() {
 async fn a_store_that_ignores_the_retention_fails_the_batch() {
     // The in-process s3s server accepts Object Lock headers and keeps no retention: the
     // read-back sees none, and nothing is recorded — retention is checked, not assumed.
-    let (db, _s3, store) = fixture().await;
+    let (db, s3, store) = fixture().await;
     db.insert(&rows("a1", 10)).await;
     let ctx = env(&db, store.clone(), T0 + 2 * DAY);
     let mut opts = options(&db, &["a1"], CUTOFF);
@@ -462,7 +462,16 @@ async fn a_store_that_ignores_the_retention_fails_the_batch() {
     let summary = archive(&ctx, &opts).await;
     assert_eq!(summary.exit_code, 1, "{}", summary.to_json());
     let error = report(&summary, "a1").error.clone().unwrap();
-    assert!(error.contains("retention_mismatch"), "{error}");
+    if s3.server.is_some() {
+        assert!(error.contains("retention_mismatch"), "{error}");
+    } else {
+        // Another S3 server (OUTBOX_ARCHIVER_TEST_S3_ENDPOINT, e.g. MinIO without Object Lock)
+        // refuses the headers outright.
+        assert!(
+            error.contains("Object Lock") || error.contains("retention"),
+            "{error}"
+        );
+    }
     assert_eq!(db.receipts("a1").await.len(), 0);
     db.drop().await;
 }
