@@ -143,9 +143,23 @@ impl Publisher<'_> {
                 count: verified.findings.len(),
             });
         }
+        let protection = verified.protection();
+        if let Some(asked) = self.policy.storage_class.as_deref() {
+            let kept = protection.storage_class.as_deref().unwrap_or("STANDARD");
+            if kept != asked {
+                // Cost, not proof: recorded as the store reports it, and said.
+                tracing::warn!(
+                    key = expected.keys.data,
+                    asked,
+                    kept,
+                    "the store keeps the data object in another storage class than \
+                     --s3-storage-class asks for (`outbox-archiver doctor` checks it)"
+                );
+            }
+        }
         Ok(Published {
             data_crc64nvme: verified.data_crc64nvme.unwrap_or_default(),
-            protection: verified.protection(),
+            protection,
             expected,
             replaced,
             adopted,

@@ -388,12 +388,19 @@ async fn objects_under_another_kms_key_are_a_finding() {
     let store = moto.store().await;
     db.insert(&rows("a1", 15)).await;
     let ctx = env(&db, store.clone(), T0 + 2 * DAY);
-    let summary = archive(&ctx, &options(&db, &["a1"], CUTOFF)).await;
+    // GLACIER_IR can be read at once: the batch is read back as usual.
+    let mut opts = options(&db, &["a1"], CUTOFF);
+    opts.policy.storage_class = Some("GLACIER_IR".into());
+    let summary = archive(&ctx, &opts).await;
     assert!(summary.ok, "{}", summary.to_json());
     let recorded = protection_columns(&db, "a1").await;
     assert_eq!(
         (recorded[0].4.as_deref(), recorded[0].5.as_deref()),
         (Some("aws:kms"), Some(key_a.as_str()))
+    );
+    assert_eq!(
+        (recorded[0].3.as_deref(), recorded[0].6.as_str()),
+        (Some("GLACIER_IR"), "read_back")
     );
     let everything = VerifyOptions::everything(CUTOFF, "DELIVERED");
     assert!(verify::run(&ctx, &everything).await.ok);
@@ -447,6 +454,10 @@ async fn objects_under_another_kms_key_are_a_finding() {
         data.actual.as_deref(),
         Some(format!("aws:kms with key {key_b}").as_str())
     );
+    // The bytes are still the archived ones: a restore in an incident is not refused for it.
+    let restored = restore::run(&ctx, &RestoreOptions::default()).await;
+    assert!(restored.ok, "{}", restored.to_json());
+    assert_eq!(restore_of(&restored, "a1").restored_rows, 15);
     db.drop().await;
 }
 
