@@ -10,7 +10,9 @@ use outbox_archiver::pipeline::apps::Selection;
 use outbox_archiver::protection::{
     LockMode, ObjectLock, Retention, Sse, SseAlgorithm, Thaw, ThawTier, VerifiedBy, WritePolicy,
 };
-use outbox_archiver::store::{self, ThawState};
+use std::sync::Arc;
+
+use outbox_archiver::store::{self, ObjectStore, ThawState, UploadChecksum};
 
 use crate::support::moto::{Bucket, MotoS3};
 use crate::support::*;
@@ -233,17 +235,34 @@ async fn a_governance_retention_shows_on_head_and_a_shortened_one_is_a_finding()
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_deep_archive_batch_is_verified_by_the_store_checksum_then_thawed_and_restored() {
+/// `n` rows of app a1 archived (clock T0 + 2 days) into a versioned moto bucket with the data
+/// object in `class`, uploaded with `checksum`.
+async fn archived_in_class(
+    class: &str,
+    checksum: UploadChecksum,
+    n: i64,
+) -> (
+    TestDb,
+    Arc<dyn ObjectStore>,
+    outbox_archiver::pipeline::RunContext,
+    outbox_archiver::summary::Summary,
+) {
     let db = TestDb::new().await;
     let mut moto = MotoS3::new(Bucket::Versioned).await;
-    moto.settings.upload_checksum = Some(outbox_archiver::store::UploadChecksum::Crc64nvme);
+    moto.settings.upload_checksum = Some(checksum);
     let store = moto.store().await;
-    db.insert(&rows("a1", 60)).await;
+    db.insert(&rows("a1", n)).await;
     let ctx = env(&db, store.clone(), T0 + 2 * DAY);
     let mut opts = options(&db, &["a1"], CUTOFF);
-    opts.policy.storage_class = Some("DEEP_ARCHIVE".into());
+    opts.policy.storage_class = Some(class.into());
     let summary = archive(&ctx, &opts).await;
+    (db, store, ctx, summary)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_deep_archive_batch_is_verified_by_the_store_checksum_then_thawed_and_restored() {
+    let (db, store, ctx, summary) =
+        archived_in_class("DEEP_ARCHIVE", UploadChecksum::Crc64nvme, 60).await;
     assert!(summary.ok, "{}", summary.to_json());
     let keys = batch_keys(&summary);
     // The data object cannot be read back: the store's own checksum stood in for the read.
@@ -319,15 +338,8 @@ async fn a_deep_archive_batch_is_verified_by_the_store_checksum_then_thawed_and_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_of_a_batch_still_in_deep_archive_asks_for_it_and_stops() {
-    let db = TestDb::new().await;
-    let mut moto = MotoS3::new(Bucket::Versioned).await;
-    moto.settings.upload_checksum = Some(outbox_archiver::store::UploadChecksum::Sha256);
-    let store = moto.store().await;
-    db.insert(&rows("a1", 20)).await;
-    let ctx = env(&db, store.clone(), T0 + 2 * DAY);
-    let mut opts = options(&db, &["a1"], CUTOFF);
-    opts.policy.storage_class = Some("GLACIER".into());
-    assert!(archive(&ctx, &opts).await.ok);
+    let (db, _, ctx, summary) = archived_in_class("GLACIER", UploadChecksum::Sha256, 20).await;
+    assert!(summary.ok, "{}", summary.to_json());
     let thaw = Some(Thaw {
         days: 2,
         tier: ThawTier::Standard,
@@ -359,14 +371,7 @@ async fn restore_of_a_batch_still_in_deep_archive_asks_for_it_and_stops() {
 async fn a_cold_batch_the_store_cannot_vouch_for_is_refused_loudly() {
     // moto reports no checksum of an object uploaded with Content-MD5 only: with the data object
     // unreadable, nothing vouches for the stored bytes, and the batch is not recorded.
-    let db = TestDb::new().await;
-    let moto = MotoS3::new(Bucket::Versioned).await;
-    let store = moto.store().await;
-    db.insert(&rows("a1", 10)).await;
-    let ctx = env(&db, store.clone(), T0 + 2 * DAY);
-    let mut opts = options(&db, &["a1"], CUTOFF);
-    opts.policy.storage_class = Some("DEEP_ARCHIVE".into());
-    let summary = archive(&ctx, &opts).await;
+    let (db, _, _, summary) = archived_in_class("DEEP_ARCHIVE", UploadChecksum::Md5, 10).await;
     assert_eq!(summary.exit_code, 1, "{}", summary.to_json());
     let error = report(&summary, "a1").error.clone().unwrap();
     assert!(error.contains("store_checksum_missing"), "{error}");
