@@ -155,6 +155,9 @@ pub struct ProtectionArgs {
     /// With aws:kms, use an S3 Bucket Key (far fewer KMS requests, lower KMS cost).
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_SSE_BUCKET_KEY")]
     pub sse_bucket_key: Option<bool>,
+    /// Where doctor asks KMS about --sse-kms-key-id [default: AWS's regional KMS endpoint]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_KMS_ENDPOINT")]
+    pub kms_endpoint: Option<String>,
 }
 
 /// `--object-lock-mode`.
@@ -258,8 +261,8 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// The commands this login is meant to run, whose grants are checked (archive, verify,
-    /// status, purge, restore): the archive role runs archive, verify and status, the purge role
-    /// purge (deploy/mysql-grants.sql).
+    /// status, purge, restore, restore-into-source): the archive role runs archive, verify and
+    /// status, the purge role purge (deploy/mysql-grants.sql).
     #[arg(
         long,
         env = "OUTBOX_ARCHIVER_DOCTOR_GRANTS_FOR",
@@ -281,6 +284,8 @@ pub enum CommandArg {
     Status,
     Purge,
     Restore,
+    /// `restore --into-source`: INSERT on the live table, UPDATE on the receipts.
+    RestoreIntoSource,
 }
 
 #[derive(Debug, Args)]

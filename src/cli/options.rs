@@ -183,6 +183,7 @@ impl DoctorArgs {
                 CommandArg::Status => CommandName::Status,
                 CommandArg::Purge => CommandName::Purge,
                 CommandArg::Restore => CommandName::Restore,
+                CommandArg::RestoreIntoSource => CommandName::RestoreIntoSource,
             })
             .collect();
         grants_for.sort();
@@ -245,6 +246,7 @@ impl Common {
             read_timeout: Some(s3.s3_read_timeout),
             initial_backoff: None,
             sse: self.sse(),
+            kms_endpoint: self.protection.kms_endpoint.clone(),
         }
     }
 

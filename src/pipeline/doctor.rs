@@ -75,6 +75,7 @@ pub enum CommandName {
     Status,
     Purge,
     Restore,
+    RestoreIntoSource,
 }
 
 impl CommandName {
@@ -85,6 +86,7 @@ impl CommandName {
             CommandName::Status => "status",
             CommandName::Purge => "purge",
             CommandName::Restore => "restore",
+            CommandName::RestoreIntoSource => "restore --into-source",
         }
     }
 
@@ -132,6 +134,13 @@ impl CommandName {
                 (spec.drills_table(), &[Select, Insert]),
                 (migrations, &[Select]),
                 (format!("{}_restored", spec.name), &[Select, Insert]),
+            ],
+            CommandName::RestoreIntoSource => vec![
+                (source, &[Select, Insert]),
+                (spec.receipts_table(), &[Select, Update]),
+                (spec.members_table(), &[Select]),
+                (spec.superseded_table(), &[Select]),
+                (migrations, &[Select]),
             ],
         }
     }
@@ -270,7 +279,10 @@ async fn retention_index(db: &Db, spec: &TableSpec) -> Check {
 
 /// Whether the login may run what `command` runs, table by table.
 async fn grants(db: &Db, spec: &TableSpec, command: CommandName) -> Check {
-    let name = format!("grants_{}", command.as_str());
+    let name = format!(
+        "grants_{}",
+        command.as_str().replace(" --", "_").replace('-', "_")
+    );
     let (database, user) = match (db.database_name().await, db.current_user().await) {
         (Ok(d), Ok(u)) => (d, u),
         (Err(e), _) | (_, Err(e)) => {
@@ -280,8 +292,10 @@ async fn grants(db: &Db, spec: &TableSpec, command: CommandName) -> Check {
     let mut granted = Vec::new();
     let mut missing: Vec<(String, Vec<&'static str>)> = Vec::new();
     let mut notes = Vec::new();
+    let mut unchecked = 0;
     for (table, privileges) in command.needs(spec) {
         let mut lacking = Vec::new();
+        let mut checked = true;
         for privilege in privileges {
             match db.access(&table, *privilege).await {
                 Ok(Access::Granted) => {}
@@ -290,24 +304,39 @@ async fn grants(db: &Db, spec: &TableSpec, command: CommandName) -> Check {
                     notes.push(format!(
                         "{table} does not exist yet: restore creates it, which needs CREATE on the database (an EXPLAIN cannot check that)"
                     ));
+                    checked = false;
                     break;
                 }
                 Ok(Access::NoTable) => {
-                    lacking.clear();
-                    notes.push(format!("{table} is missing (see `tables`)"));
+                    notes.push(format!("{table} is missing (see `tables`), not checked"));
+                    unchecked += 1;
+                    checked = false;
                     break;
                 }
                 Err(e) => {
-                    notes.push(format!("{table}: {e}"));
+                    notes.push(format!("{table} could not be checked: {e}"));
+                    unchecked += 1;
+                    checked = false;
                     break;
                 }
             }
         }
-        if lacking.is_empty() {
-            granted.push(table);
-        } else {
+        if !lacking.is_empty() {
             missing.push((table, lacking));
+        } else if checked {
+            granted.push(table);
         }
+    }
+    if missing.is_empty() && unchecked > 0 {
+        return Check::warning(
+            &name,
+            format!(
+                "{user}: granted on {}; {}",
+                granted.join(", "),
+                notes.join("; ")
+            ),
+            "fix what `tables` reports, then run doctor again",
+        );
     }
     if missing.is_empty() {
         let mut detail = format!(
@@ -466,7 +495,7 @@ pub async fn check_store(
     )
     .await;
     run.checks.push(versioning(s3, probe_version).await);
-    run.checks.push(object_lock(&lock_config, opts));
+    run.checks.push(object_lock(&lock_config, opts, now_ms));
     run.checks.push(default_encryption(s3).await);
     if let Some(check) = kms_key(s3).await {
         run.checks.push(check);
@@ -521,7 +550,11 @@ async fn versioning(s3: &S3Store, probe_version: Option<Option<String>>) -> Chec
     }
 }
 
-fn object_lock(config: &Result<LockConfiguration, StoreError>, opts: &DoctorOptions) -> Check {
+fn object_lock(
+    config: &Result<LockConfiguration, StoreError>,
+    opts: &DoctorOptions,
+    now_ms: i64,
+) -> Check {
     let wanted = opts.policy.lock;
     let enable = "create the bucket with Object Lock (aws s3api create-bucket --object-lock-enabled-for-bucket …) or enable it on a versioned bucket (aws s3api put-object-lock-configuration … ObjectLockEnabled=Enabled)";
     match config {
@@ -531,6 +564,17 @@ fn object_lock(config: &Result<LockConfiguration, StoreError>, opts: &DoctorOpti
                 None => "no default retention".to_string(),
             };
             match (wanted, default) {
+                // A retention named on a put replaces the bucket's default for that object.
+                (Some((mode, retention)), Some((default_mode, default_retention)))
+                    if mode < *default_mode
+                        || retention.until_ms(now_ms) < default_retention.until_ms(now_ms) =>
+                {
+                    Check::problem(
+                        "object_lock",
+                        format!("archive writes {mode} retention of {retention}, weaker than the bucket's default {default_mode} for {default_retention}: a retention named on a put replaces the default, so archived objects would be less protected than the bucket promises"),
+                        format!("set --object-lock-mode {} --retention {default_retention} (or longer), or unset both to let the bucket's default apply", default_mode.as_str().to_ascii_lowercase()),
+                    )
+                }
                 (Some((mode, retention)), _) => Check::ok(
                     "object_lock",
                     format!("enabled ({default_text}); archive writes {mode} retention of {retention} on every object"),
@@ -667,12 +711,14 @@ async fn conditional_put(s3: &S3Store) -> Check {
     }
 }
 
-/// The probe object's key.
+/// The probe object's key: one per run, so that two doctors at once (the archive and the purge
+/// role of the doctor Job) never remove each other's probe.
 fn probe_key(prefix: &str) -> String {
+    let name = format!("_outbox_archiver/doctor-probe-{}", crate::summary::run_id());
     if prefix.is_empty() {
-        "_outbox_archiver/doctor-probe".to_string()
+        name
     } else {
-        format!("{prefix}/_outbox_archiver/doctor-probe")
+        format!("{prefix}/{name}")
     }
 }
 
@@ -690,16 +736,23 @@ async fn probe(
     let key = probe_key(s3.location().prefix());
     // The run's mode, or the bucket's default mode: a two-second retention, never the bucket's
     // years-long default on a probe.
+    // Where the configuration cannot be read, governance: if the bucket has a default
+    // retention, the probe must not get it (and a bucket without Object Lock refuses the
+    // header, so the put is then tried without).
+    let unknown = lock_config.is_none();
     let mode = opts
         .policy
         .lock
         .map(|(mode, _)| mode)
-        .or_else(|| lock_config.and_then(|c| c.default).map(|(mode, _)| mode));
+        .or(match lock_config {
+            Some(config) => config.default.map(|(mode, _)| mode),
+            None => Some(crate::protection::LockMode::Governance),
+        });
     let lock = mode.map(|mode| ObjectLock {
         mode,
         retain_until_ms: (now_ms / 1000 + 3) * 1000,
     });
-    let options = PutOptions {
+    let mut options = PutOptions {
         storage_class: opts.policy.storage_class.clone(),
         lock,
         legal_hold: opts.policy.legal_hold,
@@ -707,10 +760,19 @@ async fn probe(
     let body = bytes::Bytes::from_static(
         b"outbox-archiver doctor: a probe of how this store keeps archived objects; safe to delete\n",
     );
-    if let Err(e) = s3
+    let mut put = s3
         .put_with(&key, body.clone(), PutMode::Overwrite, &options)
-        .await
+        .await;
+    if unknown
+        && opts.policy.lock.is_none()
+        && matches!(put, Err(StoreError::ObjectLockRefused { .. }))
     {
+        options.lock = None;
+        put = s3
+            .put_with(&key, body.clone(), PutMode::Overwrite, &options)
+            .await;
+    }
+    if let Err(e) = put {
         let (check, fix) = match &e {
             StoreError::InvalidStorageClass { .. } => ("storage_class", "check --s3-storage-class (STANDARD_IA, GLACIER_IR, DEEP_ARCHIVE, …)"),
             StoreError::Kms { .. } => ("kms_key", "check --sse-kms-key-id and the role's kms:GenerateDataKey / kms:Decrypt"),
@@ -813,7 +875,16 @@ fn what_the_store_kept(
         } else {
             Check::problem(
                 "retention",
-                "the store accepted the retention but reports none on the probe: archived objects would not be locked",
+                match meta.lock {
+                    None => "the store accepted the retention but reports none on the probe: archived objects would not be locked".to_string(),
+                    Some(l) => format!(
+                        "asked for {} until {}, the store reports {} until {}",
+                        wanted.mode,
+                        header_time(wanted.retain_until_ms),
+                        l.mode,
+                        header_time(l.retain_until_ms)
+                    ),
+                },
                 "enable Object Lock on the bucket; HEAD shows retention only to roles with s3:GetObjectRetention",
             )
         });
@@ -905,7 +976,7 @@ async fn clean_up(
             run.checks.push(Check::warning(
                 "probe_object",
                 format!("{left} could not be removed ({e}); it stays, 90 bytes"),
-                "nothing: the bucket policy denies deletes, as it should; a retention admin may remove it",
+                "nothing, if the bucket policy or the role denies s3:DeleteObjectVersion (deploy/bucket-policy.json does) or a retention still holds it; a retention admin may remove it later",
             ));
             run.probe_objects_left.push(left);
         }

@@ -17,7 +17,7 @@ use super::verifier::{read_data, ColdObjects, Depth, Encryption, Expected, Findi
 use crate::batch::{DataRead, EncodedBatch};
 use crate::digest::{self, ObjectDigest};
 use crate::failpoint::{FailPoints, Tripped};
-use crate::protection::{Protection, WritePolicy};
+use crate::protection::{ObjectLock, Protection, WritePolicy};
 use crate::store::{self, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
 use crate::table::TableSpec;
 
@@ -215,12 +215,13 @@ impl Publisher<'_> {
             None => None,
         };
         if let Some((meta, digest)) = found {
-            self.bring_up_to_policy(key, &meta, options).await?;
-            return Ok(if digest == batch.gzip_digest {
-                Placement::Accepted
-            } else {
-                Placement::Adopted(digest)
-            });
+            if self.brought_up_to_policy(key, &meta, options).await {
+                return Ok(if digest == batch.gzip_digest {
+                    Placement::Accepted
+                } else {
+                    Placement::Adopted(digest)
+                });
+            }
         }
         tracing::warn!(
             key,
@@ -245,8 +246,8 @@ impl Publisher<'_> {
         if let Some(meta) = self.store.head(key).await? {
             if !self.rewrite_needed(&meta, options)
                 && store::get_all(self.store, key).await?.as_deref() == Some(bytes)
+                && self.brought_up_to_policy(key, &meta, options).await
             {
-                self.bring_up_to_policy(key, &meta, options).await?;
                 return Ok(Placement::Accepted);
             }
         }
@@ -277,25 +278,48 @@ impl Publisher<'_> {
     }
 
     /// Extends an existing object's retention to this batch's, and sets its legal hold, where
-    /// they fall short (S3 allows both in either mode; neither can shorten anything).
-    async fn bring_up_to_policy(
+    /// they fall short: to the later date and the stricter mode of the two, so nothing is ever
+    /// shortened or loosened (S3 allows extending in either mode). False when the store refuses
+    /// (a mode it will not change, a role without the permission): the caller writes the object
+    /// again, as a new version that carries the batch's retention from its put, so a rerun
+    /// always converges.
+    async fn brought_up_to_policy(
         &self,
         key: &str,
         meta: &ObjectMeta,
         options: &PutOptions,
-    ) -> Result<(), StoreError> {
+    ) -> bool {
         let lock = options
             .lock
-            .as_ref()
-            .filter(|wanted| !meta.lock.is_some_and(|l| l.covers(wanted)));
+            .filter(|wanted| !meta.lock.is_some_and(|l| l.covers(wanted)))
+            .map(|wanted| match meta.lock {
+                Some(found) => ObjectLock {
+                    mode: found.mode.max(wanted.mode),
+                    retain_until_ms: found.retain_until_ms.max(wanted.retain_until_ms),
+                },
+                None => wanted,
+            });
         let hold = options.legal_hold && !meta.legal_hold;
-        if lock.is_some() || hold {
-            tracing::info!(
-                key,
-                "an object left by an earlier attempt gets this batch's retention / legal hold"
-            );
-            self.store.extend_lock(key, lock, hold).await?;
+        if lock.is_none() && !hold {
+            return true;
         }
-        Ok(())
+        match self.store.extend_lock(key, lock.as_ref(), hold).await {
+            Ok(()) => {
+                tracing::info!(
+                    key,
+                    "an object left by an earlier attempt got this batch's retention / legal hold"
+                );
+                true
+            }
+            Err(e) => {
+                tracing::warn!(
+                    key,
+                    error = %e,
+                    "cannot extend the retention of an object left by an earlier attempt; \
+                     writing it again as a new version"
+                );
+                false
+            }
+        }
     }
 }

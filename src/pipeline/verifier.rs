@@ -306,23 +306,27 @@ impl Verified {
     /// and the data object's class and encryption (what a receipt records).
     pub fn protection(&self) -> Protection {
         let data = self.heads.last();
-        let lock = match self
-            .heads
-            .iter()
-            .map(|h| h.lock)
-            .collect::<Option<Vec<_>>>()
-        {
-            Some(locks) => locks
-                .into_iter()
-                .min_by_key(|l| (l.retain_until_ms, l.mode)),
-            None => None,
+        // The weakest of each: the earliest date and the least strict mode, so that every
+        // object covers what the receipt records.
+        let locks: Option<Vec<ObjectLock>> = self.heads.iter().map(|h| h.lock).collect();
+        let lock = locks.filter(|l| !l.is_empty()).map(|locks| ObjectLock {
+            mode: locks.iter().map(|l| l.mode).min().expect("some"),
+            retain_until_ms: locks.iter().map(|l| l.retain_until_ms).min().expect("some"),
+        });
+        // Recorded only where all three agree (verify holds every object to it): an accepted
+        // leftover under the bucket's old default encryption beside new documents must not
+        // make a receipt that fails verify forever.
+        let encryption = |h: &ObjectMeta| (h.sse_algorithm.clone(), h.sse_kms_key_id.clone());
+        let (sse_algorithm, sse_kms_key_id) = match data.map(encryption) {
+            Some(e) if self.heads.iter().all(|h| encryption(h) == e) => e,
+            _ => (None, None),
         };
         Protection {
             lock,
             legal_hold: !self.heads.is_empty() && self.heads.iter().all(|h| h.legal_hold),
             storage_class: data.and_then(|d| d.storage_class.clone()),
-            sse_algorithm: data.and_then(|d| d.sse_algorithm.clone()),
-            sse_kms_key_id: data.and_then(|d| d.sse_kms_key_id.clone()),
+            sse_algorithm,
+            sse_kms_key_id,
             verified_by: self.verified_by,
         }
     }
@@ -361,27 +365,30 @@ impl Verifier<'_> {
         ];
         for (key, bytes, digest, kind) in documents {
             let head = self.head(expected, key, &mut verified).await?;
-            if let Some(cold) = head.as_ref().filter(|h| !h.readable()) {
-                if self.depth != Depth::Head {
-                    // A small document in a cold class (a lifecycle rule moved it): its HEAD
-                    // says what it can; the bytes it must have are known exactly.
-                    verified.findings.extend(compare_head(
-                        &expected.batch_id,
-                        key,
-                        Some(cold),
-                        digest,
-                        Some(crc64nvme(bytes)),
-                    ));
-                    self.note_cold(expected, key, cold, &mut verified).await?;
+            let cold = head.as_ref().filter(|h| !h.readable()).cloned();
+            let got = match (&head, &cold, self.depth) {
+                (None, _, _) | (_, _, Depth::Head) => None,
+                (Some(_), Some(cold), _) => {
+                    self.verify_cold_document(expected, key, bytes, digest, cold, &mut verified)
+                        .await?;
                     continue;
                 }
-            }
-            let got = match (&head, self.depth) {
-                (None, _) | (_, Depth::Head) => None,
-                _ => match store::get_all(self.store, key).await {
-                    Err(StoreError::NotReadable { .. }) => {
-                        let head = head.clone().unwrap_or_default();
-                        self.note_cold(expected, key, &head, &mut verified).await?;
+                (Some(meta), None, _) => match store::get_all(self.store, key).await {
+                    // Refused by class although HEAD did not say so: the same as cold.
+                    Err(StoreError::NotReadable { storage_class, .. }) => {
+                        let cold = ObjectMeta {
+                            storage_class: Some(storage_class),
+                            ..meta.clone()
+                        };
+                        self.verify_cold_document(
+                            expected,
+                            key,
+                            bytes,
+                            digest,
+                            &cold,
+                            &mut verified,
+                        )
+                        .await?;
                         continue;
                     }
                     other => other?,
@@ -471,17 +478,9 @@ impl Verifier<'_> {
             reader.update(bytes);
             let read = reader.finish();
             let nvme = read.crc64nvme;
-            if meta.crc64nvme.is_none() && meta.sha256.is_none() {
-                verified.findings.push(
-                    Finding::new(FindingKind::StoreChecksumMissing, batch_id, Some(key)).values(
-                        "the store's own checksum of the stored object (x-amz-checksum-crc64nvme or -sha256 on HEAD)",
-                        format!(
-                            "none, and the object cannot be read back ({}): set --s3-upload-checksum crc64nvme or sha256, or a storage class that can be read at once",
-                            meta.storage_class.as_deref().unwrap_or("a cold class")
-                        ),
-                    ),
-                );
-            }
+            verified
+                .findings
+                .extend(store_checksum_missing(batch_id, key, meta));
             let (mut found, _) = compare_data(expected, Some(meta), Some(read));
             verified.findings.append(&mut found);
             verified.data_crc64nvme = Some(nvme);
@@ -498,6 +497,37 @@ impl Verifier<'_> {
         verified.findings.extend(member_count(expected));
         self.note_cold(expected, key, meta, &mut verified).await?;
         Ok(verified)
+    }
+
+    /// A manifest or `_SUCCESS` that cannot be read at once (a lifecycle rule moved it, or a store
+    /// whose default class is archival). Its bytes are known exactly, so its HEAD is compared
+    /// with them (size, the store's checksums); right after upload the store must report a
+    /// checksum of its own, as for a cold data object, else nothing vouches for what it stored.
+    async fn verify_cold_document(
+        &self,
+        expected: &Expected,
+        key: &str,
+        bytes: &[u8],
+        digest: &ObjectDigest,
+        meta: &ObjectMeta,
+        verified: &mut Verified,
+    ) -> Result<(), StoreError> {
+        let batch_id = expected.batch_id.as_str();
+        verified.findings.extend(compare_head(
+            batch_id,
+            key,
+            Some(meta),
+            digest,
+            Some(crc64nvme(bytes)),
+        ));
+        if let ColdObjects::Uploaded(_) = self.cold {
+            verified
+                .findings
+                .extend(store_checksum_missing(batch_id, key, meta));
+            verified.verified_by = VerifiedBy::StoreChecksum;
+            return Ok(());
+        }
+        self.note_cold(expected, key, meta, verified).await
     }
 
     /// Reports `key` as checked by HEAD only, asking the store to restore it with `--thaw`.
@@ -525,6 +555,21 @@ impl Verifier<'_> {
         });
         Ok(())
     }
+}
+
+/// An object that cannot be read back, of which the store reports no checksum of its own
+/// (CRC-64/NVME, SHA-256, COS's CRC-64): nothing would vouch for the stored bytes.
+fn store_checksum_missing(batch_id: &str, key: &str, meta: &ObjectMeta) -> Option<Finding> {
+    let reported = meta.crc64nvme.is_some() || meta.sha256.is_some() || meta.crc64ecma.is_some();
+    (!reported).then(|| {
+        Finding::new(FindingKind::StoreChecksumMissing, batch_id, Some(key)).values(
+            "the store's own checksum of the stored object (x-amz-checksum-crc64nvme or -sha256, or COS's x-cos-hash-crc64ecma, on HEAD)",
+            format!(
+                "none, and the object cannot be read back ({}): set --s3-upload-checksum crc64nvme or sha256, or a storage class that can be read at once",
+                meta.storage_class.as_deref().unwrap_or("a cold class")
+            ),
+        )
+    })
 }
 
 /// Whether the data object holds as many rows as the database has members for it (what a HEAD
@@ -970,6 +1015,71 @@ mod tests {
             })),
         };
         assert!(compare_guard("b", "k", &good, &asked).is_empty());
+    }
+
+    #[test]
+    fn a_receipt_records_the_weakest_retention_and_encryption_all_objects_share() {
+        use crate::protection::LockMode;
+        let head = |mode, until, sse: Option<&str>| ObjectMeta {
+            lock: Some(ObjectLock {
+                mode,
+                retain_until_ms: until,
+            }),
+            sse_algorithm: sse.map(str::to_string),
+            ..ObjectMeta::default()
+        };
+        let verified = Verified {
+            heads: vec![
+                head(LockMode::Governance, 9_000, Some("aws:kms")),
+                head(LockMode::Compliance, 5_000, Some("aws:kms")),
+                head(LockMode::Compliance, 7_000, Some("AES256")),
+            ],
+            ..Verified::default()
+        };
+        let p = verified.protection();
+        // The earliest date and the least strict mode: every object covers it.
+        assert_eq!(
+            p.lock,
+            Some(ObjectLock {
+                mode: LockMode::Governance,
+                retain_until_ms: 5_000
+            })
+        );
+        for h in &verified.heads {
+            assert!(h.lock.unwrap().covers(&p.lock.unwrap()));
+        }
+        // The objects disagree on encryption: none recorded (verify would fail forever).
+        assert_eq!((p.sse_algorithm, p.sse_kms_key_id), (None, None));
+        let one_missing = Verified {
+            heads: vec![
+                head(LockMode::Compliance, 5_000, None),
+                ObjectMeta::default(),
+            ],
+            ..Verified::default()
+        };
+        assert_eq!(one_missing.protection().lock, None);
+    }
+
+    #[test]
+    fn any_checksum_of_its_own_lets_a_store_vouch_for_a_cold_object() {
+        let cold = |meta: ObjectMeta| store_checksum_missing("b", "k", &meta).is_some();
+        assert!(cold(ObjectMeta::default()));
+        for meta in [
+            ObjectMeta {
+                crc64nvme: Some(1),
+                ..ObjectMeta::default()
+            },
+            ObjectMeta {
+                sha256: Some("a".repeat(64)),
+                ..ObjectMeta::default()
+            },
+            ObjectMeta {
+                crc64ecma: Some(1),
+                ..ObjectMeta::default()
+            },
+        ] {
+            assert!(!cold(meta));
+        }
     }
 
     #[test]

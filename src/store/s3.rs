@@ -74,6 +74,8 @@ pub struct S3Settings {
     pub initial_backoff: Option<Duration>,
     /// Server-side encryption every put asks for (`--sse`, `--sse-kms-key-id`).
     pub sse: Option<Sse>,
+    /// Where `doctor` asks KMS about the key [default: AWS's regional KMS endpoint].
+    pub kms_endpoint: Option<String>,
 }
 
 /// `--s3-conditional-put`: probe whether the store honours `If-None-Match: *` (the default), or
@@ -107,6 +109,7 @@ impl std::fmt::Debug for S3Settings {
             .field("read_timeout", &self.read_timeout)
             .field("initial_backoff", &self.initial_backoff)
             .field("sse", &self.sse)
+            .field("kms_endpoint", &self.kms_endpoint)
             .field(
                 "static_credentials",
                 &self.static_credentials.as_ref().map(|_| "***"),
@@ -124,6 +127,7 @@ pub struct S3Store {
     fetch: Fetch,
     /// The SDK's configuration, for the KMS client `doctor` asks about the key.
     sdk: aws_config::SdkConfig,
+    kms_endpoint: Option<String>,
     location: Location,
     upload_checksum: UploadChecksum,
     conditional_put: ConditionalPutSetting,
@@ -194,6 +198,7 @@ impl S3Store {
         }
         Ok(S3Store {
             sdk: sdk.clone(),
+            kms_endpoint: settings.kms_endpoint.clone(),
             fetch: Fetch {
                 client: aws_sdk_s3::Client::from_conf(config.build()),
                 bucket,
@@ -279,7 +284,7 @@ impl Fetch {
             },
             (_, _, "InvalidObjectState") => StoreError::NotReadable {
                 key: key.to_string(),
-                storage_class: "the store said InvalidObjectState".into(),
+                storage_class: "a class the store cannot read at once (InvalidObjectState)".into(),
             },
             (_, _, code) if code.starts_with("KMS.") || message.contains("kms:") => {
                 StoreError::Kms { detail }

@@ -200,9 +200,58 @@ async fn doctor_passes_a_bucket_set_up_as_payment_teams_run_them() {
     // The probe was held under a two-second compliance retention and a legal hold, then removed.
     assert_eq!(summary["probe_objects_left"], serde_json::json!([]));
     assert_eq!(
-        moto.versions("archive/_outbox_archiver/doctor-probe").await,
-        Vec::<String>::new()
+        moto.versions_under("archive/_outbox_archiver/doctor-probe")
+            .await,
+        Vec::<(String, String)>::new()
     );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_refuses_a_retention_weaker_than_the_buckets_default() {
+    // A retention named on a put replaces the bucket's default: governance for a day on a
+    // bucket that promises compliance for thirty days would weaken every archived object.
+    let db = TestDb::new().await;
+    let moto = MotoS3::new(Bucket::LockedByDefault {
+        compliance: true,
+        days: 30,
+    })
+    .await;
+    let mut envs = moto.env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    let weaker = ["--object-lock-mode", "governance", "--retention", "1d"];
+    let mut args = vec!["doctor"];
+    args.extend(weaker);
+    let run = run_cli(&args, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    let lock = check(&run.summary, "object_lock");
+    assert_eq!(lock["status"], "problem", "{lock}");
+    assert!(
+        lock["fix"]
+            .as_str()
+            .unwrap()
+            .contains("--object-lock-mode compliance --retention 30d"),
+        "{lock}"
+    );
+    // The bucket's own default, or a stronger retention, passes.
+    for args in [
+        vec!["doctor"],
+        vec![
+            "doctor",
+            "--object-lock-mode",
+            "compliance",
+            "--retention",
+            "7y",
+        ],
+    ] {
+        let run = run_cli(&args, &envs).await;
+        assert_eq!(
+            check(&run.summary, "object_lock")["status"],
+            "ok",
+            "{args:?}: {}",
+            run.summary
+        );
+    }
     db.drop().await;
 }
 

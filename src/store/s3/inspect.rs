@@ -6,7 +6,7 @@
 use aws_sdk_s3::error::ProvideErrorMetadata;
 
 use super::S3Store;
-use crate::protection::LockMode;
+use crate::protection::{LockMode, Retention};
 use crate::store::StoreError;
 
 /// A bucket's versioning state.
@@ -24,7 +24,7 @@ pub enum Versioning {
 pub struct LockConfiguration {
     pub enabled: bool,
     /// The retention every new object gets unless a put names one: its mode and length.
-    pub default: Option<(LockMode, String)>,
+    pub default: Option<(LockMode, Retention)>,
 }
 
 /// A bucket's default encryption.
@@ -88,9 +88,9 @@ impl S3Store {
             .and_then(|d| {
                 let mode = LockMode::parse(d.mode()?.as_str())?;
                 let length = match (d.days(), d.years()) {
-                    (Some(days), _) => format!("{days} days"),
-                    (_, Some(years)) => format!("{years} years"),
-                    _ => "unknown".to_string(),
+                    (Some(days), _) => Retention::Millis(i64::from(days) * 86_400_000),
+                    (_, Some(years)) => Retention::Years(years.max(0) as u32),
+                    _ => return None,
                 };
                 Some((mode, length))
             });
@@ -124,9 +124,14 @@ impl S3Store {
         }))
     }
 
-    /// What KMS says about `key` (`None`: no such key), asked at the store's endpoint.
+    /// What KMS says about `key` (`None`: no such key), asked at `--kms-endpoint` or, by
+    /// default, AWS's regional KMS endpoint (never the S3 endpoint: a MinIO or a VPC endpoint
+    /// for S3 is not one for KMS).
     pub async fn describe_kms_key(&self, key: &str) -> Result<Option<KmsKey>, StoreError> {
-        let kms = aws_sdk_kms::Client::new(&self.sdk);
+        let mut config = aws_sdk_kms::config::Builder::from(&self.sdk);
+        config.set_endpoint_url(self.kms_endpoint.clone());
+        let config = config.build();
+        let kms = aws_sdk_kms::Client::from_conf(config);
         match kms.describe_key().key_id(key).send().await {
             Ok(out) => Ok(out.key_metadata().map(|m| KmsKey {
                 arn: m.arn().unwrap_or_default().to_string(),

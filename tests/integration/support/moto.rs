@@ -168,13 +168,14 @@ impl MotoS3 {
                 .unwrap();
         }
         let settings = S3Settings {
-            endpoint: Some(endpoint),
+            endpoint: Some(endpoint.clone()),
             region: Some(MOTO_REGION.into()),
             force_path_style: Some(true),
             upload_checksum: Some(UploadChecksum::Md5),
             static_credentials: Some(("moto".into(), "moto-secret".into())),
             max_attempts: Some(2),
             initial_backoff: Some(Duration::from_millis(10)),
+            kms_endpoint: Some(endpoint.clone()),
             ..S3Settings::default()
         };
         MotoS3 {
@@ -207,6 +208,7 @@ impl MotoS3 {
             ("AWS_SECRET_ACCESS_KEY", "moto-secret".into()),
             ("AWS_REGION", MOTO_REGION.into()),
             ("OUTBOX_ARCHIVER_S3_ENDPOINT", moto_endpoint().to_string()),
+            ("OUTBOX_ARCHIVER_KMS_ENDPOINT", moto_endpoint().to_string()),
             ("OUTBOX_ARCHIVER_STORE", self.store_url()),
         ]
     }
@@ -216,6 +218,32 @@ impl MotoS3 {
         let kms = aws_sdk_kms::Client::new(&self.sdk);
         let key = kms.create_key().send().await.unwrap();
         key.key_metadata().unwrap().arn().unwrap().to_string()
+    }
+
+    /// Every version and delete marker under `prefix`: (key, version id).
+    pub async fn versions_under(&self, prefix: &str) -> Vec<(String, String)> {
+        let out = self
+            .admin
+            .list_object_versions()
+            .bucket(&self.bucket)
+            .prefix(prefix)
+            .send()
+            .await
+            .unwrap();
+        let versions = out.versions().iter().map(|v| (v.key(), v.version_id()));
+        let markers = out
+            .delete_markers()
+            .iter()
+            .map(|m| (m.key(), m.version_id()));
+        versions
+            .chain(markers)
+            .map(|(k, v)| {
+                (
+                    k.unwrap_or_default().to_string(),
+                    v.unwrap_or_default().to_string(),
+                )
+            })
+            .collect()
     }
 
     /// The version ids of `key`, newest first.
