@@ -271,6 +271,12 @@ fn app_samples(app: &AppReport, seconds: f64) -> Vec<Sample> {
             "Age of the newest archived row (status).",
             1000.0,
         ),
+        (
+            figures.replica_wait_ms.map(|ms| ms as f64),
+            "outbox_archiver_replica_wait_seconds",
+            "Time the last archive or purge run's writes waited for lagging replicas (--replica).",
+            1000.0,
+        ),
     ] {
         if let Some(value) = value {
             samples.push(sample(name, help, value / scale));

@@ -9,7 +9,7 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::parse::{
     parse_bytes, parse_conditional_put, parse_duration, parse_percent, parse_retention,
-    parse_storage_class, parse_time, parse_timeout,
+    parse_storage_class, parse_table_name, parse_time, parse_timeout,
 };
 use crate::protection::Retention;
 use crate::shard::Shard;
@@ -24,6 +24,8 @@ pub struct Common {
     pub s3: S3Args,
     #[command(flatten)]
     pub protection: ProtectionArgs,
+    #[command(flatten)]
+    pub stops: StopArgs,
     #[command(flatten)]
     pub metrics: MetricsArgs,
     #[command(flatten)]
@@ -158,6 +160,50 @@ pub struct ProtectionArgs {
     /// Where doctor asks KMS about --sse-kms-key-id [default: AWS's regional KMS endpoint]
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_KMS_ENDPOINT")]
     pub kms_endpoint: Option<String>,
+}
+
+/// What paces or stops a run besides its limits: replicas' lag, a sentinel file.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Replicas and stops")]
+pub struct StopArgs {
+    /// A replica whose lag paces the writes of archive (each receipt), purge (each chunk) and
+    /// restore --into-source (repeatable): mysql://user:password@replica:3306/database
+    #[arg(
+        long = "replica",
+        global = true,
+        env = "OUTBOX_ARCHIVER_REPLICAS",
+        value_delimiter = ',',
+        hide_env_values = true
+    )]
+    pub replicas: Vec<String>,
+    /// Find the replicas on the primary, with --database-url's credentials: hosts (SHOW REPLICA
+    /// HOSTS: replicas that set report_host) or processlist (its Binlog Dump threads; the
+    /// primary's port).
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_REPLICAS_FROM", value_enum)]
+    pub replicas_from: Option<DiscoveryArg>,
+    /// Wait before a write while a replica is further behind than this (or its lag cannot be
+    /// read), e.g. 5s.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_MAX_REPLICA_LAG", value_parser = parse_timeout, default_value = "5s")]
+    pub max_replica_lag: Duration,
+    /// After waiting this long for a replica, stop the app's work with exit status 1, naming the
+    /// replica (fail closed), e.g. 10m.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_REPLICA_WAIT_TIMEOUT", value_parser = parse_timeout, default_value = "10m")]
+    pub replica_wait_timeout: Duration,
+    /// Read each replica's lag from this pt-heartbeat table (database.table, written by
+    /// `pt-heartbeat --update --utc` on the primary) instead of SHOW REPLICA STATUS.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_HEARTBEAT_TABLE", value_parser = parse_table_name)]
+    pub heartbeat_table: Option<String>,
+    /// Stop cleanly before the next batch or chunk while this file exists (outcome stopped,
+    /// stop_reason "sentinel file PATH exists"): `touch` it to stop every job that names it.
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_SENTINEL")]
+    pub sentinel: Option<PathBuf>,
+}
+
+/// `--replicas-from`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum DiscoveryArg {
+    Hosts,
+    Processlist,
 }
 
 /// `--object-lock-mode`.

@@ -89,6 +89,10 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
 trait ArchiveCommand: Sync {
     const NAME: &'static str;
     fn apps(&self) -> Option<&Apps>;
+    /// Whether it writes to the database the replicas follow (then their lag paces it).
+    fn writes(&self) -> bool {
+        false
+    }
     async fn run(&self, ctx: &RunContext) -> Summary;
 }
 
@@ -97,6 +101,9 @@ impl ArchiveCommand for archive::ArchiveOptions {
     const NAME: &'static str = "archive";
     fn apps(&self) -> Option<&Apps> {
         Some(&self.apps)
+    }
+    fn writes(&self) -> bool {
+        !self.dry_run
     }
     async fn run(&self, ctx: &RunContext) -> Summary {
         archive::run(ctx, self).await
@@ -108,6 +115,9 @@ impl ArchiveCommand for purge::PurgeOptions {
     const NAME: &'static str = "purge";
     fn apps(&self) -> Option<&Apps> {
         Some(&self.apps)
+    }
+    fn writes(&self) -> bool {
+        !self.dry_run
     }
     async fn run(&self, ctx: &RunContext) -> Summary {
         purge::run(ctx, self).await
@@ -130,6 +140,9 @@ impl ArchiveCommand for restore::RestoreOptions {
     const NAME: &'static str = "restore";
     fn apps(&self) -> Option<&Apps> {
         self.selection.apps.as_ref()
+    }
+    fn writes(&self) -> bool {
+        self.into_source
     }
     async fn run(&self, ctx: &RunContext) -> Summary {
         restore::run(ctx, self).await
@@ -202,7 +215,7 @@ async fn with_context<C: ArchiveCommand>(
     command: &C,
     shutdown: CancellationToken,
 ) -> Summary {
-    let ctx = match open(common, command.apps(), shutdown).await {
+    let ctx = match open(common, command.apps(), command.writes(), shutdown).await {
         Ok(ctx) => ctx,
         Err(e) => return Summary::unusable(C::NAME, e),
     };
@@ -214,6 +227,7 @@ async fn with_context<C: ArchiveCommand>(
 async fn open(
     common: &Common,
     apps: Option<&Apps>,
+    writes: bool,
     shutdown: CancellationToken,
 ) -> Result<RunContext, String> {
     let spec = common.spec()?;
@@ -236,11 +250,14 @@ async fn open(
             .confirm_access()
             .await
             .map_err(|e| format!("{e} (store {})", store.location()))?;
-        Ok::<_, String>(store)
+        let stops = common.stops(&db, writes).await?;
+        Ok::<_, String>((store, stops))
     }
     .await;
     match checked {
-        Ok(store) => Ok(RunContext::new(spec, db, store, shutdown, system_clock())),
+        Ok((store, stops)) => {
+            Ok(RunContext::new(spec, db, store, shutdown, system_clock()).with_stops(stops))
+        }
         Err(e) => {
             db.close().await;
             Err(e)
@@ -322,12 +339,7 @@ async fn status_command(
     let summary = match db.require_tables(spec).await {
         Err(e) => Summary::unusable("status", e.to_string()),
         Ok(()) => {
-            let ctx = DbContext {
-                spec,
-                db: db.clone(),
-                shutdown,
-                now_ms: system_clock(),
-            };
+            let ctx = DbContext::new(spec, db.clone(), shutdown, system_clock());
             status::run(&ctx, options).await
         }
     };

@@ -2,19 +2,23 @@
 //! command shares (table, database, store).
 
 use std::io::IsTerminal;
+use std::sync::Arc;
 
 use super::args::{
-    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, CommandArg, Common, CutoffArgs, DoctorArgs,
-    FormatArg, LockModeArg, LogFormat, PurgeArgs, RestoreArgs, SseArg, StatusArgs, ThawArgs,
-    ThawTierArg, UploadChecksumArg, VerifyArgs,
+    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, CommandArg, Common, CutoffArgs, DiscoveryArg,
+    DoctorArgs, FormatArg, LockModeArg, LogFormat, PurgeArgs, RestoreArgs, SseArg, StatusArgs,
+    ThawArgs, ThawTierArg, UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
 use crate::batch::Limits;
 use crate::commands::{archive, purge, restore, status, verify};
+use crate::db::replica::{self, Discovery};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
 use crate::pipeline::apps::{Apps, Selection};
 use crate::pipeline::doctor::{CommandName, DoctorOptions};
+use crate::pipeline::replicas::ReplicaGate;
+use crate::pipeline::Stops;
 use crate::protection::{LockMode, Sse, SseAlgorithm, Thaw, ThawTier, WritePolicy};
 use crate::store::{S3Settings, UploadChecksum};
 use crate::table::{self, TableSpec};
@@ -316,6 +320,64 @@ impl Common {
                 known.join(", ")
             )
         })
+    }
+
+    /// The operator's stops: the sentinel for every command that works in batches, and, for
+    /// commands that write (`writes`), the replicas whose lag paces them — listed, or found on
+    /// the primary with the database URL's credentials.
+    pub async fn stops(&self, db: &Db, writes: bool) -> Result<Stops, String> {
+        let s = &self.stops;
+        let mut stops = Stops {
+            sentinel: s.sentinel.clone(),
+            replicas: None,
+        };
+        if !writes {
+            return Ok(stops);
+        }
+        let mut urls = s.replicas.clone();
+        if let Some(how) = s.replicas_from {
+            let (how, what) = match how {
+                DiscoveryArg::Hosts => (
+                    Discovery::Hosts,
+                    "SHOW REPLICA HOSTS lists only replicas that set report_host",
+                ),
+                DiscoveryArg::Processlist => (
+                    Discovery::Processlist,
+                    "the processlist shows Binlog Dump threads only to a user with PROCESS",
+                ),
+            };
+            let url = self.db.database_url.as_deref().unwrap_or_default();
+            let found = replica::discover(db, url, how)
+                .await
+                .map_err(|e| format!("--replicas-from: {e}"))?;
+            if found.is_empty() {
+                // Fail closed: no replica found is not "no replica lags".
+                return Err(format!(
+                    "--replicas-from / OUTBOX_ARCHIVER_REPLICAS_FROM found no replica ({what}); list them with --replica instead"
+                ));
+            }
+            urls.extend(found);
+        }
+        if urls.is_empty() {
+            return Ok(stops);
+        }
+        let replicas = urls
+            .iter()
+            .map(|url| replica::Replica::new(url))
+            .collect::<Result<Vec<_>, _>>()
+            .map_err(|e| e.to_string())?;
+        let names: Vec<&str> = replicas.iter().map(|r| r.name.as_str()).collect();
+        tracing::info!(
+            replicas = names.join(", "),
+            "writes wait for these replicas (--max-replica-lag)"
+        );
+        stops.replicas = Some(Arc::new(ReplicaGate::new(
+            replicas,
+            s.max_replica_lag,
+            s.replica_wait_timeout,
+            s.heartbeat_table.clone(),
+        )));
+        Ok(stops)
     }
 
     pub async fn database(&self) -> Result<Db, String> {

@@ -50,6 +50,26 @@ pub fn parse_storage_class(text: &str) -> Result<String, String> {
     Ok(class)
 }
 
+/// A table name, optionally with its database (`heartbeat`, `percona.heartbeat`): letters,
+/// digits, `_` and `$`, so that it can be put into SQL as it is.
+pub fn parse_table_name(text: &str) -> Result<String, String> {
+    let ok = |part: &str| {
+        !part.is_empty()
+            && part.len() <= 64
+            && part
+                .bytes()
+                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
+    };
+    let text = text.trim();
+    match text.split_once('.') {
+        Some((db, table)) if ok(db) && ok(table) => Ok(text.to_string()),
+        None if ok(text) => Ok(text.to_string()),
+        _ => Err(format!(
+            "invalid table name {text:?} (write heartbeat or database.heartbeat: letters, digits, _ and $)"
+        )),
+    }
+}
+
 pub fn parse_time(text: &str) -> Result<i64, String> {
     timespec::parse_time_ms(text)
 }
@@ -105,6 +125,18 @@ mod tests {
         assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
         assert!(parse_bytes("0").is_err());
         assert!(parse_bytes("12 parsecs").is_err());
+    }
+
+    #[test]
+    fn table_names_are_only_what_sql_can_take_as_is() {
+        assert_eq!(parse_table_name("heartbeat").unwrap(), "heartbeat");
+        assert_eq!(
+            parse_table_name(" percona.heartbeat ").unwrap(),
+            "percona.heartbeat"
+        );
+        for bad in ["", "a.b.c", "hb; DROP TABLE x", "`hb`", "db.", ".hb", "h b"] {
+            assert!(parse_table_name(bad).is_err(), "{bad:?}");
+        }
     }
 
     #[test]

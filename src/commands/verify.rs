@@ -42,8 +42,10 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     };
     summary.apps = driver.run(apps, &verify).await;
     let mut run = verify.run_details();
-    // Orphans: under each listed app's prefix, or under the whole table's prefix.
-    if opts.selection.whole_apps() && opts.sample_percent.is_none() {
+    // Orphans: under each listed app's prefix, or under the whole table's prefix (not when the
+    // run was stopped: a stopped run starts nothing more).
+    let stopped = ctx.stop_reason(None).is_some();
+    if opts.selection.whole_apps() && opts.sample_percent.is_none() && !stopped {
         let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
         let prefixes = match &which {
             Apps::Listed(list) => list

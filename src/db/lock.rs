@@ -88,6 +88,12 @@ impl AppLock {
         Ok(holder == Some(self.connection_id as i64))
     }
 
+    /// Whether the lock is still held, asked on its own connection — a query that also keeps
+    /// the connection from looking idle during a long wait (replica lag).
+    pub async fn keep_alive(&self) -> bool {
+        self.held_on_own_connection().await
+    }
+
     /// `IS_USED_LOCK(name) = CONNECTION_ID()` on the lock connection. Any error there means the
     /// connection is gone, and with it the lock.
     async fn held_on_own_connection(&self) -> bool {

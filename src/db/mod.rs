@@ -11,6 +11,7 @@ pub mod preflight;
 pub mod purge;
 pub mod receipts;
 pub mod record;
+pub mod replica;
 pub mod restore;
 pub mod runs;
 mod schema;

@@ -195,10 +195,14 @@ impl Driver<'_> {
 
     async fn one(&self, app: String, work: &dyn AppWork) -> AppReport {
         let started_at_ms = (self.ctx.now_ms)();
-        let report = self
+        let mut report = self
             .with_retries(&app, work)
             .instrument(app_span(&app))
             .await;
+        // Every app says why its run ended (pt-archiver's --why-quit).
+        report
+            .stop_reason
+            .get_or_insert_with(|| ended(report.outcome).to_string());
         let dry_run = matches!(self.gate, Gate::Lock { dry_run: true, .. });
         if self.note_runs && !dry_run && report.outcome != Outcome::SkippedLocked {
             let record = runs::Record {
@@ -312,6 +316,18 @@ impl Driver<'_> {
                 Err(report)
             }
         }
+    }
+}
+
+/// Why an app's run ended, where nothing more particular said so.
+pub fn ended(outcome: Outcome) -> &'static str {
+    match outcome {
+        Outcome::Archived | Outcome::UpToDate => "caught up",
+        Outcome::Done => "done",
+        Outcome::SkippedLocked => "skipped: another process holds the app's lock",
+        Outcome::Refused => "refused: unsafe app code",
+        Outcome::Failed => "error",
+        Outcome::Stopped => "stopped",
     }
 }
 

@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::apps::{Access, AppWork, Apps};
 use super::builder::{self, BuildError, Built};
 use super::publish::{PublishError, Publisher};
+use super::replicas::LagStop;
 use super::{Observer, RunContext};
 use crate::batch::{EncodedBatch, Limits, Superseded};
 use crate::db::lock::AppLock;
@@ -90,6 +91,10 @@ enum AppError {
     Record(#[from] RecordError),
     #[error("batch {0} already has a VERIFIED receipt although its rows lie after the cursor; nothing written — run `outbox-archiver verify --batch-id {0}`")]
     AlreadyRecorded(String),
+    /// Waiting for the replicas before the receipt transaction ended the app's work; the
+    /// batch's objects are written and will be accepted by the next run.
+    #[error(transparent)]
+    Replica(#[from] LagStop),
 }
 
 impl AppError {
@@ -101,7 +106,8 @@ impl AppError {
             // A restart or failover drops the lock with the connection. Another attempt goes
             // back through the gate: it takes the lock anew, or reports the app skipped if
             // another process has it.
-            AppError::Record(RecordError::LockLost { .. }) => true,
+            AppError::Record(RecordError::LockLost { .. })
+            | AppError::Replica(LagStop::LockLost) => true,
             _ => false,
         }
     }
@@ -144,12 +150,25 @@ impl AppWork for Archiver<'_> {
                     details.backlog = self.backlog_left(app, &report).await;
                 }
             }
+            Err(AppError::Replica(LagStop::Shutdown)) => {
+                // The batch in hand is written but not recorded: the next run accepts its
+                // objects and records it.
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = Some(super::SHUTDOWN.to_string());
+            }
             Err(e) => {
                 tracing::error!(app, error = %e, "archiving failed");
                 report.outcome = Outcome::Failed;
                 report.error = Some(e.to_string());
                 report.transient = e.is_transient();
-                report.lost_lock = matches!(e, AppError::Record(RecordError::LockLost { .. }));
+                report.lost_lock = matches!(
+                    e,
+                    AppError::Record(RecordError::LockLost { .. })
+                        | AppError::Replica(LagStop::LockLost)
+                );
+                if let AppError::Replica(stop) = &e {
+                    report.stop_reason = Some(stop.stop_reason());
+                }
             }
         }
         report.details = Some(AppDetails::Archive(details));
@@ -203,11 +222,11 @@ impl<'a> Archiver<'a> {
         }
     }
 
-    fn stop_reason(&self, batches: u64) -> Option<&'static str> {
+    fn stop_reason(&self, batches: u64) -> Option<String> {
         let max_batches = self.opts.max_batches.is_some_and(|max| batches >= max);
         match self.ctx.stop_reason(None) {
-            Some(shutdown) => Some(shutdown),
-            None if max_batches => Some("--max-batches reached"),
+            Some(stop) => Some(stop),
+            None if max_batches => Some("--max-batches reached".to_string()),
             None => self.ctx.stop_reason(self.deadline),
         }
     }
@@ -264,7 +283,7 @@ impl<'a> Archiver<'a> {
                 // The builder runs a batch ahead: whether it has one says if work is left.
                 if batches.recv().await.transpose()?.is_some() {
                     tracing::info!(app, reason, "stopping with work left");
-                    report.stop_reason = Some(reason.to_string());
+                    report.stop_reason = Some(reason);
                     break Outcome::Stopped;
                 }
                 break Outcome::UpToDate;
@@ -272,7 +291,9 @@ impl<'a> Archiver<'a> {
             let Some(built) = batches.recv().await.transpose()? else {
                 break Outcome::UpToDate;
             };
-            details.note_superseded(self.batch(app, access, built, cut, report).await?);
+            let (superseded, waited) = self.batch(app, access, built, cut, report).await?;
+            details.note_superseded(superseded);
+            details.replica_wait.add(waited);
         };
         self.observer.finish();
         Ok(match outcome {
@@ -282,7 +303,7 @@ impl<'a> Archiver<'a> {
     }
 
     /// Publishes and records one batch (plans it, in a dry run); returns the older versions of
-    /// rows it superseded.
+    /// rows it superseded, and how long the receipt waited for lagging replicas.
     async fn batch(
         &self,
         app: &str,
@@ -290,7 +311,7 @@ impl<'a> Archiver<'a> {
         built: Built,
         cut: Cut,
         report: &mut AppReport,
-    ) -> Result<Vec<Superseded>, AppError> {
+    ) -> Result<(Vec<Superseded>, Duration), AppError> {
         let started = Instant::now();
         let Built { batch, read_ms } = built;
         let (recorded, timing) = match access {
@@ -324,7 +345,7 @@ impl<'a> Archiver<'a> {
         report.replaced_objects.extend(recorded.replaced);
         report.adopted_objects.extend(recorded.adopted);
         report.batch_list.push(recorded.batch_report);
-        Ok(recorded.superseded)
+        Ok((recorded.superseded, recorded.replica_wait))
     }
 
     /// A dry run's batch: its keys, as they would be written.
@@ -382,6 +403,11 @@ impl<'a> Archiver<'a> {
             verified_at_ms: (ctx.now_ms)(),
             protection: published.protection.clone(),
         };
+        // The receipt transaction writes (and is replicated): not while a replica lags.
+        let replica_wait = match &ctx.stops.replicas {
+            Some(gate) => gate.wait(app, Some(lock), &ctx.shutdown).await?,
+            None => Duration::ZERO,
+        };
         let phase = Instant::now();
         let failpoints = &self.opts.failpoints;
         let superseded = self
@@ -410,6 +436,7 @@ impl<'a> Archiver<'a> {
             superseded,
             replaced: published.replaced,
             adopted: published.adopted,
+            replica_wait,
         };
         Ok((recorded, (publish_ms, record_ms)))
     }
@@ -422,6 +449,7 @@ struct Recorded {
     superseded: Vec<Superseded>,
     replaced: Vec<String>,
     adopted: Vec<String>,
+    replica_wait: Duration,
 }
 
 fn batch_report(

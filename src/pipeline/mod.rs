@@ -18,11 +18,13 @@ mod builder;
 pub mod doctor;
 pub mod publish;
 pub mod purge;
+pub mod replicas;
 pub mod restore;
 pub mod status;
 pub mod verifier;
 pub mod verify;
 
+use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -58,7 +60,8 @@ pub fn system_clock() -> Clock {
 }
 
 /// What a run works with on the database side: the table, the database, the clock and the
-/// shutdown signal — all passed in, never reached for. `status` needs no more.
+/// shutdown signal — all passed in, never reached for — and the operator's stops (the sentinel
+/// file, the replicas whose lag paces writes). `status` needs no more.
 #[derive(Clone)]
 pub struct DbContext {
     pub spec: &'static TableSpec,
@@ -66,20 +69,51 @@ pub struct DbContext {
     /// Cancelled on SIGTERM/SIGINT; loops check it between batches.
     pub shutdown: CancellationToken,
     pub now_ms: Clock,
+    pub stops: Stops,
+}
+
+/// What an operator can stop or pace a run with, besides SIGTERM and the limits.
+#[derive(Clone, Default)]
+pub struct Stops {
+    /// `--sentinel`: while this file exists, no batch or chunk starts (pt-archiver's sentinel).
+    pub sentinel: Option<PathBuf>,
+    /// `--replica`: writes wait while a replica lags (SPEC §5.6's bound, for replicas too).
+    pub replicas: Option<Arc<replicas::ReplicaGate>>,
 }
 
 impl DbContext {
-    /// Whether a loop over batches (or chunks) must stop now: shutdown, or the run's deadline.
-    pub fn stop_reason(&self, deadline: Option<Instant>) -> Option<&'static str> {
+    pub fn new(
+        spec: &'static TableSpec,
+        db: Db,
+        shutdown: CancellationToken,
+        now_ms: Clock,
+    ) -> Self {
+        DbContext {
+            spec,
+            db,
+            shutdown,
+            now_ms,
+            stops: Stops::default(),
+        }
+    }
+
+    /// Whether a loop over batches (or chunks) must stop now, and why: shutdown, the sentinel
+    /// file, or the run's deadline.
+    pub fn stop_reason(&self, deadline: Option<Instant>) -> Option<String> {
         if self.shutdown.is_cancelled() {
-            Some("shutdown requested (SIGTERM)")
+            Some(SHUTDOWN.to_string())
+        } else if let Some(path) = self.stops.sentinel.as_ref().filter(|p| p.exists()) {
+            Some(format!("sentinel file {} exists", path.display()))
         } else if deadline.is_some_and(|d| Instant::now() >= d) {
-            Some("--max-runtime reached")
+            Some("--max-runtime reached".to_string())
         } else {
             None
         }
     }
 }
+
+/// The stop reason of a run stopped by SIGTERM or SIGINT.
+pub const SHUTDOWN: &str = "shutdown requested (SIGTERM)";
 
 /// What a run that touches the archive works with: the database side and the store.
 #[derive(Clone)]
@@ -105,14 +139,15 @@ impl RunContext {
         now_ms: Clock,
     ) -> RunContext {
         RunContext {
-            base: DbContext {
-                spec,
-                db,
-                shutdown,
-                now_ms,
-            },
+            base: DbContext::new(spec, db, shutdown, now_ms),
             store,
         }
+    }
+
+    /// The same run, with the operator's stops.
+    pub fn with_stops(mut self, stops: Stops) -> RunContext {
+        self.base.stops = stops;
+        self
     }
 
     /// The store's request counters now; [`RunContext::store_activity`] turns them into a

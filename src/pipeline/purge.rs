@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
+use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifier};
 use super::RunContext;
 use crate::batch::Member;
@@ -73,6 +74,8 @@ enum AppError {
     Purge(#[from] PurgeError),
     #[error("checking the objects of batch {0} before purging it: {1}")]
     Store(String, crate::store::StoreError),
+    #[error(transparent)]
+    Replica(#[from] LagStop),
 }
 
 /// What one app's purge did so far.
@@ -80,14 +83,14 @@ enum AppError {
 struct Tally {
     details: PurgeApp,
     done_batches: u64,
-    stop_reason: Option<&'static str>,
+    stop_reason: Option<String>,
 }
 
 /// How one receipt went.
 enum Step {
     Done,
     /// Stop the app here (a limit or shutdown); the receipt stays unfinished.
-    Stop(&'static str),
+    Stop(String),
 }
 
 /// Purge's work for one app.
@@ -127,7 +130,7 @@ impl AppWork for Purger<'_> {
             }
             Ok(()) if tally.stop_reason.is_some() => {
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = tally.stop_reason.map(str::to_string);
+                report.stop_reason = tally.stop_reason.take();
             }
             Ok(()) => {}
             Err(e) => {
@@ -137,10 +140,18 @@ impl AppWork for Purger<'_> {
                 // A lost lock too: another attempt takes it anew at the gate, or skips.
                 report.transient = match &e {
                     AppError::Db(e) | AppError::Purge(PurgeError::Db(e)) => e.is_transient(),
-                    AppError::Purge(PurgeError::LockLost { .. }) => true,
+                    AppError::Purge(PurgeError::LockLost { .. })
+                    | AppError::Replica(LagStop::LockLost) => true,
                     _ => false,
                 };
-                report.lost_lock = matches!(e, AppError::Purge(PurgeError::LockLost { .. }));
+                report.lost_lock = matches!(
+                    e,
+                    AppError::Purge(PurgeError::LockLost { .. })
+                        | AppError::Replica(LagStop::LockLost)
+                );
+                if let AppError::Replica(stop) = &e {
+                    report.stop_reason = Some(stop.stop_reason());
+                }
             }
         }
         match self
@@ -258,6 +269,19 @@ impl<'a> Purger<'a> {
         let failpoints = &self.opts.failpoints;
         let mut kept = Vec::new();
         for chunk in members.chunks(PURGE_CHUNK) {
+            if let Some(gate) = &self.ctx.stops.replicas {
+                match gate.wait(app, Some(lock), &self.ctx.shutdown).await {
+                    Ok(waited) => tally.details.replica_wait.add(waited),
+                    Err(LagStop::Shutdown) => {
+                        tally.details.kept_changed.extend(kept);
+                        return Ok(Step::Stop(super::SHUTDOWN.to_string()));
+                    }
+                    Err(stop) => {
+                        tally.details.kept_changed.extend(kept);
+                        return Err(stop.into());
+                    }
+                }
+            }
             let done = self
                 .purge
                 .purge_chunk(

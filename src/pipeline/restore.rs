@@ -16,6 +16,7 @@ use std::collections::HashSet;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Selection};
+use super::replicas::LagStop;
 use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Guard, Verified, Verifier};
 use super::RunContext;
 use crate::batch::{KeptLines, Member};
@@ -80,6 +81,8 @@ enum Failure {
     /// The batch's objects are being restored from a cold storage class (`--thaw`).
     #[error("objects are being restored from cold storage")]
     Thawing(Vec<ColdObject>),
+    #[error(transparent)]
+    Replica(#[from] LagStop),
 }
 
 /// Restore's work for one app.
@@ -116,7 +119,7 @@ impl AppWork for Restorer<'_> {
             // SIGTERM: the batch in hand was finished; no new one starts.
             if let Some(reason) = self.ctx.stop_reason(None) {
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(reason.to_string());
+                report.stop_reason = Some(reason);
                 break;
             }
             let (receipt, verified) = match next {
@@ -133,6 +136,12 @@ impl AppWork for Restorer<'_> {
                 (restored.await, self.next_verified(&mut receipts).await)
             };
             ahead = following;
+            if let Err(Failure::Replica(LagStop::Shutdown)) = result {
+                // SIGTERM while waiting for the replicas: the chunks loaded so far stand.
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = Some(super::SHUTDOWN.to_string());
+                break;
+            }
             if let Err(Failure::Thawing(cold)) = result {
                 tracing::info!(
                     batch_id = receipt.batch_id,
@@ -148,6 +157,10 @@ impl AppWork for Restorer<'_> {
                     .error
                     .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
                 details.failed_batches.push(receipt.batch_id.clone());
+                if let Failure::Replica(stop) = &e {
+                    report.stop_reason = Some(stop.stop_reason());
+                    break;
+                }
                 if matches!(e, Failure::Load(LoadError::LockLost { .. })) {
                     break; // nothing more of this app without its lock
                 }
@@ -264,6 +277,10 @@ impl<'a> Restorer<'a> {
             let chunk = without_superseded(self.ctx.spec, rows, &superseded, details);
             if chunk.is_empty() {
                 continue;
+            }
+            if let (Access::Locked(lock), Some(gate)) = (access, &self.ctx.stops.replicas) {
+                // Into the live table: its writes are replicated, so they wait for the replicas.
+                gate.wait(app, Some(lock), &self.ctx.shutdown).await?;
             }
             let into_source = match access {
                 Access::Locked(lock) => Some(IntoSource {

@@ -99,7 +99,11 @@ impl AppWork for Verify<'_> {
         if let Err(e) = self.check_receipts(app, &mut report).await {
             report.error.get_or_insert(e.to_string());
         }
-        if self.opts.selection.batch_ids.is_empty() && crate::appcode::validate(app).is_ok() {
+        let stopped = report.outcome == Outcome::Stopped;
+        if !stopped
+            && self.opts.selection.batch_ids.is_empty()
+            && crate::appcode::validate(app).is_ok()
+        {
             match self.stragglers(app).await {
                 Ok((found, more)) => {
                     details.stragglers = found.len() as u64;
@@ -167,9 +171,23 @@ impl<'a> Verify<'a> {
             .start(&format!("verify {app}"), "batches", total);
         let in_scope = std::sync::atomic::AtomicU64::new(0);
         let in_scope = &in_scope;
+        // SIGTERM or the sentinel: no new batch is started; those being checked finish.
+        let stopped = Mutex::new(None::<String>);
+        let stopped_ref = &stopped;
         let chosen = self
             .receipts
             .stream(pool, scope)
+            .take_while(move |_| {
+                let stop = self.ctx.stop_reason(None);
+                let go = stop.is_none();
+                if let Some(reason) = stop {
+                    stopped_ref
+                        .lock()
+                        .expect("not poisoned")
+                        .get_or_insert(reason);
+                }
+                std::future::ready(go)
+            })
             .filter_map(move |receipt| {
                 in_scope.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 let keep = receipt.as_ref().map_or(true, |r| {
@@ -213,6 +231,12 @@ impl<'a> Verify<'a> {
         self.observer.finish();
         if let Some(sample) = &mut self.run.lock().expect("not poisoned").sample {
             sample.of += in_scope.load(std::sync::atomic::Ordering::Relaxed);
+        }
+        let stopped = stopped.lock().expect("not poisoned").take();
+        if let Some(reason) = stopped {
+            tracing::info!(app, reason, "verify stopping with batches left unchecked");
+            report.outcome = Outcome::Stopped;
+            report.stop_reason = Some(reason);
         }
         Ok(())
     }

@@ -38,6 +38,11 @@ impl AppDetails {
             AppDetails::Archive(a) => Figures {
                 backlog_rows: a.backlog.map(|b| b.backlog_rows),
                 oldest_backlog_age_ms: a.backlog.map(|b| b.oldest_backlog_age_ms),
+                replica_wait_ms: Some(a.replica_wait.replica_wait_ms),
+                ..Figures::default()
+            },
+            AppDetails::Purge(p) => Figures {
+                replica_wait_ms: Some(p.replica_wait.replica_wait_ms),
                 ..Figures::default()
             },
             AppDetails::Status(s) => Figures {
@@ -45,6 +50,7 @@ impl AppDetails {
                 oldest_backlog_age_ms: Some(s.oldest_backlog_age_ms),
                 awaiting_purge_rows: Some(s.awaiting_purge_rows),
                 cursor_age_ms: Some(s.cursor_age_ms),
+                replica_wait_ms: None,
             },
             _ => Figures::default(),
         }
@@ -59,6 +65,8 @@ pub struct Figures {
     pub oldest_backlog_age_ms: Option<Option<i64>>,
     pub awaiting_purge_rows: Option<i64>,
     pub cursor_age_ms: Option<Option<i64>>,
+    /// Time this run's writes waited for lagging replicas.
+    pub replica_wait_ms: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -77,6 +85,33 @@ pub struct ArchiveApp {
     /// The first [`SUPERSEDED_LISTED`] of them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub superseded: Vec<Superseded>,
+    #[serde(flatten)]
+    pub replica_wait: ReplicaWait,
+}
+
+/// Time spent waiting for lagging replicas before writes (`--replica`), and how many waits.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+pub struct ReplicaWait {
+    #[serde(skip_serializing_if = "is_zero")]
+    pub replica_wait_ms: u64,
+    #[serde(skip_serializing_if = "is_zero")]
+    pub replica_waits: u64,
+}
+
+impl ReplicaWait {
+    pub fn add(&mut self, waited: std::time::Duration) {
+        if !waited.is_zero() {
+            self.replica_wait_ms += waited.as_millis() as u64;
+            self.replica_waits += 1;
+        }
+    }
+
+    fn then(self, next: ReplicaWait) -> ReplicaWait {
+        ReplicaWait {
+            replica_wait_ms: self.replica_wait_ms + next.replica_wait_ms,
+            replica_waits: self.replica_waits + next.replica_waits,
+        }
+    }
 }
 
 /// At most this many superseded rows are listed in an app's summary (all are counted).
@@ -85,6 +120,7 @@ pub const SUPERSEDED_LISTED: usize = 100;
 impl ArchiveApp {
     fn then(mut self, next: ArchiveApp) -> ArchiveApp {
         self.backlog = next.backlog.or(self.backlog);
+        self.replica_wait = self.replica_wait.then(next.replica_wait);
         let rows = self.superseded_rows + next.superseded_rows;
         self.note_superseded(next.superseded);
         self.superseded_rows = rows;
@@ -128,6 +164,8 @@ pub struct PurgeApp {
     /// Receipts left alone because they were restored into the source.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restored_batches_left: Option<u64>,
+    #[serde(flatten)]
+    pub replica_wait: ReplicaWait,
 }
 
 impl PurgeApp {
@@ -141,6 +179,7 @@ impl PurgeApp {
         self.failed_batches.extend(next.failed_batches);
         self.findings.extend(next.findings);
         self.restored_batches_left = next.restored_batches_left.or(self.restored_batches_left);
+        self.replica_wait = self.replica_wait.then(next.replica_wait);
         self
     }
 }

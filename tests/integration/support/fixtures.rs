@@ -30,12 +30,12 @@ pub fn env(db: &TestDb, store: Arc<dyn ObjectStore>, now_ms: i64) -> RunContext 
 
 /// The database side of a run (what `status` works with), at a fixed clock.
 pub fn db_context(db: &TestDb, now_ms: i64) -> outbox_archiver::pipeline::DbContext {
-    outbox_archiver::pipeline::DbContext {
-        spec: &WALLET_OUTBOX,
-        db: db.db.clone(),
-        shutdown: CancellationToken::new(),
-        now_ms: Arc::new(move || now_ms),
-    }
+    outbox_archiver::pipeline::DbContext::new(
+        &WALLET_OUTBOX,
+        db.db.clone(),
+        CancellationToken::new(),
+        Arc::new(move || now_ms),
+    )
 }
 
 /// Archive of `apps` below `cutoff_ms` in batches of 1,000 rows, under the test's lock prefix.

@@ -20,5 +20,5 @@ pub mod s3;
 pub use binary::*;
 pub use database::*;
 pub use fixtures::*;
-pub use private_server::PrivateServer;
+pub use private_server::{PrivateServer, Replicated};
 pub use s3::*;

@@ -73,6 +73,28 @@ impl TestS3 {
         }
     }
 
+    /// The environment the binary needs to reach this bucket (`--store` included).
+    pub fn binary_env(&self) -> Vec<(&'static str, String)> {
+        let mut env = vec![("OUTBOX_ARCHIVER_STORE", self.location.to_string())];
+        if let Some(endpoint) = &self.settings.endpoint {
+            env.push(("OUTBOX_ARCHIVER_S3_ENDPOINT", endpoint.clone()));
+        }
+        match &self.settings.static_credentials {
+            Some((key, secret)) => {
+                env.push(("AWS_ACCESS_KEY_ID", key.clone()));
+                env.push(("AWS_SECRET_ACCESS_KEY", secret.clone()));
+            }
+            None => {
+                for var in ["AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY"] {
+                    if let Ok(value) = std::env::var(var) {
+                        env.push((var, value));
+                    }
+                }
+            }
+        }
+        env
+    }
+
     pub async fn store(&self) -> Arc<dyn ObjectStore> {
         store::open(self.location.clone(), &self.settings)
             .await

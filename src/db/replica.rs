@@ -1,0 +1,224 @@
+//! Replicas of the source database, and how far behind they are: `SHOW REPLICA STATUS`
+//! (`Seconds_Behind_Master` / `Seconds_Behind_Source`, and whether both replication threads
+//! run), or a pt-heartbeat table when one is named (accurate to the write, where the status is
+//! accurate to the second and reads 0 on a replica whose IO thread fell behind). Finding the
+//! replicas from the primary: `SHOW REPLICA HOSTS` (replicas that set `report_host`) or the
+//! primary's binlog dump threads (`Binlog Dump` in the processlist).
+//!
+//! Nothing here decides what a lag means; an answer that is not a number is [`Lag::Unknown`]
+//! with its reason, never zero.
+
+use std::str::FromStr;
+use std::time::Duration;
+
+use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::{AssertSqlSafe, Row as _};
+
+use super::{Context, Db, DbError};
+use crate::redact;
+
+/// How far behind a replica is.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Lag {
+    Behind(Duration),
+    /// Not a number: not replicating, NULL, unreachable — with why.
+    Unknown(String),
+}
+
+impl std::fmt::Display for Lag {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Lag::Behind(d) => write!(f, "{:.1}s behind", d.as_secs_f64()),
+            Lag::Unknown(why) => write!(f, "lag unknown ({why})"),
+        }
+    }
+}
+
+/// One replica, reached on a pool of one connection that opens when first asked.
+#[derive(Debug)]
+pub struct Replica {
+    /// `host:port`, for messages (never the URL: it has the password).
+    pub name: String,
+    pool: MySqlPool,
+}
+
+impl Replica {
+    /// A replica at `url` (`--replica`); nothing is connected yet, so a replica that is down
+    /// at the start is a lag to wait for, not a failure to start.
+    pub fn new(url: &str) -> Result<Replica, DbError> {
+        let options = MySqlConnectOptions::from_str(url).map_err(|e| DbError::InvalidUrl {
+            url: redact::url(url),
+            detail: format!("--replica: {e}"),
+        })?;
+        let parsed = url::Url::parse(url).ok();
+        let name = match parsed
+            .as_ref()
+            .and_then(|u| u.host_str().map(str::to_string))
+        {
+            Some(host) => format!("{host}:{}", parsed.and_then(|u| u.port()).unwrap_or(3306)),
+            None => redact::url(url),
+        };
+        let pool = MySqlPoolOptions::new()
+            .max_connections(1)
+            .min_connections(0)
+            .acquire_timeout(Duration::from_secs(5))
+            .connect_lazy_with(options);
+        Ok(Replica { name, pool })
+    }
+
+    /// How far behind this replica is now: by the heartbeat table when given, else by its
+    /// replication status. An error asking is an unknown lag, with the error.
+    pub async fn lag(&self, heartbeat: Option<&str>) -> Lag {
+        let result = match heartbeat {
+            Some(table) => self.heartbeat_lag(table).await,
+            None => self.status_lag().await,
+        };
+        result.unwrap_or_else(|e| Lag::Unknown(format!("cannot ask it: {e}")))
+    }
+
+    /// `UTC_TIMESTAMP(6)` on the replica minus the newest `ts` in a pt-heartbeat table
+    /// (written with `pt-heartbeat --utc`, replicated like any row).
+    async fn heartbeat_lag(&self, table: &str) -> Result<Lag, sqlx::Error> {
+        let sql =
+            format!("SELECT TIMESTAMPDIFF(MICROSECOND, MAX(ts), UTC_TIMESTAMP(6)) FROM {table}");
+        let micros: Option<i64> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .fetch_one(&self.pool)
+            .await?;
+        Ok(match micros {
+            Some(us) => Lag::Behind(Duration::from_micros(us.max(0) as u64)),
+            None => Lag::Unknown(format!("the heartbeat table {table} has no row")),
+        })
+    }
+
+    async fn status_lag(&self) -> Result<Lag, sqlx::Error> {
+        let rows = match sqlx::raw_sql("SHOW REPLICA STATUS")
+            .fetch_all(&self.pool)
+            .await
+        {
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42000") => {
+                // MySQL before 8.0.22 and MariaDB before 10.5.1 know only the old words.
+                sqlx::raw_sql("SHOW SLAVE STATUS")
+                    .fetch_all(&self.pool)
+                    .await?
+            }
+            other => other?,
+        };
+        let Some(row) = rows.first() else {
+            return Ok(Lag::Unknown(
+                "SHOW REPLICA STATUS is empty: the server does not replicate".into(),
+            ));
+        };
+        Ok(lag_of(row))
+    }
+}
+
+/// The lag a `SHOW REPLICA STATUS` row says: both threads running and a number of seconds.
+fn lag_of(row: &MySqlRow) -> Lag {
+    let text = |names: &[&str]| -> Option<String> {
+        names.iter().find_map(|name| {
+            row.try_get::<Option<String>, _>(*name)
+                .ok()
+                .flatten()
+                .or_else(|| {
+                    row.try_get::<Option<i64>, _>(*name)
+                        .ok()
+                        .flatten()
+                        .map(|n| n.to_string())
+                })
+                .or_else(|| {
+                    row.try_get::<Option<u64>, _>(*name)
+                        .ok()
+                        .flatten()
+                        .map(|n| n.to_string())
+                })
+        })
+    };
+    for (thread, names) in [
+        ("IO", ["Replica_IO_Running", "Slave_IO_Running"]),
+        ("SQL", ["Replica_SQL_Running", "Slave_SQL_Running"]),
+    ] {
+        let running = text(&names);
+        if running.as_deref() != Some("Yes") {
+            return Lag::Unknown(format!(
+                "the replication {thread} thread is not running ({}: {})",
+                names[1],
+                running.as_deref().unwrap_or("NULL")
+            ));
+        }
+    }
+    match text(&["Seconds_Behind_Source", "Seconds_Behind_Master"]).map(|s| s.parse::<u64>()) {
+        Some(Ok(seconds)) => Lag::Behind(Duration::from_secs(seconds)),
+        _ => Lag::Unknown("Seconds_Behind_Master is NULL".into()),
+    }
+}
+
+/// How `--replicas-from` finds the replicas on the primary.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Discovery {
+    /// `SHOW REPLICA HOSTS`: replicas that set `report_host` (and `report_port`).
+    Hosts,
+    /// The primary's binlog dump threads: the replica's host, on the primary's port.
+    Processlist,
+}
+
+/// The URLs of the primary's replicas: the primary's URL (`url`, its credentials and database)
+/// with each replica's host and port.
+pub async fn discover(db: &Db, url: &str, how: Discovery) -> Result<Vec<String>, DbError> {
+    let base = url::Url::parse(url).map_err(|e| DbError::InvalidUrl {
+        url: redact::url(url),
+        detail: e.to_string(),
+    })?;
+    let primary_port = base.port().unwrap_or(3306);
+    let found: Vec<(String, u16)> = match how {
+        Discovery::Hosts => {
+            let rows = match sqlx::raw_sql("SHOW REPLICA HOSTS")
+                .fetch_all(&db.pool)
+                .await
+            {
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42000") => {
+                    sqlx::raw_sql("SHOW SLAVE HOSTS").fetch_all(&db.pool).await
+                }
+                other => other,
+            }
+            .context(|| "listing the replicas (SHOW REPLICA HOSTS)".into())?;
+            rows.iter()
+                .filter_map(|r| {
+                    let host: String = r.try_get("Host").ok()?;
+                    let port = r
+                        .try_get::<i64, _>("Port")
+                        .ok()
+                        .or_else(|| r.try_get::<u32, _>("Port").ok().map(i64::from))
+                        .unwrap_or(3306);
+                    (!host.is_empty()).then_some((host, port as u16))
+                })
+                .collect()
+        }
+        Discovery::Processlist => {
+            let hosts: Vec<String> = sqlx::query_scalar(
+                "SELECT HOST FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Binlog Dump', 'Binlog Dump GTID')",
+            )
+            .fetch_all(&db.pool)
+            .await
+            .context(|| "listing the replicas (the processlist's Binlog Dump threads)".into())?;
+            hosts
+                .into_iter()
+                .map(|h| {
+                    let host = h.rsplit_once(':').map_or(h.as_str(), |(host, _)| host);
+                    (host.to_string(), primary_port)
+                })
+                .collect()
+        }
+    };
+    let mut urls: Vec<String> = found
+        .into_iter()
+        .map(|(host, port)| {
+            let mut replica = base.clone();
+            let _ = replica.set_host(Some(&host));
+            let _ = replica.set_port(Some(port));
+            replica.to_string()
+        })
+        .collect();
+    urls.sort();
+    urls.dedup();
+    Ok(urls)
+}

@@ -1,0 +1,145 @@
+//! How runs end, and say so: a sentinel file stops every command cleanly before its next batch
+//! or chunk (pt-archiver's `--sentinel`), and every app of every command carries a
+//! `stop_reason` (pt-archiver's `--why-quit`).
+
+use outbox_archiver::commands::{purge, restore, verify};
+use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::pipeline::Stops;
+
+use crate::support::*;
+
+const CUTOFF: i64 = T0 + DAY;
+
+fn sentinel(path: &std::path::Path) -> Stops {
+    Stops {
+        sentinel: Some(path.to_path_buf()),
+        ..Stops::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_sentinel_file_stops_every_command_before_its_next_batch() {
+    let (db, _s3, store) = fixture().await;
+    db.insert(&rows("a1", 50)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("stop-outbox-archiver");
+    let expected = format!("sentinel file {} exists", file.display());
+    let ctx = env(&db, store.clone(), CUTOFF + DAY).with_stops(sentinel(&file));
+    let mut opts = options(&db, &["a1"], CUTOFF);
+    opts.limits.max_rows = 10;
+
+    // Created while the first batch is recorded: archive stops after it, work left.
+    let touch = file.clone();
+    opts.failpoints = FailPoints::new(move |point| {
+        if point == "after-members" {
+            std::fs::write(&touch, b"").unwrap();
+        }
+        false
+    });
+    let first = archive(&ctx, &opts).await;
+    assert!(first.ok, "{}", first.to_json());
+    let app = report(&first, "a1");
+    assert_eq!(app.outcome.as_str(), "stopped");
+    assert_eq!(app.batches, 1);
+    assert_eq!(app.stop_reason.as_deref(), Some(expected.as_str()));
+
+    // While it exists, nothing starts: archive, purge, restore, verify.
+    opts.failpoints = FailPoints::default();
+    let again = archive(&ctx, &opts).await;
+    assert_eq!(report(&again, "a1").batches, 0);
+    assert_eq!(
+        report(&again, "a1").stop_reason.as_deref(),
+        Some(expected.as_str())
+    );
+    let purged = purge::run(&ctx, &purge_options(&db, &["a1"])).await;
+    assert_eq!(purge_of(&purged, "a1").purged_rows, 0);
+    assert_eq!(report(&purged, "a1").outcome.as_str(), "stopped");
+    assert_eq!(
+        report(&purged, "a1").stop_reason.as_deref(),
+        Some(expected.as_str())
+    );
+    let restored = restore::run(&ctx, &Default::default()).await;
+    assert_eq!(restore_of(&restored, "a1").restored_rows, 0);
+    assert_eq!(
+        report(&restored, "a1").stop_reason.as_deref(),
+        Some(expected.as_str())
+    );
+    let verified = verify::run(
+        &ctx,
+        &verify::VerifyOptions::everything(CUTOFF, "DELIVERED"),
+    )
+    .await;
+    assert_eq!(report(&verified, "a1").outcome.as_str(), "stopped");
+    assert!(verify_run(&verified).checked_batches.is_empty());
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 50);
+
+    // Removed: the next run goes on where the first stopped.
+    std::fs::remove_file(&file).unwrap();
+    let rest = archive(&ctx, &opts).await;
+    assert_eq!(report(&rest, "a1").batches, 4);
+    assert_eq!(
+        report(&rest, "a1").stop_reason.as_deref(),
+        Some("caught up")
+    );
+    assert_eq!(
+        archived_rows(&db, store.as_ref(), "a1").await,
+        db.expected_rows("a1", CUTOFF).await
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_sentinel_flag_stops_the_binary_cleanly() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    db.insert(&rows("a1", 5)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let file = dir.path().join("sentinel");
+    std::fs::write(&file, b"").unwrap();
+    let mut envs = vec![
+        ("DATABASE_URL", db.url.clone()),
+        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
+        ("OUTBOX_ARCHIVER_SENTINEL", file.display().to_string()),
+    ];
+    envs.extend(s3.binary_env());
+    let run = run_cli(&["archive", "--app", "a1", "--older-than", "1s"], &envs).await;
+    assert_eq!(run.code, 0, "a stop is not a failure: {}", run.all_output);
+    let app = &run.summary["apps"][0];
+    assert_eq!(app["outcome"], "stopped");
+    assert_eq!(
+        app["stop_reason"],
+        format!("sentinel file {} exists", file.display())
+    );
+    assert_eq!(db.receipts("a1").await.len(), 0);
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_app_of_every_command_says_why_its_run_ended() {
+    let (db, _s3, store) = fixture().await;
+    db.insert(&rows("a1", 20)).await;
+    db.insert(&rows("bad code", 2)).await;
+    let ctx = env(&db, store.clone(), CUTOFF + DAY);
+    let mut opts = options(&db, &["a1", "a2", "bad code"], CUTOFF);
+    let archived = archive(&ctx, &opts).await;
+    let why = |summary: &outbox_archiver::summary::Summary, app: &str| {
+        report(summary, app).stop_reason.clone().unwrap_or_default()
+    };
+    assert_eq!(why(&archived, "a1"), "caught up");
+    assert_eq!(why(&archived, "a2"), "caught up", "nothing to archive");
+    assert_eq!(why(&archived, "bad code"), "refused: unsafe app code");
+    opts.max_batches = Some(0);
+    db.insert(&rows("a3", 5)).await;
+    opts.apps = outbox_archiver::pipeline::apps::Apps::Listed(vec!["a3".into()]);
+    let limited = archive(&ctx, &opts).await;
+    assert_eq!(why(&limited, "a3"), "--max-batches reached");
+    let verified = verify::run(
+        &ctx,
+        &verify::VerifyOptions::everything(CUTOFF, "DELIVERED"),
+    )
+    .await;
+    assert_eq!(why(&verified, "a1"), "done");
+    let purged = purge::run(&ctx, &purge_options(&db, &["a1"])).await;
+    assert_eq!(why(&purged, "a1"), "done");
+    db.drop().await;
+}
