@@ -22,6 +22,9 @@ pub const STRAGGLERS: &[&str] = &["after-straggler-scan"];
 /// Purge's fail point: a delete chunk done but not committed.
 pub const PURGE: &[&str] = &["before-purge-commit"];
 
+/// Compaction's fail points: members deleted, the digest not yet written; both, not committed.
+pub const COMPACT: &[&str] = &["compact-after-delete", "compact-before-commit"];
+
 type Hook = Arc<dyn Fn(&'static str) -> bool + Send + Sync>;
 
 /// Decides, at each named point, whether to fail there.
@@ -52,7 +55,10 @@ impl FailPoints {
     /// Fails at the named point, every time.
     pub fn at(point: &'static str) -> FailPoints {
         assert!(
-            ARCHIVE.contains(&point) || STRAGGLERS.contains(&point) || PURGE.contains(&point),
+            ARCHIVE.contains(&point)
+                || STRAGGLERS.contains(&point)
+                || PURGE.contains(&point)
+                || COMPACT.contains(&point),
             "unknown fail point {point}"
         );
         FailPoints::new(move |name| name == point)

@@ -284,9 +284,63 @@ pub fn documents(
     }
 }
 
+/// What a compacted receipt keeps of its member list (README, "Compaction"): how many
+/// `(event_id, updated_at_ms)` pairs, and the SHA-256 (lowercase hex) of
+/// `outbox-archive/members/v1\n` followed by one line per pair, in ascending order of the event
+/// id's UTF-8 bytes and then of `updated_at_ms`: the pair as a compact JSON array
+/// (`["e-1",1700000000000]`, the event id escaped as the NDJSON lines escape strings) and `\n`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct MembersDigest {
+    pub rows: u64,
+    pub sha256: String,
+}
+
+/// The digest of a batch's `(event_id, updated_at_ms)` pairs, in any order.
+pub fn members_digest<'a>(pairs: impl IntoIterator<Item = (&'a str, i64)>) -> MembersDigest {
+    use sha2::Digest as _;
+    let mut pairs: Vec<(&str, i64)> = pairs.into_iter().collect();
+    pairs.sort_unstable_by(|a, b| a.0.as_bytes().cmp(b.0.as_bytes()).then(a.1.cmp(&b.1)));
+    let mut hasher = sha2::Sha256::new();
+    hasher.update(b"outbox-archive/members/v1\n");
+    let mut line = Vec::with_capacity(96);
+    for (event_id, updated_at_ms) in &pairs {
+        line.clear();
+        serde_json::to_writer(&mut line, &(event_id, updated_at_ms)).expect("in memory");
+        line.push(b'\n');
+        hasher.update(&line);
+    }
+    MembersDigest {
+        rows: pairs.len() as u64,
+        sha256: hex::encode(hasher.finalize()),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn the_members_digest_is_a_fixed_function_of_the_pairs() {
+        let pairs = [("e-2", 5_i64), ("e-1", 7), ("e-1", 3), ("é\n\"x", 1)];
+        let digest = members_digest(pairs);
+        assert_eq!(digest.rows, 4);
+        // The same bytes by hand: sorted by event id bytes, then updated_at_ms.
+        let text =
+            "outbox-archive/members/v1\n[\"e-1\",3]\n[\"e-1\",7]\n[\"e-2\",5]\n[\"é\\n\\\"x\",1]\n";
+        assert_eq!(digest.sha256, sha256_hex(text.as_bytes()));
+        let mut reversed = pairs;
+        reversed.reverse();
+        assert_eq!(members_digest(reversed), digest, "any order");
+        assert_eq!(
+            members_digest([]).sha256,
+            sha256_hex(b"outbox-archive/members/v1\n")
+        );
+        // A fixed vector, for other implementations.
+        assert_eq!(
+            members_digest([("e-1", 1)]).sha256,
+            "910cb8773a9c4e962236761fab9e72c9a98dd519c655eba155e73315d86b4848"
+        );
+    }
 
     fn facts() -> ContentFacts {
         ContentFacts {

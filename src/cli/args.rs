@@ -295,6 +295,9 @@ pub enum Command {
     Purge(PurgeArgs),
     /// Load archived batches back into a table, verifying every object first.
     Restore(RestoreArgs),
+    /// Replace the member rows of receipts purged longer ago than --older-than by a digest on the
+    /// receipt, after reading each batch back in full.
+    Compact(CompactArgs),
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),
     /// Preflight: check the database (grants, tables, collations, buffer pool) and the store
@@ -544,6 +547,23 @@ pub struct RestoreArgs {
     /// memory); with more, each app holds one.
     #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
     pub parallel_apps: u32,
+    #[command(flatten)]
+    pub thaw: ThawArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct CompactArgs {
+    #[command(flatten)]
+    pub apps: AppArgs,
+    /// Only receipts whose rows purge finished deleting longer ago than this (30d, 90d).
+    #[arg(long, env = "OUTBOX_ARCHIVER_COMPACT_OLDER_THAN", default_value = "90d", value_parser = parse_duration)]
+    pub older_than: i64,
+    /// Start no new batch after this long.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
+    pub max_runtime: Option<i64>,
+    /// Read and verify every batch, count the member rows that would go; delete nothing.
+    #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
+    pub dry_run: bool,
     #[command(flatten)]
     pub thaw: ThawArgs,
 }

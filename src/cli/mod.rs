@@ -15,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 pub use args::{Command, Common, LogFormat};
 pub use print_config::effective_config;
 
-use crate::commands::{archive, demo, doctor, migrate, purge, restore, status, verify};
+use crate::commands::{archive, compact, demo, doctor, migrate, purge, restore, status, verify};
 use crate::metrics;
 use crate::pipeline::apps::Apps;
 use crate::pipeline::doctor::DoctorStore;
@@ -64,6 +64,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
     let shard = match &cli.command {
         Command::Archive(args) => args.apps.shard,
         Command::Purge(args) => args.apps.shard,
+        Command::Compact(args) => args.apps.shard,
         _ => None,
     };
     let mut summary = run_command(cli, shutdown).await;
@@ -149,6 +150,20 @@ impl ArchiveCommand for restore::RestoreOptions {
     }
 }
 
+#[async_trait::async_trait]
+impl ArchiveCommand for compact::CompactOptions {
+    const NAME: &'static str = "compact";
+    fn apps(&self) -> Option<&Apps> {
+        Some(&self.apps)
+    }
+    fn writes(&self) -> bool {
+        !self.dry_run
+    }
+    async fn run(&self, ctx: &RunContext) -> Summary {
+        compact::run(ctx, self).await
+    }
+}
+
 async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
     let Cli { common, command } = cli;
     let now = system_clock()();
@@ -170,6 +185,10 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
         },
         Command::Purge(args) => match args.into_options(&common) {
             Err(e) => Summary::unusable("purge", e),
+            Ok(options) => with_context(&common, &options, shutdown).await,
+        },
+        Command::Compact(args) => match args.into_options(&common) {
+            Err(e) => Summary::unusable("compact", e),
             Ok(options) => with_context(&common, &options, shutdown).await,
         },
         Command::Verify(args) => {

@@ -5,13 +5,13 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use super::args::{
-    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, CommandArg, Common, CutoffArgs, DiscoveryArg,
-    DoctorArgs, FormatArg, LockModeArg, LogFormat, PurgeArgs, RestoreArgs, SseArg, StatusArgs,
-    ThawArgs, ThawTierArg, UploadChecksumArg, VerifyArgs,
+    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, CommandArg, Common, CompactArgs, CutoffArgs,
+    DiscoveryArg, DoctorArgs, FormatArg, LockModeArg, LogFormat, PurgeArgs, RestoreArgs, SseArg,
+    StatusArgs, ThawArgs, ThawTierArg, UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
 use crate::batch::Limits;
-use crate::commands::{archive, purge, restore, status, verify};
+use crate::commands::{archive, compact, purge, restore, status, verify};
 use crate::db::replica::{self, Discovery};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
@@ -205,6 +205,21 @@ impl ThawArgs {
                 ThawTierArg::Standard => ThawTier::Standard,
                 ThawTierArg::Expedited => ThawTier::Expedited,
             },
+        })
+    }
+}
+
+impl CompactArgs {
+    pub fn into_options(self, common: &Common) -> Result<compact::CompactOptions, String> {
+        Ok(compact::CompactOptions {
+            apps: self.apps.apps()?,
+            older_than_ms: self.older_than,
+            max_runtime: self.max_runtime.map(millis),
+            dry_run: self.dry_run,
+            thaw: self.thaw.thaw(),
+            lock_prefix: common.db.lock_prefix.clone(),
+            db_retries: common.db.db_retries,
+            failpoints: failpoints_from_env(),
         })
     }
 }

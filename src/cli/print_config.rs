@@ -105,6 +105,7 @@ fn problems(cli: &Cli) -> Vec<String> {
     let apps = match &cli.command {
         Command::Archive(args) => args.apps.apps().err(),
         Command::Purge(args) => args.apps.apps().err(),
+        Command::Compact(args) => args.apps.apps().err(),
         _ => None,
     };
     problems.extend(apps);

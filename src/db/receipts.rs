@@ -7,7 +7,7 @@ use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
 
 use super::{Context, DbError};
 use crate::digest::ObjectDigest;
-use crate::format::{ContentFacts, Cursor, ObjectKeys};
+use crate::format::{ContentFacts, Cursor, MembersDigest, ObjectKeys};
 use crate::protection::{LockMode, ObjectLock, Protection, VerifiedBy};
 use crate::table::TableSpec;
 
@@ -34,6 +34,18 @@ pub struct StoredReceipt {
     pub restored_at_ms: Option<i64>,
     /// How the batch's objects are protected and stored, as recorded (migration 6).
     pub protection: Protection,
+    /// Set once `compact` replaced the member rows of its purged rows by a digest.
+    pub compaction: Option<Compaction>,
+}
+
+/// What a compacted receipt keeps of its members.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Compaction {
+    /// Every `(event_id, updated_at_ms)` the data object holds, as a digest.
+    pub digest: MembersDigest,
+    pub at_ms: i64,
+    /// Member rows deleted (rows still in the source table keep theirs).
+    pub member_rows: u64,
 }
 
 /// Which receipts a command looks at.
@@ -51,6 +63,9 @@ pub struct ReceiptScope {
     pub unpurged_verified_before: Option<i64>,
     /// With `unpurged_verified_before`: receipts restored into the source too.
     pub include_restored: bool,
+    /// Only receipts `compact` may work on: fully purged at or before this instant, not
+    /// restored into the source, not compacted yet.
+    pub compactable_purged_before: Option<i64>,
 }
 
 /// Where a page of receipts ended: the next page starts after it.
@@ -77,6 +92,8 @@ pub struct ReceiptTotals {
     pub awaiting_purge_rows: i64,
     pub superseded_rows: i64,
     pub restored_batches: i64,
+    pub compacted_receipts: i64,
+    pub compacted_member_rows: i64,
 }
 
 /// The receipts table of one outbox table.
@@ -331,7 +348,9 @@ impl Receipts {
              CAST(COALESCE(SUM(CASE WHEN purged_at_ms IS NULL AND restored_at_ms IS NULL \
                THEN GREATEST(row_count - purged_rows - superseded_rows, 0) ELSE 0 END), 0) AS SIGNED) AS awaiting_purge_rows, \
              CAST(COALESCE(SUM(superseded_rows), 0) AS SIGNED) AS superseded_rows, \
-             CAST(COUNT(restored_at_ms) AS SIGNED) AS restored_batches \
+             CAST(COUNT(restored_at_ms) AS SIGNED) AS restored_batches, \
+             CAST(COUNT(compacted_at_ms) AS SIGNED) AS compacted_receipts, \
+             CAST(COALESCE(SUM(compacted_member_rows), 0) AS SIGNED) AS compacted_member_rows \
              FROM {} WHERE app_code = ? AND state = ?",
             self.table()
         );
@@ -395,6 +414,11 @@ fn push_scope(qb: &mut QueryBuilder<MySql>, scope: &ReceiptScope) {
     }
     if let Some(to) = scope.to_ms {
         qb.push(" AND first_updated_at_ms < ").push_bind(to);
+    }
+    if let Some(before) = scope.compactable_purged_before {
+        qb.push(" AND purged_at_ms IS NOT NULL AND purged_at_ms <= ")
+            .push_bind(before)
+            .push(" AND restored_at_ms IS NULL AND compacted_at_ms IS NULL");
     }
     if let Some(before) = scope.unpurged_verified_before {
         qb.push(" AND purged_at_ms IS NULL AND verified_at_ms <= ")
@@ -475,6 +499,25 @@ fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error
         },
         restored_at_ms: row.try_get("restored_at_ms")?,
         protection: protection(row)?,
+        compaction: compaction(row)?,
+    })
+}
+
+/// A receipt's compaction columns (migration 7).
+fn compaction(row: &MySqlRow) -> Result<Option<Compaction>, sqlx::Error> {
+    let sha256: Option<String> = row.try_get("members_digest_sha256")?;
+    let rows: Option<i64> = row.try_get("members_digest_rows")?;
+    let at_ms: Option<i64> = row.try_get("compacted_at_ms")?;
+    Ok(match (sha256, rows, at_ms) {
+        (Some(sha256), Some(rows), Some(at_ms)) => Some(Compaction {
+            digest: MembersDigest {
+                rows: rows.max(0) as u64,
+                sha256,
+            },
+            at_ms,
+            member_rows: row.try_get::<i64, _>("compacted_member_rows")?.max(0) as u64,
+        }),
+        _ => None,
     })
 }
 

@@ -61,6 +61,10 @@ pub struct IntoSource<'a> {
     pub lock: &'a AppLock,
     pub batch_id: &'a str,
     pub now_ms: i64,
+    /// For a compacted receipt (its member rows of purged rows are gone): the receipt's
+    /// manifest hash and verification time, to give each row put back its member row again in
+    /// the same transaction — so it is not taken for a straggler, and purge can find it.
+    pub compacted_owner: Option<(&'a str, i64)>,
 }
 
 /// Why a chunk was not loaded.
@@ -190,7 +194,7 @@ impl<'a> TargetTable<'a> {
         }
         if inserted > 0 {
             if let Some(source) = into_source {
-                mark_restored(&mut tx, spec, app, source, inserted as usize).await?;
+                mark_restored(&mut tx, spec, app, source, &all).await?;
             }
         }
         tx.commit()
@@ -257,7 +261,7 @@ impl<'a> TargetTable<'a> {
             }
             loaded.inserted = missing.len() as u64;
             if let Some(source) = into_source {
-                mark_restored(&mut tx, spec, app, source, missing.len()).await?;
+                mark_restored(&mut tx, spec, app, source, &missing).await?;
             }
         }
         tx.commit()
@@ -363,14 +367,42 @@ fn stored_differently(
 
 /// Marks the batch restored into the source in the chunk's transaction — the rows are back: the
 /// batch is purge's to finish again, but marked, so only `purge --include-restored` takes them
-/// (`purged_rows` counts what is gone now) — and confirms the app's lock before the commit.
+/// (`purged_rows` counts what is gone now) — gives the rows of a compacted batch their member
+/// rows back, and confirms the app's lock before the commit. `rows`: those put back (for a
+/// chunk inserted with IGNORE, all of it; rows already there keep the member row they have).
 async fn mark_restored(
     tx: &mut sqlx::Transaction<'_, MySql>,
-    spec: &TableSpec,
+    spec: &'static TableSpec,
     app: &str,
     source: IntoSource<'_>,
-    inserted: usize,
+    rows: &[&Row],
 ) -> Result<(), LoadError> {
+    let inserted = rows.len();
+    if let Some((manifest_sha256, verified_at_ms)) = source.compacted_owner {
+        let layout = spec.layout();
+        let members: Vec<crate::batch::Member> = rows
+            .iter()
+            .map(|r| crate::batch::Member {
+                event_id: r[layout.event_id].as_str().unwrap_or_default().to_string(),
+                updated_at_ms: r[layout.updated_at_ms].as_i64().unwrap_or_default(),
+            })
+            .collect();
+        let owner = super::members::Owner {
+            app_code: app,
+            batch_id: source.batch_id,
+            manifest_sha256,
+            verified_at_ms,
+        };
+        super::members::Members::new(spec)
+            .insert(tx, owner, &members, true)
+            .await
+            .context(|| {
+                format!(
+                    "giving the rows of compacted batch {} their member rows back",
+                    source.batch_id
+                )
+            })?;
+    }
     let sql = format!(
         "UPDATE {} SET restored_at_ms = COALESCE(restored_at_ms, ?), purged_at_ms = NULL, \
          purged_rows = GREATEST(purged_rows - ?, 0) WHERE app_code = ? AND batch_id = ?",

@@ -10,11 +10,13 @@
 //! * [`verifier`] — the one comparison of a batch's expected facts with what the store holds;
 //!   [`publish`] treats a finding as an error, [`verify`], [`purge`] and [`restore`] report it.
 //! * [`purge`], [`restore`], [`verify`], [`status`] — the other commands' work, per app.
+//! * [`compact`] — members of long-purged receipts replaced by a digest on the receipt.
 //! * [`doctor`] — the preflight: what the database and the store allow and do, line by line.
 
 pub mod apps;
 pub mod archive;
 mod builder;
+pub mod compact;
 pub mod doctor;
 pub mod publish;
 pub mod purge;

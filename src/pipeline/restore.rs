@@ -287,6 +287,10 @@ impl<'a> Restorer<'a> {
                     lock,
                     batch_id: batch,
                     now_ms: now,
+                    compacted_owner: receipt
+                        .compaction
+                        .as_ref()
+                        .map(|_| (receipt.manifest_sha256.as_str(), receipt.verified_at_ms)),
                 }),
                 Access::DryRun | Access::Reading => None,
             };
@@ -397,8 +401,26 @@ impl<'a> Restorer<'a> {
         if facts.totals != totals {
             problems.push(format!("totals {:?} != receipt {totals:?}", facts.totals));
         }
-        if facts.members != proven {
-            problems.push("restored rows differ from the member list".to_string());
+        match &receipt.compaction {
+            // Compacted: the restored rows' pairs against the receipt's digest of them.
+            Some(compaction) => {
+                let restored = crate::format::members_digest(
+                    facts
+                        .members
+                        .iter()
+                        .map(|m| (m.event_id.as_str(), m.updated_at_ms)),
+                );
+                if restored != compaction.digest {
+                    problems.push(format!(
+                        "restored rows' (event_id, updated_at_ms) hash to {} ({} pairs), the receipt's digest is {} ({} pairs)",
+                        restored.sha256, restored.rows, compaction.digest.sha256, compaction.digest.rows
+                    ));
+                }
+            }
+            None if facts.members != proven => {
+                problems.push("restored rows differ from the member list".to_string());
+            }
+            None => {}
         }
         if let Some(difference) = first_difference(spec, &rows, &restored) {
             problems.push(format!(

@@ -7,6 +7,7 @@
 
 use super::apps::{Access, AppWork};
 use super::DbContext;
+use crate::db::compact::CompactQueries;
 use crate::db::drills::Drills;
 use crate::db::receipts::Receipts;
 use crate::db::runs::Runs;
@@ -90,6 +91,15 @@ impl<'a> Status<'a> {
                 batch_id,
                 drilled_at_ms,
             }),
+            compacted_receipts: totals.compacted_receipts,
+            compacted_member_rows: totals.compacted_member_rows,
+            compacted_bytes_saved: match totals.compacted_member_rows {
+                0 => Some(0),
+                rows => CompactQueries::new(spec)
+                    .bytes_per_member(pool)
+                    .await?
+                    .map(|per_row| (per_row * rows as f64) as u64),
+            },
         })
     }
 }

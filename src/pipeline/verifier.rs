@@ -20,7 +20,7 @@ use serde::Serialize;
 use crate::batch::{DataRead, DataReader, EncodedBatch, KeptLines, Member};
 use crate::db::receipts::StoredReceipt;
 use crate::digest::{crc64nvme, ObjectDigest};
-use crate::format::{self, ContentFacts, Manifest, ObjectKeys, SuccessMarker};
+use crate::format::{self, ContentFacts, Manifest, MembersDigest, ObjectKeys, SuccessMarker};
 use crate::protection::{header_time, ObjectLock, Protection, Sse, VerifiedBy};
 use crate::store::{self, ObjectMeta, ObjectStore, StoreError, Thaw, ThawState};
 use crate::table::TableSpec;
@@ -63,6 +63,8 @@ pub enum FindingKind {
     StoreChecksumMissing,
     /// `purge --reverify` was asked to re-read an object that cannot be read at once.
     NotReadable,
+    /// A compacted receipt's digest of its members disagrees with the data object's pairs.
+    MembersDigestMismatch,
 }
 
 /// One problem, with what was expected and what was found (absent parts are null).
@@ -139,6 +141,11 @@ pub struct Expected {
     pub members: Vec<Member>,
     /// What every object's protection must be.
     pub guard: Guard,
+    /// A compacted receipt's digest of the data object's `(event_id, updated_at_ms)` pairs:
+    /// `members` then holds only the member rows left (rows still in the source table).
+    pub members_digest: Option<MembersDigest>,
+    /// Compute the digest of the data object's pairs as read ([`Verified::members_digest`]).
+    pub digest_data_members: bool,
 }
 
 /// What an object's protection must be: at least this retention, and this encryption.
@@ -181,6 +188,7 @@ impl Expected {
     /// (members and superseded rows).
     pub fn of_receipt(spec: &TableSpec, receipt: &StoredReceipt, members: Vec<Member>) -> Expected {
         let guard = Guard::of_receipt(&receipt.protection);
+        let members_digest = receipt.compaction.as_ref().map(|c| c.digest.clone());
         let manifest = Manifest {
             table: spec.name.to_string(),
             app_code: receipt.app_code.clone(),
@@ -221,6 +229,8 @@ impl Expected {
             success,
             members,
             guard,
+            members_digest,
+            digest_data_members: false,
         }
     }
 
@@ -248,6 +258,8 @@ impl Expected {
             success: docs.success,
             members: batch.members.clone(),
             guard: Guard::default(),
+            members_digest: None,
+            digest_data_members: false,
         }
     }
 }
@@ -299,6 +311,8 @@ pub struct Verified {
     pub verified_by: VerifiedBy,
     /// What HEAD reported of the objects that exist: manifest, `_SUCCESS`, data.
     pub heads: Vec<ObjectMeta>,
+    /// With [`Expected::digest_data_members`]: the digest of the data object's pairs, as read.
+    pub members_digest: Option<MembersDigest>,
 }
 
 impl Verified {
@@ -435,8 +449,9 @@ impl Verifier<'_> {
             other => other?,
         };
         verified.data_crc64nvme = read.as_ref().map(|r| r.crc64nvme);
-        let (mut data_findings, lines) = compare_data(expected, head.as_ref(), read);
+        let (mut data_findings, lines, digest) = compare_data(expected, head.as_ref(), read);
         verified.findings.append(&mut data_findings);
+        verified.members_digest = digest;
         if verified.findings.is_empty() && keep_lines {
             verified.lines = lines;
         }
@@ -481,7 +496,8 @@ impl Verifier<'_> {
             verified
                 .findings
                 .extend(store_checksum_missing(batch_id, key, meta));
-            let (mut found, _) = compare_data(expected, Some(meta), Some(read));
+            let (mut found, _, digest) = compare_data(expected, Some(meta), Some(read));
+            verified.members_digest = digest;
             verified.findings.append(&mut found);
             verified.data_crc64nvme = Some(nvme);
             verified.verified_by = VerifiedBy::StoreChecksum;
@@ -573,12 +589,16 @@ fn store_checksum_missing(batch_id: &str, key: &str, meta: &ObjectMeta) -> Optio
 }
 
 /// Whether the data object holds as many rows as the database has members for it (what a HEAD
-/// check can say of the members).
+/// check can say of the members; a compacted receipt's digest counts them).
 fn member_count(expected: &Expected) -> Option<Finding> {
-    (expected.members.len() as u64 != expected.content.row_count).then(|| {
+    let members = match &expected.members_digest {
+        Some(digest) => digest.rows,
+        None => expected.members.len() as u64,
+    };
+    (members != expected.content.row_count).then(|| {
         Finding::new(FindingKind::MemberMismatch, &expected.batch_id, None).values(
             format!("{} members", expected.content.row_count),
-            format!("{} members", expected.members.len()),
+            format!("{members} members"),
         )
     })
 }
@@ -785,7 +805,7 @@ pub fn compare_data(
     expected: &Expected,
     head: Option<&ObjectMeta>,
     read: Option<DataRead>,
-) -> (Vec<Finding>, Option<KeptLines>) {
+) -> (Vec<Finding>, Option<KeptLines>, Option<MembersDigest>) {
     let (batch_id, key) = (expected.batch_id.as_str(), expected.keys.data.as_str());
     let Some(read) = read else {
         return (
@@ -795,12 +815,14 @@ pub fn compare_data(
                 Some(key),
             )],
             None,
+            None,
         );
     };
     let mut out = compare_head(batch_id, key, head, &expected.data, Some(read.crc64nvme));
     if head.is_none() {
-        return (out, None);
+        return (out, None, None);
     }
+    let mut digest = None;
     if read.digest.size != expected.data.size {
         out.push(
             Finding::new(FindingKind::SizeMismatch, batch_id, Some(key))
@@ -820,10 +842,38 @@ pub fn compare_data(
                 f.key = Some(format!("{key}#{field}"));
                 out.push(f);
             }
-            out.extend(member_differences(batch_id, &members, &expected.members));
+            let pairs = || {
+                members
+                    .iter()
+                    .map(|m| (m.event_id.as_str(), m.updated_at_ms))
+            };
+            if expected.digest_data_members || expected.members_digest.is_some() {
+                digest = Some(format::members_digest(pairs()));
+            }
+            match (&expected.members_digest, &digest) {
+                // Compacted: the pairs against the receipt's digest, the member rows left (rows
+                // still in the source table) against the pairs.
+                (Some(want), Some(got)) => {
+                    if want != got {
+                        out.push(
+                            Finding::new(FindingKind::MembersDigestMismatch, batch_id, Some(key))
+                                .values(
+                                    format!("{} pairs, sha256 {}", want.rows, want.sha256),
+                                    format!("{} pairs, sha256 {}", got.rows, got.sha256),
+                                ),
+                        );
+                    }
+                    out.extend(
+                        member_differences(batch_id, &members, &expected.members)
+                            .into_iter()
+                            .filter(|f| f.kind != FindingKind::MemberMissing),
+                    );
+                }
+                _ => out.extend(member_differences(batch_id, &members, &expected.members)),
+            }
         }
     }
-    (out, read.lines)
+    (out, read.lines, digest)
 }
 
 /// Members in the data object but not in the database, and the other way round.

@@ -18,6 +18,7 @@ pub enum AppDetails {
     Verify(VerifyApp),
     Purge(PurgeApp),
     Restore(RestoreApp),
+    Compact(CompactApp),
     Status(Box<StatusApp>),
 }
 
@@ -184,6 +185,26 @@ impl PurgeApp {
     }
 }
 
+/// `compact`, per app.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct CompactApp {
+    /// Receipts whose member rows were replaced by their digest in this run.
+    pub compacted_batches: u64,
+    /// Member rows deleted (rows still in the source table keep theirs).
+    pub compacted_member_rows: u64,
+    /// `--dry-run`: the member rows of the batches that would be compacted.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub would_compact_member_rows: Option<u64>,
+    /// Batches not compacted because their objects or member rows disagree with the receipt.
+    pub failed_batches: Vec<String>,
+    pub findings: Vec<Finding>,
+    /// Batches in a cold class, not compacted (with `--thaw`, asked for).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub pending_thaw: Vec<ColdObject>,
+    #[serde(flatten)]
+    pub replica_wait: ReplicaWait,
+}
+
 /// `restore`, per app.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RestoreApp {
@@ -230,6 +251,11 @@ pub struct StatusApp {
     pub last_run: Option<Run>,
     pub last_purge: Option<Run>,
     pub last_good_drill: Option<GoodDrill>,
+    /// Receipts whose member rows `compact` replaced by a digest, the member rows it deleted,
+    /// and about how many bytes of the members table that saved (from the table's own size).
+    pub compacted_receipts: i64,
+    pub compacted_member_rows: i64,
+    pub compacted_bytes_saved: Option<u64>,
 }
 
 /// The app's last successful drill.

@@ -4,6 +4,7 @@
 mod archive_e2e;
 mod bad_input;
 mod bounded;
+mod compact;
 mod compliance;
 mod contention;
 mod corruption;

@@ -1,0 +1,185 @@
+//! Members compaction's one transaction per receipt (README, "Compaction"): the receipt row,
+//! its member rows and its superseded rows are locked and read; their `(event_id,
+//! updated_at_ms)` pairs must hash to the digest just computed from the data object, read back
+//! in full by the caller; then the member rows whose source row is gone are deleted and the
+//! digest is written on the receipt — in the same transaction, after the app's lock is
+//! confirmed. A crash at any point leaves the members or the digest, never neither.
+//!
+//! Member rows of rows still in the source table (kept because they changed after archiving,
+//! or restored) stay: if such a row is archived again, the supersede rule needs its owner.
+
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
+
+use super::lock::AppLock;
+use super::{Context, DbError};
+use crate::failpoint::{FailPoints, Tripped};
+use crate::format::{self, MembersDigest};
+use crate::table::TableSpec;
+
+#[derive(Debug, thiserror::Error)]
+pub enum CompactError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error("batch {batch_id}: the member rows hash to {in_db}, the data object's rows to {in_data}; nothing compacted — run `outbox-archiver verify --batch-id {batch_id}`")]
+    DigestMismatch {
+        batch_id: String,
+        in_db: String,
+        in_data: String,
+    },
+    #[error("lost advisory lock {lock} while compacting batch {batch_id}; rolled back")]
+    LockLost { lock: String, batch_id: String },
+    #[error(transparent)]
+    Failpoint(#[from] Tripped),
+}
+
+/// What compacting one receipt did.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct Compacted {
+    /// Member rows deleted.
+    pub member_rows: u64,
+    /// Member rows kept (their rows are still in the source table).
+    pub kept: u64,
+    /// False when the receipt was no longer compactable by the time it was locked (restored
+    /// or compacted meanwhile): nothing was done.
+    pub done: bool,
+}
+
+#[derive(Debug, Clone)]
+pub struct CompactQueries {
+    spec: &'static TableSpec,
+}
+
+impl CompactQueries {
+    pub fn new(spec: &'static TableSpec) -> CompactQueries {
+        CompactQueries { spec }
+    }
+
+    /// Compacts one receipt whose data object's pairs hash to `in_data`.
+    #[allow(clippy::too_many_arguments)]
+    pub async fn compact(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+        in_data: &MembersDigest,
+        lock: &AppLock,
+        now_ms: i64,
+        failpoints: &FailPoints,
+    ) -> Result<Compacted, CompactError> {
+        let spec = self.spec;
+        let context = |what: &str| format!("{what} (compacting batch {batch_id})");
+        let mut tx = pool
+            .begin()
+            .await
+            .context(|| context("starting the transaction"))?;
+        let sql = format!(
+            "SELECT 1 FROM {} WHERE app_code = ? AND batch_id = ? AND state = 'VERIFIED' \
+             AND purged_at_ms IS NOT NULL AND restored_at_ms IS NULL AND compacted_at_ms IS NULL FOR UPDATE",
+            spec.receipts_table()
+        );
+        let eligible: Option<i32> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_optional(&mut *tx)
+            .await
+            .context(|| context("locking the receipt"))?;
+        if eligible.is_none() {
+            return Ok(Compacted::default());
+        }
+        let mut pairs: Vec<(String, i64)> = Vec::new();
+        let mut member_rows = 0;
+        for (i, table) in [spec.members_table(), spec.superseded_table()]
+            .iter()
+            .enumerate()
+        {
+            let sql = format!(
+                "SELECT event_id, updated_at_ms FROM {table} WHERE app_code = ? AND batch_id = ? FOR UPDATE"
+            );
+            let rows: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+                .bind(app)
+                .bind(batch_id)
+                .fetch_all(&mut *tx)
+                .await
+                .context(|| context(&format!("reading {table}")))?;
+            if i == 0 {
+                member_rows = rows.len() as u64;
+            }
+            pairs.extend(rows);
+        }
+        let in_db = format::members_digest(pairs.iter().map(|(e, u)| (e.as_str(), *u)));
+        if &in_db != in_data {
+            return Err(CompactError::DigestMismatch {
+                batch_id: batch_id.to_string(),
+                in_db: format!("{} pairs, sha256 {}", in_db.rows, in_db.sha256),
+                in_data: format!("{} pairs, sha256 {}", in_data.rows, in_data.sha256),
+            });
+        }
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "DELETE m FROM {members_table} AS m LEFT JOIN {source} AS s \
+             ON s.{app_col} = m.app_code AND s.{event_col} = m.event_id \
+             WHERE m.app_code = ",
+            members_table = spec.members_table(),
+            source = spec.name,
+            app_col = spec.app_code,
+            event_col = spec.event_id,
+        ));
+        qb.push_bind(app)
+            .push(" AND m.batch_id = ")
+            .push_bind(batch_id)
+            .push(format!(" AND s.{} IS NULL", spec.event_id));
+        let deleted = qb
+            .build()
+            .execute(&mut *tx)
+            .await
+            .context(|| context("deleting member rows"))?
+            .rows_affected();
+        failpoints.pass("compact-after-delete")?;
+        let sql = format!(
+            "UPDATE {} SET members_digest_sha256 = ?, members_digest_rows = ?, compacted_at_ms = ?, \
+             compacted_member_rows = ? WHERE app_code = ? AND batch_id = ?",
+            spec.receipts_table()
+        );
+        sqlx::query(AssertSqlSafe(sql))
+            .bind(&in_data.sha256)
+            .bind(in_data.rows as i64)
+            .bind(now_ms)
+            .bind(deleted as i64)
+            .bind(app)
+            .bind(batch_id)
+            .execute(&mut *tx)
+            .await
+            .context(|| context("writing the digest"))?;
+        if !lock.held_per(&mut *tx).await? {
+            return Err(CompactError::LockLost {
+                lock: lock.name().to_string(),
+                batch_id: batch_id.to_string(),
+            });
+        }
+        failpoints.pass("compact-before-commit")?;
+        tx.commit().await.context(|| context("committing"))?;
+        Ok(Compacted {
+            member_rows: deleted,
+            kept: member_rows.saturating_sub(deleted),
+            done: true,
+        })
+    }
+
+    /// Bytes per member row, data and indexes, as information_schema estimates the members
+    /// table (for `status`'s bytes saved); `None` on an empty table.
+    pub async fn bytes_per_member(&self, pool: &MySqlPool) -> Result<Option<f64>, DbError> {
+        let row = sqlx::query(
+            "SELECT CAST(COALESCE(table_rows, 0) AS UNSIGNED), \
+             CAST(COALESCE(data_length, 0) + COALESCE(index_length, 0) AS UNSIGNED) \
+             FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+        )
+        .bind(self.spec.members_table())
+        .fetch_optional(pool)
+        .await
+        .context(|| "sizing the members table".into())?;
+        Ok(row.and_then(|r| {
+            let rows: u64 = r.try_get(0).ok()?;
+            let bytes: u64 = r.try_get(1).ok()?;
+            (rows > 0).then(|| bytes as f64 / rows as f64)
+        }))
+    }
+}

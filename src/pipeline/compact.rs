@@ -1,0 +1,243 @@
+//! Compacting one app's members (README, "Compaction"): for each receipt fully purged longer ago
+//! than `--older-than` (and not restored, not compacted), the batch's three objects are read
+//! back in full and verified against the receipt and its member rows; the data object's
+//! `(event_id, updated_at_ms)` pairs are hashed; and [`CompactQueries::compact`] replaces the
+//! member rows of rows no longer in the source by that digest, in one transaction, only if the
+//! member rows hash to the same. Under the app's lock, like every command that writes.
+
+use std::time::{Duration, Instant};
+
+use futures_util::StreamExt;
+
+use super::apps::{Access, AppWork, Apps};
+use super::replicas::LagStop;
+use super::verifier::{ColdObjects, Depth, Expected, Verifier};
+use super::RunContext;
+use crate::db::compact::{CompactError, CompactQueries};
+use crate::db::members::Members;
+use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
+use crate::db::DbError;
+use crate::failpoint::FailPoints;
+use crate::store::{StoreError, Thaw};
+use crate::summary::details::CompactApp;
+use crate::summary::{AppDetails, AppReport, Outcome};
+
+#[derive(Debug, Clone)]
+pub struct CompactOptions {
+    pub apps: Apps,
+    /// Only receipts purged longer ago than this.
+    pub older_than_ms: i64,
+    pub max_runtime: Option<Duration>,
+    /// Read and verify, count what would go; delete nothing.
+    pub dry_run: bool,
+    /// Ask the store to restore data objects in cold classes, to compact them on a later run.
+    pub thaw: Option<Thaw>,
+    pub lock_prefix: String,
+    pub db_retries: u32,
+    pub failpoints: FailPoints,
+}
+
+impl CompactOptions {
+    /// Compact `apps`' receipts purged longer ago than `older_than_ms`.
+    pub fn new(apps: Apps, older_than_ms: i64) -> CompactOptions {
+        CompactOptions {
+            apps,
+            older_than_ms,
+            max_runtime: None,
+            dry_run: false,
+            thaw: None,
+            lock_prefix: String::new(),
+            db_retries: 5,
+            failpoints: FailPoints::default(),
+        }
+    }
+}
+
+#[derive(Debug, thiserror::Error)]
+enum AppError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Compact(#[from] CompactError),
+    #[error("reading the objects of batch {0}: {1}")]
+    Store(String, StoreError),
+    #[error(transparent)]
+    Replica(#[from] LagStop),
+}
+
+/// Compaction's work for one app.
+pub struct Compactor<'a> {
+    ctx: &'a RunContext,
+    opts: &'a CompactOptions,
+    receipts: Receipts,
+    members: Members,
+    queries: CompactQueries,
+    deadline: Option<Instant>,
+}
+
+#[async_trait::async_trait]
+impl AppWork for Compactor<'_> {
+    fn start(&self, app: &str) -> AppReport {
+        AppReport::new(app, Outcome::Done)
+    }
+
+    async fn work(&self, app: &str, access: Access<'_>, mut report: AppReport) -> AppReport {
+        let mut details = CompactApp::default();
+        match self
+            .compact_app(app, access, &mut details, &mut report)
+            .await
+        {
+            Ok(()) if !details.failed_batches.is_empty() => {
+                report.outcome = Outcome::Failed;
+                report.error = Some(format!(
+                    "{} batch(es) not compacted: their objects or member rows disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
+                    details.failed_batches.len()
+                ));
+            }
+            Ok(()) => {}
+            Err(e) => {
+                tracing::error!(app, error = %e, "compaction failed");
+                report.outcome = Outcome::Failed;
+                report.error = Some(e.to_string());
+                report.transient = match &e {
+                    AppError::Db(e) | AppError::Compact(CompactError::Db(e)) => e.is_transient(),
+                    AppError::Compact(CompactError::LockLost { .. })
+                    | AppError::Replica(LagStop::LockLost) => true,
+                    _ => false,
+                };
+                report.lost_lock = matches!(
+                    e,
+                    AppError::Compact(CompactError::LockLost { .. })
+                        | AppError::Replica(LagStop::LockLost)
+                );
+                if let AppError::Replica(stop) = &e {
+                    report.stop_reason = Some(stop.stop_reason());
+                }
+            }
+        }
+        if report.outcome == Outcome::Done && !details.pending_thaw.is_empty() {
+            report.outcome = Outcome::Stopped;
+            report.stop_reason = Some(
+                "batches in cold storage are being restored (--thaw); compact again once they are readable"
+                    .into(),
+            );
+        }
+        report.details = Some(AppDetails::Compact(details));
+        report
+    }
+}
+
+impl<'a> Compactor<'a> {
+    pub fn new(ctx: &'a RunContext, opts: &'a CompactOptions, started: Instant) -> Compactor<'a> {
+        Compactor {
+            ctx,
+            opts,
+            receipts: Receipts::new(ctx.spec),
+            members: Members::new(ctx.spec),
+            queries: CompactQueries::new(ctx.spec),
+            deadline: opts.max_runtime.map(|d| started + d),
+        }
+    }
+
+    async fn compact_app(
+        &self,
+        app: &str,
+        access: Access<'_>,
+        details: &mut CompactApp,
+        report: &mut AppReport,
+    ) -> Result<(), AppError> {
+        let pool = &self.ctx.db.pool;
+        let scope = ReceiptScope {
+            apps: vec![app.to_string()],
+            compactable_purged_before: Some((self.ctx.now_ms)() - self.opts.older_than_ms),
+            ..ReceiptScope::default()
+        };
+        let receipts = self.receipts.stream(pool, scope);
+        futures_util::pin_mut!(receipts);
+        while let Some(receipt) = receipts.next().await {
+            let receipt = receipt?;
+            if let Some(reason) = self.ctx.stop_reason(self.deadline) {
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = Some(reason);
+                return Ok(());
+            }
+            self.compact_receipt(&receipt, access, details).await?;
+            report.batches += 1;
+        }
+        Ok(())
+    }
+
+    /// One receipt: read its objects back in full and verify them against the receipt and its
+    /// member rows, hash the data object's pairs, and compact.
+    async fn compact_receipt(
+        &self,
+        receipt: &StoredReceipt,
+        access: Access<'_>,
+        details: &mut CompactApp,
+    ) -> Result<(), AppError> {
+        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let members = self.members.proven_members_of(pool, app, batch).await?;
+        let mut expected = Expected::of_receipt(self.ctx.spec, receipt, members);
+        expected.digest_data_members = true;
+        let verifier = Verifier {
+            store: self.ctx.store.as_ref(),
+            spec: self.ctx.spec,
+            depth: Depth::Read,
+            cold: match self.opts.thaw {
+                Some(thaw) => ColdObjects::Thaw(thaw),
+                None => ColdObjects::Metadata,
+            },
+        };
+        let verified = verifier
+            .verify(&expected)
+            .await
+            .map_err(|e| AppError::Store(batch.clone(), e))?;
+        if !verified.findings.is_empty() {
+            for f in &verified.findings {
+                tracing::error!(app, batch_id = batch, finding = %f, "batch not compacted");
+            }
+            details.failed_batches.push(batch.clone());
+            details.findings.extend(verified.findings);
+            return Ok(());
+        }
+        if !verified.cold.is_empty() {
+            // Its bytes cannot be read now: nothing to hash the members against.
+            details.pending_thaw.extend(verified.cold);
+            return Ok(());
+        }
+        let Some(in_data) = verified.members_digest else {
+            return Ok(());
+        };
+        let lock = match access {
+            Access::Locked(lock) => lock,
+            Access::DryRun | Access::Reading => {
+                *details.would_compact_member_rows.get_or_insert(0) +=
+                    expected.members.len() as u64;
+                return Ok(());
+            }
+        };
+        if let Some(gate) = &self.ctx.stops.replicas {
+            details
+                .replica_wait
+                .add(gate.wait(app, Some(lock), &self.ctx.shutdown).await?);
+        }
+        let now = (self.ctx.now_ms)();
+        let failpoints = &self.opts.failpoints;
+        let done = self
+            .queries
+            .compact(pool, app, batch, &in_data, lock, now, failpoints)
+            .await?;
+        if done.done {
+            tracing::info!(
+                app,
+                batch_id = batch,
+                member_rows = done.member_rows,
+                kept = done.kept,
+                "members compacted to the receipt's digest"
+            );
+            details.compacted_batches += 1;
+            details.compacted_member_rows += done.member_rows;
+        }
+        Ok(())
+    }
+}
