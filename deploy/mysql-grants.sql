@@ -37,3 +37,27 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_purger'@'%';
 -- grant that for the duration of an incident only.
 -- CREATE USER IF NOT EXISTS 'outbox_restorer'@'%' IDENTIFIED BY 'CHANGE-ME';
 -- GRANT SELECT, CREATE, DROP, INSERT ON `wallet`.* TO 'outbox_restorer'@'%';
+
+-- compact (the weekly CronJob, README "Compaction"): replaces the member rows of long-purged
+-- receipts by a digest. DELETE on the members table is the one power it has that purge does not:
+-- the purge role can delete outbox rows but never the proof of what it deleted. It reads the
+-- outbox only to keep the members of rows still there.
+CREATE USER IF NOT EXISTS 'outbox_compactor'@'%' IDENTIFIED BY 'CHANGE-ME';
+GRANT SELECT ON `wallet`.`wallet_outbox` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_compactor'@'%';
+GRANT SELECT, UPDATE ON `wallet`.`wallet_outbox_archive_receipts` TO 'outbox_compactor'@'%';
+GRANT SELECT, DELETE ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_compactor'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_compactor'@'%';
+
+-- Replica lag (--replica, --replicas-from; README "Replica lag"): on each replica, the roles that
+-- write (archive, purge, compact) read its replication status. The privilege's name depends on
+-- the server, so run the line for yours on the primary (it replicates):
+--   MariaDB 10.5.9 and later:   GRANT SLAVE MONITOR ON *.* TO 'outbox_archiver'@'%', 'outbox_purger'@'%', 'outbox_compactor'@'%';
+--   MySQL 8 (and older MariaDB): GRANT REPLICATION CLIENT ON *.* TO 'outbox_archiver'@'%', 'outbox_purger'@'%', 'outbox_compactor'@'%';
+-- With --heartbeat-table instead, SELECT on that table is enough:
+--   GRANT SELECT ON `percona`.`heartbeat` TO 'outbox_archiver'@'%', 'outbox_purger'@'%', 'outbox_compactor'@'%';
+-- Finding the replicas on the primary: --replicas-from hosts (SHOW REPLICA HOSTS) needs
+-- REPLICATION MASTER ADMIN on MariaDB 10.5.2+ or REPLICATION SLAVE on MySQL 8;
+-- --replicas-from processlist needs PROCESS (to see the replicas' Binlog Dump threads).

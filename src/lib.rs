@@ -15,15 +15,18 @@
 //!   [`db`] — one repository per owned table ([`db::receipts`], [`db::members`], [`db::runs`],
 //!   [`db::drills`]), the receipt + members transaction ([`db::record`]), the source table's
 //!   keyset pages ([`db::source`]), purge's delete transactions ([`db::purge`]), restore's target
-//!   table ([`db::restore`]), start-up checks (`db/schema.rs`) and the per-app advisory lock
-//!   ([`db::lock`]); [`store`] — the [`store::ObjectStore`] trait with S3 and local-directory
-//!   implementations.
+//!   table ([`db::restore`]), members compaction's transaction ([`db::compact`]), start-up
+//!   checks (`db/schema.rs`), doctor's read-only questions ([`db::preflight`]), replicas' lag
+//!   ([`db::replica`]) and the per-app advisory lock ([`db::lock`]); [`store`] — the
+//!   [`store::ObjectStore`] trait with S3 and local-directory implementations.
 //! * [`pipeline`] — the library the commands are thin over: one app driver for every command
 //!   ([`pipeline::apps`]: resolve `--app`/`--all-apps`/`--shard`, the gate of safe code and lock,
 //!   retries with jitter, the run history), one verifier ([`pipeline::verifier`]: expected facts,
 //!   HEAD and bytes → findings) that [`pipeline::publish`], [`pipeline::verify`],
-//!   [`pipeline::purge`] and [`pipeline::restore`] share, and each command's per-app work
-//!   ([`pipeline::archive`] with its batch builder, [`pipeline::status`]). No clap,
+//!   [`pipeline::purge`] and [`pipeline::restore`] share, the replicas' pacing of writes and the
+//!   operator's stops ([`pipeline::replicas`], [`pipeline::Stops`]), and each command's per-app
+//!   work ([`pipeline::archive`] with its batch builder, [`pipeline::compact`],
+//!   [`pipeline::status`], [`pipeline::doctor`]). No clap,
 //!   no JSON, no terminal output in here; an [`pipeline::Observer`] sees progress.
 //! * [`summary`] — the typed report every command returns (per-command details in
 //!   [`summary::details`]), printed as one JSON object on stdout, and the exit status it implies;

@@ -195,8 +195,8 @@ fn kubernetes_manifests_render_validate_and_run_this_binary() {
         let docs = documents(&rendered);
         let jobs = check(&docs, true, kustomization);
         assert_eq!(
-            jobs, 3,
-            "{kustomization}: archive, verify and purge CronJobs"
+            jobs, 4,
+            "{kustomization}: archive, verify, purge and compact CronJobs"
         );
         checked.push(format!("{kustomization}: {} objects", docs.len()));
     }
@@ -239,6 +239,11 @@ fn the_overlay_changes_what_it_says() {
         .find(|d| d["metadata"]["name"] == "outbox-archiver-purge")
         .unwrap();
     assert_eq!(purge["spec"]["suspend"], true, "purge starts suspended");
+    let compact = docs
+        .iter()
+        .find(|d| d["metadata"]["name"] == "outbox-archiver-compact")
+        .unwrap();
+    assert_eq!(compact["spec"]["suspend"], true, "compact starts suspended");
     let config = docs.iter().find(|d| d["kind"] == "ConfigMap").unwrap();
     assert_eq!(
         config["data"]["OUTBOX_ARCHIVER_OBJECT_LOCK_MODE"],

@@ -310,8 +310,9 @@ pub enum Command {
 #[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// The commands this login is meant to run, whose grants are checked (archive, verify,
-    /// status, purge, restore, restore-into-source): the archive role runs archive, verify and
-    /// status, the purge role purge (deploy/mysql-grants.sql).
+    /// status, purge, restore, restore-into-source, compact): the archive role runs archive,
+    /// verify and status, the purge role purge, the compaction role compact
+    /// (deploy/mysql-grants.sql).
     #[arg(
         long,
         env = "OUTBOX_ARCHIVER_DOCTOR_GRANTS_FOR",
@@ -335,6 +336,7 @@ pub enum CommandArg {
     Restore,
     /// `restore --into-source`: INSERT on the live table, UPDATE on the receipts.
     RestoreIntoSource,
+    Compact,
 }
 
 #[derive(Debug, Args)]

@@ -188,6 +188,7 @@ impl DoctorArgs {
                 CommandArg::Purge => CommandName::Purge,
                 CommandArg::Restore => CommandName::Restore,
                 CommandArg::RestoreIntoSource => CommandName::RestoreIntoSource,
+                CommandArg::Compact => CommandName::Compact,
             })
             .collect();
         grants_for.sort();

@@ -76,6 +76,7 @@ pub enum CommandName {
     Purge,
     Restore,
     RestoreIntoSource,
+    Compact,
 }
 
 impl CommandName {
@@ -87,6 +88,7 @@ impl CommandName {
             CommandName::Purge => "purge",
             CommandName::Restore => "restore",
             CommandName::RestoreIntoSource => "restore --into-source",
+            CommandName::Compact => "compact",
         }
     }
 
@@ -134,6 +136,14 @@ impl CommandName {
                 (spec.drills_table(), &[Select, Insert]),
                 (migrations, &[Select]),
                 (format!("{}_restored", spec.name), &[Select, Insert]),
+            ],
+            CommandName::Compact => vec![
+                (source, &[Select]),
+                (spec.receipts_table(), &[Select, Update]),
+                (spec.members_table(), &[Select, Delete]),
+                (spec.superseded_table(), &[Select]),
+                (spec.runs_table(), &[Select, Insert]),
+                (migrations, &[Select]),
             ],
             CommandName::RestoreIntoSource => vec![
                 (source, &[Select, Insert]),

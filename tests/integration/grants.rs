@@ -14,6 +14,7 @@ async fn the_least_privilege_roles_can_do_their_jobs_and_no_more() {
     db.insert(&rows("a1", 30)).await;
     let suffix = db.name.trim_start_matches("oat_");
     let (archiver, purger) = (format!("oa_{suffix}"), format!("op_{suffix}"));
+    let compactor = format!("oc_{suffix}");
     let grants = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
         "/deploy/mysql-grants.sql"
@@ -22,6 +23,7 @@ async fn the_least_privilege_roles_can_do_their_jobs_and_no_more() {
     .replace("`wallet`.", &format!("`{}`.", db.name))
     .replace("'outbox_archiver'", &format!("'{archiver}'"))
     .replace("'outbox_purger'", &format!("'{purger}'"))
+    .replace("'outbox_compactor'", &format!("'{compactor}'"))
     .replace("CHANGE-ME", PASSWORD);
     let mut admin = admin_connection().await;
     let statements: Vec<String> = grants
@@ -123,7 +125,18 @@ async fn the_least_privilege_roles_can_do_their_jobs_and_no_more() {
         0
     );
 
-    for user in [&archiver, &purger] {
+    // The compaction role compacts; the purge role, which may delete outbox rows, may not delete
+    // the proof of what it deleted.
+    let compact = ["compact", "--app", "a1", "--older-than", "0s"];
+    let run = run_cli(&compact, &as_role(&purger)).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert!(run.all_output.contains("DELETE command denied"), "{}", run.all_output);
+    let run = run_cli(&compact, &as_role(&compactor)).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(run.summary["apps"][0]["compacted_member_rows"], 30);
+    assert!(db.members("a1").await.is_empty());
+
+    for user in [&archiver, &purger, &compactor] {
         admin
             .execute(AssertSqlSafe(format!("DROP USER '{user}'@'%'")))
             .await
