@@ -166,13 +166,14 @@ pub struct ProtectionArgs {
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Replicas and stops")]
 pub struct StopArgs {
-    /// A replica whose lag paces the writes of archive (each receipt), purge (each chunk) and
-    /// restore --into-source (repeatable): mysql://user:password@replica:3306/database
+    /// A replica whose lag paces the writes of archive (each receipt), purge (each chunk),
+    /// compact and restore --into-source (repeatable; in OUTBOX_ARCHIVER_REPLICAS separated by
+    /// spaces): mysql://user:password@replica:3306/database
     #[arg(
         long = "replica",
         global = true,
         env = "OUTBOX_ARCHIVER_REPLICAS",
-        value_delimiter = ',',
+        value_delimiter = ' ',
         hide_env_values = true
     )]
     pub replicas: Vec<String>,

@@ -387,11 +387,24 @@ impl Common {
             replicas = names.join(", "),
             "writes wait for these replicas (--max-replica-lag)"
         );
+        // The heartbeat rows that count are the primary's own.
+        let heartbeat = match &s.heartbeat_table {
+            Some(table) => {
+                let id: u32 = sqlx::query_scalar("SELECT CAST(@@server_id AS UNSIGNED)")
+                    .fetch_one(&db.pool)
+                    .await
+                    .map_err(|e| {
+                        format!("--heartbeat-table: reading the primary's server_id: {e}")
+                    })?;
+                Some((table.clone(), id))
+            }
+            None => None,
+        };
         stops.replicas = Some(Arc::new(ReplicaGate::new(
             replicas,
             s.max_replica_lag,
             s.replica_wait_timeout,
-            s.heartbeat_table.clone(),
+            heartbeat,
         )));
         Ok(stops)
     }

@@ -42,6 +42,14 @@ pub async fn run(
     if format == Format::Table {
         summary.text = Some(table(&run));
     }
+    summary.stop_reason = Some(
+        match summary.exit_code {
+            0 => "done",
+            1 => "problems found",
+            _ => "could not reach the database or the store",
+        }
+        .to_string(),
+    );
     summary.details = Some(RunDetails::Doctor(run));
     summary.ok = summary.exit_code == 0;
     summary

@@ -6,7 +6,9 @@
 //! confirmed. A crash at any point leaves the members or the digest, never neither.
 //!
 //! Member rows of rows still in the source table (kept because they changed after archiving,
-//! or restored) stay: if such a row is archived again, the supersede rule needs its owner.
+//! or restored) stay: if such a row is archived again, the supersede rule needs its owner. The
+//! source table is only read, without locks; one receipt is one transaction of as many 500-row
+//! deletes of its members as the batch has (a 50,000-row batch: 100).
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
 
@@ -15,6 +17,9 @@ use super::{Context, DbError};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::format::{self, MembersDigest};
 use crate::table::TableSpec;
+
+/// Member rows deleted per statement.
+const DELETE_CHUNK: usize = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum CompactError {
@@ -86,27 +91,35 @@ impl CompactQueries {
         if eligible.is_none() {
             return Ok(Compacted::default());
         }
-        let mut pairs: Vec<(String, i64)> = Vec::new();
-        let mut member_rows = 0;
-        for (i, table) in [spec.members_table(), spec.superseded_table()]
-            .iter()
-            .enumerate()
-        {
-            let sql = format!(
-                "SELECT event_id, updated_at_ms FROM {table} WHERE app_code = ? AND batch_id = ? FOR UPDATE"
-            );
-            let rows: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
-                .bind(app)
-                .bind(batch_id)
-                .fetch_all(&mut *tx)
-                .await
-                .context(|| context(&format!("reading {table}")))?;
-            if i == 0 {
-                member_rows = rows.len() as u64;
-            }
-            pairs.extend(rows);
-        }
-        let in_db = format::members_digest(pairs.iter().map(|(e, u)| (e.as_str(), *u)));
+        // The member rows locked (the role may delete them); the superseded rows read as they
+        // are (only archive writes them, under the app's lock this run holds — and MySQL wants
+        // more than SELECT for a locking read).
+        let sql = format!(
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
+            spec.members_table()
+        );
+        let members: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_all(&mut *tx)
+            .await
+            .context(|| context("reading the member rows"))?;
+        let sql = format!(
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ?",
+            spec.superseded_table()
+        );
+        let superseded: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_all(&mut *tx)
+            .await
+            .context(|| context("reading the superseded rows"))?;
+        let in_db = format::members_digest(
+            members
+                .iter()
+                .chain(&superseded)
+                .map(|(e, u)| (e.as_str(), *u)),
+        );
         if &in_db != in_data {
             return Err(CompactError::DigestMismatch {
                 batch_id: batch_id.to_string(),
@@ -114,25 +127,59 @@ impl CompactQueries {
                 in_data: format!("{} pairs, sha256 {}", in_data.rows, in_data.sha256),
             });
         }
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "DELETE m FROM {members_table} AS m LEFT JOIN {source} AS s \
-             ON s.{app_col} = m.app_code AND s.{event_col} = m.event_id \
-             WHERE m.app_code = ",
-            members_table = spec.members_table(),
-            source = spec.name,
-            app_col = spec.app_code,
-            event_col = spec.event_id,
-        ));
-        qb.push_bind(app)
-            .push(" AND m.batch_id = ")
-            .push_bind(batch_id)
-            .push(format!(" AND s.{} IS NULL", spec.event_id));
-        let deleted = qb
-            .build()
-            .execute(&mut *tx)
-            .await
-            .context(|| context("deleting member rows"))?
-            .rows_affected();
+        // Which of them are still in the source (kept, or restored): a plain read, which locks
+        // nothing in the live table; then the others' member rows go by primary key, 500 a
+        // statement, in this transaction.
+        let mut deleted = 0;
+        for chunk in members.chunks(DELETE_CHUNK) {
+            let mut qb = QueryBuilder::<MySql>::new(format!(
+                "SELECT {event} FROM {source} WHERE {app_col} = ",
+                event = spec.event_id,
+                source = spec.name,
+                app_col = spec.app_code,
+            ));
+            qb.push_bind(app)
+                .push(format!(" AND {} IN (", spec.event_id));
+            let mut ids = qb.separated(", ");
+            for (event_id, _) in chunk {
+                ids.push_bind(event_id.as_str());
+            }
+            qb.push(")");
+            let present: std::collections::HashSet<String> = qb
+                .build_query_scalar()
+                .fetch_all(&mut *tx)
+                .await
+                .context(|| context("looking for member rows still in the source table"))?
+                .into_iter()
+                .collect();
+            let gone: Vec<&str> = chunk
+                .iter()
+                .map(|(e, _)| e.as_str())
+                .filter(|e| !present.contains(*e))
+                .collect();
+            if gone.is_empty() {
+                continue;
+            }
+            let mut qb = QueryBuilder::<MySql>::new(format!(
+                "DELETE FROM {} WHERE app_code = ",
+                spec.members_table()
+            ));
+            qb.push_bind(app)
+                .push(" AND batch_id = ")
+                .push_bind(batch_id)
+                .push(" AND event_id IN (");
+            let mut ids = qb.separated(", ");
+            for event_id in &gone {
+                ids.push_bind(*event_id);
+            }
+            qb.push(")");
+            deleted += qb
+                .build()
+                .execute(&mut *tx)
+                .await
+                .context(|| context("deleting member rows"))?
+                .rows_affected();
+        }
         failpoints.pass("compact-after-delete")?;
         let sql = format!(
             "UPDATE {} SET members_digest_sha256 = ?, members_digest_rows = ?, compacted_at_ms = ?, \
@@ -159,7 +206,7 @@ impl CompactQueries {
         tx.commit().await.context(|| context("committing"))?;
         Ok(Compacted {
             member_rows: deleted,
-            kept: member_rows.saturating_sub(deleted),
+            kept: (members.len() as u64).saturating_sub(deleted),
             done: true,
         })
     }

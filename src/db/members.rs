@@ -126,6 +126,36 @@ impl Members {
         Ok(rows.into_iter().collect())
     }
 
+    /// Of these event ids of an app, those whose member row belongs to another batch than
+    /// `batch_id` (a later version of the row was archived there).
+    pub async fn owned_elsewhere(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+        event_ids: impl Iterator<Item = &str>,
+    ) -> Result<HashSet<String>, DbError> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT event_id FROM {} WHERE app_code = ",
+            self.spec.members_table()
+        ));
+        qb.push_bind(app)
+            .push(" AND batch_id <> ")
+            .push_bind(batch_id);
+        qb.push(" AND event_id IN (");
+        let mut ids = qb.separated(", ");
+        for id in event_ids {
+            ids.push_bind(id);
+        }
+        qb.push(")");
+        let rows: Vec<String> = qb
+            .build_query_scalar()
+            .fetch_all(pool)
+            .await
+            .context(|| format!("looking up members of app {app} in other batches"))?;
+        Ok(rows.into_iter().collect())
+    }
+
     /// Inserts member rows owned by `owner` (a no-op for a key that exists: the read-back decides
     /// whether it is this batch's).
     pub async fn insert(

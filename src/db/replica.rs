@@ -66,51 +66,85 @@ impl Replica {
         Ok(Replica { name, pool })
     }
 
-    /// How far behind this replica is now: by the heartbeat table when given, else by its
-    /// replication status. An error asking is an unknown lag, with the error.
-    pub async fn lag(&self, heartbeat: Option<&str>) -> Lag {
-        let result = match heartbeat {
-            Some(table) => self.heartbeat_lag(table).await,
-            None => self.status_lag().await,
+    /// How far behind this replica is now: by the heartbeat table when given (rows written by
+    /// the primary `primary_server_id`), else by its replication status. An error asking, or no
+    /// answer within [`ASK_TIMEOUT`], is an unknown lag, with why.
+    pub async fn lag(&self, heartbeat: Option<(&str, u32)>) -> Lag {
+        let asked = async {
+            match heartbeat {
+                Some((table, primary)) => self.heartbeat_lag(table, primary).await,
+                None => self.status_lag().await,
+            }
         };
-        result.unwrap_or_else(|e| Lag::Unknown(format!("cannot ask it: {e}")))
+        match tokio::time::timeout(ASK_TIMEOUT, asked).await {
+            Ok(Ok(lag)) => lag,
+            Ok(Err(e)) => Lag::Unknown(format!("cannot ask it: {e}")),
+            Err(_) => Lag::Unknown(format!("no answer within {} s", ASK_TIMEOUT.as_secs())),
+        }
     }
 
-    /// `UTC_TIMESTAMP(6)` on the replica minus the newest `ts` in a pt-heartbeat table
-    /// (written with `pt-heartbeat --utc`, replicated like any row).
-    async fn heartbeat_lag(&self, table: &str) -> Result<Lag, sqlx::Error> {
-        let sql =
-            format!("SELECT TIMESTAMPDIFF(MICROSECOND, MAX(ts), UTC_TIMESTAMP(6)) FROM {table}");
+    /// `UTC_TIMESTAMP(6)` on the replica minus the newest `ts` the primary wrote into a
+    /// pt-heartbeat table (`pt-heartbeat --update --utc`, replicated like any row). A heartbeat
+    /// more than a second in the replica's future was not written in UTC: unknown, never zero.
+    async fn heartbeat_lag(&self, table: &str, primary: u32) -> Result<Lag, sqlx::Error> {
+        let sql = format!(
+            "SELECT TIMESTAMPDIFF(MICROSECOND, MAX(ts), UTC_TIMESTAMP(6)) FROM {table} WHERE server_id = ?"
+        );
         let micros: Option<i64> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(primary)
             .fetch_one(&self.pool)
             .await?;
         Ok(match micros {
+            Some(us) if us < -1_000_000 => Lag::Unknown(format!(
+                "the heartbeat in {table} is {:.1} s in the future: write it with pt-heartbeat --utc",
+                -us as f64 / 1e6
+            )),
             Some(us) => Lag::Behind(Duration::from_micros(us.max(0) as u64)),
-            None => Lag::Unknown(format!("the heartbeat table {table} has no row")),
+            None => Lag::Unknown(format!(
+                "the heartbeat table {table} has no row of the primary (server_id {primary})"
+            )),
         })
     }
 
+    /// The worst of every replication channel the replica has (MariaDB's multi-source
+    /// connections, MySQL's channels): any channel not replicating is an unknown lag.
     async fn status_lag(&self) -> Result<Lag, sqlx::Error> {
-        let rows = match sqlx::raw_sql("SHOW REPLICA STATUS")
-            .fetch_all(&self.pool)
-            .await
-        {
-            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42000") => {
-                // MySQL before 8.0.22 and MariaDB before 10.5.1 know only the old words.
-                sqlx::raw_sql("SHOW SLAVE STATUS")
-                    .fetch_all(&self.pool)
-                    .await?
+        let mut rows = None;
+        for statement in [
+            "SHOW ALL REPLICAS STATUS",
+            "SHOW REPLICA STATUS",
+            "SHOW SLAVE STATUS",
+        ] {
+            match sqlx::raw_sql(statement).fetch_all(&self.pool).await {
+                // Not this server's words (MySQL has no ALL; old servers only SLAVE): the next.
+                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42000") => continue,
+                other => {
+                    rows = Some(other?);
+                    break;
+                }
             }
-            other => other?,
-        };
-        let Some(row) = rows.first() else {
+        }
+        let rows = rows.unwrap_or_default();
+        if rows.is_empty() {
             return Ok(Lag::Unknown(
                 "SHOW REPLICA STATUS is empty: the server does not replicate".into(),
             ));
-        };
-        Ok(lag_of(row))
+        }
+        let mut worst = Lag::Behind(Duration::ZERO);
+        for row in &rows {
+            match (lag_of(row), &worst) {
+                (unknown @ Lag::Unknown(_), _) => return Ok(unknown),
+                (Lag::Behind(d), Lag::Behind(w)) if d > *w => worst = Lag::Behind(d),
+                _ => {}
+            }
+        }
+        Ok(worst)
     }
 }
+
+/// How long asking a replica may take: a hung connection (a firewall dropping packets, a
+/// status blocked behind `STOP SLAVE`) must not outlast `--replica-wait-timeout`.
+pub const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The lag a `SHOW REPLICA STATUS` row says: both threads running and a number of seconds.
 fn lag_of(row: &MySqlRow) -> Lag {
@@ -181,17 +215,30 @@ pub async fn discover(db: &Db, url: &str, how: Discovery) -> Result<Vec<String>,
                 other => other,
             }
             .context(|| "listing the replicas (SHOW REPLICA HOSTS)".into())?;
-            rows.iter()
-                .filter_map(|r| {
-                    let host: String = r.try_get("Host").ok()?;
-                    let port = r
-                        .try_get::<i64, _>("Port")
-                        .ok()
-                        .or_else(|| r.try_get::<u32, _>("Port").ok().map(i64::from))
-                        .unwrap_or(3306);
-                    (!host.is_empty()).then_some((host, port as u16))
-                })
-                .collect()
+            let mut found = Vec::new();
+            for r in &rows {
+                let host: String = r.try_get("Host").unwrap_or_default();
+                let port = r
+                    .try_get::<i64, _>("Port")
+                    .ok()
+                    .or_else(|| r.try_get::<u32, _>("Port").ok().map(i64::from))
+                    .unwrap_or(3306);
+                if host.is_empty() {
+                    // Fail closed: a replica that cannot be reached by name is not skipped.
+                    let id = r
+                        .try_get::<i64, _>("Server_id")
+                        .map(|i| i.to_string())
+                        .unwrap_or_else(|_| "?".into());
+                    return Err(DbError::Query {
+                        context: format!(
+                            "replica server_id {id} is connected but did not set report_host: set it, or list the replicas with --replica"
+                        ),
+                        source: sqlx::Error::RowNotFound,
+                    });
+                }
+                found.push((host, port as u16));
+            }
+            found
         }
         Discovery::Processlist => {
             let hosts: Vec<String> = sqlx::query_scalar(
@@ -209,15 +256,25 @@ pub async fn discover(db: &Db, url: &str, how: Discovery) -> Result<Vec<String>,
                 .collect()
         }
     };
-    let mut urls: Vec<String> = found
-        .into_iter()
-        .map(|(host, port)| {
-            let mut replica = base.clone();
-            let _ = replica.set_host(Some(&host));
-            let _ = replica.set_port(Some(port));
-            replica.to_string()
-        })
-        .collect();
+    let mut urls = Vec::new();
+    for (host, port) in found {
+        let mut replica = base.clone();
+        // An IPv6 address goes in brackets in a URL.
+        let host = if host.contains(':') && !host.starts_with('[') {
+            format!("[{host}]")
+        } else {
+            host
+        };
+        if replica.set_host(Some(&host)).is_err() || replica.set_port(Some(port)).is_err() {
+            return Err(DbError::Query {
+                context: format!(
+                    "a replica's host {host:?} cannot be put into the database URL; list the replicas with --replica"
+                ),
+                source: sqlx::Error::RowNotFound,
+            });
+        }
+        urls.push(replica.to_string());
+    }
     urls.sort();
     urls.dedup();
     Ok(urls)

@@ -148,7 +148,8 @@ impl CommandName {
             CommandName::RestoreIntoSource => vec![
                 (source, &[Select, Insert]),
                 (spec.receipts_table(), &[Select, Update]),
-                (spec.members_table(), &[Select]),
+                // A compacted batch's rows get their member rows back.
+                (spec.members_table(), &[Select, Insert]),
                 (spec.superseded_table(), &[Select]),
                 (migrations, &[Select]),
             ],

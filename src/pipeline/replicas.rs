@@ -6,7 +6,9 @@
 //! stops the app's work with the replica named (fail closed): never "treat as zero".
 //!
 //! A check that passed is trusted for [`CHECK_INTERVAL`], so that fast chunks do not ask the
-//! replicas hundreds of times a second.
+//! replicas hundreds of times a second. A timeout is the run's, not one app's: once a replica
+//! outlasted it, every later write of the run stops at once (forty apps do not wait forty
+//! timeouts each).
 
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
@@ -25,15 +27,18 @@ pub struct ReplicaGate {
     pub replicas: Vec<Replica>,
     pub max_lag: Duration,
     pub timeout: Duration,
-    /// `--heartbeat-table`: read the lag from a pt-heartbeat table instead of the status.
-    pub heartbeat: Option<String>,
+    /// `--heartbeat-table`: read the lag from a pt-heartbeat table instead of the status, the
+    /// rows the primary (this server id) wrote.
+    pub heartbeat: Option<(String, u32)>,
     passed_at: Mutex<Option<Instant>>,
+    /// The timeout this run already hit: every later wait ends with it at once.
+    timed_out: Mutex<Option<LagStop>>,
 }
 
 /// Why a wait for the replicas ended the app's work.
-#[derive(Debug, thiserror::Error)]
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum LagStop {
-    #[error("replica {replica}: {lag}, above --max-replica-lag {max:?} for longer than --replica-wait-timeout {timeout:?}; stopped before writing more (fail closed: a lag that cannot be read is never taken as zero)")]
+    #[error("replica {replica}: {lag}, not within --max-replica-lag {max:?} for longer than --replica-wait-timeout {timeout:?}; stopped before writing more (fail closed: a lag that cannot be read is never taken as zero)")]
     Timeout {
         replica: String,
         lag: String,
@@ -51,7 +56,7 @@ impl LagStop {
     pub fn stop_reason(&self) -> String {
         match self {
             LagStop::Timeout { replica, .. } => {
-                format!("replica lag: {replica} above --max-replica-lag for longer than --replica-wait-timeout")
+                format!("replica lag: {replica} behind --max-replica-lag, or unreadable, for longer than --replica-wait-timeout")
             }
             LagStop::Shutdown => super::SHUTDOWN.to_string(),
             LagStop::LockLost => super::apps::LOST_LOCK.to_string(),
@@ -64,7 +69,7 @@ impl ReplicaGate {
         replicas: Vec<Replica>,
         max_lag: Duration,
         timeout: Duration,
-        heartbeat: Option<String>,
+        heartbeat: Option<(String, u32)>,
     ) -> ReplicaGate {
         ReplicaGate {
             replicas,
@@ -72,13 +77,15 @@ impl ReplicaGate {
             timeout,
             heartbeat,
             passed_at: Mutex::new(None),
+            timed_out: Mutex::new(None),
         }
     }
 
     /// The first replica over the limit, with its lag (`None`: all within it).
     async fn lagging(&self) -> Option<(&Replica, Lag)> {
         for replica in &self.replicas {
-            match replica.lag(self.heartbeat.as_deref()).await {
+            let heartbeat = self.heartbeat.as_ref().map(|(t, id)| (t.as_str(), *id));
+            match replica.lag(heartbeat).await {
                 Lag::Behind(d) if d <= self.max_lag => {}
                 lag => return Some((replica, lag)),
             }
@@ -86,8 +93,9 @@ impl ReplicaGate {
         None
     }
 
-    /// Waits until every replica is within `--max-replica-lag`; returns how long it waited.
-    /// `lock` is kept alive meanwhile (and a lost lock ends the wait); shutdown ends it too.
+    /// Waits until every replica is within `--max-replica-lag`; returns how long it waited
+    /// (zero when the first look found them within it). `lock` is kept alive meanwhile (and a
+    /// lost lock ends the wait); shutdown ends it too.
     pub async fn wait(
         &self,
         app: &str,
@@ -102,20 +110,28 @@ impl ReplicaGate {
         if recent || self.replicas.is_empty() {
             return Ok(Duration::ZERO);
         }
+        if let Some(stop) = self.timed_out.lock().expect("not poisoned").clone() {
+            return Err(stop);
+        }
         let started = Instant::now();
         let mut pause = Duration::from_millis(250);
         let mut logged = false;
         loop {
-            let Some((replica, lag)) = self.lagging().await else {
+            let looked = tokio::select! {
+                looked = self.lagging() => looked,
+                _ = shutdown.cancelled() => return Err(LagStop::Shutdown),
+            };
+            let Some((replica, lag)) = looked else {
                 *self.passed_at.lock().expect("not poisoned") = Some(Instant::now());
-                let waited = started.elapsed();
-                if logged {
-                    tracing::info!(
-                        app,
-                        waited_ms = waited.as_millis() as u64,
-                        "replicas within --max-replica-lag again; going on"
-                    );
+                if !logged {
+                    return Ok(Duration::ZERO);
                 }
+                let waited = started.elapsed();
+                tracing::info!(
+                    app,
+                    waited_ms = waited.as_millis() as u64,
+                    "replicas within --max-replica-lag again; going on"
+                );
                 return Ok(waited);
             };
             if !logged {
@@ -129,12 +145,14 @@ impl ReplicaGate {
                 logged = true;
             }
             if started.elapsed() >= self.timeout {
-                return Err(LagStop::Timeout {
+                let stop = LagStop::Timeout {
                     replica: replica.name.clone(),
                     lag: lag.to_string(),
                     max: self.max_lag,
                     timeout: self.timeout,
-                });
+                };
+                *self.timed_out.lock().expect("not poisoned") = Some(stop.clone());
+                return Err(stop);
             }
             if let Some(lock) = lock {
                 // A query on the lock connection: proxies that cut idle connections leave it be.

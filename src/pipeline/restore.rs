@@ -83,6 +83,8 @@ enum Failure {
     Thawing(Vec<ColdObject>),
     #[error(transparent)]
     Replica(#[from] LagStop),
+    #[error("{0}")]
+    Stopped(String),
 }
 
 /// Restore's work for one app.
@@ -140,6 +142,11 @@ impl AppWork for Restorer<'_> {
                 // SIGTERM while waiting for the replicas: the chunks loaded so far stand.
                 report.outcome = Outcome::Stopped;
                 report.stop_reason = Some(super::SHUTDOWN.to_string());
+                break;
+            }
+            if let Err(Failure::Stopped(reason)) = result {
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = Some(reason);
                 break;
             }
             if let Err(Failure::Thawing(cold)) = result {
@@ -274,13 +281,28 @@ impl<'a> Restorer<'a> {
         for start in (0..lines.len()).step_by(RESTORE_CHUNK) {
             let end = (start + RESTORE_CHUNK).min(lines.len());
             let rows = self.decode(receipt, &lines, start..end)?;
-            let chunk = without_superseded(self.ctx.spec, rows, &superseded, details);
+            let mut chunk = without_superseded(self.ctx.spec, rows, &superseded, details);
+            if receipt.compaction.is_some() && !chunk.is_empty() {
+                // A compacted batch lost the member rows that told a later version of a row
+                // apart from its own: a row another batch owns now is that batch's to restore.
+                chunk = self
+                    .without_owned_elsewhere(receipt, chunk, details)
+                    .await?;
+            }
             if chunk.is_empty() {
                 continue;
             }
             if let (Access::Locked(lock), Some(gate)) = (access, &self.ctx.stops.replicas) {
                 // Into the live table: its writes are replicated, so they wait for the replicas.
-                gate.wait(app, Some(lock), &self.ctx.shutdown).await?;
+                let waited = gate.wait(app, Some(lock), &self.ctx.shutdown).await?;
+                details.replica_wait.add(waited);
+            }
+            if start > 0 {
+                if let Some(reason) = self.ctx.stop_reason(None) {
+                    // Between chunks too (SIGTERM, the sentinel): the rows loaded stand, and a
+                    // rerun counts them as present.
+                    return Err(Failure::Stopped(reason));
+                }
             }
             let into_source = match access {
                 Access::Locked(lock) => Some(IntoSource {
@@ -314,6 +336,31 @@ impl<'a> Restorer<'a> {
             }
         }
         Ok(())
+    }
+
+    /// `rows` without those whose event id another batch's member row owns.
+    async fn without_owned_elsewhere(
+        &self,
+        receipt: &StoredReceipt,
+        mut rows: Vec<Row>,
+        details: &mut RestoreApp,
+    ) -> Result<Vec<Row>, Failure> {
+        let layout = self.ctx.spec.layout();
+        let id = |r: &Row| r[layout.event_id].as_str().unwrap_or_default().to_string();
+        let ids: Vec<String> = rows.iter().map(id).collect();
+        let elsewhere = self
+            .members
+            .owned_elsewhere(
+                &self.ctx.db.pool,
+                &receipt.app_code,
+                &receipt.batch_id,
+                ids.iter().map(String::as_str),
+            )
+            .await?;
+        let before = rows.len();
+        rows.retain(|r| !elsewhere.contains(&id(r)));
+        details.superseded_rows += (before - rows.len()) as u64;
+        Ok(rows)
     }
 
     /// The batch's lines, from the one fetch of its data object that verification read;

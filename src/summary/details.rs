@@ -29,6 +29,7 @@ impl AppDetails {
         match (self, next) {
             (AppDetails::Archive(a), AppDetails::Archive(b)) => AppDetails::Archive(a.then(b)),
             (AppDetails::Purge(a), AppDetails::Purge(b)) => AppDetails::Purge(a.then(b)),
+            (AppDetails::Compact(a), AppDetails::Compact(b)) => AppDetails::Compact(a.then(b)),
             (_, next) => next,
         }
     }
@@ -44,6 +45,14 @@ impl AppDetails {
             },
             AppDetails::Purge(p) => Figures {
                 replica_wait_ms: Some(p.replica_wait.replica_wait_ms),
+                ..Figures::default()
+            },
+            AppDetails::Compact(c) => Figures {
+                replica_wait_ms: Some(c.replica_wait.replica_wait_ms),
+                ..Figures::default()
+            },
+            AppDetails::Restore(r) => Figures {
+                replica_wait_ms: Some(r.replica_wait.replica_wait_ms),
                 ..Figures::default()
             },
             AppDetails::Status(s) => Figures {
@@ -205,6 +214,25 @@ pub struct CompactApp {
     pub replica_wait: ReplicaWait,
 }
 
+impl CompactApp {
+    fn then(mut self, next: CompactApp) -> CompactApp {
+        self.compacted_batches += next.compacted_batches;
+        self.compacted_member_rows += next.compacted_member_rows;
+        self.would_compact_member_rows = match (
+            self.would_compact_member_rows,
+            next.would_compact_member_rows,
+        ) {
+            (None, None) => None,
+            (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
+        };
+        self.failed_batches.extend(next.failed_batches);
+        self.findings.extend(next.findings);
+        self.pending_thaw = next.pending_thaw;
+        self.replica_wait = self.replica_wait.then(next.replica_wait);
+        self
+    }
+}
+
 /// `restore`, per app.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct RestoreApp {
@@ -224,6 +252,9 @@ pub struct RestoreApp {
     /// `--drill`: each batch's result.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub drills: Option<Vec<Drill>>,
+    /// `--into-source`: time the chunks waited for lagging replicas.
+    #[serde(flatten)]
+    pub replica_wait: ReplicaWait,
 }
 
 /// One batch's drill.

@@ -167,6 +167,9 @@ pub struct Summary {
     pub ok: bool,
     /// Why the command could not run at all (configuration, connectivity); null otherwise.
     pub error: Option<String>,
+    /// Why the run ended, as a whole (each app says its own): `done`, `nothing to do`, the
+    /// first stopped app's reason, `error`, `could not start`, `could not list the apps`.
+    pub stop_reason: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -202,6 +205,7 @@ impl Summary {
             run_id: run_id(),
             ok: true,
             error: None,
+            stop_reason: None,
             table: None,
             store: None,
             dry_run: None,
@@ -220,6 +224,7 @@ impl Summary {
     pub fn unusable(command: &'static str, error: String) -> Summary {
         let mut s = Summary::new(command);
         s.error = Some(error);
+        s.stop_reason = Some("could not start (see error)".into());
         s.exit_code = 2;
         s.ok = false;
         s
@@ -229,6 +234,7 @@ impl Summary {
     /// exit status 2 (every command, one rule).
     pub fn without_apps(mut self, error: impl std::fmt::Display) -> Summary {
         self.error = Some(format!("could not list the apps to work on: {error}"));
+        self.stop_reason = Some("could not list the apps (see error)".into());
         self.exit_code = 2;
         self.ok = false;
         self
@@ -242,6 +248,20 @@ impl Summary {
             self.exit_code = 1;
         }
         self.ok = self.exit_code == 0;
+        if self.stop_reason.is_none() {
+            let stopped = self
+                .apps
+                .iter()
+                .find(|a| a.outcome == Outcome::Stopped)
+                .and_then(|a| a.stop_reason.clone());
+            self.stop_reason = Some(match (&self.error, stopped) {
+                (Some(_), _) => "error".to_string(),
+                (None, Some(reason)) => reason,
+                (None, None) if self.exit_code != 0 => "error".to_string(),
+                (None, None) if self.apps.is_empty() => "nothing to do".to_string(),
+                (None, None) => "done".to_string(),
+            });
+        }
         self
     }
 

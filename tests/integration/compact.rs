@@ -332,3 +332,37 @@ async fn a_kill_during_compaction_leaves_the_members_or_the_digest_and_a_rerun_c
     assert_eq!(run.summary["apps"][0]["compacted_batches"], 0);
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_written_again_after_compaction_is_restored_in_its_newer_version_only() {
+    let (db, _s3, store) = fixture().await;
+    db.insert(&rows("a1", 20)).await;
+    let ctx = env(&db, store.clone(), CUTOFF + DAY);
+    assert!(archive(&ctx, &options(&db, &["a1"], CUTOFF)).await.ok);
+    assert!(purge::run(&ctx, &purge_options(&db, &["a1"])).await.ok);
+    assert!(compact::run(&ctx, &compact_opts(&db, &["a1"])).await.ok);
+    // The service writes event e5 again, delivered a day later; it is archived in a new batch.
+    db.insert(&[row("a1", "e5", T0 + DAY + 5)]).await;
+    let later = env(&db, store.clone(), CUTOFF + 3 * DAY);
+    assert!(
+        archive(&later, &options(&db, &["a1"], CUTOFF + 2 * DAY))
+            .await
+            .ok
+    );
+    let restored = restore::run(&later, &RestoreOptions::default()).await;
+    assert!(restored.ok, "{}", restored.to_json());
+    let figures = restore_of(&restored, "a1");
+    assert_eq!(figures.restored_rows, 20);
+    assert_eq!(
+        figures.superseded_rows, 1,
+        "the old e5 is the new batch's to restore"
+    );
+    assert!(figures.conflicts.is_empty(), "{}", restored.to_json());
+    let rows = table_rows(&db, "wallet_outbox_restored", "a1").await;
+    let e5 = rows
+        .iter()
+        .find(|r| r[at("event_id")].as_str() == Some("e5"))
+        .unwrap();
+    assert_eq!(e5[at("updated_at_ms")].as_i64(), Some(T0 + DAY + 5));
+    db.drop().await;
+}

@@ -130,7 +130,11 @@ async fn the_least_privilege_roles_can_do_their_jobs_and_no_more() {
     let compact = ["compact", "--app", "a1", "--older-than", "0s"];
     let run = run_cli(&compact, &as_role(&purger)).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
-    assert!(run.all_output.contains("DELETE command denied"), "{}", run.all_output);
+    assert!(
+        run.all_output.contains("DELETE command denied"),
+        "{}",
+        run.all_output
+    );
     let run = run_cli(&compact, &as_role(&compactor)).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert_eq!(run.summary["apps"][0]["compacted_member_rows"], 30);

@@ -111,6 +111,41 @@ async fn purge_waits_for_a_stopped_replica_and_goes_on_when_it_runs_again() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn purge_waits_while_a_replica_is_seconds_behind() {
+    // A delayed replica (MASTER_DELAY) reports a number: Seconds_Behind_Master above the limit.
+    let (pair, db, _s3, store) = archived_on_a_replicated_primary().await;
+    let replica_url = pair.replica_url(&db.name);
+    pair.on_replica("STOP SLAVE").await;
+    pair.on_replica("CHANGE MASTER TO MASTER_DELAY = 5").await;
+    pair.on_replica("START SLAVE").await;
+    sqlx::query("CREATE TABLE nudge (id INT PRIMARY KEY)")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    let lag = Replica::new(&replica_url).unwrap().lag(None).await;
+    assert!(
+        matches!(lag, outbox_archiver::db::replica::Lag::Behind(d) if d >= Duration::from_secs(1)),
+        "{lag}"
+    );
+    let ctx = env(&db, store.clone(), CUTOFF + DAY).with_stops(gate(
+        &replica_url,
+        Duration::from_secs(1),
+        Duration::from_secs(60),
+    ));
+    let summary = purge::run(&ctx, &purge_options(&db, &["a1"])).await;
+    assert!(summary.ok, "{}", summary.to_json());
+    let purged = purge_of(&summary, "a1");
+    assert_eq!(purged.purged_rows, 1_200);
+    assert!(
+        purged.replica_wait.replica_wait_ms >= 1_500,
+        "waited for the delayed replica: {}",
+        summary.to_json()
+    );
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_stopped_beyond_the_timeout_stops_purge_and_nothing_is_lost() {
     let (pair, db, s3, _store) = archived_on_a_replicated_primary().await;
     let replica_url = pair.replica_url(&db.name);
