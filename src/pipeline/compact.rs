@@ -97,22 +97,18 @@ impl AppWork for Compactor<'_> {
             Ok(()) => {}
             Err(e) => {
                 tracing::error!(app, error = %e, "compaction failed");
-                report.outcome = Outcome::Failed;
-                report.error = Some(e.to_string());
-                report.transient = match &e {
-                    AppError::Db(e) | AppError::Compact(CompactError::Db(e)) => e.is_transient(),
-                    AppError::Compact(CompactError::LockLost { .. })
-                    | AppError::Replica(LagStop::LockLost) => true,
-                    _ => false,
-                };
-                report.lost_lock = matches!(
+                let lost_lock = matches!(
                     e,
                     AppError::Compact(CompactError::LockLost { .. })
                         | AppError::Replica(LagStop::LockLost)
                 );
-                if let AppError::Replica(stop) = &e {
-                    report.stop_reason = Some(stop.stop_reason());
-                }
+                let transient = lost_lock
+                    || matches!(&e, AppError::Db(e) | AppError::Compact(CompactError::Db(e)) if e.is_transient());
+                let stop = match &e {
+                    AppError::Replica(stop) => Some(stop.stop_reason()),
+                    _ => None,
+                };
+                report.fail(&e, transient, lost_lock, stop);
             }
         }
         if report.outcome == Outcome::Done && !details.pending_thaw.is_empty() {

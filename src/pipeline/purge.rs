@@ -135,23 +135,19 @@ impl AppWork for Purger<'_> {
             Ok(()) => {}
             Err(e) => {
                 tracing::error!(app, error = %e, "purge failed");
-                report.outcome = Outcome::Failed;
-                report.error = Some(e.to_string());
-                // A lost lock too: another attempt takes it anew at the gate, or skips.
-                report.transient = match &e {
-                    AppError::Db(e) | AppError::Purge(PurgeError::Db(e)) => e.is_transient(),
-                    AppError::Purge(PurgeError::LockLost { .. })
-                    | AppError::Replica(LagStop::LockLost) => true,
-                    _ => false,
-                };
-                report.lost_lock = matches!(
+                let lost_lock = matches!(
                     e,
                     AppError::Purge(PurgeError::LockLost { .. })
                         | AppError::Replica(LagStop::LockLost)
                 );
-                if let AppError::Replica(stop) = &e {
-                    report.stop_reason = Some(stop.stop_reason());
-                }
+                // A lost lock too: another attempt takes it anew at the gate, or skips.
+                let transient = lost_lock
+                    || matches!(&e, AppError::Db(e) | AppError::Purge(PurgeError::Db(e)) if e.is_transient());
+                let stop = match &e {
+                    AppError::Replica(stop) => Some(stop.stop_reason()),
+                    _ => None,
+                };
+                report.fail(&e, transient, lost_lock, stop);
             }
         }
         match self

@@ -120,6 +120,25 @@ impl AppReport {
         next
     }
 
+    /// The app's work ended in `error`: failed, said, and whether another attempt may help
+    /// (`transient`), whether the lock was what was lost, and why the run ended if more
+    /// particular than "error".
+    pub fn fail(
+        &mut self,
+        error: &dyn std::fmt::Display,
+        transient: bool,
+        lost_lock: bool,
+        stop_reason: Option<String>,
+    ) {
+        self.outcome = Outcome::Failed;
+        self.error = Some(error.to_string());
+        self.transient = transient;
+        self.lost_lock = lost_lock;
+        if stop_reason.is_some() {
+            self.stop_reason = stop_reason;
+        }
+    }
+
     pub fn new(app_code: &str, outcome: Outcome) -> AppReport {
         AppReport {
             app_code: app_code.to_string(),
