@@ -90,6 +90,24 @@ async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     assert!(db.receipts("a1").await.is_empty(), "nothing committed");
     assert!(db.members("a1").await.is_empty());
 
+    // KILL is asynchronous: the killed session lets go of the lock a moment later.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+    loop {
+        let holder: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+            .bind(&name)
+            .fetch_one(&db.db.pool)
+            .await
+            .unwrap();
+        if holder.is_none() {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the killed session keeps the lock"
+        );
+        tokio::time::sleep(std::time::Duration::from_millis(20)).await;
+    }
+
     // With retries (the default) the app goes back through the gate — takes the lock anew,
     // re-reads the cursor — and finishes in the same run.
     opts.failpoints = kill_once();
