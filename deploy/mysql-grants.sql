@@ -33,8 +33,9 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_purger'@'%';
 
 -- restore and restore drills (by hand, by on-call): a separate role again, because it creates
 -- tables. Restoring into the live table (--into-source) additionally needs INSERT on it and
--- UPDATE on the receipts (the batch is marked restored, so purge never deletes its rows again);
--- grant that for the duration of an incident only.
+-- UPDATE on the receipts (the batch is marked restored, so purge never deletes its rows again),
+-- and, for a batch `compact` compacted, INSERT and UPDATE on the members (the rows put back get
+-- their member rows again); grant that for the duration of an incident only.
 -- CREATE USER IF NOT EXISTS 'outbox_restorer'@'%' IDENTIFIED BY 'CHANGE-ME';
 -- GRANT SELECT, CREATE, DROP, INSERT ON `wallet`.* TO 'outbox_restorer'@'%';
 

@@ -211,6 +211,33 @@ impl CompactQueries {
         })
     }
 
+    /// How many of a batch's member rows belong to rows no longer in the source table (what
+    /// compaction would delete), by a plain read.
+    pub async fn members_gone_from_source(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<u64, DbError> {
+        let spec = self.spec;
+        let sql = format!(
+            "SELECT COUNT(*) FROM {members} AS m LEFT JOIN {source} AS s \
+             ON s.{app_col} = m.app_code AND s.{event_col} = m.event_id \
+             WHERE m.app_code = ? AND m.batch_id = ? AND s.{event_col} IS NULL",
+            members = spec.members_table(),
+            source = spec.name,
+            app_col = spec.app_code,
+            event_col = spec.event_id,
+        );
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_one(pool)
+            .await
+            .context(|| format!("counting the member rows batch {batch_id} would lose"))?;
+        Ok(n.max(0) as u64)
+    }
+
     /// Bytes per member row, data and indexes, as information_schema estimates the members
     /// table (for `status`'s bytes saved); `None` on an empty table.
     pub async fn bytes_per_member(&self, pool: &MySqlPool) -> Result<Option<f64>, DbError> {

@@ -2,7 +2,7 @@
 //! superseded table (older versions of rows whose member row a later batch took over, SPEC
 //! §5.10). Written only inside the receipt transaction ([`super::record`]).
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use sqlx::{MySql, MySqlPool, QueryBuilder, Transaction};
 
@@ -127,16 +127,16 @@ impl Members {
     }
 
     /// Of these event ids of an app, those whose member row belongs to another batch than
-    /// `batch_id` (a later version of the row was archived there).
+    /// `batch_id`, with the version that batch holds.
     pub async fn owned_elsewhere(
         &self,
         pool: &MySqlPool,
         app: &str,
         batch_id: &str,
         event_ids: impl Iterator<Item = &str>,
-    ) -> Result<HashSet<String>, DbError> {
+    ) -> Result<HashMap<String, i64>, DbError> {
         let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT event_id FROM {} WHERE app_code = ",
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ",
             self.spec.members_table()
         ));
         qb.push_bind(app)
@@ -148,8 +148,8 @@ impl Members {
             ids.push_bind(id);
         }
         qb.push(")");
-        let rows: Vec<String> = qb
-            .build_query_scalar()
+        let rows: Vec<(String, i64)> = qb
+            .build_query_as()
             .fetch_all(pool)
             .await
             .context(|| format!("looking up members of app {app} in other batches"))?;

@@ -194,7 +194,7 @@ impl<'a> TargetTable<'a> {
         }
         if inserted > 0 {
             if let Some(source) = into_source {
-                mark_restored(&mut tx, spec, app, source, &all).await?;
+                mark_restored(&mut tx, spec, app, source, &all, inserted as usize).await?;
             }
         }
         tx.commit()
@@ -261,7 +261,7 @@ impl<'a> TargetTable<'a> {
             }
             loaded.inserted = missing.len() as u64;
             if let Some(source) = into_source {
-                mark_restored(&mut tx, spec, app, source, &missing).await?;
+                mark_restored(&mut tx, spec, app, source, &missing, missing.len()).await?;
             }
         }
         tx.commit()
@@ -368,16 +368,17 @@ fn stored_differently(
 /// Marks the batch restored into the source in the chunk's transaction — the rows are back: the
 /// batch is purge's to finish again, but marked, so only `purge --include-restored` takes them
 /// (`purged_rows` counts what is gone now) — gives the rows of a compacted batch their member
-/// rows back, and confirms the app's lock before the commit. `rows`: those put back (for a
-/// chunk inserted with IGNORE, all of it; rows already there keep the member row they have).
+/// rows back, and confirms the app's lock before the commit. `rows`: those that may have been
+/// put back (for a chunk inserted with IGNORE, all of it; rows already there keep the member row
+/// they have); `inserted`: how many were.
 async fn mark_restored(
     tx: &mut sqlx::Transaction<'_, MySql>,
     spec: &'static TableSpec,
     app: &str,
     source: IntoSource<'_>,
     rows: &[&Row],
+    inserted: usize,
 ) -> Result<(), LoadError> {
-    let inserted = rows.len();
     if let Some((manifest_sha256, verified_at_ms)) = source.compacted_owner {
         let layout = spec.layout();
         let members: Vec<crate::batch::Member> = rows

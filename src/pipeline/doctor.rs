@@ -148,8 +148,8 @@ impl CommandName {
             CommandName::RestoreIntoSource => vec![
                 (source, &[Select, Insert]),
                 (spec.receipts_table(), &[Select, Update]),
-                // A compacted batch's rows get their member rows back.
-                (spec.members_table(), &[Select, Insert]),
+                // A compacted batch's rows get their member rows back (an upsert: UPDATE too).
+                (spec.members_table(), &[Select, Insert, Update]),
                 (spec.superseded_table(), &[Select]),
                 (migrations, &[Select]),
             ],

@@ -338,7 +338,10 @@ impl<'a> Restorer<'a> {
         Ok(())
     }
 
-    /// `rows` without those whose event id another batch's member row owns.
+    /// `rows` without those whose event id another batch's member row owns in the same or a
+    /// newer version (that batch holds the row as it is now). A row whose event id another batch
+    /// holds in an *older* version is kept: loading it meets that row as a conflict, never a
+    /// silent overwrite or a silently stale row.
     async fn without_owned_elsewhere(
         &self,
         receipt: &StoredReceipt,
@@ -357,8 +360,13 @@ impl<'a> Restorer<'a> {
                 ids.iter().map(String::as_str),
             )
             .await?;
+        let updated = |r: &Row| r[layout.updated_at_ms].as_i64().unwrap_or_default();
         let before = rows.len();
-        rows.retain(|r| !elsewhere.contains(&id(r)));
+        rows.retain(|r| {
+            elsewhere
+                .get(&id(r))
+                .is_none_or(|&there| there < updated(r))
+        });
         details.superseded_rows += (before - rows.len()) as u64;
         Ok(rows)
     }

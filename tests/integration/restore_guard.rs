@@ -423,3 +423,28 @@ async fn only_a_batch_restore_put_back_is_marked_and_the_mark_can_be_overridden(
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_restore_into_the_source_counts_back_only_the_rows_it_put_back() {
+    let (db, _s3, store) = fixture().await;
+    let all = rows("a1", 30);
+    db.insert(&all).await;
+    let ctx = env(&db, store.clone(), T0 + 2 * DAY);
+    assert!(archive(&ctx, &options(&db, &["a1"], T0 + DAY)).await.ok);
+    assert!(purge::run(&ctx, &purge_options(&db, &["a1"])).await.ok);
+    // Ten of the rows are back already (as archived): the restore puts back the other twenty.
+    db.insert(&all[..10]).await;
+    let mut opts = into_source("a1");
+    opts.lock_prefix = db.lock_prefix();
+    let restored = restore::run(&ctx, &opts).await;
+    assert!(restored.ok, "{}", restored.to_json());
+    assert_eq!(restore_of(&restored, "a1").restored_rows, 20);
+    assert_eq!(restore_of(&restored, "a1").already_present_rows, 10);
+    assert_eq!(
+        db.count("SELECT purged_rows FROM wallet_outbox_archive_receipts WHERE app_code = 'a1'")
+            .await,
+        10,
+        "purged_rows goes down by the rows put back, not by the chunk"
+    );
+    db.drop().await;
+}
