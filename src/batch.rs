@@ -14,8 +14,8 @@ use sha2::{Digest as _, Sha256};
 
 use crate::codec::{self, Row, RowFacts, Value, ValueRef};
 use crate::digest::{Crc64Nvme, DigestWriter, Digester, ObjectDigest};
-use crate::format::{ContentFacts, Cursor};
-use crate::table::{Layout, TableSpec};
+use crate::format::{ContentFacts, Cursor, TotalValue};
+use crate::table::{Layout, TableSpec, TotalKind};
 use crate::timespec;
 
 /// One archived source row, as the receipt's member list records it.
@@ -87,14 +87,54 @@ struct Accumulator {
     first: Option<Cursor>,
     min_created: i64,
     max_created: i64,
-    totals: Vec<i128>,
+    totals: Vec<TotalSoFar>,
     members: Vec<Member>,
+}
+
+/// A control total being folded.
+enum TotalSoFar {
+    Sum(i128),
+    Sha256(Sha256),
+}
+
+impl TotalSoFar {
+    fn new(kind: TotalKind) -> TotalSoFar {
+        match kind {
+            TotalKind::Sum => TotalSoFar::Sum(0),
+            TotalKind::Sha256 => TotalSoFar::Sha256(Sha256::new()),
+        }
+    }
+
+    /// Folds in one row's value of the column: `int` for a sum, `bytes` for a hash.
+    fn add(&mut self, int: i64, bytes: Option<&Option<Vec<u8>>>) {
+        match self {
+            TotalSoFar::Sum(total) => *total += i128::from(int),
+            TotalSoFar::Sha256(hasher) => match bytes {
+                Some(Some(b)) => {
+                    hasher.update((b.len() as u64).to_be_bytes());
+                    hasher.update(b);
+                }
+                _ => hasher.update([0xFF; 8]),
+            },
+        }
+    }
+
+    fn finish(self) -> TotalValue {
+        match self {
+            TotalSoFar::Sum(total) => TotalValue::Sum(total),
+            TotalSoFar::Sha256(hasher) => TotalValue::Sha256(hex::encode(hasher.finalize())),
+        }
+    }
 }
 
 impl Accumulator {
     fn new(spec: &'static TableSpec) -> Accumulator {
         Accumulator {
-            totals: vec![0; spec.totals.len()],
+            totals: spec
+                .totals
+                .iter()
+                .map(|t| TotalSoFar::new(t.kind))
+                .collect(),
             spec,
             ndjson: Sha256::new(),
             bytes: 0,
@@ -107,8 +147,8 @@ impl Accumulator {
 
     /// Adds a row's facts and its encoded line (`\n` included).
     fn add(&mut self, facts: RowFacts, line: &[u8]) {
-        for (total, value) in self.totals.iter_mut().zip(facts.totals) {
-            *total += i128::from(value);
+        for (k, total) in self.totals.iter_mut().enumerate() {
+            total.add(facts.totals[k], facts.hashed[k].as_ref());
         }
         self.min_created = self.min_created.min(facts.created_at_ms);
         self.max_created = self.max_created.max(facts.created_at_ms);
@@ -147,7 +187,7 @@ impl Accumulator {
                 .totals
                 .iter()
                 .map(|t| t.field)
-                .zip(self.totals)
+                .zip(self.totals.into_iter().map(TotalSoFar::finish))
                 .collect(),
             ndjson_sha256: hex::encode(self.ndjson.finalize()),
             uncompressed_bytes: self.bytes,
@@ -667,11 +707,17 @@ mod tests {
         assert_eq!((c.min_created_at_ms, c.max_created_at_ms), (95, 195));
         assert_eq!(
             c.totals[0],
-            ("available_delta_total", 2 * i128::from(i64::MAX) + 5)
+            (
+                "available_delta_total",
+                TotalValue::Sum(2 * i128::from(i64::MAX) + 5)
+            )
         );
         assert_eq!(
             c.totals[1],
-            ("frozen_delta_total", -(2 * i128::from(i64::MAX) + 5))
+            (
+                "frozen_delta_total",
+                TotalValue::Sum(-(2 * i128::from(i64::MAX) + 5))
+            )
         );
         let members: Vec<_> = batch.members.iter().map(|m| m.event_id.as_str()).collect();
         assert_eq!(
@@ -682,6 +728,53 @@ mod tests {
         assert_eq!(batch.gzip_digest, ObjectDigest::of(&batch.gzip));
         // gzip header: magic, deflate, no flags, mtime 0.
         assert_eq!(&batch.gzip[..8], &[0x1f, 0x8b, 8, 0, 0, 0, 0, 0]);
+    }
+
+    /// room_outbox's totals: the rooms' ids summed and the envelopes hashed in cursor order (the
+    /// vector is Python's `hashlib` over each envelope's 8-byte big-endian length and bytes), the
+    /// same from the encoder and from reading the object back.
+    #[test]
+    fn hashed_totals_fold_envelopes_in_order() {
+        use crate::codec::tests::room_row;
+        use crate::table::ROOM_OUTBOX;
+        let rows = [
+            room_row("r1", 5, b""),
+            room_row("r2", -2, b"\x00"),
+            room_row("r3", 40, b"\x01\x02\x03"),
+        ];
+        let mut enc = BatchEncoder::new(&ROOM_OUTBOX, BIG, 6);
+        for r in &rows {
+            enc.push(EncodedRow::of_row(&ROOM_OUTBOX, "a", r).unwrap())
+                .unwrap();
+        }
+        let batch = enc.finish().unwrap().unwrap();
+        assert_eq!(
+            batch.content.totals,
+            [
+                ("room_id_total", TotalValue::Sum(43)),
+                (
+                    "envelope_sha256",
+                    TotalValue::Sha256(
+                        "91bd19adca9b2bc88494c835973f71823e02652fdeed0e0467b2a10c3aaad5a8".into()
+                    )
+                ),
+            ]
+        );
+        let mut reader = DataReader::new(&ROOM_OUTBOX, "a");
+        for c in batch.gzip.chunks(3) {
+            reader.update(c);
+        }
+        let (content, _) = reader.finish().content.unwrap();
+        assert_eq!(content, batch.content);
+        // Another order is another total: the hash is over cursor order, not a set.
+        let mut enc = BatchEncoder::new(&ROOM_OUTBOX, BIG, 6);
+        for r in rows.iter().rev() {
+            enc.push(EncodedRow::of_row(&ROOM_OUTBOX, "a", r).unwrap())
+                .unwrap();
+        }
+        let reversed = enc.finish().unwrap().unwrap();
+        assert_ne!(reversed.content.totals[1], batch.content.totals[1]);
+        assert_eq!(reversed.content.totals[0], batch.content.totals[0]);
     }
 
     #[test]

@@ -29,10 +29,26 @@ pub struct ContentFacts {
     pub last: Cursor,
     pub min_created_at_ms: i64,
     pub max_created_at_ms: i64,
-    /// `(field, exact sum)` in the table's order.
-    pub totals: Vec<(&'static str, i128)>,
+    /// `(field, value)` in the table's order.
+    pub totals: Vec<(&'static str, TotalValue)>,
     pub ndjson_sha256: String,
     pub uncompressed_bytes: u64,
+}
+
+/// A control total's value: an exact sum, or a SHA-256 (see [`crate::table::TotalKind`]).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum TotalValue {
+    Sum(i128),
+    Sha256(String),
+}
+
+impl std::fmt::Display for TotalValue {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            TotalValue::Sum(v) => write!(f, "{v}"),
+            TotalValue::Sha256(hex) => f.write_str(hex),
+        }
+    }
 }
 
 impl std::fmt::Display for Cursor {
@@ -72,7 +88,7 @@ impl ContentFacts {
             self.max_created_at_ms.to_string(),
             other.max_created_at_ms.to_string(),
         );
-        let total = |t: &[(&'static str, i128)], i: usize| {
+        let total = |t: &[(&'static str, TotalValue)], i: usize| {
             t.get(i)
                 .map_or("absent".to_string(), |(_, v)| v.to_string())
         };
@@ -356,8 +372,11 @@ mod tests {
             min_created_at_ms: 1_699_999_999_000,
             max_created_at_ms: 1_700_000_000_400,
             totals: vec![
-                ("available_delta_total", i128::from(i64::MAX) * 3),
-                ("frozen_delta_total", -7),
+                (
+                    "available_delta_total",
+                    TotalValue::Sum(i128::from(i64::MAX) * 3),
+                ),
+                ("frozen_delta_total", TotalValue::Sum(-7)),
             ],
             ndjson_sha256: "ab".repeat(32),
             uncompressed_bytes: 1234,
@@ -370,7 +389,7 @@ mod tests {
         assert!(a.differences(&a).is_empty());
         let mut b = facts();
         b.row_count = 4;
-        b.totals[1].1 = 8;
+        b.totals[1].1 = TotalValue::Sum(8);
         b.last.event_id = "e-4".into();
         let fields: Vec<_> = a.differences(&b).into_iter().map(|d| d.0).collect();
         assert_eq!(fields, ["row_count", "last_cursor", "frozen_delta_total"]);

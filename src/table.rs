@@ -4,7 +4,8 @@
 //!
 //! Everything else — the SELECT list, the NDJSON line, the manifest's totals, the names of the
 //! archiver's own tables, indexes and lock — is derived from a [`TableSpec`]. A second outbox
-//! table is one more `static` here plus its migration, not a copy of the code.
+//! table is one more `static` here, not a copy of the code: its own tables are derived from it
+//! too (`db::owned`).
 
 /// How a column is read from MySQL and written into an NDJSON line.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -40,13 +41,46 @@ pub struct Column {
     pub kind: Kind,
 }
 
-/// A signed 64-bit column summed into a control total (an exact decimal string in the manifest
-/// and the receipt, because the sum of many 64-bit values does not fit in 64 bits).
+/// A control total over one column of a batch's rows, written as a string in the manifest and
+/// the receipt.
 #[derive(Debug, Clone, Copy)]
 pub struct Total {
     pub column: &'static str,
     /// The field name in the manifest and the column name in the receipts table.
     pub field: &'static str,
+    pub kind: TotalKind,
+}
+
+/// How a control total folds a column.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum TotalKind {
+    /// The exact sum of a signed 64-bit column, as a decimal string (the sum of many 64-bit
+    /// values does not fit in 64 bits).
+    Sum,
+    /// SHA-256 (lowercase hex) over the column's values in cursor order, each as its length in
+    /// 8 bytes big-endian and then its bytes (NULL: eight 0xFF bytes, nothing after): exact for
+    /// values no sum can total, such as a protobuf envelope.
+    Sha256,
+}
+
+impl Total {
+    /// A summed total.
+    pub const fn sum(column: &'static str, field: &'static str) -> Total {
+        Total {
+            column,
+            field,
+            kind: TotalKind::Sum,
+        }
+    }
+
+    /// A hashed total.
+    pub const fn sha256(column: &'static str, field: &'static str) -> Total {
+        Total {
+            column,
+            field,
+            kind: TotalKind::Sha256,
+        }
+    }
 }
 
 /// An outbox table the archiver knows.
@@ -64,6 +98,21 @@ pub struct TableSpec {
     pub retention_index: &'static str,
     /// The reference DDL of the source table, for `migrate --with-source-table`.
     pub source_ddl: &'static str,
+    /// What the names of the archiver's own tables start with (`wallet_outbox_archive` →
+    /// `wallet_outbox_archive_receipts`, …).
+    pub owned_prefix: &'static str,
+    /// How the archiver's own tables are made.
+    pub owned_by: OwnedBy,
+}
+
+/// How a table's owned tables are made and kept up to date.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OwnedBy {
+    /// The `migrations/` history (wallet_outbox: deployments that predate profiles upgrade
+    /// through it).
+    Migrations,
+    /// `CREATE TABLE` statements derived from the spec (`db::owned`).
+    Spec,
 }
 
 /// Positions of the role columns within a row, resolved once per table.
@@ -113,28 +162,28 @@ impl TableSpec {
     }
 
     pub fn receipts_table(&self) -> String {
-        format!("{}_archive_receipts", self.name)
+        format!("{}_receipts", self.owned_prefix)
     }
 
     pub fn members_table(&self) -> String {
-        format!("{}_archive_members", self.name)
+        format!("{}_members", self.owned_prefix)
     }
 
     /// Older versions of source rows whose member row a later batch took over.
     pub fn superseded_table(&self) -> String {
-        format!("{}_archive_superseded", self.name)
+        format!("{}_superseded", self.owned_prefix)
     }
 
     pub fn drills_table(&self) -> String {
-        format!("{}_archive_drills", self.name)
+        format!("{}_drills", self.owned_prefix)
     }
 
     pub fn runs_table(&self) -> String {
-        format!("{}_archive_runs", self.name)
+        format!("{}_runs", self.owned_prefix)
     }
 
     pub fn cursor_index(&self) -> String {
-        format!("idx_{}_archive_cursor", self.name)
+        format!("idx_{}_cursor", self.owned_prefix)
     }
 }
 
@@ -185,21 +234,51 @@ pub static WALLET_OUTBOX: TableSpec = TableSpec {
     created_at_ms: "created_at_ms",
     status: "status",
     totals: &[
-        Total {
-            column: "available_delta",
-            field: "available_delta_total",
-        },
-        Total {
-            column: "frozen_delta",
-            field: "frozen_delta_total",
-        },
+        Total::sum("available_delta", "available_delta_total"),
+        Total::sum("frozen_delta", "frozen_delta_total"),
     ],
     retention_index: "idx_wallet_outbox_retention",
     source_ddl: include_str!("../migrations/reference/wallet_outbox.sql"),
+    owned_prefix: "wallet_outbox_archive",
+    owned_by: OwnedBy::Migrations,
+};
+
+/// room-service's outbox (the room seed): a protobuf envelope in a BLOB, archived as base64;
+/// no money columns, so its exact totals are the rooms' ids summed and the envelopes hashed.
+pub static ROOM_OUTBOX: TableSpec = TableSpec {
+    name: "room_outbox",
+    columns: &[
+        col("app_code", Kind::Text),
+        col("event_id", Kind::Text),
+        col("event_type", Kind::Text),
+        col("room_id", Kind::Int),
+        col("status", Kind::Text),
+        col("worker_id", Kind::Text),
+        col("lock_until_ms", Kind::NullableInt),
+        col_as("envelope", "envelope_base64", Kind::Blob),
+        col("created_at_ms", Kind::Int),
+        col("retry_count", Kind::Int),
+        col("next_retry_at_ms", Kind::Int),
+        col("last_error", Kind::NullableText),
+        col("updated_at_ms", Kind::Int),
+    ],
+    app_code: "app_code",
+    event_id: "event_id",
+    updated_at_ms: "updated_at_ms",
+    created_at_ms: "created_at_ms",
+    status: "status",
+    totals: &[
+        Total::sum("room_id", "room_id_total"),
+        Total::sha256("envelope", "envelope_sha256"),
+    ],
+    retention_index: "idx_room_outbox_retention",
+    source_ddl: include_str!("../migrations/reference/room_outbox.sql"),
+    owned_prefix: "room_outbox_archive",
+    owned_by: OwnedBy::Spec,
 };
 
 /// Every table this build can archive.
-pub static TABLES: &[&TableSpec] = &[&WALLET_OUTBOX];
+pub static TABLES: &[&TableSpec] = &[&WALLET_OUTBOX, &ROOM_OUTBOX];
 
 /// Looks up `--table`.
 pub fn find(name: &str) -> Option<&'static TableSpec> {
@@ -238,7 +317,7 @@ mod tests {
                 assert!(c
                     .json_key
                     .bytes()
-                    .all(|b| b.is_ascii_lowercase() || b == b'_'));
+                    .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
             }
         }
     }

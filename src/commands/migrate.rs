@@ -1,9 +1,10 @@
-//! `migrate` — applies `migrations/` (the archiver's receipts and members tables); with
+//! `migrate` — makes the archiver's own tables for `--table` (wallet_outbox: applies
+//! `migrations/`; another table: creates them from its spec, `db::owned`); with
 //! `--with-source-table` also creates the reference source table, for demos and tests.
 
 use crate::db::{self, Db};
 use crate::summary::Summary;
-use crate::table::TableSpec;
+use crate::table::{OwnedBy, TableSpec};
 
 #[derive(Debug, Clone, Default)]
 pub struct MigrateOptions {
@@ -14,7 +15,10 @@ pub async fn run(db: &Db, spec: &'static TableSpec, opts: &MigrateOptions) -> Su
     let mut summary = Summary::new("migrate");
     summary.table = Some(spec.name.to_string());
     let result = async {
-        db::migrate(&db.pool).await?;
+        match spec.owned_by {
+            OwnedBy::Migrations => db::migrate(&db.pool).await?,
+            OwnedBy::Spec => db::owned::create_owned_tables(&db.pool, spec).await?,
+        }
         if opts.with_source_table {
             db::create_source_table(&db.pool, spec).await?;
         }

@@ -8,6 +8,7 @@ pub mod compact;
 pub mod drills;
 pub mod lock;
 pub mod members;
+pub mod owned;
 pub mod preflight;
 pub mod purge;
 pub mod receipts;
@@ -40,6 +41,12 @@ pub enum DbError {
     Unreachable { url: String, detail: String },
     #[error("the archiver's tables are not up to date (migration {missing} is not applied): run `outbox-archiver migrate` first")]
     NotMigrated { missing: String },
+    #[error("the archiver's table {table} {problem}: run `outbox-archiver migrate --table {table_flag}` (and check --table: another table's archiver tables do not fit this one)")]
+    OwnedTable {
+        table: String,
+        problem: String,
+        table_flag: String,
+    },
     #[error("source table {table} is missing (check --table and --database-url)")]
     NoSourceTable { table: String },
     #[error("{table}.{column} compares with collation {found}, {why}; fix it with: {fix}")]

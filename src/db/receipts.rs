@@ -7,9 +7,9 @@ use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
 
 use super::{Context, DbError};
 use crate::digest::ObjectDigest;
-use crate::format::{ContentFacts, Cursor, MembersDigest, ObjectKeys};
+use crate::format::{ContentFacts, Cursor, MembersDigest, ObjectKeys, TotalValue};
 use crate::protection::{LockMode, ObjectLock, Protection, VerifiedBy};
-use crate::table::TableSpec;
+use crate::table::{TableSpec, TotalKind};
 
 pub const STATE_VERIFIED: &str = "VERIFIED";
 
@@ -455,9 +455,12 @@ fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error
     let mut totals = Vec::new();
     for total in spec.totals {
         let value = text(total.field)?;
-        let parsed = value.parse::<i128>().map_err(|_| {
-            sqlx::Error::Decode(format!("{} {value:?} is not a decimal", total.field).into())
-        })?;
+        let parsed = match total.kind {
+            TotalKind::Sum => TotalValue::Sum(value.parse::<i128>().map_err(|_| {
+                sqlx::Error::Decode(format!("{} {value:?} is not a decimal", total.field).into())
+            })?),
+            TotalKind::Sha256 => TotalValue::Sha256(value),
+        };
         totals.push((total.field, parsed));
     }
     let cursor = |at: &str, id: &str| -> Result<Cursor, sqlx::Error> {

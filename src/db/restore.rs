@@ -15,7 +15,8 @@ use super::source::{decode_row, values_of};
 use super::{Context, DbError, IfPresent};
 use crate::batch::Member;
 use crate::codec::{Row, Value};
-use crate::table::TableSpec;
+use crate::format::TotalValue;
+use crate::table::{TableSpec, TotalKind};
 
 /// Rows per insert transaction.
 pub const RESTORE_CHUNK: usize = 500;
@@ -90,7 +91,9 @@ pub struct Loaded {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableFacts {
     pub rows: u64,
-    pub totals: Vec<i128>,
+    /// The control totals as the database computes them (a sum) or as its rows in cursor order
+    /// hash (a hashed total).
+    pub totals: Vec<TotalValue>,
     pub members: Vec<Member>,
 }
 
@@ -284,13 +287,46 @@ impl<'a> TargetTable<'a> {
             .context(|| format!("decoding a row of {table}"))
     }
 
+    /// The hashed total of `column` over the table's rows in cursor order (as
+    /// [`TotalKind::Sha256`] defines it), streamed.
+    async fn hash_column(&self, pool: &MySqlPool, column: &str) -> Result<TotalValue, DbError> {
+        use futures_util::TryStreamExt;
+        use sha2::Digest as _;
+        let (spec, table) = (self.spec, self.name);
+        let sql = format!(
+            "SELECT {column} FROM {table} ORDER BY {}, {}",
+            spec.updated_at_ms, spec.event_id
+        );
+        let mut hasher = sha2::Sha256::new();
+        let query = sqlx::query_scalar::<_, Option<Vec<u8>>>(AssertSqlSafe(sql));
+        let mut values = query.fetch(pool);
+        while let Some(value) = values
+            .try_next()
+            .await
+            .context(|| format!("hashing {table}.{column}"))?
+        {
+            match value {
+                Some(bytes) => {
+                    hasher.update((bytes.len() as u64).to_be_bytes());
+                    hasher.update(&bytes);
+                }
+                None => hasher.update([0xFF; 8]),
+            }
+        }
+        Ok(TotalValue::Sha256(hex::encode(hasher.finalize())))
+    }
+
     /// Counts, sums and lists the rows of `table` (a drill's scratch table: one batch).
     pub async fn facts(&self, pool: &MySqlPool) -> Result<TableFacts, DbError> {
         let (spec, table) = (self.spec, self.name);
+        // A hashed total's place is taken by a constant; it is hashed from its rows below.
         let sums: Vec<String> = spec
             .totals
             .iter()
-            .map(|t| format!(", CAST(COALESCE(SUM({}), 0) AS CHAR)", t.column))
+            .map(|t| match t.kind {
+                TotalKind::Sum => format!(", CAST(COALESCE(SUM({}), 0) AS CHAR)", t.column),
+                TotalKind::Sha256 => ", ''".to_string(),
+            })
             .collect();
         let sql = format!("SELECT COUNT(*){} FROM {table}", sums.concat());
         let row = sqlx::query(AssertSqlSafe(sql))
@@ -299,13 +335,16 @@ impl<'a> TargetTable<'a> {
             .context(|| format!("summing {table}"))?;
         let count: i64 = sqlx::Row::try_get(&row, 0).context(|| format!("summing {table}"))?;
         let mut totals = Vec::new();
-        for i in 0..spec.totals.len() {
+        for (i, total) in spec.totals.iter().enumerate() {
             let text: String =
                 sqlx::Row::try_get(&row, i + 1).context(|| format!("summing {table}"))?;
-            totals.push(text.parse().map_err(|_| DbError::Query {
-                context: format!("summing {table}"),
-                source: sqlx::Error::Decode(format!("{text:?} is not a decimal").into()),
-            })?);
+            totals.push(match total.kind {
+                TotalKind::Sum => TotalValue::Sum(text.parse().map_err(|_| DbError::Query {
+                    context: format!("summing {table}"),
+                    source: sqlx::Error::Decode(format!("{text:?} is not a decimal").into()),
+                })?),
+                TotalKind::Sha256 => self.hash_column(pool, total.column).await?,
+            });
         }
         let sql = format!(
             "SELECT {}, {} FROM {table} ORDER BY {} ",

@@ -6,7 +6,7 @@
 use sqlx::{MySql, QueryBuilder};
 
 use super::{Context, Db, DbError, MIGRATOR};
-use crate::table::TableSpec;
+use crate::table::{OwnedBy, TableSpec};
 
 impl Db {
     /// Fails with a message naming the next step if the source table is not there or the
@@ -25,7 +25,9 @@ impl Db {
                 table: spec.name.to_string(),
             });
         }
-        let applied: Vec<i64> = if tables.iter().any(|t| t == "_sqlx_migrations") {
+        let applied: Vec<i64> = if spec.owned_by == OwnedBy::Migrations
+            && tables.iter().any(|t| t == "_sqlx_migrations")
+        {
             sqlx::query_scalar("SELECT version FROM _sqlx_migrations WHERE success = 1")
                 .fetch_all(&self.pool)
                 .await
@@ -33,11 +35,14 @@ impl Db {
         } else {
             Vec::new()
         };
-        if let Some(missing) = MIGRATOR.iter().find(|m| !applied.contains(&m.version)) {
-            return Err(DbError::NotMigrated {
-                missing: format!("{} {}", missing.version, missing.description),
-            });
+        if spec.owned_by == OwnedBy::Migrations {
+            if let Some(missing) = MIGRATOR.iter().find(|m| !applied.contains(&m.version)) {
+                return Err(DbError::NotMigrated {
+                    missing: format!("{} {}", missing.version, missing.description),
+                });
+            }
         }
+        self.check_owned_tables(spec).await?;
         self.check_collations(spec).await
     }
 

@@ -452,7 +452,12 @@ impl<'a> Restorer<'a> {
                 facts.rows, receipt.content.row_count
             ));
         }
-        let totals: Vec<i128> = receipt.content.totals.iter().map(|(_, v)| *v).collect();
+        let totals: Vec<crate::format::TotalValue> = receipt
+            .content
+            .totals
+            .iter()
+            .map(|(_, v)| v.clone())
+            .collect();
         if facts.totals != totals {
             problems.push(format!("totals {:?} != receipt {totals:?}", facts.totals));
         }

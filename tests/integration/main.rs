@@ -32,5 +32,6 @@ mod status;
 mod stops;
 mod store_contract;
 mod support;
+mod tables;
 mod verify;
 mod write_once;

@@ -9,7 +9,7 @@ use outbox_archiver::db::receipts::Receipts;
 use outbox_archiver::db::record::{Cut, Receipt, RecordError, Recorder};
 use outbox_archiver::digest::ObjectDigest;
 use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::format::{object_keys, ContentFacts, Cursor};
+use outbox_archiver::format::{object_keys, ContentFacts, Cursor, TotalValue};
 use outbox_archiver::store::PutMode;
 use outbox_archiver::summary::Outcome;
 use outbox_archiver::table::WALLET_OUTBOX;
@@ -36,8 +36,11 @@ fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
             min_created_at_ms: 1,
             max_created_at_ms: 2,
             totals: vec![
-                ("available_delta_total", 18_446_744_073_709_551_614),
-                ("frozen_delta_total", -3),
+                (
+                    "available_delta_total",
+                    TotalValue::Sum(18_446_744_073_709_551_614),
+                ),
+                ("frozen_delta_total", TotalValue::Sum(-3)),
             ],
             ndjson_sha256: "a".repeat(64),
             uncompressed_bytes: 1000,

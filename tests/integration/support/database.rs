@@ -10,7 +10,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use outbox_archiver::codec::Row;
 use outbox_archiver::db::source::decode_row;
 use outbox_archiver::db::{self, Db};
-use outbox_archiver::table::WALLET_OUTBOX;
+use outbox_archiver::table::{TableSpec, WALLET_OUTBOX};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 use tokio::sync::OnceCell;
 
@@ -98,6 +98,8 @@ pub struct TestDb {
     pub name: String,
     pub url: String,
     pub db: Db,
+    /// The outbox table this database holds (wallet_outbox unless made with [`TestDb::for_table`]).
+    pub spec: &'static TableSpec,
 }
 
 impl TestDb {
@@ -105,8 +107,40 @@ impl TestDb {
         TestDb::on(&server_url().await).await
     }
 
+    /// A database of its own with `spec`'s reference source table and owned tables, made by
+    /// `migrate --with-source-table` as an operator would.
+    pub async fn for_table(spec: &'static TableSpec) -> TestDb {
+        TestDb::for_table_on(&server_url().await, spec).await
+    }
+
+    /// As [`TestDb::for_table`], on the server at `server`.
+    pub async fn for_table_on(server: &str, spec: &'static TableSpec) -> TestDb {
+        let mut db = TestDb::empty(server).await;
+        db.spec = spec;
+        let migrated = outbox_archiver::commands::migrate::run(
+            &db.db,
+            spec,
+            &outbox_archiver::commands::migrate::MigrateOptions {
+                with_source_table: true,
+            },
+        )
+        .await;
+        assert!(migrated.ok, "{:?}", migrated.error);
+        db
+    }
+
     /// A database of its own on the server at `server` (a URL with no database part).
     pub async fn on(server: &str) -> TestDb {
+        let db = TestDb::empty(server).await;
+        db::migrate(&db.db.pool).await.unwrap();
+        db::create_source_table(&db.db.pool, &WALLET_OUTBOX)
+            .await
+            .unwrap();
+        db
+    }
+
+    /// A database of its own with no tables.
+    pub async fn empty(server: &str) -> TestDb {
         let server = server.to_string();
         let n = COUNTER.fetch_add(1, Ordering::SeqCst);
         let name = format!("oat_{}_{n}", std::process::id());
@@ -125,11 +159,12 @@ impl TestDb {
         let db = Db::connect(&url, 6)
             .await
             .expect("connects to the test database");
-        db::migrate(&db.pool).await.unwrap();
-        db::create_source_table(&db.pool, &WALLET_OUTBOX)
-            .await
-            .unwrap();
-        TestDb { name, url, db }
+        TestDb {
+            name,
+            url,
+            db,
+            spec: &WALLET_OUTBOX,
+        }
     }
 
     /// A lock prefix unique to this test, so parallel tests never share an advisory lock.
@@ -138,7 +173,7 @@ impl TestDb {
     }
 
     pub async fn insert(&self, rows: &[Row]) {
-        outbox_archiver::seed::insert_rows(&self.db.pool, &WALLET_OUTBOX, rows)
+        outbox_archiver::seed::insert_rows(&self.db.pool, self.spec, rows)
             .await
             .unwrap();
     }
@@ -152,7 +187,11 @@ impl TestDb {
 
     /// The (event_id, updated_at_ms, batch_id) of every member of `app`, by event id.
     pub async fn members(&self, app: &str) -> Vec<(String, i64, String)> {
-        sqlx::query_as("SELECT event_id, updated_at_ms, batch_id FROM wallet_outbox_archive_members WHERE app_code = ? ORDER BY event_id")
+        let sql = format!(
+            "SELECT event_id, updated_at_ms, batch_id FROM {} WHERE app_code = ? ORDER BY event_id",
+            self.spec.members_table()
+        );
+        sqlx::query_as(AssertSqlSafe(sql))
             .bind(app)
             .fetch_all(&self.db.pool)
             .await
@@ -161,18 +200,20 @@ impl TestDb {
 
     /// Every receipt row as (batch_id, data_object_key, row_count, manifest_sha256), by batch id.
     pub async fn receipts(&self, app: &str) -> Vec<(String, String, i64, String)> {
-        sqlx::query_as(
-            "SELECT batch_id, data_object_key, row_count, manifest_sha256 FROM wallet_outbox_archive_receipts WHERE app_code = ? ORDER BY batch_id",
-        )
-        .bind(app)
-        .fetch_all(&self.db.pool)
-        .await
-        .unwrap()
+        let sql = format!(
+            "SELECT batch_id, data_object_key, row_count, manifest_sha256 FROM {} WHERE app_code = ? ORDER BY batch_id",
+            self.spec.receipts_table()
+        );
+        sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .fetch_all(&self.db.pool)
+            .await
+            .unwrap()
     }
 
     /// Source rows that must be archived: delivered and below the cutoff, in cursor order.
     pub async fn expected_rows(&self, app: &str, cutoff_ms: i64) -> Vec<Row> {
-        let pages = outbox_archiver::db::source::SourceTable::new(&WALLET_OUTBOX);
+        let pages = outbox_archiver::db::source::SourceTable::new(self.spec);
         let mut rows = Vec::new();
         let mut after = None;
         loop {
@@ -193,7 +234,7 @@ impl TestDb {
             after = Some(page.last().unwrap().cursor());
             // Through the archive's own encoding: the line a row becomes, read back.
             rows.extend(page.iter().map(|r| {
-                outbox_archiver::codec::decode_line(&WALLET_OUTBOX, &r.line[..r.line.len() - 1], 1)
+                outbox_archiver::codec::decode_line(self.spec, &r.line[..r.line.len() - 1], 1)
                     .unwrap()
             }));
         }
@@ -252,7 +293,7 @@ pub fn kill_all(url: &str, find: &'static str, arg: &str) {
 pub async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
     let sql = format!(
         "SELECT {} FROM {table} WHERE app_code = ? ORDER BY updated_at_ms, event_id",
-        WALLET_OUTBOX.select_list()
+        db.spec.select_list()
     );
     let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(app)
@@ -260,6 +301,6 @@ pub async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
         .await
         .unwrap();
     rows.iter()
-        .map(|r| decode_row(&WALLET_OUTBOX, r).unwrap())
+        .map(|r| decode_row(db.spec, r).unwrap())
         .collect()
 }

@@ -13,14 +13,14 @@ use outbox_archiver::pipeline::RunContext;
 use outbox_archiver::store::ObjectStore;
 use outbox_archiver::summary::details::{ArchiveApp, PurgeApp, RestoreApp, StatusApp, VerifyRun};
 use outbox_archiver::summary::{AppDetails, AppReport, RunDetails, Summary};
-use outbox_archiver::table::WALLET_OUTBOX;
+use outbox_archiver::table::{TableSpec, WALLET_OUTBOX};
 use tokio_util::sync::CancellationToken;
 
 use super::{TestDb, TestS3};
 
 pub fn env(db: &TestDb, store: Arc<dyn ObjectStore>, now_ms: i64) -> RunContext {
     RunContext::new(
-        &WALLET_OUTBOX,
+        db.spec,
         db.db.clone(),
         store,
         CancellationToken::new(),
@@ -31,7 +31,7 @@ pub fn env(db: &TestDb, store: Arc<dyn ObjectStore>, now_ms: i64) -> RunContext 
 /// The database side of a run (what `status` works with), at a fixed clock.
 pub fn db_context(db: &TestDb, now_ms: i64) -> outbox_archiver::pipeline::DbContext {
     outbox_archiver::pipeline::DbContext::new(
-        &WALLET_OUTBOX,
+        db.spec,
         db.db.clone(),
         CancellationToken::new(),
         Arc::new(move || now_ms),
@@ -195,9 +195,32 @@ pub fn report<'s>(summary: &'s Summary, app: &str) -> &'s AppReport {
 
 /// The position of `column` in a wallet_outbox [`Row`], from the table description.
 pub fn at(column: &str) -> usize {
-    WALLET_OUTBOX
-        .columns
+    at_in(&WALLET_OUTBOX, column)
+}
+
+/// The position of `column` in a [`Row`] of `spec`'s table.
+pub fn at_in(spec: &TableSpec, column: &str) -> usize {
+    spec.columns
         .iter()
         .position(|c| c.name == column)
-        .unwrap_or_else(|| panic!("wallet_outbox has no column {column}"))
+        .unwrap_or_else(|| panic!("{} has no column {column}", spec.name))
+}
+
+/// A delivered room_outbox row (the room seed's columns) with `envelope` as its protobuf bytes.
+pub fn room_row(app: &str, event_id: &str, updated_at_ms: i64, envelope: Vec<u8>) -> Row {
+    vec![
+        Value::Text(app.into()),
+        Value::Text(event_id.into()),
+        Value::Text("GiftSent".into()),
+        Value::Int(updated_at_ms % 9_973 - 4_000),
+        Value::Text("DELIVERED".into()),
+        Value::Text(String::new()),
+        Value::Null,
+        Value::Bytes(envelope),
+        Value::Int(updated_at_ms - 10),
+        Value::Int(0),
+        Value::Int(0),
+        Value::Null,
+        Value::Int(updated_at_ms),
+    ]
 }

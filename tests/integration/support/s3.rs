@@ -8,7 +8,6 @@ use futures_util::TryStreamExt;
 use outbox_archiver::codec::{self, Row};
 use outbox_archiver::local_s3::LocalS3;
 use outbox_archiver::store::{self, Location, ObjectStore, S3Settings};
-use outbox_archiver::table::WALLET_OUTBOX;
 
 use super::{TestDb, COUNTER};
 
@@ -104,13 +103,15 @@ impl TestS3 {
 
 /// Every row in every data object the receipts of `app` reference, in receipt cursor order.
 pub async fn archived_rows(db: &TestDb, store: &dyn ObjectStore, app: &str) -> Vec<Row> {
-    let keys: Vec<String> = sqlx::query_scalar(
-        "SELECT data_object_key FROM wallet_outbox_archive_receipts WHERE app_code = ? ORDER BY last_updated_at_ms, last_event_id",
-    )
-    .bind(app)
-    .fetch_all(&db.db.pool)
-    .await
-    .unwrap();
+    let sql = format!(
+        "SELECT data_object_key FROM {} WHERE app_code = ? ORDER BY last_updated_at_ms, last_event_id",
+        db.spec.receipts_table()
+    );
+    let keys: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+        .bind(app)
+        .fetch_all(&db.db.pool)
+        .await
+        .unwrap();
     let mut rows = Vec::new();
     for key in keys {
         let bytes = store::get_all(store, &key)
@@ -125,7 +126,7 @@ pub async fn archived_rows(db: &TestDb, store: &dyn ObjectStore, app: &str) -> V
             .filter(|l| !l.is_empty())
             .enumerate()
         {
-            rows.push(codec::decode_line(&WALLET_OUTBOX, line, i as u64 + 1).unwrap());
+            rows.push(codec::decode_line(db.spec, line, i as u64 + 1).unwrap());
         }
     }
     rows

@@ -1,0 +1,314 @@
+//! The archiver's own tables for any [`TableSpec`], as `CREATE TABLE` statements derived from the
+//! spec: the receipts table carries one column per control total, every name comes from the
+//! spec's prefix. wallet_outbox's tables are made by the `migrations/` history instead (existing
+//! deployments upgrade through it); a test holds the two to the same columns and indexes, so a
+//! new migration without its twin here fails the build's tests.
+//!
+//! [`Db::check_owned_tables`] compares a database's tables with these: a table made for another
+//! profile, or by an older build, is refused with the command that fixes it.
+
+use sqlx::{Executor, MySql, Pool};
+
+use super::{Context, Db, DbError};
+use crate::table::{TableSpec, TotalKind};
+
+const APP_CODE: &str = "VARCHAR(32) NOT NULL";
+const EVENT_ID: &str = "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL";
+const BATCH_ID: &str = "CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL";
+const SHA256: &str = "CHAR(64) CHARACTER SET ascii NOT NULL";
+const CRC64: &str = "VARCHAR(20) CHARACTER SET ascii NOT NULL";
+const TABLE_OPTIONS: &str =
+    "ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci";
+
+/// One owned table: its name, columns (name and SQL type, in table order) and keys.
+#[derive(Debug, Clone)]
+pub struct OwnedTable {
+    pub name: String,
+    pub columns: Vec<(String, String)>,
+    /// `PRIMARY KEY (…)` and `KEY name (…)` clauses.
+    pub keys: Vec<String>,
+}
+
+impl OwnedTable {
+    pub fn create_statement(&self) -> String {
+        let mut lines: Vec<String> = self
+            .columns
+            .iter()
+            .map(|(name, ty)| format!("    {name} {ty}"))
+            .collect();
+        lines.extend(self.keys.iter().map(|k| format!("    {k}")));
+        format!(
+            "CREATE TABLE IF NOT EXISTS {} (\n{}\n) {TABLE_OPTIONS}",
+            self.name,
+            lines.join(",\n")
+        )
+    }
+}
+
+fn columns(list: &[(&str, &str)]) -> Vec<(String, String)> {
+    list.iter()
+        .map(|(n, t)| (n.to_string(), t.to_string()))
+        .collect()
+}
+
+/// The five owned tables of `spec`, in the order they are created.
+pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
+    let prefix = spec.owned_prefix;
+    let mut receipts = columns(&[
+        ("app_code", APP_CODE),
+        ("batch_id", BATCH_ID),
+        ("state", "VARCHAR(16) NOT NULL"),
+        ("data_object_key", "VARCHAR(512) NOT NULL"),
+        ("manifest_object_key", "VARCHAR(512) NOT NULL"),
+        ("success_object_key", "VARCHAR(512) NOT NULL"),
+        ("schema_version", "INT NOT NULL"),
+        ("row_count", "BIGINT NOT NULL"),
+        ("first_updated_at_ms", "BIGINT NOT NULL"),
+        ("first_event_id", EVENT_ID),
+        ("last_updated_at_ms", "BIGINT NOT NULL"),
+        ("last_event_id", EVENT_ID),
+        ("min_created_at_ms", "BIGINT NOT NULL"),
+        ("max_created_at_ms", "BIGINT NOT NULL"),
+    ]);
+    receipts.extend(spec.totals.iter().map(|t| {
+        let ty = match t.kind {
+            TotalKind::Sum => "VARCHAR(40) NOT NULL",
+            TotalKind::Sha256 => SHA256,
+        };
+        (t.field.to_string(), ty.to_string())
+    }));
+    receipts.extend(columns(&[
+        ("ndjson_sha256", SHA256),
+        ("gzip_sha256", SHA256),
+        ("data_crc64", CRC64),
+        ("manifest_crc64", CRC64),
+        ("success_crc64", CRC64),
+        ("manifest_sha256", SHA256),
+        ("uncompressed_bytes", "BIGINT NOT NULL"),
+        ("compressed_bytes", "BIGINT NOT NULL"),
+        ("verified_at_ms", "BIGINT NOT NULL"),
+        ("created_at_ms", "BIGINT NOT NULL"),
+        ("updated_at_ms", "BIGINT NOT NULL"),
+        ("purged_rows", "BIGINT NOT NULL DEFAULT 0"),
+        ("kept_rows", "BIGINT NOT NULL DEFAULT 0"),
+        ("purged_at_ms", "BIGINT NULL"),
+        ("data_crc64nvme", "VARCHAR(20) CHARACTER SET ascii NULL"),
+        ("restored_at_ms", "BIGINT NULL"),
+        ("superseded_rows", "BIGINT NOT NULL DEFAULT 0"),
+        ("object_lock_mode", "VARCHAR(16) CHARACTER SET ascii NULL"),
+        ("retain_until_ms", "BIGINT NULL"),
+        ("legal_hold", "BOOLEAN NOT NULL DEFAULT FALSE"),
+        ("storage_class", "VARCHAR(32) CHARACTER SET ascii NULL"),
+        ("sse_algorithm", "VARCHAR(16) CHARACTER SET ascii NULL"),
+        ("sse_kms_key_id", "VARCHAR(2048) CHARACTER SET ascii NULL"),
+        (
+            "verified_by",
+            "VARCHAR(16) CHARACTER SET ascii NOT NULL DEFAULT 'read_back'",
+        ),
+        ("members_digest_sha256", "CHAR(64) CHARACTER SET ascii NULL"),
+        ("members_digest_rows", "BIGINT NULL"),
+        ("compacted_at_ms", "BIGINT NULL"),
+        ("compacted_member_rows", "BIGINT NOT NULL DEFAULT 0"),
+    ]));
+    vec![
+        OwnedTable {
+            name: spec.receipts_table(),
+            columns: receipts,
+            keys: vec![
+                "PRIMARY KEY (app_code, batch_id)".into(),
+                format!(
+                    "KEY {} (app_code, state, last_updated_at_ms, last_event_id)",
+                    spec.cursor_index()
+                ),
+                format!(
+                    "KEY idx_{prefix}_unpurged (app_code, state, purged_at_ms, restored_at_ms, last_updated_at_ms, last_event_id)"
+                ),
+            ],
+        },
+        OwnedTable {
+            name: spec.members_table(),
+            columns: columns(&[
+                ("app_code", APP_CODE),
+                ("event_id", EVENT_ID),
+                ("updated_at_ms", "BIGINT NOT NULL"),
+                ("batch_id", BATCH_ID),
+                ("manifest_sha256", SHA256),
+                ("receipt_verified_at_ms", "BIGINT NOT NULL"),
+            ]),
+            keys: vec![
+                "PRIMARY KEY (app_code, event_id)".into(),
+                format!(
+                    "KEY idx_{prefix}_members_batch_version (app_code, batch_id, updated_at_ms)"
+                ),
+            ],
+        },
+        OwnedTable {
+            name: spec.runs_table(),
+            columns: columns(&[
+                ("id", "BIGINT NOT NULL AUTO_INCREMENT"),
+                ("app_code", APP_CODE),
+                ("command", "VARCHAR(16) NOT NULL"),
+                ("started_at_ms", "BIGINT NOT NULL"),
+                ("finished_at_ms", "BIGINT NOT NULL"),
+                ("outcome", "VARCHAR(16) NOT NULL"),
+                ("batches", "BIGINT NOT NULL"),
+                ("row_count", "BIGINT NOT NULL"),
+                ("error", "TEXT NULL"),
+            ]),
+            keys: vec![
+                "PRIMARY KEY (id)".into(),
+                format!("KEY idx_{prefix}_runs_app (app_code, command, id)"),
+            ],
+        },
+        OwnedTable {
+            name: spec.drills_table(),
+            columns: columns(&[
+                ("id", "BIGINT NOT NULL AUTO_INCREMENT"),
+                ("app_code", APP_CODE),
+                ("batch_id", BATCH_ID),
+                ("drilled_at_ms", "BIGINT NOT NULL"),
+                ("ok", "BOOLEAN NOT NULL"),
+                ("detail", "TEXT NULL"),
+            ]),
+            keys: vec![
+                "PRIMARY KEY (id)".into(),
+                format!("KEY idx_{prefix}_drills_app (app_code, ok, id)"),
+            ],
+        },
+        OwnedTable {
+            name: spec.superseded_table(),
+            columns: columns(&[
+                ("app_code", APP_CODE),
+                ("event_id", EVENT_ID),
+                ("updated_at_ms", "BIGINT NOT NULL"),
+                ("batch_id", BATCH_ID),
+                ("superseded_by", BATCH_ID),
+                ("superseded_at_ms", "BIGINT NOT NULL"),
+            ]),
+            keys: vec![
+                "PRIMARY KEY (app_code, event_id, batch_id)".into(),
+                format!("KEY idx_{prefix}_superseded_batch (app_code, batch_id)"),
+            ],
+        },
+    ]
+}
+
+/// Creates `spec`'s owned tables from the spec (`CREATE TABLE IF NOT EXISTS`: a rerun is a no-op).
+pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result<(), DbError> {
+    for table in owned_tables(spec) {
+        pool.execute(sqlx::AssertSqlSafe(table.create_statement()))
+            .await
+            .context(|| format!("creating {}", table.name))?;
+    }
+    Ok(())
+}
+
+/// The first word of a column type as information_schema's `DATA_TYPE` spells it.
+fn data_type(ty: &str) -> String {
+    let word = ty
+        .split(|c: char| c == '(' || c.is_whitespace())
+        .next()
+        .unwrap_or_default()
+        .to_ascii_lowercase();
+    match word.as_str() {
+        "boolean" => "tinyint".into(),
+        _ => word,
+    }
+}
+
+impl Db {
+    /// Refuses owned tables that are missing a column `spec` needs or hold it in another type:
+    /// tables made for another profile (a receipts table with other control totals), by hand,
+    /// or by an older build. Extra columns are allowed (a column an operator added is theirs).
+    pub async fn check_owned_tables(&self, spec: &TableSpec) -> Result<(), DbError> {
+        let found: Vec<(String, String, String)> = sqlx::query_as(
+            "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(data_type AS CHAR) \
+             FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name LIKE ?",
+        )
+        .bind(format!("{}\\_%", spec.owned_prefix.replace('_', "\\_")))
+        .fetch_all(&self.pool)
+        .await
+        .context(|| "reading the archiver's tables' columns".into())?;
+        for table in owned_tables(spec) {
+            let of_table: Vec<_> = found
+                .iter()
+                .filter(|(t, _, _)| t.eq_ignore_ascii_case(&table.name))
+                .collect();
+            if of_table.is_empty() {
+                return Err(DbError::OwnedTable {
+                    table: table.name.clone(),
+                    problem: "does not exist".into(),
+                    table_flag: spec.name.to_string(),
+                });
+            }
+            for (column, ty) in &table.columns {
+                let expected = data_type(ty);
+                match of_table
+                    .iter()
+                    .find(|(_, c, _)| c.eq_ignore_ascii_case(column))
+                {
+                    None => {
+                        return Err(DbError::OwnedTable {
+                            table: table.name.clone(),
+                            problem: format!("has no column {column} ({ty})"),
+                            table_flag: spec.name.to_string(),
+                        })
+                    }
+                    Some((_, _, found)) if !found.eq_ignore_ascii_case(&expected) => {
+                        return Err(DbError::OwnedTable {
+                            table: table.name.clone(),
+                            problem: format!("holds column {column} as {found}, not {ty}"),
+                            table_flag: spec.name.to_string(),
+                        })
+                    }
+                    Some(_) => {}
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::table::{ROOM_OUTBOX, WALLET_OUTBOX};
+
+    #[test]
+    fn receipts_carry_one_column_per_total() {
+        let wallet = &owned_tables(&WALLET_OUTBOX)[0];
+        let names: Vec<_> = wallet.columns.iter().map(|(n, _)| n.as_str()).collect();
+        let at = names
+            .iter()
+            .position(|n| *n == "max_created_at_ms")
+            .unwrap();
+        assert_eq!(
+            names[at + 1..at + 3],
+            ["available_delta_total", "frozen_delta_total"]
+        );
+        let room = &owned_tables(&ROOM_OUTBOX)[0];
+        assert_eq!(room.name, "room_outbox_archive_receipts");
+        let sql = room.create_statement();
+        assert!(
+            sql.contains("    room_id_total VARCHAR(40) NOT NULL,\n"),
+            "{sql}"
+        );
+        assert!(
+            sql.contains("    envelope_sha256 CHAR(64) CHARACTER SET ascii NOT NULL,\n"),
+            "{sql}"
+        );
+        assert!(!sql.contains("delta"), "{sql}");
+        assert!(
+            sql.contains("KEY idx_room_outbox_archive_cursor ("),
+            "{sql}"
+        );
+    }
+
+    #[test]
+    fn data_types_as_information_schema_spells_them() {
+        assert_eq!(data_type("BIGINT NOT NULL"), "bigint");
+        assert_eq!(data_type("VARCHAR(64) CHARACTER SET ascii NULL"), "varchar");
+        assert_eq!(data_type("BOOLEAN NOT NULL DEFAULT FALSE"), "tinyint");
+        assert_eq!(data_type("CHAR(64) CHARACTER SET ascii NOT NULL"), "char");
+    }
+}
