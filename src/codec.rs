@@ -11,7 +11,7 @@ use std::fmt;
 use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
-use crate::table::{Kind, Layout, TableSpec, TotalKind};
+use crate::table::{Column, Kind, Layout, TableSpec, TotalKind};
 
 /// One column's value as read from MySQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -112,13 +112,18 @@ pub fn encode_values<'a>(
         out.extend_from_slice(column.json_key.as_bytes());
         out.extend_from_slice(b"\":");
         match (column.kind, value) {
-            (_, ValueRef::Null) if column.kind.nullable() => out.extend_from_slice(b"null"),
-            (Kind::Int | Kind::NullableInt, ValueRef::Int(v)) => {
+            (_, ValueRef::Null) if column.nullable => out.extend_from_slice(b"null"),
+            (Kind::Int, ValueRef::Int(v)) => {
                 out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
             }
-            (Kind::Text | Kind::NullableText | Kind::JsonText, ValueRef::Text(s)) => {
-                write_str(out, s)
+            (Kind::Timestamp, ValueRef::Text(s)) => {
+                // UTC, said with a `Z` (the text has nothing to escape: the closing quote is
+                // the last byte).
+                write_str(out, s);
+                out.pop();
+                out.extend_from_slice(b"Z\"");
             }
+            (kind, ValueRef::Text(s)) if kind.is_text() => write_str(out, s),
             (Kind::Blob, ValueRef::Bytes(b)) => {
                 write_str(out, &base64::engine::general_purpose::STANDARD.encode(b))
             }
@@ -131,6 +136,29 @@ pub fn encode_values<'a>(
 
 fn write_str(out: &mut Vec<u8>, s: &str) {
     serde_json::to_writer(&mut *out, s).expect("writing JSON into a Vec cannot fail");
+}
+
+/// A text-carried column's value from its JSON string: base64 decoded, a timestamp's `Z` taken
+/// off (and required).
+fn text_value(column: &Column, text: String) -> Result<Value, String> {
+    match column.kind {
+        Kind::Blob => base64::engine::general_purpose::STANDARD
+            .decode(text)
+            .map(Value::Bytes)
+            .map_err(|e| format!("{}: {e}", column.json_key)),
+        Kind::Timestamp => utc_text(column, &text).map(|t| Value::Text(t.to_string())),
+        _ => Ok(Value::Text(text)),
+    }
+}
+
+/// A timestamp's text without its `Z`.
+fn utc_text<'t>(column: &Column, text: &'t str) -> Result<&'t str, String> {
+    text.strip_suffix('Z').ok_or_else(|| {
+        format!(
+            "{}: {text:?} is not a UTC timestamp (YYYY-MM-DDTHH:MM:SS[.f…]Z)",
+            column.json_key
+        )
+    })
 }
 
 /// Why a line is not a row of this table.
@@ -176,21 +204,20 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
         for column in self.0.columns {
             map.next_key_seed(KeyIs(column.json_key))?
                 .ok_or_else(|| de::Error::custom(format!("missing key {:?}", column.json_key)))?;
-            let value = match column.kind {
-                Kind::Int => Value::Int(map.next_value()?),
-                Kind::NullableInt => map
-                    .next_value::<Option<i64>>()?
-                    .map_or(Value::Null, Value::Int),
-                Kind::Text | Kind::JsonText => Value::Text(map.next_value()?),
-                Kind::NullableText => map
-                    .next_value::<Option<String>>()?
-                    .map_or(Value::Null, Value::Text),
-                Kind::Blob => {
-                    let text: String = map.next_value()?;
-                    let bytes = base64::engine::general_purpose::STANDARD
-                        .decode(text)
-                        .map_err(|e| de::Error::custom(format!("{}: {e}", column.json_key)))?;
-                    Value::Bytes(bytes)
+            let value = if column.kind == Kind::Int {
+                let v = match column.nullable {
+                    true => map.next_value::<Option<i64>>()?,
+                    false => Some(map.next_value::<i64>()?),
+                };
+                v.map_or(Value::Null, Value::Int)
+            } else {
+                let text = match column.nullable {
+                    true => map.next_value::<Option<String>>()?,
+                    false => Some(map.next_value::<String>()?),
+                };
+                match text {
+                    None => Value::Null,
+                    Some(text) => text_value(column, text).map_err(de::Error::custom)?,
                 }
             };
             row.push(value);
@@ -370,32 +397,39 @@ impl<'de> Visitor<'de> for RowScan<'_> {
                 }
                 continue;
             }
+            let total = self.layout.totals.iter().position(|&t| t == index);
+            if column.kind == Kind::Int {
+                let v = match column.nullable {
+                    true => map.next_value::<Option<i64>>()?,
+                    false => Some(map.next_value::<i64>()?),
+                };
+                scanned.keep_int(self.layout, index, v);
+                continue;
+            }
+            let text = match column.nullable {
+                true => map.next_value::<Option<Text>>()?,
+                false => Some(map.next_value::<Text>()?),
+            };
+            let Some(Text(text)) = text else {
+                continue;
+            };
             match column.kind {
-                Kind::Int => {
-                    let v: i64 = map.next_value()?;
-                    scanned.keep_int(self.layout, index, Some(v));
-                }
-                Kind::NullableInt => {
-                    let v: Option<i64> = map.next_value()?;
-                    scanned.keep_int(self.layout, index, v);
-                }
-                Kind::Text | Kind::JsonText => {
-                    let Text(text) = map.next_value()?;
-                    if let Some(k) = self.layout.totals.iter().position(|&t| t == index) {
-                        scanned.blobs[k] = Some(text.as_bytes().to_vec());
-                    }
-                }
-                Kind::NullableText => {
-                    map.next_value::<Option<Text>>()?;
-                }
                 Kind::Blob => {
-                    let Text(text) = map.next_value()?;
                     let bytes = base64::engine::general_purpose::STANDARD
                         .decode(text.as_bytes())
                         .map_err(|e| de::Error::custom(format!("{}: {e}", column.json_key)))?;
                     // A hashed total's column: kept for the total; else only checked.
-                    if let Some(k) = self.layout.totals.iter().position(|&t| t == index) {
+                    if let Some(k) = total {
                         scanned.blobs[k] = Some(bytes);
+                    }
+                }
+                kind => {
+                    let text = match kind {
+                        Kind::Timestamp => utc_text(column, &text).map_err(de::Error::custom)?,
+                        _ => &text,
+                    };
+                    if let Some(k) = total {
+                        scanned.blobs[k] = Some(text.as_bytes().to_vec());
                     }
                 }
             }

@@ -7,27 +7,45 @@
 //! table is one more `static` here, not a copy of the code: its own tables are derived from it
 //! too (`db::owned`).
 
-/// How a column is read from MySQL and written into an NDJSON line.
+/// How a column is read from MySQL and written into an NDJSON line (its NULLs: [`Column::nullable`]).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Kind {
-    /// `VARCHAR`/`TEXT NOT NULL` → JSON string.
+    /// Character types → JSON string.
     Text,
-    /// `VARCHAR`/`TEXT NULL` → JSON string or `null`.
-    NullableText,
-    /// Integer `NOT NULL` → JSON number.
+    /// Integer types → JSON number.
     Int,
-    /// Integer `NULL` → JSON number or `null`.
-    NullableInt,
-    /// `JSON NOT NULL`, selected as `CAST(col AS CHAR)` and archived verbatim as a JSON string:
-    /// never parsed, never re-serialised.
+    /// `JSON`, selected as `CAST(col AS CHAR)` and archived verbatim as a JSON string: never
+    /// parsed, never re-serialised.
     JsonText,
-    /// `BLOB NOT NULL` (a protobuf envelope, say) → standard base64 in a JSON string.
+    /// Binary types (a protobuf envelope, say) → standard base64 in a JSON string.
     Blob,
+    /// `DECIMAL` (and `BIGINT UNSIGNED`, which a JSON number read as a 64-bit integer would not
+    /// hold) → its exact decimal text in a JSON string: `"-12.3400"`, every digit of the scale.
+    Decimal,
+    /// `DATETIME` / `DATE` → `"YYYY-MM-DDTHH:MM:SS[.f…]"` (as many fraction digits as the
+    /// column's precision; `"YYYY-MM-DD"` for a `DATE`): the wall-clock value as stored, with
+    /// no offset, because a `DATETIME` has none.
+    DateTime,
+    /// `TIMESTAMP` → `"YYYY-MM-DDTHH:MM:SS[.f…]Z"`: the instant in UTC (every archiver session
+    /// runs with `time_zone = '+00:00'`), whatever the server's own time zone.
+    Timestamp,
 }
 
 impl Kind {
-    pub fn nullable(self) -> bool {
-        matches!(self, Kind::NullableText | Kind::NullableInt)
+    /// The SELECT expression that reads `column` as this kind.
+    fn select(self, column: &str) -> String {
+        match self {
+            Kind::JsonText | Kind::Decimal => format!("CAST({column} AS CHAR)"),
+            Kind::DateTime | Kind::Timestamp => {
+                format!("REPLACE(CAST({column} AS CHAR), ' ', 'T')")
+            }
+            Kind::Text | Kind::Int | Kind::Blob => column.to_string(),
+        }
+    }
+
+    /// Whether a value is carried as text (every kind but integers and binary).
+    pub fn is_text(self) -> bool {
+        !matches!(self, Kind::Int | Kind::Blob)
     }
 }
 
@@ -39,6 +57,29 @@ pub struct Column {
     /// The key of this column in an NDJSON line.
     pub json_key: &'static str,
     pub kind: Kind,
+    /// Whether the column may hold NULL (archived as `null`).
+    pub nullable: bool,
+    /// An `UNSIGNED` integer column below `BIGINT`: selected as `CAST(col AS SIGNED)` (every
+    /// value fits in 64 signed bits; the protocol would hand it over as unsigned).
+    pub unsigned: bool,
+}
+
+impl Column {
+    /// The same column, nullable.
+    pub const fn or_null(self) -> Column {
+        Column {
+            nullable: true,
+            ..self
+        }
+    }
+
+    /// The SELECT expression that reads this column as its kind.
+    pub fn select(&self) -> String {
+        match self.kind {
+            Kind::Int if self.unsigned => format!("CAST({} AS SIGNED)", self.name),
+            kind => kind.select(self.name),
+        }
+    }
 }
 
 /// A control total over one column of a batch's rows, written as a string in the manifest and
@@ -153,12 +194,23 @@ impl TableSpec {
     pub fn select_list(&self) -> String {
         self.columns
             .iter()
-            .map(|c| match c.kind {
-                Kind::JsonText => format!("CAST({} AS CHAR)", c.name),
-                _ => c.name.to_string(),
-            })
+            .map(Column::select)
             .collect::<Vec<_>>()
             .join(", ")
+    }
+
+    /// Whether this is one of the tables this build knows (not one from a profile file).
+    pub fn is_builtin(&self) -> bool {
+        TABLES.iter().any(|t| std::ptr::eq(*t, self))
+    }
+
+    /// How a command line chooses this table, for messages that say what to run.
+    pub fn cli_flag(&self) -> String {
+        if self.is_builtin() {
+            format!("--table {}", self.name)
+        } else {
+            "--table-profile (the profile of this run)".into()
+        }
     }
 
     pub fn receipts_table(&self) -> String {
@@ -187,21 +239,19 @@ impl TableSpec {
     }
 }
 
-/// A column archived under its own name.
+/// A `NOT NULL` column archived under its own name.
 pub const fn col(name: &'static str, kind: Kind) -> Column {
-    Column {
-        name,
-        json_key: name,
-        kind,
-    }
+    col_as(name, name, kind)
 }
 
-/// A column archived under another key (`payload` → `payload_json`).
+/// A `NOT NULL` column archived under another key (`payload` → `payload_json`).
 pub const fn col_as(name: &'static str, json_key: &'static str, kind: Kind) -> Column {
     Column {
         name,
         json_key,
         kind,
+        nullable: false,
+        unsigned: false,
     }
 }
 
@@ -221,10 +271,10 @@ pub static WALLET_OUTBOX: TableSpec = TableSpec {
         col_as("payload", "payload_json", Kind::JsonText),
         col("status", Kind::Text),
         col("worker_id", Kind::Text),
-        col("lock_until_ms", Kind::NullableInt),
+        col("lock_until_ms", Kind::Int).or_null(),
         col("retry_count", Kind::Int),
-        col("next_retry_at_ms", Kind::NullableInt),
-        col("last_error", Kind::NullableText),
+        col("next_retry_at_ms", Kind::Int).or_null(),
+        col("last_error", Kind::Text).or_null(),
         col("created_at_ms", Kind::Int),
         col("updated_at_ms", Kind::Int),
     ],
@@ -254,12 +304,12 @@ pub static ROOM_OUTBOX: TableSpec = TableSpec {
         col("room_id", Kind::Int),
         col("status", Kind::Text),
         col("worker_id", Kind::Text),
-        col("lock_until_ms", Kind::NullableInt),
+        col("lock_until_ms", Kind::Int).or_null(),
         col_as("envelope", "envelope_base64", Kind::Blob),
         col("created_at_ms", Kind::Int),
         col("retry_count", Kind::Int),
         col("next_retry_at_ms", Kind::Int),
-        col("last_error", Kind::NullableText),
+        col("last_error", Kind::Text).or_null(),
         col("updated_at_ms", Kind::Int),
     ],
     app_code: "app_code",

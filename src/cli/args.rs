@@ -43,7 +43,7 @@ pub struct DbArgs {
     /// MySQL URL: mysql://user:password@host:3306/database
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
-    /// The outbox table to archive.
+    /// The outbox table to archive: a built-in one (wallet_outbox, room_outbox).
     #[arg(
         long,
         global = true,
@@ -51,14 +51,19 @@ pub struct DbArgs {
         default_value = "wallet_outbox"
     )]
     pub table: String,
-    /// The status value that means delivered.
+    /// A table described by a profile file (.toml or .json; README "Archiving another outbox
+    /// table") instead of a built-in one: checked against the live schema at start-up.
     #[arg(
         long,
         global = true,
-        env = "OUTBOX_ARCHIVER_DELIVERED_STATUS",
-        default_value = "DELIVERED"
+        env = "OUTBOX_ARCHIVER_TABLE_PROFILE",
+        value_name = "PATH"
     )]
-    pub delivered_status: String,
+    pub table_profile: Option<std::path::PathBuf>,
+    /// The status value that means delivered [default: DELIVERED, or the profile's
+    /// delivered_status].
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_DELIVERED_STATUS")]
+    pub delivered_status: Option<String>,
     /// Prepended to advisory lock names, for servers that host several databases.
     #[arg(
         long,
@@ -301,6 +306,9 @@ pub enum Command {
     Compact(CompactArgs),
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),
+    /// Print the JSON Schema of the table's NDJSON record (--table, or --table-profile: then
+    /// the database describes the table's columns).
+    Schema,
     /// Preflight: check the database (grants, tables, collations, buffer pool) and the store
     /// (versioning, Object Lock, encryption, KMS key, create-only puts, a probe put with the
     /// configured class and retention) without writing a row; each line ok / warning / problem,

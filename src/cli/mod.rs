@@ -68,6 +68,8 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
         _ => None,
     };
     let mut summary = run_command(cli, shutdown).await;
+    // A profile's table is named by the profile, not by --table.
+    let table = summary.table.clone().unwrap_or(table);
     if !target.is_empty() {
         let run = metrics::Run {
             summary: &summary,
@@ -170,14 +172,19 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
     match command {
         Command::Migrate { with_source_table } => {
             let options = migrate::MigrateOptions { with_source_table };
-            match (common.spec(), common.database().await) {
-                (Ok(spec), Ok(db)) => {
-                    let summary = migrate::run(&db, spec, &options).await;
-                    db.close().await;
-                    summary
-                }
-                (Err(e), _) | (_, Err(e)) => Summary::unusable("migrate", e),
+            if let Err(e) = common.profile() {
+                return Summary::unusable("migrate", e);
             }
+            let db = match common.database().await {
+                Ok(db) => db,
+                Err(e) => return Summary::unusable("migrate", e),
+            };
+            let summary = match common.spec_on(&db).await {
+                Ok(spec) => migrate::run(&db, spec, &options).await,
+                Err(e) => Summary::unusable("migrate", e),
+            };
+            db.close().await;
+            summary
         }
         Command::Archive(args) => match args.into_options(&common, now) {
             Err(e) => Summary::unusable("archive", e),
@@ -204,6 +211,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
             status_command(&common, &options, shutdown).await
         }
         Command::Doctor(args) => doctor_command(&common, args, now).await,
+        Command::Schema => schema_command(&common).await,
         Command::Demo(args) => {
             let spec = match common.spec() {
                 Ok(spec) => spec,
@@ -249,13 +257,14 @@ async fn open(
     writes: bool,
     shutdown: CancellationToken,
 ) -> Result<RunContext, String> {
-    let spec = common.spec()?;
+    common.profile()?;
     let store_url = common.s3.store.as_deref().ok_or(
         "no archive location given: set --store or OUTBOX_ARCHIVER_STORE (s3://bucket/prefix or file:///path)",
     )?;
     let location = Location::parse(store_url)?;
     let db = common.database().await?;
     let checked = async {
+        let spec = common.spec_on(&db).await?;
         db.require_tables(spec).await.map_err(|e| e.to_string())?;
         if let Some(Apps::Listed(list)) = apps {
             db.check_app_list(spec, list)
@@ -270,11 +279,11 @@ async fn open(
             .await
             .map_err(|e| format!("{e} (store {})", store.location()))?;
         let stops = common.stops(&db, writes).await?;
-        Ok::<_, String>((store, stops))
+        Ok::<_, String>((spec, store, stops))
     }
     .await;
     match checked {
-        Ok((store, stops)) => {
+        Ok((spec, store, stops)) => {
             Ok(RunContext::new(spec, db, store, shutdown, system_clock()).with_stops(stops))
         }
         Err(e) => {
@@ -287,9 +296,16 @@ async fn open(
 /// `doctor` opens the database and the store itself: that one cannot be reached is a finding it
 /// reports (with exit status 2), not a reason to stop before looking at the other.
 async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) -> Summary {
-    let (spec, policy) = match (common.spec(), common.write_policy()) {
-        (Ok(spec), Ok(policy)) => (spec, policy),
+    let profile = match (common.profile(), common.write_policy()) {
+        (Ok(profile), Ok(policy)) => profile.map(|p| (p, policy)),
         (Err(e), _) | (_, Err(e)) => return Summary::unusable("doctor", e),
+    };
+    let (spec, policy) = match profile {
+        Some((_, policy)) => (None, policy),
+        None => match (common.spec(), common.write_policy()) {
+            (Ok(spec), Ok(policy)) => (Some(spec), policy),
+            (Err(e), _) | (_, Err(e)) => return Summary::unusable("doctor", e),
+        },
     };
     let location = match common.s3.store.as_deref().map(Location::parse) {
         Some(Ok(location)) => location,
@@ -303,6 +319,19 @@ async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) ->
     };
     let options = args.options(policy);
     let db = common.database().await;
+    // A profile's table is known once the database describes it: a profile that does not fit
+    // is doctor's answer (exit 2), like a command's start-up refusal.
+    let spec = match (spec, &db) {
+        (Some(spec), _) => spec,
+        (None, Ok(db)) => match common.spec_on(db).await {
+            Ok(spec) => spec,
+            Err(e) => {
+                db.close().await;
+                return Summary::unusable("doctor", e);
+            }
+        },
+        (None, Err(e)) => return Summary::unusable("doctor", e.clone()),
+    };
     let opened = match &location {
         Location::S3 { .. } => store::S3Store::connect(location.clone(), &common.s3_settings())
             .await
@@ -341,23 +370,53 @@ enum Opened {
     Local(store::LocalStore),
 }
 
+/// `schema`: a built-in table's record schema needs nothing; a profile's, the database that
+/// describes its columns.
+async fn schema_command(common: &Common) -> Summary {
+    let spec = match common.profile() {
+        Err(e) => return Summary::unusable("schema", e),
+        Ok(None) => common.spec(),
+        Ok(Some(_)) => match common.database().await {
+            Err(e) => Err(e),
+            Ok(db) => {
+                let spec = common.spec_on(&db).await;
+                db.close().await;
+                spec
+            }
+        },
+    };
+    match spec {
+        Err(e) => Summary::unusable("schema", e),
+        Ok(spec) => {
+            let mut summary = Summary::new("schema");
+            summary.table = Some(spec.name.to_string());
+            summary.text = Some(crate::record_schema::to_text(spec));
+            summary.settle()
+        }
+    }
+}
+
 /// `status` needs no store: the database side only.
 async fn status_command(
     common: &Common,
     options: &status::StatusOptions,
     shutdown: CancellationToken,
 ) -> Summary {
-    let spec = match common.spec() {
-        Ok(spec) => spec,
-        Err(e) => return Summary::unusable("status", e),
-    };
+    if let Err(e) = common.profile() {
+        return Summary::unusable("status", e);
+    }
     let db = match common.database().await {
         Ok(db) => db,
         Err(e) => return Summary::unusable("status", e),
     };
-    let summary = match db.require_tables(spec).await {
-        Err(e) => Summary::unusable("status", e.to_string()),
-        Ok(()) => {
+    let spec = async {
+        let spec = common.spec_on(&db).await?;
+        db.require_tables(spec).await.map_err(|e| e.to_string())?;
+        Ok::<_, String>(spec)
+    };
+    let summary = match spec.await {
+        Err(e) => Summary::unusable("status", e),
+        Ok(spec) => {
             let ctx = DbContext::new(spec, db.clone(), shutdown, system_clock());
             status::run(&ctx, options).await
         }

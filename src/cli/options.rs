@@ -19,6 +19,7 @@ use crate::pipeline::apps::{Apps, Selection};
 use crate::pipeline::doctor::{CommandName, DoctorOptions};
 use crate::pipeline::replicas::ReplicaGate;
 use crate::pipeline::Stops;
+use crate::profile::Profile;
 use crate::protection::{LockMode, Sse, SseAlgorithm, Thaw, ThawTier, WritePolicy};
 use crate::store::{S3Settings, UploadChecksum};
 use crate::table::{self, TableSpec};
@@ -113,7 +114,7 @@ impl ArchiveArgs {
             max_runtime: self.max_runtime.map(millis),
             dry_run: self.dry_run,
             stragglers: self.stragglers,
-            delivered_status: common.db.delivered_status.clone(),
+            delivered_status: common.delivered_status(),
             lock_prefix: common.db.lock_prefix.clone(),
             db_retries: common.db.db_retries,
             parallel_apps: self.parallel_apps as usize,
@@ -132,7 +133,7 @@ impl VerifyArgs {
             metadata_only: self.metadata_only,
             parallel: self.parallel as usize,
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
-            delivered_status: common.db.delivered_status.clone(),
+            delivered_status: common.delivered_status(),
             max_stragglers: self.max_stragglers,
             thaw: self.thaw.thaw(),
         }
@@ -153,7 +154,7 @@ impl PurgeArgs {
                 (false, false) => purge::ObjectCheck::Head,
             },
             include_restored: self.include_restored,
-            delivered_status: common.db.delivered_status.clone(),
+            delivered_status: common.delivered_status(),
             lock_prefix: common.db.lock_prefix.clone(),
             db_retries: common.db.db_retries,
             parallel_apps: self.parallel_apps as usize,
@@ -231,7 +232,7 @@ impl StatusArgs {
         status::StatusOptions {
             apps: self.apps.apps(),
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
-            delivered_status: common.db.delivered_status.clone(),
+            delivered_status: common.delivered_status(),
             format: self.format.map(Into::into).unwrap_or(if on_terminal {
                 status::Format::Table
             } else {
@@ -327,7 +328,53 @@ impl Common {
         Ok(policy)
     }
 
+    /// The profile file `--table-profile` names, read (not yet checked against the database).
+    pub fn profile(&self) -> Result<Option<Profile>, String> {
+        self.db
+            .table_profile
+            .as_deref()
+            .map(Profile::load)
+            .transpose()
+    }
+
+    /// `--delivered-status`, else the profile's, else `DELIVERED`.
+    pub fn delivered_status(&self) -> String {
+        self.db
+            .delivered_status
+            .clone()
+            .or_else(|| self.profile().ok().flatten()?.delivered_status)
+            .unwrap_or_else(|| "DELIVERED".into())
+    }
+
+    /// The table: `--table-profile`'s, resolved against the live schema, or the built-in
+    /// `--table`.
+    pub async fn spec_on(&self, db: &Db) -> Result<&'static TableSpec, String> {
+        match self.profile()? {
+            Some(profile) => db
+                .resolve_profile(&profile)
+                .await
+                .map_err(|e| format!("--table-profile {}: {e}", self.profile_path())),
+            None => self.spec(),
+        }
+    }
+
+    fn profile_path(&self) -> String {
+        self.db
+            .table_profile
+            .as_deref()
+            .map(|p| p.display().to_string())
+            .unwrap_or_default()
+    }
+
+    /// The built-in `--table` (a profile needs the database: [`Common::spec_on`]).
     pub fn spec(&self) -> Result<&'static TableSpec, String> {
+        if self.db.table_profile.is_some() {
+            self.profile()?;
+            return Err(format!(
+                "--table-profile {}: this command runs the built-in tables only (--table)",
+                self.profile_path()
+            ));
+        }
         table::find(&self.db.table).ok_or_else(|| {
             let known: Vec<_> = table::TABLES.iter().map(|t| t.name).collect();
             format!(

@@ -92,16 +92,25 @@ fn problems(cli: &Cli) -> Vec<String> {
         }
     } else if !matches!(
         cli.command,
-        Command::Migrate { .. } | Command::Status(_) | Command::Demo(_)
+        Command::Migrate { .. } | Command::Status(_) | Command::Demo(_) | Command::Schema
     ) {
         problems.push("no archive location: set --store or OUTBOX_ARCHIVER_STORE".to_string());
     }
-    if common.db.database_url.is_none() && !matches!(cli.command, Command::Demo(_)) {
+    let needs_no_database = match cli.command {
+        Command::Demo(_) => true,
+        Command::Schema => common.db.table_profile.is_none(),
+        _ => false,
+    };
+    if common.db.database_url.is_none() && !needs_no_database {
         problems.push("no database: set --database-url or DATABASE_URL".to_string());
     }
-    if let Err(e) = common.spec() {
-        problems.push(e);
-    }
+    // A profile is read here; whether it fits the table is known once connected.
+    let table = match common.profile() {
+        Ok(Some(_)) => Ok(()),
+        Ok(None) => common.spec().map(|_| ()),
+        Err(e) => Err(e),
+    };
+    problems.extend(table.err());
     let apps = match &cli.command {
         Command::Archive(args) => args.apps.apps().err(),
         Command::Purge(args) => args.apps.apps().err(),

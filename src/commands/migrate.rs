@@ -14,6 +14,10 @@ pub struct MigrateOptions {
 pub async fn run(db: &Db, spec: &'static TableSpec, opts: &MigrateOptions) -> Summary {
     let mut summary = Summary::new("migrate");
     summary.table = Some(spec.name.to_string());
+    if opts.with_source_table && !spec.is_builtin() {
+        summary.error = Some("--with-source-table creates a built-in table's reference source table; a profile describes a table the service already has (create it first, then migrate --table-profile)".into());
+        return summary.settle();
+    }
     let result = async {
         match spec.owned_by {
             OwnedBy::Migrations => db::migrate(&db.pool).await?,

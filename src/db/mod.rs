@@ -41,14 +41,19 @@ pub enum DbError {
     Unreachable { url: String, detail: String },
     #[error("the archiver's tables are not up to date (migration {missing} is not applied): run `outbox-archiver migrate` first")]
     NotMigrated { missing: String },
-    #[error("the archiver's table {table} {problem}: run `outbox-archiver migrate --table {table_flag}` (and check --table: another table's archiver tables do not fit this one)")]
+    #[error("the archiver's table {table} {problem}: run `outbox-archiver migrate {table_flag}` (and check --table / --table-profile: another table's archiver tables do not fit this one)")]
     OwnedTable {
         table: String,
         problem: String,
         table_flag: String,
     },
-    #[error("source table {table} is missing (check --table and --database-url)")]
+    #[error(
+        "source table {table} is missing (check --table / --table-profile and --database-url)"
+    )]
     NoSourceTable { table: String },
+    /// The source table does not fit what the archiver reads (a column, a type, an index).
+    #[error("{0}")]
+    SourceShape(String),
     #[error("{table}.{column} compares with collation {found}, {why}; fix it with: {fix}")]
     Collation {
         table: String,
@@ -121,7 +126,10 @@ pub struct Db {
 }
 
 /// Statements every connection runs first.
-const SESSION_SETUP: &str = "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED";
+/// `time_zone` is UTC so that a `TIMESTAMP` column is read, archived (`…Z`) and restored as the
+/// same instant whatever the server's zone.
+const SESSION_SETUP: &str =
+    "SET SESSION TRANSACTION ISOLATION LEVEL READ COMMITTED; SET time_zone = '+00:00'";
 
 impl Db {
     /// Parses the URL and opens a small pool, turning the usual mistakes into clear messages.

@@ -238,7 +238,7 @@ impl Db {
                 return Err(DbError::OwnedTable {
                     table: table.name.clone(),
                     problem: "does not exist".into(),
-                    table_flag: spec.name.to_string(),
+                    table_flag: spec.cli_flag(),
                 });
             }
             for (column, ty) in &table.columns {
@@ -251,14 +251,14 @@ impl Db {
                         return Err(DbError::OwnedTable {
                             table: table.name.clone(),
                             problem: format!("has no column {column} ({ty})"),
-                            table_flag: spec.name.to_string(),
+                            table_flag: spec.cli_flag(),
                         })
                     }
                     Some((_, _, found)) if !found.eq_ignore_ascii_case(&expected) => {
                         return Err(DbError::OwnedTable {
                             table: table.name.clone(),
                             problem: format!("holds column {column} as {found}, not {ty}"),
-                            table_flag: spec.name.to_string(),
+                            table_flag: spec.cli_flag(),
                         })
                     }
                     Some(_) => {}

@@ -6,6 +6,7 @@
 use sqlx::{MySql, QueryBuilder};
 
 use super::{Context, Db, DbError, MIGRATOR};
+use crate::profile::{self, Index, LiveColumn, Profile};
 use crate::table::{OwnedBy, TableSpec};
 
 impl Db {
@@ -25,6 +26,7 @@ impl Db {
                 table: spec.name.to_string(),
             });
         }
+        self.check_source(spec).await?;
         let applied: Vec<i64> = if spec.owned_by == OwnedBy::Migrations
             && tables.iter().any(|t| t == "_sqlx_migrations")
         {
@@ -46,6 +48,79 @@ impl Db {
         self.check_collations(spec).await
     }
 
+    /// Holds the source table to `spec`: its columns (`profile::check_live`) and the retention
+    /// index every scan forces.
+    pub async fn check_source(&self, spec: &TableSpec) -> Result<(), DbError> {
+        let live = self.describe(spec.name).await?;
+        profile::check_live(spec, &live).map_err(DbError::SourceShape)?;
+        let indexes = self.indexes(spec.name).await?;
+        let roles = [
+            spec.app_code,
+            spec.status,
+            spec.updated_at_ms,
+            spec.event_id,
+        ];
+        profile::retention_index(spec.name, roles, Some(spec.retention_index), &indexes)
+            .map_err(DbError::SourceShape)?;
+        Ok(())
+    }
+
+    /// A profile's table, resolved against the live schema (`profile::resolve`).
+    pub async fn resolve_profile(&self, profile: &Profile) -> Result<&'static TableSpec, DbError> {
+        let live = self.describe(&profile.table).await?;
+        let indexes = self.indexes(&profile.table).await?;
+        let spec = profile::resolve(profile, &live, &indexes).map_err(DbError::SourceShape)?;
+        Ok(spec)
+    }
+
+    /// `table`'s columns in table order (none: no such table).
+    pub async fn describe(&self, table: &str) -> Result<Vec<LiveColumn>, DbError> {
+        type Described = (String, String, String, String, Option<String>, Option<u64>);
+        let rows: Vec<Described> = sqlx::query_as(
+            "SELECT CAST(column_name AS CHAR), CAST(LOWER(data_type) AS CHAR), CAST(LOWER(column_type) AS CHAR), \
+             CAST(is_nullable AS CHAR), CAST(collation_name AS CHAR), CAST(character_maximum_length AS UNSIGNED) \
+             FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? \
+             ORDER BY ordinal_position",
+        )
+        .bind(table)
+        .fetch_all(&self.pool)
+        .await
+        .context(|| format!("reading the columns of {table}"))?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(name, data_type, column_type, nullable, collation, max_chars)| LiveColumn {
+                    name,
+                    data_type,
+                    column_type,
+                    nullable: nullable == "YES",
+                    collation,
+                    max_chars,
+                },
+            )
+            .collect())
+    }
+
+    /// `table`'s indexes, each with its columns in order (lowercase).
+    pub async fn indexes(&self, table: &str) -> Result<Vec<Index>, DbError> {
+        let rows: Vec<(String, String)> = sqlx::query_as(
+            "SELECT CAST(index_name AS CHAR), CAST(LOWER(column_name) AS CHAR) FROM information_schema.statistics \
+             WHERE table_schema = DATABASE() AND table_name = ? ORDER BY index_name, seq_in_index",
+        )
+        .bind(table)
+        .fetch_all(&self.pool)
+        .await
+        .context(|| format!("listing the indexes of {table}"))?;
+        let mut indexes: Vec<Index> = Vec::new();
+        for (index, column) in rows {
+            match indexes.last_mut() {
+                Some((name, columns)) if *name == index => columns.push(column),
+                _ => indexes.push((index, vec![column])),
+            }
+        }
+        Ok(indexes)
+    }
+
     /// Refuses tables whose comparisons would make the archiver skip or repeat rows: every
     /// event id column must compare byte for byte (keyset paging and the cursor rely on the
     /// database's order, and a case-insensitive one holds `e1` and `E1` equal), and the
@@ -64,7 +139,7 @@ impl Db {
         for (table, columns) in &owned {
             event_ids.extend(columns.iter().map(|c| (table.clone(), *c)));
         }
-        let columns = self.columns().await?;
+        let columns = self.columns(spec).await?;
         let find = |table: &str, column: &str| {
             columns.iter().find(|c| {
                 c.table.eq_ignore_ascii_case(table) && c.column.eq_ignore_ascii_case(column)
@@ -122,7 +197,7 @@ impl Db {
         if apps.len() < 2 {
             return Ok(());
         }
-        let columns = self.columns().await?;
+        let columns = self.columns(spec).await?;
         let Some(source) = columns.iter().find(|c| {
             c.table.eq_ignore_ascii_case(spec.name) && c.column.eq_ignore_ascii_case(spec.app_code)
         }) else {
@@ -164,7 +239,7 @@ impl Db {
     }
 
     /// The character columns of this database's tables, with their collations.
-    async fn columns(&self) -> Result<Vec<ColumnInfo>, DbError> {
+    async fn columns(&self, spec: &TableSpec) -> Result<Vec<ColumnInfo>, DbError> {
         type Described = (
             String,
             String,
@@ -178,8 +253,12 @@ impl Db {
                 "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(column_type AS CHAR), \
                  CAST(character_set_name AS CHAR), CAST(collation_name AS CHAR), CAST(is_nullable AS CHAR) \
                  FROM information_schema.columns WHERE table_schema = DATABASE() \
-                 AND (column_name LIKE '%event\\_id' OR column_name = 'app_code')",
+                 AND (column_name LIKE '%event\\_id' OR column_name = 'app_code' \
+                 OR (table_name = ? AND column_name IN (?, ?)))",
             )
+            .bind(spec.name)
+            .bind(spec.event_id)
+            .bind(spec.app_code)
             .fetch_all(&self.pool)
             .await
             .context(|| "reading the tables' column definitions".into())?;

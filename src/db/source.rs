@@ -351,17 +351,25 @@ pub fn values_of<'r>(
         .iter()
         .enumerate()
         .map(|(i, column)| {
-            Ok(match column.kind {
-                Kind::Int => ValueRef::Int(row.try_get::<i64, _>(i)?),
-                Kind::NullableInt => row
-                    .try_get::<Option<i64>, _>(i)?
-                    .map_or(ValueRef::Null, ValueRef::Int),
-                Kind::Text | Kind::JsonText => ValueRef::Text(row.try_get::<&str, _>(i)?),
-                Kind::NullableText => row
-                    .try_get::<Option<&str>, _>(i)?
-                    .map_or(ValueRef::Null, ValueRef::Text),
-                Kind::Blob => ValueRef::Bytes(row.try_get::<&[u8], _>(i)?),
-            })
+            let value = match column.kind {
+                Kind::Int => row.try_get::<Option<i64>, _>(i)?.map(ValueRef::Int),
+                Kind::Blob => row.try_get::<Option<&[u8]>, _>(i)?.map(ValueRef::Bytes),
+                _ => row.try_get::<Option<&str>, _>(i)?.map(ValueRef::Text),
+            };
+            match value {
+                Some(value) => Ok(value),
+                None if column.nullable => Ok(ValueRef::Null),
+                // Start-up refuses a nullable column the table says is NOT NULL; one made
+                // nullable while the job runs is caught here, not archived as `null`.
+                None => Err(sqlx::Error::ColumnDecode {
+                    index: column.name.to_string(),
+                    source: format!(
+                        "NULL in {}, which the archiver reads as NOT NULL",
+                        column.name
+                    )
+                    .into(),
+                }),
+            }
         })
         .collect()
 }

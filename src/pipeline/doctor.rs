@@ -12,6 +12,7 @@ use serde::Serialize;
 use crate::db::preflight::{Access, Privilege};
 use crate::db::{Db, DbError};
 use crate::format;
+use crate::profile;
 use crate::protection::{header_time, is_cold_class, ObjectLock, WritePolicy};
 use crate::store::s3::{LockConfiguration, S3Store, Versioning};
 use crate::store::{ConditionalPut, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
@@ -257,33 +258,27 @@ async fn tables(db: &Db, spec: &TableSpec) -> Check {
 }
 
 async fn retention_index(db: &Db, spec: &TableSpec) -> Check {
-    let wanted = ["app_code", "status", "updated_at_ms", "event_id"];
-    let add = format!(
-        "ALTER TABLE {} ADD INDEX {} (app_code, status, updated_at_ms, event_id) (online on MySQL 8 and MariaDB; run it outside busy hours)",
-        spec.name, spec.retention_index
-    );
-    match db.index_columns(spec.name, spec.retention_index).await {
-        Ok(Some(columns)) if columns.len() >= 4 && columns[..4] == wanted => Check::ok(
-            "retention_index",
-            format!("{} ({})", spec.retention_index, columns.join(", ")),
-        ),
-        Ok(Some(columns)) => Check::problem(
-            "retention_index",
-            format!(
-                "{} is on ({}), not (app_code, status, updated_at_ms, event_id): the archiver's scans would not be bounded pages",
-                spec.retention_index,
-                columns.join(", ")
-            ),
-            format!("DROP INDEX {} and {add}", spec.retention_index),
-        ),
-        Ok(None) => Check::problem(
-            "retention_index",
-            format!(
-                "{} has no index {}: archive, verify and status force it and fail without it",
-                spec.name, spec.retention_index
-            ),
-            add,
-        ),
+    let roles = [
+        spec.app_code,
+        spec.status,
+        spec.updated_at_ms,
+        spec.event_id,
+    ];
+    match db.indexes(spec.name).await {
+        Ok(indexes) => {
+            match profile::retention_index(spec.name, roles, Some(spec.retention_index), &indexes)
+            {
+                Ok(name) => Check::ok(
+                    "retention_index",
+                    format!("{name} ({})", roles.join(", ")),
+                ),
+                Err(problem) => Check::problem(
+                    "retention_index",
+                    problem,
+                    "add the index as the message says (archive, verify and status force it and refuse to start without it)",
+                ),
+            }
+        }
         Err(e) => Check::warning("retention_index", e.to_string(), "see the message"),
     }
 }

@@ -8,9 +8,9 @@ use std::path::PathBuf;
 use outbox_archiver::batch::{BatchEncoder, EncodedRow, Limits};
 use outbox_archiver::codec::{Row, Value};
 use outbox_archiver::format;
-use outbox_archiver::table::WALLET_OUTBOX;
+use outbox_archiver::table::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
 
-use crate::support::{at, row};
+use crate::support::{at, room_row, row};
 
 fn golden_rows() -> Vec<Row> {
     let t = 1_767_225_600_000; // 2026-01-01T00:00:00Z
@@ -30,12 +30,30 @@ fn golden_rows() -> Vec<Row> {
     rows
 }
 
+/// room_outbox's fixed rows: envelopes empty, 0x00-only, every byte value, and one whose
+/// base64 has padding; a NULL lease and an error text that needs escaping.
+fn golden_room_rows() -> Vec<Row> {
+    let t = 1_767_225_600_000;
+    let mut rows = vec![
+        room_row("app1", "evt-0001", t, Vec::new()),
+        room_row("app1", "evt-0002", t, vec![0; 7]),
+        room_row("app1", "evt-0000", t + 1, (0..=255).collect()),
+        room_row("app1", "evt-0003", t + 2, b"\x08\x01\x12\x02hi".to_vec()),
+    ];
+    rows[1][6] = Value::Int(1_767_225_630_000);
+    rows[1][11] = Value::Text("err\u{1}\n\"x\" 😀".into());
+    rows
+}
+
 fn golden_dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("tests/golden")
 }
 
 fn check(name: &str, actual: &[u8]) {
     let path = golden_dir().join(name);
+    if let Some(parent) = path.parent() {
+        std::fs::create_dir_all(parent).unwrap();
+    }
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, actual).unwrap();
     }
@@ -51,23 +69,34 @@ fn check(name: &str, actual: &[u8]) {
 
 #[test]
 fn fixed_rows_give_byte_exact_objects() {
+    golden_batch(&WALLET_OUTBOX, golden_rows(), "");
+}
+
+/// room_outbox's golden vectors, in `tests/golden/room_outbox/`.
+#[test]
+fn fixed_room_rows_give_byte_exact_objects() {
+    golden_batch(&ROOM_OUTBOX, golden_room_rows(), "room_outbox/");
+}
+
+/// `rows` of app1 as one batch of `spec`, each object checked against `tests/golden/{dir}`.
+fn golden_batch(spec: &'static TableSpec, rows: Vec<Row>, dir: &str) {
     let mut encoder = BatchEncoder::new(
-        &WALLET_OUTBOX,
+        spec,
         Limits {
             max_rows: 100,
             max_bytes: 1 << 20,
         },
         6,
     );
-    for r in golden_rows() {
-        let row = EncodedRow::of_row(&WALLET_OUTBOX, "app1", &r).unwrap();
+    for r in rows {
+        let row = EncodedRow::of_row(spec, "app1", &r).unwrap();
         assert!(encoder.fits(&row));
         encoder.push(row).unwrap();
     }
     let batch = encoder.finish().unwrap().unwrap();
     let docs = format::documents(
         "golden",
-        "wallet_outbox",
+        spec.name,
         "app1",
         &batch.content,
         &batch.gzip_digest,
@@ -78,6 +107,7 @@ fn fixed_rows_give_byte_exact_objects() {
         &mut ndjson,
     )
     .unwrap();
+    let check = |name: &str, actual: &[u8]| check(&format!("{dir}{name}"), actual);
     check("data.ndjson", &ndjson);
     check("data.ndjson.gz", &batch.gzip);
     check("manifest.json", &docs.manifest);
@@ -91,6 +121,35 @@ fn fixed_rows_give_byte_exact_objects() {
         )
         .as_bytes(),
     );
+}
+
+/// `schemas/room_outbox.record.schema.json` is what `outbox-archiver schema --table
+/// room_outbox` prints, and it accepts room_outbox's golden lines.
+#[test]
+fn the_room_record_schema_is_the_commands_output_and_accepts_real_lines() {
+    let path =
+        PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas/room_outbox.record.schema.json");
+    let text = outbox_archiver::record_schema::to_text(&ROOM_OUTBOX);
+    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+        std::fs::write(&path, &text).unwrap();
+    }
+    assert_eq!(
+        std::fs::read_to_string(&path).unwrap(),
+        text,
+        "regenerate it: outbox-archiver schema --table room_outbox"
+    );
+    let record = validator("room_outbox.record.schema.json");
+    let ndjson = std::fs::read(golden_dir().join("room_outbox/data.ndjson")).unwrap();
+    for line in ndjson.split(|&b| b == b'\n').filter(|l| !l.is_empty()) {
+        let value: serde_json::Value = serde_json::from_slice(line).unwrap();
+        assert!(record.is_valid(&value), "{value}");
+    }
+    let manifest = validator("manifest.schema.json");
+    let m: serde_json::Value = serde_json::from_slice(
+        &std::fs::read(golden_dir().join("room_outbox/manifest.json")).unwrap(),
+    )
+    .unwrap();
+    assert!(manifest.is_valid(&m), "{m}");
 }
 
 fn validator(name: &str) -> jsonschema::Validator {

@@ -326,3 +326,385 @@ async fn room_outbox_round_trips_its_envelopes_through_every_command() {
     );
     db.drop().await;
 }
+
+/// The third table's profile and DDL, test fixtures: no Rust code knows ledger_outbox.
+const LEDGER_PROFILE: &str = concat!(
+    env!("CARGO_MANIFEST_DIR"),
+    "/tests/fixtures/ledger_outbox.toml"
+);
+const LEDGER_DDL: &str = include_str!("../fixtures/ledger_outbox.sql");
+
+/// A database with ledger_outbox (no owned tables yet).
+async fn ledger_db() -> TestDb {
+    let db = TestDb::empty(&server_url().await).await;
+    sqlx::raw_sql(AssertSqlSafe(LEDGER_DDL))
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    db
+}
+
+/// The binary's environment for `db` with `profile` as --table-profile.
+fn ledger_env(db: &TestDb, s3: &TestS3, profile: &str) -> Vec<(&'static str, String)> {
+    let mut env = s3.binary_env();
+    env.push(("DATABASE_URL", db.url.clone()));
+    env.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    env.push(("OUTBOX_ARCHIVER_TABLE_PROFILE", profile.to_string()));
+    env
+}
+
+/// A delivered (`SENT`) ledger_outbox row, in the table's column order.
+#[allow(clippy::too_many_arguments)]
+fn ledger_row(
+    tenant: &str,
+    id: &str,
+    amount: &str,
+    fee: Option<&str>,
+    settled_at: Option<&str>,
+    signature: Option<Vec<u8>>,
+    memo: &str,
+    changed_ms: i64,
+) -> Row {
+    let text = |s: Option<&str>| s.map_or(Value::Null, |s| Value::Text(s.into()));
+    vec![
+        Value::Text(tenant.into()),
+        Value::Text(id.into()),
+        Value::Text(amount.into()),
+        text(fee),
+        Value::Text("2026-01-02T03:04:05.678".into()),
+        text(settled_at),
+        signature.map_or(Value::Null, Value::Bytes),
+        Value::Text(memo.into()),
+        Value::Int(4_294_967_295 - changed_ms % 1_000),
+        Value::Text("18446744073709551615".into()),
+        Value::Text("SENT".into()),
+        Value::Int(changed_ms - 5),
+        Value::Int(changed_ms),
+    ]
+}
+
+/// Every delivered row of ledger_outbox as the server prints it — not through the archiver's
+/// codec: texts cast, binaries in hex, NULL as None.
+async fn ledger_as_printed(db: &TestDb) -> Vec<Vec<Option<String>>> {
+    let rows = sqlx::query(
+        "SELECT tenant, message_id, CAST(amount AS CHAR), CAST(fee AS CHAR), CAST(booked_at AS CHAR), \
+         CAST(settled_at AS CHAR), HEX(signature), HEX(memo), CAST(sequence_no AS CHAR), \
+         CAST(ledger_counter AS CHAR), state, CAST(created_ms AS CHAR), CAST(changed_ms AS CHAR) \
+         FROM ledger_outbox WHERE state = 'SENT' ORDER BY tenant, message_id",
+    )
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap();
+    rows.iter()
+        .map(|r| (0..13).map(|i| r.get::<Option<String>, _>(i)).collect())
+        .collect()
+}
+
+/// A third table, defined only by a profile file in a test fixture — DECIMAL, DATETIME(3), a
+/// nullable TIMESTAMP(3), a nullable VARBINARY, a utf8mb4 TEXT with 4-byte characters, unsigned
+/// integers, role columns with other names, a delivered status of its own — through the real
+/// binary: migrate, archive, verify, purge, restore into the source. Every value comes back
+/// exactly as the server held it; the NDJSON carries each in its documented form; a column added
+/// to the table later is archived from then on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_described_only_by_a_profile_round_trips_exactly() {
+    let mut db = ledger_db().await;
+    let s3 = TestS3::new().await;
+    let store = s3.store().await;
+    let envs = ledger_env(&db, &s3, LEDGER_PROFILE);
+    let run = run_cli(&["migrate"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let profile = outbox_archiver::profile::Profile::load(LEDGER_PROFILE.as_ref()).unwrap();
+    db.spec = db.db.resolve_profile(&profile).await.unwrap();
+    db.delivered_status = "SENT";
+    db.db.require_tables(db.spec).await.unwrap();
+
+    let mut rows = vec![
+        ledger_row(
+            "l1",
+            "m-first",
+            "-12345678901234.5678",
+            None,
+            Some("2026-01-02T03:04:05.678"),
+            None,
+            "💸 paid 𝄞 «ok»",
+            T0,
+        ),
+        ledger_row(
+            "l1",
+            "m-zero",
+            "0.0000",
+            Some("0.00"),
+            None,
+            Some(vec![]),
+            "",
+            T0 + 1,
+        ),
+        ledger_row(
+            "l1",
+            "m-bin",
+            "99999999999999.9999",
+            Some("-0.01"),
+            Some("1970-01-01T00:00:01.000"),
+            Some((0..=63).collect()),
+            "line\nbreak \"quoted\" \\ tab\t",
+            T0 + 2,
+        ),
+    ];
+    for i in 0..20 {
+        rows.push(ledger_row(
+            if i % 2 == 0 { "l1" } else { "l2" },
+            &format!("m{i:02}"),
+            &format!("{i}.{i:04}"),
+            Some("1.50"),
+            None,
+            Some(vec![i as u8; i]),
+            &"😀".repeat(i),
+            T0 + 10 + i as i64,
+        ));
+    }
+    let mut pending = ledger_row("l1", "m-pending", "1.0000", None, None, None, "", T0 + 3);
+    pending[10] = Value::Text("PENDING".into());
+    rows.push(pending);
+    db.insert(&rows).await;
+    let before = ledger_as_printed(&db).await;
+    assert_eq!(before.len(), 23);
+    let originals = db.expected_rows("l1", ARCHIVED_CUTOFF).await;
+    assert_eq!(originals.len(), 13);
+
+    let run = run_cli(
+        &[
+            "archive",
+            "--all-apps",
+            "--batch-rows",
+            "5",
+            "--cutoff",
+            "2026-01-04T00:00:00Z",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(archived_rows(&db, store.as_ref(), "l1").await, originals);
+    let members = db
+        .count("SELECT COUNT(*) FROM ledger_archive_members WHERE app_code = 'l1'")
+        .await;
+    assert_eq!(members, 13, "the pending row is not archived");
+
+    // The first batch's NDJSON line, byte for byte: each SQL type in its documented form.
+    let first: String = sqlx::query_scalar(
+        "SELECT data_object_key FROM ledger_archive_receipts WHERE app_code = 'l1' ORDER BY last_updated_at_ms LIMIT 1",
+    )
+    .fetch_one(&db.db.pool)
+    .await
+    .unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&read(store.as_ref(), &first).await[..]),
+        &mut text,
+    )
+    .unwrap();
+    assert_eq!(
+        text.lines().next().unwrap(),
+        concat!(
+            r#"{"tenant":"l1","message_id":"m-first","amount":"-12345678901234.5678","fee":null,"#,
+            r#""booked_at":"2026-01-02T03:04:05.678","settled_at":"2026-01-02T03:04:05.678Z","#,
+            r#""signature_base64":null,"memo":"💸 paid 𝄞 «ok»","sequence_no":4294967295,"#,
+            r#""ledger_counter":"18446744073709551615","state":"SENT","created_ms":1767225599995,"#,
+            r#""changed_ms":1767225600000}"#
+        )
+    );
+    let manifest = read(
+        store.as_ref(),
+        &first.replace("data.ndjson.gz", "manifest.json"),
+    )
+    .await;
+    let manifest: serde_json::Value = serde_json::from_slice(&manifest).unwrap();
+    assert_eq!(manifest["table"], "ledger_outbox");
+    assert!(manifest["sequence_no_total"].is_string(), "{manifest}");
+    assert_eq!(manifest["amounts_sha256"].as_str().map(str::len), Some(64));
+
+    let run = run_cli(
+        &["verify", "--all-apps", "--cutoff", "2026-01-04T00:00:00Z"],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["purge", "--all-apps", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM ledger_outbox").await,
+        1,
+        "only the pending row stays"
+    );
+    let run = run_cli(&["restore", "--all-apps", "--into-source"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        ledger_as_printed(&db).await,
+        before,
+        "every value exactly as it was"
+    );
+
+    // A column added later: archived from then on (a new row, archived in its own batch).
+    sqlx::query("ALTER TABLE ledger_outbox ADD COLUMN region VARCHAR(8) NULL AFTER memo")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    sqlx::query(
+        "INSERT INTO ledger_outbox (tenant, message_id, amount, booked_at, memo, region, sequence_no, ledger_counter, state, created_ms, changed_ms) \
+         VALUES ('l1', 'm-late', 1, '2026-01-03 00:00:00', '', 'eu', 1, 1, 'SENT', ?, ?)",
+    )
+    .bind(T0 + 2 * DAY)
+    .bind(T0 + 2 * DAY)
+    .execute(&db.db.pool)
+    .await
+    .unwrap();
+    let run = run_cli(
+        &["archive", "--app", "l1", "--cutoff", "2026-01-04T00:00:00Z"],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let last: String = sqlx::query_scalar(
+        "SELECT data_object_key FROM ledger_archive_receipts WHERE app_code = 'l1' ORDER BY last_updated_at_ms DESC LIMIT 1",
+    )
+    .fetch_one(&db.db.pool)
+    .await
+    .unwrap();
+    let mut text = String::new();
+    std::io::Read::read_to_string(
+        &mut flate2::read::GzDecoder::new(&read(store.as_ref(), &last).await[..]),
+        &mut text,
+    )
+    .unwrap();
+    assert!(
+        text.contains(r#""memo":"","region":"eu","sequence_no":1"#),
+        "{text}"
+    );
+    db.drop().await;
+}
+
+/// Start-up refusals, each exit 2 with a message that names the column or index and the fix,
+/// nothing written: a profile naming a column the table lacks, a case-insensitive event id, a
+/// missing retention index, owned tables made for another profile, and a built-in table with a
+/// column removed or one it would not archive.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
+    let db = ledger_db().await;
+    let s3 = TestS3::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let profile = std::fs::read_to_string(LEDGER_PROFILE).unwrap();
+    let variant = |name: &str, text: String| {
+        let path = dir.path().join(name);
+        std::fs::write(&path, text).unwrap();
+        path.to_str().unwrap().to_string()
+    };
+    let archive = ["archive", "--all-apps", "--cutoff", "2026-01-04T00:00:00Z"];
+    let refused = |run: &Run, needle: &str| {
+        assert_eq!(run.code, 2, "{}", run.all_output);
+        let error = run.summary["error"].as_str().unwrap_or_default();
+        assert!(error.contains(needle), "{needle:?} not in {error}");
+    };
+
+    // Owned tables made for another profile: room_outbox's receipts have no sequence_no_total.
+    let room = TestDb::for_table_on(&server_url().await, &ROOM_OUTBOX).await;
+    sqlx::raw_sql(AssertSqlSafe(LEDGER_DDL))
+        .execute(&room.db.pool)
+        .await
+        .unwrap();
+    let shared = variant(
+        "shared.toml",
+        profile.replace(
+            "owned_prefix = \"ledger_archive\"",
+            "owned_prefix = \"room_outbox_archive\"",
+        ),
+    );
+    let run = run_cli(&archive, &ledger_env(&room, &s3, &shared)).await;
+    refused(
+        &run,
+        "room_outbox_archive_receipts has no column sequence_no_total",
+    );
+    // A built-in table with a column removed, or with one it would not archive.
+    sqlx::query("ALTER TABLE room_outbox DROP COLUMN last_error")
+        .execute(&room.db.pool)
+        .await
+        .unwrap();
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", room.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_TABLE", "room_outbox".into()));
+    let run = run_cli(&archive, &envs).await;
+    refused(&run, "room_outbox has no column last_error");
+    sqlx::query("ALTER TABLE room_outbox ADD COLUMN last_error TEXT NULL, ADD COLUMN region VARCHAR(8) NULL")
+        .execute(&room.db.pool)
+        .await
+        .unwrap();
+    let run = run_cli(&archive, &envs).await;
+    refused(&run, "does not archive (region)");
+    room.drop().await;
+
+    let envs = ledger_env(&db, &s3, LEDGER_PROFILE);
+    let run = run_cli(&archive, &envs).await;
+    refused(&run, "ledger_archive_receipts does not exist");
+    let run = run_cli(&["migrate"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(
+        &[
+            "archive",
+            "--all-apps",
+            "--dry-run",
+            "--cutoff",
+            "2026-01-04T00:00:00Z",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+
+    // A column the profile names that the table does not have.
+    let missing = variant(
+        "missing.toml",
+        profile.replace("status = \"state\"", "status = \"delivery_state\""),
+    );
+    let run = run_cli(&archive, &ledger_env(&db, &s3, &missing)).await;
+    refused(
+        &run,
+        "roles.status names column delivery_state, which ledger_outbox does not have",
+    );
+    // A case-insensitive event id.
+    sqlx::query("ALTER TABLE ledger_outbox MODIFY message_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    let run = run_cli(&archive, &envs).await;
+    refused(
+        &run,
+        "ledger_outbox.message_id compares with collation utf8mb4_unicode_ci",
+    );
+    refused(&run, "ALTER TABLE ledger_outbox MODIFY message_id");
+    sqlx::query("ALTER TABLE ledger_outbox MODIFY message_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    // The retention index gone.
+    sqlx::query("ALTER TABLE ledger_outbox DROP INDEX idx_ledger_outbox_archive_scan")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    let run = run_cli(&archive, &envs).await;
+    refused(
+        &run,
+        "ledger_outbox has no index on (tenant, state, changed_ms, message_id)",
+    );
+    refused(
+        &run,
+        "ALTER TABLE ledger_outbox ADD INDEX idx_ledger_outbox_archive_scan",
+    );
+    let run = run_cli(&["doctor", "--format", "json"], &envs).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM ledger_archive_receipts")
+            .await,
+        0
+    );
+    db.drop().await;
+}

@@ -100,6 +100,8 @@ pub struct TestDb {
     pub db: Db,
     /// The outbox table this database holds (wallet_outbox unless made with [`TestDb::for_table`]).
     pub spec: &'static TableSpec,
+    /// The status its delivered rows have.
+    pub delivered_status: &'static str,
 }
 
 impl TestDb {
@@ -164,6 +166,7 @@ impl TestDb {
             url,
             db,
             spec: &WALLET_OUTBOX,
+            delivered_status: "DELIVERED",
         }
     }
 
@@ -221,7 +224,7 @@ impl TestDb {
                 .page(
                     &self.db.pool,
                     app,
-                    "DELIVERED",
+                    self.delivered_status,
                     after.as_ref(),
                     cutoff_ms,
                     500,
@@ -291,9 +294,13 @@ pub fn kill_all(url: &str, find: &'static str, arg: &str) {
 
 /// Every row of `app` in `table`, in cursor order, every column.
 pub async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
+    let spec = db.spec;
     let sql = format!(
-        "SELECT {} FROM {table} WHERE app_code = ? ORDER BY updated_at_ms, event_id",
-        db.spec.select_list()
+        "SELECT {} FROM {table} WHERE {} = ? ORDER BY {}, {}",
+        spec.select_list(),
+        spec.app_code,
+        spec.updated_at_ms,
+        spec.event_id
     );
     let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(app)

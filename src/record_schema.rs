@@ -1,0 +1,148 @@
+//! The JSON Schema of a table's NDJSON record (`outbox-archiver schema`), derived from its
+//! [`TableSpec`] as the encoder writes it: for Athena, Glue or DuckDB users reading their own
+//! table's archive. `schemas/room_outbox.record.schema.json` is this output for room_outbox (a
+//! test holds the file to it).
+
+use serde_json::{json, Map, Value};
+
+use crate::table::{Kind, TableSpec, TotalKind};
+
+/// The record schema of `spec`'s NDJSON lines.
+pub fn record_schema(spec: &TableSpec) -> Value {
+    let mut properties = Map::new();
+    for column in spec.columns {
+        let (ty, description) = match column.kind {
+            Kind::Int => ("integer", None),
+            Kind::Text => ("string", None),
+            Kind::JsonText => (
+                "string",
+                Some("The JSON value's text, byte for byte as the database returned it."),
+            ),
+            Kind::Blob => ("string", Some("The column's bytes, standard base64 (RFC 4648, padded).")),
+            Kind::Decimal => ("string", Some("The exact decimal text, every digit of the column's scale.")),
+            Kind::DateTime => (
+                "string",
+                Some("YYYY-MM-DDTHH:MM:SS[.f…] (YYYY-MM-DD for a DATE): the wall-clock value as stored, no offset; as many fraction digits as the column's precision."),
+            ),
+            Kind::Timestamp => (
+                "string",
+                Some("YYYY-MM-DDTHH:MM:SS[.f…]Z: the instant in UTC; as many fraction digits as the column's precision."),
+            ),
+        };
+        let mut property = Map::new();
+        property.insert(
+            "type".into(),
+            if column.nullable {
+                json!([ty, "null"])
+            } else {
+                json!(ty)
+            },
+        );
+        match column.kind {
+            Kind::Int => {
+                property.insert("minimum".into(), json!(i64::MIN));
+                property.insert("maximum".into(), json!(i64::MAX));
+            }
+            Kind::Blob => {
+                property.insert("contentEncoding".into(), json!("base64"));
+            }
+            Kind::Decimal => {
+                property.insert("pattern".into(), json!("^-?[0-9]+(\\.[0-9]+)?$"));
+            }
+            Kind::DateTime => {
+                property.insert(
+                    "pattern".into(),
+                    json!("^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,6})?)?$"),
+                );
+            }
+            Kind::Timestamp => {
+                property.insert(
+                    "pattern".into(),
+                    json!(
+                        "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,6})?Z$"
+                    ),
+                );
+            }
+            Kind::Text | Kind::JsonText => {}
+        }
+        let mut said = vec![format!("Column {}.", column.name)];
+        said.extend(description.map(str::to_string));
+        if column.name == spec.event_id {
+            said.push("The event id (with the app code, the row's key).".into());
+        }
+        for total in spec.totals.iter().filter(|t| t.column == column.name) {
+            said.push(match total.kind {
+                TotalKind::Sum => format!("Summed into the manifest's {}.", total.field),
+                TotalKind::Sha256 => format!("Hashed into the manifest's {}.", total.field),
+            });
+        }
+        property.insert("description".into(), json!(said.join(" ")));
+        properties.insert(column.json_key.to_string(), Value::Object(property));
+    }
+    let required: Vec<&str> = spec.columns.iter().map(|c| c.json_key).collect();
+    json!({
+        "$schema": "https://json-schema.org/draft/2020-12/schema",
+        "$id": format!("https://outbox-archiver.dev/schemas/v1/{}.record.schema.json", spec.name),
+        "title": format!("{} archive record (schema_version {})", spec.name, crate::format::SCHEMA_VERSION),
+        "description": "One line of data.ndjson.gz: one source row, every column, keys in exactly this order (`required` lists them in order), compact JSON.",
+        "type": "object",
+        "additionalProperties": false,
+        "required": required,
+        "properties": properties,
+    })
+}
+
+/// The schema as the command prints it: pretty, with a final newline.
+pub fn to_text(spec: &TableSpec) -> String {
+    let mut text = serde_json::to_string_pretty(&record_schema(spec)).expect("JSON");
+    text.push('\n');
+    text
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::codec;
+    use crate::table::{ROOM_OUTBOX, WALLET_OUTBOX};
+
+    #[test]
+    fn schemas_say_each_column_in_order() {
+        let schema = record_schema(&ROOM_OUTBOX);
+        let required: Vec<&str> = schema["required"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_str().unwrap())
+            .collect();
+        assert_eq!(required[7], "envelope_base64");
+        assert_eq!(
+            schema["properties"]["lock_until_ms"]["type"],
+            json!(["integer", "null"])
+        );
+        assert_eq!(
+            schema["properties"]["envelope_base64"]["contentEncoding"],
+            "base64"
+        );
+        let wallet = record_schema(&WALLET_OUTBOX);
+        assert_eq!(wallet["required"].as_array().unwrap().len(), 18);
+        assert_eq!(wallet["properties"]["payload_json"]["type"], "string");
+    }
+
+    #[test]
+    fn a_built_in_tables_lines_are_valid_under_its_schema() {
+        let validator = jsonschema::validator_for(&record_schema(&ROOM_OUTBOX)).unwrap();
+        for envelope in [&b""[..], &[0u8][..], &[1, 2, 255][..]] {
+            let row = codec::tests::room_row("e1", -7, envelope);
+            let mut line = Vec::new();
+            codec::encode_line(&ROOM_OUTBOX, &row, &mut line);
+            let value: Value = serde_json::from_slice(&line).unwrap();
+            assert!(validator.is_valid(&value), "{value}");
+            let mut damaged = value.clone();
+            damaged["room_id"] = json!("7");
+            assert!(!validator.is_valid(&damaged));
+            let mut extra = value.clone();
+            extra["x"] = json!(1);
+            assert!(!validator.is_valid(&extra));
+        }
+    }
+}
