@@ -285,21 +285,33 @@ pub struct DataRead {
 /// The lines of a verified data object, kept as they were read, for a caller that loads exactly
 /// the bytes it verified: one buffer of NDJSON and where each line ends — about the NDJSON's
 /// size, half what the decoded rows would take — decoded a few at a time when they are loaded.
-#[derive(Debug, Default, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone)]
 pub struct KeptLines {
+    /// The table as this batch holds it (fewer columns than today's table for a batch written
+    /// before columns were added: [`crate::table::projected`]).
+    spec: &'static TableSpec,
     text: Vec<u8>,
     /// The end of each line in `text` (lines are stored without their `\n`).
     ends: Vec<usize>,
 }
 
+impl PartialEq for KeptLines {
+    fn eq(&self, other: &KeptLines) -> bool {
+        std::ptr::eq(self.spec, other.spec) && self.text == other.text && self.ends == other.ends
+    }
+}
+
+impl Eq for KeptLines {}
+
 impl KeptLines {
     /// Room for a batch of `lines` lines and `bytes` bytes of NDJSON, as its receipt says, so
     /// that the buffer is allocated once and not grown by doubling (which left RSS at about
     /// twice the batch). What a receipt says is trusted up to [`KeptLines::RESERVE_CAP`] bytes.
-    fn for_batch(bytes: u64, lines: u64) -> KeptLines {
+    fn for_batch(spec: &'static TableSpec, bytes: u64, lines: u64) -> KeptLines {
         let bytes = bytes.min(Self::RESERVE_CAP) as usize;
         let lines = lines.min(Self::RESERVE_CAP / 64) as usize;
         KeptLines {
+            spec,
             text: Vec::with_capacity(bytes),
             ends: Vec::with_capacity(lines),
         }
@@ -320,12 +332,15 @@ impl KeptLines {
         self.ends.is_empty()
     }
 
-    /// Lines `range` (0-based), decoded into rows.
-    pub fn decode(
-        &self,
-        spec: &TableSpec,
-        range: std::ops::Range<usize>,
-    ) -> Result<Vec<Row>, codec::DecodeError> {
+    /// The table as this batch's lines hold it: the rows [`KeptLines::decode`] gives have these
+    /// columns.
+    pub fn spec(&self) -> &'static TableSpec {
+        self.spec
+    }
+
+    /// Lines `range` (0-based), decoded into rows of [`KeptLines::spec`].
+    pub fn decode(&self, range: std::ops::Range<usize>) -> Result<Vec<Row>, codec::DecodeError> {
+        let spec = self.spec;
         range
             .map(|i| {
                 let start = if i == 0 { 0 } else { self.ends[i - 1] };
@@ -366,6 +381,21 @@ impl LineSink {
         self.line_no += 1;
         let body = &line[..line.len() - 1];
         let bad = |e: String| DataError::Line(e);
+        if self.line_no == 1 {
+            // The batch's columns are its first line's keys: a batch written before a column
+            // was added to the table holds fewer, and every line of it the same ones.
+            let keys = codec::line_keys(body).map_err(|e| bad(format!("line 1: {e}")))?;
+            let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
+            let spec = crate::table::projected(self.spec, &keys)
+                .map_err(|e| bad(format!("line 1: {e}")))?;
+            if !std::ptr::eq(spec, self.spec) {
+                self.spec = spec;
+                self.layout = spec.layout();
+                if let Some(kept) = &mut self.kept {
+                    kept.spec = spec;
+                }
+            }
+        }
         let facts = codec::scan_line(self.spec, &self.layout, &self.app_code, body, self.line_no)
             .map_err(|e| bad(e.to_string()))?;
         if let Some(kept) = &mut self.kept {
@@ -434,7 +464,7 @@ impl DataReader {
         app_code: &str,
         expected: &ContentFacts,
     ) -> DataReader {
-        let kept = KeptLines::for_batch(expected.uncompressed_bytes, expected.row_count);
+        let kept = KeptLines::for_batch(spec, expected.uncompressed_bytes, expected.row_count);
         DataReader::reading(spec, app_code, Some(kept))
     }
 
@@ -601,9 +631,9 @@ mod tests {
             .lines
             .expect("a well-formed object keeps its lines");
         assert_eq!(lines.len(), 7);
-        assert_eq!(lines.decode(&WALLET_OUTBOX, 0..7).unwrap(), rows);
-        assert_eq!(lines.decode(&WALLET_OUTBOX, 3..5).unwrap(), rows[3..5]);
-        assert!(lines.decode(&WALLET_OUTBOX, 7..7).unwrap().is_empty());
+        assert_eq!(lines.decode(0..7).unwrap(), rows);
+        assert_eq!(lines.decode(3..5).unwrap(), rows[3..5]);
+        assert!(lines.decode(7..7).unwrap().is_empty());
 
         let mut corrupt = batch.gzip.to_vec();
         let at = corrupt.len() / 2;

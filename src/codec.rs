@@ -229,6 +229,30 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
     }
 }
 
+/// The keys of one NDJSON line (without its `\n`), in order; the values are only checked to be
+/// JSON.
+pub fn line_keys(line: &[u8]) -> Result<Vec<String>, String> {
+    struct Keys;
+    impl<'de> Visitor<'de> for Keys {
+        type Value = Vec<String>;
+        fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+            f.write_str("a record object")
+        }
+        fn visit_map<A: MapAccess<'de>>(self, mut map: A) -> Result<Vec<String>, A::Error> {
+            let mut keys = Vec::new();
+            while let Some(key) = map.next_key::<String>()? {
+                map.next_value::<de::IgnoredAny>()?;
+                keys.push(key);
+            }
+            Ok(keys)
+        }
+    }
+    let mut de = serde_json::Deserializer::from_slice(line);
+    de::Deserializer::deserialize_map(&mut de, Keys)
+        .and_then(|keys| de.end().map(|_| keys))
+        .map_err(|e| e.to_string())
+}
+
 /// At most this many control-total columns per table (checked by [`crate::table`]'s tests).
 pub const MAX_TOTALS: usize = 4;
 

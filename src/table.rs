@@ -226,6 +226,11 @@ impl TableSpec {
         format!("{}_superseded", self.owned_prefix)
     }
 
+    /// A profile's table only: the columns archived so far (`db::owned`).
+    pub fn columns_table(&self) -> String {
+        format!("{}_columns", self.owned_prefix)
+    }
+
     pub fn drills_table(&self) -> String {
         format!("{}_drills", self.owned_prefix)
     }
@@ -237,6 +242,71 @@ impl TableSpec {
     pub fn cursor_index(&self) -> String {
         format!("idx_{}_cursor", self.owned_prefix)
     }
+}
+
+/// `spec` as a batch written before columns were added to the table holds it: only the columns
+/// whose NDJSON keys are `keys`, which must be `spec`'s keys in `spec`'s order with some left
+/// out — never one it does not have (a column removed stops the run before anything is
+/// archived; a line with a key the table does not have is not this table's) and never a role or
+/// control-total column. Each distinct projection is built once per process and kept.
+pub fn projected(spec: &'static TableSpec, keys: &[&str]) -> Result<&'static TableSpec, String> {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    if spec.columns.len() == keys.len()
+        && spec.columns.iter().zip(keys).all(|(c, k)| c.json_key == *k)
+    {
+        return Ok(spec);
+    }
+    type Cache = Mutex<HashMap<(usize, Vec<String>), &'static TableSpec>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let key = (
+        spec as *const TableSpec as usize,
+        keys.iter().map(|k| k.to_string()).collect::<Vec<_>>(),
+    );
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .expect("not poisoned");
+    if let Some(found) = cache.get(&key) {
+        return Ok(found);
+    }
+    let mut columns = Vec::with_capacity(keys.len());
+    let mut rest = spec.columns.iter();
+    for k in keys {
+        match rest.find(|c| c.json_key == *k) {
+            Some(c) => columns.push(*c),
+            None => {
+                return Err(match spec.columns.iter().any(|c| c.json_key == *k) {
+                    true => format!("key {k:?} out of the table's order"),
+                    false => format!(
+                        "key {k:?} is no column of {} (a column removed from the table after this batch was written: add it back to read the batch)",
+                        spec.name
+                    ),
+                })
+            }
+        }
+    }
+    let needed = [
+        spec.app_code,
+        spec.event_id,
+        spec.updated_at_ms,
+        spec.created_at_ms,
+        spec.status,
+    ];
+    let totals = spec.totals.iter().map(|t| t.column);
+    for name in needed.into_iter().chain(totals) {
+        if !columns.iter().any(|c| c.name == name) {
+            return Err(format!(
+                "the batch has no column {name}, which the archiver needs"
+            ));
+        }
+    }
+    let projected: &'static TableSpec = Box::leak(Box::new(TableSpec {
+        columns: Box::leak(columns.into_boxed_slice()),
+        ..*spec
+    }));
+    cache.insert(key, projected);
+    Ok(projected)
 }
 
 /// A `NOT NULL` column archived under its own name.
@@ -370,6 +440,43 @@ mod tests {
                     .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_'));
             }
         }
+    }
+
+    #[test]
+    fn a_batch_with_fewer_columns_reads_as_a_projection() {
+        let keys: Vec<&str> = ROOM_OUTBOX.columns.iter().map(|c| c.json_key).collect();
+        assert!(std::ptr::eq(
+            projected(&ROOM_OUTBOX, &keys).unwrap(),
+            &ROOM_OUTBOX
+        ));
+        let fewer: Vec<&str> = keys
+            .iter()
+            .copied()
+            .filter(|k| *k != "last_error")
+            .collect();
+        let p = projected(&ROOM_OUTBOX, &fewer).unwrap();
+        assert_eq!(p.columns.len(), 12);
+        assert_eq!(p.columns[p.layout().updated_at_ms].name, "updated_at_ms");
+        assert!(
+            std::ptr::eq(projected(&ROOM_OUTBOX, &fewer).unwrap(), p),
+            "built once"
+        );
+        let mut unknown = keys.clone();
+        unknown.push("region");
+        let e = projected(&ROOM_OUTBOX, &unknown).unwrap_err();
+        assert!(e.contains("\"region\" is no column of room_outbox"), "{e}");
+        let mut swapped = keys.clone();
+        swapped.swap(2, 3);
+        assert!(projected(&ROOM_OUTBOX, &swapped)
+            .unwrap_err()
+            .contains("out of the table's order"));
+        let no_total: Vec<&str> = keys
+            .iter()
+            .copied()
+            .filter(|k| *k != "envelope_base64")
+            .collect();
+        let e = projected(&ROOM_OUTBOX, &no_total).unwrap_err();
+        assert!(e.contains("no column envelope"), "{e}");
     }
 
     #[test]

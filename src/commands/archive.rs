@@ -24,6 +24,14 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
         Err(e) => return summary.without_apps(e),
     };
     if !opts.dry_run && !apps.is_empty() {
+        if let Err(e) = ctx
+            .db
+            .record_archived_columns(ctx.spec, (ctx.now_ms)())
+            .await
+        {
+            summary.error = Some(e.to_string());
+            return summary.settle();
+        }
         match probe_write_once(ctx).await {
             Ok(found) => summary.conditional_put = found,
             Err(e) => {

@@ -51,7 +51,8 @@ fn columns(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The five owned tables of `spec`, in the order they are created.
+/// The owned tables of `spec`, in the order they are created: five, and for a profile's table
+/// a sixth that keeps the columns archived so far.
 pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
     let prefix = spec.owned_prefix;
     let mut receipts = columns(&[
@@ -110,7 +111,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         ("compacted_at_ms", "BIGINT NULL"),
         ("compacted_member_rows", "BIGINT NOT NULL DEFAULT 0"),
     ]));
-    vec![
+    let mut tables = vec![
         OwnedTable {
             name: spec.receipts_table(),
             columns: receipts,
@@ -190,7 +191,78 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
                 format!("KEY idx_{prefix}_superseded_batch (app_code, batch_id)"),
             ],
         },
-    ]
+    ];
+    if !spec.is_builtin() {
+        // A profile's columns come from the live table: the columns archived so far are kept
+        // here, so that one removed from the table stops the run instead of going unnoticed.
+        tables.push(OwnedTable {
+            name: spec.columns_table(),
+            columns: columns(&[
+                ("column_name", "VARCHAR(64) NOT NULL"),
+                ("json_key", "VARCHAR(64) NOT NULL"),
+                ("first_archived_at_ms", "BIGINT NOT NULL"),
+            ]),
+            keys: vec!["PRIMARY KEY (column_name)".into()],
+        });
+    }
+    tables
+}
+
+impl Db {
+    /// Refuses a profile's table that lost a column earlier runs archived: the batches that hold
+    /// it could not be restored into the table, and the runs would silently archive less.
+    pub async fn check_archived_columns(&self, spec: &TableSpec) -> Result<(), DbError> {
+        if spec.is_builtin() {
+            return Ok(()); // its columns are fixed: `profile::check_live`
+        }
+        let recorded: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT CAST(column_name AS CHAR) FROM {} ORDER BY column_name",
+            spec.columns_table()
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .context(|| format!("reading {}", spec.columns_table()))?;
+        let gone: Vec<&str> = recorded
+            .iter()
+            .filter(|r| !spec.columns.iter().any(|c| c.name.eq_ignore_ascii_case(r)))
+            .map(String::as_str)
+            .collect();
+        if gone.is_empty() {
+            return Ok(());
+        }
+        Err(DbError::SourceShape(format!(
+            "{} no longer has column(s) {}, which earlier batches archived: the archiver never archives less than a whole row, and those batches cannot be restored into a table without them. Add the column(s) back; or, if they were dropped on purpose, accept the table as it is now with DELETE FROM {} WHERE column_name IN (…) (batches that hold the columns then need them added back to be restored)",
+            spec.name,
+            gone.join(", "),
+            spec.columns_table()
+        )))
+    }
+
+    /// Records the columns `archive` is about to write (a profile's table; new ones only).
+    pub async fn record_archived_columns(
+        &self,
+        spec: &TableSpec,
+        now_ms: i64,
+    ) -> Result<(), DbError> {
+        if spec.is_builtin() {
+            return Ok(());
+        }
+        let mut qb = sqlx::QueryBuilder::<MySql>::new(format!(
+            "INSERT IGNORE INTO {} (column_name, json_key, first_archived_at_ms) ",
+            spec.columns_table()
+        ));
+        qb.push_values(spec.columns, |mut values, column| {
+            values
+                .push_bind(column.name)
+                .push_bind(column.json_key)
+                .push_bind(now_ms);
+        });
+        qb.build()
+            .execute(&self.pool)
+            .await
+            .context(|| format!("recording the archived columns in {}", spec.columns_table()))?;
+        Ok(())
+    }
 }
 
 /// Creates `spec`'s owned tables from the spec (`CREATE TABLE IF NOT EXISTS`: a rerun is a no-op).

@@ -293,8 +293,14 @@ impl<'a> TargetTable<'a> {
         use futures_util::TryStreamExt;
         use sha2::Digest as _;
         let (spec, table) = (self.spec, self.name);
+        // The value as the archiver reads it (a DECIMAL's text, a DATETIME's ISO form), as bytes.
+        let read_as = spec
+            .columns
+            .iter()
+            .find(|c| c.name == column)
+            .map_or_else(|| column.to_string(), |c| c.select());
         let sql = format!(
-            "SELECT {column} FROM {table} ORDER BY {}, {}",
+            "SELECT CAST({read_as} AS BINARY) FROM {table} ORDER BY {}, {}",
             spec.updated_at_ms, spec.event_id
         );
         let mut hasher = sha2::Sha256::new();

@@ -45,6 +45,7 @@ impl Db {
             }
         }
         self.check_owned_tables(spec).await?;
+        self.check_archived_columns(spec).await?;
         self.check_collations(spec).await
     }
 

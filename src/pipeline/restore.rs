@@ -273,20 +273,24 @@ impl<'a> Restorer<'a> {
             verified,
         } = verified?;
         let lines = self.verified_lines(receipt, verified, details).await?;
+        // The table as this batch holds it: a batch written before columns were added to the
+        // table loads its own columns (the others take their defaults, as the rows that were in
+        // the table when the columns were added did).
+        let spec = lines.spec();
         let now = (self.ctx.now_ms)();
         if self.opts.drill {
             let rows = self.decode(receipt, &lines, 0..lines.len())?;
-            return self.drill(receipt, proven, rows, details).await;
+            return self.drill(spec, receipt, proven, rows, details).await;
         }
         for start in (0..lines.len()).step_by(RESTORE_CHUNK) {
             let end = (start + RESTORE_CHUNK).min(lines.len());
             let rows = self.decode(receipt, &lines, start..end)?;
-            let mut chunk = without_superseded(self.ctx.spec, rows, &superseded, details);
+            let mut chunk = without_superseded(spec, rows, &superseded, details);
             if receipt.compaction.is_some() && !chunk.is_empty() {
                 // A compacted batch lost the member rows that told a later version of a row
                 // apart from its own: a row another batch owns now is that batch's to restore.
                 chunk = self
-                    .without_owned_elsewhere(receipt, chunk, details)
+                    .without_owned_elsewhere(spec, receipt, chunk, details)
                     .await?;
             }
             if chunk.is_empty() {
@@ -316,7 +320,7 @@ impl<'a> Restorer<'a> {
                 }),
                 Access::DryRun | Access::Reading => None,
             };
-            let target = TargetTable::new(self.ctx.spec, &self.target).map_err(Failure::Data)?;
+            let target = TargetTable::new(spec, &self.target).map_err(Failure::Data)?;
             let loaded = target.load_chunk(pool, app, &chunk, into_source).await?;
             details.restored_rows += loaded.inserted;
             details.already_present_rows += loaded.present;
@@ -344,11 +348,12 @@ impl<'a> Restorer<'a> {
     /// silent overwrite or a silently stale row.
     async fn without_owned_elsewhere(
         &self,
+        spec: &TableSpec,
         receipt: &StoredReceipt,
         mut rows: Vec<Row>,
         details: &mut RestoreApp,
     ) -> Result<Vec<Row>, Failure> {
-        let layout = self.ctx.spec.layout();
+        let layout = spec.layout();
         let id = |r: &Row| r[layout.event_id].as_str().unwrap_or_default().to_string();
         let ids: Vec<String> = rows.iter().map(id).collect();
         let elsewhere = self
@@ -415,19 +420,20 @@ impl<'a> Restorer<'a> {
         range: std::ops::Range<usize>,
     ) -> Result<Vec<Row>, Failure> {
         lines
-            .decode(self.ctx.spec, range)
+            .decode(range)
             .map_err(|e| Failure::Data(format!("{}: {e}; nothing more loaded", receipt.keys.data)))
     }
 
     /// Restores a verified batch into a scratch table, compares it, records the result.
     async fn drill(
         &self,
+        spec: &'static TableSpec,
         receipt: &StoredReceipt,
         mut proven: Vec<Member>,
         rows: Vec<Row>,
         details: &mut RestoreApp,
     ) -> Result<(), Failure> {
-        let (pool, spec, app) = (&self.ctx.db.pool, self.ctx.spec, &receipt.app_code);
+        let (pool, app) = (&self.ctx.db.pool, &receipt.app_code);
         let table = format!(
             "{}_drill_{}",
             spec.name,

@@ -581,6 +581,30 @@ async fn a_table_described_only_by_a_profile_round_trips_exactly() {
         text.contains(r#""memo":"","region":"eu","sequence_no":1"#),
         "{text}"
     );
+    // The batches written before the column was added still verify and restore.
+    let run = run_cli(
+        &["verify", "--all-apps", "--cutoff", "2026-01-04T00:00:00Z"],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["restore", "--all-apps", "--drill"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    // A column archived before and then dropped from the table: every run stops, naming it.
+    sqlx::query("ALTER TABLE ledger_outbox DROP COLUMN region")
+        .execute(&db.db.pool)
+        .await
+        .unwrap();
+    for command in ["archive", "verify"] {
+        let run = run_cli(
+            &[command, "--all-apps", "--cutoff", "2026-01-04T00:00:00Z"],
+            &envs,
+        )
+        .await;
+        assert_eq!(run.code, 2, "{}", run.all_output);
+        let error = run.summary["error"].as_str().unwrap();
+        assert!(error.contains("no longer has column(s) region"), "{error}");
+    }
     db.drop().await;
 }
 
