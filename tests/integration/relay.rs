@@ -3,7 +3,8 @@
 //! DELIVERING, then mark them DELIVERED, RETRYABLE (with backoff) or FAILED — runs while `archive`
 //! and `purge` loop beside it. Nothing undelivered is archived or purged; after the relay drains
 //! and the archiver catches up (stragglers included), every delivered row is archived exactly
-//! once. The worst claim latency with and without the archiver is printed, not asserted.
+//! once. The worst claim latency with and without the archiver is printed, not asserted. The same
+//! relay runs over room_outbox with the room seed's claims (issue 15).
 
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
@@ -13,6 +14,7 @@ use outbox_archiver::codec::Value;
 use outbox_archiver::commands::purge::{self, PurgeOptions};
 use outbox_archiver::pipeline::apps::Apps;
 use outbox_archiver::seed::Rng;
+use outbox_archiver::table::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
 use sqlx::MySqlPool;
 
 use crate::support::*;
@@ -25,16 +27,20 @@ fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
 
-async fn produce(pool: MySqlPool, producer: u64) {
+async fn produce(pool: MySqlPool, spec: &'static TableSpec, producer: u64) {
+    let at = |column: &str| at_in(spec, column);
     for chunk in 0..ROWS_PER_PRODUCER / 20 {
         let now = now_ms();
         let rows: Vec<_> = (0..20)
             .map(|i| {
-                let mut r = row(
-                    &format!("app{}", (chunk + i) % 2),
-                    &format!("p{producer}-{chunk:03}-{i:02}"),
-                    now,
+                let (app, id) = (
+                    format!("app{}", (chunk + i) % 2),
+                    format!("p{producer}-{chunk:03}-{i:02}"),
                 );
+                let mut r = match spec.name {
+                    "room_outbox" => room_row(&app, &id, now, vec![i as u8; i as usize * 7]),
+                    _ => row(&app, &id, now),
+                };
                 r[at("status")] = Value::Text("PENDING".into());
                 r[at("worker_id")] = Value::Text(String::new());
                 r[at("next_retry_at_ms")] = Value::Int(0);
@@ -42,7 +48,7 @@ async fn produce(pool: MySqlPool, producer: u64) {
                 r
             })
             .collect();
-        outbox_archiver::seed::insert_rows(&pool, &outbox_archiver::table::WALLET_OUTBOX, &rows)
+        outbox_archiver::seed::insert_rows(&pool, spec, &rows)
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;
@@ -50,28 +56,35 @@ async fn produce(pool: MySqlPool, producer: u64) {
 }
 
 /// One claim-and-deliver round; returns the claim transaction's duration and how many rows.
-async fn work_once(pool: &MySqlPool, worker: u64, rng: &mut Rng) -> (Duration, usize) {
+async fn work_once(
+    pool: &MySqlPool,
+    spec: &TableSpec,
+    worker: u64,
+    rng: &mut Rng,
+) -> (Duration, usize) {
+    let table = spec.name;
     let started = Instant::now();
     let now = now_ms();
     let mut tx = pool.begin().await.unwrap();
     let mut claimed: Vec<(String, String, i64)> = Vec::new();
+    // The room seed's claims: pending and retryable rows due and not leased, expired leases.
     for (status, extra) in [
-        ("PENDING", "lock_until_ms IS NULL"),
-        ("RETRYABLE", "next_retry_at_ms <= ?"),
+        ("PENDING", "lock_until_ms IS NULL AND next_retry_at_ms <= ?"),
+        (
+            "RETRYABLE",
+            "lock_until_ms IS NULL AND next_retry_at_ms <= ?",
+        ),
         ("DELIVERING", "lock_until_ms <= ?"),
     ] {
         let sql = format!(
-            "SELECT app_code, event_id, retry_count FROM wallet_outbox WHERE status = '{status}' AND {extra} \
+            "SELECT app_code, event_id, retry_count FROM {table} WHERE status = '{status}' AND {extra} \
              ORDER BY created_at_ms, event_id LIMIT 20 FOR UPDATE SKIP LOCKED"
         );
-        let mut q = sqlx::query_as::<_, (String, String, i64)>(sqlx::AssertSqlSafe(sql));
-        if status != "PENDING" {
-            q = q.bind(now);
-        }
+        let q = sqlx::query_as::<_, (String, String, i64)>(sqlx::AssertSqlSafe(sql)).bind(now);
         claimed.extend(q.fetch_all(&mut *tx).await.unwrap());
     }
     for (app, id, _) in &claimed {
-        sqlx::query("UPDATE wallet_outbox SET status = 'DELIVERING', worker_id = ?, lock_until_ms = ?, updated_at_ms = ? WHERE app_code = ? AND event_id = ?")
+        sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE {table} SET status = 'DELIVERING', worker_id = ?, lock_until_ms = ?, updated_at_ms = ? WHERE app_code = ? AND event_id = ?")))
             .bind(format!("w{worker}"))
             .bind(now + 5_000)
             .bind(now)
@@ -84,16 +97,22 @@ async fn work_once(pool: &MySqlPool, worker: u64, rng: &mut Rng) -> (Duration, u
     tx.commit().await.unwrap();
     let claim = started.elapsed();
     for (app, id, retries) in &claimed {
-        let roll = rng.below(100);
+        // Every 20th event always fails: retried with backoff, then dead (FAILED).
+        let roll = if id.ends_with("-13") {
+            99
+        } else {
+            rng.below(100)
+        };
         let now = now_ms();
         let (sql, next) = if roll < 85 {
-            ("UPDATE wallet_outbox SET status = 'DELIVERED', worker_id = '', lock_until_ms = NULL, last_error = NULL, updated_at_ms = ? WHERE app_code = ? AND event_id = ?", None)
+            ("SET status = 'DELIVERED', worker_id = '', lock_until_ms = NULL, last_error = NULL, updated_at_ms = ? WHERE app_code = ? AND event_id = ?", None)
         } else if *retries < 3 {
-            ("UPDATE wallet_outbox SET status = 'RETRYABLE', worker_id = '', lock_until_ms = NULL, retry_count = retry_count + 1, next_retry_at_ms = ?, last_error = 'broker timeout', updated_at_ms = ? WHERE app_code = ? AND event_id = ?", Some(now + 30))
+            ("SET status = 'RETRYABLE', worker_id = '', lock_until_ms = NULL, retry_count = retry_count + 1, next_retry_at_ms = ?, last_error = 'broker timeout', updated_at_ms = ? WHERE app_code = ? AND event_id = ?", Some(now + 30))
         } else {
-            ("UPDATE wallet_outbox SET status = 'FAILED', worker_id = '', lock_until_ms = NULL, last_error = 'max retries', updated_at_ms = ? WHERE app_code = ? AND event_id = ?", None)
+            ("SET status = 'FAILED', worker_id = '', lock_until_ms = NULL, last_error = 'max retries', updated_at_ms = ? WHERE app_code = ? AND event_id = ?", None)
         };
-        let mut q = sqlx::query(sql);
+        let sql = format!("UPDATE {table} {sql}");
+        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql));
         if let Some(next) = next {
             q = q.bind(next);
         }
@@ -103,9 +122,9 @@ async fn work_once(pool: &MySqlPool, worker: u64, rng: &mut Rng) -> (Duration, u
 }
 
 /// Runs producers and workers until every row is DELIVERED or FAILED; returns the worst claim.
-async fn relay(pool: &MySqlPool) -> Duration {
+async fn relay(pool: &MySqlPool, spec: &'static TableSpec) -> Duration {
     let producers: Vec<_> = (0..PRODUCERS)
-        .map(|p| tokio::spawn(produce(pool.clone(), p)))
+        .map(|p| tokio::spawn(produce(pool.clone(), spec, p)))
         .collect();
     let worst = Arc::new(AtomicU64::new(0));
     let done = Arc::new(AtomicBool::new(false));
@@ -115,7 +134,7 @@ async fn relay(pool: &MySqlPool) -> Duration {
             tokio::spawn(async move {
                 let mut rng = Rng::new(w + 1);
                 while !done.load(Ordering::SeqCst) {
-                    let (claim, n) = work_once(&pool, w, &mut rng).await;
+                    let (claim, n) = work_once(&pool, spec, w, &mut rng).await;
                     worst.fetch_max(claim.as_micros() as u64, Ordering::SeqCst);
                     if n == 0 {
                         tokio::time::sleep(Duration::from_millis(10)).await;
@@ -128,9 +147,10 @@ async fn relay(pool: &MySqlPool) -> Duration {
         p.await.unwrap();
     }
     loop {
-        let open: i64 = sqlx::query_scalar(
-            "SELECT COUNT(*) FROM wallet_outbox WHERE status NOT IN ('DELIVERED', 'FAILED')",
-        )
+        let open: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM {} WHERE status NOT IN ('DELIVERED', 'FAILED')",
+            spec.name
+        )))
         .fetch_one(pool)
         .await
         .unwrap();
@@ -151,12 +171,25 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
     // Without the archiver: the baseline claim latency.
     let baseline = {
         let db = TestDb::new().await;
-        let worst = relay(&db.db.pool).await;
+        let worst = relay(&db.db.pool, &WALLET_OUTBOX).await;
         db.drop().await;
         worst
     };
+    live_outbox(TestDb::new().await, Some(baseline)).await;
+}
 
-    let (db, _s3, store) = fixture().await;
+/// room_outbox with the room seed's lifecycle beside the archiver: envelopes of every size,
+/// claims, leases, retries and dead (FAILED) rows; nothing undelivered is archived or purged.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_live_room_outbox_archives_every_delivered_row_once_and_nothing_else() {
+    live_outbox(TestDb::for_table(&ROOM_OUTBOX).await, None).await;
+}
+
+async fn live_outbox(db: TestDb, baseline: Option<Duration>) {
+    let spec = db.spec;
+    let (table, members_table) = (spec.name, spec.members_table());
+    let s3 = TestS3::new().await;
+    let store = s3.store().await;
     let stop = Arc::new(AtomicBool::new(false));
     let archiver = {
         let (stop, env, db_opts) = (
@@ -188,7 +221,7 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
             runs
         })
     };
-    let with_archiver = relay(&db.db.pool).await;
+    let with_archiver = relay(&db.db.pool, spec).await;
     stop.store(true, Ordering::SeqCst);
     let runs = archiver.await.unwrap();
 
@@ -204,19 +237,23 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
 
     let produced = (PRODUCERS * ROWS_PER_PRODUCER) as i64;
     let failed = db
-        .count("SELECT COUNT(*) FROM wallet_outbox WHERE status = 'FAILED'")
+        .count(&format!(
+            "SELECT COUNT(*) FROM {table} WHERE status = 'FAILED'"
+        ))
         .await;
     let members = db
-        .count("SELECT COUNT(*) FROM wallet_outbox_archive_members")
+        .count(&format!("SELECT COUNT(*) FROM {members_table}"))
         .await;
     let delivered_left = db
-        .count("SELECT COUNT(*) FROM wallet_outbox WHERE status = 'DELIVERED'")
+        .count(&format!(
+            "SELECT COUNT(*) FROM {table} WHERE status = 'DELIVERED'"
+        ))
         .await;
     let delivered_unarchived = db
-        .count("SELECT COUNT(*) FROM wallet_outbox s WHERE s.status = 'DELIVERED' AND NOT EXISTS (SELECT 1 FROM wallet_outbox_archive_members m WHERE m.app_code = s.app_code AND m.event_id = s.event_id)")
+        .count(&format!("SELECT COUNT(*) FROM {table} s WHERE s.status = 'DELIVERED' AND NOT EXISTS (SELECT 1 FROM {members_table} m WHERE m.app_code = s.app_code AND m.event_id = s.event_id)"))
         .await;
     assert_eq!(delivered_unarchived, 0, "every delivered row is archived");
-    let purged = produced - db.count("SELECT COUNT(*) FROM wallet_outbox").await;
+    let purged = produced - db.count(&format!("SELECT COUNT(*) FROM {table}")).await;
     assert_eq!(
         members,
         produced - failed,
@@ -228,26 +265,26 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
         "purge deleted only members"
     );
     let failed_archived = db
-        .count("SELECT COUNT(*) FROM wallet_outbox s JOIN wallet_outbox_archive_members m ON m.app_code = s.app_code AND m.event_id = s.event_id WHERE s.status <> 'DELIVERED'")
+        .count(&format!("SELECT COUNT(*) FROM {table} s JOIN {members_table} m ON m.app_code = s.app_code AND m.event_id = s.event_id WHERE s.status <> 'DELIVERED'"))
         .await;
     assert_eq!(failed_archived, 0, "nothing undelivered was archived");
     for app in ["app0", "app1"] {
         let archived = archived_rows(&db, store.as_ref(), app).await;
         assert!(archived
             .iter()
-            .all(|r| r[at("status")] == Value::Text("DELIVERED".into())));
+            .all(|r| r[at_in(spec, "status")] == Value::Text("DELIVERED".into())));
         assert_eq!(
             archived.len() as i64,
             db.count(&format!(
-                "SELECT COUNT(*) FROM wallet_outbox_archive_members WHERE app_code = '{app}'"
+                "SELECT COUNT(*) FROM {members_table} WHERE app_code = '{app}'"
             ))
             .await
         );
     }
     eprintln!(
-        "relay: {produced} rows, {failed} failed, {members} archived ({straggler_rows} as stragglers), {purged} purged during the run; \
-         {runs} archive+purge rounds; worst claim {:.1} ms without the archiver, {:.1} ms with it",
-        baseline.as_secs_f64() * 1e3,
+        "relay over {table}: {produced} rows, {failed} failed, {members} archived ({straggler_rows} as stragglers), {purged} purged during the run; \
+         {runs} archive+purge rounds; worst claim {} ms without the archiver, {:.1} ms with it",
+        baseline.map_or("(not measured)".into(), |b| format!("{:.1}", b.as_secs_f64() * 1e3)),
         with_archiver.as_secs_f64() * 1e3
     );
     db.drop().await;
