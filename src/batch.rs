@@ -338,6 +338,26 @@ impl KeptLines {
         self.spec
     }
 
+    /// The lines in consecutive ranges of at most `max_rows` lines and `max_bytes` bytes each (a
+    /// longer line alone): what one `INSERT` loads, so that a batch of large rows never makes a
+    /// statement bigger than the server's `max_allowed_packet`.
+    pub fn chunks(&self, max_rows: usize, max_bytes: usize) -> Vec<std::ops::Range<usize>> {
+        let mut chunks = Vec::new();
+        let (mut start, mut bytes) = (0, 0);
+        for i in 0..self.ends.len() {
+            let len = self.ends[i] - if i == 0 { 0 } else { self.ends[i - 1] };
+            if i > start && (i - start == max_rows || bytes + len > max_bytes) {
+                chunks.push(start..i);
+                (start, bytes) = (i, 0);
+            }
+            bytes += len;
+        }
+        if start < self.ends.len() {
+            chunks.push(start..self.ends.len());
+        }
+        chunks
+    }
+
     /// Lines `range` (0-based), decoded into rows of [`KeptLines::spec`].
     pub fn decode(&self, range: std::ops::Range<usize>) -> Result<Vec<Row>, codec::DecodeError> {
         let spec = self.spec;
@@ -632,6 +652,13 @@ mod tests {
             .expect("a well-formed object keeps its lines");
         assert_eq!(lines.len(), 7);
         assert_eq!(lines.decode(0..7).unwrap(), rows);
+        assert_eq!(lines.chunks(3, usize::MAX), [0..3, 3..6, 6..7]);
+        assert_eq!(
+            lines.chunks(500, 1),
+            (0..7).map(|i| i..i + 1).collect::<Vec<_>>()
+        );
+        let two = lines.ends[1];
+        assert_eq!(lines.chunks(500, two)[0], 0..2);
         assert_eq!(lines.decode(3..5).unwrap(), rows[3..5]);
         assert!(lines.decode(7..7).unwrap().is_empty());
 

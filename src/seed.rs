@@ -135,6 +135,44 @@ pub fn row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
     ]
 }
 
+/// Row `index` of the plan as a room_outbox row (the room seed's columns): a protobuf-like
+/// envelope of 0 to 600 bytes — some empty, some all zeros — and the same states as wallet rows.
+pub fn room_row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
+    let wallet = row(plan, index, rng);
+    let (status, created) = (wallet[10].clone(), wallet[16].clone());
+    let envelope: Vec<u8> = match rng.below(20) {
+        0 => Vec::new(),
+        1 => vec![0; 1 + rng.below(16) as usize],
+        _ => {
+            let len = 8 + rng.below(600) as usize;
+            // A field tag and length, then the body: enough protobuf look for `zcat | head`.
+            let mut bytes = vec![0x0a, (len.min(127)) as u8];
+            bytes.extend((0..len).map(|_| rng.below(256) as u8));
+            bytes
+        }
+    };
+    vec![
+        wallet[0].clone(),
+        wallet[1].clone(),
+        Value::Text(
+            ["RoomCreated", "SeatTaken", "GiftSent", "RoomClosed"][rng.below(4) as usize].into(),
+        ),
+        Value::Int(100_000 + rng.below(900_000) as i64),
+        status,
+        wallet[11].clone(),
+        wallet[12].clone(),
+        Value::Bytes(envelope),
+        created,
+        wallet[13].clone(),
+        match &wallet[14] {
+            Value::Null => Value::Int(0),
+            v => v.clone(),
+        },
+        wallet[15].clone(),
+        wallet[17].clone(),
+    ]
+}
+
 /// The relay's bookkeeping columns of a row in `status`, as the relay leaves them.
 struct Delivery {
     updated: i64,
@@ -199,13 +237,17 @@ pub async fn insert_rows(pool: &MySqlPool, spec: &TableSpec, rows: &[Row]) -> Re
     Ok(())
 }
 
-/// Generates and inserts a whole plan, in chunks so memory stays small.
+/// Generates and inserts a whole plan, in chunks so memory stays small: wallet_outbox rows, or
+/// room_outbox rows for that table.
 pub async fn seed(pool: &MySqlPool, spec: &TableSpec, plan: &SeedPlan) -> Result<(), DbError> {
     let mut rng = Rng::new(plan.seed);
     let mut index = 0;
     while index < plan.rows {
         let end = (index + 10_000).min(plan.rows);
-        let rows: Vec<Row> = (index..end).map(|i| row(plan, i, &mut rng)).collect();
+        let rows: Vec<Row> = match spec.name {
+            "room_outbox" => (index..end).map(|i| room_row(plan, i, &mut rng)).collect(),
+            _ => (index..end).map(|i| row(plan, i, &mut rng)).collect(),
+        };
         insert_rows(pool, spec, &rows).await?;
         index = end;
     }

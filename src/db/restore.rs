@@ -21,6 +21,11 @@ use crate::table::{TableSpec, TotalKind};
 /// Rows per insert transaction.
 pub const RESTORE_CHUNK: usize = 500;
 
+/// At most this many bytes of NDJSON per `INSERT` (about as many bytes of row values): far below
+/// MySQL 8's default 64 MiB `max_allowed_packet`, so a batch of large envelopes loads in smaller
+/// statements instead of failing. A single larger row still needs a packet as large as it.
+pub const RESTORE_CHUNK_BYTES: usize = 8 << 20;
+
 /// A table name the archiver may create and write: letters, digits and `_`.
 pub fn check_table_name(name: &str) -> Result<(), String> {
     if !name.is_empty()

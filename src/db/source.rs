@@ -20,6 +20,26 @@ use crate::table::{Kind, Layout, TableSpec};
 /// The most rows one page query returns (SPEC §5.6).
 pub const PAGE_ROWS: u32 = 500;
 
+/// A page of the archive's scan holds about this many bytes of encoded rows at most: after each
+/// page the next one's row limit is this over the rows' average size (at least one row, at most
+/// [`PAGE_ROWS`]), so that a table of large rows (16 MiB envelopes) is read a few rows at a time
+/// instead of 500 at once (three pages are in memory: the one being batched and two ahead).
+pub const PAGE_BYTES: usize = 16 << 20;
+
+/// The first page's row limit, before any row's size is known.
+const FIRST_PAGE_ROWS: u32 = 64;
+
+/// The next page's row limit after a page of `rows` rows and `bytes` bytes: sized to
+/// [`PAGE_BYTES`], growing at most fourfold per page.
+pub fn next_page_rows(current: u32, rows: usize, bytes: usize) -> u32 {
+    if rows == 0 {
+        return current;
+    }
+    let average = (bytes / rows).max(1);
+    let fits = (PAGE_BYTES / average).max(1) as u64;
+    fits.min(current as u64 * 4).min(PAGE_ROWS as u64) as u32
+}
+
 /// The source table as the archiver reads it: its page queries, built once (they run once per
 /// page on the hot path).
 #[derive(Debug, Clone)]
@@ -406,15 +426,18 @@ impl RowStream {
                 Source::After(cursor) => cursor.clone(),
                 Source::Stragglers { .. } => None,
             };
+            let mut limit = FIRST_PAGE_ROWS;
             loop {
                 // (rows to hand out, where to go on from — None when done)
                 let page = match &source {
                     Source::After(_) => queries
-                        .page(&pool, &app, &status, after.as_ref(), upper_ms, PAGE_ROWS)
+                        .page(&pool, &app, &status, after.as_ref(), upper_ms, limit)
                         .await
                         .map(|rows| {
-                            let full = rows.len() == PAGE_ROWS as usize;
+                            let full = rows.len() == limit as usize;
                             let next = rows.last().filter(|_| full).map(EncodedRow::cursor);
+                            let bytes = rows.iter().map(|r| r.line.len()).sum();
+                            limit = next_page_rows(limit, rows.len(), bytes);
                             (rows, next)
                         }),
                     Source::Stragglers { upto } => {
@@ -512,4 +535,21 @@ pub async fn all_apps(pool: &MySqlPool, spec: &TableSpec) -> Result<Vec<String>,
     super::distinct_by_dives(pool, spec.name, spec.app_code)
         .await
         .context(|| format!("listing the apps of {}", spec.name))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn pages_are_sized_to_their_rows() {
+        // Small rows: 64, 256, then the 500-row cap.
+        assert_eq!(next_page_rows(64, 64, 64 * 700), 256);
+        assert_eq!(next_page_rows(256, 256, 256 * 700), 500);
+        // 16 MiB envelopes: one row a page; 1 MiB rows: 16.
+        assert_eq!(next_page_rows(64, 64, 64 << 24), 1);
+        assert_eq!(next_page_rows(500, 500, 500 << 20), 16);
+        // An empty page changes nothing.
+        assert_eq!(next_page_rows(500, 0, 0), 500);
+    }
 }

@@ -24,7 +24,9 @@ use crate::codec::Row;
 use crate::db::drills::Drills;
 use crate::db::members::Members;
 use crate::db::receipts::{Receipts, StoredReceipt};
-use crate::db::restore::{first_difference, IntoSource, LoadError, TargetTable, RESTORE_CHUNK};
+use crate::db::restore::{
+    first_difference, IntoSource, LoadError, TargetTable, RESTORE_CHUNK, RESTORE_CHUNK_BYTES,
+};
 use crate::db::DbError;
 use crate::store::{StoreError, Thaw};
 use crate::summary::details::{Drill, RestoreApp};
@@ -279,12 +281,15 @@ impl<'a> Restorer<'a> {
         let spec = lines.spec();
         let now = (self.ctx.now_ms)();
         if self.opts.drill {
+            let chunks = lines.chunks(RESTORE_CHUNK, RESTORE_CHUNK_BYTES);
             let rows = self.decode(receipt, &lines, 0..lines.len())?;
-            return self.drill(spec, receipt, proven, rows, details).await;
+            return self
+                .drill(spec, receipt, proven, rows, &chunks, details)
+                .await;
         }
-        for start in (0..lines.len()).step_by(RESTORE_CHUNK) {
-            let end = (start + RESTORE_CHUNK).min(lines.len());
-            let rows = self.decode(receipt, &lines, start..end)?;
+        for range in lines.chunks(RESTORE_CHUNK, RESTORE_CHUNK_BYTES) {
+            let start = range.start;
+            let rows = self.decode(receipt, &lines, range)?;
             let mut chunk = without_superseded(spec, rows, &superseded, details);
             if receipt.compaction.is_some() && !chunk.is_empty() {
                 // A compacted batch lost the member rows that told a later version of a row
@@ -431,6 +436,7 @@ impl<'a> Restorer<'a> {
         receipt: &StoredReceipt,
         mut proven: Vec<Member>,
         rows: Vec<Row>,
+        chunks: &[std::ops::Range<usize>],
         details: &mut RestoreApp,
     ) -> Result<(), Failure> {
         let (pool, app) = (&self.ctx.db.pool, &receipt.app_code);
@@ -442,8 +448,10 @@ impl<'a> Restorer<'a> {
         let scratch = TargetTable::new(spec, &table).map_err(Failure::Data)?;
         scratch.drop(pool).await?;
         scratch.create_like(pool).await?;
-        for chunk in rows.chunks(RESTORE_CHUNK) {
-            let loaded = scratch.load_chunk(pool, app, chunk, None).await?;
+        for range in chunks {
+            let loaded = scratch
+                .load_chunk(pool, app, &rows[range.clone()], None)
+                .await?;
             details.restored_rows += loaded.inserted;
             details.already_present_rows += loaded.present;
         }
