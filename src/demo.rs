@@ -197,8 +197,12 @@ async fn look_around(env: &RunContext, cutoff_ms: i64) {
         say(format!("  {line}"));
     }
     say(format!(
-        "try: DATABASE_URL='{}' outbox-archiver status",
-        env.db.url_redacted
+        "try: DATABASE_URL='{}' outbox-archiver status{}",
+        env.db.url_redacted,
+        match env.spec.name {
+            "wallet_outbox" => String::new(),
+            name => format!(" --table {name}"),
+        }
     ));
     say("the JSON summary of the archive run follows on stdout".into());
 }

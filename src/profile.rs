@@ -160,6 +160,8 @@ pub struct LiveColumn {
     pub collation: Option<String>,
     /// `CHARACTER_MAXIMUM_LENGTH` of a character column.
     pub max_chars: Option<u64>,
+    /// A generated (computed) column: `EXTRA` says `VIRTUAL GENERATED` / `STORED GENERATED`.
+    pub generated: bool,
 }
 
 impl LiveColumn {
@@ -198,6 +200,13 @@ impl LiveColumn {
 
     /// The kind a column's SQL type archives as, when the profile does not say.
     pub fn default_kind(&self) -> Result<Kind, String> {
+        if self.generated {
+            // A restore cannot insert into it, and leaving it out would archive less.
+            return Err(format!(
+                "column {} is a generated column, which the archiver cannot restore: profiles do not support generated columns yet",
+                self.name
+            ));
+        }
         Ok(match self.data_type.as_str() {
             "bigint" if self.unsigned() => Kind::Decimal,
             _ if self.is_integer() => Kind::Int,
@@ -243,6 +252,9 @@ impl LiveColumn {
 pub const MAX_APP_CODE_CHARS: u64 = 32;
 pub const MAX_EVENT_ID_CHARS: u64 = 64;
 
+/// The longest owned prefix: `idx_<prefix>_members_batch_version` must stay within 64.
+pub const MAX_PREFIX_CHARS: usize = 38;
+
 fn leak(s: impl Into<String>) -> &'static str {
     Box::leak(s.into().into_boxed_str())
 }
@@ -271,6 +283,20 @@ pub fn resolve(
     for name in profile.columns.keys() {
         find(name, "[columns] table")?;
     }
+    let plain = |name: &str| {
+        !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
+    };
+    if !plain(table) {
+        return Err(format!(
+            "table name {table:?}: the archiver takes names of letters, digits and _ only"
+        ));
+    }
+    if let Some(c) = live.iter().find(|c| !plain(&c.name)) {
+        return Err(format!(
+            "column {:?} of {table}: the archiver takes column names of letters, digits and _ only (it does not quote identifiers yet)",
+            c.name
+        ));
+    }
     let mut columns = Vec::with_capacity(live.len());
     let mut keys = HashSet::new();
     for c in live {
@@ -281,6 +307,7 @@ pub fn resolve(
             .map(|(_, def)| def.clone())
             .unwrap_or_default();
         let kind = match def.encoding {
+            Some(_) if c.generated => c.default_kind()?,
             Some(encoding) => {
                 let kind = encoding.kind();
                 if !c.fits(kind) {
@@ -314,7 +341,8 @@ pub fn resolve(
             json_key: leak(json_key),
             kind,
             nullable: c.nullable,
-            unsigned: kind == Kind::Int && c.unsigned(),
+            // YEAR, like an unsigned integer, is read through CAST(… AS SIGNED).
+            unsigned: kind == Kind::Int && (c.unsigned() || c.data_type == "year"),
         });
     }
     let roles = &profile.roles;
@@ -348,6 +376,7 @@ pub fn resolve(
     let updated_at_ms = role(&roles.updated_at_ms, "updated_at_ms", Kind::Int)?;
     let created_at_ms = role(&roles.created_at_ms, "created_at_ms", Kind::Int)?;
     let status = role(&roles.status, "status", Kind::Text)?;
+    require_unique_key(table, app_code, event_id, indexes)?;
     let lengths = [
         (app_code, MAX_APP_CODE_CHARS, "app codes"),
         (event_id, MAX_EVENT_ID_CHARS, "event ids"),
@@ -416,6 +445,11 @@ pub fn resolve(
         });
     }
     let owned_prefix = profile.owned_prefix();
+    if owned_prefix.len() > MAX_PREFIX_CHARS {
+        return Err(format!(
+            "owned_prefix {owned_prefix:?} is longer than {MAX_PREFIX_CHARS} characters: the names of the archiver's tables and indexes would pass MySQL's 64; set a shorter owned_prefix"
+        ));
+    }
     if owned_prefix.is_empty()
         || !owned_prefix
             .bytes()
@@ -446,8 +480,35 @@ pub fn resolve(
     })))
 }
 
-/// An index of the live table: its name and its columns in order, lowercase.
-pub type Index = (String, Vec<String>);
+/// An index of the live table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Index {
+    pub name: String,
+    /// Its columns in order, lowercase.
+    pub columns: Vec<String>,
+    pub unique: bool,
+}
+
+/// Refuses a table in which two rows may share an (app code, event id): keyset paging would
+/// skip the second, and purge, which deletes by (app code, event id, updated-at), would delete
+/// both. A PRIMARY KEY or UNIQUE index on those columns (or on the event id alone) says so.
+pub fn require_unique_key(
+    table: &str,
+    app_code: &str,
+    event_id: &str,
+    indexes: &[Index],
+) -> Result<(), String> {
+    let (app, id) = (app_code.to_ascii_lowercase(), event_id.to_ascii_lowercase());
+    let keyed = indexes.iter().any(|i| {
+        i.unique && !i.columns.is_empty() && i.columns.iter().all(|c| *c == app || *c == id)
+    });
+    if keyed {
+        return Ok(());
+    }
+    Err(format!(
+        "{table} has no PRIMARY KEY or UNIQUE index on ({app_code}, {event_id}): two rows with one event id would make the archiver skip one and purge delete both; ALTER TABLE {table} ADD UNIQUE KEY uk_{table}_event ({app_code}, {event_id})"
+    ))
+}
 
 /// The index every archiver scan forces: `named` if the table has it on (app code, status,
 /// updated-at, event id), or — unnamed — the first index that leads with those columns.
@@ -465,10 +526,10 @@ pub fn retention_index(
         roles.join(", ")
     );
     let found = match named {
-        Some(named) => indexes.iter().find(|(n, _)| n.eq_ignore_ascii_case(named)),
-        None => indexes.iter().find(|(_, columns)| leads(columns)),
+        Some(named) => indexes.iter().find(|i| i.name.eq_ignore_ascii_case(named)),
+        None => indexes.iter().find(|i| leads(&i.columns)),
     };
-    match found {
+    match found.map(|i| (&i.name, &i.columns)) {
         Some((n, columns)) if leads(columns) => Ok(n.clone()),
         Some((n, columns)) => Err(format!(
             "{table}'s index {n} is on ({}), not ({}): the archiver's scans would not be bounded pages; DROP INDEX {n} and {add}",
@@ -516,7 +577,8 @@ pub fn check_live(spec: &TableSpec, live: &[LiveColumn]) -> Result<(), String> {
                 column.name
             ));
         };
-        if !c.fits(column.kind) || (column.kind == Kind::Int && c.unsigned() != column.unsigned) {
+        let cast = c.unsigned() || c.data_type == "year";
+        if !c.fits(column.kind) || (column.kind == Kind::Int && cast != column.unsigned) {
             return Err(format!(
                 "{table}.{} is {}, which the archiver cannot read as {:?}",
                 c.name, c.column_type, column.kind
@@ -567,17 +629,23 @@ mod tests {
                 }
             }),
             max_chars: character.then_some(32),
+            generated: false,
         }
     }
 
     fn ledger_indexes() -> Vec<Index> {
         let columns = ["app_code", "status", "updated_at_ms", "event_id"];
         vec![
-            ("PRIMARY".into(), vec!["app_code".into(), "event_id".into()]),
-            (
-                "idx_ledger_retention".into(),
-                columns.iter().map(|c| c.to_string()).collect(),
-            ),
+            Index {
+                name: "PRIMARY".into(),
+                columns: vec!["app_code".into(), "event_id".into()],
+                unique: true,
+            },
+            Index {
+                name: "idx_ledger_retention".into(),
+                columns: columns.iter().map(|c| c.to_string()).collect(),
+                unique: false,
+            },
         ]
     }
 
@@ -692,11 +760,22 @@ mod tests {
         floats.push(live("rate", "double", "double", false));
         let e = refusal("table = \"t\"", &floats);
         assert!(e.contains("column rate is double"), "{e}");
+        let mut generated = ledger();
+        generated[2].generated = true;
+        let e = refusal("table = \"t\"", &generated);
+        assert!(e.contains("column amount is a generated column"), "{e}");
         let mut nullable = ledger();
         nullable[10].nullable = true;
         let e = refusal("table = \"t\"", &nullable);
         assert!(e.contains("roles.updated_at_ms"), "{e}");
         let profile: Profile = toml::from_str("table = \"t\"").unwrap();
+        let mut not_unique = ledger_indexes();
+        not_unique[0].unique = false;
+        let e = resolve(&profile, &table, &not_unique).unwrap_err();
+        assert!(
+            e.contains("no PRIMARY KEY or UNIQUE index on (app_code, event_id)"),
+            "{e}"
+        );
         let e = resolve(&profile, &table, &ledger_indexes()[..1]).unwrap_err();
         assert!(
             e.contains("t has no index on (app_code, status, updated_at_ms, event_id)"),

@@ -57,7 +57,8 @@ pub struct DbArgs {
         long,
         global = true,
         env = "OUTBOX_ARCHIVER_TABLE_PROFILE",
-        value_name = "PATH"
+        value_name = "PATH",
+        conflicts_with = "table"
     )]
     pub table_profile: Option<std::path::PathBuf>,
     /// The status value that means delivered [default: DELIVERED, or the profile's

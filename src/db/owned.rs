@@ -200,12 +200,27 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
             columns: columns(&[
                 ("column_name", "VARCHAR(64) NOT NULL"),
                 ("json_key", "VARCHAR(64) NOT NULL"),
+                ("encoding", "VARCHAR(16) CHARACTER SET ascii NOT NULL"),
                 ("first_archived_at_ms", "BIGINT NOT NULL"),
             ]),
             keys: vec!["PRIMARY KEY (column_name)".into()],
         });
     }
     tables
+}
+
+/// How `<prefix>_columns` names a kind.
+fn encoding_name(kind: crate::table::Kind) -> &'static str {
+    use crate::table::Kind;
+    match kind {
+        Kind::Int => "int",
+        Kind::Text => "text",
+        Kind::JsonText => "json",
+        Kind::Blob => "base64",
+        Kind::Decimal => "decimal",
+        Kind::DateTime => "datetime",
+        Kind::Timestamp => "timestamp",
+    }
 }
 
 impl Db {
@@ -215,17 +230,35 @@ impl Db {
         if spec.is_builtin() {
             return Ok(()); // its columns are fixed: `profile::check_live`
         }
-        let recorded: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-            "SELECT CAST(column_name AS CHAR) FROM {} ORDER BY column_name",
+        let recorded: Vec<(String, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT CAST(column_name AS CHAR), CAST(json_key AS CHAR), CAST(encoding AS CHAR) FROM {} ORDER BY column_name",
             spec.columns_table()
         )))
         .fetch_all(&self.pool)
         .await
         .context(|| format!("reading {}", spec.columns_table()))?;
+        // A column still there but archived differently before (another type, another key):
+        // the older batches would be read with today's encoding and restored wrong.
+        for (name, key, encoding) in &recorded {
+            let Some(c) = spec
+                .columns
+                .iter()
+                .find(|c| c.name.eq_ignore_ascii_case(name))
+            else {
+                continue;
+            };
+            let now = encoding_name(c.kind);
+            if c.json_key != key || now != encoding {
+                return Err(DbError::SourceShape(format!(
+                    "column {}.{name} was archived as {key:?} ({encoding}) and would now be archived as {:?} ({now}): batches already written would be read and restored with the new encoding; change the column or the profile back (a changed type is not supported yet)",
+                    spec.name, c.json_key
+                )));
+            }
+        }
         let gone: Vec<&str> = recorded
             .iter()
+            .map(|(r, _, _)| r.as_str())
             .filter(|r| !spec.columns.iter().any(|c| c.name.eq_ignore_ascii_case(r)))
-            .map(String::as_str)
             .collect();
         if gone.is_empty() {
             return Ok(());
@@ -248,13 +281,14 @@ impl Db {
             return Ok(());
         }
         let mut qb = sqlx::QueryBuilder::<MySql>::new(format!(
-            "INSERT IGNORE INTO {} (column_name, json_key, first_archived_at_ms) ",
+            "INSERT IGNORE INTO {} (column_name, json_key, encoding, first_archived_at_ms) ",
             spec.columns_table()
         ));
         qb.push_values(spec.columns, |mut values, column| {
             values
                 .push_bind(column.name)
                 .push_bind(column.json_key)
+                .push_bind(encoding_name(column.kind))
                 .push_bind(now_ms);
         });
         qb.build()

@@ -299,11 +299,12 @@ impl<'a> TargetTable<'a> {
         use sha2::Digest as _;
         let (spec, table) = (self.spec, self.name);
         // The value as the archiver reads it (a DECIMAL's text, a DATETIME's ISO form), as bytes.
-        let read_as = spec
-            .columns
-            .iter()
-            .find(|c| c.name == column)
-            .map_or_else(|| column.to_string(), |c| c.select());
+        // Text in utf8mb4, as the archiver's sessions receive it, whatever the column's charset.
+        let read_as = match spec.columns.iter().find(|c| c.name == column) {
+            Some(c) if c.kind.is_text() => format!("CONVERT({} USING utf8mb4)", c.select()),
+            Some(c) => c.select(),
+            None => column.to_string(),
+        };
         let sql = format!(
             "SELECT CAST({read_as} AS BINARY) FROM {table} ORDER BY {}, {}",
             spec.updated_at_ms, spec.event_id

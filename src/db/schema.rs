@@ -63,7 +63,29 @@ impl Db {
         ];
         profile::retention_index(spec.name, roles, Some(spec.retention_index), &indexes)
             .map_err(DbError::SourceShape)?;
+        profile::require_unique_key(spec.name, spec.app_code, spec.event_id, &indexes)
+            .map_err(DbError::SourceShape)?;
         Ok(())
+    }
+
+    /// Refuses to go on when the source table's columns are no longer the ones `spec` reads (a
+    /// column added or removed while the job runs).
+    pub async fn check_columns_unchanged(&self, spec: &TableSpec) -> Result<(), DbError> {
+        let live = self.describe(spec.name).await?;
+        let same = live.len() == spec.columns.len()
+            && live
+                .iter()
+                .zip(spec.columns)
+                .all(|(l, c)| l.name.eq_ignore_ascii_case(c.name));
+        if same {
+            return Ok(());
+        }
+        let now: Vec<&str> = live.iter().map(|c| c.name.as_str()).collect();
+        Err(DbError::SourceShape(format!(
+            "the columns of {} changed while this run archived it (now: {}): this batch is not recorded; the next run reads the table as it is now",
+            spec.name,
+            now.join(", ")
+        )))
     }
 
     /// A profile's table, resolved against the live schema (`profile::resolve`).
@@ -76,10 +98,19 @@ impl Db {
 
     /// `table`'s columns in table order (none: no such table).
     pub async fn describe(&self, table: &str) -> Result<Vec<LiveColumn>, DbError> {
-        type Described = (String, String, String, String, Option<String>, Option<u64>);
+        type Described = (
+            String,
+            String,
+            String,
+            String,
+            Option<String>,
+            Option<u64>,
+            String,
+        );
         let rows: Vec<Described> = sqlx::query_as(
             "SELECT CAST(column_name AS CHAR), CAST(LOWER(data_type) AS CHAR), CAST(LOWER(column_type) AS CHAR), \
-             CAST(is_nullable AS CHAR), CAST(collation_name AS CHAR), CAST(character_maximum_length AS UNSIGNED) \
+             CAST(is_nullable AS CHAR), CAST(collation_name AS CHAR), CAST(character_maximum_length AS UNSIGNED), \
+             CAST(UPPER(extra) AS CHAR) \
              FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? \
              ORDER BY ordinal_position",
         )
@@ -90,13 +121,18 @@ impl Db {
         Ok(rows
             .into_iter()
             .map(
-                |(name, data_type, column_type, nullable, collation, max_chars)| LiveColumn {
-                    name,
-                    data_type,
-                    column_type,
-                    nullable: nullable == "YES",
-                    collation,
-                    max_chars,
+                |(name, data_type, column_type, nullable, collation, max_chars, extra)| {
+                    LiveColumn {
+                        name,
+                        data_type,
+                        column_type,
+                        nullable: nullable == "YES",
+                        collation,
+                        max_chars,
+                        // Not MySQL 8's DEFAULT_GENERATED (a default expression): computed columns.
+                        generated: extra.contains("VIRTUAL GENERATED")
+                            || extra.contains("STORED GENERATED"),
+                    }
                 },
             )
             .collect())
@@ -104,8 +140,9 @@ impl Db {
 
     /// `table`'s indexes, each with its columns in order (lowercase).
     pub async fn indexes(&self, table: &str) -> Result<Vec<Index>, DbError> {
-        let rows: Vec<(String, String)> = sqlx::query_as(
-            "SELECT CAST(index_name AS CHAR), CAST(LOWER(column_name) AS CHAR) FROM information_schema.statistics \
+        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+            "SELECT CAST(index_name AS CHAR), CAST(LOWER(column_name) AS CHAR), CAST(non_unique AS SIGNED) \
+             FROM information_schema.statistics \
              WHERE table_schema = DATABASE() AND table_name = ? ORDER BY index_name, seq_in_index",
         )
         .bind(table)
@@ -113,10 +150,14 @@ impl Db {
         .await
         .context(|| format!("listing the indexes of {table}"))?;
         let mut indexes: Vec<Index> = Vec::new();
-        for (index, column) in rows {
+        for (index, column, non_unique) in rows {
             match indexes.last_mut() {
-                Some((name, columns)) if *name == index => columns.push(column),
-                _ => indexes.push((index, vec![column])),
+                Some(last) if last.name == index => last.columns.push(column),
+                _ => indexes.push(Index {
+                    name: index,
+                    columns: vec![column],
+                    unique: non_unique == 0,
+                }),
             }
         }
         Ok(indexes)

@@ -27,7 +27,7 @@ pub const PAGE_ROWS: u32 = 500;
 pub const PAGE_BYTES: usize = 16 << 20;
 
 /// The first page's row limit, before any row's size is known.
-const FIRST_PAGE_ROWS: u32 = 64;
+const FIRST_PAGE_ROWS: u32 = 8;
 
 /// The next page's row limit after a page of `rows` rows and `bytes` bytes: sized to
 /// [`PAGE_BYTES`], growing at most fourfold per page.
@@ -543,7 +543,8 @@ mod tests {
 
     #[test]
     fn pages_are_sized_to_their_rows() {
-        // Small rows: 64, 256, then the 500-row cap.
+        // Small rows: 8, 32, 128, 500 (the cap).
+        assert_eq!(next_page_rows(8, 8, 8 * 700), 32);
         assert_eq!(next_page_rows(64, 64, 64 * 700), 256);
         assert_eq!(next_page_rows(256, 256, 256 * 700), 500);
         // 16 MiB envelopes: one row a page; 1 MiB rows: 16.

@@ -279,15 +279,17 @@ impl<'a> Restorer<'a> {
         // table loads its own columns (the others take their defaults, as the rows that were in
         // the table when the columns were added did).
         let spec = lines.spec();
+        // At most 65,535 placeholders per statement, one per value.
+        let max_rows = RESTORE_CHUNK.min(60_000 / spec.columns.len().max(1));
         let now = (self.ctx.now_ms)();
         if self.opts.drill {
-            let chunks = lines.chunks(RESTORE_CHUNK, RESTORE_CHUNK_BYTES);
+            let chunks = lines.chunks(max_rows, RESTORE_CHUNK_BYTES);
             let rows = self.decode(receipt, &lines, 0..lines.len())?;
             return self
                 .drill(spec, receipt, proven, rows, &chunks, details)
                 .await;
         }
-        for range in lines.chunks(RESTORE_CHUNK, RESTORE_CHUNK_BYTES) {
+        for range in lines.chunks(max_rows, RESTORE_CHUNK_BYTES) {
             let start = range.start;
             let rows = self.decode(receipt, &lines, range)?;
             let mut chunk = without_superseded(spec, rows, &superseded, details);

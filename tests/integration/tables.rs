@@ -664,6 +664,14 @@ async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
         .unwrap();
     let run = run_cli(&archive, &envs).await;
     refused(&run, "does not archive (region)");
+    // The same check archive makes before recording each receipt: a column added mid-run.
+    let e = room
+        .db
+        .check_columns_unchanged(&ROOM_OUTBOX)
+        .await
+        .unwrap_err()
+        .to_string();
+    assert!(e.contains("columns of room_outbox changed while this run"), "{e}");
     room.drop().await;
 
     let envs = ledger_env(&db, &s3, LEDGER_PROFILE);
