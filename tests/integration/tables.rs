@@ -671,7 +671,10 @@ async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
         .await
         .unwrap_err()
         .to_string();
-    assert!(e.contains("columns of room_outbox changed while this run"), "{e}");
+    assert!(
+        e.contains("columns of room_outbox changed while this run"),
+        "{e}"
+    );
     room.drop().await;
 
     let envs = ledger_env(&db, &s3, LEDGER_PROFILE);
