@@ -327,15 +327,23 @@ impl Db {
     /// tables made for another profile (a receipts table with other control totals), by hand,
     /// or by an older build. Extra columns are allowed (a column an operator added is theirs).
     pub async fn check_owned_tables(&self, spec: &TableSpec) -> Result<(), DbError> {
-        let found: Vec<(String, String, String)> = sqlx::query_as(
+        // The exact names (a LIKE pattern's escapes break under NO_BACKSLASH_ESCAPES).
+        let tables = owned_tables(spec);
+        let mut qb = sqlx::QueryBuilder::<MySql>::new(
             "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(data_type AS CHAR) \
-             FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name LIKE ?",
-        )
-        .bind(format!("{}\\_%", spec.owned_prefix.replace('_', "\\_")))
-        .fetch_all(&self.pool)
-        .await
-        .context(|| "reading the archiver's tables' columns".into())?;
-        for table in owned_tables(spec) {
+             FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN (",
+        );
+        let mut names = qb.separated(", ");
+        for table in &tables {
+            names.push_bind(table.name.clone());
+        }
+        qb.push(")");
+        let found: Vec<(String, String, String)> = qb
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .context(|| "reading the archiver's tables' columns".into())?;
+        for table in tables {
             let of_table: Vec<_> = found
                 .iter()
                 .filter(|(t, _, _)| t.eq_ignore_ascii_case(&table.name))

@@ -98,7 +98,7 @@ impl CommandName {
         use Privilege::*;
         let source = spec.name.to_string();
         let migrations = "_sqlx_migrations".to_string();
-        match self {
+        let mut needs: Vec<(String, &'static [Privilege])> = match self {
             CommandName::Archive => vec![
                 (source, &[Select]),
                 (spec.receipts_table(), &[Select, Insert, Update]),
@@ -154,7 +154,20 @@ impl CommandName {
                 (spec.superseded_table(), &[Select]),
                 (migrations, &[Select]),
             ],
+        };
+        // Tables made from the description have no migrations history; a profile's table has
+        // the record of its archived columns (read at every start, added to by archive).
+        if spec.owned_by == crate::table::OwnedBy::Spec {
+            needs.retain(|(table, _)| table != "_sqlx_migrations");
         }
+        if !spec.is_builtin() {
+            let privileges: &'static [Privilege] = match self {
+                CommandName::Archive => &[Select, Insert],
+                _ => &[Select],
+            };
+            needs.push((spec.columns_table(), privileges));
+        }
+        needs
     }
 }
 
