@@ -248,6 +248,15 @@ impl LiveColumn {
     }
 }
 
+/// A name that needs no quoting as a JSON key, manifest field or table-name prefix: lowercase
+/// letters, digits and `_`, not empty.
+pub fn snake_name(name: &str) -> bool {
+    !name.is_empty()
+        && name
+            .bytes()
+            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+}
+
 /// The longest app code and event id the archiver's own tables hold (`db::owned`).
 pub const MAX_APP_CODE_CHARS: u64 = 32;
 pub const MAX_EVENT_ID_CHARS: u64 = 64;
@@ -321,11 +330,7 @@ pub fn resolve(
             None => c.default_kind()?,
         };
         let json_key = def.json_key.unwrap_or_else(|| c.name.clone());
-        if json_key.is_empty()
-            || !json_key
-                .bytes()
-                .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-        {
+        if !snake_name(&json_key) {
             return Err(format!(
                 "column {}'s NDJSON key {json_key:?} is not lowercase letters, digits and _: set [columns.{}] json_key",
                 c.name, c.name
@@ -428,9 +433,7 @@ pub fn resolve(
             }
         };
         let field = t.field.clone().unwrap_or(field);
-        if !field
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
+        if !snake_name(&field)
             || RESERVED_FIELDS.contains(&field.as_str())
             || !fields.insert(field.clone())
         {
@@ -450,11 +453,7 @@ pub fn resolve(
             "owned_prefix {owned_prefix:?} is longer than {MAX_PREFIX_CHARS} characters: the names of the archiver's tables and indexes would pass MySQL's 64; set a shorter owned_prefix"
         ));
     }
-    if owned_prefix.is_empty()
-        || !owned_prefix
-            .bytes()
-            .all(|b| b.is_ascii_lowercase() || b.is_ascii_digit() || b == b'_')
-    {
+    if !snake_name(&owned_prefix) {
         return Err(format!(
             "owned_prefix {owned_prefix:?} is not a table name prefix (lowercase letters, digits, _)"
         ));

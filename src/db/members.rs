@@ -108,21 +108,8 @@ impl Members {
         app: &str,
         event_ids: impl Iterator<Item = &str>,
     ) -> Result<HashSet<(String, i64)>, DbError> {
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ",
-            self.spec.members_table()
-        ));
-        qb.push_bind(app).push(" AND event_id IN (");
-        let mut ids = qb.separated(", ");
-        for id in event_ids {
-            ids.push_bind(id);
-        }
-        qb.push(")");
-        let rows: Vec<(String, i64)> = qb
-            .build_query_as()
-            .fetch_all(pool)
-            .await
-            .context(|| format!("looking up members of app {app}"))?;
+        let rows = self.versions(pool, app, None, event_ids).await;
+        let rows = rows.context(|| format!("looking up members of app {app}"))?;
         Ok(rows.into_iter().collect())
     }
 
@@ -135,25 +122,35 @@ impl Members {
         batch_id: &str,
         event_ids: impl Iterator<Item = &str>,
     ) -> Result<HashMap<String, i64>, DbError> {
+        let rows = self.versions(pool, app, Some(batch_id), event_ids).await;
+        let rows = rows.context(|| format!("looking up members of app {app} in other batches"))?;
+        Ok(rows.into_iter().collect())
+    }
+
+    /// `(event_id, updated_at_ms)` of the member rows of these event ids of an app, those of
+    /// batch `not_of` left out.
+    async fn versions(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        not_of: Option<&str>,
+        event_ids: impl Iterator<Item = &str>,
+    ) -> Result<Vec<(String, i64)>, sqlx::Error> {
         let mut qb = QueryBuilder::<MySql>::new(format!(
             "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ",
             self.spec.members_table()
         ));
-        qb.push_bind(app)
-            .push(" AND batch_id <> ")
-            .push_bind(batch_id);
+        qb.push_bind(app);
+        if let Some(batch_id) = not_of {
+            qb.push(" AND batch_id <> ").push_bind(batch_id);
+        }
         qb.push(" AND event_id IN (");
         let mut ids = qb.separated(", ");
         for id in event_ids {
             ids.push_bind(id);
         }
         qb.push(")");
-        let rows: Vec<(String, i64)> = qb
-            .build_query_as()
-            .fetch_all(pool)
-            .await
-            .context(|| format!("looking up members of app {app} in other batches"))?;
-        Ok(rows.into_iter().collect())
+        qb.build_query_as().fetch_all(pool).await
     }
 
     /// Inserts member rows owned by `owner` (a no-op for a key that exists: the read-back decides

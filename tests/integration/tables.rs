@@ -383,6 +383,16 @@ fn ledger_row(
     ]
 }
 
+/// The data object of app l1's first (`ASC`) or last (`DESC`) ledger_outbox batch.
+async fn ledger_data_key(db: &TestDb, order: &str) -> String {
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT data_object_key FROM ledger_archive_receipts WHERE app_code = 'l1' ORDER BY last_updated_at_ms {order} LIMIT 1"
+    )))
+    .fetch_one(&db.db.pool)
+    .await
+    .unwrap()
+}
+
 /// Every delivered row of ledger_outbox as the server prints it — not through the archiver's
 /// codec: texts cast, binaries in hex, NULL as None.
 async fn ledger_as_printed(db: &TestDb) -> Vec<Vec<Option<String>>> {
@@ -492,18 +502,8 @@ async fn a_table_described_only_by_a_profile_round_trips_exactly() {
     assert_eq!(members, 13, "the pending row is not archived");
 
     // The first batch's NDJSON line, byte for byte: each SQL type in its documented form.
-    let first: String = sqlx::query_scalar(
-        "SELECT data_object_key FROM ledger_archive_receipts WHERE app_code = 'l1' ORDER BY last_updated_at_ms LIMIT 1",
-    )
-    .fetch_one(&db.db.pool)
-    .await
-    .unwrap();
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut flate2::read::GzDecoder::new(&read(store.as_ref(), &first).await[..]),
-        &mut text,
-    )
-    .unwrap();
+    let first = ledger_data_key(&db, "ASC").await;
+    let text = String::from_utf8(ndjson_of(store.as_ref(), &first).await).unwrap();
     assert_eq!(
         text.lines().next().unwrap(),
         concat!(
@@ -565,18 +565,8 @@ async fn a_table_described_only_by_a_profile_round_trips_exactly() {
     )
     .await;
     assert_eq!(run.code, 0, "{}", run.all_output);
-    let last: String = sqlx::query_scalar(
-        "SELECT data_object_key FROM ledger_archive_receipts WHERE app_code = 'l1' ORDER BY last_updated_at_ms DESC LIMIT 1",
-    )
-    .fetch_one(&db.db.pool)
-    .await
-    .unwrap();
-    let mut text = String::new();
-    std::io::Read::read_to_string(
-        &mut flate2::read::GzDecoder::new(&read(store.as_ref(), &last).await[..]),
-        &mut text,
-    )
-    .unwrap();
+    let last = ledger_data_key(&db, "DESC").await;
+    let text = String::from_utf8(ndjson_of(store.as_ref(), &last).await).unwrap();
     assert!(
         text.contains(r#""memo":"","region":"eu","sequence_no":1"#),
         "{text}"

@@ -114,13 +114,7 @@ pub async fn archived_rows(db: &TestDb, store: &dyn ObjectStore, app: &str) -> V
         .unwrap();
     let mut rows = Vec::new();
     for key in keys {
-        let bytes = store::get_all(store, &key)
-            .await
-            .unwrap()
-            .expect("data object exists");
-        let mut text = Vec::new();
-        std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text)
-            .unwrap();
+        let text = ndjson_of(store, &key).await;
         for (i, line) in text
             .split(|&b| b == b'\n')
             .filter(|l| !l.is_empty())
@@ -130,6 +124,17 @@ pub async fn archived_rows(db: &TestDb, store: &dyn ObjectStore, app: &str) -> V
         }
     }
     rows
+}
+
+/// The NDJSON a data object holds, decompressed.
+pub async fn ndjson_of(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
+    let bytes = store::get_all(store, key)
+        .await
+        .unwrap()
+        .expect("data object exists");
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(&mut flate2::read::GzDecoder::new(&bytes[..]), &mut text).unwrap();
+    text
 }
 
 /// Every key in the test's store, sorted.
