@@ -337,10 +337,7 @@ const LEDGER_DDL: &str = include_str!("../fixtures/ledger_outbox.sql");
 /// A database with ledger_outbox (no owned tables yet).
 async fn ledger_db() -> TestDb {
     let db = TestDb::empty(&server_url().await).await;
-    sqlx::raw_sql(AssertSqlSafe(LEDGER_DDL))
-        .execute(&db.db.pool)
-        .await
-        .unwrap();
+    db.exec(LEDGER_DDL).await;
     db
 }
 
@@ -546,10 +543,8 @@ async fn a_table_described_only_by_a_profile_round_trips_exactly() {
     );
 
     // A column added later: archived from then on (a new row, archived in its own batch).
-    sqlx::query("ALTER TABLE ledger_outbox ADD COLUMN region VARCHAR(8) NULL AFTER memo")
-        .execute(&db.db.pool)
-        .await
-        .unwrap();
+    db.exec("ALTER TABLE ledger_outbox ADD COLUMN region VARCHAR(8) NULL AFTER memo")
+        .await;
     sqlx::query(
         "INSERT INTO ledger_outbox (tenant, message_id, amount, booked_at, memo, region, sequence_no, ledger_counter, state, created_ms, changed_ms) \
          VALUES ('l1', 'm-late', 1, '2026-01-03 00:00:00', '', 'eu', 1, 1, 'SENT', ?, ?)",
@@ -581,10 +576,8 @@ async fn a_table_described_only_by_a_profile_round_trips_exactly() {
     let run = run_cli(&["restore", "--all-apps", "--drill"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     // A column archived before and then dropped from the table: every run stops, naming it.
-    sqlx::query("ALTER TABLE ledger_outbox DROP COLUMN region")
-        .execute(&db.db.pool)
-        .await
-        .unwrap();
+    db.exec("ALTER TABLE ledger_outbox DROP COLUMN region")
+        .await;
     for command in ["archive", "verify"] {
         let run = run_cli(
             &[command, "--all-apps", "--cutoff", "2026-01-04T00:00:00Z"],
@@ -622,10 +615,7 @@ async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
 
     // Owned tables made for another profile: room_outbox's receipts have no sequence_no_total.
     let room = TestDb::for_table_on(&server_url().await, &ROOM_OUTBOX).await;
-    sqlx::raw_sql(AssertSqlSafe(LEDGER_DDL))
-        .execute(&room.db.pool)
-        .await
-        .unwrap();
+    room.exec(LEDGER_DDL).await;
     let shared = variant(
         "shared.toml",
         profile.replace(
@@ -639,19 +629,14 @@ async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
         "room_outbox_archive_receipts has no column sequence_no_total",
     );
     // A built-in table with a column removed, or with one it would not archive.
-    sqlx::query("ALTER TABLE room_outbox DROP COLUMN last_error")
-        .execute(&room.db.pool)
-        .await
-        .unwrap();
+    room.exec("ALTER TABLE room_outbox DROP COLUMN last_error")
+        .await;
     let mut envs = s3.binary_env();
     envs.push(("DATABASE_URL", room.url.clone()));
     envs.push(("OUTBOX_ARCHIVER_TABLE", "room_outbox".into()));
     let run = run_cli(&archive, &envs).await;
     refused(&run, "room_outbox has no column last_error");
-    sqlx::query("ALTER TABLE room_outbox ADD COLUMN last_error TEXT NULL, ADD COLUMN region VARCHAR(8) NULL")
-        .execute(&room.db.pool)
-        .await
-        .unwrap();
+    room.exec("ALTER TABLE room_outbox ADD COLUMN last_error TEXT NULL, ADD COLUMN region VARCHAR(8) NULL").await;
     let run = run_cli(&archive, &envs).await;
     refused(&run, "does not archive (region)");
     // The same check archive makes before recording each receipt: a column added mid-run.
@@ -696,25 +681,17 @@ async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
         "roles.status names column delivery_state, which ledger_outbox does not have",
     );
     // A case-insensitive event id.
-    sqlx::query("ALTER TABLE ledger_outbox MODIFY message_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL")
-        .execute(&db.db.pool)
-        .await
-        .unwrap();
+    db.exec("ALTER TABLE ledger_outbox MODIFY message_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL").await;
     let run = run_cli(&archive, &envs).await;
     refused(
         &run,
         "ledger_outbox.message_id compares with collation utf8mb4_unicode_ci",
     );
     refused(&run, "ALTER TABLE ledger_outbox MODIFY message_id");
-    sqlx::query("ALTER TABLE ledger_outbox MODIFY message_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL")
-        .execute(&db.db.pool)
-        .await
-        .unwrap();
+    db.exec("ALTER TABLE ledger_outbox MODIFY message_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL").await;
     // The retention index gone.
-    sqlx::query("ALTER TABLE ledger_outbox DROP INDEX idx_ledger_outbox_archive_scan")
-        .execute(&db.db.pool)
-        .await
-        .unwrap();
+    db.exec("ALTER TABLE ledger_outbox DROP INDEX idx_ledger_outbox_archive_scan")
+        .await;
     let run = run_cli(&archive, &envs).await;
     refused(
         &run,

@@ -181,6 +181,14 @@ impl TestDb {
             .unwrap();
     }
 
+    /// Runs one statement that takes no parameters (DDL, a fixture's UPDATE).
+    pub async fn exec(&self, sql: &str) {
+        sqlx::raw_sql(AssertSqlSafe(sql.to_string()))
+            .execute(&self.db.pool)
+            .await
+            .unwrap_or_else(|e| panic!("{sql}: {e}"));
+    }
+
     pub async fn count(&self, sql: &str) -> i64 {
         sqlx::query_scalar(AssertSqlSafe(sql.to_string()))
             .fetch_one(&self.db.pool)
