@@ -222,7 +222,7 @@ impl CompactQueries {
         let spec = self.spec;
         let sql = format!(
             "SELECT COUNT(*) FROM {members} AS m LEFT JOIN {source} AS s \
-             ON s.{app_col} = m.app_code AND s.{event_col} = m.event_id \
+             ON s.{app_col} = ? AND s.{event_col} = m.event_id \
              WHERE m.app_code = ? AND m.batch_id = ? AND s.{event_col} IS NULL",
             members = spec.members_table(),
             source = spec.name,
@@ -230,6 +230,7 @@ impl CompactQueries {
             event_col = spec.event_id,
         );
         let n: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
             .bind(app)
             .bind(batch_id)
             .fetch_one(pool)

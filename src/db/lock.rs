@@ -8,6 +8,9 @@
 //! is what survives a server restart: connection ids start again from 1, so after one another
 //! session can hold the lock under the very id this lock connection had.
 //!
+//! Function results are CAST to one integer type: MySQL types `IS_USED_LOCK` and
+//! `CONNECTION_ID()` as BIGINT UNSIGNED, MariaDB as signed, and sqlx decodes each strictly.
+//!
 //! The name is `{lock_prefix}{table}_archive:{app_code}`, the one the services' own archiver
 //! uses, so the two exclude each other during a cut-over. MySQL limits names to 64 characters;
 //! a longer one is shortened deterministically to its first 47 characters, `~`, and the first 16
@@ -42,7 +45,7 @@ impl AppLock {
     /// Takes the lock without waiting; `None` when another session holds it.
     pub async fn try_acquire(db: &Db, name: &str) -> Result<Option<AppLock>, DbError> {
         let mut conn = db.dedicated().await?;
-        let got: Option<i64> = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+        let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
             .bind(name)
             .fetch_one(&mut conn)
             .await
@@ -51,7 +54,7 @@ impl AppLock {
             let _ = conn.close().await;
             return Ok(None);
         }
-        let connection_id: u64 = sqlx::query_scalar("SELECT CONNECTION_ID()")
+        let connection_id: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
             .fetch_one(&mut conn)
             .await
             .context(|| "reading the lock connection's id".into())?;
@@ -80,7 +83,7 @@ impl AppLock {
         if !self.held_on_own_connection().await {
             return Ok(false);
         }
-        let holder: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+        let holder: Option<i64> = sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
             .bind(&self.name)
             .fetch_one(executor)
             .await

@@ -33,12 +33,29 @@ use crate::table::TableSpec;
 pub enum DbError {
     #[error("invalid --database-url / DATABASE_URL ({url}): {detail}")]
     InvalidUrl { url: String, detail: String },
-    #[error("the database refused the login ({detail}): check the user and password in --database-url / DATABASE_URL ({url})")]
-    AccessDenied { url: String, detail: String },
+    #[error("the database refused the login ({detail}): check the user and password in --database-url / DATABASE_URL ({url}){hint}")]
+    AccessDenied {
+        url: String,
+        detail: String,
+        /// What else it may be, where that can be told from the settings.
+        hint: &'static str,
+    },
     #[error("database {database:?} does not exist on {url} (check --database-url / DATABASE_URL)")]
     UnknownDatabase { url: String, database: String },
     #[error("cannot reach the database at {url} ({detail}): check --database-url / DATABASE_URL and that the server is running")]
     Unreachable { url: String, detail: String },
+    /// The TLS handshake with the database failed: the server's certificate is not trusted, has
+    /// expired, does not name the host, or the server offers no TLS.
+    #[error("TLS to the database at {url} failed: {problem} ({detail}); {fix} — the ssl-mode / ssl-ca parameters of --database-url / DATABASE_URL")]
+    Tls {
+        url: String,
+        problem: &'static str,
+        fix: &'static str,
+        detail: String,
+    },
+    /// The server refuses connections without TLS (`require_secure_transport=ON`).
+    #[error("the database at {url} accepts only TLS connections (require_secure_transport=ON) and refused this one without TLS: add ?ssl-mode=VERIFY_IDENTITY&ssl-ca=/path/to/ca.pem to --database-url / DATABASE_URL (README, \"TLS to the database\")")]
+    InsecureTransport { url: String },
     #[error("the archiver's tables are not up to date (migration {missing} is not applied): run `outbox-archiver migrate` first")]
     NotMigrated { missing: String },
     #[error("the archiver's table {table} {problem}: run `outbox-archiver migrate {table_flag}` (and check --table / --table-profile: another table's archiver tables do not fit this one)")]
@@ -135,10 +152,7 @@ impl Db {
     /// Parses the URL and opens a small pool, turning the usual mistakes into clear messages.
     pub async fn connect(url: &str, max_connections: u32) -> Result<Db, DbError> {
         let url_redacted = redact::url(url);
-        let options = MySqlConnectOptions::from_str(url).map_err(|e| DbError::InvalidUrl {
-            url: url_redacted.clone(),
-            detail: redact::scrub(&e.to_string(), &secrets_of(url)),
-        })?;
+        let options = connect_options(url, "--database-url / DATABASE_URL")?;
         let pool = MySqlPoolOptions::new()
             .max_connections(max_connections)
             .min_connections(0)
@@ -151,7 +165,7 @@ impl Db {
             })
             .connect_with(options.clone())
             .await
-            .map_err(|e| classify_connect_error(e, &url_redacted, &secrets_of(url)))?;
+            .map_err(|e| classify_connect_error(e, &url_redacted, &secrets_of(url), &options))?;
         Ok(Db {
             pool,
             options,
@@ -166,7 +180,7 @@ impl Db {
             .options
             .connect()
             .await
-            .map_err(|e| classify_connect_error(e, &self.url_redacted, &[]))?;
+            .map_err(|e| classify_connect_error(e, &self.url_redacted, &[], &self.options))?;
         conn.execute(SESSION_SETUP)
             .await
             .context(|| "setting up a dedicated connection".into())?;
@@ -178,6 +192,60 @@ impl Db {
     }
 }
 
+/// The URL's query parameters sqlx understands; any other (`sslmode=verify-full`, a typo of
+/// `ssl-mode`) would be silently ignored by sqlx and connect without the verification asked for.
+const URL_PARAMETERS: [&str; 13] = [
+    "ssl-mode",
+    "sslmode",
+    "ssl-ca",
+    "sslca",
+    "ssl-cert",
+    "sslcert",
+    "ssl-key",
+    "sslkey",
+    "charset",
+    "collation",
+    "socket",
+    "statement-cache-capacity",
+    "timezone",
+];
+
+/// Parses a database URL (`setting` names where it came from, for messages): unknown query
+/// parameters are refused, an `ssl-ca` / `ssl-cert` / `ssl-key` file must be readable, and a
+/// unix socket connects without TLS unless `ssl-mode` asks for it — MySQL offers TLS on its
+/// socket too, and sqlx's TLS handshake over it fails ("Broken pipe"); the mysql client never
+/// uses TLS on a socket, which the server already counts as secure transport.
+pub fn connect_options(url: &str, setting: &str) -> Result<MySqlConnectOptions, DbError> {
+    let invalid = |detail: String| DbError::InvalidUrl {
+        url: redact::url(url),
+        detail: redact::scrub(&detail, &secrets_of(url)),
+    };
+    let mut options =
+        MySqlConnectOptions::from_str(url).map_err(|e| invalid(format!("{setting}: {e}")))?;
+    let parsed = url::Url::parse(url).map_err(|e| invalid(format!("{setting}: {e}")))?;
+    let mut ssl_mode_given = false;
+    for (key, value) in parsed.query_pairs() {
+        if !URL_PARAMETERS.contains(&&*key) {
+            return Err(invalid(format!(
+                "{setting}: unknown parameter {key:?} (known: ssl-mode, ssl-ca, ssl-cert, ssl-key, socket, charset, collation, timezone, statement-cache-capacity)"
+            )));
+        }
+        match &*key {
+            "ssl-mode" | "sslmode" => ssl_mode_given = true,
+            "ssl-ca" | "sslca" | "ssl-cert" | "sslcert" | "ssl-key" | "sslkey" => {
+                if let Err(e) = std::fs::metadata(&*value) {
+                    return Err(invalid(format!("{setting}: {key}={value}: {e}")));
+                }
+            }
+            _ => {}
+        }
+    }
+    if options.get_socket().is_some() && !ssl_mode_given {
+        options = options.ssl_mode(sqlx::mysql::MySqlSslMode::Disabled);
+    }
+    Ok(options)
+}
+
 fn secrets_of(url: &str) -> Vec<String> {
     url::Url::parse(url)
         .ok()
@@ -186,15 +254,54 @@ fn secrets_of(url: &str) -> Vec<String> {
         .collect()
 }
 
-fn classify_connect_error(e: sqlx::Error, url: &str, secrets: &[String]) -> DbError {
+fn classify_connect_error(
+    e: sqlx::Error,
+    url: &str,
+    secrets: &[String],
+    options: &MySqlConnectOptions,
+) -> DbError {
     let detail = redact::scrub(&e.to_string(), secrets);
     let url = url.to_string();
+    // MariaDB refuses a connection without TLS to a server with require_secure_transport=ON
+    // as it refuses a wrong password (1045); MySQL says so (3159).
+    let hint = if matches!(options.get_ssl_mode(), sqlx::mysql::MySqlSslMode::Disabled) {
+        "; or, if the server accepts only TLS connections (require_secure_transport=ON), connect with TLS: ssl-mode=VERIFY_IDENTITY&ssl-ca=/path/to/ca.pem instead of ssl-mode=DISABLED"
+    } else {
+        ""
+    };
+    // rustls's verdicts reach sqlx as a TLS error, or as an I/O error during the handshake.
+    let tls = match &e {
+        sqlx::Error::Tls(_) => Some(tls_problem(&detail).unwrap_or((
+            "the handshake failed",
+            "check the server's certificate against ssl-ca and ssl-mode",
+        ))),
+        sqlx::Error::Io(_) => tls_problem(&detail),
+        _ => None,
+    };
+    if let Some((problem, fix)) = tls {
+        return DbError::Tls {
+            url,
+            problem,
+            fix,
+            detail,
+        };
+    }
+    if let sqlx::Error::Database(db) = &e {
+        // 3159 ER_SECURE_TRANSPORT_REQUIRED (MySQL 5.7+, MariaDB 10.5+).
+        let number = db
+            .try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .map(|e| e.number());
+        if number == Some(3159) || db.message().contains("insecure transport") {
+            return DbError::InsecureTransport { url };
+        }
+    }
     match &e {
         sqlx::Error::Database(db) => match db.code().as_deref() {
             // 28000 = ER_ACCESS_DENIED_ERROR (1045) and friends
             Some("28000") => DbError::AccessDenied {
                 url,
                 detail: db.message().to_string(),
+                hint,
             },
             Some("42000") if db.message().contains("Unknown database") => {
                 let database = db
@@ -208,12 +315,55 @@ fn classify_connect_error(e: sqlx::Error, url: &str, secrets: &[String]) -> DbEr
             _ if db.message().contains("Access denied") => DbError::AccessDenied {
                 url,
                 detail: db.message().to_string(),
+                hint,
             },
             _ => DbError::Unreachable { url, detail },
         },
         sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => DbError::InvalidUrl { url, detail },
         _ => DbError::Unreachable { url, detail },
     }
+}
+
+/// What a failed TLS handshake means, and what to do, from rustls's words.
+fn tls_problem(detail: &str) -> Option<(&'static str, &'static str)> {
+    // rustls names a certificate error by its variant (`UnknownIssuer`) or in words
+    // (`certificate not valid for name …`, `certificate expired: …`).
+    const TABLE: [(&[&str], &str, &str); 6] = [
+        (
+            &["UnknownIssuer"],
+            "the server's certificate is not signed by a CA this job trusts",
+            "set ssl-ca= to the file of the CA that signed it (RDS and Aurora: the region's or the global certificate bundle)",
+        ),
+        (
+            &["Expired", "certificate expired"],
+            "the server's certificate has expired",
+            "renew the server's certificate (and check this machine's clock)",
+        ),
+        (
+            &["NotValidYet", "not valid yet"],
+            "the server's certificate is not valid yet",
+            "check this machine's clock and the certificate's start date",
+        ),
+        (
+            &["NotValidForName", "not valid for name"],
+            "the server's certificate does not name the host of the URL",
+            "connect by a host name or address the certificate lists (its subject alternative names), or use ssl-mode=VERIFY_CA, which checks the CA and not the name",
+        ),
+        (
+            &["does not support TLS"],
+            "the server does not offer TLS",
+            "enable TLS on the server (ssl_cert, ssl_key), or leave ssl-mode out to connect without it",
+        ),
+        (
+            &["Invalid certificate", "peer certificate"],
+            "the server's certificate was refused",
+            "check the server's certificate against ssl-ca and ssl-mode",
+        ),
+    ];
+    TABLE
+        .iter()
+        .find(|(needles, _, _)| needles.iter().any(|n| detail.contains(n)))
+        .map(|(_, problem, fix)| (*problem, *fix))
 }
 
 /// What an insert does with a row whose key the table already holds.
@@ -314,14 +464,11 @@ pub async fn recreate_database(server_url: &str, database: &str) -> Result<Strin
     }
     let mut url = url::Url::parse(server_url).map_err(|e| invalid(e.to_string()))?;
     url.set_path("");
-    let options: MySqlConnectOptions = url
-        .as_str()
-        .parse()
-        .map_err(|e: sqlx::Error| invalid(e.to_string()))?;
+    let options = connect_options(url.as_str(), "--database-url / DATABASE_URL")?;
     let mut conn = options
         .connect()
         .await
-        .map_err(|e| classify_connect_error(e, &redacted, &secrets_of(server_url)))?;
+        .map_err(|e| classify_connect_error(e, &redacted, &secrets_of(server_url), &options))?;
     for sql in [
         format!("DROP DATABASE IF EXISTS `{database}`"),
         format!("CREATE DATABASE `{database}` CHARACTER SET utf8mb4"),

@@ -2,16 +2,15 @@
 //! (`Seconds_Behind_Master` / `Seconds_Behind_Source`, and whether both replication threads
 //! run), or a pt-heartbeat table when one is named (accurate to the write, where the status is
 //! accurate to the second and reads 0 on a replica whose IO thread fell behind). Finding the
-//! replicas from the primary: `SHOW REPLICA HOSTS` (replicas that set `report_host`) or the
+//! replicas from the primary: `SHOW REPLICAS` / `SHOW REPLICA HOSTS` (replicas that set `report_host`) or the
 //! primary's binlog dump threads (`Binlog Dump` in the processlist).
 //!
 //! Nothing here decides what a lag means; an answer that is not a number is [`Lag::Unknown`]
 //! with its reason, never zero.
 
-use std::str::FromStr;
 use std::time::Duration;
 
-use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions, MySqlRow};
+use sqlx::mysql::{MySqlPool, MySqlPoolOptions, MySqlRow};
 use sqlx::{AssertSqlSafe, Row as _};
 
 use super::{Context, Db, DbError};
@@ -46,10 +45,7 @@ impl Replica {
     /// A replica at `url` (`--replica`); nothing is connected yet, so a replica that is down
     /// at the start is a lag to wait for, not a failure to start.
     pub fn new(url: &str) -> Result<Replica, DbError> {
-        let options = MySqlConnectOptions::from_str(url).map_err(|e| DbError::InvalidUrl {
-            url: redact::url(url),
-            detail: format!("--replica: {e}"),
-        })?;
+        let options = super::connect_options(url, "--replica")?;
         let parsed = url::Url::parse(url).ok();
         let name = match parsed
             .as_ref()
@@ -205,30 +201,51 @@ pub async fn discover(db: &Db, url: &str, how: Discovery) -> Result<Vec<String>,
     let primary_port = base.port().unwrap_or(3306);
     let found: Vec<(String, u16)> = match how {
         Discovery::Hosts => {
-            let rows = match sqlx::raw_sql("SHOW REPLICA HOSTS")
-                .fetch_all(&db.pool)
-                .await
-            {
-                Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42000") => {
-                    sqlx::raw_sql("SHOW SLAVE HOSTS").fetch_all(&db.pool).await
+            // MySQL 8.0.22+ says SHOW REPLICAS (9.x has nothing else); MariaDB SHOW REPLICA
+            // HOSTS (10.5.2+) or SHOW SLAVE HOSTS.
+            let mut rows = None;
+            for statement in ["SHOW REPLICAS", "SHOW REPLICA HOSTS", "SHOW SLAVE HOSTS"] {
+                match sqlx::raw_sql(statement).fetch_all(&db.pool).await {
+                    Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42000") => {
+                        continue
+                    }
+                    other => {
+                        rows =
+                            Some(other.context(|| format!("listing the replicas ({statement})"))?);
+                        break;
+                    }
                 }
-                other => other,
             }
-            .context(|| "listing the replicas (SHOW REPLICA HOSTS)".into())?;
+            let rows = rows.ok_or_else(|| DbError::Query {
+                context: "listing the replicas: the server knows neither SHOW REPLICAS nor SHOW REPLICA HOSTS".into(),
+                source: sqlx::Error::RowNotFound,
+            })?;
             let mut found = Vec::new();
             for r in &rows {
                 let host: String = r.try_get("Host").unwrap_or_default();
+                // An integer of whichever width and sign the server gives it; 0 (no
+                // report_port) is the default port.
                 let port = r
                     .try_get::<i64, _>("Port")
                     .ok()
                     .or_else(|| r.try_get::<u32, _>("Port").ok().map(i64::from))
-                    .unwrap_or(3306);
+                    .or_else(|| r.try_get::<u64, _>("Port").ok().map(|p| p as i64))
+                    .or_else(|| r.try_get::<i32, _>("Port").ok().map(i64::from))
+                    .ok_or_else(|| DbError::Query {
+                        context: format!("reading the port of replica {host:?}"),
+                        source: sqlx::Error::ColumnNotFound("Port".into()),
+                    })?;
+                let port = if port == 0 { 3306 } else { port };
                 if host.is_empty() {
                     // Fail closed: a replica that cannot be reached by name is not skipped.
-                    let id = r
-                        .try_get::<i64, _>("Server_id")
-                        .map(|i| i.to_string())
-                        .unwrap_or_else(|_| "?".into());
+                    let id = ["Server_id", "Server_Id"]
+                        .iter()
+                        .find_map(|name| {
+                            r.try_get::<i64, _>(*name)
+                                .ok()
+                                .or_else(|| r.try_get::<u32, _>(*name).ok().map(i64::from))
+                        })
+                        .map_or_else(|| "?".into(), |i| i.to_string());
                     return Err(DbError::Query {
                         context: format!(
                             "replica server_id {id} is connected but did not set report_host: set it, or list the replicas with --replica"

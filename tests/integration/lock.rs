@@ -72,7 +72,7 @@ async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
         let done = std::sync::atomic::AtomicBool::new(false);
         FailPoints::new(move |point| {
             if point == "after-members" && !done.swap(true, std::sync::atomic::Ordering::SeqCst) {
-                kill_all(&url, "SELECT IS_USED_LOCK(?)", &name);
+                kill_all(&url, "SELECT CAST(IS_USED_LOCK(?) AS SIGNED)", &name);
             }
             false
         })
@@ -93,7 +93,7 @@ async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     // KILL is asynchronous: the killed session lets go of the lock a moment later.
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
     loop {
-        let holder: Option<i64> = sqlx::query_scalar("SELECT IS_USED_LOCK(?)")
+        let holder: Option<i64> = sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
             .bind(&name)
             .fetch_one(&db.db.pool)
             .await
@@ -210,7 +210,11 @@ async fn a_lock_lost_to_another_archiver_is_a_stop_with_a_reason_not_a_skip() {
     let (kill_url, kill_name) = (url.clone(), name.clone());
     opts.failpoints = FailPoints::new(move |point| {
         if point == "after-members" && seen.fetch_add(1, std::sync::atomic::Ordering::SeqCst) == 1 {
-            kill_all(&kill_url, "SELECT IS_USED_LOCK(?)", &kill_name);
+            kill_all(
+                &kill_url,
+                "SELECT CAST(IS_USED_LOCK(?) AS SIGNED)",
+                &kill_name,
+            );
             let taken = tokio::task::block_in_place(|| {
                 tokio::runtime::Handle::current().block_on(async {
                     let mut conn = MySqlConnection::connect(&kill_url).await.unwrap();

@@ -265,7 +265,7 @@ async fn live_outbox(db: TestDb, baseline: Option<Duration>) {
         "purge deleted only members"
     );
     let failed_archived = db
-        .count(&format!("SELECT COUNT(*) FROM {table} s JOIN {members_table} m ON m.app_code = s.app_code AND m.event_id = s.event_id WHERE s.status <> 'DELIVERED'"))
+        .count(&format!("SELECT COUNT(*) FROM {table} s JOIN {members_table} m ON CAST(m.app_code AS BINARY) = CAST(s.app_code AS BINARY) AND m.event_id = s.event_id WHERE s.status <> 'DELIVERED'"))
         .await;
     assert_eq!(failed_archived, 0, "nothing undelivered was archived");
     for app in ["app0", "app1"] {

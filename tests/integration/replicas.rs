@@ -1,5 +1,5 @@
-//! Writes paced by a real replica: a private MariaDB primary with a binary log and a private
-//! replica of it (`CHANGE MASTER TO`, `START SLAVE`). Lag is injected by stopping the replica's
+//! Writes paced by a real replica: a private primary with a binary log and a private replica
+//! of it (MariaDB by binary log position, MySQL by GTID). Lag is injected by stopping the replica's
 //! SQL thread: purge waits before its next chunk and goes on when the thread runs again; a
 //! replica still stopped after `--replica-wait-timeout` stops purge with exit 1, naming it —
 //! and across all of it nothing is deleted twice or lost. archive waits the same way before a
@@ -70,7 +70,7 @@ async fn purge_waits_for_a_stopped_replica_and_goes_on_when_it_runs_again() {
     let (pair, db, _s3, store) = archived_on_a_replicated_primary().await;
     let replica_url = pair.replica_url(&db.name);
     assert_eq!(rows_on(&replica_url).await, 1_200);
-    pair.on_replica("STOP SLAVE SQL_THREAD").await;
+    pair.on_replica("STOP REPLICA SQL_THREAD").await;
 
     let ctx = env(&db, store.clone(), CUTOFF + DAY).with_stops(gate(
         &replica_url,
@@ -87,7 +87,7 @@ async fn purge_waits_for_a_stopped_replica_and_goes_on_when_it_runs_again() {
         "nothing is deleted while the replica does not apply"
     );
     assert!(!purging.is_finished(), "purge waits");
-    pair.on_replica("START SLAVE SQL_THREAD").await;
+    pair.on_replica("START REPLICA SQL_THREAD").await;
     let summary = purging.await.unwrap();
     assert!(summary.ok, "{}", summary.to_json());
     let purged = purge_of(&summary, "a1");
@@ -112,12 +112,10 @@ async fn purge_waits_for_a_stopped_replica_and_goes_on_when_it_runs_again() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn purge_waits_while_a_replica_is_seconds_behind() {
-    // A delayed replica (MASTER_DELAY) reports a number: Seconds_Behind_Master above the limit.
+    // A delayed replica (MASTER_DELAY / SOURCE_DELAY) reports a number of seconds above the limit.
     let (pair, db, _s3, store) = archived_on_a_replicated_primary().await;
     let replica_url = pair.replica_url(&db.name);
-    pair.on_replica("STOP SLAVE").await;
-    pair.on_replica("CHANGE MASTER TO MASTER_DELAY = 5").await;
-    pair.on_replica("START SLAVE").await;
+    pair.delay_replica(5).await;
     sqlx::query("CREATE TABLE nudge (id INT PRIMARY KEY)")
         .execute(&db.db.pool)
         .await
@@ -149,7 +147,7 @@ async fn purge_waits_while_a_replica_is_seconds_behind() {
 async fn a_replica_stopped_beyond_the_timeout_stops_purge_and_nothing_is_lost() {
     let (pair, db, s3, _store) = archived_on_a_replicated_primary().await;
     let replica_url = pair.replica_url(&db.name);
-    pair.on_replica("STOP SLAVE").await;
+    pair.on_replica("STOP REPLICA").await;
     // Through the binary, as the CronJob runs it.
     let s3_env = s3.binary_env();
     let mut envs = vec![
@@ -195,7 +193,7 @@ async fn a_replica_stopped_beyond_the_timeout_stops_purge_and_nothing_is_lost() 
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 1_200);
 
     // The replica comes back: the next run purges everything, once.
-    pair.on_replica("START SLAVE").await;
+    pair.on_replica("START REPLICA").await;
     let run = run_cli(
         &[
             "purge",
@@ -248,7 +246,7 @@ async fn archive_waits_by_a_heartbeat_and_replicas_are_found_on_the_primary() {
         })
     };
     pair.caught_up().await;
-    pair.on_replica("STOP SLAVE SQL_THREAD").await;
+    pair.on_replica("STOP REPLICA SQL_THREAD").await;
     // The replica's newest heartbeat grows older than --max-replica-lag.
     tokio::time::sleep(Duration::from_millis(1_500)).await;
     let mut envs = vec![
@@ -287,7 +285,7 @@ async fn archive_waits_by_a_heartbeat_and_replicas_are_found_on_the_primary() {
         "no receipt while the replica lags"
     );
 
-    pair.on_replica("START SLAVE SQL_THREAD").await;
+    pair.on_replica("START REPLICA SQL_THREAD").await;
     let run = run_cli(&args, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let app = &run.summary["apps"][0];

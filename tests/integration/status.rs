@@ -4,7 +4,6 @@ use outbox_archiver::commands::status::{self, Format, StatusOptions};
 use outbox_archiver::db::source::SourceTable;
 use outbox_archiver::pipeline::apps::Apps;
 use outbox_archiver::table::WALLET_OUTBOX;
-use sqlx::Row as _;
 
 use crate::support::*;
 
@@ -74,33 +73,55 @@ async fn status_reports_cursor_backlog_and_last_run() {
     db.drop().await;
 }
 
-/// The backlog is an index range on the retention index, never a table scan.
+/// The backlog is an index range on the retention index, never a table scan. Other apps' rows
+/// around a1's make the range the cheaper plan on both servers (on a table of one app, MySQL
+/// rightly scans the whole index: it is the range).
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_backlog_count_is_an_index_range() {
     let db = TestDb::new().await;
+    db.insert(&rows("a0", 2_000)).await;
     db.insert(&rows("a1", 200)).await;
+    db.insert(&rows("a2", 2_000)).await;
+    db.exec("ANALYZE TABLE wallet_outbox").await;
     let pages = SourceTable::new(&WALLET_OUTBOX);
     for after in [false, true] {
-        let sql = format!("EXPLAIN {}", pages.backlog_count_sql(after));
-        let mut q = sqlx::query(sqlx::AssertSqlSafe(sql))
+        // FORMAT=JSON: MySQL 9's default EXPLAIN is a tree of text, MariaDB's a table.
+        let sql = format!("EXPLAIN FORMAT=JSON {}", pages.backlog_count_sql(after));
+        let mut q = sqlx::query_scalar::<_, String>(sqlx::AssertSqlSafe(sql))
             .bind("a1")
             .bind("DELIVERED")
             .bind(T0 + DAY);
         if after {
             q = q.bind(T0 + 5).bind(T0 + 5).bind(T0 + 5).bind("e5");
         }
-        let plan = q.fetch_one(&db.db.pool).await.unwrap();
-        let key: Option<String> = plan.try_get("key").unwrap();
-        let access: Option<String> = plan.try_get("type").unwrap();
-        assert_eq!(
-            key.as_deref(),
-            Some("idx_wallet_outbox_retention"),
-            "after={after}"
-        );
+        let plan: serde_json::Value =
+            serde_json::from_str(&q.fetch_one(&db.db.pool).await.unwrap()).unwrap();
+        let (key, access) = index_access(&plan).unwrap_or_else(|| panic!("an index in {plan}"));
+        assert_eq!(key, "idx_wallet_outbox_retention", "after={after}: {plan}");
         assert!(
-            matches!(access.as_deref(), Some("range" | "ref")),
-            "after={after}: {access:?}"
+            ["range", "ref", "index_range_scan", "index_lookup"].contains(&access.as_str()),
+            "after={after}: {access} in {plan}"
         );
     }
     db.drop().await;
+}
+
+/// The index a JSON plan reads and how: MariaDB's and MySQL's JSON version 1 put it in a
+/// `table` object (`key`, `access_type`), MySQL 9's version 2 in an access node (`index_name`,
+/// `index_access_type`).
+fn index_access(plan: &serde_json::Value) -> Option<(String, String)> {
+    match plan {
+        serde_json::Value::Object(map) => {
+            let text = |k: &str| map.get(k).and_then(|v| v.as_str()).map(str::to_string);
+            if let (Some(key), Some(access)) = (text("key"), text("access_type")) {
+                return Some((key, access));
+            }
+            if let (Some(key), Some(access)) = (text("index_name"), text("index_access_type")) {
+                return Some((key, access));
+            }
+            map.values().find_map(index_access)
+        }
+        serde_json::Value::Array(items) => items.iter().find_map(index_access),
+        _ => None,
+    }
 }

@@ -1,9 +1,13 @@
 //! The database side: a database of its own per test on the real MariaDB/MySQL server.
 //!
-//! The server: `OUTBOX_ARCHIVER_TEST_DATABASE_URL` (a user that may create databases), else
-//! `mysql://outbox_test:outbox_test@127.0.0.1:3306`, a user this harness creates through the
-//! local unix socket as root on first use. A passing test drops its database; a failing one
-//! leaves it, named in the output, as evidence.
+//! Which server: `OUTBOX_ARCHIVER_TEST_SERVER` — `mariadb` (the default: the machine's MariaDB
+//! on 127.0.0.1:3306) or `mysql` (MySQL 9.7 in the chroot `.ci/mysql` builds, on
+//! `OUTBOX_ARCHIVER_MYSQL_PORT`, default 3307). `.ci/test` runs the suite once on each. The
+//! tests' user: `OUTBOX_ARCHIVER_TEST_DATABASE_URL` (a user that may create databases), else
+//! `outbox_test`, which this harness creates on first use through the administrator
+//! connection ([`admin_connection`]): on MySQL with MySQL's default authentication
+//! (`caching_sha2_password`). A passing test drops its database; a failing one leaves it, named
+//! in the output, as evidence.
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
@@ -14,11 +18,42 @@ use outbox_archiver::table::{TableSpec, WALLET_OUTBOX};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 use tokio::sync::OnceCell;
 
-pub const TEST_USER_URL: &str = "mysql://outbox_test:outbox_test@127.0.0.1:3306";
 const SOCKET_ROOT_URL: &str = "mysql://root@localhost/?socket=/run/mysqld/mysqld.sock";
 
 static SERVER: OnceCell<String> = OnceCell::const_new();
 pub static COUNTER: AtomicU32 = AtomicU32::new(0);
+
+/// The kind of server the suite runs on.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    MariaDb,
+    MySql,
+}
+
+/// The server the suite runs on (`OUTBOX_ARCHIVER_TEST_SERVER`).
+pub fn flavour() -> Flavour {
+    match std::env::var("OUTBOX_ARCHIVER_TEST_SERVER").as_deref() {
+        Ok("mysql") => Flavour::MySql,
+        Ok("mariadb") | Err(_) => Flavour::MariaDb,
+        Ok(other) => panic!("OUTBOX_ARCHIVER_TEST_SERVER={other:?}: use mariadb or mysql"),
+    }
+}
+
+/// The port of the chroot's shared MySQL server (`.ci/mysql start`).
+pub fn mysql_port() -> u16 {
+    std::env::var("OUTBOX_ARCHIVER_MYSQL_PORT")
+        .ok()
+        .and_then(|p| p.parse().ok())
+        .unwrap_or(3307)
+}
+
+/// The tests' own user on the shared server (no database part).
+pub fn test_user_url() -> String {
+    match flavour() {
+        Flavour::MariaDb => "mysql://outbox_test:outbox_test@127.0.0.1:3306".to_string(),
+        Flavour::MySql => format!("mysql://outbox_test:outbox_test@127.0.0.1:{}", mysql_port()),
+    }
+}
 
 /// The server URL tests create their databases on (no database part).
 pub async fn server_url() -> String {
@@ -27,11 +62,12 @@ pub async fn server_url() -> String {
             if let Ok(url) = std::env::var("OUTBOX_ARCHIVER_TEST_DATABASE_URL") {
                 return url;
             }
-            if try_connect(TEST_USER_URL).await.is_err() {
+            let url = test_user_url();
+            if try_connect(&url).await.is_err() {
                 bootstrap_test_user().await;
             }
-            drop_leftovers(TEST_USER_URL).await;
-            TEST_USER_URL.to_string()
+            drop_leftovers(&url).await;
+            url
         })
         .await
         .clone()
@@ -44,12 +80,7 @@ async fn try_connect(url: &str) -> Result<sqlx::MySqlConnection, sqlx::Error> {
 }
 
 async fn bootstrap_test_user() {
-    let mut root = try_connect(SOCKET_ROOT_URL).await.unwrap_or_else(|e| {
-        panic!(
-            "cannot reach MariaDB/MySQL as outbox_test over TCP nor as root over /run/mysqld/mysqld.sock ({e}). \
-             Start the server (.ci/run does) or set OUTBOX_ARCHIVER_TEST_DATABASE_URL"
-        )
-    });
+    let mut root = admin_connection().await;
     for host in ["127.0.0.1", "localhost"] {
         root.execute(AssertSqlSafe(format!(
             "CREATE USER IF NOT EXISTS 'outbox_test'@'{host}' IDENTIFIED BY 'outbox_test'"
@@ -65,13 +96,23 @@ async fn bootstrap_test_user() {
     root.close().await.unwrap();
 }
 
-/// A connection that may create users and grant privileges: `OUTBOX_ARCHIVER_TEST_ADMIN_URL`,
-/// else root over the local unix socket.
+/// The URL of a user that may create users and grant privileges: `OUTBOX_ARCHIVER_TEST_ADMIN_URL`,
+/// else root over the local MariaDB's unix socket, or the administrator `.ci/mysql` creates.
+pub fn admin_url() -> String {
+    std::env::var("OUTBOX_ARCHIVER_TEST_ADMIN_URL").unwrap_or_else(|_| match flavour() {
+        Flavour::MariaDb => SOCKET_ROOT_URL.to_string(),
+        Flavour::MySql => format!("mysql://oat_admin:oat-admin-pw@127.0.0.1:{}", mysql_port()),
+    })
+}
+
+/// A connection that may create users and grant privileges ([`admin_url`]).
 pub async fn admin_connection() -> sqlx::MySqlConnection {
-    let url = std::env::var("OUTBOX_ARCHIVER_TEST_ADMIN_URL")
-        .unwrap_or_else(|_| SOCKET_ROOT_URL.to_string());
-    try_connect(&url).await.unwrap_or_else(|e| {
-        panic!("cannot connect as an administrator ({e}): run as root beside the local MariaDB, or set OUTBOX_ARCHIVER_TEST_ADMIN_URL")
+    try_connect(&admin_url()).await.unwrap_or_else(|e| {
+        panic!(
+            "cannot connect to the {:?} test server as an administrator ({e}): start it (.ci/test does; \
+             for MySQL `.ci/mysql start`), or set OUTBOX_ARCHIVER_TEST_ADMIN_URL",
+            flavour()
+        )
     })
 }
 
@@ -300,22 +341,51 @@ pub fn kill_all(url: &str, find: &'static str, arg: &str) {
     });
 }
 
-/// Every row of `app` in `table`, in cursor order, every column.
+/// Every row of `app` in `table`, in cursor order, every column. The order is the database's
+/// (its collation of the event id), asked for the keys alone: MySQL's 256 KiB sort buffer
+/// cannot sort whole rows of a MiB ("Out of sort memory").
 pub async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
     let spec = db.spec;
+    let order = format!(
+        "SELECT {id} FROM {table} WHERE {app_col} = ? ORDER BY {upd}, {id}",
+        id = spec.event_id,
+        app_col = spec.app_code,
+        upd = spec.updated_at_ms,
+    );
+    let order: Vec<String> = sqlx::query_scalar(AssertSqlSafe(order))
+        .bind(app)
+        .fetch_all(&db.db.pool)
+        .await
+        .unwrap();
     let sql = format!(
-        "SELECT {} FROM {table} WHERE {} = ? ORDER BY {}, {}",
+        "SELECT {} FROM {table} WHERE {} = ?",
         spec.select_list(),
         spec.app_code,
-        spec.updated_at_ms,
-        spec.event_id
     );
     let rows = sqlx::query(AssertSqlSafe(sql))
         .bind(app)
         .fetch_all(&db.db.pool)
         .await
         .unwrap();
-    rows.iter()
-        .map(|r| decode_row(db.spec, r).unwrap())
+    let id_at = spec
+        .columns
+        .iter()
+        .position(|c| c.name == spec.event_id)
+        .unwrap();
+    let mut by_id: std::collections::HashMap<Vec<u8>, Row> = rows
+        .iter()
+        .map(|r| {
+            let row = decode_row(db.spec, r).unwrap();
+            let id = match &row[id_at] {
+                outbox_archiver::codec::Value::Text(t) => t.as_bytes().to_vec(),
+                outbox_archiver::codec::Value::Bytes(b) => b.clone(),
+                other => panic!("event id {other:?}"),
+            };
+            (id, row)
+        })
+        .collect();
+    order
+        .iter()
+        .map(|id| by_id.remove(id.as_bytes()).expect("a row per key"))
         .collect()
 }
