@@ -90,6 +90,11 @@ pub struct S3Args {
     /// S3 endpoint for MinIO, COS and other compatible stores (AWS_ENDPOINT_URL works too).
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_ENDPOINT")]
     pub s3_endpoint: Option<String>,
+    /// PEM file of the CA certificates an https:// S3 endpoint's certificate must chain to (a
+    /// company CA on MinIO, Ceph or COS); only these are trusted then. AWS_CA_BUNDLE works
+    /// too [default: the system's trusted roots]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_STORE_CA_BUNDLE")]
+    pub store_ca_bundle: Option<std::path::PathBuf>,
     /// S3 region (AWS_REGION works too) [default: from the AWS config, else us-east-1]
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_REGION")]
     pub s3_region: Option<String>,

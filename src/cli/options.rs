@@ -268,6 +268,11 @@ impl Common {
             initial_backoff: None,
             sse: self.sse(),
             kms_endpoint: self.protection.kms_endpoint.clone(),
+            // The AWS CLI's and SDKs' variable, which the Rust SDK does not read itself.
+            ca_bundle: s3
+                .store_ca_bundle
+                .clone()
+                .or_else(|| std::env::var_os("AWS_CA_BUNDLE").map(Into::into)),
         }
     }
 

@@ -206,6 +206,10 @@ pub enum StoreError {
     AccessDenied { detail: String },
     #[error("cannot reach the object store at {endpoint} ({detail}): check --s3-endpoint / AWS_ENDPOINT_URL and the network")]
     Unreachable { endpoint: String, detail: String },
+    #[error("the object store at {endpoint} presented a TLS certificate this job does not trust ({detail}): point --store-ca-bundle / OUTBOX_ARCHIVER_STORE_CA_BUNDLE (or AWS_CA_BUNDLE) at the PEM file of the CA that signed it, and check --s3-endpoint names a host the certificate lists")]
+    UntrustedCertificate { endpoint: String, detail: String },
+    #[error("cannot use the CA bundle {path} ({detail}): check --store-ca-bundle / OUTBOX_ARCHIVER_STORE_CA_BUNDLE / AWS_CA_BUNDLE (a PEM file of CA certificates)")]
+    CaBundle { path: String, detail: String },
     #[error("object {key} already exists")]
     AlreadyExists { key: String },
     #[error("the store rejected {key}: the upload checksum did not match (BadDigest); the bytes were damaged on the way")]
@@ -238,6 +242,8 @@ impl StoreError {
             StoreError::NoSuchBucket { .. }
                 | StoreError::AccessDenied { .. }
                 | StoreError::Unreachable { .. }
+                | StoreError::UntrustedCertificate { .. }
+                | StoreError::CaBundle { .. }
                 | StoreError::Kms { .. }
                 | StoreError::ChecksumRequired { .. }
                 | StoreError::InvalidStorageClass { .. }

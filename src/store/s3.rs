@@ -76,6 +76,9 @@ pub struct S3Settings {
     pub sse: Option<Sse>,
     /// Where `doctor` asks KMS about the key [default: AWS's regional KMS endpoint].
     pub kms_endpoint: Option<String>,
+    /// A PEM file of the CA certificates the endpoint's TLS certificate must chain to
+    /// (`--store-ca-bundle` / `AWS_CA_BUNDLE`); only these are trusted then.
+    pub ca_bundle: Option<std::path::PathBuf>,
 }
 
 /// `--s3-conditional-put`: probe whether the store honours `If-None-Match: *` (the default), or
@@ -110,6 +113,7 @@ impl std::fmt::Debug for S3Settings {
             .field("initial_backoff", &self.initial_backoff)
             .field("sse", &self.sse)
             .field("kms_endpoint", &self.kms_endpoint)
+            .field("ca_bundle", &self.ca_bundle)
             .field(
                 "static_credentials",
                 &self.static_credentials.as_ref().map(|_| "***"),
@@ -171,6 +175,9 @@ impl S3Store {
             });
         if let Some(endpoint) = &settings.endpoint {
             loader = loader.endpoint_url(endpoint);
+        }
+        if let Some(bundle) = &settings.ca_bundle {
+            loader = loader.http_client(https_client_trusting(bundle)?);
         }
         if let Some(region) = &settings.region {
             loader = loader.region(Region::new(region.clone()));
@@ -273,6 +280,12 @@ impl Fetch {
         };
         let message = err.message().unwrap_or_default().to_string();
         match (&err, status, code.as_str()) {
+            (SdkError::DispatchFailure(_), _, _) if is_certificate_problem(&detail) => {
+                StoreError::UntrustedCertificate {
+                    endpoint: self.endpoint.clone(),
+                    detail,
+                }
+            }
             (SdkError::DispatchFailure(_) | SdkError::TimeoutError(_), _, _) => {
                 StoreError::Unreachable {
                     endpoint: self.endpoint.clone(),
@@ -458,6 +471,58 @@ impl Read {
 }
 
 /// Waits before the `n`th resume: 100 ms doubling, capped at 5 s, with up to 50 % jitter.
+/// Whether a connection failure is the endpoint's TLS certificate (rustls's words).
+fn is_certificate_problem(detail: &str) -> bool {
+    [
+        "invalid peer certificate",
+        "UnknownIssuer",
+        "NotValidForName",
+        "certificate",
+    ]
+    .iter()
+    .any(|needle| detail.contains(needle))
+}
+
+/// An HTTPS client that trusts exactly the CA certificates of the PEM file at `bundle` (the
+/// SDK's TLS provider, aws-lc-rs; the system's roots are left out, as the AWS CLI does with
+/// its `ca_bundle`). The file is read and parsed here, so a wrong path or a file with no
+/// certificate is a configuration error naming the setting, not a handshake failure later.
+fn https_client_trusting(
+    bundle: &std::path::Path,
+) -> Result<aws_smithy_runtime_api::client::http::SharedHttpClient, StoreError> {
+    use aws_smithy_http_client::tls;
+    use rustls_pki_types::pem::PemObject;
+    let invalid = |detail: String| StoreError::CaBundle {
+        path: bundle.display().to_string(),
+        detail,
+    };
+    let pem = std::fs::read(bundle).map_err(|e| invalid(e.to_string()))?;
+    let mut store = tls::TrustStore::empty().with_native_roots(false);
+    let mut certificates = 0;
+    for cert in rustls_pki_types::CertificateDer::pem_slice_iter(&pem) {
+        let cert = cert.map_err(|e| invalid(format!("not a PEM certificate: {e}")))?;
+        let pem = format!(
+            "-----BEGIN CERTIFICATE-----\n{}\n-----END CERTIFICATE-----\n",
+            base64::Engine::encode(&base64::engine::general_purpose::STANDARD, cert.as_ref())
+        );
+        store = store.with_pem_certificate(pem.into_bytes());
+        certificates += 1;
+    }
+    if certificates == 0 {
+        return Err(invalid("the file holds no PEM certificate".into()));
+    }
+    let context = tls::TlsContext::builder()
+        .with_trust_store(store)
+        .build()
+        .map_err(|e| invalid(e.to_string()))?;
+    Ok(aws_smithy_http_client::Builder::new()
+        .tls_provider(tls::Provider::Rustls(
+            tls::rustls_provider::CryptoMode::AwsLc,
+        ))
+        .tls_context(context)
+        .build_https())
+}
+
 fn backoff(n: u32) -> Duration {
     let base = Duration::from_millis(100)
         .saturating_mul(1 << n.min(6))

@@ -33,5 +33,6 @@ mod stops;
 mod store_contract;
 mod support;
 mod tables;
+mod tls;
 mod verify;
 mod write_once;

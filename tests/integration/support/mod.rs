@@ -4,7 +4,8 @@
 //! [`misbehaving`] (an S3 server that misbehaves on purpose) stand in front of the real servers
 //! for the fault tests; [`private_server`] is a MariaDB of the test's own to restart and kill;
 //! [`moto`] is moto's S3 server, for what s3s does not implement (Object Lock, storage classes,
-//! SSE-KMS).
+//! SSE-KMS); [`tls`] is a certificate authority of the test's own and a TLS front for the S3
+//! server.
 
 #![allow(dead_code)]
 
@@ -16,6 +17,7 @@ pub mod moto;
 pub mod private_server;
 pub mod proxy;
 pub mod s3;
+pub mod tls;
 
 pub use binary::*;
 pub use database::*;

@@ -1,0 +1,226 @@
+//! TLS as production connects, verified — to the database (a private server of the suite's
+//! flavour with a certificate from a CA the test makes) and to the object store (the in-process
+//! S3 server behind https:// with a certificate from a company CA). What the operator asks for
+//! is what is checked: `ssl-mode=VERIFY_IDENTITY` / `VERIFY_CA` with `ssl-ca=`, and
+//! `--store-ca-bundle` / `AWS_CA_BUNDLE`; every way it can be wrong stops the command at
+//! start-up with exit 2 and a message naming the setting.
+
+use crate::support::tls::{TestCa, TlsFront, Validity};
+use crate::support::*;
+
+/// `DATABASE_URL` of database `name` on `server` with these query parameters.
+fn url_with(server: &PrivateServer, host: &str, name: &str, query: &str) -> String {
+    format!(
+        "mysql://archiver:{}@{host}:{}/{name}?{query}",
+        crate::support::private_server::PASSWORD,
+        server.port()
+    )
+}
+
+async fn status(url: &str) -> Run {
+    run_cli(
+        &["status", "--all-apps", "--format", "json"],
+        &[("DATABASE_URL", url.to_string())],
+    )
+    .await
+}
+
+/// Exit 2, the summary's error containing every one of `words`, and no password anywhere.
+fn refused(run: &Run, words: &[&str]) {
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    let error = run.summary["error"].as_str().unwrap_or_default();
+    for word in words {
+        assert!(error.contains(word), "{word:?} in: {error}");
+    }
+    assert!(
+        !run.all_output
+            .contains(crate::support::private_server::PASSWORD),
+        "no secret: {}",
+        run.all_output
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn database_tls_is_verified_as_the_url_asks() {
+    let ca = TestCa::new("database");
+    let other_ca = TestCa::new("someone else");
+    let mut server = PrivateServer::start().await;
+    let dir = server.dir().to_path_buf();
+    ca.write(&dir, "ca.pem");
+    ca.issue(&["127.0.0.1", "localhost"], Validity::Current)
+        .write(&dir);
+    server.stop(libc::SIGTERM).await;
+    server.set_options(server.tls_options());
+    server.run().await;
+    let db = TestDb::on(&server.url()).await;
+    db.insert(&rows("a1", 3)).await;
+    let ca_file = dir.join("ca.pem");
+    let wrong_ca = other_ca.write(&dir, "other-ca.pem");
+    let verify = |host: &str, mode: &str, ca: &std::path::Path| {
+        url_with(
+            &server,
+            host,
+            &db.name,
+            &format!("ssl-mode={mode}&ssl-ca={}", ca.display()),
+        )
+    };
+
+    // The certificate names 127.0.0.1 and localhost, and chains to the CA given.
+    for host in ["127.0.0.1", "localhost"] {
+        let run = status(&verify(host, "VERIFY_IDENTITY", &ca_file)).await;
+        assert_eq!(run.code, 0, "{host}: {}", run.all_output);
+    }
+    let run = status(&verify("127.0.0.1", "VERIFY_CA", &ca_file)).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+
+    // Another CA's file: the server is not trusted.
+    let run = status(&verify("127.0.0.1", "VERIFY_IDENTITY", &wrong_ca)).await;
+    refused(&run, &["not signed by a CA this job trusts", "ssl-ca"]);
+    // A CA file that does not exist.
+    let run = status(&verify(
+        "127.0.0.1",
+        "VERIFY_IDENTITY",
+        &dir.join("missing.pem"),
+    ))
+    .await;
+    refused(&run, &["ssl-ca", "missing.pem"]);
+    // A parameter sqlx would ignore without a word (connecting unverified) is refused.
+    let run = status(&url_with(
+        &server,
+        "127.0.0.1",
+        &db.name,
+        "sslmode=VERIFY_IDENTITY&ssl_ca=/etc/ca.pem",
+    ))
+    .await;
+    refused(&run, &["unknown parameter \"ssl_ca\"", "DATABASE_URL"]);
+
+    // A certificate for another host: VERIFY_IDENTITY refuses it, VERIFY_CA (the CA only) not.
+    ca.issue(&["db.example.internal"], Validity::Current)
+        .write(&dir);
+    server.reload_tls().await;
+    let run = status(&verify("127.0.0.1", "VERIFY_IDENTITY", &ca_file)).await;
+    refused(&run, &["does not name the host", "VERIFY_CA", "ssl-mode"]);
+    let run = status(&verify("127.0.0.1", "VERIFY_CA", &ca_file)).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+
+    // An expired certificate. Only MariaDB serves one: MySQL refuses to load it (ALTER INSTANCE
+    // RELOAD TLS fails with error 3888, "Invalid certificates"), so a MySQL server never
+    // presents an expired certificate to be refused.
+    if flavour() == Flavour::MariaDb {
+        ca.issue(&["127.0.0.1", "localhost"], Validity::Expired)
+            .write(&dir);
+        server.reload_tls().await;
+        let run = status(&verify("127.0.0.1", "VERIFY_CA", &ca_file)).await;
+        refused(&run, &["expired", "ssl-mode"]);
+    }
+
+    // A server that takes only TLS refuses a plain connection, and the message says to use TLS
+    // (MySQL names require_secure_transport; MariaDB refuses it as a login, error 1045, and the
+    // message adds what else it may be).
+    ca.issue(&["127.0.0.1", "localhost"], Validity::Current)
+        .write(&dir);
+    server.reload_tls().await;
+    let mut root = server.root().await;
+    sqlx::Executor::execute(&mut root, "SET GLOBAL require_secure_transport = ON")
+        .await
+        .unwrap();
+    let run = status(&url_with(
+        &server,
+        "127.0.0.1",
+        &db.name,
+        "ssl-mode=DISABLED",
+    ))
+    .await;
+    refused(
+        &run,
+        &["require_secure_transport", "ssl-mode=VERIFY_IDENTITY"],
+    );
+    let run = status(&verify("127.0.0.1", "VERIFY_IDENTITY", &ca_file)).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    sqlx::Executor::execute(&mut root, "SET GLOBAL require_secure_transport = OFF")
+        .await
+        .unwrap();
+    drop(root);
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_https_store_with_a_company_ca_is_trusted_only_when_given_the_ca() {
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 20)).await;
+    let s3 = TestS3::new().await;
+    let ca = TestCa::new("company");
+    let dir = tempfile::tempdir().unwrap();
+    let bundle = ca.write(dir.path(), "company-ca.pem");
+    let upstream = s3
+        .settings
+        .endpoint
+        .clone()
+        .unwrap()
+        .trim_start_matches("http://")
+        .to_string();
+    let front = TlsFront::start(
+        &upstream,
+        &ca.issue(&["127.0.0.1", "localhost"], Validity::Current),
+    )
+    .await;
+    let mut envs: Vec<(&str, String)> = s3
+        .binary_env()
+        .into_iter()
+        .filter(|(k, _)| *k != "OUTBOX_ARCHIVER_S3_ENDPOINT")
+        .collect();
+    envs.push((
+        "OUTBOX_ARCHIVER_S3_ENDPOINT",
+        format!("https://localhost:{}", front.port),
+    ));
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let archive = ["archive", "--app", "a1", "--cutoff", "2026-01-02T00:00:00Z"];
+
+    // Without the CA the store's certificate is not trusted: exit 2, naming the setting, and
+    // nothing recorded.
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    let error = run.summary["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("does not trust") && error.contains("--store-ca-bundle"),
+        "{error}"
+    );
+    assert!(!run.all_output.contains(SECRET_KEY), "no secret");
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
+            .await,
+        0
+    );
+
+    // A bundle that is not one: exit 2, naming the setting.
+    let junk = dir.path().join("junk.pem");
+    std::fs::write(&junk, "not a certificate\n").unwrap();
+    let mut with_junk = envs.clone();
+    with_junk.push((
+        "OUTBOX_ARCHIVER_STORE_CA_BUNDLE",
+        junk.display().to_string(),
+    ));
+    let run = run_cli(&archive, &with_junk).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    let error = run.summary["error"].as_str().unwrap_or_default();
+    assert!(
+        error.contains("--store-ca-bundle") && error.contains("no PEM certificate"),
+        "{error}"
+    );
+
+    // The operators' variable (AWS_CA_BUNDLE) and the flag both work; verify reads it all back.
+    let mut with_env = envs.clone();
+    with_env.push(("AWS_CA_BUNDLE", bundle.display().to_string()));
+    let run = run_cli(&archive, &with_env).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(run.summary["apps"][0]["rows"], 20, "{}", run.all_output);
+    let bundle_arg = bundle.display().to_string();
+    let run = run_cli(
+        &["verify", "--all-apps", "--store-ca-bundle", &bundle_arg],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    db.drop().await;
+}
