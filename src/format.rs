@@ -13,7 +13,7 @@ use crate::timespec;
 pub const SCHEMA_VERSION: u32 = 1;
 
 /// A position in an app's delivered rows: `(updated_at_ms, event_id)`, ordered by the database.
-#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub struct Cursor {
     pub updated_at_ms: i64,
     pub event_id: String,

@@ -58,12 +58,121 @@ pub struct TableSize {
     pub bytes: u64,
 }
 
+/// Which server the database is, and its version.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Server {
+    pub flavour: Flavour,
+    /// `VERSION()`: `9.7.4-2`, `10.11.19-MariaDB-0+deb12u1`.
+    pub version: String,
+    /// `@@version_comment`: who built it (`(Debian)`, `MySQL Community Server - GPL`).
+    pub comment: String,
+    /// (major, minor) of the version.
+    pub release: (u32, u32),
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Flavour {
+    MySql,
+    MariaDb,
+}
+
+impl std::fmt::Display for Server {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let name = match self.flavour {
+            Flavour::MySql => "MySQL",
+            Flavour::MariaDb => "MariaDB",
+        };
+        write!(f, "{name} {} ({})", self.version, self.comment)
+    }
+}
+
+impl Server {
+    /// Parses what `VERSION()` and `@@version_comment` say.
+    pub fn of(version: &str, comment: &str) -> Server {
+        let flavour = if version.contains("MariaDB") || comment.contains("MariaDB") {
+            Flavour::MariaDb
+        } else {
+            Flavour::MySql
+        };
+        let mut numbers = version
+            .split(|c: char| !c.is_ascii_digit())
+            .filter(|p| !p.is_empty())
+            .map(|p| p.parse::<u32>().unwrap_or(0));
+        let release = (numbers.next().unwrap_or(0), numbers.next().unwrap_or(0));
+        Server {
+            flavour,
+            version: version.to_string(),
+            comment: comment.to_string(),
+            release,
+        }
+    }
+
+    /// Whether the archiver supports this release (MySQL 8.0 and later, MariaDB 10.6 and later).
+    pub fn supported(&self) -> bool {
+        match self.flavour {
+            Flavour::MySql => self.release >= (8, 0),
+            Flavour::MariaDb => self.release >= (10, 6),
+        }
+    }
+}
+
+/// The TLS of this connection as the server sees it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Tls {
+    /// `Ssl_version` (`TLSv1.3`), `None` without TLS.
+    pub version: Option<String>,
+    /// `Ssl_cipher`.
+    pub cipher: String,
+}
+
 impl Db {
     pub async fn server_version(&self) -> Result<String, DbError> {
         sqlx::query_scalar("SELECT VERSION()")
             .fetch_one(&self.pool)
             .await
             .context(|| "reading the server version".into())
+    }
+
+    /// The server's flavour and version.
+    pub async fn server(&self) -> Result<Server, DbError> {
+        let (version, comment): (String, String) =
+            sqlx::query_as("SELECT VERSION(), CAST(@@version_comment AS CHAR)")
+                .fetch_one(&self.pool)
+                .await
+                .context(|| "reading the server version".into())?;
+        Ok(Server::of(&version, &comment))
+    }
+
+    /// This session's TLS, from the server's session status.
+    pub async fn tls(&self) -> Result<Tls, DbError> {
+        let rows = sqlx::raw_sql(
+            "SHOW SESSION STATUS WHERE Variable_name IN ('Ssl_version', 'Ssl_cipher')",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .context(|| "reading the connection's TLS (SHOW SESSION STATUS)".into())?;
+        let mut tls = Tls {
+            version: None,
+            cipher: String::new(),
+        };
+        for row in rows {
+            let name: String = row.try_get(0).context(|| "reading Ssl_version".into())?;
+            let value: String = row.try_get(1).context(|| "reading Ssl_version".into())?;
+            match name.as_str() {
+                "Ssl_version" if !value.is_empty() => tls.version = Some(value),
+                "Ssl_cipher" => tls.cipher = value,
+                _ => {}
+            }
+        }
+        Ok(tls)
+    }
+
+    /// A server variable that is a number of bytes (`@@sort_buffer_size`); `name` is a constant.
+    pub async fn bytes_variable(&self, name: &'static str) -> Result<u64, DbError> {
+        sqlx::query_scalar(AssertSqlSafe(format!("SELECT CAST(@@{name} AS UNSIGNED)")))
+            .fetch_one(&self.pool)
+            .await
+            .context(|| format!("reading {name}"))
     }
 
     /// Whether the login may use `privilege` on `table` (MySQL 8 and MariaDB check EXPLAIN's
@@ -163,5 +272,23 @@ impl Db {
         })
         .transpose()
         .context(|| format!("decoding the size of {table}"))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::{Flavour, Server};
+
+    #[test]
+    fn servers_are_told_apart_by_their_version() {
+        let mysql = Server::of("9.7.4-2", "(Debian)");
+        assert_eq!((mysql.flavour, mysql.release), (Flavour::MySql, (9, 7)));
+        assert_eq!(mysql.to_string(), "MySQL 9.7.4-2 ((Debian))");
+        let maria = Server::of("10.11.19-MariaDB-0+deb12u1", "Debian 12");
+        assert_eq!((maria.flavour, maria.release), (Flavour::MariaDb, (10, 11)));
+        assert!(mysql.supported() && maria.supported());
+        assert!(!Server::of("5.7.44-log", "MySQL Community Server (GPL)").supported());
+        assert!(!Server::of("10.5.2-MariaDB", "").supported());
+        assert!(Server::of("8.0.36", "").supported());
     }
 }

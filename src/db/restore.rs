@@ -293,9 +293,8 @@ impl<'a> TargetTable<'a> {
     }
 
     /// The hashed total of `column` over the table's rows in cursor order (as
-    /// [`TotalKind::Sha256`] defines it), streamed.
+    /// [`TotalKind::Sha256`] defines it), one value in memory at a time.
     async fn hash_column(&self, pool: &MySqlPool, column: &str) -> Result<TotalValue, DbError> {
-        use futures_util::TryStreamExt;
         use sha2::Digest as _;
         let (spec, table) = (self.spec, self.name);
         // The value as the archiver reads it (a DECIMAL's text, a DATETIME's ISO form), as bytes.
@@ -305,18 +304,31 @@ impl<'a> TargetTable<'a> {
             Some(c) => c.select(),
             None => column.to_string(),
         };
-        let sql = format!(
-            "SELECT CAST({read_as} AS BINARY) FROM {table} ORDER BY {}, {}",
-            spec.updated_at_ms, spec.event_id
+        // The order is the database's, asked for the keys alone; each value is then read by
+        // its primary key. Sorting the values themselves would be a filesort of whole values,
+        // which MySQL's 256 KiB default sort buffer refuses for a large JSON one (error 1038).
+        let keys_sql = format!(
+            "SELECT {app}, {id} FROM {table} ORDER BY {upd}, {id}",
+            app = spec.app_code,
+            id = spec.event_id,
+            upd = spec.updated_at_ms
+        );
+        let keys: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(keys_sql))
+            .fetch_all(pool)
+            .await
+            .context(|| format!("listing {table} to hash {column}"))?;
+        let value_sql = format!(
+            "SELECT CAST({read_as} AS BINARY) FROM {table} WHERE {} = ? AND {} = ?",
+            spec.app_code, spec.event_id
         );
         let mut hasher = sha2::Sha256::new();
-        let query = sqlx::query_scalar::<_, Option<Vec<u8>>>(AssertSqlSafe(sql));
-        let mut values = query.fetch(pool);
-        while let Some(value) = values
-            .try_next()
-            .await
-            .context(|| format!("hashing {table}.{column}"))?
-        {
+        for (app, id) in &keys {
+            let value: Option<Vec<u8>> = sqlx::query_scalar(AssertSqlSafe(value_sql.clone()))
+                .bind(app)
+                .bind(id)
+                .fetch_one(pool)
+                .await
+                .context(|| format!("hashing {table}.{column}"))?;
             match value {
                 Some(bytes) => {
                     hasher.update((bytes.len() as u64).to_be_bytes());

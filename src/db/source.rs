@@ -206,7 +206,8 @@ impl SourceTable {
     }
 
     /// The full rows of `keys` that are still exactly these keys — delivered, below `upper_ms`,
-    /// with this `(event_id, updated_at_ms)` — in cursor order. A row delivered again since the
+    /// with this `(event_id, updated_at_ms)` — in the order of `keys` (cursor order, as the
+    /// database gave them). A row delivered again since the
     /// key scan has another `updated_at_ms` and is left out: a straggler batch must never take a
     /// row from above the cursor (SPEC §5.10).
     pub async fn rows_by_keys(
@@ -249,16 +250,22 @@ impl SourceTable {
             pairs.push_bind_unseparated(k.updated_at_ms);
             pairs.push_unseparated(")");
         }
-        qb.push(format!(
-            ") ORDER BY {} ASC, {} ASC",
-            spec.updated_at_ms, spec.event_id
-        ));
+        qb.push(")");
         let query = qb.build();
         let rows = query
             .fetch_all(pool)
             .await
             .context(|| format!("reading straggler rows of app {app}"))?;
-        self.encode(app, &rows)
+        // In the keys' order, which is the database's (the key scan ran on the retention
+        // index). An ORDER BY here would be a filesort of whole rows — read by primary key on
+        // any real table — and MySQL's sort buffer (256 KiB by default) cannot hold a row with
+        // a large JSON value: error 1038, every run.
+        let mut by_key: std::collections::HashMap<Cursor, EncodedRow> = self
+            .encode(app, &rows)?
+            .into_iter()
+            .map(|r| (r.cursor(), r))
+            .collect();
+        Ok(keys.iter().filter_map(|k| by_key.remove(k)).collect())
     }
 
     /// Every straggler of an app (keys only), up to `limit`; and whether there were more.

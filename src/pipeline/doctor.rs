@@ -223,10 +223,15 @@ pub async fn check_database(
         }
     };
     let checks = &mut run.checks;
-    match (db.server_version().await, db.current_user().await) {
-        (Ok(version), Ok(user)) => checks.push(Check::ok(
+    match (db.server().await, db.current_user().await) {
+        (Ok(server), Ok(user)) if server.supported() => checks.push(Check::ok(
             "database",
-            format!("{version}, logged in as {user}"),
+            format!("{server}, logged in as {user}"),
+        )),
+        (Ok(server), Ok(user)) => checks.push(Check::warning(
+            "database",
+            format!("{server}, logged in as {user}: a release the archiver is not tested on"),
+            "the archiver is tested on MySQL 8.4 and 9.7 and MariaDB 10.11 (it needs MySQL 8.0 or MariaDB 10.6 at least)",
         )),
         (Err(e), _) | (_, Err(e)) => checks.push(Check::problem(
             "database",
@@ -234,12 +239,82 @@ pub async fn check_database(
             "check --database-url / DATABASE_URL",
         )),
     }
+    checks.push(tls(db).await);
+    checks.push(packet(db).await);
     checks.push(tables(db, spec).await);
     checks.push(retention_index(db, spec).await);
     for command in &opts.grants_for {
         checks.push(grants(db, spec, *command).await);
     }
     checks.push(buffer_pool(db, spec).await);
+}
+
+/// How the connection is protected: the TLS the server negotiated and what `ssl-mode` verified.
+async fn tls(db: &Db) -> Check {
+    use sqlx::mysql::MySqlSslMode as Mode;
+    let tls = match db.tls().await {
+        Ok(tls) => tls,
+        Err(e) => return Check::warning("tls", e.to_string(), "see the message"),
+    };
+    let mode = db.options.get_ssl_mode();
+    let verify = "connect with ?ssl-mode=VERIFY_IDENTITY&ssl-ca=/path/to/ca.pem in --database-url / DATABASE_URL (README, \"TLS to the database\")";
+    let Some(version) = tls.version else {
+        if db.options.get_socket().is_some() {
+            return Check::ok("tls", "no TLS: a unix socket on this machine");
+        }
+        let host = db.options.get_host();
+        if ["127.0.0.1", "localhost", "::1"].contains(&host) {
+            return Check::ok("tls", format!("no TLS: {host} is this machine"));
+        }
+        return Check::warning(
+            "tls",
+            format!(
+                "no TLS to {host}: the password and every archived row cross the network in clear"
+            ),
+            verify,
+        );
+    };
+    let state = format!("{version} ({})", tls.cipher);
+    match mode {
+        Mode::VerifyIdentity => Check::ok(
+            "tls",
+            format!("{state}, ssl-mode=VERIFY_IDENTITY: the server's certificate and host name are verified"),
+        ),
+        Mode::VerifyCa => Check::warning(
+            "tls",
+            format!("{state}, ssl-mode=VERIFY_CA: the certificate's CA is verified, not the host name (and the client also trusts the public web CAs)"),
+            verify,
+        ),
+        _ => Check::warning(
+            "tls",
+            format!("{state}, but the server's certificate is not verified (ssl-mode {mode:?}): anyone between can pose as the server"),
+            verify,
+        ),
+    }
+}
+
+/// `max_allowed_packet` against the largest statement the archiver sends: restore's INSERTs
+/// of up to [`crate::db::restore::RESTORE_CHUNK_BYTES`] of rows.
+async fn packet(db: &Db) -> Check {
+    let chunk = crate::db::restore::RESTORE_CHUNK_BYTES as u64;
+    // A chunk's rows as SQL values, with the statement around them.
+    let needed = chunk + chunk / 4;
+    match db.bytes_variable("max_allowed_packet").await {
+        Ok(packet) if packet >= needed => Check::ok(
+            "max_allowed_packet",
+            format!("{} (restore sends at most about {} a statement)", mib(packet), mib(needed)),
+        ),
+        Ok(packet) => Check::problem(
+            "max_allowed_packet",
+            format!(
+                "{}: restore's INSERTs of up to {} of rows would fail (\"packet too large\")",
+                mib(packet),
+                mib(needed)
+            ),
+            format!("SET GLOBAL max_allowed_packet = {} and in the server's configuration (MySQL's default is 64 MiB)", 64u64 << 20),
+        ),
+        Err(e) => Check::warning("max_allowed_packet", e.to_string(), "see the message"),
+    }
 }
 
 async fn tables(db: &Db, spec: &TableSpec) -> Check {

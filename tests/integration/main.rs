@@ -26,6 +26,7 @@ mod relay;
 mod replicas;
 mod restore_guard;
 mod resume;
+mod server_defaults;
 mod shard;
 mod signals;
 mod status;

@@ -40,6 +40,16 @@ fn refused(run: &Run, words: &[&str]) {
     );
 }
 
+/// The check named `name` in a doctor summary.
+fn doctor_check<'a>(run: &'a Run, name: &str) -> &'a serde_json::Value {
+    run.summary["checks"]
+        .as_array()
+        .unwrap_or_else(|| panic!("checks in {}", run.all_output))
+        .iter()
+        .find(|c| c["check"] == name)
+        .unwrap_or_else(|| panic!("no check {name} in {}", run.all_output))
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn database_tls_is_verified_as_the_url_asks() {
     let ca = TestCa::new("database");
@@ -72,6 +82,52 @@ async fn database_tls_is_verified_as_the_url_asks() {
     }
     let run = status(&verify("127.0.0.1", "VERIFY_CA", &ca_file)).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
+
+    // doctor says which server it is and how the connection is protected.
+    let store = format!("file://{}", dir.display());
+    let doctor = |url: String| {
+        let store = store.clone();
+        async move { run_cli(&["doctor", "--store", &store], &[("DATABASE_URL", url)]).await }
+    };
+    let run = doctor(verify("127.0.0.1", "VERIFY_IDENTITY", &ca_file)).await;
+    let database = doctor_check(&run, "database");
+    let flavour_name = match flavour() {
+        Flavour::MariaDb => "MariaDB 10.11",
+        Flavour::MySql => "MySQL 9.7",
+    };
+    assert!(
+        database["detail"]
+            .as_str()
+            .unwrap()
+            .starts_with(flavour_name),
+        "{database}"
+    );
+    let tls = doctor_check(&run, "tls");
+    assert_eq!(tls["status"], "ok", "{tls}");
+    assert!(
+        tls["detail"].as_str().unwrap().contains("TLSv1.")
+            && tls["detail"].as_str().unwrap().contains("VERIFY_IDENTITY"),
+        "{tls}"
+    );
+    assert_eq!(doctor_check(&run, "max_allowed_packet")["status"], "ok");
+    let run = doctor(verify("127.0.0.1", "VERIFY_CA", &ca_file)).await;
+    let tls = doctor_check(&run, "tls");
+    assert_eq!(tls["status"], "warning", "{tls}");
+    assert!(
+        tls["fix"].as_str().unwrap().contains("VERIFY_IDENTITY"),
+        "{tls}"
+    );
+    let run = doctor(url_with(
+        &server,
+        "127.0.0.1",
+        &db.name,
+        "ssl-mode=DISABLED",
+    ))
+    .await;
+    assert_eq!(
+        doctor_check(&run, "tls")["detail"],
+        "no TLS: 127.0.0.1 is this machine"
+    );
 
     // Another CA's file: the server is not trusted.
     let run = status(&verify("127.0.0.1", "VERIFY_IDENTITY", &wrong_ca)).await;
