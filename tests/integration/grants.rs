@@ -1,6 +1,8 @@
 //! `deploy/mysql-grants.sql`, applied to the real server, gives each role what its commands need
 //! and no more: the archive role archives, verifies and reports status but cannot delete a row;
-//! the purge role purges but cannot write a receipt. Each refusal is a clean failure.
+//! the purge role purges but cannot write a receipt; the compaction role compacts; the restore
+//! role restores into a table of its own and, with the grants the file names, into the source.
+//! Each refusal is a clean failure.
 
 use sqlx::{AssertSqlSafe, Executor};
 
@@ -145,7 +147,55 @@ async fn the_least_privilege_roles_can_do_their_jobs_and_no_more() {
     assert_eq!(run.summary["apps"][0]["compacted_member_rows"], 30);
     assert!(db.members("a1").await.is_empty());
 
-    for user in [&archiver, &purger, &compactor] {
+    // The restore role, as the file shows it (commented out: it is created for an incident):
+    // restores into a table of its own.
+    let restorer = format!("or_{suffix}");
+    for line in grants.lines().filter(|l| l.contains("'outbox_restorer'")) {
+        let statement = line
+            .trim_start_matches("-- ")
+            .trim_end_matches(';')
+            .replace("'outbox_restorer'", &format!("'{restorer}'"));
+        if statement.starts_with("CREATE USER") || statement.starts_with("GRANT") {
+            admin
+                .execute(AssertSqlSafe(statement.clone()))
+                .await
+                .unwrap_or_else(|e| panic!("{statement}: {e}"));
+        }
+    }
+    let run = run_cli(&["restore", "--app", "a1"], &as_role(&restorer)).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        run.summary["apps"][0]["restored_rows"], 30,
+        "{}",
+        run.all_output
+    );
+    // Into the live table, with what the file says that needs besides (a1's batches were
+    // compacted: their rows get member rows again).
+    for statement in [
+        format!(
+            "GRANT UPDATE ON `{}`.wallet_outbox_archive_receipts TO '{restorer}'@'%'",
+            db.name
+        ),
+        format!(
+            "GRANT INSERT, UPDATE ON `{}`.wallet_outbox_archive_members TO '{restorer}'@'%'",
+            db.name
+        ),
+    ] {
+        admin.execute(AssertSqlSafe(statement)).await.unwrap();
+    }
+    let run = run_cli(
+        &["restore", "--app", "a1", "--into-source"],
+        &as_role(&restorer),
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox WHERE app_code = 'a1'")
+            .await,
+        30
+    );
+
+    for user in [&archiver, &purger, &compactor, &restorer] {
         admin
             .execute(AssertSqlSafe(format!("DROP USER '{user}'@'%'")))
             .await

@@ -25,7 +25,8 @@ pub struct PrivateServer {
     extra: Vec<String>,
 }
 
-/// The MySQL chroot (`.ci/mysql root`).
+/// The MySQL chroot (`.ci/mysql root`), or `/` (`OUTBOX_ARCHIVER_MYSQL_ROOT=/`) where mysqld is
+/// installed on the machine itself.
 pub fn mysql_chroot() -> PathBuf {
     if let Some(root) = std::env::var_os("OUTBOX_ARCHIVER_MYSQL_ROOT") {
         return root.into();
@@ -317,9 +318,11 @@ async fn install_mariadb() -> tempfile::TempDir {
 /// (a replica refuses a source with its own).
 async fn install_mysql() -> tempfile::TempDir {
     let root = mysql_chroot();
+    // `/`: mysqld is installed on this machine itself (the compose test image).
     assert!(
-        root.join(".oat-ready").exists(),
-        "this test runs a private MySQL server in the chroot {}: build it with .ci/mysql ensure (.ci/test does)",
+        root.join(".oat-ready").exists()
+            || (root == Path::new("/") && Path::new("/usr/sbin/mysqld").exists()),
+        "this test runs a private MySQL server in the chroot {}: build it with .ci/mysql ensure (.ci/test does), or set OUTBOX_ARCHIVER_MYSQL_ROOT=/ where mysqld is installed",
         root.display()
     );
     let template = mysql_template(&root).await;
