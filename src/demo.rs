@@ -257,7 +257,12 @@ async fn report(
             r.keys.data
         ));
     }
-    where_to_look(spec, store, opts, receipts.first());
+    // The server's own client: `mysql` for MySQL, `mariadb` for MariaDB.
+    let client = match db.server().await.map(|s| s.flavour) {
+        Ok(crate::db::preflight::Flavour::MySql) => "mysql",
+        _ => "mariadb",
+    };
+    where_to_look(spec, store, opts, receipts.first(), client);
     Ok(())
 }
 
@@ -295,6 +300,7 @@ fn where_to_look(
     store: &dyn ObjectStore,
     opts: &DemoOptions,
     first: Option<&StoredReceipt>,
+    client: &str,
 ) {
     let root = match store.location() {
         Location::S3 { bucket, .. } => opts.dir.join(bucket),
@@ -318,7 +324,7 @@ fn where_to_look(
         ));
     }
     say(format!(
-        "query the receipts: mariadb {} -e 'SELECT app_code, COUNT(*), SUM(row_count) FROM {} GROUP BY app_code'",
+        "query the receipts: {client} {} -e 'SELECT app_code, COUNT(*), SUM(row_count) FROM {} GROUP BY app_code'",
         opts.database,
         spec.receipts_table()
     ));
