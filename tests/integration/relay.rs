@@ -250,7 +250,7 @@ async fn live_outbox(db: TestDb, baseline: Option<Duration>) {
         ))
         .await;
     let delivered_unarchived = db
-        .count(&format!("SELECT COUNT(*) FROM {table} s WHERE s.status = 'DELIVERED' AND NOT EXISTS (SELECT 1 FROM {members_table} m WHERE m.app_code = s.app_code AND m.event_id = s.event_id)"))
+        .count(&format!("SELECT COUNT(*) FROM {table} s WHERE s.status = 'DELIVERED' AND NOT EXISTS (SELECT 1 FROM {members_table} m WHERE CAST(m.app_code AS BINARY) = CAST(s.app_code AS BINARY) AND m.event_id = s.event_id)"))
         .await;
     assert_eq!(delivered_unarchived, 0, "every delivered row is archived");
     let purged = produced - db.count(&format!("SELECT COUNT(*) FROM {table}")).await;
