@@ -23,6 +23,21 @@ use crate::timespec;
 pub struct Member {
     pub event_id: String,
     pub updated_at_ms: i64,
+    /// The row's archived line, fingerprinted ([`crate::digest::row_fingerprint`]): what purge
+    /// holds the row as it is now to before deleting it. `None` for a member row recorded
+    /// before fingerprints were (migration 8).
+    pub fingerprint: Option<crate::digest::RowFingerprint>,
+}
+
+impl Member {
+    /// A member known by its key and version only.
+    pub fn new(event_id: impl Into<String>, updated_at_ms: i64) -> Member {
+        Member {
+            event_id: event_id.into(),
+            updated_at_ms,
+            fingerprint: None,
+        }
+    }
 }
 
 /// An older version of a row that a later batch archived again: the row came back delivered with
@@ -34,6 +49,9 @@ pub struct Superseded {
     pub updated_at_ms: i64,
     /// The batch that archived the older version.
     pub batch_id: String,
+    /// The older version's fingerprint, as its member row had it.
+    #[serde(skip)]
+    pub fingerprint: Option<crate::digest::RowFingerprint>,
 }
 
 /// When a batch is full.
@@ -163,6 +181,7 @@ impl Accumulator {
         self.members.push(Member {
             event_id: facts.event_id,
             updated_at_ms: facts.updated_at_ms,
+            fingerprint: Some(crate::digest::row_fingerprint(line)),
         });
     }
 

@@ -72,6 +72,41 @@ impl Digester {
     }
 }
 
+/// A row's fingerprint: the first 16 bytes of the SHA-256 of its NDJSON line, without the
+/// line's `\n` (`line` may end in one; it is left out). Recorded on each member row at archive
+/// time; purge deletes a row only if the row as it is now encodes to a line with the same
+/// fingerprint — exactly what was archived, every column (README, "What purge compares").
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct RowFingerprint(pub [u8; 16]);
+
+impl std::fmt::Debug for RowFingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", hex::encode(self.0))
+    }
+}
+
+impl std::fmt::Display for RowFingerprint {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}", hex::encode(self.0))
+    }
+}
+
+impl RowFingerprint {
+    /// From the 16 bytes a member row stores (`None` for anything else: not a fingerprint).
+    pub fn from_slice(bytes: &[u8]) -> Option<RowFingerprint> {
+        bytes.try_into().ok().map(RowFingerprint)
+    }
+}
+
+/// The fingerprint of an NDJSON line (with or without its `\n`).
+pub fn row_fingerprint(line: &[u8]) -> RowFingerprint {
+    let body = line.strip_suffix(b"\n").unwrap_or(line);
+    let hash = Sha256::digest(body);
+    let mut out = [0u8; 16];
+    out.copy_from_slice(&hash[..16]);
+    RowFingerprint(out)
+}
+
 /// Lowercase hex SHA-256 of `bytes`.
 pub fn sha256_hex(bytes: &[u8]) -> String {
     hex::encode(Sha256::digest(bytes))
@@ -164,6 +199,24 @@ mod tests {
             empty.sha256,
             "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
         );
+    }
+
+    #[test]
+    fn a_row_fingerprint_is_the_lines_sha256_cut_to_16_bytes() {
+        // Python: hashlib.sha256(b'{"app_code":"a1"}').hexdigest()[:32]
+        let line = br#"{"app_code":"a1"}"#;
+        assert_eq!(
+            row_fingerprint(line).to_string(),
+            "cb79e9fdee5e363c9e27b4a0bbef46d2"
+        );
+        let mut with_newline = line.to_vec();
+        with_newline.push(b'\n');
+        assert_eq!(row_fingerprint(&with_newline), row_fingerprint(line));
+        assert_eq!(
+            RowFingerprint::from_slice(&row_fingerprint(line).0),
+            Some(row_fingerprint(line))
+        );
+        assert_eq!(RowFingerprint::from_slice(&[0; 15]), None);
     }
 
     proptest! {

@@ -8,6 +8,7 @@ use sqlx::{MySql, MySqlPool, QueryBuilder, Transaction};
 
 use super::{Context, DbError};
 use crate::batch::{Member, Superseded};
+use crate::digest::RowFingerprint;
 use crate::table::TableSpec;
 
 /// A member row as the receipt transaction reads it back.
@@ -18,6 +19,15 @@ pub struct MemberRow {
     pub batch_id: String,
     pub manifest_sha256: String,
     pub receipt_verified_at_ms: i64,
+    pub row_sha256: Option<Vec<u8>>,
+}
+
+impl MemberRow {
+    pub fn fingerprint(&self) -> Option<RowFingerprint> {
+        self.row_sha256
+            .as_deref()
+            .and_then(RowFingerprint::from_slice)
+    }
 }
 
 /// What a member row records besides its key and version: the batch that owns it.
@@ -86,17 +96,19 @@ impl Members {
         batch_id: &str,
     ) -> Result<Vec<Member>, sqlx::Error> {
         let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT event_id, updated_at_ms FROM {table} WHERE app_code = "
+            "SELECT event_id, updated_at_ms, row_sha256 FROM {table} WHERE app_code = "
         ));
         qb.push_bind(app)
             .push(" AND batch_id = ")
             .push_bind(batch_id);
-        let rows: Vec<(String, i64)> = qb.build_query_as().fetch_all(executor).await?;
+        let rows: Vec<(String, i64, Option<Vec<u8>>)> =
+            qb.build_query_as().fetch_all(executor).await?;
         Ok(rows
             .into_iter()
-            .map(|(event_id, updated_at_ms)| Member {
+            .map(|(event_id, updated_at_ms, fingerprint)| Member {
                 event_id,
                 updated_at_ms,
+                fingerprint: fingerprint.as_deref().and_then(RowFingerprint::from_slice),
             })
             .collect())
     }
@@ -163,7 +175,7 @@ impl Members {
         on_duplicate_keep: bool,
     ) -> Result<(), sqlx::Error> {
         let mut qb = QueryBuilder::<MySql>::new(format!(
-            "INSERT INTO {} (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms) ",
+            "INSERT INTO {} (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms, row_sha256) ",
             self.spec.members_table()
         ));
         qb.push_values(members, |mut row, m| {
@@ -172,7 +184,8 @@ impl Members {
                 .push_bind(m.updated_at_ms)
                 .push_bind(owner.batch_id)
                 .push_bind(owner.manifest_sha256)
-                .push_bind(owner.verified_at_ms);
+                .push_bind(owner.verified_at_ms)
+                .push_bind(m.fingerprint.map(|f| f.0.to_vec()));
         });
         if on_duplicate_keep {
             qb.push(" ON DUPLICATE KEY UPDATE event_id = event_id");
@@ -200,7 +213,7 @@ impl Members {
         members: &[Member],
     ) -> Result<Vec<MemberRow>, sqlx::Error> {
         let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms FROM {} WHERE app_code = ",
+            "SELECT event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms, row_sha256 FROM {} WHERE app_code = ",
             self.spec.members_table()
         ));
         qb.push_bind(app).push(" AND event_id IN (");
@@ -223,7 +236,7 @@ impl Members {
         older: &[Superseded],
     ) -> Result<u64, sqlx::Error> {
         let mut qb = QueryBuilder::<MySql>::new(format!(
-            "INSERT INTO {} (app_code, event_id, updated_at_ms, batch_id, superseded_by, superseded_at_ms) ",
+            "INSERT INTO {} (app_code, event_id, updated_at_ms, batch_id, superseded_by, superseded_at_ms, row_sha256) ",
             self.spec.superseded_table()
         ));
         qb.push_values(older, |mut row, o| {
@@ -232,7 +245,8 @@ impl Members {
                 .push_bind(o.updated_at_ms)
                 .push_bind(o.batch_id.as_str())
                 .push_bind(superseded_by)
-                .push_bind(at_ms);
+                .push_bind(at_ms)
+                .push_bind(o.fingerprint.map(|f| f.0.to_vec()));
         });
         qb.build().execute(&mut **tx).await?;
 

@@ -110,6 +110,11 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         ("members_digest_rows", "BIGINT NULL"),
         ("compacted_at_ms", "BIGINT NULL"),
         ("compacted_member_rows", "BIGINT NOT NULL DEFAULT 0"),
+        ("members_proof_sha256", "CHAR(64) CHARACTER SET ascii NULL"),
+        ("data_etag", "VARCHAR(256) CHARACTER SET ascii NULL"),
+        ("manifest_etag", "VARCHAR(256) CHARACTER SET ascii NULL"),
+        ("success_etag", "VARCHAR(256) CHARACTER SET ascii NULL"),
+        ("data_version_id", "VARCHAR(1024) CHARACTER SET ascii NULL"),
     ]));
     let mut tables = vec![
         OwnedTable {
@@ -135,6 +140,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
                 ("batch_id", BATCH_ID),
                 ("manifest_sha256", SHA256),
                 ("receipt_verified_at_ms", "BIGINT NOT NULL"),
+                ("row_sha256", "BINARY(16) NULL"),
             ]),
             keys: vec![
                 "PRIMARY KEY (app_code, event_id)".into(),
@@ -185,6 +191,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
                 ("batch_id", BATCH_ID),
                 ("superseded_by", BATCH_ID),
                 ("superseded_at_ms", "BIGINT NOT NULL"),
+                ("row_sha256", "BINARY(16) NULL"),
             ]),
             keys: vec![
                 "PRIMARY KEY (app_code, event_id, batch_id)".into(),

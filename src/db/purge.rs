@@ -1,15 +1,22 @@
-//! Deleting what is proven (SPEC §5.5): a source row goes only if it is a member of a VERIFIED
-//! receipt and its status and `updated_at_ms` still equal what was archived. Each chunk of at
-//! most 500 members is one transaction of primary-key deletes — never a range delete — that also
-//! counts what it deleted on the receipt, with the app's lock re-checked before the commit.
+//! Deleting what is proven (SPEC §5.5): a source row goes only if it is a member of a receipt
+//! that is VERIFIED in the same transaction, and the row is still exactly what was archived —
+//! read `FOR UPDATE`, encoded as the archive encodes it, its line's fingerprint equal to the
+//! member's. Each chunk of at most 500 members is one transaction of primary-key deletes — never
+//! a range delete — that also counts what it deleted on the receipt, with the app's lock
+//! re-checked before the commit.
 //!
-//! Each chunk first locks its receipt row and reads its restored mark (SPEC §5.9): a batch that
+//! Each chunk first locks its receipt row and reads its state and restored mark (SPEC §5.9): a
+//! receipt withdrawn meanwhile (another state, or deleted) stops the batch; a batch that
 //! `restore --into-source` put back — which marks the receipt in the same transaction as its
 //! inserts — is left alone, even when the mark arrived after purge listed the receipt.
+
+use std::collections::HashMap;
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
 
 use super::lock::AppLock;
+use super::receipts::STATE_VERIFIED;
+use super::source::SourceTable;
 use super::{Context, DbError};
 use crate::batch::Member;
 use crate::failpoint::{FailPoints, Tripped};
@@ -24,6 +31,8 @@ pub enum PurgeError {
     Db(#[from] DbError),
     #[error("lost advisory lock {lock} while purging batch {batch_id}; the chunk was rolled back")]
     LockLost { lock: String, batch_id: String },
+    #[error("the receipt of batch {batch_id} was withdrawn while purge worked on it ({now}): the rest of its rows stay — run `outbox-archiver verify --batch-id {batch_id}`")]
+    Withdrawn { batch_id: String, now: String },
     #[error(transparent)]
     Failpoint(#[from] Tripped),
 }
@@ -41,81 +50,98 @@ pub struct Chunk {
 #[derive(Debug, Clone)]
 pub struct PurgeQueries {
     spec: &'static TableSpec,
+    /// How the archive encodes a row: purge encodes each row as it is now the same way.
+    source: SourceTable,
+}
+
+/// The rows of a chunk as they are now, held to their members: which are exactly what was
+/// archived (their line's fingerprint is the member's), and which are there but changed.
+struct Compared {
+    exact: Vec<String>,
+    changed: Vec<String>,
 }
 
 impl PurgeQueries {
     pub fn new(spec: &'static TableSpec) -> PurgeQueries {
-        PurgeQueries { spec }
+        PurgeQueries {
+            spec,
+            source: SourceTable::new(spec),
+        }
     }
 
-    /// Appends `{table} AS w` joined with the chunk's exact `(event_id, updated_at_ms)` pairs —
-    /// a derived table of one `SELECT` per member — on the app and the primary key, and the
-    /// `WHERE` on the delivered status: exactly the rows whose key and version were archived.
-    ///
-    /// A join, not `(event_id, updated_at_ms) IN (…)`: with 500 pairs the server compares each
-    /// row against the list, which cost purge about 14 µs of database CPU per row (README,
-    /// "Performance"); the join is one primary-key lookup per member. Portable to MySQL 8.
-    fn push_exact(
+    /// Reads the rows of these members (of `app`) as they are now — `FOR UPDATE` inside a
+    /// delete transaction, so that they cannot change before they are deleted — encodes each as
+    /// the archive does and compares its line's fingerprint with the member's. A row is exact
+    /// only if every column is what was archived: status, `updated_at_ms`, payload, all of it.
+    /// Members without a fingerprint never reach here (purge fills them from the data object).
+    async fn compare<'e, E>(
         &self,
-        qb: &mut QueryBuilder<MySql>,
+        executor: E,
         app: &str,
-        status: &str,
         members: &[Member],
-    ) {
+        for_update: bool,
+    ) -> Result<Compared, DbError>
+    where
+        E: sqlx::Executor<'e, Database = MySql>,
+    {
         let s = self.spec;
-        qb.push(format!(" {} AS w JOIN (", s.name));
-        for (i, m) in members.iter().enumerate() {
-            qb.push(if i == 0 {
-                "SELECT "
-            } else {
-                " UNION ALL SELECT "
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT {} FROM {} WHERE {} = ",
+            s.select_list(),
+            s.name,
+            s.app_code
+        ));
+        qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
+        let mut ids = qb.separated(", ");
+        for m in members {
+            ids.push_bind(m.event_id.as_str());
+        }
+        qb.push(if for_update { ") FOR UPDATE" } else { ")" });
+        let rows = qb
+            .build()
+            .fetch_all(executor)
+            .await
+            .context(|| format!("reading the rows of app {app} to compare before a delete"))?;
+        let want: HashMap<&str, &Member> =
+            members.iter().map(|m| (m.event_id.as_str(), m)).collect();
+        let mut compared = Compared {
+            exact: Vec::new(),
+            changed: Vec::new(),
+        };
+        for row in self.source.encode(app, &rows)? {
+            let now = row.cursor();
+            let exact = want.get(now.event_id.as_str()).is_some_and(|m| {
+                m.updated_at_ms == now.updated_at_ms
+                    && m.fingerprint == Some(crate::digest::row_fingerprint(&row.line))
             });
-            qb.push_bind(m.event_id.clone());
-            qb.push(if i == 0 { " AS event_id, " } else { ", " });
-            qb.push_bind(m.updated_at_ms);
-            if i == 0 {
-                qb.push(" AS updated_at_ms");
+            if exact {
+                compared.exact.push(now.event_id);
+            } else {
+                compared.changed.push(now.event_id);
             }
         }
-        qb.push(format!(
-            ") AS m ON w.{app_code} = ",
-            app_code = s.app_code
-        ))
-        .push_bind(app.to_string())
-        .push(format!(
-            " AND w.{event_id} = m.event_id AND w.{updated} = m.updated_at_ms WHERE w.{status_col} = ",
-            event_id = s.event_id,
-            updated = s.updated_at_ms,
-            status_col = s.status
-        ))
-        .push_bind(status.to_string());
+        compared.changed.sort();
+        Ok(compared)
     }
 
-    /// How many of these members would be deleted now (`--dry-run`).
+    /// How many of these members would be deleted now (`--dry-run`): rows exactly as archived.
     pub async fn count(
         &self,
         pool: &MySqlPool,
         app: &str,
-        status: &str,
         members: &[Member],
     ) -> Result<u64, DbError> {
-        let mut qb = QueryBuilder::<MySql>::new("SELECT COUNT(*) FROM");
-        self.push_exact(&mut qb, app, status, members);
-        let n: i64 = qb
-            .build_query_scalar()
-            .fetch_one(pool)
-            .await
-            .context(|| format!("counting purgeable rows of app {app}"))?;
-        Ok(n as u64)
+        Ok(self.compare(pool, app, members, false).await?.exact.len() as u64)
     }
 
-    /// Deletes one chunk of a batch's members in one transaction.
+    /// Deletes one chunk of a batch's members in one transaction: the receipt is locked and must
+    /// still be VERIFIED (and not restored into the source), the rows are locked and compared
+    /// with their members, and only rows exactly as archived are deleted, by primary key.
     #[allow(clippy::too_many_arguments)]
     pub async fn purge_chunk(
         &self,
         pool: &MySqlPool,
         app: &str,
-        status: &str,
         batch_id: &str,
         members: &[Member],
         lock: &AppLock,
@@ -132,43 +158,75 @@ impl PurgeQueries {
             .await
             .context(|| format!("starting a purge transaction of batch {batch_id}"))?;
         let sql = format!(
-            "SELECT restored_at_ms FROM {} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
+            "SELECT state, restored_at_ms FROM {} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
             s.receipts_table()
         );
-        let restored: Option<Option<i64>> = sqlx::query_scalar(AssertSqlSafe(sql))
+        let receipt: Option<(String, Option<i64>)> = sqlx::query_as(AssertSqlSafe(sql))
             .bind(app)
             .bind(batch_id)
             .fetch_optional(&mut *tx)
             .await
-            .context(|| format!("reading the restored mark of batch {batch_id}"))?;
-        if restored.flatten().is_some() && !include_restored {
-            return Ok(Chunk {
-                restored: true,
-                ..Chunk::default()
-            });
+            .context(|| format!("reading the receipt of batch {batch_id}"))?;
+        match receipt {
+            Some((state, _)) if state != STATE_VERIFIED => {
+                return Err(PurgeError::Withdrawn {
+                    batch_id: batch_id.to_string(),
+                    now: format!("in state {state}"),
+                })
+            }
+            None => {
+                return Err(PurgeError::Withdrawn {
+                    batch_id: batch_id.to_string(),
+                    now: "deleted".into(),
+                })
+            }
+            Some((_, Some(_))) if !include_restored => {
+                return Ok(Chunk {
+                    restored: true,
+                    ..Chunk::default()
+                })
+            }
+            Some(_) => {}
         }
-        let mut qb = QueryBuilder::<MySql>::new("DELETE w FROM");
-        self.push_exact(&mut qb, app, status, members);
-        let deleted = qb
-            .build()
-            .execute(&mut *tx)
-            .await
-            .context(|| format!("deleting members of batch {batch_id}"))?
-            .rows_affected();
-        // Every member deleted: nothing was kept, and no need to look.
-        let kept = if deleted as usize == members.len() {
-            Vec::new()
-        } else {
-            self.kept(&mut tx, app, batch_id, members).await?
-        };
+        let compared = self.compare(&mut *tx, app, members, true).await?;
+        let mut deleted = 0;
+        if !compared.exact.is_empty() {
+            let mut qb = QueryBuilder::<MySql>::new(format!(
+                "DELETE FROM {} WHERE {} = ",
+                s.name, s.app_code
+            ));
+            qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
+            let mut ids = qb.separated(", ");
+            for id in &compared.exact {
+                ids.push_bind(id.as_str());
+            }
+            qb.push(")");
+            deleted = qb
+                .build()
+                .execute(&mut *tx)
+                .await
+                .context(|| format!("deleting members of batch {batch_id}"))?
+                .rows_affected();
+            if deleted != compared.exact.len() as u64 {
+                // The rows were locked: another count means something this code does not know.
+                return Err(PurgeError::Db(DbError::Query {
+                    context: format!(
+                        "deleting members of batch {batch_id}: {deleted} rows went of the {} locked and compared; rolled back",
+                        compared.exact.len()
+                    ),
+                    source: sqlx::Error::RowNotFound,
+                }));
+            }
+        }
         let sql = format!(
-            "UPDATE {} SET purged_rows = purged_rows + ? WHERE app_code = ? AND batch_id = ?",
+            "UPDATE {} SET purged_rows = purged_rows + ? WHERE app_code = ? AND batch_id = ? AND state = ?",
             s.receipts_table()
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(deleted as i64)
             .bind(app)
             .bind(batch_id)
+            .bind(STATE_VERIFIED)
             .execute(&mut *tx)
             .await
             .context(|| format!("counting purged rows of batch {batch_id}"))?;
@@ -184,37 +242,9 @@ impl PurgeQueries {
             .context(|| format!("committing a purge chunk of batch {batch_id}"))?;
         Ok(Chunk {
             purged: deleted,
-            kept,
+            kept: compared.changed,
             restored: false,
         })
-    }
-
-    /// Members whose row is still there after the delete: changed since archiving, so kept.
-    async fn kept(
-        &self,
-        tx: &mut sqlx::Transaction<'_, sqlx::MySql>,
-        app: &str,
-        batch_id: &str,
-        members: &[Member],
-    ) -> Result<Vec<String>, DbError> {
-        let s = self.spec;
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT {} FROM {} WHERE {} = ",
-            s.event_id, s.name, s.app_code
-        ));
-        qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
-        let mut ids = qb.separated(", ");
-        for m in members {
-            ids.push_bind(m.event_id.as_str());
-        }
-        qb.push(")");
-        let mut kept: Vec<String> = qb
-            .build_query_scalar()
-            .fetch_all(&mut **tx)
-            .await
-            .context(|| format!("finding kept rows of batch {batch_id}"))?;
-        kept.sort();
-        Ok(kept)
     }
 
     /// Marks a batch done: every member deleted or kept. A rerun skips it. `include_restored`:
@@ -227,9 +257,9 @@ impl PurgeQueries {
         kept: u64,
         include_restored: bool,
         now_ms: i64,
-    ) -> Result<(), DbError> {
+    ) -> Result<(), PurgeError> {
         let sql = format!(
-            "UPDATE {} SET purged_at_ms = ?, kept_rows = ?{} WHERE app_code = ? AND batch_id = ?",
+            "UPDATE {} SET purged_at_ms = ?, kept_rows = ?{} WHERE app_code = ? AND batch_id = ? AND state = ?",
             self.spec.receipts_table(),
             if include_restored {
                 ", restored_at_ms = NULL"
@@ -237,14 +267,22 @@ impl PurgeQueries {
                 ""
             }
         );
-        sqlx::query(AssertSqlSafe(sql))
+        let marked = sqlx::query(AssertSqlSafe(sql))
             .bind(now_ms)
             .bind(kept as i64)
             .bind(app)
             .bind(batch_id)
+            .bind(STATE_VERIFIED)
             .execute(pool)
             .await
-            .context(|| format!("marking batch {batch_id} purged"))?;
+            .context(|| format!("marking batch {batch_id} purged"))?
+            .rows_affected();
+        if marked == 0 {
+            return Err(PurgeError::Withdrawn {
+                batch_id: batch_id.to_string(),
+                now: "no longer VERIFIED when it was to be marked purged".into(),
+            });
+        }
         Ok(())
     }
 }

@@ -36,6 +36,19 @@ pub struct StoredReceipt {
     pub protection: Protection,
     /// Set once `compact` replaced the member rows of its purged rows by a digest.
     pub compaction: Option<Compaction>,
+    /// [`crate::format::members_proof`] of the batch's rows (receipts recorded since migration 8).
+    pub members_proof: Option<String>,
+    /// What the store reported of the three objects when they were read back (migration 8).
+    pub stored: StoredAs,
+}
+
+/// What identified each of a batch's objects in the store when it was read back (the manifest's
+/// and `_SUCCESS`'s version ids are not kept: the data object's is what matters).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct StoredAs {
+    pub data: crate::store::Identity,
+    pub manifest: crate::store::Identity,
+    pub success: crate::store::Identity,
 }
 
 /// What a compacted receipt keeps of its members.
@@ -503,6 +516,21 @@ fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error
         restored_at_ms: row.try_get("restored_at_ms")?,
         protection: protection(row)?,
         compaction: compaction(row)?,
+        members_proof: row.try_get("members_proof_sha256")?,
+        stored: StoredAs {
+            data: crate::store::Identity {
+                etag: row.try_get("data_etag")?,
+                version_id: row.try_get("data_version_id")?,
+            },
+            manifest: crate::store::Identity {
+                etag: row.try_get("manifest_etag")?,
+                version_id: None,
+            },
+            success: crate::store::Identity {
+                etag: row.try_get("success_etag")?,
+                version_id: None,
+            },
+        },
     })
 }
 

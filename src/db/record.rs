@@ -46,6 +46,10 @@ pub struct Receipt {
     pub verified_at_ms: i64,
     /// How the objects are protected and stored, as the store reported it after the puts.
     pub protection: Protection,
+    /// [`crate::format::members_proof`] of the batch's rows.
+    pub members_proof: Option<String>,
+    /// What the store reported of the objects when they were read back.
+    pub stored: super::receipts::StoredAs,
 }
 
 /// Which rows a batch was cut from, for the checks its record step makes.
@@ -212,8 +216,9 @@ impl Recorder {
         let columns: Vec<&str> = controls.iter().map(|(c, _)| *c).collect();
         let sql = format!(
             "INSERT INTO {table} (app_code, batch_id, {}, verified_at_ms, created_at_ms, updated_at_ms, data_crc64nvme, \
-             object_lock_mode, retain_until_ms, legal_hold, storage_class, sse_algorithm, sse_kms_key_id, verified_by) \
-             VALUES (?, ?, {}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE batch_id = batch_id",
+             object_lock_mode, retain_until_ms, legal_hold, storage_class, sse_algorithm, sse_kms_key_id, verified_by, \
+             members_proof_sha256, data_etag, data_version_id, manifest_etag, success_etag) \
+             VALUES (?, ?, {}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE batch_id = batch_id",
             columns.join(", "),
             vec!["?"; columns.len()].join(", ")
         );
@@ -235,6 +240,11 @@ impl Recorder {
             .bind(&p.sse_algorithm)
             .bind(&p.sse_kms_key_id)
             .bind(p.verified_by.as_str())
+            .bind(&receipt.members_proof)
+            .bind(&receipt.stored.data.etag)
+            .bind(&receipt.stored.data.version_id)
+            .bind(&receipt.stored.manifest.etag)
+            .bind(&receipt.stored.success.etag)
             .execute(&mut **tx)
             .await
             .context(|| format!("inserting receipt {batch}"))?;
@@ -331,23 +341,28 @@ impl Recorder {
             .read_back(tx, &receipt.app_code, chunk)
             .await
             .context(|| format!("reading back members of batch {batch}"))?;
-        let expected: HashMap<&str, i64> = chunk
-            .iter()
-            .map(|m| (m.event_id.as_str(), m.updated_at_ms))
-            .collect();
+        let expected: HashMap<&str, &Member> =
+            chunk.iter().map(|m| (m.event_id.as_str(), m)).collect();
         let mut found = 0;
         let mut older = Vec::new();
         for row in rows {
-            let want = expected.get(row.event_id.as_str());
-            let ours = want == Some(&row.updated_at_ms)
+            let member = expected.get(row.event_id.as_str());
+            let want = member.map(|m| m.updated_at_ms);
+            // A member row recorded before fingerprints were (an earlier attempt of this very
+            // batch, by an older build) has none: that is no disagreement.
+            let ours = want == Some(row.updated_at_ms)
                 && &row.batch_id == batch
                 && row.manifest_sha256 == receipt.manifest.sha256
-                && row.receipt_verified_at_ms == verified_at_ms;
+                && row.receipt_verified_at_ms == verified_at_ms
+                && row
+                    .fingerprint()
+                    .is_none_or(|f| member.is_some_and(|m| m.fingerprint == Some(f)));
             if ours {
                 found += 1;
-            } else if &row.batch_id != batch && want.is_some_and(|&w| w != row.updated_at_ms) {
+            } else if &row.batch_id != batch && want.is_some_and(|w| w != row.updated_at_ms) {
                 // Another batch archived another version of this row: this one supersedes it.
                 older.push(Superseded {
+                    fingerprint: row.fingerprint(),
                     event_id: row.event_id,
                     updated_at_ms: row.updated_at_ms,
                     batch_id: row.batch_id,
@@ -382,7 +397,7 @@ impl Recorder {
         tx: &mut Transaction<'_, MySql>,
         owner: Owner<'_>,
         older: &[Superseded],
-        versions: &HashMap<&str, i64>,
+        versions: &HashMap<&str, &Member>,
     ) -> Result<(), RecordError> {
         let (app, batch) = (owner.app_code, owner.batch_id);
         let context = || format!("superseding older versions of rows in batch {batch}");
@@ -400,10 +415,7 @@ impl Recorder {
         }
         let newer: Vec<Member> = older
             .iter()
-            .map(|o| Member {
-                event_id: o.event_id.clone(),
-                updated_at_ms: versions[o.event_id.as_str()],
-            })
+            .map(|o| versions[o.event_id.as_str()].clone())
             .collect();
         self.members
             .insert(tx, owner, &newer, false)
@@ -418,7 +430,7 @@ impl Recorder {
         let ours = moved
             .iter()
             .filter(|m| {
-                versions.get(m.event_id.as_str()) == Some(&m.updated_at_ms)
+                versions.get(m.event_id.as_str()).map(|v| v.updated_at_ms) == Some(m.updated_at_ms)
                     && m.batch_id == batch
                     && m.manifest_sha256 == owner.manifest_sha256
                     && m.receipt_verified_at_ms == owner.verified_at_ms

@@ -383,10 +383,7 @@ impl<'a> TargetTable<'a> {
             totals,
             members: members
                 .into_iter()
-                .map(|(event_id, updated_at_ms)| Member {
-                    event_id,
-                    updated_at_ms,
-                })
+                .map(|(event_id, updated_at_ms)| Member::new(event_id, updated_at_ms))
                 .collect(),
         })
     }
@@ -446,9 +443,15 @@ async fn mark_restored(
         let layout = spec.layout();
         let members: Vec<crate::batch::Member> = rows
             .iter()
-            .map(|r| crate::batch::Member {
-                event_id: r[layout.event_id].as_str().unwrap_or_default().to_string(),
-                updated_at_ms: r[layout.updated_at_ms].as_i64().unwrap_or_default(),
+            .map(|r| {
+                // The row's line as archived (the batch's own columns): its fingerprint.
+                let mut line = Vec::new();
+                crate::codec::encode_values(spec, r.iter().map(Value::as_ref), &mut line);
+                crate::batch::Member {
+                    event_id: r[layout.event_id].as_str().unwrap_or_default().to_string(),
+                    updated_at_ms: r[layout.updated_at_ms].as_i64().unwrap_or_default(),
+                    fingerprint: Some(crate::digest::row_fingerprint(&line)),
+                }
             })
             .collect();
         let owner = super::members::Owner {

@@ -128,8 +128,9 @@ impl SourceTable {
         self.encode(app, &rows)
     }
 
-    /// Encodes rows of `app` straight from the protocol rows (no `String` per column).
-    fn encode(&self, app: &str, rows: &[MySqlRow]) -> Result<Vec<EncodedRow>, DbError> {
+    /// Encodes rows of `app` straight from the protocol rows (no `String` per column), as the
+    /// archive encodes them.
+    pub(crate) fn encode(&self, app: &str, rows: &[MySqlRow]) -> Result<Vec<EncodedRow>, DbError> {
         let spec = self.spec;
         let context = || format!("decoding a row of {} for app {app}", spec.name);
         rows.iter()

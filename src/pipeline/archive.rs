@@ -402,6 +402,8 @@ impl<'a> Archiver<'a> {
             data_crc64nvme: Some(published.data_crc64nvme),
             verified_at_ms: (ctx.now_ms)(),
             protection: published.protection.clone(),
+            members_proof: crate::format::members_proof_of(&batch.members),
+            stored: published.stored.clone(),
         };
         // Every page of this batch has been read: a column added to the table since the run
         // started is missing from the batch's rows, which purge would then delete. The batch

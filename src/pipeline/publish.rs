@@ -40,6 +40,8 @@ pub struct Published {
     pub data_crc64nvme: u64,
     /// The objects' protection and class as the store reported them after the puts.
     pub protection: Protection,
+    /// What the store reported to identify each object at read-back.
+    pub stored: crate::db::receipts::StoredAs,
     /// Keys where a leftover with other content was replaced.
     pub replaced: Vec<String>,
     /// Keys where an existing data object with identical NDJSON was kept.
@@ -158,6 +160,7 @@ impl Publisher<'_> {
             }
         }
         Ok(Published {
+            stored: verified.stored.clone(),
             data_crc64nvme: verified.data_crc64nvme.unwrap_or_default(),
             protection,
             expected,

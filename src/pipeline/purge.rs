@@ -13,6 +13,8 @@
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
+use std::collections::HashMap;
+
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
@@ -25,6 +27,7 @@ use crate::db::members::Members;
 use crate::db::purge::{PurgeError, PurgeQueries, PURGE_CHUNK};
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::DbError;
+use crate::digest::RowFingerprint;
 use crate::failpoint::FailPoints;
 use crate::summary::details::PurgeApp;
 use crate::summary::{AppDetails, AppReport, Outcome};
@@ -206,8 +209,8 @@ impl<'a> Purger<'a> {
         Ok(())
     }
 
-    /// One receipt: look at its objects, then delete its members chunk by chunk (count them, in
-    /// a dry run), and mark it done.
+    /// One receipt: look at its objects and its member rows, then delete its members chunk by
+    /// chunk (count them, in a dry run), and mark it done.
     async fn purge_receipt(
         &self,
         receipt: &StoredReceipt,
@@ -219,14 +222,14 @@ impl<'a> Purger<'a> {
             .members
             .members_of(pool, app, &receipt.batch_id)
             .await?;
-        let findings = self.look_at_objects(receipt, &members).await?;
+        let (findings, members) = self.proven(receipt, members).await?;
         if !findings.is_empty() {
             for f in &findings {
                 tracing::error!(
                     app,
                     batch_id = receipt.batch_id,
                     finding = %f,
-                    "the batch's objects are not what its receipt says; batch not purged"
+                    "the batch's objects or member rows are not what its receipt says; batch not purged"
                 );
             }
             tally.details.failed_batches.push(receipt.batch_id.clone());
@@ -236,9 +239,8 @@ impl<'a> Purger<'a> {
         match access {
             Access::Locked(lock) => self.delete_members(receipt, &members, lock, tally).await,
             Access::DryRun | Access::Reading => {
-                let status = &self.opts.delivered_status;
                 for chunk in members.chunks(PURGE_CHUNK) {
-                    let would = self.purge.count(pool, app, status, chunk).await?;
+                    let would = self.purge.count(pool, app, chunk).await?;
                     *tally.details.would_purge_rows.get_or_insert(0) += would;
                 }
                 Ok(Step::Done)
@@ -261,7 +263,7 @@ impl<'a> Purger<'a> {
             receipt.app_code.as_str(),
             &receipt.batch_id,
         );
-        let (status, include_restored) = (&self.opts.delivered_status, self.opts.include_restored);
+        let include_restored = self.opts.include_restored;
         let failpoints = &self.opts.failpoints;
         let mut kept = Vec::new();
         for chunk in members.chunks(PURGE_CHUNK) {
@@ -278,19 +280,18 @@ impl<'a> Purger<'a> {
                     }
                 }
             }
-            let done = self
+            let done = match self
                 .purge
-                .purge_chunk(
-                    pool,
-                    app,
-                    status,
-                    batch,
-                    chunk,
-                    lock,
-                    include_restored,
-                    failpoints,
-                )
-                .await?;
+                .purge_chunk(pool, app, batch, chunk, lock, include_restored, failpoints)
+                .await
+            {
+                Ok(done) => done,
+                Err(PurgeError::Withdrawn { batch_id, now }) => {
+                    tally.details.kept_changed.extend(kept);
+                    return Ok(self.withdrawn(tally, batch_id, now));
+                }
+                Err(e) => return Err(e.into()),
+            };
             if done.restored {
                 // Restored into the source since this run listed it: leave it.
                 tracing::info!(
@@ -303,6 +304,9 @@ impl<'a> Purger<'a> {
             }
             tally.details.purged_rows += done.purged;
             kept.extend(done.kept);
+            failpoints
+                .pass("after-purge-chunk")
+                .map_err(PurgeError::from)?;
             self.throttle(done.purged).await;
             if let Some(reason) = self.ctx.stop_reason(self.deadline) {
                 // The receipt stays unfinished; the next run continues it.
@@ -311,9 +315,18 @@ impl<'a> Purger<'a> {
             }
         }
         let now = (self.ctx.now_ms)();
-        self.purge
+        match self
+            .purge
             .finish(pool, app, batch, kept.len() as u64, include_restored, now)
-            .await?;
+            .await
+        {
+            Ok(()) => {}
+            Err(PurgeError::Withdrawn { batch_id, now }) => {
+                tally.details.kept_changed.extend(kept);
+                return Ok(self.withdrawn(tally, batch_id, now));
+            }
+            Err(e) => return Err(e.into()),
+        }
         if !kept.is_empty() {
             tracing::warn!(
                 app,
@@ -327,49 +340,151 @@ impl<'a> Purger<'a> {
         Ok(Step::Done)
     }
 
-    /// Looks at a batch's objects as `--reverify` / `--trust-receipts` say; the findings are
-    /// why the batch must not be purged (none: go ahead).
-    async fn look_at_objects(
+    /// A receipt withdrawn while its rows were being deleted: the batch is failed, named, and
+    /// the rest of its rows stay; the app goes on with its other receipts.
+    fn withdrawn(&self, tally: &mut Tally, batch_id: String, now: String) -> Step {
+        tracing::error!(
+            batch_id,
+            now,
+            "the receipt was withdrawn while purge worked on it; the rest of its rows stay"
+        );
+        tally.details.findings.push(Finding {
+            kind: FindingKind::ReceiptWithdrawn,
+            batch_id: Some(batch_id.clone()),
+            key: None,
+            event_id: None,
+            expected: Some("a VERIFIED receipt".into()),
+            actual: Some(now),
+        });
+        tally.details.failed_batches.push(batch_id);
+        Step::Done
+    }
+
+    /// What purge deletes by: the batch's members, each with the fingerprint of its archived
+    /// line, proven against the batch — and the findings that forbid deleting any of them.
+    ///
+    /// The objects are looked at as `--reverify` / `--trust-receipts` say (HEAD by default), and
+    /// the member and superseded rows are held to the receipt's members proof. The data object is
+    /// read in full instead of trusted by HEAD where HEAD can vouch for nothing but a size (no
+    /// checksum of the store's own, no ETag to hold to the one recorded), and where the member
+    /// rows cannot be proven without it: a receipt recorded before migration 8 (no proof, member
+    /// rows without fingerprints — the fingerprints are then taken from the data object) or a
+    /// compacted one (some member rows deleted on purpose).
+    async fn proven(
         &self,
         receipt: &StoredReceipt,
-        members: &[Member],
-    ) -> Result<Vec<Finding>, AppError> {
-        let depth = match self.opts.objects {
-            ObjectCheck::Trusted => return Ok(Vec::new()),
-            ObjectCheck::Head => Depth::Head,
-            ObjectCheck::Read => Depth::Read,
-        };
+        members: Vec<Member>,
+    ) -> Result<(Vec<Finding>, Vec<Member>), AppError> {
+        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
         // What the batch's data object must hold: its members and any older versions of rows
         // a later batch superseded.
-        let mut proven = members.to_vec();
-        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let mut proven = members.clone();
         proven.extend(self.members.superseded_of(pool, app, batch).await?);
+        let expected = Expected::of_receipt(self.ctx.spec, receipt, proven);
+        let provable_by_rows = expected.members_proof.is_some()
+            && receipt.compaction.is_none()
+            && members.iter().all(|m| m.fingerprint.is_some());
+        let mut depth = match self.opts.objects {
+            ObjectCheck::Trusted if provable_by_rows => {
+                return Ok((
+                    super::verifier::members_proof_finding(&expected)
+                        .into_iter()
+                        .collect(),
+                    members,
+                ))
+            }
+            ObjectCheck::Trusted => {
+                return Ok((
+                    vec![Finding {
+                        kind: FindingKind::MembersProofMismatch,
+                        batch_id: Some(batch.clone()),
+                        key: None,
+                        event_id: None,
+                        expected: Some("member rows with fingerprints and a members proof (receipts recorded since migration 8)".into()),
+                        actual: Some("a receipt recorded before them, or compacted: its rows can be proven only by reading its data object; purge it without --trust-receipts".into()),
+                    }],
+                    members,
+                ))
+            }
+            ObjectCheck::Head if provable_by_rows => Depth::Head,
+            ObjectCheck::Head | ObjectCheck::Read => Depth::Read,
+        };
+        // Read in full, the bytes are the proof: an object written again with the same bytes
+        // (another version, re-encrypted) is still the archived one.
+        let mut read_expected = expected.clone();
+        read_expected.stored = Default::default();
+        let mut verified = match depth {
+            Depth::Head => self.verify(&expected, depth).await?,
+            _ => self.verify(&read_expected, depth).await?,
+        };
+        let replaced_only = !verified.findings.is_empty()
+            && verified
+                .findings
+                .iter()
+                .all(|f| f.kind == FindingKind::ObjectReplaced);
+        let vouched = verified
+            .data_head
+            .as_ref()
+            .is_some_and(|h| h.vouches_for_bytes(&receipt.stored.data));
+        if depth == Depth::Head && (replaced_only || (verified.findings.is_empty() && !vouched)) {
+            // HEAD said only that an object of the right size is there, or that it was
+            // written again since: its bytes decide.
+            depth = Depth::Read;
+            verified = self.verify(&read_expected, depth).await?;
+        }
+        let mut findings = verified.findings;
+        if !findings.is_empty() || depth == Depth::Head {
+            return Ok((findings, members));
+        }
+        // Read in full: the fingerprints are the data object's own (a member row's, where it
+        // has one, was just compared with them).
+        let Some(data_members) = verified.data_members else {
+            findings.extend(verified.cold.into_iter().map(|cold| Finding {
+                kind: FindingKind::NotReadable,
+                batch_id: Some(cold.batch_id),
+                key: Some(cold.key),
+                event_id: None,
+                expected: Some("an object purge can read in full (its member rows can be proven only by it, or HEAD vouches for nothing but its size)".into()),
+                actual: Some(format!(
+                    "in {}, which cannot be read until restored: run `outbox-archiver verify --thaw DAYS` for the batch",
+                    cold.storage_class
+                )),
+            }));
+            return Ok((findings, members));
+        };
+        let archived: HashMap<(&str, i64), Option<RowFingerprint>> = data_members
+            .iter()
+            .map(|m| ((m.event_id.as_str(), m.updated_at_ms), m.fingerprint))
+            .collect();
+        let members = members
+            .into_iter()
+            .map(|m| Member {
+                fingerprint: archived
+                    .get(&(m.event_id.as_str(), m.updated_at_ms))
+                    .copied()
+                    .flatten(),
+                ..m
+            })
+            .collect();
+        Ok((findings, members))
+    }
+
+    /// The batch's objects verified to `depth`.
+    async fn verify(
+        &self,
+        expected: &Expected,
+        depth: Depth,
+    ) -> Result<super::verifier::Verified, AppError> {
         let verifier = Verifier {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,
             depth,
             cold: ColdObjects::Metadata,
         };
-        let expected = Expected::of_receipt(self.ctx.spec, receipt, proven);
-        let verified = verifier
-            .verify(&expected)
+        verifier
+            .verify(expected)
             .await
-            .map_err(|e| AppError::Store(receipt.batch_id.clone(), e))?;
-        let mut findings = verified.findings;
-        // --reverify asked for every byte: an object that cannot be read at once is not proof
-        // enough, and its batch is not purged (never a silent HEAD instead).
-        findings.extend(verified.cold.into_iter().map(|cold| Finding {
-            kind: FindingKind::NotReadable,
-            batch_id: Some(cold.batch_id),
-            key: Some(cold.key),
-            event_id: None,
-            expected: Some("an object --reverify can read in full".into()),
-            actual: Some(format!(
-                "in {}, which cannot be read until restored: run `outbox-archiver verify --thaw DAYS` for the batch, or purge without --reverify (HEAD check)",
-                cold.storage_class
-            )),
-        }));
-        Ok(findings)
+            .map_err(|e| AppError::Store(expected.batch_id.clone(), e))
     }
 
     /// Sleeps as long as it takes to keep the run at `--max-rows-per-second`.

@@ -247,10 +247,12 @@ impl<'a> Restorer<'a> {
             },
         };
         let mut expected = Expected::of_receipt(self.ctx.spec, receipt, proven);
-        // Restore needs the bytes to be the archived ones; an object whose retention was
-        // shortened or that was re-encrypted still holds them. `verify` reports that; a restore
-        // in an incident must not be refused for it.
+        // Restore needs the bytes to be the archived ones, and reads them in full; an object
+        // whose retention was shortened, that was re-encrypted or written again (another ETag
+        // or version) with the same bytes still holds them. `verify` reports that; a restore in
+        // an incident must not be refused for it.
         expected.guard = Guard::default();
+        expected.stored = Default::default();
         let verified = verifier.verify(&expected).await?;
         Ok(VerifiedBatch {
             proven: expected.members,
@@ -436,7 +438,7 @@ impl<'a> Restorer<'a> {
         &self,
         spec: &'static TableSpec,
         receipt: &StoredReceipt,
-        mut proven: Vec<Member>,
+        proven: Vec<Member>,
         rows: Vec<Row>,
         chunks: &[std::ops::Range<usize>],
         details: &mut RestoreApp,
@@ -460,7 +462,6 @@ impl<'a> Restorer<'a> {
         let facts = scratch.facts(pool).await?;
         let restored = scratch.rows(pool).await?;
         scratch.drop(pool).await?;
-        proven.sort_by(|a, b| a.event_id.cmp(&b.event_id));
         let mut problems = Vec::new();
         if facts.rows != receipt.content.row_count {
             problems.push(format!(
@@ -493,7 +494,9 @@ impl<'a> Restorer<'a> {
                     ));
                 }
             }
-            None if facts.members != proven => {
+            // Compared as sets of (event_id, updated_at_ms): the table lists them in its
+            // collation's order (`x\t` before `x` under a PAD SPACE one), the member list by bytes.
+            None if key_set(&facts.members) != key_set(&proven) => {
                 problems.push("restored rows differ from the member list".to_string());
             }
             None => {}
@@ -557,4 +560,12 @@ fn without_superseded(
     });
     details.superseded_rows += (before - rows.len()) as u64;
     rows
+}
+
+/// The `(event_id, updated_at_ms)` of members, as a set.
+fn key_set(members: &[crate::batch::Member]) -> std::collections::BTreeSet<(&str, i64)> {
+    members
+        .iter()
+        .map(|m| (m.event_id.as_str(), m.updated_at_ms))
+        .collect()
 }

@@ -18,6 +18,7 @@ use futures_util::TryStreamExt;
 use serde::Serialize;
 
 use crate::batch::{DataRead, DataReader, EncodedBatch, KeptLines, Member};
+use crate::db::receipts::StoredAs;
 use crate::db::receipts::StoredReceipt;
 use crate::digest::{crc64nvme, ObjectDigest};
 use crate::format::{self, ContentFacts, Manifest, MembersDigest, ObjectKeys, SuccessMarker};
@@ -65,6 +66,16 @@ pub enum FindingKind {
     NotReadable,
     /// A compacted receipt's digest of its members disagrees with the data object's pairs.
     MembersDigestMismatch,
+    /// The member and superseded rows of a batch do not hash to the receipt's members proof: a
+    /// member row was changed, added or removed since the batch was recorded.
+    MembersProofMismatch,
+    /// A member row's fingerprint differs from its archived line's.
+    MemberFingerprintMismatch,
+    /// An object's ETag or version id differs from what the store reported when it was read
+    /// back: it was written again since.
+    ObjectReplaced,
+    /// The receipt a purge deletes under is no longer VERIFIED (changed or deleted meanwhile).
+    ReceiptWithdrawn,
 }
 
 /// One problem, with what was expected and what was found (absent parts are null).
@@ -146,6 +157,10 @@ pub struct Expected {
     pub members_digest: Option<MembersDigest>,
     /// Compute the digest of the data object's pairs as read ([`Verified::members_digest`]).
     pub digest_data_members: bool,
+    /// The receipt's proof of its member rows ([`format::members_proof`]), where it has one.
+    pub members_proof: Option<String>,
+    /// What identified each object when it was read back; every HEAD is held to it.
+    pub stored: StoredAs,
 }
 
 /// What an object's protection must be: at least this retention, and this encryption.
@@ -231,6 +246,8 @@ impl Expected {
             guard,
             members_digest,
             digest_data_members: false,
+            members_proof: receipt.members_proof.clone(),
+            stored: receipt.stored.clone(),
         }
     }
 
@@ -260,6 +277,8 @@ impl Expected {
             guard: Guard::default(),
             members_digest: None,
             digest_data_members: false,
+            members_proof: None,
+            stored: StoredAs::default(),
         }
     }
 }
@@ -313,6 +332,12 @@ pub struct Verified {
     pub heads: Vec<ObjectMeta>,
     /// With [`Expected::digest_data_members`]: the digest of the data object's pairs, as read.
     pub members_digest: Option<MembersDigest>,
+    /// What HEAD reported to identify each object (recorded on a receipt at read-back).
+    pub stored: StoredAs,
+    /// The data object's rows as read (key, version and fingerprint), when it was read.
+    pub data_members: Option<Vec<Member>>,
+    /// What HEAD reported of the data object, when it exists.
+    pub data_head: Option<ObjectMeta>,
 }
 
 impl Verified {
@@ -430,6 +455,7 @@ impl Verifier<'_> {
                 expected.data_crc64nvme,
             ));
             verified.findings.extend(member_count(expected));
+            verified.findings.extend(members_proof_finding(expected));
             return Ok(verified);
         }
         if let Some(meta) = head.as_ref().filter(|h| !h.readable()) {
@@ -449,9 +475,12 @@ impl Verifier<'_> {
             other => other?,
         };
         verified.data_crc64nvme = read.as_ref().map(|r| r.crc64nvme);
-        let (mut data_findings, lines, digest) = compare_data(expected, head.as_ref(), read);
+        let (mut data_findings, lines, digest, data_members) =
+            compare_data(expected, head.as_ref(), read);
         verified.findings.append(&mut data_findings);
+        verified.findings.extend(members_proof_finding(expected));
         verified.members_digest = digest;
+        verified.data_members = data_members;
         if verified.findings.is_empty() && keep_lines {
             verified.lines = lines;
         }
@@ -473,6 +502,18 @@ impl Verifier<'_> {
                 meta,
                 &expected.guard,
             ));
+            let (recorded, seen) = if key == expected.keys.data {
+                verified.data_head = Some(meta.clone());
+                (&expected.stored.data, &mut verified.stored.data)
+            } else if key == expected.keys.manifest {
+                (&expected.stored.manifest, &mut verified.stored.manifest)
+            } else {
+                (&expected.stored.success, &mut verified.stored.success)
+            };
+            *seen = meta.identity();
+            verified
+                .findings
+                .extend(compare_identity(&expected.batch_id, key, meta, recorded));
             verified.heads.push(meta.clone());
         }
         Ok(head)
@@ -496,8 +537,10 @@ impl Verifier<'_> {
             verified
                 .findings
                 .extend(store_checksum_missing(batch_id, key, meta));
-            let (mut found, _, digest) = compare_data(expected, Some(meta), Some(read));
+            let (mut found, _, digest, data_members) =
+                compare_data(expected, Some(meta), Some(read));
             verified.members_digest = digest;
+            verified.data_members = data_members;
             verified.findings.append(&mut found);
             verified.data_crc64nvme = Some(nvme);
             verified.verified_by = VerifiedBy::StoreChecksum;
@@ -511,6 +554,7 @@ impl Verifier<'_> {
             expected.data_crc64nvme,
         ));
         verified.findings.extend(member_count(expected));
+        verified.findings.extend(members_proof_finding(expected));
         self.note_cold(expected, key, meta, &mut verified).await?;
         Ok(verified)
     }
@@ -584,6 +628,55 @@ fn store_checksum_missing(batch_id: &str, key: &str, meta: &ObjectMeta) -> Optio
                 "none, and the object cannot be read back ({}): set --s3-upload-checksum crc64nvme or sha256, or a storage class that can be read at once",
                 meta.storage_class.as_deref().unwrap_or("a cold class")
             ),
+        )
+    })
+}
+
+/// An object's ETag and version id against what the store reported at read-back: another one
+/// means the object was written again since (whatever its size). Nothing recorded (a receipt
+/// from before migration 8, a store that reports none): nothing to hold it to.
+fn compare_identity(
+    batch_id: &str,
+    key: &str,
+    meta: &ObjectMeta,
+    recorded: &crate::store::Identity,
+) -> Option<Finding> {
+    let differs = |want: &Option<String>, got: &Option<String>| want.is_some() && want != got;
+    if differs(&recorded.etag, &meta.etag) || differs(&recorded.version_id, &meta.version_id) {
+        let show = |i: &crate::store::Identity| {
+            format!(
+                "ETag {}, version {}",
+                i.etag.as_deref().unwrap_or("none"),
+                i.version_id.as_deref().unwrap_or("none")
+            )
+        };
+        return Some(
+            Finding::new(FindingKind::ObjectReplaced, batch_id, Some(key))
+                .values(show(recorded), show(&meta.identity())),
+        );
+    }
+    None
+}
+
+/// The member and superseded rows against the receipt's proof of them (receipts recorded since
+/// migration 8, not compacted: compaction deletes member rows on purpose). `None`: nothing to
+/// compare, or they agree.
+pub fn members_proof_finding(expected: &Expected) -> Option<Finding> {
+    let want = expected.members_proof.as_deref()?;
+    if expected.members_digest.is_some() {
+        return None;
+    }
+    let got = format::members_proof_of(&expected.members);
+    (got.as_deref() != Some(want)).then(|| {
+        Finding::new(FindingKind::MembersProofMismatch, &expected.batch_id, None).values(
+            format!("member rows that hash to the receipt's members proof {want}"),
+            match got {
+                Some(got) => format!("{} member rows hashing to {got}", expected.members.len()),
+                None => format!(
+                    "{} member rows, some without a fingerprint",
+                    expected.members.len()
+                ),
+            },
         )
     })
 }
@@ -805,7 +898,12 @@ pub fn compare_data(
     expected: &Expected,
     head: Option<&ObjectMeta>,
     read: Option<DataRead>,
-) -> (Vec<Finding>, Option<KeptLines>, Option<MembersDigest>) {
+) -> (
+    Vec<Finding>,
+    Option<KeptLines>,
+    Option<MembersDigest>,
+    Option<Vec<Member>>,
+) {
     let (batch_id, key) = (expected.batch_id.as_str(), expected.keys.data.as_str());
     let Some(read) = read else {
         return (
@@ -816,12 +914,14 @@ pub fn compare_data(
             )],
             None,
             None,
+            None,
         );
     };
     let mut out = compare_head(batch_id, key, head, &expected.data, Some(read.crc64nvme));
     if head.is_none() {
-        return (out, None, None);
+        return (out, None, None, None);
     }
+    let mut data_members = None;
     let mut digest = None;
     if read.digest.size != expected.data.size {
         out.push(
@@ -871,17 +971,15 @@ pub fn compare_data(
                 }
                 _ => out.extend(member_differences(batch_id, &members, &expected.members)),
             }
+            data_members = Some(members);
         }
     }
-    (out, read.lines, digest)
+    (out, read.lines, digest, data_members)
 }
 
 /// Members in the data object but not in the database, and the other way round.
 fn member_differences(batch_id: &str, in_data: &[Member], in_db: &[Member]) -> Vec<Finding> {
-    let mut db: HashMap<&str, i64> = in_db
-        .iter()
-        .map(|m| (m.event_id.as_str(), m.updated_at_ms))
-        .collect();
+    let mut db: HashMap<&str, &Member> = in_db.iter().map(|m| (m.event_id.as_str(), m)).collect();
     let mut out = Vec::new();
     for m in in_data {
         match db.remove(m.event_id.as_str()) {
@@ -890,10 +988,20 @@ fn member_differences(batch_id: &str, in_data: &[Member], in_db: &[Member]) -> V
                     .event(&m.event_id)
                     .values("a member row", "none"),
             ),
-            Some(ms) if ms != m.updated_at_ms => out.push(
+            Some(row) if row.updated_at_ms != m.updated_at_ms => out.push(
                 Finding::new(FindingKind::MemberMismatch, batch_id, None)
                     .event(&m.event_id)
-                    .values(m.updated_at_ms, ms),
+                    .values(m.updated_at_ms, row.updated_at_ms),
+            ),
+            // A member row without a fingerprint (recorded before migration 8) has nothing to
+            // disagree with.
+            Some(row) if row.fingerprint.is_some() && row.fingerprint != m.fingerprint => out.push(
+                Finding::new(FindingKind::MemberFingerprintMismatch, batch_id, None)
+                    .event(&m.event_id)
+                    .values(
+                        m.fingerprint.map(|f| f.to_string()).unwrap_or_default(),
+                        row.fingerprint.map(|f| f.to_string()).unwrap_or_default(),
+                    ),
             ),
             Some(_) => {}
         }
@@ -1134,10 +1242,7 @@ mod tests {
 
     #[test]
     fn members_are_compared_both_ways() {
-        let m = |id: &str, ms: i64| Member {
-            event_id: id.into(),
-            updated_at_ms: ms,
-        };
+        let m = |id: &str, ms: i64| Member::new(id, ms);
         let found = member_differences("b", &[m("e1", 1), m("e2", 2)], &[m("e2", 3), m("e3", 3)]);
         let kinds: Vec<_> = found.iter().map(|f| (f.kind, f.event_id.clone())).collect();
         assert_eq!(

@@ -54,6 +54,37 @@ pub struct ObjectMeta {
     pub sse_kms_key_id: Option<String>,
     /// The version HEAD describes, in a versioned bucket.
     pub version_id: Option<String>,
+    /// The object's ETag as the store reports it (quotes included), where it reports one.
+    pub etag: Option<String>,
+}
+
+/// What a store reported to identify an object's stored bytes when it was read back: its ETag
+/// and version id. A receipt keeps them; every later HEAD is held to them (an object written
+/// again has another ETag, or another version id in a versioned bucket).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub etag: Option<String>,
+    pub version_id: Option<String>,
+}
+
+impl ObjectMeta {
+    /// What identifies the bytes HEAD describes.
+    pub fn identity(&self) -> Identity {
+        Identity {
+            etag: self.etag.clone(),
+            version_id: self.version_id.clone(),
+        }
+    }
+
+    /// Whether HEAD says something of the stored bytes beyond their size: a checksum of the
+    /// store's own, or an ETag to hold to the one recorded (`recorded`).
+    pub fn vouches_for_bytes(&self, recorded: &Identity) -> bool {
+        self.crc64nvme.is_some()
+            || self.crc64ecma.is_some()
+            || self.sha256.is_some()
+            || (recorded.etag.is_some() && self.etag.is_some())
+            || (recorded.version_id.is_some() && self.version_id.is_some())
+    }
 }
 
 impl ObjectMeta {

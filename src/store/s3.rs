@@ -747,6 +747,7 @@ impl ObjectStore for S3Store {
             sse_algorithm: out.server_side_encryption().map(|a| a.as_str().to_string()),
             sse_kms_key_id: out.ssekms_key_id().map(str::to_string),
             version_id: out.version_id().map(str::to_string).filter(|v| v != "null"),
+            etag: out.e_tag().map(str::to_string),
         }))
     }
 

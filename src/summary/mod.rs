@@ -301,6 +301,7 @@ mod tests {
             event_id: id.into(),
             updated_at_ms: 1,
             batch_id: "b".into(),
+            fingerprint: None,
         }
     }
 

@@ -11,6 +11,7 @@ mod corruption;
 mod crash;
 mod cursor_safety;
 mod db_restart;
+mod deletion_proof;
 mod doctor;
 mod exit_codes;
 mod faults;

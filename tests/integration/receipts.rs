@@ -62,16 +62,15 @@ fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
         },
         data_crc64nvme: None,
         protection: Default::default(),
+        members_proof: None,
+        stored: Default::default(),
         verified_at_ms,
     }
 }
 
 fn members(range: std::ops::Range<i64>) -> Vec<Member> {
     range
-        .map(|i| Member {
-            event_id: format!("e{i:05}"),
-            updated_at_ms: T0 + i,
-        })
+        .map(|i| Member::new(format!("e{i:05}"), T0 + i))
         .collect()
 }
 

@@ -160,7 +160,8 @@ async fn every_broken_archive_fixture_is_found() {
             }
             "member row added" => {
                 sqlx::query(
-                    "INSERT INTO wallet_outbox_archive_members SELECT app_code, 'a2-invented', updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms \
+                    "INSERT INTO wallet_outbox_archive_members (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms) \
+                     SELECT app_code, 'a2-invented', updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms \
                      FROM wallet_outbox_archive_members WHERE app_code = 'a2' AND event_id = ?",
                 )
                 .bind(&member)
@@ -228,9 +229,10 @@ async fn metadata_only_sees_missing_and_resized_objects_without_downloading() {
     .await;
     let mut k = kinds(&summary);
     k.sort();
+    // The truncated data object has another ETag than the one recorded at read-back.
     assert_eq!(
         k,
-        ["missing_object", "size_mismatch"],
+        ["missing_object", "object_replaced", "size_mismatch"],
         "{}",
         summary.to_json()
     );
