@@ -21,9 +21,54 @@ pub fn validate(code: &str) -> Result<(), String> {
     }
 }
 
+/// Whether a row's app code `row` belongs to the app spelled `app`: equal, or equal but for
+/// ASCII case and trailing spaces — what the case-insensitive, PAD SPACE collations of an app
+/// code column hold equal (the database put the row in the app's pages; a relay bug wrote it in
+/// another case). The row keeps its own spelling in the archive.
+pub fn same_app(row: &str, app: &str) -> bool {
+    row == app
+        || row
+            .trim_end_matches(' ')
+            .eq_ignore_ascii_case(app.trim_end_matches(' '))
+}
+
+/// The edit distance of two codes (insertions, deletions, substitutions), for "did you mean".
+pub fn distance(a: &str, b: &str) -> usize {
+    let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
+    let mut previous: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.iter().enumerate() {
+        let mut current = vec![i + 1];
+        for (j, cb) in b.iter().enumerate() {
+            let substitute = previous[j] + usize::from(ca != cb);
+            current.push(substitute.min(previous[j + 1] + 1).min(current[j] + 1));
+        }
+        previous = current;
+    }
+    previous[b.len()]
+}
+
 #[cfg(test)]
 mod tests {
-    use super::validate;
+    use super::{distance, same_app, validate};
+
+    #[test]
+    fn an_app_is_its_spelling_but_for_case_and_trailing_spaces() {
+        assert!(same_app("app1", "app1"));
+        assert!(same_app("App1", "app1"));
+        assert!(same_app("app1 ", "app1"));
+        assert!(same_app("APP1  ", "app1"));
+        assert!(!same_app("app2", "app1"));
+        assert!(!same_app(" app1", "app1"));
+        assert!(!same_app("äpp1", "app1"));
+    }
+
+    #[test]
+    fn distances() {
+        assert_eq!(distance("pay_sg", "pay-sg"), 1);
+        assert_eq!(distance("pay-sg", "pay-sg"), 0);
+        assert_eq!(distance("", "abc"), 3);
+        assert_eq!(distance("kitten", "sitting"), 3);
+    }
 
     #[test]
     fn accepts_safe_codes() {

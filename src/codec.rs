@@ -277,7 +277,7 @@ pub fn facts_of<'a>(
     value: impl Fn(usize) -> ValueRef<'a>,
 ) -> Result<RowFacts, String> {
     let app = value(layout.app_code).as_str();
-    if app != Some(app_code) {
+    if !app.is_some_and(|app| crate::appcode::same_app(app, app_code)) {
         return Err(format!("row of app {app:?} in a batch of app {app_code:?}"));
     }
     let int = |index: usize| {

@@ -33,26 +33,44 @@ pub fn lock_name(prefix: &str, table: &str, app_code: &str) -> String {
     format!("{head}~{}", &sha256_hex(full.as_bytes())[..16])
 }
 
-/// A held advisory lock and the connection holding it.
+/// The second lock every run takes for an app, whatever its `--lock-prefix`:
+/// `{database}.{table}_archive:{app_code}` (shortened as [`lock_name`] shortens). Two jobs on
+/// one database configured with different prefixes would otherwise take different locks for one
+/// app; this one they share. Two databases on one server never share it.
+pub fn database_lock_name(database: &str, table: &str, app_code: &str) -> String {
+    lock_name("", &format!("{database}.{table}"), app_code)
+}
+
+/// Held advisory locks and the connection holding them.
 #[derive(Debug)]
 pub struct AppLock {
     conn: tokio::sync::Mutex<MySqlConnection>,
-    name: String,
+    /// The first is the one named in messages (the services' name, with the prefix).
+    names: Vec<String>,
     connection_id: u64,
 }
 
 impl AppLock {
     /// Takes the lock without waiting; `None` when another session holds it.
     pub async fn try_acquire(db: &Db, name: &str) -> Result<Option<AppLock>, DbError> {
+        AppLock::try_acquire_all(db, &[name.to_string()]).await
+    }
+
+    /// Takes every one of `names` on one connection, without waiting; `None` when another
+    /// session holds any of them (then none is kept).
+    pub async fn try_acquire_all(db: &Db, names: &[String]) -> Result<Option<AppLock>, DbError> {
         let mut conn = db.dedicated().await?;
-        let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
-            .bind(name)
-            .fetch_one(&mut conn)
-            .await
-            .context(|| format!("taking advisory lock {name}"))?;
-        if got != Some(1) {
-            let _ = conn.close().await;
-            return Ok(None);
+        for name in names {
+            let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
+                .bind(name)
+                .fetch_one(&mut conn)
+                .await
+                .context(|| format!("taking advisory lock {name}"))?;
+            if got != Some(1) {
+                // Closing the connection releases the ones taken.
+                let _ = conn.close().await;
+                return Ok(None);
+            }
         }
         let connection_id: u64 = sqlx::query_scalar("SELECT CAST(CONNECTION_ID() AS UNSIGNED)")
             .fetch_one(&mut conn)
@@ -60,21 +78,21 @@ impl AppLock {
             .context(|| "reading the lock connection's id".into())?;
         Ok(Some(AppLock {
             conn: tokio::sync::Mutex::new(conn),
-            name: name.to_string(),
+            names: names.to_vec(),
             connection_id,
         }))
     }
 
     pub fn name(&self) -> &str {
-        &self.name
+        &self.names[0]
     }
 
     pub fn connection_id(&self) -> u64 {
         self.connection_id
     }
 
-    /// Whether this lock is still held by its connection: asked on the lock connection itself
-    /// (a connection that is gone holds nothing), and through `executor` (the receipt
+    /// Whether the locks are still held by their connection: asked on the lock connection
+    /// itself (a connection that is gone holds nothing), and through `executor` (the receipt
     /// transaction, just before it commits).
     pub async fn held_per<'e, E>(&self, executor: E) -> Result<bool, DbError>
     where
@@ -83,45 +101,57 @@ impl AppLock {
         if !self.held_on_own_connection().await {
             return Ok(false);
         }
-        let holder: Option<i64> = sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) AS SIGNED)")
-            .bind(&self.name)
+        // One statement for every name: `<=>` so that a free lock (NULL) is simply not held.
+        let held = vec!["(CAST(IS_USED_LOCK(?) AS SIGNED) <=> ?)"; self.names.len()].join(" AND ");
+        let sql = format!("SELECT CAST({held} AS SIGNED)");
+        let mut query = sqlx::query_scalar::<_, i64>(sqlx::AssertSqlSafe(sql));
+        for name in &self.names {
+            query = query.bind(name).bind(self.connection_id as i64);
+        }
+        let held = query
             .fetch_one(executor)
             .await
-            .context(|| format!("checking advisory lock {}", self.name))?;
-        Ok(holder == Some(self.connection_id as i64))
+            .context(|| format!("checking advisory lock {}", self.name()))?;
+        Ok(held == 1)
     }
 
-    /// Whether the lock is still held, asked on its own connection — a query that also keeps
+    /// Whether the locks are still held, asked on their own connection — a query that also keeps
     /// the connection from looking idle during a long wait (replica lag).
     pub async fn keep_alive(&self) -> bool {
         self.held_on_own_connection().await
     }
 
-    /// `IS_USED_LOCK(name) = CONNECTION_ID()` on the lock connection. Any error there means the
-    /// connection is gone, and with it the lock.
+    /// `IS_USED_LOCK(name) = CONNECTION_ID()` for every name, on the lock connection. Any error
+    /// there means the connection is gone, and with it the locks.
     async fn held_on_own_connection(&self) -> bool {
         let mut conn = self.conn.lock().await;
-        let mine: Result<Option<i64>, _> =
-            sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) = CONNECTION_ID() AS SIGNED)")
-                .bind(&self.name)
-                .fetch_one(&mut *conn)
-                .await;
-        match mine {
-            Ok(held) => held == Some(1),
-            Err(e) => {
-                tracing::warn!(lock = self.name, error = %e, "the lock connection is gone, and the lock with it");
-                false
+        for name in &self.names {
+            let mine: Result<Option<i64>, _> =
+                sqlx::query_scalar("SELECT CAST(IS_USED_LOCK(?) = CONNECTION_ID() AS SIGNED)")
+                    .bind(name)
+                    .fetch_one(&mut *conn)
+                    .await;
+            match mine {
+                Ok(Some(1)) => {}
+                Ok(_) => return false,
+                Err(e) => {
+                    tracing::warn!(lock = name, error = %e, "the lock connection is gone, and the lock with it");
+                    return false;
+                }
             }
         }
+        true
     }
 
-    /// Releases the lock and closes its connection (closing alone would release it too).
+    /// Releases the locks and closes their connection (closing alone would release them too).
     pub async fn release(self) {
         let mut conn = self.conn.into_inner();
-        let _ = sqlx::query("SELECT RELEASE_LOCK(?)")
-            .bind(&self.name)
-            .execute(&mut conn)
-            .await;
+        for name in &self.names {
+            let _ = sqlx::query("SELECT RELEASE_LOCK(?)")
+                .bind(name)
+                .execute(&mut conn)
+                .await;
+        }
         let _ = conn.close().await;
     }
 }

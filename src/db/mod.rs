@@ -4,6 +4,7 @@
 //!
 //! Every connection runs READ COMMITTED. SQL stays portable between MySQL 8 and MariaDB ≥ 10.6.
 
+pub mod apps;
 pub mod compact;
 pub mod drills;
 pub mod lock;
@@ -85,6 +86,13 @@ pub enum DbError {
         table: String,
         column: String,
         collation: String,
+    },
+    #[error("--app {typed:?} matches no app in {table} or its receipts{closest}")]
+    UnknownApp {
+        typed: String,
+        table: String,
+        /// `"; did you mean …?"`, or nothing.
+        closest: String,
     },
     #[error(transparent)]
     Failpoint(#[from] crate::failpoint::Tripped),

@@ -45,6 +45,8 @@ pub struct Chunk {
     pub kept: Vec<String>,
     /// The receipt is marked restored into the source: nothing was deleted.
     pub restored: bool,
+    /// Rows another transaction held locked: not looked at, so the receipt is not finished.
+    pub busy: u64,
 }
 
 #[derive(Debug, Clone)]
@@ -55,10 +57,12 @@ pub struct PurgeQueries {
 }
 
 /// The rows of a chunk as they are now, held to their members: which are exactly what was
-/// archived (their line's fingerprint is the member's), and which are there but changed.
+/// archived (their line's fingerprint is the member's), which are there but changed, and how
+/// many another transaction held locked (not looked at, left for a later run).
 struct Compared {
     exact: Vec<String>,
     changed: Vec<String>,
+    busy: u64,
 }
 
 impl PurgeQueries {
@@ -96,7 +100,13 @@ impl PurgeQueries {
         for m in members {
             ids.push_bind(m.event_id.as_str());
         }
-        qb.push(if for_update { ") FOR UPDATE" } else { ")" });
+        // SKIP LOCKED: purge never waits for a row the relay (or anyone) holds, so it can never
+        // be one side of a deadlock with it; such rows are counted and left for the next run.
+        qb.push(if for_update {
+            ") FOR UPDATE SKIP LOCKED"
+        } else {
+            ")"
+        });
         let rows = qb
             .build()
             .fetch_all(executor)
@@ -107,6 +117,7 @@ impl PurgeQueries {
         let mut compared = Compared {
             exact: Vec::new(),
             changed: Vec::new(),
+            busy: 0,
         };
         for row in self.source.encode(app, &rows)? {
             let now = row.cursor();
@@ -188,7 +199,15 @@ impl PurgeQueries {
             }
             Some(_) => {}
         }
-        let compared = self.compare(&mut *tx, app, members, true).await?;
+        let mut compared = self.compare(&mut *tx, app, members, true).await?;
+        let seen = compared.exact.len() + compared.changed.len();
+        if seen < members.len() {
+            // Gone, or locked by another transaction (skipped): a plain read tells them apart.
+            compared.busy = self
+                .existing(pool, app, members)
+                .await?
+                .saturating_sub(seen as u64);
+        }
         let mut deleted = 0;
         if !compared.exact.is_empty() {
             let mut qb = QueryBuilder::<MySql>::new(format!(
@@ -244,7 +263,35 @@ impl PurgeQueries {
             purged: deleted,
             kept: compared.changed,
             restored: false,
+            busy: compared.busy,
         })
+    }
+
+    /// How many of these members' rows exist now (a plain read, outside the delete transaction:
+    /// it does not wait for row locks).
+    async fn existing(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        members: &[Member],
+    ) -> Result<u64, DbError> {
+        let s = self.spec;
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT COUNT(*) FROM {} WHERE {} = ",
+            s.name, s.app_code
+        ));
+        qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
+        let mut ids = qb.separated(", ");
+        for m in members {
+            ids.push_bind(m.event_id.as_str());
+        }
+        qb.push(")");
+        let n: i64 = qb
+            .build_query_scalar()
+            .fetch_one(pool)
+            .await
+            .context(|| format!("counting the rows of app {app} a purge chunk left"))?;
+        Ok(n.max(0) as u64)
     }
 
     /// Marks a batch done: every member deleted or kept. A rerun skips it. `include_restored`:

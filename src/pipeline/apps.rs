@@ -16,7 +16,7 @@ use tracing::Instrument;
 
 use super::DbContext;
 use crate::appcode;
-use crate::db::lock::{lock_name, AppLock};
+use crate::db::lock::{database_lock_name, lock_name, AppLock};
 use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::{runs, source, DbError};
 use crate::shard::Shard;
@@ -100,21 +100,25 @@ pub async fn resolve(
     apps: &Apps,
     population: &Population,
 ) -> Result<Vec<String>, DbError> {
+    let pool = &ctx.db.pool;
     let shard = match apps {
         Apps::Listed(list) => {
-            let mut seen = std::collections::HashSet::new();
-            return Ok(list
-                .iter()
-                .filter(|app| seen.insert(app.as_str()))
-                .cloned()
-                .collect());
+            // Each typed code becomes the app's own spelling (SPEC §5.4).
+            let mut found = Vec::new();
+            for typed in list {
+                match crate::db::apps::canonical(pool, ctx.spec, typed).await? {
+                    Some(app) if !found.contains(&app) => found.push(app),
+                    Some(_) => {}
+                    None => return Err(unknown_app(ctx, typed).await),
+                }
+            }
+            return Ok(found);
         }
         Apps::All => None,
         Apps::Shard(shard) => Some(*shard),
     };
-    let pool = &ctx.db.pool;
     let receipts = Receipts::new(ctx.spec);
-    let mut all = match population {
+    let all = match population {
         Population::Source => source::all_apps(pool, ctx.spec).await?,
         Population::Unpurged { include_restored } => {
             receipts.apps_with_unpurged(pool, *include_restored).await?
@@ -128,10 +132,52 @@ pub async fn resolve(
         }
         Population::Receipts(scope) => receipts.apps_in(pool, scope).await?,
     };
-    if let Some(shard) = shard {
-        all.retain(|app| shard.contains(app));
+    // One spelling per app: the receipts' where it has any (a dive finds whichever spelling
+    // sorts first among rows its collation holds equal).
+    let mut canonical = Vec::with_capacity(all.len());
+    for found in all {
+        let app = crate::db::apps::canonical(pool, ctx.spec, &found)
+            .await?
+            .unwrap_or(found);
+        if !canonical.contains(&app) {
+            canonical.push(app);
+        }
     }
-    Ok(all)
+    if let Some(shard) = shard {
+        canonical.retain(|app| shard.contains(app));
+    }
+    Ok(canonical)
+}
+
+/// The error for a typed app code that matches no app, naming the closest known ones.
+async fn unknown_app(ctx: &DbContext, typed: &str) -> DbError {
+    let pool = &ctx.db.pool;
+    let mut known = source::all_apps(pool, ctx.spec).await.unwrap_or_default();
+    known.extend(
+        Receipts::new(ctx.spec)
+            .apps_with_receipts(pool)
+            .await
+            .unwrap_or_default(),
+    );
+    known.sort();
+    known.dedup();
+    let closest = crate::db::apps::closest(typed, &known);
+    DbError::UnknownApp {
+        typed: typed.to_string(),
+        table: ctx.spec.name.to_string(),
+        closest: if closest.is_empty() {
+            String::new()
+        } else {
+            format!(
+                "; did you mean {}?",
+                closest
+                    .iter()
+                    .map(|c| format!("{c:?}"))
+                    .collect::<Vec<_>>()
+                    .join(" or ")
+            )
+        },
+    }
 }
 
 /// What must hold before an app is worked.
@@ -298,7 +344,14 @@ impl Driver<'_> {
             return Ok((report, None));
         }
         let name = lock_name(prefix, self.ctx.spec.name, app);
-        match AppLock::try_acquire(&self.ctx.db, &name).await {
+        // And the one every prefix shares on this database (two jobs with different prefixes
+        // must not both work the app).
+        let database = self.ctx.db.options.get_database().unwrap_or_default();
+        let names = [
+            name.clone(),
+            database_lock_name(database, self.ctx.spec.name, app),
+        ];
+        match AppLock::try_acquire_all(&self.ctx.db, &names).await {
             Ok(Some(lock)) => Ok((report, Some(lock))),
             Ok(None) => {
                 tracing::info!(

@@ -1,6 +1,7 @@
 //! Integration tests against a real MariaDB/MySQL server and a real S3 HTTP server (see
 //! `support/`); one binary so the suite links once.
 
+mod app_identity;
 mod archive_e2e;
 mod bad_input;
 mod bounded;

@@ -209,6 +209,7 @@ async fn metrics_reach_a_real_pushgateway_and_a_textfile() {
         .await
         .unwrap();
     assert_eq!(got, Some(1));
+    db.insert(&rows("a b", 1)).await;
     let run = run_cli(&["archive", "--app", "a1,a b", "--older-than", "1s"], &envs).await;
     assert_eq!(
         run.code, 1,

@@ -119,6 +119,8 @@ async fn every_app_of_every_command_says_why_its_run_ended() {
     let (db, _s3, store) = fixture().await;
     db.insert(&rows("a1", 20)).await;
     db.insert(&rows("bad code", 2)).await;
+    // a2 has a row, newer than the cutoff: nothing to archive.
+    db.insert(&[row("a2", "later", CUTOFF + 1_000)]).await;
     let ctx = env(&db, store.clone(), CUTOFF + DAY);
     let mut opts = options(&db, &["a1", "a2", "bad code"], CUTOFF);
     let archived = archive(&ctx, &opts).await;

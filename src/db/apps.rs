@@ -1,0 +1,78 @@
+//! An app's one spelling (SPEC §5.4), taken from the data, never from what was typed: under a
+//! case-insensitive collation `KA` and `ka` are one app, and every lock name, receipt and query
+//! of it must use one spelling, or two processes could work one app under two locks.
+//!
+//! The rule: the spelling the archiver's receipts record it under, if it has any; else the
+//! spelling of its first row in the source table's primary-key order (the row an index dive
+//! finds first). Receipts recorded under several spellings (an older archiver took the spelling
+//! typed, and each batch's objects carry the spelling it was archived under, so they cannot be
+//! renamed) are one app all the same: the first spelling by bytes is its lock's, and a warning
+//! says so. A typed code that matches no app is an error naming the closest ones.
+
+use sqlx::{AssertSqlSafe, MySqlPool};
+
+use super::{Context, DbError};
+use crate::table::TableSpec;
+
+/// The spelling of the app `typed` names, under the tables' collations.
+pub async fn canonical(
+    pool: &MySqlPool,
+    spec: &TableSpec,
+    typed: &str,
+) -> Result<Option<String>, DbError> {
+    let receipts = spec.receipts_table();
+    let sql = format!(
+        "SELECT DISTINCT CAST(app_code AS BINARY) FROM {receipts} WHERE app_code = ? ORDER BY 1"
+    );
+    let recorded: Vec<Vec<u8>> = sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(typed)
+        .fetch_all(pool)
+        .await
+        .context(|| format!("looking up app {typed:?} in {receipts}"))?;
+    let recorded: Vec<String> = recorded
+        .into_iter()
+        .map(|b| String::from_utf8_lossy(&b).into_owned())
+        .collect();
+    match recorded.as_slice() {
+        [] => {}
+        [one] => return Ok(Some(one.clone())),
+        several => {
+            tracing::warn!(
+                app = several[0],
+                spellings = ?several,
+                "the app's receipts are recorded under several spellings (an older archiver took \
+                 the spelling typed); they are one app under the source's collation, worked \
+                 under the lock of the first"
+            );
+            return Ok(Some(several[0].clone()));
+        }
+    }
+    let sql = format!(
+        "SELECT CAST({app} AS BINARY) FROM {table} WHERE {app} = ? ORDER BY {app}, {id} LIMIT 1",
+        app = spec.app_code,
+        table = spec.name,
+        id = spec.event_id,
+    );
+    let first: Option<Vec<u8>> = sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(typed)
+        .fetch_optional(pool)
+        .await
+        .context(|| format!("looking up app {typed:?} in {}", spec.name))?;
+    Ok(first.map(|b| String::from_utf8_lossy(&b).into_owned()))
+}
+
+/// The known apps closest to `typed` (by edit distance, case aside), at most three.
+pub fn closest<'a>(typed: &str, known: &'a [String]) -> Vec<&'a str> {
+    let mut scored: Vec<(usize, &str)> = known
+        .iter()
+        .map(|k| {
+            (
+                crate::appcode::distance(&typed.to_ascii_lowercase(), &k.to_ascii_lowercase()),
+                k.as_str(),
+            )
+        })
+        .filter(|(d, k)| *d <= 3.max(k.len() / 3))
+        .collect();
+    scored.sort();
+    scored.into_iter().take(3).map(|(_, k)| k).collect()
+}
