@@ -38,7 +38,14 @@ pub struct DemoOptions {
     pub dir: PathBuf,
     /// Use a `file://` folder instead of the in-process S3 server.
     pub file_store: bool,
+    /// Drop the database and empty the folder even without the demo's marker.
+    pub force: bool,
 }
+
+/// The file the demo leaves in its folder, and the table it leaves in its database: what tells
+/// a later demo that emptying or dropping them destroys nothing of anyone else's.
+pub const MARKER: &str = "outbox_archiver_demo";
+const DIR_MARKER: &str = ".outbox-archiver-demo";
 
 #[cfg(feature = "local-s3")]
 const BUCKET: &str = "outbox-archive";
@@ -92,7 +99,7 @@ async fn demo(
 
 /// A throwaway database, migrated, with realistic rows: three apps, 30 days, mostly delivered.
 async fn database(spec: &'static TableSpec, opts: &DemoOptions, now: i64) -> anyhow::Result<Db> {
-    let db_url = recreate_database(&opts.server_url, &opts.database).await?;
+    let db_url = recreate_database(&opts.server_url, &opts.database, opts.force).await?;
     let db = Db::connect(&db_url, 4).await?;
     let migrated = migrate::run(
         &db,
@@ -134,9 +141,22 @@ async fn archive_location(
     opts: &DemoOptions,
 ) -> anyhow::Result<(Arc<dyn ObjectStore>, Option<Box<dyn std::any::Any>>)> {
     if opts.dir.exists() {
+        let marked = opts.dir.join(DIR_MARKER).exists();
+        let empty = std::fs::read_dir(&opts.dir)?.next().is_none();
+        if !marked && !empty && !opts.force {
+            anyhow::bail!(
+                "--dir {} is not empty and was not made by the demo (no {DIR_MARKER} in it): \
+                 nothing was removed; give another --dir, or --force to empty it",
+                opts.dir.display()
+            );
+        }
         std::fs::remove_dir_all(&opts.dir)?;
     }
     std::fs::create_dir_all(&opts.dir)?;
+    std::fs::write(
+        opts.dir.join(DIR_MARKER),
+        "made by outbox-archiver demo; the next demo empties this folder\n",
+    )?;
     #[cfg(feature = "local-s3")]
     if !opts.file_store {
         let server = crate::local_s3::LocalS3::start(
@@ -208,8 +228,12 @@ async fn look_around(env: &RunContext, cutoff_ms: i64) {
 }
 
 /// Drops and creates the demo database; returns its URL.
-async fn recreate_database(server_url: &str, database: &str) -> anyhow::Result<String> {
-    crate::db::recreate_database(server_url, database)
+async fn recreate_database(
+    server_url: &str,
+    database: &str,
+    force: bool,
+) -> anyhow::Result<String> {
+    crate::db::recreate_database(server_url, database, MARKER, force)
         .await
         .map_err(|e| {
             anyhow::anyhow!(

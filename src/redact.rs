@@ -1,11 +1,35 @@
 //! Secrets never appear in output (SPEC §5.8): URLs are shown with their password replaced.
 
-/// `mysql://user:secret@host/db` → `mysql://user:***@host/db`. Text that is not a URL is
-/// replaced entirely unless it contains no `@` (then it cannot carry credentials).
+/// `mysql://user:secret@host/db` → `mysql://user:***@host/db`. Everything between `//` and the
+/// last `@` is the user and password however it is written — a password with an `@`, `#` or `/`
+/// that was not percent-encoded included — so all of it after the user's `:` is masked. A
+/// `password=` query parameter is masked too. Text that is not a URL is replaced entirely unless
+/// it contains no `@` (then it cannot carry credentials).
 pub fn url(text: &str) -> String {
+    if let Some((scheme, rest)) = text.split_once("://") {
+        if let Some(at) = rest.rfind('@') {
+            let (userinfo, host) = (&rest[..at], &rest[at + 1..]);
+            let user = match userinfo.split_once(':') {
+                Some((user, _)) => format!("{user}:***"),
+                None => userinfo.to_string(),
+            };
+            return query_masked(&format!("{scheme}://{user}@{host}"));
+        }
+    }
+    query_masked(text)
+}
+
+/// The user and password of a URL as written (before any percent-decoding): what lies between
+/// `//` and the last `@`.
+pub fn userinfo(text: &str) -> Option<&str> {
+    let (_, rest) = text.split_once("://")?;
+    rest.rfind('@').map(|at| &rest[..at])
+}
+
+fn query_masked(text: &str) -> String {
     match url::Url::parse(text) {
         Ok(mut parsed) => {
-            if parsed.password().is_some() {
+            if parsed.password().is_some_and(|p| p != "***") {
                 let _ = parsed.set_password(Some("***"));
             }
             for (key, _) in parsed.query_pairs() {
@@ -46,5 +70,19 @@ mod tests {
             super::scrub("bad key AKIA123 here", &["AKIA123"]),
             "bad key *** here"
         );
+        // Passwords that were not percent-encoded: nothing of them shows.
+        for (raw, shown) in [
+            (
+                "mysql://ux:p@ss@host:3306/db",
+                "mysql://ux:***@host:3306/db",
+            ),
+            ("mysql://ux:pa#ss@host/db", "mysql://ux:***@host/db"),
+            ("mysql://ux:pa/s@s#x@host/db", "mysql://ux:***@host/db"),
+            ("mysql://ux:p%40ss@host/db", "mysql://ux:***@host/db"),
+        ] {
+            assert_eq!(super::url(raw), shown, "{raw}");
+        }
+        assert_eq!(super::userinfo("mysql://u:p#w@h/db"), Some("u:p#w"));
+        assert_eq!(super::userinfo("mysql://h/db"), None);
     }
 }

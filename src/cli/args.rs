@@ -601,13 +601,16 @@ pub struct DemoArgs {
     /// How many rows to seed.
     #[arg(long, default_value_t = 100_000)]
     pub rows: u64,
-    /// Where the archive's objects go (emptied first).
+    /// Where the archive's objects go (emptied first, if the demo made it).
     #[arg(long, default_value = "target/demo-archive")]
     pub dir: PathBuf,
-    /// The throwaway database to (re)create.
+    /// The throwaway database to (re)create (dropped first, if the demo made it).
     #[arg(long, default_value = "outbox_archiver_demo")]
     pub database: String,
     /// Write to a file:// folder instead of the in-process S3 server.
     #[arg(long)]
     pub file_store: bool,
+    /// Drop the database and empty the folder even if the demo did not make them.
+    #[arg(long)]
+    pub force: bool,
 }

@@ -36,12 +36,21 @@ pub struct Cli {
     pub command: Command,
 }
 
+/// The command with no environment variable's value shown in `--help` (the names stay): a
+/// value may hold a password (`OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY=http://user:pw@…`, a
+/// replica's URL), and help is printed to terminals and CI logs (SPEC §5.8).
+pub fn without_env_values(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| arg.hide_env_values(true))
+        .mut_subcommands(without_env_values)
+}
+
 /// Parses the process's arguments and environment, exiting with clap's message on bad usage.
 /// With `--print-config` it prints every setting and exits (0, or 2 when a setting is wrong)
 /// without connecting to anything. Returns the command line and the subcommand's name.
 pub fn parse_or_exit() -> (Cli, String) {
     use clap::{CommandFactory, FromArgMatches};
-    let matches = Cli::command().get_matches();
+    let matches = without_env_values(Cli::command()).get_matches();
     let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
     if cli.common.print_config {
         let (config, ok) = effective_config(&cli, &matches);
@@ -227,6 +236,7 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
                 rows: args.rows,
                 dir: std::path::absolute(&args.dir).unwrap_or(args.dir),
                 file_store: args.file_store,
+                force: args.force,
             };
             demo::run(spec, &options, shutdown, system_clock()).await
         }

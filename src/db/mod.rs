@@ -72,6 +72,9 @@ pub enum DbError {
     /// The source table does not fit what the archiver reads (a column, a type, an index).
     #[error("{0}")]
     SourceShape(String),
+    /// Something the command would destroy that is not its own (the demo's database).
+    #[error("{0}")]
+    NotOurs(String),
     #[error("{table}.{column} compares with collation {found}, {why}; fix it with: {fix}")]
     Collation {
         table: String,
@@ -228,6 +231,16 @@ pub fn connect_options(url: &str, setting: &str) -> Result<MySqlConnectOptions, 
         url: redact::url(url),
         detail: redact::scrub(&detail, &secrets_of(url)),
     };
+    // A user or password with `#`, `/` or `?` that was not percent-encoded ends the URL's
+    // authority early: the host would be read from the password (and blamed on DNS).
+    if let Some(userinfo) = redact::userinfo(url) {
+        if let Some(c) = userinfo.chars().find(|c| matches!(c, '#' | '/' | '?')) {
+            return Err(invalid(format!(
+                "{setting}: the user or password contains {c:?}, which must be percent-encoded in a URL \
+                 (# as %23, / as %2F, ? as %3F, @ as %40, : as %3A, % as %25)"
+            )));
+        }
+    }
     let mut options =
         MySqlConnectOptions::from_str(url).map_err(|e| invalid(format!("{setting}: {e}")))?;
     let parsed = url::Url::parse(url).map_err(|e| invalid(format!("{setting}: {e}")))?;
@@ -453,9 +466,15 @@ pub async fn distinct_by_dives(
     Ok(values)
 }
 
-/// Drops and creates `database` on the server at `server_url` (the demo's throwaway database);
-/// returns the database's URL.
-pub async fn recreate_database(server_url: &str, database: &str) -> Result<String, DbError> {
+/// Drops and creates `database` on the server at `server_url` (the demo's throwaway database),
+/// leaving a table named `marker` in it; returns the database's URL. An existing database
+/// without that table is refused unless `force`: it is not the demo's to drop.
+pub async fn recreate_database(
+    server_url: &str,
+    database: &str,
+    marker: &str,
+    force: bool,
+) -> Result<String, DbError> {
     use sqlx::{ConnectOptions, Connection};
     let redacted = redact::url(server_url);
     let invalid = |detail: String| DbError::InvalidUrl {
@@ -477,9 +496,27 @@ pub async fn recreate_database(server_url: &str, database: &str) -> Result<Strin
         .connect()
         .await
         .map_err(|e| classify_connect_error(e, &redacted, &secrets_of(server_url), &options))?;
+    let (exists, marked): (i64, i64) = sqlx::query_as(
+        "SELECT (SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?), \
+         (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?)",
+    )
+    .bind(database)
+    .bind(database)
+    .bind(marker)
+    .fetch_one(&mut conn)
+    .await
+    .context(|| format!("looking for database {database}"))?;
+    if exists > 0 && marked == 0 && !force {
+        let _ = conn.close().await;
+        return Err(DbError::NotOurs(format!(
+            "database {database} exists and was not made by the demo (it has no table {marker}): \
+             nothing was dropped; give another --database, or --force to drop it"
+        )));
+    }
     for sql in [
         format!("DROP DATABASE IF EXISTS `{database}`"),
         format!("CREATE DATABASE `{database}` CHARACTER SET utf8mb4"),
+        format!("CREATE TABLE `{database}`.`{marker}` (made_at TIMESTAMP DEFAULT CURRENT_TIMESTAMP) COMMENT 'made by outbox-archiver demo, which drops this database on its next run'"),
     ] {
         conn.execute(sqlx::AssertSqlSafe(sql))
             .await

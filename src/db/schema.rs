@@ -201,6 +201,34 @@ impl Db {
                 });
             }
         }
+        // Binary both, but one may pad with spaces (`utf8mb4_bin`: `x` = `x `) where the other
+        // does not (`utf8mb4_0900_bin`, `utf8mb4_nopad_bin`, VARBINARY): the archiver's tables
+        // must tell apart every pair of ids the source does, or two rows are one member.
+        if let Some(source) = find(spec.name, spec.event_id) {
+            if !self.pads(source).await? {
+                let mut padded = Vec::new();
+                for (table, column) in event_ids.iter().skip(1) {
+                    if let Some(c) = find(table, column) {
+                        if self.pads(c).await? {
+                            padded.push(c);
+                        }
+                    }
+                }
+                if let Some(first) = padded.first() {
+                    let fix: Vec<String> = padded
+                        .iter()
+                        .map(|c| c.alter_to(source.charset.as_deref(), source.collation.as_deref()))
+                        .collect();
+                    return Err(DbError::Collation {
+                        table: first.table.clone(),
+                        column: first.column.clone(),
+                        found: first.collation.clone().unwrap_or_default(),
+                        why: "which pads with spaces (PAD SPACE) where the source table's event id compares NO PAD: ids `x` and `x ` are two rows there and one member here, so such a batch could never be recorded (the fix rebuilds the archiver's tables: schedule it like any large ALTER)",
+                        fix: format!("{};", fix.join("; ")),
+                    });
+                }
+            }
+        }
         let Some(source) = find(spec.name, spec.app_code) else {
             return Ok(());
         };
@@ -278,6 +306,22 @@ impl Db {
                 collation: collation.clone(),
             }),
         }
+    }
+
+    /// Whether a column's comparison ignores trailing spaces (PAD SPACE), asked of the server
+    /// by behaviour (MariaDB's information_schema has no PAD_ATTRIBUTE): a binary type does not.
+    async fn pads(&self, column: &ColumnInfo) -> Result<bool, DbError> {
+        let (Some(charset), Some(collation)) = (&column.charset, &column.collation) else {
+            return Ok(false);
+        };
+        let sql = format!(
+            "SELECT CAST(CONVERT('x' USING {charset}) = CONVERT('x ' USING {charset}) COLLATE {collation} AS SIGNED)"
+        );
+        let equal: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(sql))
+            .fetch_one(&self.pool)
+            .await
+            .context(|| format!("asking whether {collation} pads with spaces"))?;
+        Ok(equal == 1)
     }
 
     /// The character columns of this database's tables, with their collations.

@@ -10,10 +10,11 @@ use super::apps::{Access, AppWork, Apps};
 use super::builder::{self, BuildError, Built};
 use super::publish::{PublishError, Publisher};
 use super::replicas::LagStop;
+use super::verifier::{ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
 use crate::batch::{EncodedBatch, Limits, Superseded};
 use crate::db::lock::AppLock;
-use crate::db::receipts::Receipts;
+use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::record::{Cut, Receipt, RecordError, Recorder};
 use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
@@ -385,6 +386,15 @@ impl<'a> Archiver<'a> {
         let publisher = self.publisher(app);
         let planned = publisher.plan(batch);
         if self.receipts.exists(pool, app, &planned.batch_id).await? {
+            if cut == Cut::Stragglers {
+                // The stragglers are exactly a batch already recorded (its member rows went,
+                // as compaction deletes them, and its rows came back as they were): its objects
+                // stay as they are, and its member rows are recorded again.
+                return self
+                    .remember(app, lock, batch, &planned.batch_id)
+                    .await
+                    .map(|recorded| (recorded, (0, 0)));
+            }
             return Err(AppError::AlreadyRecorded(planned.batch_id));
         }
         let phase = Instant::now();
@@ -445,6 +455,96 @@ impl<'a> Archiver<'a> {
             replica_wait,
         };
         Ok((recorded, (publish_ms, record_ms)))
+    }
+}
+
+impl Archiver<'_> {
+    /// Records the member rows of stragglers that form exactly the recorded batch `batch_id`
+    /// again, after reading its objects back in full against its receipt and holding the
+    /// stragglers to its members proof; its objects are never written again (SPEC §5.3).
+    async fn remember(
+        &self,
+        app: &str,
+        lock: &AppLock,
+        batch: &EncodedBatch,
+        batch_id: &str,
+    ) -> Result<Recorded, AppError> {
+        let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
+        let scope = ReceiptScope {
+            apps: vec![app.to_string()],
+            batch_ids: vec![batch_id.to_string()],
+            ..ReceiptScope::default()
+        };
+        let stored = self
+            .receipts
+            .page(pool, &scope, None, 1)
+            .await?
+            .pop()
+            .ok_or_else(|| AppError::AlreadyRecorded(batch_id.to_string()))?;
+        let expected = Expected::of_receipt(ctx.spec, &stored, batch.members.clone());
+        let verifier = Verifier {
+            store: ctx.store.as_ref(),
+            spec: ctx.spec,
+            depth: Depth::Read,
+            cold: ColdObjects::Metadata,
+        };
+        let verified = verifier
+            .verify(&expected)
+            .await
+            .map_err(PublishError::from)?;
+        let proof = crate::format::members_proof_of(&batch.members);
+        if let Some(first) = verified.findings.first() {
+            return Err(PublishError::Mismatch {
+                first: Box::new(first.clone()),
+                count: verified.findings.len(),
+            }
+            .into());
+        }
+        if stored.members_proof.is_some() && stored.members_proof != proof {
+            return Err(AppError::AlreadyRecorded(batch_id.to_string()));
+        }
+        let receipt = Receipt {
+            app_code: stored.app_code.clone(),
+            batch_id: stored.batch_id.clone(),
+            keys: stored.keys.clone(),
+            content: stored.content.clone(),
+            data: stored.data.clone(),
+            manifest: expected.manifest_digest.clone(),
+            success: expected.success_digest.clone(),
+            data_crc64nvme: stored.data_crc64nvme,
+            verified_at_ms: stored.verified_at_ms,
+            protection: stored.protection.clone(),
+            members_proof: stored.members_proof.clone(),
+            stored: stored.stored.clone(),
+        };
+        let failpoints = &self.opts.failpoints;
+        let superseded = self
+            .recorder
+            .record(
+                pool,
+                &receipt,
+                &batch.members,
+                Cut::Stragglers,
+                lock,
+                failpoints,
+            )
+            .await?;
+        tracing::warn!(
+            app,
+            batch_id,
+            rows = batch.members.len(),
+            "stragglers formed a batch already recorded: its member rows were recorded again"
+        );
+        Ok(Recorded {
+            batch_report: batch_report(
+                receipt.batch_id.clone(),
+                receipt.keys.data.clone(),
+                batch,
+                receipt.data.size,
+            ),
+            superseded,
+            ..Recorded::default()
+        })
     }
 }
 

@@ -9,6 +9,27 @@ pub struct Run {
 }
 
 /// Runs the binary with a clean environment (no AWS config of the machine) plus `envs`.
+/// Runs the binary as [`run_cli`] does and returns its exit status and everything it printed
+/// (stdout, then stderr), for output that is not a summary (`--help`).
+pub async fn run_cli_text(args: &[&str], envs: &[(&str, String)]) -> (i32, String) {
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        format!(
+            "{}\n{}",
+            String::from_utf8_lossy(&out.stdout),
+            String::from_utf8_lossy(&out.stderr)
+        ),
+    )
+}
+
 pub async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
     let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
     cmd.args(args)
