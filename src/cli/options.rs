@@ -136,6 +136,7 @@ impl VerifyArgs {
             delivered_status: common.delivered_status(),
             max_stragglers: self.max_stragglers,
             thaw: self.thaw.thaw(),
+            failpoints: failpoints_from_env(),
         }
     }
 }
@@ -173,6 +174,7 @@ impl RestoreArgs {
             lock_prefix: common.db.lock_prefix.clone(),
             parallel_apps: self.parallel_apps as usize,
             thaw: self.thaw.thaw(),
+            failpoints: failpoints_from_env(),
         }
     }
 }

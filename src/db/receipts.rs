@@ -273,6 +273,21 @@ impl Receipts {
         )
     }
 
+    /// The VERIFIED receipt of `batch_id` of `app`, as it is now.
+    pub async fn get(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Option<StoredReceipt>, DbError> {
+        let scope = ReceiptScope {
+            apps: vec![app.to_string()],
+            batch_ids: vec![batch_id.to_string()],
+            ..ReceiptScope::default()
+        };
+        Ok(self.page(pool, &scope, None, 1).await?.pop())
+    }
+
     /// One page of the receipts in scope after `after`, by app and cursor.
     pub async fn page(
         &self,

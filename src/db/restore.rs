@@ -71,6 +71,39 @@ pub struct IntoSource<'a> {
     /// manifest hash and verification time, to give each row put back its member row again in
     /// the same transaction — so it is not taken for a straggler, and purge can find it.
     pub compacted_owner: Option<(&'a str, i64)>,
+    pub failpoints: &'a crate::failpoint::FailPoints,
+}
+
+impl IntoSource<'_> {
+    /// The chunk transaction's first statement: locks the batch's receipt — what `compact` and
+    /// `purge` lock first too, so the three take turns on a batch even without the app's lock —
+    /// and reads its compaction state again. A batch compacted since the restore listed it (or
+    /// the other way round) is refused: nothing of the chunk is loaded, and the next run reads
+    /// the receipt as it is.
+    async fn lock_receipt(
+        &self,
+        tx: &mut sqlx::Transaction<'_, MySql>,
+        spec: &TableSpec,
+        app: &str,
+    ) -> Result<(), LoadError> {
+        let sql = format!(
+            "SELECT compacted_at_ms FROM {} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
+            spec.receipts_table()
+        );
+        let compacted: Option<Option<i64>> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(self.batch_id)
+            .fetch_optional(&mut **tx)
+            .await
+            .context(|| format!("locking the receipt of batch {}", self.batch_id))?;
+        let now_compacted = compacted.flatten().is_some();
+        if compacted.is_none() || now_compacted != self.compacted_owner.is_some() {
+            return Err(LoadError::ReceiptChanged {
+                batch_id: self.batch_id.to_string(),
+            });
+        }
+        Ok(())
+    }
 }
 
 /// Why a chunk was not loaded.
@@ -80,6 +113,8 @@ pub enum LoadError {
     Db(#[from] DbError),
     #[error("lost advisory lock {lock} while restoring batch {batch_id} into the source (killed connection, server restart or a proxy's idle timeout); the chunk was rolled back — run restore again")]
     LockLost { lock: String, batch_id: String },
+    #[error("batch {batch_id} was compacted (or its receipt changed) while restore worked on it: nothing of this chunk was loaded — run restore again")]
+    ReceiptChanged { batch_id: String },
 }
 
 /// What loading one chunk did.
@@ -190,6 +225,9 @@ impl<'a> TargetTable<'a> {
             .begin()
             .await
             .context(|| format!("starting a restore transaction into {table}"))?;
+        if let Some(source) = into_source {
+            source.lock_receipt(&mut tx, spec, app).await?;
+        }
         let all: Vec<&Row> = rows.iter().collect();
         let inserted = super::insert_rows(&mut *tx, spec, table, &all, IfPresent::Skip)
             .await
@@ -231,6 +269,9 @@ impl<'a> TargetTable<'a> {
             .begin()
             .await
             .context(|| format!("starting a restore transaction into {table}"))?;
+        if let Some(source) = into_source {
+            source.lock_receipt(&mut tx, spec, app).await?;
+        }
         let existing = select_rows(&mut tx, spec, table, app, rows.iter().map(id), true).await?;
         let mut loaded = Loaded::default();
         let mut missing = Vec::new();
@@ -439,6 +480,10 @@ async fn mark_restored(
     rows: &[&Row],
     inserted: usize,
 ) -> Result<(), LoadError> {
+    source
+        .failpoints
+        .pass("restore-before-mark")
+        .map_err(DbError::from)?;
     if let Some((manifest_sha256, verified_at_ms)) = source.compacted_owner {
         let layout = spec.layout();
         let members: Vec<crate::batch::Member> = rows

@@ -14,7 +14,7 @@ use super::verifier::{ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
 use crate::batch::{EncodedBatch, Limits, Superseded};
 use crate::db::lock::AppLock;
-use crate::db::receipts::{ReceiptScope, Receipts};
+use crate::db::receipts::Receipts;
 use crate::db::record::{Cut, Receipt, RecordError, Recorder};
 use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
@@ -470,16 +470,10 @@ impl Archiver<'_> {
         batch_id: &str,
     ) -> Result<Recorded, AppError> {
         let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
-        let scope = ReceiptScope {
-            apps: vec![app.to_string()],
-            batch_ids: vec![batch_id.to_string()],
-            ..ReceiptScope::default()
-        };
         let stored = self
             .receipts
-            .page(pool, &scope, None, 1)
+            .get(pool, app, batch_id)
             .await?
-            .pop()
             .ok_or_else(|| AppError::AlreadyRecorded(batch_id.to_string()))?;
         let expected = Expected::of_receipt(ctx.spec, &stored, batch.members.clone());
         let verifier = Verifier {

@@ -49,6 +49,7 @@ pub struct RestoreOptions {
     /// `--thaw`: ask the store to restore batches in cold storage classes, to load them on a
     /// later run (without it such a batch fails, saying so).
     pub thaw: Option<Thaw>,
+    pub failpoints: crate::failpoint::FailPoints,
 }
 
 impl RestoreOptions {
@@ -326,9 +327,14 @@ impl<'a> Restorer<'a> {
                         .compaction
                         .as_ref()
                         .map(|_| (receipt.manifest_sha256.as_str(), receipt.verified_at_ms)),
+                    failpoints: &self.opts.failpoints,
                 }),
                 Access::DryRun | Access::Reading => None,
             };
+            self.opts
+                .failpoints
+                .pass("before-restore-chunk")
+                .map_err(DbError::from)?;
             let target = TargetTable::new(spec, &self.target).map_err(Failure::Data)?;
             let loaded = target.load_chunk(pool, app, &chunk, into_source).await?;
             details.restored_rows += loaded.inserted;

@@ -42,6 +42,7 @@ pub struct VerifyOptions {
     pub max_stragglers: usize,
     /// `--thaw`: ask the store to restore objects in cold storage classes, for a later run.
     pub thaw: Option<Thaw>,
+    pub failpoints: crate::failpoint::FailPoints,
 }
 
 impl VerifyOptions {
@@ -57,6 +58,7 @@ impl VerifyOptions {
             delivered_status: delivered_status.to_string(),
             max_stragglers: 1000,
             thaw: None,
+            failpoints: Default::default(),
         }
     }
 }
@@ -245,7 +247,20 @@ impl<'a> Verify<'a> {
     async fn check(&self, receipt: &StoredReceipt) -> Result<Verified, Failure> {
         let pool = &self.ctx.db.pool;
         let (app, batch) = (&receipt.app_code, &receipt.batch_id);
+        self.opts
+            .failpoints
+            .pass("verify-before-members")
+            .map_err(DbError::from)?;
         let members = self.members.proven_members_of(pool, app, batch).await?;
+        // The receipt as it is now, read after its members: `compact` replaces member rows by
+        // a digest in one transaction, so a receipt not compacted now was not when the members
+        // were read (they are whole), and one compacted since is held to its digest. The
+        // listing's copy could be older than the members (a false member_missing).
+        let receipt = match self.receipts.get(pool, app, batch).await? {
+            Some(fresh) => fresh,
+            None => receipt.clone(),
+        };
+        let receipt = &receipt;
         let verifier = Verifier {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,

@@ -24,6 +24,7 @@ mod hostile;
 mod lock;
 mod metrics;
 mod purge_restore;
+mod races;
 mod receipts;
 mod relay;
 mod replicas;
