@@ -303,6 +303,13 @@ pub enum Command {
     Verify(VerifyArgs),
     /// Per app: cursor, receipts, archived rows, backlog, rows awaiting purge, last run.
     Status(StatusArgs),
+    /// Where an archived event is and what it said: by --event-id (or --event-ids-from), or by
+    /// --where COLUMN=VALUE over --from/--to or --batch-id. Prints each row found with its app,
+    /// batch, object key and line, and whether it is still in the source, purged or restored.
+    ///
+    /// Exit status: 0 every event id found (with --where: at least one row), 1 not found, 2 could
+    /// not look.
+    Find(FindArgs),
     /// Delete source rows that are exact members of VERIFIED receipts older than the grace period.
     Purge(PurgeArgs),
     /// Load archived batches back into a table, verifying every object first.
@@ -505,6 +512,29 @@ pub struct VerifyArgs {
     pub cutoff: CutoffArgs,
     #[command(flatten)]
     pub thaw: ThawArgs,
+}
+
+#[derive(Debug, Args)]
+pub struct FindArgs {
+    #[command(flatten)]
+    pub scope: BatchScopeArgs,
+    /// An event id to find (repeatable).
+    #[arg(
+        long = "event-id",
+        env = "OUTBOX_ARCHIVER_EVENT_IDS",
+        value_delimiter = ','
+    )]
+    pub event_ids: Vec<String>,
+    /// A file of event ids to find, one a line (- for standard input).
+    #[arg(long, value_name = "FILE")]
+    pub event_ids_from: Option<PathBuf>,
+    /// Rows whose COLUMN (its key in the NDJSON lines) holds VALUE: a string's text, a number as
+    /// written, or null. Needs --from/--to or --batch-id (it reads every batch in scope).
+    #[arg(long = "where", value_name = "COLUMN=VALUE", conflicts_with_all = ["event_ids", "event_ids_from"])]
+    pub filter: Option<String>,
+    /// Batches read at once.
+    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel: u32,
 }
 
 #[derive(Debug, Args)]

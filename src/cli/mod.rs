@@ -15,7 +15,9 @@ use tokio_util::sync::CancellationToken;
 pub use args::{Command, Common, LogFormat};
 pub use print_config::effective_config;
 
-use crate::commands::{archive, compact, demo, doctor, migrate, purge, restore, status, verify};
+use crate::commands::{
+    archive, compact, demo, doctor, find, migrate, purge, restore, status, verify,
+};
 use crate::metrics;
 use crate::pipeline::apps::Apps;
 use crate::pipeline::doctor::DoctorStore;
@@ -162,6 +164,17 @@ impl ArchiveCommand for restore::RestoreOptions {
 }
 
 #[async_trait::async_trait]
+impl ArchiveCommand for find::FindOptions {
+    const NAME: &'static str = "find";
+    fn apps(&self) -> Option<&Apps> {
+        self.selection.apps.as_ref()
+    }
+    async fn run(&self, ctx: &RunContext) -> Summary {
+        find::run(ctx, self).await
+    }
+}
+
+#[async_trait::async_trait]
 impl ArchiveCommand for compact::CompactOptions {
     const NAME: &'static str = "compact";
     fn apps(&self) -> Option<&Apps> {
@@ -219,6 +232,10 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
             let options = args.into_options(&common, now);
             status_command(&common, &options, shutdown).await
         }
+        Command::Find(args) => match args.into_options() {
+            Err(e) => Summary::unusable("find", e),
+            Ok(options) => with_context(&common, &options, shutdown).await,
+        },
         Command::Doctor(args) => doctor_command(&common, args, now).await,
         Command::Schema => schema_command(&common).await,
         Command::Demo(args) => {

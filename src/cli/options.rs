@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use super::args::{
     AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, CommandArg, Common, CompactArgs, CutoffArgs,
-    DiscoveryArg, DoctorArgs, FormatArg, LockModeArg, LogFormat, PurgeArgs, RestoreArgs, SseArg,
-    StatusArgs, ThawArgs, ThawTierArg, UploadChecksumArg, VerifyArgs,
+    DiscoveryArg, DoctorArgs, FindArgs, FormatArg, LockModeArg, LogFormat, PurgeArgs, RestoreArgs,
+    SseArg, StatusArgs, ThawArgs, ThawTierArg, UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
 use crate::batch::Limits;
-use crate::commands::{archive, compact, purge, restore, status, verify};
+use crate::commands::{archive, compact, find, purge, restore, status, verify};
 use crate::db::replica::{self, Discovery};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
@@ -160,6 +160,41 @@ impl PurgeArgs {
             db_retries: common.db.db_retries,
             parallel_apps: self.parallel_apps as usize,
             failpoints: failpoints_from_env(),
+        })
+    }
+}
+
+impl FindArgs {
+    pub fn into_options(self) -> Result<find::FindOptions, String> {
+        let mut event_ids = self.event_ids;
+        if let Some(path) = &self.event_ids_from {
+            let text = if path.as_os_str() == "-" {
+                std::io::read_to_string(std::io::stdin())
+            } else {
+                std::fs::read_to_string(path)
+            }
+            .map_err(|e| format!("--event-ids-from {}: {e}", path.display()))?;
+            event_ids.extend(
+                text.lines()
+                    .map(str::trim)
+                    .filter(|l| !l.is_empty())
+                    .map(str::to_string),
+            );
+        }
+        let filter = match &self.filter {
+            None => None,
+            Some(text) => match text.split_once('=') {
+                Some((column, value)) if !column.trim().is_empty() => {
+                    Some((column.trim().to_string(), value.to_string()))
+                }
+                _ => return Err(format!("--where {text:?}: write COLUMN=VALUE")),
+            },
+        };
+        Ok(find::FindOptions {
+            selection: self.scope.selection(),
+            event_ids,
+            filter,
+            parallel: self.parallel as usize,
         })
     }
 }

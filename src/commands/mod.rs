@@ -6,6 +6,7 @@ pub mod archive;
 pub mod compact;
 pub mod demo;
 pub mod doctor;
+pub mod find;
 pub mod migrate;
 pub mod purge;
 pub mod restore;

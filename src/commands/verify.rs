@@ -40,6 +40,8 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         note_runs: false,
         parallel: 1,
     };
+    // Orphans are looked for under the apps' own spellings (what their keys hold).
+    let listed = apps.clone();
     summary.apps = driver.run(apps, &verify).await;
     let mut run = verify.run_details();
     // Orphans: under each listed app's prefix, or under the whole table's prefix (not when the
@@ -48,7 +50,7 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     if opts.selection.whole_apps() && opts.sample_percent.is_none() && !stopped {
         let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
         let prefixes = match &which {
-            Apps::Listed(list) => list
+            Apps::Listed(_) => listed
                 .iter()
                 .map(|app| format!("{table}app_code={app}/"))
                 .collect(),

@@ -18,6 +18,7 @@ pub mod archive;
 mod builder;
 pub mod compact;
 pub mod doctor;
+pub mod find;
 pub mod publish;
 pub mod purge;
 pub mod replicas;

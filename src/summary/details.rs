@@ -304,6 +304,49 @@ pub enum RunDetails {
     Verify(VerifyRun),
     Purge(PurgeRun),
     Restore(RestoreRun),
+    Find(FindRun),
+    History(HistoryRun),
+}
+
+/// `find`'s run: every archived row found, where, and where it stands now.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct FindRun {
+    pub found: Vec<FoundRow>,
+    /// Event ids asked for and found in no batch in scope.
+    pub not_found: Vec<String>,
+    /// Data objects read.
+    pub searched_batches: u64,
+    /// Of them, compacted batches searched because no member row named an id.
+    pub searched_compacted_batches: u64,
+    /// Data objects of batches in scope that are not in the store (run `verify`).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub missing_objects: Vec<String>,
+}
+
+/// One archived row `find` found.
+#[derive(Debug, Clone, Serialize)]
+pub struct FoundRow {
+    pub event_id: String,
+    pub app_code: String,
+    pub batch_id: String,
+    /// The data object's key.
+    pub key: String,
+    /// The row's line in the decompressed NDJSON, from 1.
+    pub line: u64,
+    pub updated_at_ms: i64,
+    /// Whether the object's bytes hash to the receipt's SHA-256 (false: run `verify`).
+    pub object_matches_receipt: bool,
+    /// Where the row stands now: in the source (not purged yet), restored, in another version,
+    /// purged.
+    pub now: String,
+    /// The archived row, as its NDJSON line has it.
+    pub row: serde_json::Value,
+}
+
+/// `history`'s run: the runs recorded, newest first.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct HistoryRun {
+    pub runs: Vec<crate::db::runs::Run>,
 }
 
 /// `verify`'s run.

@@ -17,6 +17,7 @@ mod deletion_proof;
 mod doctor;
 mod exit_codes;
 mod faults;
+mod find;
 mod fresh_proof;
 mod golden;
 mod grants;

@@ -1,0 +1,334 @@
+//! `find`: "was event X archived, where, and what did it say?" — answered without SQL or
+//! `zcat | grep`. By event id: the member rows (and superseded rows) name the batch at once; a
+//! compacted batch has lost its member rows, so for an id no member row names, the app's
+//! compacted batches in scope are searched. By any column (`--where column=value`) over a time
+//! range or listed batches: the batches in scope are searched. Each batch searched is one GET of
+//! its data object, its bytes held to the receipt's SHA-256, several at a time; the line, its
+//! number and where the row stands now (in the source, purged, restored) are reported.
+
+use std::collections::{BTreeMap, BTreeSet};
+
+use futures_util::{StreamExt, TryStreamExt};
+use sqlx::AssertSqlSafe;
+
+use super::apps::{self, Population, Selection};
+use super::{Observer, RunContext};
+use crate::db::receipts::{Receipts, StoredReceipt};
+use crate::db::DbError;
+use crate::store::{self, StoreError};
+use crate::summary::details::{FindRun, FoundRow};
+use crate::summary::{RunDetails, Summary};
+
+#[derive(Debug, Clone, Default)]
+pub struct FindOptions {
+    /// Which apps and batches to look in (batch ids and `--from`/`--to` narrow the search of
+    /// compacted batches and `--where`).
+    pub selection: Selection,
+    /// The event ids to find.
+    pub event_ids: Vec<String>,
+    /// Or rows whose `column` (its NDJSON key) holds `value` (a string's text, a number as
+    /// written, `null`).
+    pub filter: Option<(String, String)>,
+    /// Batches searched at once.
+    pub parallel: usize,
+}
+
+#[derive(Debug, thiserror::Error)]
+enum Failure {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+}
+
+/// What to look for in a batch's lines.
+#[derive(Debug, Clone)]
+enum Wanted {
+    Ids(BTreeSet<String>),
+    Filter(String, String),
+}
+
+pub async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Observer) -> Summary {
+    let mut summary = Summary::new("find");
+    summary.table = Some(ctx.spec.name.to_string());
+    summary.store = Some(ctx.store.location().to_string());
+    let before = ctx.store_stats();
+    if opts.event_ids.is_empty() == opts.filter.is_none() {
+        return Summary::unusable(
+            "find",
+            "find needs --event-id (repeatable, or --event-ids-from FILE) or --where COLUMN=VALUE"
+                .into(),
+        );
+    }
+    let sel = &opts.selection;
+    if opts.filter.is_some() && sel.whole_apps() {
+        return Summary::unusable(
+            "find",
+            "--where searches the data objects: narrow it with --from/--to or --batch-id (the whole archive would be read)".into(),
+        );
+    }
+    let apps = match apps::resolve(ctx, &sel.apps(), &Population::SourceAndReceipts).await {
+        Ok(apps) => apps,
+        Err(e) => return summary.without_apps(e),
+    };
+    let mut run = FindRun::default();
+    match find(ctx, opts, &apps, observer, &mut run).await {
+        Ok(()) => {}
+        Err(e) => {
+            summary.error = Some(e.to_string());
+            summary.exit_code = 2;
+        }
+    }
+    summary.store_requests = ctx.store_activity(&before);
+    let found_all = if opts.event_ids.is_empty() {
+        !run.found.is_empty()
+    } else {
+        run.not_found.is_empty()
+    };
+    summary.details = Some(RunDetails::Find(run));
+    if summary.exit_code == 0 && !found_all {
+        summary.exit_code = 1;
+    }
+    summary.ok = summary.exit_code == 0;
+    summary.stop_reason = Some(
+        match summary.exit_code {
+            0 => "found",
+            1 => "not found",
+            _ => "could not look (see error)",
+        }
+        .to_string(),
+    );
+    summary
+}
+
+async fn find(
+    ctx: &RunContext,
+    opts: &FindOptions,
+    apps: &[String],
+    observer: &dyn Observer,
+    run: &mut FindRun,
+) -> Result<(), Failure> {
+    let pool = &ctx.db.pool;
+    let receipts = Receipts::new(ctx.spec);
+    // (app, batch) → what to look for in it.
+    let mut candidates: BTreeMap<(String, String), Wanted> = BTreeMap::new();
+    if let Some((column, value)) = &opts.filter {
+        for app in apps {
+            let scope = opts.selection.scope(Some(app));
+            let listed = receipts.stream(pool, scope);
+            futures_util::pin_mut!(listed);
+            while let Some(receipt) = listed.try_next().await? {
+                candidates.insert(
+                    (receipt.app_code, receipt.batch_id),
+                    Wanted::Filter(column.clone(), value.clone()),
+                );
+            }
+        }
+    } else {
+        let mut unplaced: BTreeSet<String> = opts.event_ids.iter().cloned().collect();
+        for app in apps {
+            for id in &opts.event_ids {
+                for batch in batches_naming(ctx, app, id).await? {
+                    unplaced.remove(id);
+                    want_id(&mut candidates, app, &batch, id);
+                }
+            }
+        }
+        // Ids no member row names may be in a compacted batch (its member rows of purged rows
+        // are gone): those batches, in scope, are searched for them.
+        if !unplaced.is_empty() {
+            for app in apps {
+                let scope = opts.selection.scope(Some(app));
+                let listed = receipts.stream(pool, scope);
+                futures_util::pin_mut!(listed);
+                while let Some(receipt) = listed.try_next().await? {
+                    if receipt.compaction.is_some() {
+                        run.searched_compacted_batches += 1;
+                        for id in &unplaced {
+                            want_id(&mut candidates, app, &receipt.batch_id, id);
+                        }
+                    }
+                }
+            }
+        }
+    }
+    observer.start("find", "batches", Some(candidates.len() as u64));
+    let parallel = opts.parallel.max(1);
+    let searched: Vec<Result<Searched, Failure>> =
+        futures_util::stream::iter(candidates.into_iter())
+            .map(|((app, batch), wanted)| {
+                let receipts = receipts.clone();
+                async move {
+                    let found = match receipts.get(pool, &app, &batch).await? {
+                        Some(receipt) => search(ctx, &receipt, &wanted).await?,
+                        None => Searched::Rows(Vec::new()),
+                    };
+                    observer.advance(1, "");
+                    Ok(found)
+                }
+            })
+            .buffer_unordered(parallel)
+            .collect()
+            .await;
+    observer.finish();
+    for found in searched {
+        run.searched_batches += 1;
+        match found? {
+            Searched::Rows(rows) => run.found.extend(rows),
+            Searched::Missing(key) => run.missing_objects.push(key),
+        }
+    }
+    run.missing_objects.sort();
+    for row in &mut run.found {
+        row.now = where_it_stands(ctx, row).await?;
+    }
+    run.found.sort_by(|a, b| {
+        (&a.app_code, a.updated_at_ms, &a.event_id, &a.batch_id).cmp(&(
+            &b.app_code,
+            b.updated_at_ms,
+            &b.event_id,
+            &b.batch_id,
+        ))
+    });
+    let found: BTreeSet<&str> = run.found.iter().map(|f| f.event_id.as_str()).collect();
+    run.not_found = opts
+        .event_ids
+        .iter()
+        .filter(|id| !found.contains(id.as_str()))
+        .cloned()
+        .collect();
+    Ok(())
+}
+
+fn want_id(candidates: &mut BTreeMap<(String, String), Wanted>, app: &str, batch: &str, id: &str) {
+    let entry = candidates
+        .entry((app.to_string(), batch.to_string()))
+        .or_insert_with(|| Wanted::Ids(BTreeSet::new()));
+    if let Wanted::Ids(ids) = entry {
+        ids.insert(id.to_string());
+    }
+}
+
+/// The batches whose member or superseded rows name `event_id` of `app` (primary-key lookups).
+async fn batches_naming(
+    ctx: &RunContext,
+    app: &str,
+    event_id: &str,
+) -> Result<Vec<String>, DbError> {
+    let spec = ctx.spec;
+    let sql = format!(
+        "SELECT batch_id FROM {} WHERE app_code = ? AND event_id = ? \
+         UNION SELECT batch_id FROM {} WHERE app_code = ? AND event_id = ?",
+        spec.members_table(),
+        spec.superseded_table()
+    );
+    sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(app)
+        .bind(event_id)
+        .bind(app)
+        .bind(event_id)
+        .fetch_all(&ctx.db.pool)
+        .await
+        .map_err(|source| DbError::Query {
+            context: format!("looking up event {event_id:?} of app {app} in the members"),
+            source,
+        })
+}
+
+/// What searching one batch found.
+enum Searched {
+    Rows(Vec<FoundRow>),
+    /// Its data object is not in the store.
+    Missing(String),
+}
+
+/// One GET of the batch's data object; its lines that match, with their numbers.
+async fn search(
+    ctx: &RunContext,
+    receipt: &StoredReceipt,
+    wanted: &Wanted,
+) -> Result<Searched, Failure> {
+    use std::io::BufRead;
+    let key = &receipt.keys.data;
+    let Some(bytes) = store::get_all(ctx.store.as_ref(), key).await? else {
+        return Ok(Searched::Missing(key.clone()));
+    };
+    let intact = crate::digest::sha256_hex(&bytes) == receipt.data.sha256;
+    let layout = ctx.spec.layout();
+    let id_key = ctx.spec.columns[layout.event_id].json_key;
+    let updated_key = ctx.spec.columns[layout.updated_at_ms].json_key;
+    let mut out = Vec::new();
+    let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(bytes.as_slice()));
+    for (n, line) in reader.split(b'\n').enumerate() {
+        let Ok(line) = line else {
+            break; // a damaged object: what was read so far is reported, `intact` says so
+        };
+        let matches = match wanted {
+            Wanted::Ids(ids) => {
+                // A cheap test before parsing: the id's JSON text must occur in the line.
+                ids.iter().any(|id| {
+                    let quoted = serde_json::to_string(id).unwrap_or_default();
+                    memchr::memmem::find(&line, quoted.as_bytes()).is_some()
+                })
+            }
+            Wanted::Filter(_, value) => memchr::memmem::find(&line, value.as_bytes()).is_some(),
+        };
+        if !matches {
+            continue;
+        }
+        let Ok(row) = serde_json::from_slice::<serde_json::Value>(&line) else {
+            continue;
+        };
+        let hit = match wanted {
+            Wanted::Ids(ids) => row[id_key].as_str().is_some_and(|id| ids.contains(id)),
+            Wanted::Filter(column, value) => match &row[column.as_str()] {
+                serde_json::Value::String(s) => s == value,
+                serde_json::Value::Null => value == "null",
+                other => other.to_string() == *value,
+            },
+        };
+        if hit {
+            out.push(FoundRow {
+                event_id: row[id_key].as_str().unwrap_or_default().to_string(),
+                app_code: receipt.app_code.clone(),
+                batch_id: receipt.batch_id.clone(),
+                key: key.clone(),
+                line: n as u64 + 1,
+                updated_at_ms: row[updated_key].as_i64().unwrap_or_default(),
+                object_matches_receipt: intact,
+                now: String::new(),
+                row,
+            });
+        }
+    }
+    Ok(Searched::Rows(out))
+}
+
+/// Where a found row stands now: in the source as archived, in the source in another version,
+/// back in the source by a restore, or gone (purged).
+async fn where_it_stands(ctx: &RunContext, row: &FoundRow) -> Result<String, DbError> {
+    let spec = ctx.spec;
+    let sql = format!(
+        "SELECT {} FROM {} WHERE {} = ? AND {} = ?",
+        spec.updated_at_ms, spec.name, spec.app_code, spec.event_id
+    );
+    let in_source: Option<i64> = sqlx::query_scalar(AssertSqlSafe(sql))
+        .bind(&row.app_code)
+        .bind(&row.event_id)
+        .fetch_optional(&ctx.db.pool)
+        .await
+        .map_err(|source| DbError::Query {
+            context: format!("looking up event {:?} in {}", row.event_id, spec.name),
+            source,
+        })?;
+    let receipt = Receipts::new(spec)
+        .get(&ctx.db.pool, &row.app_code, &row.batch_id)
+        .await?;
+    let restored = receipt.as_ref().is_some_and(|r| r.restored_at_ms.is_some());
+    Ok(match in_source {
+        Some(ms) if ms == row.updated_at_ms && restored => "in the source, restored".into(),
+        Some(ms) if ms == row.updated_at_ms => "in the source (not purged yet)".into(),
+        Some(ms) => format!("in the source in another version (updated_at_ms {ms})"),
+        None => "purged from the source".into(),
+    })
+}
