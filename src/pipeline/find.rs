@@ -154,22 +154,21 @@ async fn find(
     }
     observer.start("find", "batches", Some(candidates.len() as u64));
     let parallel = opts.parallel.max(1);
-    let searched: Vec<Result<Searched, Failure>> =
-        futures_util::stream::iter(candidates.into_iter())
-            .map(|((app, batch), wanted)| {
-                let receipts = receipts.clone();
-                async move {
-                    let found = match receipts.get(pool, &app, &batch).await? {
-                        Some(receipt) => search(ctx, &receipt, &wanted).await?,
-                        None => Searched::Rows(Vec::new()),
-                    };
-                    observer.advance(1, "");
-                    Ok(found)
-                }
-            })
-            .buffer_unordered(parallel)
-            .collect()
-            .await;
+    let searched: Vec<Result<Searched, Failure>> = futures_util::stream::iter(candidates)
+        .map(|((app, batch), wanted)| {
+            let receipts = receipts.clone();
+            async move {
+                let found = match receipts.get(pool, &app, &batch).await? {
+                    Some(receipt) => search(ctx, &receipt, &wanted).await?,
+                    None => Searched::Rows(Vec::new()),
+                };
+                observer.advance(1, "");
+                Ok(found)
+            }
+        })
+        .buffer_unordered(parallel)
+        .collect()
+        .await;
     observer.finish();
     for found in searched {
         run.searched_batches += 1;
@@ -284,7 +283,7 @@ async fn search(
             Wanted::Filter(column, value) => match &row[column.as_str()] {
                 serde_json::Value::String(s) => s == value,
                 serde_json::Value::Null => value == "null",
-                other => other.to_string() == *value,
+                other => other.to_string().as_str() == value.as_str(),
             },
         };
         if hit {
