@@ -208,6 +208,7 @@ async fn look_around(env: &RunContext, cutoff_ms: i64) {
     let status_options = status::StatusOptions {
         apps: Apps::All,
         cutoff_ms,
+        grace_ms: 24 * 3_600_000,
         delivered_status: "DELIVERED".into(),
         format: status::Format::Table,
     };

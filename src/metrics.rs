@@ -82,7 +82,7 @@ const LAST_SUCCESS_HELP: &str = "When the command last succeeded for the app (Un
 fn succeeded(app: &AppReport) -> bool {
     matches!(
         app.outcome,
-        Outcome::Archived | Outcome::UpToDate | Outcome::Done | Outcome::Stopped
+        Outcome::Archived | Outcome::Planned | Outcome::UpToDate | Outcome::Done | Outcome::Stopped
     )
 }
 

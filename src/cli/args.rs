@@ -310,6 +310,11 @@ pub enum Command {
     /// Exit status: 0 every event id found (with --where: at least one row), 1 not found, 2 could
     /// not look.
     Find(FindArgs),
+    /// The last runs, newest first: command, app, outcome, rows, batches, how long, and the error
+    /// of a failed one (every command's runs per app, and runs that could not start).
+    ///
+    /// Exit status: 0 (also with no run yet), 2 when the database cannot be read.
+    History(HistoryArgs),
     /// Delete source rows that are exact members of VERIFIED receipts older than the grace period.
     Purge(PurgeArgs),
     /// Load archived batches back into a table, verifying every object first.
@@ -515,6 +520,22 @@ pub struct VerifyArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct HistoryArgs {
+    /// Only this app's runs.
+    #[arg(long)]
+    pub app: Option<String>,
+    /// Only this command's runs (archive, purge, verify, restore, compact, find).
+    #[arg(long)]
+    pub command: Option<String>,
+    /// How many runs.
+    #[arg(long, default_value_t = 20)]
+    pub last: u32,
+    /// Output format [default: table on a terminal, json otherwise]
+    #[arg(long, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
+    pub format: Option<FormatArg>,
+}
+
+#[derive(Debug, Args)]
 pub struct FindArgs {
     #[command(flatten)]
     pub scope: BatchScopeArgs,
@@ -621,6 +642,10 @@ pub struct StatusArgs {
     pub apps: AnyAppArgs,
     #[command(flatten)]
     pub cutoff: CutoffArgs,
+    /// Purge's grace period, to split rows awaiting purge into those purge takes on its next run
+    /// and those that still wait (as purge --grace).
+    #[arg(long, env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
+    pub grace: i64,
     /// Output format [default: table on a terminal, json otherwise]
     #[arg(long, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
     pub format: Option<FormatArg>,

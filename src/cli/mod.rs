@@ -16,7 +16,7 @@ pub use args::{Command, Common, LogFormat};
 pub use print_config::effective_config;
 
 use crate::commands::{
-    archive, compact, demo, doctor, find, migrate, purge, restore, status, verify,
+    archive, compact, demo, doctor, find, history, migrate, purge, restore, status, verify,
 };
 use crate::metrics;
 use crate::pipeline::apps::Apps;
@@ -191,6 +191,17 @@ impl ArchiveCommand for compact::CompactOptions {
 async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
     let Cli { common, command } = cli;
     let now = system_clock()();
+    let summary = command_summary(&common, command, now, shutdown).await;
+    note_run_level(&common, &summary, now).await;
+    summary
+}
+
+async fn command_summary(
+    common: &Common,
+    command: Command,
+    now: i64,
+    shutdown: CancellationToken,
+) -> Summary {
     match command {
         Command::Migrate { with_source_table } => {
             let options = migrate::MigrateOptions { with_source_table };
@@ -208,36 +219,43 @@ async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
             db.close().await;
             summary
         }
-        Command::Archive(args) => match args.into_options(&common, now) {
+        Command::Archive(args) => match args.into_options(common, now) {
             Err(e) => Summary::unusable("archive", e),
-            Ok(options) => with_context(&common, &options, shutdown).await,
+            Ok(options) => with_context(common, &options, shutdown).await,
         },
-        Command::Purge(args) => match args.into_options(&common) {
+        Command::Purge(args) => match args.into_options(common) {
             Err(e) => Summary::unusable("purge", e),
-            Ok(options) => with_context(&common, &options, shutdown).await,
+            Ok(options) => with_context(common, &options, shutdown).await,
         },
-        Command::Compact(args) => match args.into_options(&common) {
+        Command::Compact(args) => match args.into_options(common) {
             Err(e) => Summary::unusable("compact", e),
-            Ok(options) => with_context(&common, &options, shutdown).await,
+            Ok(options) => with_context(common, &options, shutdown).await,
         },
         Command::Verify(args) => {
-            let options = args.into_options(&common, now);
-            with_context(&common, &options, shutdown).await
+            let options = args.into_options(common, now);
+            with_context(common, &options, shutdown).await
         }
         Command::Restore(args) => {
-            let options = args.into_options(&common);
-            with_context(&common, &options, shutdown).await
+            let options = args.into_options(common);
+            with_context(common, &options, shutdown).await
         }
         Command::Status(args) => {
-            let options = args.into_options(&common, now);
-            status_command(&common, &options, shutdown).await
+            let options = args.into_options(common, now);
+            status_command(common, &options, shutdown).await
         }
         Command::Find(args) => match args.into_options() {
             Err(e) => Summary::unusable("find", e),
-            Ok(options) => with_context(&common, &options, shutdown).await,
+            Ok(options) => with_context(common, &options, shutdown).await,
         },
-        Command::Doctor(args) => doctor_command(&common, args, now).await,
-        Command::Schema => schema_command(&common).await,
+        Command::History(args) => {
+            let options = args.into_options();
+            with_database(common, "history", shutdown, |ctx| async move {
+                history::run(&ctx, &options).await
+            })
+            .await
+        }
+        Command::Doctor(args) => doctor_command(common, args, now).await,
+        Command::Schema => schema_command(common).await,
         Command::Demo(args) => {
             let spec = match common.spec() {
                 Ok(spec) => spec,
@@ -429,12 +447,30 @@ async fn status_command(
     options: &status::StatusOptions,
     shutdown: CancellationToken,
 ) -> Summary {
+    with_database(common, "status", shutdown, |ctx| async move {
+        status::run(&ctx, options).await
+    })
+    .await
+}
+
+/// Opens the database side only (`status`, `history`: no store), checked as every command
+/// checks it, runs `work`, and always closes the database.
+async fn with_database<F, Fut>(
+    common: &Common,
+    name: &'static str,
+    shutdown: CancellationToken,
+    work: F,
+) -> Summary
+where
+    F: FnOnce(DbContext) -> Fut,
+    Fut: std::future::Future<Output = Summary>,
+{
     if let Err(e) = common.profile() {
-        return Summary::unusable("status", e);
+        return Summary::unusable(name, e);
     }
     let db = match common.database().await {
         Ok(db) => db,
-        Err(e) => return Summary::unusable("status", e),
+        Err(e) => return Summary::unusable(name, e),
     };
     let spec = async {
         let spec = common.spec_on(&db).await?;
@@ -442,14 +478,43 @@ async fn status_command(
         Ok::<_, String>(spec)
     };
     let summary = match spec.await {
-        Err(e) => Summary::unusable("status", e),
-        Ok(spec) => {
-            let ctx = DbContext::new(spec, db.clone(), shutdown, system_clock());
-            status::run(&ctx, options).await
-        }
+        Err(e) => Summary::unusable(name, e),
+        Ok(spec) => work(DbContext::new(spec, db.clone(), shutdown, system_clock())).await,
     };
     db.close().await;
     summary
+}
+
+/// Records a command that could not start (or failed before its first app) as a run of the
+/// whole command (app code empty), where the database can be reached: `history` shows why last
+/// night's run failed even when it failed before its first app. `doctor` is not recorded: the
+/// preflight writes no row, so that it needs no write grant.
+async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) {
+    const RECORDED: [&str; 6] = ["archive", "purge", "verify", "restore", "compact", "find"];
+    if !summary.apps.is_empty() || !RECORDED.contains(&summary.command) || summary.error.is_none() {
+        return;
+    }
+    let Ok(db) = common.database().await else {
+        return;
+    };
+    if let Ok(spec) = common.spec_on(&db).await {
+        if db.require_tables(spec).await.is_ok() {
+            let record = crate::db::runs::Record {
+                app: "",
+                command: summary.command,
+                outcome: "failed",
+                batches: 0,
+                rows: 0,
+                error: summary.error.as_deref(),
+                started_at_ms,
+                finished_at_ms: system_clock()(),
+            };
+            crate::db::runs::Runs::new(spec)
+                .note(&db.pool, &record)
+                .await;
+        }
+    }
+    db.close().await;
 }
 
 #[cfg(test)]

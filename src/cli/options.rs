@@ -6,12 +6,12 @@ use std::sync::Arc;
 
 use super::args::{
     AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, CommandArg, Common, CompactArgs, CutoffArgs,
-    DiscoveryArg, DoctorArgs, FindArgs, FormatArg, LockModeArg, LogFormat, PurgeArgs, RestoreArgs,
-    SseArg, StatusArgs, ThawArgs, ThawTierArg, UploadChecksumArg, VerifyArgs,
+    DiscoveryArg, DoctorArgs, FindArgs, FormatArg, HistoryArgs, LockModeArg, LogFormat, PurgeArgs,
+    RestoreArgs, SseArg, StatusArgs, ThawArgs, ThawTierArg, UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
 use crate::batch::Limits;
-use crate::commands::{archive, compact, find, purge, restore, status, verify};
+use crate::commands::{archive, compact, find, history, purge, restore, status, verify};
 use crate::db::replica::{self, Discovery};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
@@ -164,6 +164,22 @@ impl PurgeArgs {
     }
 }
 
+impl HistoryArgs {
+    pub fn into_options(self) -> history::HistoryOptions {
+        let on_terminal = std::io::stdout().is_terminal();
+        history::HistoryOptions {
+            app: self.app,
+            command: self.command,
+            last: self.last,
+            table: match self.format {
+                Some(FormatArg::Table) => true,
+                Some(FormatArg::Json) => false,
+                None => on_terminal,
+            },
+        }
+    }
+}
+
 impl FindArgs {
     pub fn into_options(self) -> Result<find::FindOptions, String> {
         let mut event_ids = self.event_ids;
@@ -269,6 +285,7 @@ impl StatusArgs {
         status::StatusOptions {
             apps: self.apps.apps(),
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
+            grace_ms: self.grace,
             delivered_status: common.delivered_status(),
             format: self.format.map(Into::into).unwrap_or(if on_terminal {
                 status::Format::Table

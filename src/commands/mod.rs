@@ -7,6 +7,7 @@ pub mod compact;
 pub mod demo;
 pub mod doctor;
 pub mod find;
+pub mod history;
 pub mod migrate;
 pub mod purge;
 pub mod restore;

@@ -26,6 +26,9 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
     }));
     let which = opts.selection.apps();
     let population = Population::Receipts(opts.selection.scope(None));
+    if let Err(e) = opts.selection.check_batch_ids(ctx).await {
+        return summary.without_apps(e);
+    }
     let apps = match apps::resolve(ctx, &which, &population).await {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
@@ -55,7 +58,7 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
         },
         db_retries: 0,
         deadline: None,
-        note_runs: false,
+        note_runs: true,
         parallel: opts.parallel_apps,
     };
     summary.apps = driver.run(apps, &restorer).await;

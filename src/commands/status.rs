@@ -6,7 +6,6 @@ use crate::pipeline::status::Status;
 use crate::pipeline::DbContext;
 use crate::summary::details::StatusApp;
 use crate::summary::{AppDetails, AppReport, Summary};
-use crate::timespec;
 
 /// How `status` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -19,6 +18,8 @@ pub enum Format {
 pub struct StatusOptions {
     pub apps: Apps,
     pub cutoff_ms: i64,
+    /// Purge's `--grace`, to tell rows purge takes next from rows that still wait.
+    pub grace_ms: i64,
     pub delivered_status: String,
     pub format: Format,
 }
@@ -31,7 +32,7 @@ pub async fn run(ctx: &DbContext, opts: &StatusOptions) -> Summary {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    let status = Status::new(ctx, opts.cutoff_ms, &opts.delivered_status);
+    let status = Status::new(ctx, opts.cutoff_ms, opts.grace_ms, &opts.delivered_status);
     let driver = Driver {
         ctx,
         command: "status",
@@ -59,20 +60,35 @@ fn age(ms: Option<i64>) -> String {
     }
 }
 
-const COLUMNS: [&str; 10] = [
+const COLUMNS: [&str; 9] = [
     "APP",
-    "CURSOR",
     "CURSOR AGE",
-    "RECEIPTS",
     "ARCHIVED",
     "AWAITING PURGE",
     "BACKLOG",
     "OLDEST BACKLOG",
+    "LAST ARCHIVE",
+    "LAST PURGE",
     "LAST DRILL",
-    "LAST RUN",
 ];
 
-/// One app's line of the table.
+/// A run as a table cell: its outcome and how long ago, and the start of its error.
+fn run_cell(run: Option<&crate::db::runs::Run>, now: i64) -> String {
+    let Some(r) = run else { return "-".into() };
+    let mut cell = format!("{} {} ago", r.outcome, age(Some(now - r.finished_at_ms)));
+    if let Some(error) = &r.error {
+        let short: String = error.chars().take(60).collect();
+        let more = if error.chars().count() > 60 {
+            "…"
+        } else {
+            ""
+        };
+        cell.push_str(&format!(": {short}{more}"));
+    }
+    cell
+}
+
+/// One app's line of the table. Every age is in one format (`59s`, `60m`, `24h`, `8d`).
 fn line(app: &AppReport, now: i64) -> Vec<String> {
     let error = app.error.as_deref().map(|e| format!("error: {e}"));
     let Some(AppDetails::Status(s)) = &app.details else {
@@ -82,27 +98,31 @@ fn line(app: &AppReport, now: i64) -> Vec<String> {
         return cells;
     };
     let s: &StatusApp = s;
-    let cursor = s
-        .cursor
-        .as_ref()
-        .map_or("-".to_string(), |c| timespec::rfc3339(c.updated_at_ms));
-    let last = s.last_run.as_ref().map_or("-".to_string(), |r| {
-        format!("{} {} ago", r.outcome, age(Some(now - r.finished_at_ms)))
-    });
     let drill = s.last_good_drill.as_ref().map_or("-".to_string(), |d| {
-        format!("{} ago", age(Some(now - d.drilled_at_ms)))
+        format!("ok {} ago", age(Some(now - d.drilled_at_ms)))
     });
+    let awaiting = match (s.awaiting_purge_in_grace_rows, s.purge_eligible_from_ms) {
+        (0, _) => s.awaiting_purge_eligible_rows.to_string(),
+        (wait, Some(at)) => format!(
+            "{} (+{wait} in grace, from {})",
+            s.awaiting_purge_eligible_rows,
+            match at - now {
+                left if left > 0 => format!("in {}", age(Some(left))),
+                _ => "now".into(),
+            }
+        ),
+        (wait, None) => format!("{} (+{wait} in grace)", s.awaiting_purge_eligible_rows),
+    };
     vec![
         app.app_code.clone(),
-        cursor,
         age(s.cursor_age_ms),
-        s.receipts.to_string(),
         s.archived_rows.to_string(),
-        s.awaiting_purge_rows.to_string(),
+        awaiting,
         s.backlog_rows.to_string(),
         age(s.oldest_backlog_age_ms),
+        error.unwrap_or_else(|| run_cell(s.last_run.as_ref(), now)),
+        run_cell(s.last_purge.as_ref(), now),
         drill,
-        error.unwrap_or(last),
     ]
 }
 

@@ -25,6 +25,9 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         true => Population::SourceAndReceipts,
         false => Population::Receipts(opts.selection.scope(None)),
     };
+    if let Err(e) = opts.selection.check_batch_ids(ctx).await {
+        return summary.without_apps(e);
+    }
     let apps = match apps::resolve(ctx, &which, &population).await {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
@@ -37,7 +40,7 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         gate: Gate::Open,
         db_retries: 0,
         deadline: None,
-        note_runs: false,
+        note_runs: true,
         parallel: 1,
     };
     // Orphans are looked for under the apps' own spellings (what their keys hold).
@@ -62,6 +65,11 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
             }
         }
     }
+    if let Some(error) = wrong_location(ctx, &run).await {
+        // Not data loss to escalate: a store setting that points elsewhere.
+        run.findings.clear();
+        summary.error = Some(error);
+    }
     let could_not_look = summary.error.is_some() || summary.apps.iter().any(|a| a.error.is_some());
     if could_not_look {
         summary.exit_code = 2;
@@ -71,4 +79,47 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     summary.details = Some(RunDetails::Verify(run));
     summary.store_requests = ctx.store_activity(&before);
     summary.settle()
+}
+
+/// When every batch checked is missing its objects and nothing at all lies under the table's
+/// prefix, `--store` points elsewhere (another bucket, a prefix one level off): one error that
+/// names the setting, instead of a `missing_object` finding per object.
+async fn wrong_location(
+    ctx: &RunContext,
+    run: &crate::summary::details::VerifyRun,
+) -> Option<String> {
+    use crate::pipeline::verifier::FindingKind;
+    if run.checked_batches.is_empty()
+        || run
+            .findings
+            .iter()
+            .any(|f| f.kind != FindingKind::MissingObject)
+    {
+        return None;
+    }
+    let missing: std::collections::HashSet<&str> = run
+        .findings
+        .iter()
+        .filter_map(|f| f.batch_id.as_deref())
+        .collect();
+    if missing.len() != run.checked_batches.len() {
+        return None;
+    }
+    let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
+    use futures_util::StreamExt;
+    let first = ctx.store.list_pages(&table).next().await;
+    let empty = match first {
+        None => true,
+        Some(Ok(keys)) => keys.is_empty(),
+        Some(Err(_)) => false,
+    };
+    if !empty {
+        return None;
+    }
+    Some(format!(
+        "none of the {} batches checked has an object in the store, and nothing lies under {table} at {}: --store / OUTBOX_ARCHIVER_STORE most likely names another bucket or prefix than the archive was written to (the receipts' keys look like {}). If it is the right one, the archive is gone: escalate",
+        run.checked_batches.len(),
+        ctx.store.location(),
+        run.findings.first().and_then(|f| f.key.as_deref()).unwrap_or("?")
+    ))
 }

@@ -90,6 +90,8 @@ pub enum DbError {
         column: String,
         collation: String,
     },
+    #[error("--batch-id {ids} matches no receipt of {table} (check the id; `outbox-archiver status` and the receipts table list the batches)")]
+    UnknownBatches { ids: String, table: String },
     #[error("--app {typed:?} matches no app in {table} or its receipts{closest}")]
     UnknownApp {
         typed: String,

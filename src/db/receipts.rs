@@ -273,6 +273,55 @@ impl Receipts {
         )
     }
 
+    /// The rows of an app's receipts that purge leaves to `--grace` — not purged, not restored,
+    /// verified after `verified_after_ms` — and the earliest of those receipts' verification.
+    pub async fn in_grace(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        verified_after_ms: i64,
+    ) -> Result<(u64, Option<i64>), DbError> {
+        let sql = format!(
+            "SELECT CAST(COALESCE(SUM(GREATEST(row_count - purged_rows - superseded_rows, 0)), 0) AS SIGNED), \
+             MIN(verified_at_ms) FROM {} WHERE app_code = ? AND state = ? AND purged_at_ms IS NULL \
+             AND restored_at_ms IS NULL AND verified_at_ms > ?",
+            self.table()
+        );
+        let (rows, first): (i64, Option<i64>) = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(STATE_VERIFIED)
+            .bind(verified_after_ms)
+            .fetch_one(pool)
+            .await
+            .context(|| format!("counting the rows of app {app} in --grace"))?;
+        Ok((rows.max(0) as u64, first))
+    }
+
+    /// Of `batch_ids`, those no VERIFIED receipt has (a typo, another table's batch).
+    pub async fn unknown_batch_ids(
+        &self,
+        pool: &MySqlPool,
+        batch_ids: &[String],
+    ) -> Result<Vec<String>, DbError> {
+        let mut unknown = Vec::new();
+        for id in batch_ids {
+            let sql = format!(
+                "SELECT COUNT(*) FROM {} WHERE batch_id = ? AND state = ?",
+                self.table()
+            );
+            let n: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+                .bind(id)
+                .bind(STATE_VERIFIED)
+                .fetch_one(pool)
+                .await
+                .context(|| format!("looking up batch {id}"))?;
+            if n == 0 {
+                unknown.push(id.clone());
+            }
+        }
+        Ok(unknown)
+    }
+
     /// The VERIFIED receipt of `batch_id` of `app`, as it is now.
     pub async fn get(
         &self,

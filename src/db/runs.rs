@@ -6,9 +6,11 @@ use sqlx::{AssertSqlSafe, MySqlPool};
 use super::{Context, DbError};
 use crate::table::TableSpec;
 
-/// One recorded run of one app.
+/// One recorded run of one app (`app_code` empty: the run as a whole — doctor, or a command that
+/// could not start).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct Run {
+    pub app_code: String,
     pub command: String,
     pub started_at_ms: i64,
     pub finished_at_ms: i64,
@@ -80,7 +82,7 @@ impl Runs {
     ) -> Result<Option<Run>, DbError> {
         let spec = self.spec;
         let sql = format!(
-        "SELECT command, started_at_ms, finished_at_ms, outcome, batches, row_count, error FROM {} \
+        "SELECT CAST(app_code AS CHAR) AS app_code, command, started_at_ms, finished_at_ms, outcome, batches, row_count, error FROM {} \
          WHERE app_code = ? AND command = ? ORDER BY id DESC LIMIT 1",
         spec.runs_table()
     );
@@ -90,5 +92,31 @@ impl Runs {
             .fetch_optional(pool)
             .await
             .context(|| format!("reading the last run of app {app}"))
+    }
+
+    /// The most recent runs, newest first: of `app` and of `command` where given.
+    pub async fn recent(
+        &self,
+        pool: &MySqlPool,
+        app: Option<&str>,
+        command: Option<&str>,
+        limit: u32,
+    ) -> Result<Vec<Run>, DbError> {
+        let mut qb = sqlx::QueryBuilder::<sqlx::MySql>::new(format!(
+            "SELECT CAST(app_code AS CHAR) AS app_code, command, started_at_ms, finished_at_ms, outcome, batches, row_count, error \
+             FROM {} WHERE 1 = 1",
+            self.spec.runs_table()
+        ));
+        if let Some(app) = app {
+            qb.push(" AND app_code = ").push_bind(app);
+        }
+        if let Some(command) = command {
+            qb.push(" AND command = ").push_bind(command);
+        }
+        qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+        qb.build_query_as()
+            .fetch_all(pool)
+            .await
+            .context(|| "reading the runs".into())
     }
 }

@@ -94,6 +94,25 @@ pub enum Population {
     Receipts(ReceiptScope),
 }
 
+impl Selection {
+    /// Refuses batch ids that match no receipt (a typo must not be a clean, empty run).
+    pub async fn check_batch_ids(&self, ctx: &DbContext) -> Result<(), DbError> {
+        if self.batch_ids.is_empty() {
+            return Ok(());
+        }
+        let unknown = Receipts::new(ctx.spec)
+            .unknown_batch_ids(&ctx.db.pool, &self.batch_ids)
+            .await?;
+        if unknown.is_empty() {
+            return Ok(());
+        }
+        Err(DbError::UnknownBatches {
+            ids: unknown.join(", "),
+            table: ctx.spec.name.to_string(),
+        })
+    }
+}
+
 /// The apps of `apps` (listed ones once each, in the order given).
 pub async fn resolve(
     ctx: &DbContext,
@@ -376,6 +395,7 @@ impl Driver<'_> {
 pub fn ended(outcome: Outcome) -> &'static str {
     match outcome {
         Outcome::Archived | Outcome::UpToDate => "caught up",
+        Outcome::Planned => "planned (a dry run: nothing written)",
         Outcome::Done => "done",
         Outcome::SkippedLocked => "skipped: another process holds the app's lock",
         Outcome::Refused => "refused: unsafe app code",

@@ -298,6 +298,7 @@ impl<'a> Archiver<'a> {
         };
         self.observer.finish();
         Ok(match outcome {
+            Outcome::UpToDate if report.batches > 0 && self.opts.dry_run => Outcome::Planned,
             Outcome::UpToDate if report.batches > 0 => Outcome::Archived,
             other => other,
         })

@@ -67,6 +67,9 @@ pub async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Observer) 
             "--where searches the data objects: narrow it with --from/--to or --batch-id (the whole archive would be read)".into(),
         );
     }
+    if let Err(e) = sel.check_batch_ids(ctx).await {
+        return summary.without_apps(e);
+    }
     let apps = match apps::resolve(ctx, &sel.apps(), &Population::SourceAndReceipts).await {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),

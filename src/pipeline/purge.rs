@@ -29,7 +29,7 @@ use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::DbError;
 use crate::digest::RowFingerprint;
 use crate::failpoint::FailPoints;
-use crate::summary::details::PurgeApp;
+use crate::summary::details::{PlannedPurge, PurgeApp};
 use crate::summary::{AppDetails, AppReport, Outcome};
 
 #[derive(Debug, Clone)]
@@ -161,6 +161,26 @@ impl AppWork for Purger<'_> {
             Ok(n) => tally.details.restored_batches_left = Some(n),
             Err(e) => tracing::warn!(app, error = %e, "could not count restored batches"),
         }
+        let grace_from = (self.ctx.now_ms)() - self.opts.grace_ms;
+        match self
+            .receipts
+            .in_grace(&self.ctx.db.pool, app, grace_from)
+            .await
+        {
+            Ok((rows, first)) if rows > 0 => {
+                let eligible = first.map(|ms| ms + self.opts.grace_ms);
+                tracing::info!(
+                    app,
+                    rows,
+                    eligible_from = eligible.map(crate::timespec::rfc3339).unwrap_or_default(),
+                    "rows archived too recently for --grace wait; the first become purgeable then"
+                );
+                tally.details.in_grace_rows = rows;
+                tally.details.eligible_from_ms = eligible;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(app, error = %e, "could not count the rows in --grace"),
+        }
         report.details = Some(AppDetails::Purge(tally.details));
         report
     }
@@ -239,10 +259,19 @@ impl<'a> Purger<'a> {
         match access {
             Access::Locked(lock) => self.delete_members(receipt, &members, lock, tally).await,
             Access::DryRun | Access::Reading => {
+                let mut rows = 0;
                 for chunk in members.chunks(PURGE_CHUNK) {
-                    let would = self.purge.count(pool, app, chunk).await?;
-                    *tally.details.would_purge_rows.get_or_insert(0) += would;
+                    rows += self.purge.count(pool, app, chunk).await?;
                 }
+                *tally.details.would_purge_rows.get_or_insert(0) += rows;
+                let c = &receipt.content;
+                tally.details.would_purge_batches.push(PlannedPurge {
+                    batch_id: receipt.batch_id.clone(),
+                    day: crate::timespec::utc_date(c.first.updated_at_ms),
+                    first_updated_at_ms: c.first.updated_at_ms,
+                    last_updated_at_ms: c.last.updated_at_ms,
+                    rows,
+                });
                 Ok(Step::Done)
             }
         }

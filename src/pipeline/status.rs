@@ -20,6 +20,8 @@ use crate::summary::{AppDetails, AppReport, Outcome};
 pub struct Status<'a> {
     ctx: &'a DbContext,
     cutoff_ms: i64,
+    /// Purge's `--grace`: rows of receipts verified more recently wait.
+    grace_ms: i64,
     delivered_status: &'a str,
     receipts: Receipts,
     pages: SourceTable,
@@ -48,10 +50,16 @@ impl AppWork for Status<'_> {
 }
 
 impl<'a> Status<'a> {
-    pub fn new(ctx: &'a DbContext, cutoff_ms: i64, delivered_status: &'a str) -> Status<'a> {
+    pub fn new(
+        ctx: &'a DbContext,
+        cutoff_ms: i64,
+        grace_ms: i64,
+        delivered_status: &'a str,
+    ) -> Status<'a> {
         Status {
             ctx,
             cutoff_ms,
+            grace_ms,
             delivered_status,
             receipts: Receipts::new(ctx.spec),
             pages: SourceTable::new(ctx.spec),
@@ -73,6 +81,10 @@ impl<'a> Status<'a> {
             )
             .await?;
         let last_good_drill = Drills::new(spec).last_good(pool, app).await?;
+        let (in_grace, first_in_grace) = self
+            .receipts
+            .in_grace(pool, app, now - self.grace_ms)
+            .await?;
         let runs = Runs::new(spec);
         Ok(StatusApp {
             cursor_age_ms: cursor.as_ref().map(|c| now - c.updated_at_ms),
@@ -80,6 +92,9 @@ impl<'a> Status<'a> {
             receipts: totals.receipts,
             archived_rows: totals.archived_rows,
             awaiting_purge_rows: totals.awaiting_purge_rows,
+            awaiting_purge_eligible_rows: (totals.awaiting_purge_rows - in_grace as i64).max(0),
+            awaiting_purge_in_grace_rows: in_grace as i64,
+            purge_eligible_from_ms: first_in_grace.map(|ms| ms + self.grace_ms),
             superseded_rows: totals.superseded_rows,
             restored_batches: totals.restored_batches,
             backlog_rows: backlog.rows,

@@ -174,8 +174,28 @@ pub struct PurgeApp {
     /// Receipts left alone because they were restored into the source.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restored_batches_left: Option<u64>,
+    /// Rows of receipts verified too recently for `--grace`: they wait.
+    pub in_grace_rows: u64,
+    /// When the first of them becomes purgeable (its receipt's verification time + the grace).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub eligible_from_ms: Option<i64>,
+    /// `--dry-run`: the batches that would be purged.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub would_purge_batches: Vec<PlannedPurge>,
     #[serde(flatten)]
     pub replica_wait: ReplicaWait,
+}
+
+/// A batch `purge --dry-run` would purge.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct PlannedPurge {
+    pub batch_id: String,
+    /// The UTC day of its rows (its `dt=` partition).
+    pub day: String,
+    pub first_updated_at_ms: i64,
+    pub last_updated_at_ms: i64,
+    /// Rows that would be deleted now (exactly as archived).
+    pub rows: u64,
 }
 
 impl PurgeApp {
@@ -189,6 +209,9 @@ impl PurgeApp {
         self.failed_batches.extend(next.failed_batches);
         self.findings.extend(next.findings);
         self.restored_batches_left = next.restored_batches_left.or(self.restored_batches_left);
+        self.in_grace_rows = next.in_grace_rows;
+        self.eligible_from_ms = next.eligible_from_ms;
+        self.would_purge_batches.extend(next.would_purge_batches);
         self.replica_wait = self.replica_wait.then(next.replica_wait);
         self
     }
@@ -272,8 +295,12 @@ pub struct StatusApp {
     pub cursor_age_ms: Option<i64>,
     pub receipts: i64,
     pub archived_rows: i64,
-    /// What purge may still delete.
+    /// What purge may still delete: those past `--grace` (purge takes them on its next run) and
+    /// those still in it, with when the first of these becomes purgeable.
     pub awaiting_purge_rows: i64,
+    pub awaiting_purge_eligible_rows: i64,
+    pub awaiting_purge_in_grace_rows: i64,
+    pub purge_eligible_from_ms: Option<i64>,
     pub superseded_rows: i64,
     pub restored_batches: i64,
     pub backlog_rows: i64,

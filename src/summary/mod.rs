@@ -20,6 +20,8 @@ use crate::format::Cursor;
 #[serde(rename_all = "snake_case")]
 pub enum Outcome {
     Archived,
+    /// `archive --dry-run`: batches were planned, nothing written.
+    Planned,
     UpToDate,
     Done,
     SkippedLocked,
@@ -37,6 +39,7 @@ impl Outcome {
     pub fn as_str(self) -> &'static str {
         match self {
             Outcome::Archived => "archived",
+            Outcome::Planned => "planned",
             Outcome::UpToDate => "up_to_date",
             Outcome::Done => "done",
             Outcome::SkippedLocked => "skipped_locked",
@@ -370,7 +373,7 @@ mod tests {
         assert_eq!(
             json,
             json!({"purged_rows": 10, "kept_changed": ["x", "y"], "failed_batches": [],
-                   "findings": [], "restored_batches_left": 1})
+                   "findings": [], "restored_batches_left": 1, "in_grace_rows": 0})
         );
     }
 }

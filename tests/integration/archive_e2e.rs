@@ -228,6 +228,7 @@ async fn dry_run_plans_and_writes_nothing() {
     let planned = archive(&env, &opts).await;
     assert!(planned.ok);
     assert_eq!(planned.apps[0].rows, 40);
+    assert_eq!(planned.apps[0].outcome, Outcome::Planned, "not archived");
     assert!(keys(store.as_ref()).await.is_empty());
     assert!(db.receipts("a2").await.is_empty());
     opts.dry_run = false;

@@ -138,6 +138,7 @@ async fn compacted_receipts_keep_a_digest_and_every_batch_stays_provable() {
     let status = outbox_archiver::commands::status::run(
         &db_context(&db, CUTOFF + 3 * DAY),
         &outbox_archiver::commands::status::StatusOptions {
+            grace_ms: 86_400_000,
             apps: Apps::Listed(vec!["a1".into()]),
             cutoff_ms: CUTOFF + 2 * DAY,
             delivered_status: "DELIVERED".into(),

@@ -106,6 +106,7 @@ async fn a_member_delivered_again_never_wedges_its_app() {
     let status = outbox_archiver::commands::status::run(
         &db_context(&db, CUTOFF),
         &outbox_archiver::commands::status::StatusOptions {
+            grace_ms: 86_400_000,
             apps: outbox_archiver::pipeline::apps::Apps::Listed(vec!["a1".into()]),
             cutoff_ms: CUTOFF,
             delivered_status: "DELIVERED".into(),

@@ -75,6 +75,7 @@ async fn every_command_that_cannot_list_its_apps_exits_2_having_done_nothing() {
         status::run(
             &ctx,
             &StatusOptions {
+                grace_ms: 86_400_000,
                 apps: Apps::All,
                 cutoff_ms: cutoff,
                 delivered_status: "DELIVERED".into(),

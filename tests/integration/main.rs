@@ -24,6 +24,7 @@ mod grants;
 mod hostile;
 mod lock;
 mod metrics;
+mod operator;
 mod purge_restore;
 mod races;
 mod receipts;

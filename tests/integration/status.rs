@@ -24,6 +24,7 @@ async fn status_reports_cursor_backlog_and_last_run() {
     assert!(archive(&env, &opts).await.ok);
 
     let options = StatusOptions {
+        grace_ms: 86_400_000,
         apps: Apps::All,
         cutoff_ms: T0 + 2 * DAY,
         delivered_status: "DELIVERED".into(),
@@ -61,6 +62,7 @@ async fn status_reports_cursor_backlog_and_last_run() {
     let table = status::run(
         &db_context(&db, now),
         &StatusOptions {
+            grace_ms: 86_400_000,
             format: Format::Table,
             ..options
         },
