@@ -23,7 +23,7 @@ fn main() {
         run_id = summary::run_id(),
         command = command.as_str()
     );
-    let summary = runtime.block_on(
+    let mut summary = runtime.block_on(
         async {
             let shutdown = CancellationToken::new();
             tokio::spawn(forward_signals(shutdown.clone()).in_current_span());
@@ -31,6 +31,12 @@ fn main() {
         }
         .instrument(span.clone()),
     );
+    // A Ctrl-C is a human's abort: 130 (128 + SIGINT), so that `archive && purge` does not go
+    // on. SIGTERM (a CronJob stopped) stays a clean stop, exit 0, as before.
+    if summary.exit_code == 0 && outbox_archiver::pipeline::signal() == Some("SIGINT") {
+        summary.exit_code = 130;
+        summary.ok = false;
+    }
     if let Some(error) = &summary.error {
         span.in_scope(|| tracing::error!(command = summary.command, "{error}"));
     }
@@ -62,14 +68,19 @@ fn init_logging(format: LogFormat, filter: &str) {
     }
 }
 
-/// SIGTERM (a CronJob being stopped) or Ctrl-C: finish the current batch, then stop.
+/// SIGTERM (a CronJob being stopped) or Ctrl-C (SIGINT): finish the current batch, then stop;
+/// the signal is named in the stop reason.
 async fn forward_signals(shutdown: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
-    tokio::select! {
-        _ = term.recv() => {}
-        _ = tokio::signal::ctrl_c() => {}
-    }
-    tracing::warn!("shutdown requested: stopping after the current batch");
+    let name = tokio::select! {
+        _ = term.recv() => "SIGTERM",
+        _ = tokio::signal::ctrl_c() => "SIGINT",
+    };
+    outbox_archiver::pipeline::note_signal(name);
+    tracing::warn!(
+        signal = name,
+        "shutdown requested: stopping after the current batch"
+    );
     shutdown.cancel();
 }

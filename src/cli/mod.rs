@@ -47,13 +47,55 @@ pub fn without_env_values(command: clap::Command) -> clap::Command {
         .mut_subcommands(without_env_values)
 }
 
+/// Bad usage: clap's message on stderr as always, and — as every run ends — one JSON summary on
+/// stdout (`ok: false`, the message), for the CronJob's log parser; exit 2. Help and version are
+/// printed as they are, exit 0.
+fn usage_error(e: clap::Error, subcommands: &[String]) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let _ = e.print();
+    // The subcommand the arguments name, if they name one.
+    let named = std::env::args()
+        .skip(1)
+        .find(|a| subcommands.iter().any(|s| s == a));
+    let command: &'static str = match named {
+        Some(name) => Box::leak(name.into_boxed_str()),
+        None => "outbox-archiver",
+    };
+    let text = e.render().to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("bad usage")
+        .trim_start_matches("error: ")
+        .to_string();
+    let summary = Summary::unusable(command, format!("usage: {first} (see --help)"));
+    println!("{}", summary.to_json());
+    std::process::exit(2);
+}
+
 /// Parses the process's arguments and environment, exiting with clap's message on bad usage.
 /// With `--print-config` it prints every setting and exits (0, or 2 when a setting is wrong)
 /// without connecting to anything. Returns the command line and the subcommand's name.
 pub fn parse_or_exit() -> (Cli, String) {
     use clap::{CommandFactory, FromArgMatches};
-    let matches = without_env_values(Cli::command()).get_matches();
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| e.exit());
+    let command = without_env_values(Cli::command());
+    let names: Vec<String> = command
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let matches = command
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|_| m))
+        .unwrap_or_else(|e| usage_error(e, &names));
+    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| usage_error(e, &names));
     if cli.common.print_config {
         let (config, ok) = effective_config(&cli, &matches);
         println!("{}", serde_json::to_string_pretty(&config).expect("JSON"));

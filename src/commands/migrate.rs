@@ -3,7 +3,8 @@
 //! `--with-source-table` also creates the reference source table, for demos and tests.
 
 use crate::db::{self, Db};
-use crate::summary::Summary;
+use crate::summary::details::MigrateRun;
+use crate::summary::{RunDetails, Summary};
 use crate::table::{OwnedBy, TableSpec};
 
 #[derive(Debug, Clone, Default)]
@@ -18,6 +19,8 @@ pub async fn run(db: &Db, spec: &'static TableSpec, opts: &MigrateOptions) -> Su
         summary.error = Some("--with-source-table creates a built-in table's reference source table; a profile describes a table the service already has (create it first, then migrate --table-profile)".into());
         return summary.settle();
     }
+    let tables_before = db.existing_tables().await.unwrap_or_default();
+    let applied_before = db.applied_migrations().await.unwrap_or_default();
     let result = async {
         match spec.owned_by {
             OwnedBy::Migrations => db::migrate(&db.pool).await?,
@@ -32,5 +35,30 @@ pub async fn run(db: &Db, spec: &'static TableSpec, opts: &MigrateOptions) -> Su
     if let Err(e) = result {
         summary.error = Some(e.to_string());
     }
+    // What this run changed, said, so a first run and a no-op rerun do not look alike.
+    let applied: Vec<String> = db
+        .applied_migrations()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|m| !applied_before.contains(m))
+        .collect();
+    let created: Vec<String> = db
+        .existing_tables()
+        .await
+        .unwrap_or_default()
+        .into_iter()
+        .filter(|t| !tables_before.contains(t))
+        .collect();
+    for migration in &applied {
+        tracing::info!(migration, "applied");
+    }
+    if !created.is_empty() {
+        tracing::info!(tables = created.join(", "), "created");
+    }
+    if applied.is_empty() && created.is_empty() && summary.error.is_none() {
+        tracing::info!("nothing to do: every migration was applied already");
+    }
+    summary.details = Some(RunDetails::Migrate(MigrateRun { applied, created }));
     summary.settle()
 }

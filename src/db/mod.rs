@@ -166,6 +166,16 @@ impl Db {
     pub async fn connect(url: &str, max_connections: u32) -> Result<Db, DbError> {
         let url_redacted = redact::url(url);
         let options = connect_options(url, "--database-url / DATABASE_URL")?;
+        // One connection first, outside the pool: a refused port, an unknown host, a refused
+        // login or a TLS failure is said at once and in its own words, not as the pool's
+        // "timed out" after its acquire timeout.
+        {
+            use sqlx::{ConnectOptions, Connection};
+            let first = options.connect().await.map_err(|e| {
+                classify_connect_error(e, &url_redacted, &secrets_of(url), &options)
+            })?;
+            let _ = first.close().await;
+        }
         let pool = MySqlPoolOptions::new()
             .max_connections(max_connections)
             .min_connections(0)

@@ -167,6 +167,40 @@ impl Db {
         Ok(tls)
     }
 
+    /// The tables of this database, by name.
+    pub async fn existing_tables(&self) -> Result<Vec<String>, DbError> {
+        sqlx::query_scalar(
+            "SELECT CAST(table_name AS CHAR) FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY 1",
+        )
+        .fetch_all(&self.pool)
+        .await
+        .context(|| "listing the tables".into())
+    }
+
+    /// The migrations `migrate` has applied here (`version description`); none before the first.
+    pub async fn applied_migrations(&self) -> Result<Vec<String>, DbError> {
+        let applied: Vec<(i64, String)> = match sqlx::query_as(
+            "SELECT version, CAST(description AS CHAR) FROM _sqlx_migrations WHERE success = 1 ORDER BY version",
+        )
+        .fetch_all(&self.pool)
+        .await
+        {
+            Ok(rows) => rows,
+            // No migration table yet: nothing applied.
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42S02") => Vec::new(),
+            Err(e) => {
+                return Err(DbError::Query {
+                    context: "reading the applied migrations".into(),
+                    source: e,
+                })
+            }
+        };
+        Ok(applied
+            .into_iter()
+            .map(|(version, description)| format!("{version} {description}"))
+            .collect())
+    }
+
     /// A server variable that is a number of bytes (`@@sort_buffer_size`); `name` is a constant.
     pub async fn bytes_variable(&self, name: &'static str) -> Result<u64, DbError> {
         sqlx::query_scalar(AssertSqlSafe(format!("SELECT CAST(@@{name} AS UNSIGNED)")))

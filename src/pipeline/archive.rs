@@ -155,7 +155,7 @@ impl AppWork for Archiver<'_> {
                 // The batch in hand is written but not recorded: the next run accepts its
                 // objects and records it.
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(super::SHUTDOWN.to_string());
+                report.stop_reason = Some(super::shutdown_reason());
             }
             Err(e) => {
                 tracing::error!(app, error = %e, "archiving failed");

@@ -104,7 +104,7 @@ impl DbContext {
     /// file, or the run's deadline.
     pub fn stop_reason(&self, deadline: Option<Instant>) -> Option<String> {
         if self.shutdown.is_cancelled() {
-            Some(SHUTDOWN.to_string())
+            Some(shutdown_reason())
         } else if let Some(path) = self.stops.sentinel.as_ref().filter(|p| p.exists()) {
             Some(format!("sentinel file {} exists", path.display()))
         } else if deadline.is_some_and(|d| Instant::now() >= d) {
@@ -115,8 +115,25 @@ impl DbContext {
     }
 }
 
-/// The stop reason of a run stopped by SIGTERM or SIGINT.
-pub const SHUTDOWN: &str = "shutdown requested (SIGTERM)";
+/// Which signal asked the run to stop (the binary notes it; a library caller that cancels the
+/// shutdown token itself stops as SIGTERM would).
+static SIGNAL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+
+/// Notes the signal that asked for the shutdown (`SIGTERM`, `SIGINT`).
+pub fn note_signal(name: &'static str) {
+    let _ = SIGNAL.set(name);
+}
+
+/// The signal that asked for the shutdown, if one did.
+pub fn signal() -> Option<&'static str> {
+    SIGNAL.get().copied()
+}
+
+/// The stop reason of a run stopped by a signal: `shutdown requested (SIGTERM)`, or `(SIGINT)`
+/// for a Ctrl-C.
+pub fn shutdown_reason() -> String {
+    format!("shutdown requested ({})", signal().unwrap_or("SIGTERM"))
+}
 
 /// What a run that touches the archive works with: the database side and the store.
 #[derive(Clone)]

@@ -302,7 +302,7 @@ impl<'a> Purger<'a> {
                     Ok(waited) => tally.details.replica_wait.add(waited),
                     Err(LagStop::Shutdown) => {
                         tally.details.kept_changed.extend(kept);
-                        return Ok(Step::Stop(super::SHUTDOWN.to_string()));
+                        return Ok(Step::Stop(super::shutdown_reason()));
                     }
                     Err(stop) => {
                         tally.details.kept_changed.extend(kept);

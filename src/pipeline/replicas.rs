@@ -58,7 +58,7 @@ impl LagStop {
             LagStop::Timeout { replica, .. } => {
                 format!("replica lag: {replica} behind --max-replica-lag, or unreadable, for longer than --replica-wait-timeout")
             }
-            LagStop::Shutdown => super::SHUTDOWN.to_string(),
+            LagStop::Shutdown => super::shutdown_reason(),
             LagStop::LockLost => super::apps::LOST_LOCK.to_string(),
         }
     }

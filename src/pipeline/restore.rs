@@ -144,7 +144,7 @@ impl AppWork for Restorer<'_> {
             if let Err(Failure::Replica(LagStop::Shutdown)) = result {
                 // SIGTERM while waiting for the replicas: the chunks loaded so far stand.
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(super::SHUTDOWN.to_string());
+                report.stop_reason = Some(super::shutdown_reason());
                 break;
             }
             if let Err(Failure::Stopped(reason)) = result {

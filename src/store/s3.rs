@@ -179,9 +179,27 @@ impl S3Store {
         if let Some(bundle) = &settings.ca_bundle {
             loader = loader.http_client(https_client_trusting(bundle)?);
         }
-        if let Some(region) = &settings.region {
-            loader = loader.region(Region::new(region.clone()));
-        }
+        // The region from the settings, the environment or the profile — never asked of EC2's
+        // instance metadata (off EC2 that is three long warnings a run and a pause); none
+        // found: us-east-1, said in one line.
+        let region = match &settings.region {
+            Some(region) => Some(Region::new(region.clone())),
+            None => {
+                aws_config::meta::region::RegionProviderChain::first_try(
+                    aws_config::environment::region::EnvironmentVariableRegionProvider::new(),
+                )
+                .or_else(aws_config::profile::region::ProfileFileRegionProvider::new())
+                .region()
+                .await
+            }
+        };
+        loader = loader.region(region.unwrap_or_else(|| {
+            tracing::info!(
+                "no S3 region configured (--s3-region / AWS_REGION / the AWS profile): using us-east-1 \
+                 (AWS S3 needs the bucket's own region; MinIO and COS rarely care)"
+            );
+            Region::new("us-east-1")
+        }));
         if let Some((key, secret)) = &settings.static_credentials {
             loader = loader.credentials_provider(Credentials::new(
                 key,

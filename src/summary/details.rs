@@ -333,6 +333,16 @@ pub enum RunDetails {
     Restore(RestoreRun),
     Find(FindRun),
     History(HistoryRun),
+    Migrate(MigrateRun),
+}
+
+/// `migrate`'s run: what it changed.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct MigrateRun {
+    /// Migrations applied by this run (`version description`); empty on a rerun.
+    pub applied: Vec<String>,
+    /// Tables this run created.
+    pub created: Vec<String>,
 }
 
 /// `find`'s run: every archived row found, where, and where it stands now.

@@ -186,3 +186,56 @@ async fn history_lists_a_stopped_and_a_failed_run_with_its_error() {
     assert!(text.contains("stopped") && text.contains("a1"), "{text}");
     db.drop().await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_usage_error_still_prints_one_summary() {
+    let run = run_cli(&["archive", "--no-such-flag"], &[]).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    assert_eq!(run.summary["command"], "archive");
+    assert_eq!(run.summary["ok"], false);
+    assert!(run.summary["error"]
+        .as_str()
+        .unwrap()
+        .contains("--no-such-flag"));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migrate_says_what_it_applied_and_a_rerun_that_it_applied_nothing() {
+    let db = TestDb::empty(&server_url().await).await;
+    let envs = vec![("DATABASE_URL", db.url.clone())];
+    let first = run_cli(&["migrate"], &envs).await;
+    assert_eq!(first.code, 0, "{}", first.all_output);
+    let applied = first.summary["applied"].as_array().unwrap();
+    assert_eq!(applied.len(), 8, "{}", first.all_output);
+    assert!(applied[0].as_str().unwrap().starts_with("20260101000001 "));
+    assert!(first.summary["created"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .any(|t| t == "wallet_outbox_archive_receipts"));
+    let again = run_cli(&["migrate"], &envs).await;
+    assert_eq!(again.code, 0, "{}", again.all_output);
+    assert!(again.summary["applied"].as_array().unwrap().is_empty());
+    assert!(again.all_output.contains("nothing to do"));
+    db.drop().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_closed_port_is_said_as_refused() {
+    let port = free_port();
+    let run = run_cli(
+        &["status", "--all-apps"],
+        &[(
+            "DATABASE_URL",
+            format!("mysql://u:pw-x@127.0.0.1:{port}/db"),
+        )],
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    let error = run.summary["error"].as_str().unwrap();
+    assert!(
+        error.to_lowercase().contains("connection refused"),
+        "{error}"
+    );
+    assert!(!error.contains("pool timed out"), "{error}");
+}

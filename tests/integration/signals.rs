@@ -90,3 +90,64 @@ async fn sigterm_stops_between_batches() {
     );
     db.drop().await;
 }
+
+/// Ctrl-C (SIGINT) is a human's abort: the run stops cleanly between batches as for SIGTERM, the
+/// stop reason names the signal, and the exit status is 130, so `archive && purge` stops there.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn ctrl_c_stops_with_exit_130_and_names_the_signal() {
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 200)).await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}", dir.path().display());
+    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+        .args([
+            "archive",
+            "--app",
+            "a1",
+            "--batch-rows",
+            "1",
+            "--cutoff",
+            "2026-01-02T00:00:00Z",
+            "--log-format",
+            "json",
+            "--store",
+            &store,
+            "--lock-prefix",
+            &db.lock_prefix(),
+        ])
+        .env("DATABASE_URL", &db.url)
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut stderr = BufReader::new(child.stderr.take().unwrap()).lines();
+    while let Some(line) = stderr.next_line().await.unwrap() {
+        if line.contains("batch archived and recorded") {
+            break;
+        }
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    assert_eq!(
+        unsafe { libc::kill(child.id().unwrap() as i32, libc::SIGINT) },
+        0
+    );
+    let mut stdout = String::new();
+    child
+        .stdout
+        .take()
+        .unwrap()
+        .read_to_string(&mut stdout)
+        .await
+        .unwrap();
+    let status = child.wait().await.unwrap();
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(status.code(), Some(130), "{summary}");
+    assert_eq!(
+        summary["ok"], false,
+        "ok is true exactly when the exit status is 0"
+    );
+    let app = &summary["apps"][0];
+    assert_eq!(app["outcome"], "stopped", "{summary}");
+    assert_eq!(app["stop_reason"], "shutdown requested (SIGINT)");
+    db.drop().await;
+}
