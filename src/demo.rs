@@ -64,8 +64,9 @@ pub async fn run(
     }
 }
 
+/// A line of the demo's own, on stderr above any progress lines.
 fn say(text: String) {
-    eprintln!("demo: {text}");
+    crate::progress::say(&format!("demo: {text}"));
 }
 
 async fn demo(
@@ -225,7 +226,7 @@ async fn look_around(env: &RunContext, cutoff_ms: i64) {
             name => format!(" --table {name}"),
         }
     ));
-    say("the JSON summary of the archive run follows on stdout".into());
+    say("the archive run's summary follows on stdout (all of it: --format json)".into());
 }
 
 /// Drops and creates the demo database; returns its URL.

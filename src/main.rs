@@ -1,7 +1,7 @@
 //! The `outbox-archiver` binary: parses the command line, sets up logging and signals, runs the
 //! command, prints its JSON summary on stdout and exits with the status the summary implies.
 
-use outbox_archiver::cli::{self, LogFormat};
+use outbox_archiver::cli;
 use outbox_archiver::summary;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
@@ -12,8 +12,10 @@ use tracing::Instrument;
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() {
+    let started = std::time::Instant::now();
     let (cli, command) = cli::parse_or_exit();
-    init_logging(cli.common.log_format(), &cli.common.log.log);
+    let table = cli.common.table_output();
+    cli::logs::init(cli.common.log_format(), &cli.common.log);
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()
@@ -42,30 +44,11 @@ fn main() {
     }
     match &summary.text {
         Some(text) => print!("{text}"),
+        None if table => print!("{}", summary::text::render(&summary, started.elapsed())),
         None => println!("{}", summary.to_json()),
     }
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     std::process::exit(summary.exit_code);
-}
-
-fn init_logging(format: LogFormat, filter: &str) {
-    let filter = tracing_subscriber::EnvFilter::try_new(filter)
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_writer(std::io::stderr)
-        .with_ansi(std::io::IsTerminal::is_terminal(&std::io::stderr()));
-    match format {
-        // Every line carries its innermost span: the run (run_id, command) or the app (run_id,
-        // app) it belongs to.
-        LogFormat::Json => builder
-            .json()
-            .flatten_event(true)
-            .with_current_span(true)
-            .with_span_list(false)
-            .init(),
-        LogFormat::Text => builder.init(),
-    }
 }
 
 /// SIGTERM (a CronJob being stopped) or Ctrl-C (SIGINT): finish the current batch, then stop;

@@ -1,84 +1,292 @@
-//! A one-line progress display with rate and ETA, for long manual runs: drawn on stderr only when
-//! stderr is a terminal (never in a pod's logs), at most five times a second.
+//! Progress of long runs, drawn so that it never fights the log.
+//!
+//! On a terminal with text logs: one line per piece of work in flight (an app), and a total line
+//! when there are several, redrawn at most five times a second at the bottom of stderr. The
+//! logger writes through [`LogWriter`], which lifts the lines, writes the log line and puts them
+//! back, so a log line never starts in the middle of a progress line. With JSON logs (on a
+//! terminal or not) and off a terminal, no progress text is drawn: a progress log line per
+//! piece of work is written every [`LOG_EVERY`] instead, so a pod's logs show a long run moving.
 
+use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
+use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub struct Progress {
-    label: String,
+pub use crate::summary::text::thousands;
+
+/// Off a terminal: a progress log line per piece of work this often, unless told otherwise.
+pub const LOG_EVERY: Duration = Duration::from_secs(30);
+
+/// How progress is shown.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Mode {
+    /// Lines at the bottom of a terminal (text logs on a terminal).
+    Terminal,
+    /// Progress log lines now and then (JSON logs, or not a terminal).
+    Log,
+}
+
+/// How progress is shown in this process, set once by the binary with the log format; a library
+/// caller that never sets it gets log lines.
+static MODE: std::sync::OnceLock<Mode> = std::sync::OnceLock::new();
+
+/// How often progress is logged in [`Mode::Log`] (`--progress-every`); zero: never.
+static LOG_INTERVAL: std::sync::OnceLock<Duration> = std::sync::OnceLock::new();
+
+/// The lines drawn at the bottom of the terminal now.
+static SCREEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
+
+/// Sets how progress is shown: drawn on a terminal only with text logs on a terminal, logged
+/// `every` so often otherwise.
+pub fn init(json_logs: bool, every: Duration) {
+    let _ = LOG_INTERVAL.set(every);
+    let mode = if !json_logs && std::io::stderr().is_terminal() {
+        Mode::Terminal
+    } else {
+        Mode::Log
+    };
+    let _ = MODE.set(mode);
+}
+
+fn mode() -> Mode {
+    MODE.get().copied().unwrap_or(Mode::Log)
+}
+
+/// Whether progress lines are drawn (a terminal with text logs).
+pub fn on_terminal() -> bool {
+    mode() == Mode::Terminal
+}
+
+/// Clears the drawn lines from the terminal (the cursor ends where the first one began).
+fn lift(err: &mut impl Write, drawn: usize) {
+    if drawn == 0 {
+        return;
+    }
+    let _ = write!(err, "\r\x1b[2K");
+    for _ in 1..drawn {
+        let _ = write!(err, "\x1b[1A\x1b[2K");
+    }
+}
+
+/// Writes the lines, each cut to the terminal's width: a line that wrapped would take two rows,
+/// and lifting it would leave one behind.
+fn draw(err: &mut impl Write, lines: &[String]) {
+    let width = columns().saturating_sub(1).max(20);
+    let cut: Vec<String> = lines
+        .iter()
+        .map(|l| l.chars().take(width).collect())
+        .collect();
+    let _ = write!(err, "{}", cut.join("\n"));
+}
+
+/// stderr's terminal width (80 when it cannot be told).
+fn columns() -> usize {
+    let mut size = libc::winsize {
+        ws_row: 0,
+        ws_col: 0,
+        ws_xpixel: 0,
+        ws_ypixel: 0,
+    };
+    // SAFETY: TIOCGWINSZ writes a winsize into the struct passed, and nothing else.
+    let ok = unsafe { libc::ioctl(libc::STDERR_FILENO, libc::TIOCGWINSZ, &mut size) } == 0;
+    match ok && size.ws_col > 0 {
+        true => usize::from(size.ws_col),
+        false => 80,
+    }
+}
+
+/// Replaces the lines at the bottom of the terminal.
+fn show(lines: Vec<String>) {
+    let mut screen = SCREEN.lock().expect("not poisoned");
+    let mut err = std::io::stderr().lock();
+    lift(&mut err, screen.len());
+    draw(&mut err, &lines);
+    let _ = err.flush();
+    *screen = lines;
+}
+
+/// Writes a line of text on stderr above the progress lines (as a log line is).
+pub fn say(line: &str) {
+    let _ = LogWriter.write_all(format!("{line}\n").as_bytes());
+}
+
+/// The log's writer: a log line is written above the progress lines, never into them.
+pub struct LogWriter;
+
+impl Write for LogWriter {
+    fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
+        let screen = SCREEN.lock().expect("not poisoned");
+        let mut err = std::io::stderr().lock();
+        lift(&mut err, screen.len());
+        err.write_all(buf)?;
+        if !buf.ends_with(b"\n") {
+            err.write_all(b"\n")?;
+        }
+        draw(&mut err, &screen);
+        err.flush()?;
+        Ok(buf.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        std::io::stderr().flush()
+    }
+}
+
+impl<'a> tracing_subscriber::fmt::MakeWriter<'a> for LogWriter {
+    type Writer = LogWriter;
+
+    fn make_writer(&'a self) -> Self::Writer {
+        LogWriter
+    }
+}
+
+/// One piece of work in flight.
+struct Task {
     unit: &'static str,
     total: Option<u64>,
     done: u64,
     started: Instant,
-    drawn: Option<Instant>,
-    enabled: bool,
+    note: String,
+    logged: Instant,
+}
+
+/// The pipeline's [`Observer`](crate::pipeline::Observer) for one command: a line per app in
+/// flight and a total line on a terminal, progress log lines elsewhere.
+pub struct Progress {
+    command: &'static str,
+    tasks: Mutex<BTreeMap<String, Task>>,
+    drawn: Mutex<Option<Instant>>,
+    /// What finished tasks did, for the total line.
+    finished: Mutex<(u64, Option<&'static str>)>,
+    started: Instant,
 }
 
 impl Progress {
-    /// A display of `label` counting `unit`s towards `total` (if known), on a terminal only.
-    pub fn new(label: impl Into<String>, unit: &'static str, total: Option<u64>) -> Progress {
+    pub fn new(command: &'static str) -> Progress {
         Progress {
-            label: label.into(),
-            unit,
-            total,
-            done: 0,
+            command,
+            tasks: Mutex::new(BTreeMap::new()),
+            drawn: Mutex::new(None),
+            finished: Mutex::new((0, None)),
             started: Instant::now(),
-            drawn: None,
-            enabled: Progress::on_terminal(),
         }
     }
 
-    /// Whether a progress line would be drawn (stderr is a terminal).
-    pub fn on_terminal() -> bool {
-        std::io::stderr().is_terminal()
+    /// The lines to draw: each task's, then the total's when there are several.
+    fn lines(&self) -> Vec<String> {
+        let tasks = self.tasks.lock().expect("not poisoned");
+        let mut lines: Vec<String> = tasks
+            .iter()
+            .map(|(key, t)| {
+                line(
+                    &format!("{} {key}", self.command),
+                    t.unit,
+                    t.done,
+                    t.total,
+                    t.started.elapsed(),
+                ) + &t.note
+            })
+            .collect();
+        let (done_before, unit) = *self.finished.lock().expect("not poisoned");
+        if tasks.len() > 1 || (done_before > 0 && !tasks.is_empty()) {
+            let unit = unit
+                .or_else(|| tasks.values().next().map(|t| t.unit))
+                .unwrap_or("");
+            let done: u64 = done_before + tasks.values().map(|t| t.done).sum::<u64>();
+            lines.push(line(
+                &format!("{} (all)", self.command),
+                unit,
+                done,
+                None,
+                self.started.elapsed(),
+            ));
+        }
+        lines
     }
 
-    pub fn advance(&mut self, n: u64, note: &str) {
-        self.done += n;
-        if !self.enabled
-            || self
-                .drawn
-                .is_some_and(|at| at.elapsed() < Duration::from_millis(200))
-        {
+    fn redraw(&self, force: bool) {
+        if mode() != Mode::Terminal {
             return;
         }
-        let text = line(
-            &self.label,
-            self.unit,
-            self.done,
-            self.total,
-            self.started.elapsed(),
-        );
-        let mut err = std::io::stderr().lock();
-        let _ = write!(err, "\r{text}{note}\x1b[K");
-        let _ = err.flush();
-        self.drawn = Some(Instant::now());
+        let mut drawn = self.drawn.lock().expect("not poisoned");
+        if !force && drawn.is_some_and(|at| at.elapsed() < Duration::from_millis(200)) {
+            return;
+        }
+        *drawn = Some(Instant::now());
+        show(self.lines());
+    }
+}
+
+impl crate::pipeline::Observer for Progress {
+    /// Counting the backlog first costs a scan of the retention index range: worth it for a
+    /// person watching, not for a pod's log.
+    fn wants_totals(&self) -> bool {
+        on_terminal()
     }
 
-    /// Ends the line, if one was drawn.
-    pub fn finish(&mut self) {
-        if self.drawn.take().is_some() {
-            eprintln!();
+    fn start(&self, key: &str, unit: &'static str, total: Option<u64>) {
+        self.tasks.lock().expect("not poisoned").insert(
+            key.to_string(),
+            Task {
+                unit,
+                total,
+                done: 0,
+                started: Instant::now(),
+                note: String::new(),
+                logged: Instant::now(),
+            },
+        );
+        self.redraw(true);
+    }
+
+    fn advance(&self, key: &str, n: u64, note: &str) {
+        let log = {
+            let mut tasks = self.tasks.lock().expect("not poisoned");
+            let Some(task) = tasks.get_mut(key) else {
+                return;
+            };
+            task.done += n;
+            task.note = note.to_string();
+            let every = LOG_INTERVAL.get().copied().unwrap_or(LOG_EVERY);
+            if mode() == Mode::Log && !every.is_zero() && task.logged.elapsed() >= every {
+                task.logged = Instant::now();
+                let text = line(
+                    &format!("{} {key}", self.command),
+                    task.unit,
+                    task.done,
+                    task.total,
+                    task.started.elapsed(),
+                ) + note;
+                Some((text, task.unit, task.done, task.total))
+            } else {
+                None
+            }
+        };
+        match log {
+            Some((text, unit, done, total)) => {
+                tracing::info!(app = key, unit, done, total, "{text}")
+            }
+            None => self.redraw(false),
         }
+    }
+
+    fn finish(&self, key: &str) {
+        if let Some(task) = self.tasks.lock().expect("not poisoned").remove(key) {
+            let mut finished = self.finished.lock().expect("not poisoned");
+            finished.0 += task.done;
+            finished.1 = Some(task.unit);
+        }
+        self.redraw(true);
     }
 }
 
 impl Drop for Progress {
+    /// The lines go with the command: what it did is in its summary.
     fn drop(&mut self) {
-        self.finish();
-    }
-}
-
-fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
+        if mode() == Mode::Terminal {
+            show(Vec::new());
         }
-        out.push(c);
     }
-    out
 }
 
 fn clock(d: Duration) -> String {
@@ -148,31 +356,44 @@ mod tests {
         );
         assert_eq!(thousands(1_234_567), "1,234,567");
     }
-}
 
-/// The pipeline's [`Observer`](crate::pipeline::Observer) as a terminal progress line: one line
-/// per stretch of work (an app), drawn only when stderr is a terminal.
-#[derive(Default)]
-pub struct TerminalProgress(std::sync::Mutex<Option<Progress>>);
-
-impl crate::pipeline::Observer for TerminalProgress {
-    fn wants_totals(&self) -> bool {
-        Progress::on_terminal()
+    #[test]
+    fn lifting_clears_every_drawn_line() {
+        let mut out = Vec::new();
+        lift(&mut out, 3);
+        assert_eq!(out, b"\r\x1b[2K\x1b[1A\x1b[2K\x1b[1A\x1b[2K");
+        let mut out = Vec::new();
+        lift(&mut out, 0);
+        assert!(out.is_empty());
     }
 
-    fn start(&self, label: &str, unit: &'static str, total: Option<u64>) {
-        *self.0.lock().expect("not poisoned") = Some(Progress::new(label, unit, total));
-    }
-
-    fn advance(&self, n: u64, note: &str) {
-        if let Some(progress) = self.0.lock().expect("not poisoned").as_mut() {
-            progress.advance(n, note);
-        }
-    }
-
-    fn finish(&self) {
-        if let Some(mut progress) = self.0.lock().expect("not poisoned").take() {
-            progress.finish();
-        }
+    #[test]
+    fn several_apps_have_a_line_each_and_a_total() {
+        use crate::pipeline::Observer;
+        let p = Progress::new("archive");
+        p.start("a1", "rows", Some(100));
+        p.start("a2", "rows", Some(50));
+        p.advance("a1", 40, ", 2 batches");
+        p.advance("a2", 10, "");
+        let lines = p.lines();
+        assert_eq!(lines.len(), 3, "{lines:?}");
+        assert!(
+            lines[0].starts_with("archive a1: 40/100 rows (40%)"),
+            "{lines:?}"
+        );
+        assert!(lines[0].ends_with(", 2 batches"), "{lines:?}");
+        assert!(
+            lines[1].starts_with("archive a2: 10/50 rows (20%)"),
+            "{lines:?}"
+        );
+        assert!(lines[2].starts_with("archive (all): 50 rows"), "{lines:?}");
+        p.finish("a1");
+        let lines = p.lines();
+        assert_eq!(
+            lines.len(),
+            2,
+            "one app in flight, and the total: {lines:?}"
+        );
+        assert!(lines[1].starts_with("archive (all): 50 rows"), "{lines:?}");
     }
 }

@@ -246,10 +246,14 @@ pub struct MetricsArgs {
     pub metrics_textfile: Option<PathBuf>,
 }
 
-/// Logs, on stderr.
+/// The summary on stdout, and the logs and progress on stderr.
 #[derive(Debug, Args)]
-#[command(next_help_heading = "Logging")]
+#[command(next_help_heading = "Output and logging")]
 pub struct LogArgs {
+    /// The summary on stdout: table (short, for people; alias text) or json (one object, for
+    /// programs and CronJob logs) [default: table on a terminal, json otherwise]
+    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
+    pub format: Option<FormatArg>,
     /// Log format on stderr [default: json when stderr is not a terminal, text otherwise]
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,
@@ -261,6 +265,16 @@ pub struct LogArgs {
         default_value = "info"
     )]
     pub log: String,
+    /// Where no progress is drawn (JSON logs, or stderr not a terminal): log each app's progress
+    /// this often (30s, 5m); 0 logs none.
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_PROGRESS_EVERY",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub progress_every: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -282,9 +296,10 @@ pub enum UploadChecksumArg {
     Crc64nvme,
 }
 
-/// `status --format`.
+/// `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum FormatArg {
+    #[value(alias = "text")]
     Table,
     Json,
 }
@@ -348,9 +363,6 @@ pub struct DoctorArgs {
         default_value = "archive,verify,status"
     )]
     pub grants_for: Vec<CommandArg>,
-    /// Output format [default: table on a terminal, json otherwise]
-    #[arg(long, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
-    pub format: Option<FormatArg>,
 }
 
 /// A command, for `doctor --grants-for`.
@@ -530,9 +542,6 @@ pub struct HistoryArgs {
     /// How many runs.
     #[arg(long, default_value_t = 20)]
     pub last: u32,
-    /// Output format [default: table on a terminal, json otherwise]
-    #[arg(long, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
-    pub format: Option<FormatArg>,
 }
 
 #[derive(Debug, Args)]
@@ -646,9 +655,6 @@ pub struct StatusArgs {
     /// and those that still wait (as purge --grace).
     #[arg(long, env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
     pub grace: i64,
-    /// Output format [default: table on a terminal, json otherwise]
-    #[arg(long, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
-    pub format: Option<FormatArg>,
 }
 
 #[derive(Debug, Args)]

@@ -5,6 +5,7 @@
 //! the metrics; the work is in [`crate::commands`] and [`crate::pipeline`].
 
 pub mod args;
+pub mod logs;
 mod options;
 mod parse;
 pub mod print_config;
@@ -12,7 +13,7 @@ pub mod print_config;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
-pub use args::{Command, Common, LogFormat};
+pub use args::{Command, Common, LogArgs, LogFormat};
 pub use print_config::effective_config;
 
 use crate::commands::{
@@ -290,7 +291,7 @@ async fn command_summary(
             Ok(options) => with_context(common, &options, shutdown).await,
         },
         Command::History(args) => {
-            let options = args.into_options();
+            let options = args.into_options(common);
             with_database(common, "history", shutdown, |ctx| async move {
                 history::run(&ctx, &options).await
             })
@@ -430,11 +431,9 @@ async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) ->
         Ok(Opened::Local(local)) => Ok(DoctorStore::Other(local)),
         Err(e) => Err(e.to_string()),
     };
-    let format = match args.format {
-        Some(args::FormatArg::Json) => doctor::Format::Json,
-        Some(args::FormatArg::Table) => doctor::Format::Table,
-        None if std::io::IsTerminal::is_terminal(&std::io::stdout()) => doctor::Format::Table,
-        None => doctor::Format::Json,
+    let format = match common.table_output() {
+        true => doctor::Format::Table,
+        false => doctor::Format::Json,
     };
     let summary = doctor::run(
         spec,

@@ -36,15 +36,6 @@ impl From<UploadChecksumArg> for UploadChecksum {
     }
 }
 
-impl From<FormatArg> for status::Format {
-    fn from(arg: FormatArg) -> status::Format {
-        match arg {
-            FormatArg::Table => status::Format::Table,
-            FormatArg::Json => status::Format::Json,
-        }
-    }
-}
-
 impl AppArgs {
     pub fn apps(&self) -> Result<Apps, String> {
         match (self.all_apps, self.shard) {
@@ -165,17 +156,12 @@ impl PurgeArgs {
 }
 
 impl HistoryArgs {
-    pub fn into_options(self) -> history::HistoryOptions {
-        let on_terminal = std::io::stdout().is_terminal();
+    pub fn into_options(self, common: &Common) -> history::HistoryOptions {
         history::HistoryOptions {
             app: self.app,
             command: self.command,
             last: self.last,
-            table: match self.format {
-                Some(FormatArg::Table) => true,
-                Some(FormatArg::Json) => false,
-                None => on_terminal,
-            },
+            table: common.table_output(),
         }
     }
 }
@@ -281,22 +267,29 @@ impl CompactArgs {
 
 impl StatusArgs {
     pub fn into_options(self, common: &Common, now_ms: i64) -> status::StatusOptions {
-        let on_terminal = std::io::stdout().is_terminal();
         status::StatusOptions {
             apps: self.apps.apps(),
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
             grace_ms: self.grace,
             delivered_status: common.delivered_status(),
-            format: self.format.map(Into::into).unwrap_or(if on_terminal {
-                status::Format::Table
-            } else {
-                status::Format::Json
-            }),
+            format: match common.table_output() {
+                true => status::Format::Table,
+                false => status::Format::Json,
+            },
         }
     }
 }
 
 impl Common {
+    /// Whether the summary is printed as a table (`--format`; by default on a terminal).
+    pub fn table_output(&self) -> bool {
+        match self.log.format {
+            Some(FormatArg::Table) => true,
+            Some(FormatArg::Json) => false,
+            None => std::io::stdout().is_terminal(),
+        }
+    }
+
     pub fn log_format(&self) -> LogFormat {
         self.log
             .log_format

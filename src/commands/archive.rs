@@ -7,7 +7,7 @@ use std::time::Instant;
 use crate::pipeline::apps::{self, Driver, Gate, Population};
 use crate::pipeline::archive::{probe_write_once, Archiver};
 use crate::pipeline::RunContext;
-use crate::progress::TerminalProgress;
+use crate::progress::Progress;
 use crate::summary::Summary;
 
 pub use crate::pipeline::archive::ArchiveOptions;
@@ -48,7 +48,7 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
         }
     }
     let deadline = opts.max_runtime.map(|d| Instant::now() + d);
-    let progress = TerminalProgress::default();
+    let progress = Progress::new("archive");
     let archiver = Archiver::new(ctx, opts, &progress, deadline);
     let driver = Driver {
         ctx,

@@ -3,6 +3,7 @@
 //! batch back in full: every app with receipts through the driver, each by
 //! [`crate::pipeline::compact`].
 
+use crate::progress::Progress;
 use std::time::Instant;
 
 use crate::pipeline::apps::{self, Driver, Gate, Population};
@@ -24,7 +25,8 @@ pub async fn run(ctx: &RunContext, opts: &CompactOptions) -> Summary {
         Err(e) => return summary.without_apps(e),
     };
     let started = Instant::now();
-    let compactor = Compactor::new(ctx, opts, started);
+    let progress = Progress::new("compact");
+    let compactor = Compactor::new(ctx, opts, started, &progress);
     let driver = Driver {
         ctx,
         command: "compact",

@@ -6,12 +6,12 @@
 //! not look.
 
 use crate::pipeline::RunContext;
-use crate::progress::TerminalProgress;
+use crate::progress::Progress;
 use crate::summary::Summary;
 
 pub use crate::pipeline::find::FindOptions;
 
 pub async fn run(ctx: &RunContext, opts: &FindOptions) -> Summary {
-    let progress = TerminalProgress::default();
+    let progress = Progress::new("find");
     crate::pipeline::find::run(ctx, opts, &progress).await
 }

@@ -3,6 +3,7 @@
 //! batch's objects (SPEC §5.9): every app through the driver, each by
 //! [`crate::pipeline::purge`].
 
+use crate::progress::Progress;
 use std::time::Instant;
 
 use crate::pipeline::apps::{self, Driver, Gate, Population};
@@ -41,7 +42,8 @@ pub async fn run(ctx: &RunContext, opts: &PurgeOptions) -> Summary {
     }
     let started = Instant::now();
     let deadline = opts.max_runtime.map(|d| started + d);
-    let purger = Purger::new(ctx, opts, started);
+    let progress = Progress::new("purge");
+    let purger = Purger::new(ctx, opts, started, &progress);
     let driver = Driver {
         ctx,
         command: "purge",

@@ -7,6 +7,7 @@ use crate::db::restore::TargetTable;
 use crate::pipeline::apps::{self, Driver, Gate, Population};
 use crate::pipeline::restore::Restorer;
 use crate::pipeline::RunContext;
+use crate::progress::Progress;
 use crate::summary::details::RestoreRun;
 use crate::summary::{AppDetails, RunDetails, Summary};
 
@@ -45,7 +46,8 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
             return Summary::unusable("restore", e);
         }
     }
-    let restorer = Restorer::new(ctx, opts, target);
+    let progress = Progress::new("restore");
+    let restorer = Restorer::new(ctx, opts, target, &progress);
     let driver = Driver {
         ctx,
         command: "restore",

@@ -9,7 +9,7 @@ use crate::format;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
 use crate::pipeline::verify::{orphans_under, Verify};
 use crate::pipeline::RunContext;
-use crate::progress::TerminalProgress;
+use crate::progress::Progress;
 use crate::summary::{RunDetails, Summary};
 
 pub use crate::pipeline::verify::{sampled, VerifyOptions};
@@ -32,7 +32,7 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    let progress = TerminalProgress::default();
+    let progress = Progress::new("verify");
     let verify = Verify::new(ctx, opts, &progress);
     let driver = Driver {
         ctx,

@@ -261,8 +261,7 @@ impl<'a> Archiver<'a> {
             }
             _ => None,
         };
-        self.observer
-            .start(&format!("archive {app}"), "rows", total);
+        self.observer.start(app, "rows", total);
         let rows = RowStream::spawn(
             self.ctx.db.pool.clone(),
             self.pages.clone(),
@@ -296,7 +295,7 @@ impl<'a> Archiver<'a> {
             details.note_superseded(superseded);
             details.replica_wait.add(waited);
         };
-        self.observer.finish();
+        self.observer.finish(app);
         Ok(match outcome {
             Outcome::UpToDate if report.batches > 0 && self.opts.dry_run => Outcome::Planned,
             Outcome::UpToDate if report.batches > 0 => Outcome::Archived,
@@ -321,26 +320,38 @@ impl<'a> Archiver<'a> {
             Access::DryRun | Access::Reading => (self.plan(app, &batch), (0, 0)),
         };
         let c = &batch.content;
+        let millis = started.elapsed().as_millis() as u64 + read_ms;
+        // One short line per batch; its cursors and where the time went at debug level.
         tracing::info!(
             app,
             batch_id = recorded.batch_report.batch_id,
             rows = c.row_count,
+            from = crate::timespec::rfc3339(c.first.updated_at_ms),
+            to = crate::timespec::rfc3339(c.last.updated_at_ms),
+            compressed_bytes = recorded.batch_report.compressed_bytes,
+            millis,
+            "{}",
+            if self.opts.dry_run {
+                "batch planned"
+            } else {
+                "batch archived"
+            }
+        );
+        tracing::debug!(
+            app,
+            batch_id = recorded.batch_report.batch_id,
             first = %c.first,
             last = %c.last,
             uncompressed_bytes = c.uncompressed_bytes,
-            compressed_bytes = recorded.batch_report.compressed_bytes,
-            millis = started.elapsed().as_millis() as u64 + read_ms,
             read_ms,
             publish_ms = timing.0,
             record_ms = timing.1,
-            dry_run = self.opts.dry_run,
-            "{}",
-            if self.opts.dry_run { "batch planned" } else { "batch archived and recorded" }
+            "batch timings"
         );
         report.batches += 1;
         report.rows += c.row_count;
         self.observer
-            .advance(c.row_count, &format!(", {} batches", report.batches));
+            .advance(app, c.row_count, &format!(", {} batches", report.batches));
         if !self.opts.stragglers {
             report.cursor_after = Some(c.last.clone());
         }

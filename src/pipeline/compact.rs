@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use super::apps::{Access, AppWork, Apps};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Verifier};
-use super::RunContext;
+use super::{Observer, RunContext};
 use crate::db::compact::{CompactError, CompactQueries};
 use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
@@ -73,6 +73,7 @@ pub struct Compactor<'a> {
     members: Members,
     queries: CompactQueries,
     deadline: Option<Instant>,
+    observer: &'a dyn Observer,
 }
 
 #[async_trait::async_trait]
@@ -130,7 +131,12 @@ impl AppWork for Compactor<'_> {
 }
 
 impl<'a> Compactor<'a> {
-    pub fn new(ctx: &'a RunContext, opts: &'a CompactOptions, started: Instant) -> Compactor<'a> {
+    pub fn new(
+        ctx: &'a RunContext,
+        opts: &'a CompactOptions,
+        started: Instant,
+        observer: &'a dyn Observer,
+    ) -> Compactor<'a> {
         Compactor {
             ctx,
             opts,
@@ -138,6 +144,7 @@ impl<'a> Compactor<'a> {
             members: Members::new(ctx.spec),
             queries: CompactQueries::new(ctx.spec),
             deadline: opts.max_runtime.map(|d| started + d),
+            observer,
         }
     }
 
@@ -154,7 +161,25 @@ impl<'a> Compactor<'a> {
             compactable_purged_before: Some((self.ctx.now_ms)() - self.opts.older_than_ms),
             ..ReceiptScope::default()
         };
-        let receipts = self.receipts.stream(pool, scope);
+        let total = match self.observer.wants_totals() {
+            true => self.receipts.count(pool, &scope).await.ok(),
+            false => None,
+        };
+        self.observer.start(app, "batches", total);
+        let result = self.compact_receipts(scope, access, details, report).await;
+        self.observer.finish(app);
+        result
+    }
+
+    async fn compact_receipts(
+        &self,
+        scope: ReceiptScope,
+        access: Access<'_>,
+        details: &mut CompactApp,
+        report: &mut AppReport,
+    ) -> Result<(), AppError> {
+        let app = report.app_code.clone();
+        let receipts = self.receipts.stream(&self.ctx.db.pool, scope);
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
             let receipt = receipt?;
@@ -165,6 +190,7 @@ impl<'a> Compactor<'a> {
             }
             self.compact_receipt(&receipt, access, details).await?;
             report.batches += 1;
+            self.observer.advance(&app, 1, "");
         }
         Ok(())
     }

@@ -155,7 +155,7 @@ async fn find(
             }
         }
     }
-    observer.start("find", "batches", Some(candidates.len() as u64));
+    observer.start("batches", "batches", Some(candidates.len() as u64));
     let parallel = opts.parallel.max(1);
     let searched: Vec<Result<Searched, Failure>> = futures_util::stream::iter(candidates)
         .map(|((app, batch), wanted)| {
@@ -165,14 +165,14 @@ async fn find(
                     Some(receipt) => search(ctx, &receipt, &wanted).await?,
                     None => Searched::Rows(Vec::new()),
                 };
-                observer.advance(1, "");
+                observer.advance("batches", 1, "");
                 Ok(found)
             }
         })
         .buffer_unordered(parallel)
         .collect()
         .await;
-    observer.finish();
+    observer.finish("batches");
     for found in searched {
         run.searched_batches += 1;
         match found? {

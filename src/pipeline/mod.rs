@@ -39,14 +39,15 @@ use crate::table::TableSpec;
 
 /// Where the work reports its progress: a terminal's progress line, or nothing ([`Quiet`]).
 pub trait Observer: Sync {
-    /// Whether a total is worth counting first (a progress line would show it).
+    /// Whether a total is worth counting first (a progress display would show it).
     fn wants_totals(&self) -> bool {
         false
     }
-    /// A new stretch of work: `label`, counted in `unit`s towards `total` if known.
-    fn start(&self, _label: &str, _unit: &'static str, _total: Option<u64>) {}
-    fn advance(&self, _n: u64, _note: &str) {}
-    fn finish(&self) {}
+    /// A new piece of work, `key` (an app), counted in `unit`s towards `total` if known. Pieces
+    /// of work of one command may be in flight at once (`--parallel-apps`).
+    fn start(&self, _key: &str, _unit: &'static str, _total: Option<u64>) {}
+    fn advance(&self, _key: &str, _n: u64, _note: &str) {}
+    fn finish(&self, _key: &str) {}
 }
 
 /// No progress shown.

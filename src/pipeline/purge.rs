@@ -20,7 +20,7 @@ use futures_util::StreamExt;
 use super::apps::{Access, AppWork, Apps};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifier};
-use super::RunContext;
+use super::{Observer, RunContext};
 use crate::batch::Member;
 use crate::db::lock::AppLock;
 use crate::db::members::Members;
@@ -107,6 +107,7 @@ pub struct Purger<'a> {
     started: Instant,
     /// Rows deleted so far in this run, for `--max-rows-per-second`.
     throttle_rows: AtomicU64,
+    observer: &'a dyn Observer,
 }
 
 #[async_trait::async_trait]
@@ -120,7 +121,17 @@ impl AppWork for Purger<'_> {
         if self.opts.dry_run {
             tally.details.would_purge_rows = Some(0);
         }
+        let total = match self.observer.wants_totals() {
+            true => self
+                .receipts
+                .count(&self.ctx.db.pool, &self.scope(app))
+                .await
+                .ok(),
+            false => None,
+        };
+        self.observer.start(app, "batches", total);
         let result = self.purge_app(app, access, &mut tally).await;
+        self.observer.finish(app);
         report.batches = tally.done_batches;
         report.rows = tally.details.purged_rows;
         match result {
@@ -187,7 +198,12 @@ impl AppWork for Purger<'_> {
 }
 
 impl<'a> Purger<'a> {
-    pub fn new(ctx: &'a RunContext, opts: &'a PurgeOptions, started: Instant) -> Purger<'a> {
+    pub fn new(
+        ctx: &'a RunContext,
+        opts: &'a PurgeOptions,
+        started: Instant,
+        observer: &'a dyn Observer,
+    ) -> Purger<'a> {
         Purger {
             ctx,
             opts,
@@ -197,6 +213,17 @@ impl<'a> Purger<'a> {
             deadline: opts.max_runtime.map(|d| started + d),
             started,
             throttle_rows: AtomicU64::new(0),
+            observer,
+        }
+    }
+
+    /// The receipts an app's purge works through: verified, not purged, out of `--grace`.
+    fn scope(&self, app: &str) -> ReceiptScope {
+        ReceiptScope {
+            apps: vec![app.to_string()],
+            unpurged_verified_before: Some((self.ctx.now_ms)() - self.opts.grace_ms),
+            include_restored: self.opts.include_restored,
+            ..ReceiptScope::default()
         }
     }
 
@@ -207,13 +234,7 @@ impl<'a> Purger<'a> {
         tally: &mut Tally,
     ) -> Result<(), AppError> {
         let pool = &self.ctx.db.pool;
-        let scope = ReceiptScope {
-            apps: vec![app.to_string()],
-            unpurged_verified_before: Some((self.ctx.now_ms)() - self.opts.grace_ms),
-            include_restored: self.opts.include_restored,
-            ..ReceiptScope::default()
-        };
-        let receipts = self.receipts.stream(pool, scope);
+        let receipts = self.receipts.stream(pool, self.scope(app));
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
             let receipt = receipt?;
@@ -221,7 +242,16 @@ impl<'a> Purger<'a> {
                 tally.stop_reason = Some(reason);
                 return Ok(());
             }
-            if let Step::Stop(reason) = self.purge_receipt(&receipt, access, tally).await? {
+            let step = self.purge_receipt(&receipt, access, tally).await?;
+            let rows = match &tally.details.would_purge_rows {
+                Some(rows) => format!(", {} rows would go", crate::summary::text::thousands(*rows)),
+                None => format!(
+                    ", {} rows deleted",
+                    crate::summary::text::thousands(tally.details.purged_rows)
+                ),
+            };
+            self.observer.advance(app, 1, &rows);
+            if let Step::Stop(reason) = step {
                 tally.stop_reason = Some(reason);
                 return Ok(());
             }

@@ -18,7 +18,7 @@ use futures_util::StreamExt;
 use super::apps::{Access, AppWork, Selection};
 use super::replicas::LagStop;
 use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Guard, Verified, Verifier};
-use super::RunContext;
+use super::{Observer, RunContext};
 use crate::batch::{KeptLines, Member};
 use crate::codec::Row;
 use crate::db::drills::Drills;
@@ -98,6 +98,7 @@ pub struct Restorer<'a> {
     target: String,
     receipts: Receipts,
     members: Members,
+    observer: &'a dyn Observer,
 }
 
 #[async_trait::async_trait]
@@ -111,9 +112,13 @@ impl AppWork for Restorer<'_> {
             drills: self.opts.drill.then(Vec::new),
             ..RestoreApp::default()
         };
-        let receipts = self
-            .receipts
-            .stream(&self.ctx.db.pool, self.opts.selection.scope(Some(app)));
+        let scope = self.opts.selection.scope(Some(app));
+        let total = match self.observer.wants_totals() {
+            true => self.receipts.count(&self.ctx.db.pool, &scope).await.ok(),
+            false => None,
+        };
+        self.observer.start(app, "batches", total);
+        let receipts = self.receipts.stream(&self.ctx.db.pool, scope);
         futures_util::pin_mut!(receipts);
         // One app at a time, each batch's objects are fetched and verified while the batch
         // before it is loaded: the job decodes while the database inserts, and two batches are
@@ -177,7 +182,16 @@ impl AppWork for Restorer<'_> {
                 continue;
             }
             report.batches += 1;
+            let rows = crate::summary::text::thousands(details.restored_rows);
+            let verb = if self.opts.drill {
+                "drilled"
+            } else {
+                "restored"
+            };
+            self.observer
+                .advance(app, 1, &format!(", {rows} rows {verb}"));
         }
+        self.observer.finish(app);
         if report.error.is_some() {
             report.outcome = Outcome::Failed;
         } else if !details.pending_thaw.is_empty() && report.outcome == Outcome::Done {
@@ -207,13 +221,19 @@ struct VerifiedBatch {
 }
 
 impl<'a> Restorer<'a> {
-    pub fn new(ctx: &'a RunContext, opts: &'a RestoreOptions, target: String) -> Restorer<'a> {
+    pub fn new(
+        ctx: &'a RunContext,
+        opts: &'a RestoreOptions,
+        target: String,
+        observer: &'a dyn Observer,
+    ) -> Restorer<'a> {
         Restorer {
             ctx,
             opts,
             target,
             receipts: Receipts::new(ctx.spec),
             members: Members::new(ctx.spec),
+            observer,
         }
     }
 

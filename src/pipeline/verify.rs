@@ -169,8 +169,7 @@ impl<'a> Verify<'a> {
             true => Some(self.receipts.count(pool, &scope).await?),
             false => None,
         };
-        self.observer
-            .start(&format!("verify {app}"), "batches", total);
+        self.observer.start(app, "batches", total);
         let in_scope = std::sync::atomic::AtomicU64::new(0);
         let in_scope = &in_scope;
         // SIGTERM or the sentinel: no new batch is started; those being checked finish.
@@ -228,9 +227,9 @@ impl<'a> Verify<'a> {
                 }
             }
             self.observer
-                .advance(1, &format!(", {found_so_far} findings"));
+                .advance(app, 1, &format!(", {found_so_far} findings"));
         }
-        self.observer.finish();
+        self.observer.finish(app);
         if let Some(sample) = &mut self.run.lock().expect("not poisoned").sample {
             sample.of += in_scope.load(std::sync::atomic::Ordering::Relaxed);
         }

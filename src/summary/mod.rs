@@ -6,6 +6,7 @@
 //! summary.
 
 pub mod details;
+pub mod text;
 
 use std::sync::OnceLock;
 

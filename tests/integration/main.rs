@@ -32,6 +32,7 @@ mod relay;
 mod replicas;
 mod restore_guard;
 mod resume;
+mod screen;
 mod server_defaults;
 mod shard;
 mod signals;
