@@ -75,7 +75,7 @@ pub struct DbArgs {
     pub lock_prefix: String,
     /// After a transient database error (restart, failover, killed connection), try the app
     /// again up to this many times, waiting about 1 s, 2 s, 4 s, … (with jitter) in between
-    /// (archive, purge).
+    /// (archive, purge, compact; verify, restore and the read-only commands fail at once).
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_DB_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub db_retries: u32,
 }
@@ -380,7 +380,8 @@ pub enum CommandArg {
 
 #[derive(Debug, Args)]
 pub struct AppArgs {
-    /// An app code to work on (repeatable).
+    /// An app code to work on (repeatable; in OUTBOX_ARCHIVER_APPS separated by commas or
+    /// spaces).
     #[arg(
         long = "app",
         env = "OUTBOX_ARCHIVER_APPS",
@@ -389,7 +390,8 @@ pub struct AppArgs {
         conflicts_with = "all_apps"
     )]
     pub apps: Vec<String>,
-    /// Every app code present in the source table.
+    /// Every app (each command says which: archive those with rows, purge those with receipts
+    /// to finish).
     #[arg(long, env = "OUTBOX_ARCHIVER_ALL_APPS")]
     pub all_apps: bool,
     /// With --all-apps: only the apps whose stable hash falls in shard I of N (e.g. 0/4; an
@@ -401,7 +403,8 @@ pub struct AppArgs {
 /// `--app`/`--all-apps` where neither means every app.
 #[derive(Debug, Args)]
 pub struct AnyAppArgs {
-    /// An app code to look at (repeatable) [default: every app]
+    /// An app code to look at (repeatable; in OUTBOX_ARCHIVER_APPS separated by commas or
+    /// spaces) [default: every app]
     #[arg(
         long = "app",
         env = "OUTBOX_ARCHIVER_APPS",

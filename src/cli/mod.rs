@@ -42,6 +42,50 @@ pub struct Cli {
 /// The command with no environment variable's value shown in `--help` (the names stay): a
 /// value may hold a password (`OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY=http://user:pw@…`, a
 /// replica's URL), and help is printed to terminals and CI logs (SPEC §5.8).
+/// What each command's help says where one shared option means something of its own, and
+/// every command's exit status.
+pub fn per_command_help(command: clap::Command) -> clap::Command {
+    command.mut_subcommands(|sub| {
+        let all_apps = match sub.get_name() {
+            "archive" => Some("Every app code with rows in the source table"),
+            "purge" => Some(
+                "Every app with VERIFIED receipts not purged yet (its rows may already be gone from the source)",
+            ),
+            "compact" => Some("Every app with receipts"),
+            _ => None,
+        };
+        let sub = match all_apps {
+            Some(text) if sub.get_arguments().any(|a| a.get_id() == "all_apps") => {
+                sub.mut_arg("all_apps", |a| a.help(text))
+            }
+            _ => sub,
+        };
+        match exit_status(sub.get_name()) {
+            Some(text) => sub.after_help(text),
+            None => sub,
+        }
+    })
+}
+
+/// The "Exit status" paragraph of a command's help.
+fn exit_status(command: &str) -> Option<&'static str> {
+    Some(match command {
+        "migrate" => "Exit status: 0 the schema is up to date (what was applied is in the summary); 2 the database could not be reached or a migration failed.",
+        "archive" => "Exit status: 0 every app archived, up to date, skipped because another archiver holds its lock, or stopped by a limit or SIGTERM; 1 an app failed or was refused (the others still ran); 2 bad usage or configuration, an --app that matches nothing, or the apps could not be listed (nothing was done); 130 stopped by Ctrl-C (SIGINT) between batches.",
+        "verify" => "Exit status: 0 clean (orphans are listed, not failed); 1 a finding (README, \"Recovering from a finding\", says what to do for each kind); 2 could not look (the store or database unreachable, --store pointing elsewhere, a --batch-id or --app that matches nothing); 130 Ctrl-C.",
+        "status" => "Exit status: 0 the figures were read; 2 the database could not be reached or an --app matches nothing.",
+        "find" => "Exit status: 0 every event asked for was found (or, with --where, at least one row); 1 not found; 2 could not look (bad usage, the store or database unreachable, a --batch-id that matches nothing).",
+        "history" => "Exit status: 0 the runs were read; 2 the database could not be reached.",
+        "purge" => "Exit status: 0 every eligible batch purged (nothing eligible yet — rows in --grace — is 0 too; the summary says when they become eligible), or stopped by a limit or SIGTERM; 1 a batch was not purged because its objects or member rows disagree with its receipt (see findings), or an app failed; 2 bad usage or configuration, an --app that matches nothing; 130 Ctrl-C.",
+        "restore" => "Exit status: 0 every batch restored (or drilled and matching); 1 a batch failed verification or loading, or a drill did not match; 2 bad usage or configuration, a --batch-id or --app that matches nothing; 130 Ctrl-C.",
+        "compact" => "Exit status: 0 every eligible receipt compacted, or stopped by a limit or SIGTERM; 1 a batch was not compacted (its objects or member rows disagree with its receipt) or an app failed; 2 bad usage or configuration; 130 Ctrl-C.",
+        "doctor" => "Exit status: 0 no line is a problem (warnings allowed); 1 a line is a problem (each says the fix); 2 the database or the store could not be reached at all (the other lines are still printed).",
+        "demo" => "Exit status: 0 the demo ran end to end; 2 a step failed (the message says which), it would drop a database or empty a folder it did not make (--force), or the database could not be reached.",
+        "schema" => "Exit status: 0 the schema was printed; 2 the table or profile could not be described.",
+        _ => return None,
+    })
+}
+
 pub fn without_env_values(command: clap::Command) -> clap::Command {
     command
         .mut_args(|arg| arg.hide_env_values(true))
@@ -87,7 +131,7 @@ fn usage_error(e: clap::Error, subcommands: &[String]) -> ! {
 /// without connecting to anything. Returns the command line and the subcommand's name.
 pub fn parse_or_exit() -> (Cli, String) {
     use clap::{CommandFactory, FromArgMatches};
-    let command = without_env_values(Cli::command());
+    let command = per_command_help(without_env_values(Cli::command()));
     let names: Vec<String> = command
         .get_subcommands()
         .map(|c| c.get_name().to_string())

@@ -41,7 +41,7 @@ impl AppArgs {
         match (self.all_apps, self.shard) {
             (true, Some(shard)) => Ok(Apps::Shard(shard)),
             (true, None) => Ok(Apps::All),
-            (false, None) => Ok(Apps::Listed(self.apps.clone())),
+            (false, None) => Ok(Apps::Listed(split_apps(&self.apps))),
             (false, Some(shard)) => Err(format!(
                 "--shard needs --all-apps (OUTBOX_ARCHIVER_ALL_APPS): shard {shard} is a share of every app, not of a list"
             )),
@@ -51,12 +51,22 @@ impl AppArgs {
 
 impl AnyAppArgs {
     pub fn apps(&self) -> Apps {
-        if self.apps.is_empty() {
-            Apps::All
-        } else {
-            Apps::Listed(self.apps.clone())
+        match split_apps(&self.apps) {
+            apps if apps.is_empty() => Apps::All,
+            apps => Apps::Listed(apps),
         }
     }
+}
+
+/// `--app` values (and OUTBOX_ARCHIVER_APPS) split on commas and whitespace alike, as a
+/// ConfigMap writes a list either way; an app code never holds either (SPEC §4).
+fn split_apps(values: &[String]) -> Vec<String> {
+    values
+        .iter()
+        .flat_map(|v| v.split(|c: char| c == ',' || c.is_whitespace()))
+        .filter(|code| !code.is_empty())
+        .map(str::to_string)
+        .collect()
 }
 
 impl BatchScopeArgs {

@@ -239,3 +239,64 @@ async fn a_closed_port_is_said_as_refused() {
     );
     assert!(!error.contains("pool timed out"), "{error}");
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn help_says_what_each_command_does_with_its_options_and_its_exit_status() {
+    let commands = [
+        "migrate", "archive", "verify", "status", "find", "history", "purge", "restore", "compact",
+        "demo", "schema", "doctor",
+    ];
+    for command in commands {
+        let (code, text) = run_cli_text(&[command, "--help"], &[]).await;
+        assert_eq!(code, 0, "{command}: {text}");
+        assert!(text.contains("Exit status: 0 "), "{command}: {text}");
+    }
+    let help =
+        |command: &'static str| async move { run_cli_text(&[command, "--help"], &[]).await.1 };
+    // --all-apps is each command's own population.
+    assert!(help("archive")
+        .await
+        .contains("Every app code with rows in the source table"));
+    assert!(help("purge")
+        .await
+        .contains("Every app with VERIFIED receipts not purged yet"));
+    assert!(help("compact").await.contains("Every app with receipts"));
+    assert!(help("archive").await.contains(
+        "archive, purge, compact; verify, restore and the read-only commands fail at once"
+    ));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_apps_setting_splits_on_commas_and_spaces_alike() {
+    let (db, s3, _store) = fixture().await;
+    for app in ["a1", "a2", "a3"] {
+        db.insert(&rows(app, 10)).await;
+    }
+    let mut envs = binary_envs(&db, &s3);
+    envs.push(("OUTBOX_ARCHIVER_APPS", "a1 a2,\n a3".into()));
+    let run = run_cli(
+        &[
+            "archive",
+            "--batch-rows",
+            "5",
+            "--cutoff",
+            "2026-01-02T00:00:00Z",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let apps: Vec<&str> = run.summary["apps"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|a| a["app_code"].as_str().unwrap())
+        .collect();
+    assert_eq!(apps, ["a1", "a2", "a3"], "{}", run.all_output);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
+            .await,
+        6
+    );
+    db.drop().await;
+}
