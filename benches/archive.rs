@@ -6,7 +6,7 @@
 //!     BENCH_BATCH_ROWS=1000 cargo bench --bench archive   # many small batches (receipts)
 //!     BENCH_BINARY=/path/to/outbox-archiver cargo bench --bench archive   # another build, A/B
 //!     BENCH_STEPS=verify cargo bench --bench archive   # archive plus only these (verify,
-//!                                                      # restore, pt-archiver; default: all)
+//!                                                      # find, restore, pt-archiver; default: all)
 //!     BENCH_GZIP_LEVEL=1 cargo bench --bench archive      # default 3, the binary's default
 //!     BENCH_PARALLEL_APPS=1 cargo bench --bench archive   # archive's, purge's and restore's; default 3
 //!                                                         # (the seed has 3 apps)
@@ -164,6 +164,24 @@ async fn bench(rows: u64) {
         table.add(name, &before, &child, &summary);
         summary
     };
+    // A command whose time is noted, not tabled (it moves no rows).
+    let run_quiet = |args: &[&str]| -> serde_json::Value {
+        let child = measured(
+            Command::new(&binary)
+                .args(args)
+                .args(["--store", "s3://bench/archive"])
+                .env("DATABASE_URL", &url)
+                .env("OUTBOX_ARCHIVER_S3_ENDPOINT", &s3.endpoint)
+                .env("AWS_ACCESS_KEY_ID", "bench-key")
+                .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
+                .env("AWS_REGION", "us-east-1")
+                .env("OUTBOX_ARCHIVER_LOG", "warn"),
+        );
+        let summary: serde_json::Value =
+            serde_json::from_slice(&child.stdout).expect("a JSON summary");
+        assert_eq!(summary["ok"], true, "{summary}");
+        summary
+    };
     let batch_rows = std::env::var("BENCH_BATCH_ROWS").unwrap_or_else(|_| "50000".into());
     let gzip_level = std::env::var("BENCH_GZIP_LEVEL").unwrap_or_else(|_| "3".into());
     let steps = std::env::var("BENCH_STEPS").unwrap_or_else(|_| "all".into());
@@ -239,6 +257,57 @@ async fn bench(rows: u64) {
             "verify (whole archive)",
             &["verify", "--cutoff", "1767225600000"],
         );
+    }
+    if step("find") {
+        // "Was event X archived?": one event from the middle of the archive, by its member rows;
+        // then one column's value over one day (every data object of that day read).
+        let (event, transaction, day) = async {
+            let mut conn = sqlx::mysql::MySqlConnection::connect(&url).await.unwrap();
+            let (event, updated): (String, i64) = sqlx::query_as(
+                "SELECT event_id, updated_at_ms FROM wallet_outbox_archive_members ORDER BY event_id LIMIT 1 OFFSET 500000",
+            )
+            .fetch_optional(&mut conn)
+            .await
+            .unwrap()
+            .unwrap_or_default();
+            let transaction: String =
+                sqlx::query_scalar("SELECT transaction_id FROM wallet_outbox WHERE event_id = ?")
+                    .bind(&event)
+                    .fetch_optional(&mut conn)
+                    .await
+                    .unwrap()
+                    .unwrap_or_default();
+            (event, transaction, updated - updated % 86_400_000)
+        }
+        .await;
+        for (name, args) in [
+            (
+                "find --event-id",
+                vec!["find".to_string(), "--event-id".into(), event.clone()],
+            ),
+            (
+                "find --where transaction_id=… over one day",
+                vec![
+                    "find".to_string(),
+                    "--where".into(),
+                    format!("transaction_id={transaction}"),
+                    "--from".into(),
+                    day.to_string(),
+                    "--to".into(),
+                    (day + 86_400_000).to_string(),
+                ],
+            ),
+        ] {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            let started = Instant::now();
+            let summary = run_quiet(&args);
+            let found = summary["found"].as_array().map_or(0, Vec::len);
+            table.note(format!(
+                "{name}: {:.2} s wall, {found} found, {} batches read",
+                started.elapsed().as_secs_f64(),
+                summary["searched_batches"],
+            ));
+        }
     }
     // Passed to restore and purge only when more than one (a build from before they had it).
     let apps_at_once: Vec<&str> = match parallel.as_str() {

@@ -35,7 +35,7 @@
 //!   out. [`cli`] — the only place that knows clap: arguments and environment → each command's
 //!   options, opening and always closing the database and the store, `--print-config`.
 //!   [`progress`] is the terminal-only progress line.
-//! * [`demo`] — the end-to-end tour `cargo run --release -- demo` runs; with the default
+//! * [`demo`] — the end-to-end tour `cargo run -- demo` runs; with the default
 //!   `local-s3` feature it serves the archive from [`local_s3`], a real S3 server in this process
 //!   (the tests use it too). The release image is built with `--no-default-features`, so the
 //!   production binary carries no S3 server (its `demo` then writes to a folder).

@@ -7,7 +7,7 @@ use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
 /// mimalloc instead of glibc's malloc: a batch allocates per row (its line, its member key) and
-/// per page; `cargo bench --bench archive` measured the difference (README, "Performance").
+/// per page; `cargo bench --bench archive` measured the difference (BENCHMARKS.md, "Archive, what changed").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

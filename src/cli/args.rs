@@ -321,14 +321,9 @@ pub enum Command {
     /// Where an archived event is and what it said: by --event-id (or --event-ids-from), or by
     /// --where COLUMN=VALUE over --from/--to or --batch-id. Prints each row found with its app,
     /// batch, object key and line, and whether it is still in the source, purged or restored.
-    ///
-    /// Exit status: 0 every event id found (with --where: at least one row), 1 not found, 2 could
-    /// not look.
     Find(FindArgs),
     /// The last runs, newest first: command, app, outcome, rows, batches, how long, and the error
     /// of a failed one (every command's runs per app, and runs that could not start).
-    ///
-    /// Exit status: 0 (also with no run yet), 2 when the database cannot be read.
     History(HistoryArgs),
     /// Delete source rows that are exact members of VERIFIED receipts older than the grace period.
     Purge(PurgeArgs),

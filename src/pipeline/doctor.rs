@@ -588,6 +588,7 @@ pub async fn check_store(
             return;
         }
     };
+    run.checks.push(region(s3).await);
     let lock_config = s3.lock_configuration().await;
     let mut probed = DoctorRun::default();
     let probe_version = probe(
@@ -608,6 +609,39 @@ pub async fn check_store(
     run.checks.append(&mut probed.checks);
     run.probe_objects_left
         .append(&mut probed.probe_objects_left);
+}
+
+/// The region requests are signed for, where it came from, and whether it is the bucket's.
+async fn region(s3: &S3Store) -> Check {
+    let (signed, source) = s3.region();
+    let fix = |region: &str| {
+        format!("set --s3-region / OUTBOX_ARCHIVER_S3_REGION (or AWS_REGION) to {region}")
+    };
+    match s3.bucket_region().await {
+        Ok(Some(bucket)) if bucket != signed => Check::problem(
+            "region",
+            format!(
+                "requests are signed for {signed} ({source}), but {} is in {bucket}: AWS S3 refuses or redirects them",
+                bucket_of(s3)
+            ),
+            fix(&bucket),
+        ),
+        Ok(Some(_)) => Check::ok(
+            "region",
+            format!("{signed} ({source}), the bucket's own region"),
+        ),
+        Ok(None) | Err(_) if source == crate::store::s3::NO_REGION && !s3.custom_endpoint() => {
+            Check::warning(
+                "region",
+                format!("no region is set: requests are signed for {signed}, and the bucket's region could not be read"),
+                fix("the bucket's region"),
+            )
+        }
+        Ok(None) | Err(_) => Check::ok(
+            "region",
+            format!("{signed} ({source}); the store does not report the bucket's region"),
+        ),
+    }
 }
 
 /// The bucket's versioning, as GetBucketVersioning says, or else as the probe object's version

@@ -126,6 +126,11 @@ mod inspect;
 
 pub use inspect::{DefaultEncryption, KmsKey, LockConfiguration, Versioning};
 
+/// Where the region came from when no setting gave one: us-east-1 by default.
+pub const NO_REGION: &str = "no setting: the default";
+/// `--s3-region` / `OUTBOX_ARCHIVER_S3_REGION`.
+pub const SETTING_REGION: &str = "--s3-region / OUTBOX_ARCHIVER_S3_REGION";
+
 #[derive(Debug)]
 pub struct S3Store {
     fetch: Fetch,
@@ -138,6 +143,8 @@ pub struct S3Store {
     /// What the probe found, once it ran.
     probed: Mutex<Option<ConditionalPut>>,
     sse: Option<Sse>,
+    /// The region requests are signed for, and which setting gave it (for `doctor`).
+    region: (String, &'static str),
 }
 
 /// What a GET needs, cheap to clone into a body stream that outlives the call.
@@ -182,24 +189,29 @@ impl S3Store {
         // The region from the settings, the environment or the profile — never asked of EC2's
         // instance metadata (off EC2 that is three long warnings a run and a pause); none
         // found: us-east-1, said in one line.
+        use aws_config::meta::region::ProvideRegion;
         let region = match &settings.region {
-            Some(region) => Some(Region::new(region.clone())),
-            None => {
-                aws_config::meta::region::RegionProviderChain::first_try(
-                    aws_config::environment::region::EnvironmentVariableRegionProvider::new(),
-                )
-                .or_else(aws_config::profile::region::ProfileFileRegionProvider::new())
+            Some(region) => Some((Region::new(region.clone()), SETTING_REGION)),
+            None => match aws_config::environment::region::EnvironmentVariableRegionProvider::new()
                 .region()
                 .await
-            }
+            {
+                Some(region) => Some((region, "AWS_REGION / AWS_DEFAULT_REGION")),
+                None => aws_config::profile::region::ProfileFileRegionProvider::new()
+                    .region()
+                    .await
+                    .map(|region| (region, "the AWS profile")),
+            },
         };
-        loader = loader.region(region.unwrap_or_else(|| {
+        let (region, region_source) = region.unwrap_or_else(|| {
             tracing::info!(
                 "no S3 region configured (--s3-region / AWS_REGION / the AWS profile): using us-east-1 \
                  (AWS S3 needs the bucket's own region; MinIO and COS rarely care)"
             );
-            Region::new("us-east-1")
-        }));
+            (Region::new("us-east-1"), NO_REGION)
+        });
+        let signed_for = region.to_string();
+        loader = loader.region(region);
         if let Some((key, secret)) = &settings.static_credentials {
             loader = loader.credentials_provider(Credentials::new(
                 key,
@@ -237,7 +249,18 @@ impl S3Store {
             conditional_put: settings.conditional_put.unwrap_or_default(),
             probed: Mutex::new(None),
             sse: settings.sse.clone(),
+            region: (signed_for, region_source),
         })
+    }
+
+    /// The region requests are signed for, and where it came from ([`NO_REGION`]: nowhere).
+    pub fn region(&self) -> (&str, &'static str) {
+        (&self.region.0, self.region.1)
+    }
+
+    /// Whether requests go to a custom endpoint (MinIO, COS, …) rather than AWS S3.
+    pub fn custom_endpoint(&self) -> bool {
+        self.fetch.endpoint != "AWS S3"
     }
 
     fn client(&self) -> &aws_sdk_s3::Client {

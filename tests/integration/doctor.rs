@@ -270,3 +270,61 @@ async fn doctor_without_a_database_still_checks_the_store_and_exits_2() {
     assert_eq!(check(&run.summary, "bucket_versioning")["status"], "ok");
     assert!(!run.all_output.contains(PASSWORD));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_says_which_region_it_signs_for_and_whether_it_is_the_buckets() {
+    let db = TestDb::new().await;
+    let moto = MotoS3::new(Bucket::Versioned).await;
+    let mut envs = moto.env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    // The bucket's own region, from AWS_REGION.
+    let run = run_cli(&["doctor"], &envs).await;
+    let region = check(&run.summary, "region");
+    assert_eq!(region["status"], "ok", "{region}");
+    let detail = region["detail"].as_str().unwrap_or_default();
+    assert!(
+        detail.contains("us-east-1")
+            && detail.contains("AWS_REGION")
+            && detail.contains("own region"),
+        "{region}"
+    );
+    // A bucket in eu-west-1, signed for us-east-1: AWS would refuse or redirect every request.
+    let elsewhere = format!("{}-eu", moto.bucket);
+    moto.admin
+        .create_bucket()
+        .bucket(&elsewhere)
+        .create_bucket_configuration(
+            aws_sdk_s3::types::CreateBucketConfiguration::builder()
+                .location_constraint(aws_sdk_s3::types::BucketLocationConstraint::EuWest1)
+                .build(),
+        )
+        .send()
+        .await
+        .unwrap();
+    let mut envs = envs.clone();
+    envs.retain(|(k, _)| *k != "OUTBOX_ARCHIVER_STORE");
+    envs.push(("OUTBOX_ARCHIVER_STORE", format!("s3://{elsewhere}/archive")));
+    let run = run_cli(&["doctor"], &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    let region = check(&run.summary, "region");
+    assert_eq!(region["status"], "problem", "{region}");
+    assert!(
+        region["detail"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("eu-west-1"),
+        "{region}"
+    );
+    assert!(
+        region["fix"]
+            .as_str()
+            .unwrap_or_default()
+            .contains("--s3-region")
+            && region["fix"]
+                .as_str()
+                .unwrap_or_default()
+                .contains("eu-west-1"),
+        "{region}"
+    );
+    db.drop().await;
+}

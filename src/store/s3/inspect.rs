@@ -45,6 +45,42 @@ pub struct KmsKey {
 }
 
 impl S3Store {
+    /// The bucket's region as the store reports it (HeadBucket's `x-amz-bucket-region`, else
+    /// GetBucketLocation); `None` where it reports none (many S3-compatible stores).
+    pub async fn bucket_region(&self) -> Result<Option<String>, StoreError> {
+        let head = self
+            .client()
+            .head_bucket()
+            .bucket(self.bucket())
+            .send()
+            .await
+            .map_err(|e| self.error("head bucket", self.bucket(), e))?;
+        if let Some(region) = head.bucket_region().filter(|r| !r.is_empty()) {
+            return Ok(Some(region.to_string()));
+        }
+        if self.custom_endpoint() {
+            // S3-compatible stores answer GetBucketLocation with whatever they like (often an
+            // empty constraint, which would read as us-east-1).
+            return Ok(None);
+        }
+        match self
+            .client()
+            .get_bucket_location()
+            .bucket(self.bucket())
+            .send()
+            .await
+        {
+            // An empty constraint is us-east-1, by S3's old convention.
+            Ok(out) => Ok(Some(
+                out.location_constraint()
+                    .map(|c| c.as_str().to_string())
+                    .filter(|c| !c.is_empty())
+                    .unwrap_or_else(|| "us-east-1".to_string()),
+            )),
+            Err(_) => Ok(None),
+        }
+    }
+
     pub async fn versioning(&self) -> Result<Versioning, StoreError> {
         use aws_sdk_s3::types::BucketVersioningStatus;
         let out = self
