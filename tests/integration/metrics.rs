@@ -209,8 +209,8 @@ async fn metrics_reach_a_real_pushgateway_and_a_textfile() {
         .await
         .unwrap();
     assert_eq!(got, Some(1));
-    db.insert(&rows("a b", 1)).await;
-    let run = run_cli(&["archive", "--app", "a1,a b", "--older-than", "1s"], &envs).await;
+    db.insert(&rows("a/b", 1)).await;
+    let run = run_cli(&["archive", "--app", "a1,a/b", "--older-than", "1s"], &envs).await;
     assert_eq!(
         run.code, 1,
         "the unsafe app code fails the run: {}",
@@ -228,7 +228,7 @@ async fn metrics_reach_a_real_pushgateway_and_a_textfile() {
     );
     assert_eq!(value(&pushed, "outbox_archiver_rows", &a1), Some(0.0));
     assert_eq!(
-        value(&pushed, "outbox_archiver_app_ok", &[("app", "a b")]),
+        value(&pushed, "outbox_archiver_app_ok", &[("app", "a/b")]),
         Some(0.0)
     );
     assert_eq!(
