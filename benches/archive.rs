@@ -24,9 +24,9 @@
 use std::process::Command;
 use std::time::Instant;
 
-use outbox_archiver::local_s3::LocalS3;
-use outbox_archiver::seed::{self, SeedPlan};
-use outbox_archiver::table::WALLET_OUTBOX;
+use outbox_archiver::model::table::WALLET_OUTBOX;
+use outbox_archiver::testkit::local_s3::LocalS3;
+use outbox_archiver::testkit::seed::{self, SeedPlan};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 
 const DB: &str = "outbox_archiver_bench";

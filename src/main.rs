@@ -2,7 +2,8 @@
 //! command, prints its JSON summary on stdout and exits with the status the summary implies.
 
 use outbox_archiver::cli;
-use outbox_archiver::summary;
+use outbox_archiver::output;
+use outbox_archiver::pipeline::report;
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument;
 
@@ -20,11 +21,7 @@ fn main() {
         .enable_all()
         .build()
         .expect("a tokio runtime");
-    let span = tracing::info_span!(
-        "run",
-        run_id = summary::run_id(),
-        command = command.as_str()
-    );
+    let span = tracing::info_span!("run", run_id = report::run_id(), command = command.as_str());
     let mut summary = runtime.block_on(
         async {
             let shutdown = CancellationToken::new();
@@ -44,7 +41,7 @@ fn main() {
     }
     match &summary.text {
         Some(text) => print!("{text}"),
-        None if table => print!("{}", summary::text::render(&summary, started.elapsed())),
+        None if table => print!("{}", output::text::render(&summary, started.elapsed())),
         None => println!("{}", summary.to_json()),
     }
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));

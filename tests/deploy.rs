@@ -255,7 +255,7 @@ fn the_overlay_changes_what_it_says() {
 /// Every `outbox_archiver_*` metric the dashboard and the alerts use is one the binary exports.
 #[test]
 fn dashboard_and_alerts_use_only_exported_metrics() {
-    let exported = std::fs::read_to_string(root().join("src/metrics.rs")).unwrap();
+    let exported = std::fs::read_to_string(root().join("src/output/metrics.rs")).unwrap();
     let mut used = 0;
     for file in [
         "deploy/grafana-dashboard.json",

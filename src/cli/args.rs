@@ -11,8 +11,8 @@ use super::parse::{
     parse_bytes, parse_conditional_put, parse_duration, parse_percent, parse_retention,
     parse_storage_class, parse_table_name, parse_time, parse_timeout,
 };
-use crate::protection::Retention;
-use crate::shard::Shard;
+use crate::model::protection::Retention;
+use crate::model::shard::Shard;
 use crate::store::{self, ConditionalPutSetting};
 
 /// Options every command accepts, before or after the subcommand.

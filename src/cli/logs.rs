@@ -12,7 +12,7 @@ use tracing_subscriber::fmt::{FmtContext, FormattedFields};
 use tracing_subscriber::registry::LookupSpan;
 
 use super::{LogArgs, LogFormat};
-use crate::progress;
+use crate::output::progress;
 
 /// Sets up logging (and progress, which has to know how the log is written) for the process.
 pub fn init(format: LogFormat, log: &LogArgs) {

@@ -19,12 +19,12 @@ pub use print_config::effective_config;
 use crate::commands::{
     archive, compact, demo, doctor, find, history, migrate, purge, restore, status, verify,
 };
-use crate::metrics;
+use crate::output::metrics;
 use crate::pipeline::apps::Apps;
 use crate::pipeline::doctor::DoctorStore;
+use crate::pipeline::report::Summary;
 use crate::pipeline::{system_clock, DbContext, RunContext};
 use crate::store::{self, Location};
-use crate::summary::Summary;
 
 #[derive(Debug, Parser)]
 #[command(
@@ -520,7 +520,7 @@ async fn schema_command(common: &Common) -> Summary {
         Ok(spec) => {
             let mut summary = Summary::new("schema");
             summary.table = Some(spec.name.to_string());
-            summary.text = Some(crate::record_schema::to_text(spec));
+            summary.text = Some(crate::model::record_schema::to_text(spec));
             summary.settle()
         }
     }

@@ -10,20 +10,20 @@ use super::args::{
     RestoreArgs, SseArg, StatusArgs, ThawArgs, ThawTierArg, UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
-use crate::batch::Limits;
 use crate::commands::{archive, compact, find, history, purge, restore, status, verify};
 use crate::db::replica::{self, Discovery};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
+use crate::model::batch::Limits;
+use crate::model::profile::Profile;
+use crate::model::protection::{LockMode, Sse, SseAlgorithm, Thaw, ThawTier, WritePolicy};
+use crate::model::table::{self, TableSpec};
+use crate::model::timespec;
 use crate::pipeline::apps::{Apps, Selection};
 use crate::pipeline::doctor::{CommandName, DoctorOptions};
 use crate::pipeline::replicas::ReplicaGate;
 use crate::pipeline::Stops;
-use crate::profile::Profile;
-use crate::protection::{LockMode, Sse, SseAlgorithm, Thaw, ThawTier, WritePolicy};
 use crate::store::{S3Settings, UploadChecksum};
-use crate::table::{self, TableSpec};
-use crate::timespec;
 
 impl From<UploadChecksumArg> for UploadChecksum {
     fn from(arg: UploadChecksumArg) -> UploadChecksum {
@@ -499,12 +499,9 @@ impl Common {
         // The heartbeat rows that count are the primary's own.
         let heartbeat = match &s.heartbeat_table {
             Some(table) => {
-                let id: u32 = sqlx::query_scalar("SELECT CAST(@@server_id AS UNSIGNED)")
-                    .fetch_one(&db.pool)
-                    .await
-                    .map_err(|e| {
-                        format!("--heartbeat-table: reading the primary's server_id: {e}")
-                    })?;
+                let id = replica::server_id(db).await.map_err(|e| {
+                    format!("--heartbeat-table: reading the primary's server_id: {e}")
+                })?;
                 Some((table.clone(), id))
             }
             None => None,

@@ -3,9 +3,9 @@
 
 use std::time::Duration;
 
-use crate::protection::Retention;
+use crate::model::protection::Retention;
+use crate::model::timespec;
 use crate::store::ConditionalPutSetting;
-use crate::timespec;
 
 pub fn parse_duration(text: &str) -> Result<i64, String> {
     timespec::parse_duration_ms(text)

@@ -48,7 +48,7 @@ fn setting(arg: &clap::Arg, m: &ArgMatches) -> Value {
     let values: Vec<String> = m
         .get_raw(id)
         .map(|raw| {
-            raw.map(|v| crate::redact::url(&v.to_string_lossy()))
+            raw.map(|v| crate::model::redact::url(&v.to_string_lossy()))
                 .collect()
         })
         .unwrap_or_default();

@@ -4,11 +4,11 @@
 
 use std::time::Instant;
 
+use crate::output::progress::Progress;
 use crate::pipeline::apps::{self, Driver, Gate, Population};
 use crate::pipeline::archive::{probe_write_once, Archiver};
+use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
-use crate::progress::Progress;
-use crate::summary::Summary;
 
 pub use crate::pipeline::archive::ArchiveOptions;
 

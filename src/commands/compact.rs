@@ -3,13 +3,13 @@
 //! batch back in full: every app with receipts through the driver, each by
 //! [`crate::pipeline::compact`].
 
-use crate::progress::Progress;
+use crate::output::progress::Progress;
 use std::time::Instant;
 
 use crate::pipeline::apps::{self, Driver, Gate, Population};
 use crate::pipeline::compact::Compactor;
+use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
-use crate::summary::Summary;
 
 pub use crate::pipeline::compact::CompactOptions;
 

@@ -4,11 +4,11 @@
 //! store cannot be reached at all (as every command would stop there).
 
 use crate::db::Db;
+use crate::model::table::TableSpec;
 use crate::pipeline::doctor::{
     check_database, check_store, DoctorOptions, DoctorRun, DoctorStore, Status,
 };
-use crate::summary::{RunDetails, Summary};
-use crate::table::TableSpec;
+use crate::pipeline::report::{RunDetails, Summary};
 
 /// How `doctor` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,9 +5,9 @@
 //! Exit status: 0 every event id found (with `--where`: at least one row), 1 not found, 2 could
 //! not look.
 
+use crate::output::progress::Progress;
+use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
-use crate::progress::Progress;
-use crate::summary::Summary;
 
 pub use crate::pipeline::find::FindOptions;
 

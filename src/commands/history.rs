@@ -5,10 +5,10 @@
 //! Exit status: 0, also when there is no run yet; 2 when the database cannot be read.
 
 use crate::db::runs::{Run, Runs};
+use crate::model::timespec;
+use crate::pipeline::report::details::HistoryRun;
+use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::DbContext;
-use crate::summary::details::HistoryRun;
-use crate::summary::{RunDetails, Summary};
-use crate::timespec;
 
 #[derive(Debug, Clone)]
 pub struct HistoryOptions {

@@ -3,9 +3,9 @@
 //! `--with-source-table` also creates the reference source table, for demos and tests.
 
 use crate::db::{self, Db};
-use crate::summary::details::MigrateRun;
-use crate::summary::{RunDetails, Summary};
-use crate::table::{OwnedBy, TableSpec};
+use crate::model::table::{OwnedBy, TableSpec};
+use crate::pipeline::report::details::MigrateRun;
+use crate::pipeline::report::{RunDetails, Summary};
 
 #[derive(Debug, Clone, Default)]
 pub struct MigrateOptions {

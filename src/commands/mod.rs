@@ -1,5 +1,5 @@
 //! The subcommands: each module takes its options, runs its apps through the pipeline's driver
-//! ([`crate::pipeline`]), and returns the [`crate::summary::Summary`] to print, with its exit
+//! ([`crate::pipeline`]), and returns the [`crate::pipeline::report::Summary`] to print, with its exit
 //! status. No SQL, no object-store calls and no loops over apps of their own live here.
 
 pub mod archive;

@@ -3,14 +3,14 @@
 //! batch's objects (SPEC §5.9): every app through the driver, each by
 //! [`crate::pipeline::purge`].
 
-use crate::progress::Progress;
+use crate::output::progress::Progress;
 use std::time::Instant;
 
 use crate::pipeline::apps::{self, Driver, Gate, Population};
 use crate::pipeline::purge::Purger;
+use crate::pipeline::report::details::PurgeRun;
+use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::RunContext;
-use crate::summary::details::PurgeRun;
-use crate::summary::{RunDetails, Summary};
 
 pub use crate::pipeline::purge::{ObjectCheck, PurgeOptions};
 

@@ -4,12 +4,12 @@
 //! records the results.
 
 use crate::db::restore::TargetTable;
+use crate::output::progress::Progress;
 use crate::pipeline::apps::{self, Driver, Gate, Population};
+use crate::pipeline::report::details::RestoreRun;
+use crate::pipeline::report::{AppDetails, RunDetails, Summary};
 use crate::pipeline::restore::Restorer;
 use crate::pipeline::RunContext;
-use crate::progress::Progress;
-use crate::summary::details::RestoreRun;
-use crate::summary::{AppDetails, RunDetails, Summary};
 
 pub use crate::pipeline::restore::RestoreOptions;
 

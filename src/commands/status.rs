@@ -2,10 +2,10 @@
 //! a terminal, drawn from the typed report.
 
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
+use crate::pipeline::report::details::StatusApp;
+use crate::pipeline::report::{AppDetails, AppReport, Summary};
 use crate::pipeline::status::Status;
 use crate::pipeline::DbContext;
-use crate::summary::details::StatusApp;
-use crate::summary::{AppDetails, AppReport, Summary};
 
 /// How `status` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]

@@ -5,12 +5,12 @@
 //! Findings are data: exit 0 when clean, 1 when anything was found, 2 when it could not run.
 //! Orphans are listed as information (an interrupted run leaves them) and do not fail the run.
 
-use crate::format;
+use crate::model::format;
+use crate::output::progress::Progress;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
+use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::verify::{orphans_under, Verify};
 use crate::pipeline::RunContext;
-use crate::progress::Progress;
-use crate::summary::{RunDetails, Summary};
 
 pub use crate::pipeline::verify::{sampled, VerifyOptions};
 
@@ -86,7 +86,7 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
 /// names the setting, instead of a `missing_object` finding per object.
 async fn wrong_location(
     ctx: &RunContext,
-    run: &crate::summary::details::VerifyRun,
+    run: &crate::pipeline::report::details::VerifyRun,
 ) -> Option<String> {
     use crate::pipeline::verifier::FindingKind;
     if run.checked_batches.is_empty()

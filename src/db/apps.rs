@@ -12,7 +12,7 @@
 use sqlx::{AssertSqlSafe, MySqlPool};
 
 use super::{Context, DbError};
-use crate::table::TableSpec;
+use crate::model::table::TableSpec;
 
 /// The spelling of the app `typed` names, under the tables' collations.
 pub async fn canonical(
@@ -67,7 +67,10 @@ pub fn closest<'a>(typed: &str, known: &'a [String]) -> Vec<&'a str> {
         .iter()
         .map(|k| {
             (
-                crate::appcode::distance(&typed.to_ascii_lowercase(), &k.to_ascii_lowercase()),
+                crate::model::appcode::distance(
+                    &typed.to_ascii_lowercase(),
+                    &k.to_ascii_lowercase(),
+                ),
                 k.as_str(),
             )
         })

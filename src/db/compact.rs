@@ -15,8 +15,8 @@ use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
 use super::lock::AppLock;
 use super::{Context, DbError};
 use crate::failpoint::{FailPoints, Tripped};
-use crate::format::{self, MembersDigest};
-use crate::table::TableSpec;
+use crate::model::format::{self, MembersDigest};
+use crate::model::table::TableSpec;
 
 /// Member rows deleted per statement.
 const DELETE_CHUNK: usize = 500;

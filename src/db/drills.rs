@@ -4,7 +4,7 @@
 use sqlx::{AssertSqlSafe, MySqlPool};
 
 use super::{Context, DbError};
-use crate::table::TableSpec;
+use crate::model::table::TableSpec;
 
 /// The drills table of one outbox table.
 #[derive(Debug, Clone)]

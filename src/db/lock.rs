@@ -19,7 +19,7 @@
 use sqlx::{Connection, Executor, MySqlConnection};
 
 use super::{Context, Db, DbError};
-use crate::digest::sha256_hex;
+use crate::model::digest::sha256_hex;
 
 const MAX_LOCK_NAME: usize = 64;
 

@@ -7,9 +7,9 @@ use std::collections::{HashMap, HashSet};
 use sqlx::{MySql, MySqlPool, QueryBuilder, Transaction};
 
 use super::{Context, DbError};
-use crate::batch::{Member, Superseded};
-use crate::digest::RowFingerprint;
-use crate::table::TableSpec;
+use crate::model::batch::{Member, Superseded};
+use crate::model::digest::RowFingerprint;
+use crate::model::table::TableSpec;
 
 /// A member row as the receipt transaction reads it back.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]

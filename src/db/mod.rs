@@ -26,8 +26,8 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{Executor, MySql, Pool};
 
-use crate::redact;
-use crate::table::TableSpec;
+use crate::model::redact;
+use crate::model::table::TableSpec;
 
 /// A database failure, in the operator's words. Messages never contain the password.
 #[derive(Debug, thiserror::Error)]
@@ -416,13 +416,13 @@ pub async fn insert_rows<'e, E>(
     executor: E,
     spec: &TableSpec,
     table: &str,
-    rows: &[&crate::codec::Row],
+    rows: &[&crate::model::codec::Row],
     if_present: IfPresent,
 ) -> Result<u64, sqlx::Error>
 where
     E: Executor<'e, Database = MySql>,
 {
-    use crate::codec::Value;
+    use crate::model::codec::Value;
     let columns: Vec<&str> = spec.columns.iter().map(|c| c.name).collect();
     let verb = match if_present {
         IfPresent::Fail => "INSERT",

@@ -10,7 +10,7 @@
 use sqlx::{Executor, MySql, Pool};
 
 use super::{Context, Db, DbError};
-use crate::table::{TableSpec, TotalKind};
+use crate::model::table::{TableSpec, TotalKind};
 
 const APP_CODE: &str = "VARCHAR(32) NOT NULL";
 const EVENT_ID: &str = "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL";
@@ -217,8 +217,8 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
 }
 
 /// How `<prefix>_columns` names a kind.
-fn encoding_name(kind: crate::table::Kind) -> &'static str {
-    use crate::table::Kind;
+fn encoding_name(kind: crate::model::table::Kind) -> &'static str {
+    use crate::model::table::Kind;
     match kind {
         Kind::Int => "int",
         Kind::Text => "text",
@@ -393,7 +393,7 @@ impl Db {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::{ROOM_OUTBOX, WALLET_OUTBOX};
+    use crate::model::table::{ROOM_OUTBOX, WALLET_OUTBOX};
 
     #[test]
     fn receipts_carry_one_column_per_total() {

@@ -18,9 +18,9 @@ use super::lock::AppLock;
 use super::receipts::STATE_VERIFIED;
 use super::source::SourceTable;
 use super::{Context, DbError};
-use crate::batch::Member;
 use crate::failpoint::{FailPoints, Tripped};
-use crate::table::TableSpec;
+use crate::model::batch::Member;
+use crate::model::table::TableSpec;
 
 /// At most this many rows per delete transaction.
 pub const PURGE_CHUNK: usize = 500;
@@ -123,7 +123,7 @@ impl PurgeQueries {
             let now = row.cursor();
             let exact = want.get(now.event_id.as_str()).is_some_and(|m| {
                 m.updated_at_ms == now.updated_at_ms
-                    && m.fingerprint == Some(crate::digest::row_fingerprint(&row.line))
+                    && m.fingerprint == Some(crate::model::digest::row_fingerprint(&row.line))
             });
             if exact {
                 compared.exact.push(now.event_id);

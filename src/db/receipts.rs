@@ -6,10 +6,10 @@ use sqlx::mysql::MySqlRow;
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
 
 use super::{Context, DbError};
-use crate::digest::ObjectDigest;
-use crate::format::{ContentFacts, Cursor, MembersDigest, ObjectKeys, TotalValue};
-use crate::protection::{LockMode, ObjectLock, Protection, VerifiedBy};
-use crate::table::{TableSpec, TotalKind};
+use crate::model::digest::ObjectDigest;
+use crate::model::format::{ContentFacts, Cursor, MembersDigest, ObjectKeys, TotalValue};
+use crate::model::protection::{LockMode, ObjectLock, Protection, VerifiedBy};
+use crate::model::table::{TableSpec, TotalKind};
 
 pub const STATE_VERIFIED: &str = "VERIFIED";
 
@@ -36,7 +36,7 @@ pub struct StoredReceipt {
     pub protection: Protection,
     /// Set once `compact` replaced the member rows of its purged rows by a digest.
     pub compaction: Option<Compaction>,
-    /// [`crate::format::members_proof`] of the batch's rows (receipts recorded since migration 8).
+    /// [`crate::model::format::members_proof`] of the batch's rows (receipts recorded since migration 8).
     pub members_proof: Option<String>,
     /// What the store reported of the three objects when they were read back (migration 8).
     pub stored: StoredAs,
@@ -46,9 +46,9 @@ pub struct StoredReceipt {
 /// and `_SUCCESS`'s version ids are not kept: the data object's is what matters).
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct StoredAs {
-    pub data: crate::store::Identity,
-    pub manifest: crate::store::Identity,
-    pub success: crate::store::Identity,
+    pub data: crate::model::format::Identity,
+    pub manifest: crate::model::format::Identity,
+    pub success: crate::model::format::Identity,
 }
 
 /// What a compacted receipt keeps of its members.
@@ -582,15 +582,15 @@ fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error
         compaction: compaction(row)?,
         members_proof: row.try_get("members_proof_sha256")?,
         stored: StoredAs {
-            data: crate::store::Identity {
+            data: crate::model::format::Identity {
                 etag: row.try_get("data_etag")?,
                 version_id: row.try_get("data_version_id")?,
             },
-            manifest: crate::store::Identity {
+            manifest: crate::model::format::Identity {
                 etag: row.try_get("manifest_etag")?,
                 version_id: None,
             },
-            success: crate::store::Identity {
+            success: crate::model::format::Identity {
                 etag: row.try_get("success_etag")?,
                 version_id: None,
             },

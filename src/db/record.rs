@@ -21,12 +21,12 @@ use super::lock::AppLock;
 use super::members::{Members, Owner};
 use super::receipts::{Receipts, STATE_VERIFIED};
 use super::{Context, DbError};
-use crate::batch::{Member, Superseded};
-use crate::digest::ObjectDigest;
 use crate::failpoint::{FailPoints, Tripped};
-use crate::format::{ContentFacts, ObjectKeys, SCHEMA_VERSION};
-use crate::protection::Protection;
-use crate::table::TableSpec;
+use crate::model::batch::{Member, Superseded};
+use crate::model::digest::ObjectDigest;
+use crate::model::format::{ContentFacts, ObjectKeys, SCHEMA_VERSION};
+use crate::model::protection::Protection;
+use crate::model::table::TableSpec;
 
 /// Members are written and read back in chunks of at most this many (SPEC §5.2).
 pub const MEMBER_CHUNK: usize = 500;
@@ -46,7 +46,7 @@ pub struct Receipt {
     pub verified_at_ms: i64,
     /// How the objects are protected and stored, as the store reported it after the puts.
     pub protection: Protection,
-    /// [`crate::format::members_proof`] of the batch's rows.
+    /// [`crate::model::format::members_proof`] of the batch's rows.
     pub members_proof: Option<String>,
     /// What the store reported of the objects when they were read back.
     pub stored: super::receipts::StoredAs,

@@ -14,7 +14,7 @@ use sqlx::mysql::{MySqlPool, MySqlPoolOptions, MySqlRow};
 use sqlx::{AssertSqlSafe, Row as _};
 
 use super::{Context, Db, DbError};
-use crate::redact;
+use crate::model::redact;
 
 /// How far behind a replica is.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -189,6 +189,13 @@ pub enum Discovery {
     Hosts,
     /// The primary's binlog dump threads: the replica's host, on the primary's port.
     Processlist,
+}
+
+/// This server's `server_id`: the primary's, whose pt-heartbeat rows are the ones that count.
+pub async fn server_id(db: &Db) -> Result<u32, sqlx::Error> {
+    sqlx::query_scalar("SELECT CAST(@@server_id AS UNSIGNED)")
+        .fetch_one(&db.pool)
+        .await
 }
 
 /// The URLs of the primary's replicas: the primary's URL (`url`, its credentials and database)

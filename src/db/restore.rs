@@ -13,10 +13,10 @@ use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
 use super::lock::AppLock;
 use super::source::{decode_row, values_of};
 use super::{Context, DbError, IfPresent};
-use crate::batch::Member;
-use crate::codec::{Row, Value};
-use crate::format::TotalValue;
-use crate::table::{TableSpec, TotalKind};
+use crate::model::batch::Member;
+use crate::model::codec::{Row, Value};
+use crate::model::format::TotalValue;
+use crate::model::table::{TableSpec, TotalKind};
 
 /// Rows per insert transaction.
 pub const RESTORE_CHUNK: usize = 500;
@@ -486,16 +486,16 @@ async fn mark_restored(
         .map_err(DbError::from)?;
     if let Some((manifest_sha256, verified_at_ms)) = source.compacted_owner {
         let layout = spec.layout();
-        let members: Vec<crate::batch::Member> = rows
+        let members: Vec<crate::model::batch::Member> = rows
             .iter()
             .map(|r| {
                 // The row's line as archived (the batch's own columns): its fingerprint.
                 let mut line = Vec::new();
-                crate::codec::encode_values(spec, r.iter().map(Value::as_ref), &mut line);
-                crate::batch::Member {
+                crate::model::codec::encode_values(spec, r.iter().map(Value::as_ref), &mut line);
+                crate::model::batch::Member {
                     event_id: r[layout.event_id].as_str().unwrap_or_default().to_string(),
                     updated_at_ms: r[layout.updated_at_ms].as_i64().unwrap_or_default(),
-                    fingerprint: Some(crate::digest::row_fingerprint(&line)),
+                    fingerprint: Some(crate::model::digest::row_fingerprint(&line)),
                 }
             })
             .collect();

@@ -4,7 +4,7 @@
 use sqlx::{AssertSqlSafe, MySqlPool};
 
 use super::{Context, DbError};
-use crate::table::TableSpec;
+use crate::model::table::TableSpec;
 
 /// One recorded run of one app (`app_code` empty: the run as a whole — doctor, or a command that
 /// could not start).

@@ -6,8 +6,8 @@
 use sqlx::{MySql, QueryBuilder};
 
 use super::{Context, Db, DbError, MIGRATOR};
-use crate::profile::{self, Index, LiveColumn, Profile};
-use crate::table::{OwnedBy, TableSpec};
+use crate::model::profile::{self, Index, LiveColumn, Profile};
+use crate::model::table::{OwnedBy, TableSpec};
 
 impl Db {
     /// Fails with a message naming the next step if the source table is not there or the

@@ -11,11 +11,11 @@ use tokio::sync::mpsc;
 
 use super::members::Members;
 use super::{Context, DbError};
-use crate::batch::EncodedRow;
-use crate::codec::{Row, ValueRef};
 use crate::failpoint::FailPoints;
-use crate::format::Cursor;
-use crate::table::{Kind, Layout, TableSpec};
+use crate::model::batch::EncodedRow;
+use crate::model::codec::{Row, ValueRef};
+use crate::model::format::Cursor;
+use crate::model::table::{Kind, Layout, TableSpec};
 
 /// The most rows one page query returns (SPEC §5.6).
 pub const PAGE_ROWS: u32 = 500;

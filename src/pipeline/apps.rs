@@ -15,12 +15,12 @@ use futures_util::StreamExt as _;
 use tracing::Instrument;
 
 use super::DbContext;
-use crate::appcode;
 use crate::db::lock::{database_lock_name, lock_name, AppLock};
 use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::{runs, source, DbError};
-use crate::shard::Shard;
-use crate::summary::{app_span, run_id, AppReport, Outcome};
+use crate::model::appcode;
+use crate::model::shard::Shard;
+use crate::pipeline::report::{app_span, run_id, AppReport, Outcome};
 
 /// Which apps a command works on.
 #[derive(Debug, Clone)]
@@ -409,7 +409,7 @@ pub fn ended(outcome: Outcome) -> &'static str {
 /// together — shards after a failover — do not come back together.
 pub fn backoff(n: u32, seed: &str) -> Duration {
     let base = Duration::from_secs(1 << n.min(5));
-    let hash = crate::digest::sha256_hex(format!("{seed}:{n}").as_bytes());
+    let hash = crate::model::digest::sha256_hex(format!("{seed}:{n}").as_bytes());
     let per_mille = u64::from_str_radix(&hash[..8], 16).expect("hex") % 1000;
     base * (500 + per_mille as u32) / 1000
 }

@@ -12,18 +12,18 @@ use super::publish::{PublishError, Publisher};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
-use crate::batch::{EncodedBatch, Limits, Superseded};
 use crate::db::lock::AppLock;
 use crate::db::receipts::Receipts;
 use crate::db::record::{Cut, Receipt, RecordError, Recorder};
 use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
-use crate::format::{self, Cursor};
-use crate::protection::WritePolicy;
+use crate::model::batch::{EncodedBatch, Limits, Superseded};
+use crate::model::format::{self, Cursor};
+use crate::model::protection::WritePolicy;
+use crate::pipeline::report::details::{self, ArchiveApp};
+use crate::pipeline::report::{AppDetails, AppReport, BatchReport, Outcome};
 use crate::store::{ConditionalPut, StoreError};
-use crate::summary::details::{self, ArchiveApp};
-use crate::summary::{AppDetails, AppReport, BatchReport, Outcome};
 
 #[derive(Debug, Clone)]
 pub struct ArchiveOptions {
@@ -326,8 +326,8 @@ impl<'a> Archiver<'a> {
             app,
             batch_id = recorded.batch_report.batch_id,
             rows = c.row_count,
-            from = crate::timespec::rfc3339(c.first.updated_at_ms),
-            to = crate::timespec::rfc3339(c.last.updated_at_ms),
+            from = crate::model::timespec::rfc3339(c.first.updated_at_ms),
+            to = crate::model::timespec::rfc3339(c.last.updated_at_ms),
             compressed_bytes = recorded.batch_report.compressed_bytes,
             millis,
             "{}",
@@ -424,7 +424,7 @@ impl<'a> Archiver<'a> {
             data_crc64nvme: Some(published.data_crc64nvme),
             verified_at_ms: (ctx.now_ms)(),
             protection: published.protection.clone(),
-            members_proof: crate::format::members_proof_of(&batch.members),
+            members_proof: crate::model::format::members_proof_of(&batch.members),
             stored: published.stored.clone(),
         };
         // Every page of this batch has been read: a column added to the table since the run
@@ -498,7 +498,7 @@ impl Archiver<'_> {
             .verify(&expected)
             .await
             .map_err(PublishError::from)?;
-        let proof = crate::format::members_proof_of(&batch.members);
+        let proof = crate::model::format::members_proof_of(&batch.members);
         if let Some(first) = verified.findings.first() {
             return Err(PublishError::Mismatch {
                 first: Box::new(first.clone()),

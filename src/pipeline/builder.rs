@@ -7,10 +7,10 @@ use std::time::Instant;
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
-use crate::batch::{BatchEncoder, EncodedBatch, Limits};
 use crate::db::source::RowStream;
 use crate::db::DbError;
-use crate::table::TableSpec;
+use crate::model::batch::{BatchEncoder, EncodedBatch, Limits};
+use crate::model::table::TableSpec;
 
 /// Why a batch could not be built.
 #[derive(Debug, thiserror::Error)]

@@ -18,9 +18,9 @@ use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
+use crate::pipeline::report::details::CompactApp;
+use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 use crate::store::{StoreError, Thaw};
-use crate::summary::details::CompactApp;
-use crate::summary::{AppDetails, AppReport, Outcome};
 
 #[derive(Debug, Clone)]
 pub struct CompactOptions {

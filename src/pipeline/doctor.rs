@@ -11,12 +11,12 @@ use serde::Serialize;
 
 use crate::db::preflight::{Access, Privilege};
 use crate::db::{Db, DbError};
-use crate::format;
-use crate::profile;
-use crate::protection::{header_time, is_cold_class, ObjectLock, WritePolicy};
+use crate::model::format;
+use crate::model::profile;
+use crate::model::protection::{header_time, is_cold_class, ObjectLock, WritePolicy};
+use crate::model::table::TableSpec;
 use crate::store::s3::{LockConfiguration, S3Store, Versioning};
 use crate::store::{ConditionalPut, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
-use crate::table::TableSpec;
 
 /// A check's verdict.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord, Serialize)]
@@ -157,7 +157,7 @@ impl CommandName {
         };
         // Tables made from the description have no migrations history; a profile's table has
         // the record of its archived columns (read at every start, added to by archive).
-        if spec.owned_by == crate::table::OwnedBy::Spec {
+        if spec.owned_by == crate::model::table::OwnedBy::Spec {
             needs.retain(|(table, _)| table != "_sqlx_migrations");
         }
         if !spec.is_builtin() {
@@ -852,7 +852,10 @@ async fn conditional_put(s3: &S3Store) -> Check {
 /// The probe object's key: one per run, so that two doctors at once (the archive and the purge
 /// role of the doctor Job) never remove each other's probe.
 fn probe_key(prefix: &str) -> String {
-    let name = format!("_outbox_archiver/doctor-probe-{}", crate::summary::run_id());
+    let name = format!(
+        "_outbox_archiver/doctor-probe-{}",
+        crate::pipeline::report::run_id()
+    );
     if prefix.is_empty() {
         name
     } else {
@@ -884,7 +887,7 @@ async fn probe(
         .map(|(mode, _)| mode)
         .or(match lock_config {
             Some(config) => config.default.map(|(mode, _)| mode),
-            None => Some(crate::protection::LockMode::Governance),
+            None => Some(crate::model::protection::LockMode::Governance),
         });
     let lock = mode.map(|mode| ObjectLock {
         mode,
@@ -972,8 +975,8 @@ fn what_the_store_kept(
             format!("data objects go to the bucket's default class ({stored_class})"),
         )),
         Some(class) if class == stored_class && is_cold_class(class) => {
-            let checksum = meta.crc64nvme == Some(crate::digest::crc64nvme(body))
-                || meta.sha256.as_deref() == Some(crate::digest::sha256_hex(body).as_str());
+            let checksum = meta.crc64nvme == Some(crate::model::digest::crc64nvme(body))
+                || meta.sha256.as_deref() == Some(crate::model::digest::sha256_hex(body).as_str());
             checks.push(if checksum {
                 Check::ok(
                     "storage_class",

@@ -15,9 +15,9 @@ use super::apps::{self, Population, Selection};
 use super::{Observer, RunContext};
 use crate::db::receipts::{Receipts, StoredReceipt};
 use crate::db::DbError;
+use crate::pipeline::report::details::{FindRun, FoundRow};
+use crate::pipeline::report::{RunDetails, Summary};
 use crate::store::{self, StoreError};
-use crate::summary::details::{FindRun, FoundRow};
-use crate::summary::{RunDetails, Summary};
 
 #[derive(Debug, Clone, Default)]
 pub struct FindOptions {
@@ -255,7 +255,7 @@ async fn search(
     let Some(bytes) = store::get_all(ctx.store.as_ref(), key).await? else {
         return Ok(Searched::Missing(key.clone()));
     };
-    let intact = crate::digest::sha256_hex(&bytes) == receipt.data.sha256;
+    let intact = crate::model::digest::sha256_hex(&bytes) == receipt.data.sha256;
     let layout = ctx.spec.layout();
     let id_key = ctx.spec.columns[layout.event_id].json_key;
     let updated_key = ctx.spec.columns[layout.updated_at_ms].json_key;

@@ -22,6 +22,7 @@ pub mod find;
 pub mod publish;
 pub mod purge;
 pub mod replicas;
+pub mod report;
 pub mod restore;
 pub mod status;
 pub mod verifier;
@@ -34,8 +35,8 @@ use std::time::Instant;
 use tokio_util::sync::CancellationToken;
 
 use crate::db::Db;
+use crate::model::table::TableSpec;
 use crate::store::{ObjectStore, StoreStats};
-use crate::table::TableSpec;
 
 /// Where the work reports its progress: a terminal's progress line, or nothing ([`Quiet`]).
 pub trait Observer: Sync {

@@ -14,12 +14,12 @@
 //! checksum of what it stored.
 
 use super::verifier::{read_data, ColdObjects, Depth, Encryption, Expected, Finding, Verifier};
-use crate::batch::{DataRead, EncodedBatch};
-use crate::digest::{self, ObjectDigest};
 use crate::failpoint::{FailPoints, Tripped};
-use crate::protection::{ObjectLock, Protection, WritePolicy};
+use crate::model::batch::{DataRead, EncodedBatch};
+use crate::model::digest::{self, ObjectDigest};
+use crate::model::protection::{ObjectLock, Protection, WritePolicy};
+use crate::model::table::TableSpec;
 use crate::store::{self, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
-use crate::table::TableSpec;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PublishError {

@@ -21,16 +21,16 @@ use super::apps::{Access, AppWork, Apps};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifier};
 use super::{Observer, RunContext};
-use crate::batch::Member;
 use crate::db::lock::AppLock;
 use crate::db::members::Members;
 use crate::db::purge::{PurgeError, PurgeQueries, PURGE_CHUNK};
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::DbError;
-use crate::digest::RowFingerprint;
 use crate::failpoint::FailPoints;
-use crate::summary::details::{PlannedPurge, PurgeApp};
-use crate::summary::{AppDetails, AppReport, Outcome};
+use crate::model::batch::Member;
+use crate::model::digest::RowFingerprint;
+use crate::pipeline::report::details::{PlannedPurge, PurgeApp};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 
 #[derive(Debug, Clone)]
 pub struct PurgeOptions {
@@ -183,7 +183,9 @@ impl AppWork for Purger<'_> {
                 tracing::info!(
                     app,
                     rows,
-                    eligible_from = eligible.map(crate::timespec::rfc3339).unwrap_or_default(),
+                    eligible_from = eligible
+                        .map(crate::model::timespec::rfc3339)
+                        .unwrap_or_default(),
                     "rows archived too recently for --grace wait; the first become purgeable then"
                 );
                 tally.details.in_grace_rows = rows;
@@ -244,10 +246,10 @@ impl<'a> Purger<'a> {
             }
             let step = self.purge_receipt(&receipt, access, tally).await?;
             let rows = match &tally.details.would_purge_rows {
-                Some(rows) => format!(", {} rows would go", crate::summary::text::thousands(*rows)),
+                Some(rows) => format!(", {} rows would go", crate::model::human::thousands(*rows)),
                 None => format!(
                     ", {} rows deleted",
-                    crate::summary::text::thousands(tally.details.purged_rows)
+                    crate::model::human::thousands(tally.details.purged_rows)
                 ),
             };
             self.observer.advance(app, 1, &rows);
@@ -297,7 +299,7 @@ impl<'a> Purger<'a> {
                 let c = &receipt.content;
                 tally.details.would_purge_batches.push(PlannedPurge {
                     batch_id: receipt.batch_id.clone(),
-                    day: crate::timespec::utc_date(c.first.updated_at_ms),
+                    day: crate::model::timespec::utc_date(c.first.updated_at_ms),
                     first_updated_at_ms: c.first.updated_at_ms,
                     last_updated_at_ms: c.last.updated_at_ms,
                     rows,

@@ -19,8 +19,6 @@ use super::apps::{Access, AppWork, Selection};
 use super::replicas::LagStop;
 use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Guard, Verified, Verifier};
 use super::{Observer, RunContext};
-use crate::batch::{KeptLines, Member};
-use crate::codec::Row;
 use crate::db::drills::Drills;
 use crate::db::members::Members;
 use crate::db::receipts::{Receipts, StoredReceipt};
@@ -28,10 +26,12 @@ use crate::db::restore::{
     first_difference, IntoSource, LoadError, TargetTable, RESTORE_CHUNK, RESTORE_CHUNK_BYTES,
 };
 use crate::db::DbError;
+use crate::model::batch::{KeptLines, Member};
+use crate::model::codec::Row;
+use crate::model::table::TableSpec;
+use crate::pipeline::report::details::{Drill, RestoreApp};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 use crate::store::{StoreError, Thaw};
-use crate::summary::details::{Drill, RestoreApp};
-use crate::summary::{AppDetails, AppReport, Outcome};
-use crate::table::TableSpec;
 
 #[derive(Debug, Clone, Default)]
 pub struct RestoreOptions {
@@ -182,7 +182,7 @@ impl AppWork for Restorer<'_> {
                 continue;
             }
             report.batches += 1;
-            let rows = crate::summary::text::thousands(details.restored_rows);
+            let rows = crate::model::human::thousands(details.restored_rows);
             let verb = if self.opts.drill {
                 "drilled"
             } else {
@@ -495,7 +495,7 @@ impl<'a> Restorer<'a> {
                 facts.rows, receipt.content.row_count
             ));
         }
-        let totals: Vec<crate::format::TotalValue> = receipt
+        let totals: Vec<crate::model::format::TotalValue> = receipt
             .content
             .totals
             .iter()
@@ -507,7 +507,7 @@ impl<'a> Restorer<'a> {
         match &receipt.compaction {
             // Compacted: the restored rows' pairs against the receipt's digest of them.
             Some(compaction) => {
-                let restored = crate::format::members_digest(
+                let restored = crate::model::format::members_digest(
                     facts
                         .members
                         .iter()
@@ -589,7 +589,7 @@ fn without_superseded(
 }
 
 /// The `(event_id, updated_at_ms)` of members, as a set.
-fn key_set(members: &[crate::batch::Member]) -> std::collections::BTreeSet<(&str, i64)> {
+fn key_set(members: &[crate::model::batch::Member]) -> std::collections::BTreeSet<(&str, i64)> {
     members
         .iter()
         .map(|m| (m.event_id.as_str(), m.updated_at_ms))

@@ -13,8 +13,8 @@ use crate::db::receipts::Receipts;
 use crate::db::runs::Runs;
 use crate::db::source::SourceTable;
 use crate::db::DbError;
-use crate::summary::details::{GoodDrill, StatusApp};
-use crate::summary::{AppDetails, AppReport, Outcome};
+use crate::pipeline::report::details::{GoodDrill, StatusApp};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 
 /// Status's look at one app.
 pub struct Status<'a> {

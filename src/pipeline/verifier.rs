@@ -17,14 +17,16 @@ use std::collections::HashMap;
 use futures_util::TryStreamExt;
 use serde::Serialize;
 
-use crate::batch::{DataRead, DataReader, EncodedBatch, KeptLines, Member};
 use crate::db::receipts::StoredAs;
 use crate::db::receipts::StoredReceipt;
-use crate::digest::{crc64nvme, ObjectDigest};
-use crate::format::{self, ContentFacts, Manifest, MembersDigest, ObjectKeys, SuccessMarker};
-use crate::protection::{header_time, ObjectLock, Protection, Sse, VerifiedBy};
+use crate::model::batch::{DataRead, DataReader, EncodedBatch, KeptLines, Member};
+use crate::model::digest::{crc64nvme, ObjectDigest};
+use crate::model::format::{
+    self, ContentFacts, Manifest, MembersDigest, ObjectKeys, SuccessMarker,
+};
+use crate::model::protection::{header_time, ObjectLock, Protection, Sse, VerifiedBy};
+use crate::model::table::TableSpec;
 use crate::store::{self, ObjectMeta, ObjectStore, StoreError, Thaw, ThawState};
-use crate::table::TableSpec;
 
 /// What kind of problem a finding is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -1108,7 +1110,7 @@ mod tests {
 
     #[test]
     fn a_head_is_held_to_the_receipts_retention_and_encryption() {
-        use crate::protection::{LockMode, SseAlgorithm};
+        use crate::model::protection::{LockMode, SseAlgorithm};
         let kinds = |f: Vec<Finding>| f.into_iter().map(|f| f.kind).collect::<Vec<_>>();
         let lock = |mode, until| ObjectLock {
             mode,
@@ -1177,7 +1179,7 @@ mod tests {
 
     #[test]
     fn a_receipt_records_the_weakest_retention_and_encryption_all_objects_share() {
-        use crate::protection::LockMode;
+        use crate::model::protection::LockMode;
         let head = |mode, until, sse: Option<&str>| ObjectMeta {
             lock: Some(ObjectLock {
                 mode,

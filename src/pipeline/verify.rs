@@ -20,10 +20,10 @@ use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::source::SourceTable;
 use crate::db::DbError;
-use crate::digest::sha256_hex;
+use crate::model::digest::sha256_hex;
+use crate::pipeline::report::details::{Sample, VerifyApp, VerifyRun};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 use crate::store::{StoreError, Thaw};
-use crate::summary::details::{Sample, VerifyApp, VerifyRun};
-use crate::summary::{AppDetails, AppReport, Outcome};
 
 #[derive(Debug, Clone)]
 pub struct VerifyOptions {
@@ -104,7 +104,7 @@ impl AppWork for Verify<'_> {
         let stopped = report.outcome == Outcome::Stopped;
         if !stopped
             && self.opts.selection.batch_ids.is_empty()
-            && crate::appcode::validate(app).is_ok()
+            && crate::model::appcode::validate(app).is_ok()
         {
             match self.stragglers(app).await {
                 Ok((found, more)) => {

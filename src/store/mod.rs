@@ -2,7 +2,7 @@
 //! get (streamed), head, list, delete — by full key within a bucket. [`s3::S3Store`] speaks S3
 //! (AWS, MinIO, Tencent COS, anything S3-compatible); [`local::LocalStore`] keeps objects as files
 //! under a directory, for demos and air-gapped backfills. What a put can ask for beyond its bytes
-//! (Object Lock retention, storage class, encryption) is [`crate::protection`]'s; a HEAD reports
+//! (Object Lock retention, storage class, encryption) is [`crate::model::protection`]'s; a HEAD reports
 //! it in [`ObjectMeta`].
 
 pub mod local;
@@ -17,11 +17,11 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
-pub use crate::protection::{ObjectLock, PutOptions, RestoreStatus, Sse, Thaw, ThawState};
+pub use crate::model::protection::{ObjectLock, PutOptions, RestoreStatus, Sse, Thaw, ThawState};
 pub use local::LocalStore;
 pub use s3::{ConditionalPutSetting, S3Settings, S3Store, UploadChecksum, DEFAULT_MAX_ATTEMPTS};
 
-use crate::format;
+use crate::model::format;
 
 /// An object's body, chunk by chunk.
 pub type ByteStream = BoxStream<'static, Result<Bytes, StoreError>>;
@@ -58,14 +58,7 @@ pub struct ObjectMeta {
     pub etag: Option<String>,
 }
 
-/// What a store reported to identify an object's stored bytes when it was read back: its ETag
-/// and version id. A receipt keeps them; every later HEAD is held to them (an object written
-/// again has another ETag, or another version id in a versioned bucket).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Identity {
-    pub etag: Option<String>,
-    pub version_id: Option<String>,
-}
+pub use crate::model::format::Identity;
 
 impl ObjectMeta {
     /// What identifies the bytes HEAD describes.
@@ -94,7 +87,7 @@ impl ObjectMeta {
         let cold = self
             .storage_class
             .as_deref()
-            .is_some_and(crate::protection::is_cold_class)
+            .is_some_and(crate::model::protection::is_cold_class)
             || self.archive_status.is_some();
         !cold || self.restore == RestoreStatus::Restored
     }

@@ -35,8 +35,8 @@ use super::{
     ByteStream, ConditionalPut, Counters, KeyPages, Location, ObjectMeta, ObjectStore, PutMode,
     PutOptions, StoreError, StoreStats,
 };
-use crate::digest;
-use crate::protection::{LockMode, ObjectLock, RestoreStatus, Sse, Thaw, ThawState};
+use crate::model::digest;
+use crate::model::protection::{LockMode, ObjectLock, RestoreStatus, Sse, Thaw, ThawState};
 
 /// Which checksum a put carries for the store to check on arrival.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -659,7 +659,9 @@ fn sdk_retention_mode(mode: LockMode) -> aws_sdk_s3::types::ObjectLockRetentionM
     aws_sdk_s3::types::ObjectLockRetentionMode::from(mode.as_str())
 }
 
-fn sdk_sse(algorithm: crate::protection::SseAlgorithm) -> aws_sdk_s3::types::ServerSideEncryption {
+fn sdk_sse(
+    algorithm: crate::model::protection::SseAlgorithm,
+) -> aws_sdk_s3::types::ServerSideEncryption {
     aws_sdk_s3::types::ServerSideEncryption::from(algorithm.as_str())
 }
 

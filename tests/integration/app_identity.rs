@@ -6,15 +6,15 @@
 //! closest; and two jobs with different `--lock-prefix` values on one database still exclude
 //! each other.
 
-use outbox_archiver::codec::Value;
 use outbox_archiver::commands::purge;
 use outbox_archiver::db::lock::lock_name;
-use outbox_archiver::summary::Outcome;
+use outbox_archiver::model::codec::Value;
+use outbox_archiver::pipeline::report::Outcome;
 use sqlx::Connection;
 
 use crate::support::*;
 
-fn spelled(app: &str, id: &str, at_ms: i64) -> outbox_archiver::codec::Row {
+fn spelled(app: &str, id: &str, at_ms: i64) -> outbox_archiver::model::codec::Row {
     let mut r = row(app, id, at_ms);
     r[at("app_code")] = Value::Text(app.to_string());
     r

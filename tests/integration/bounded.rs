@@ -7,7 +7,7 @@ use std::sync::Arc;
 
 use outbox_archiver::db::source::SourceTable;
 use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::table::WALLET_OUTBOX;
+use outbox_archiver::model::table::WALLET_OUTBOX;
 use sqlx::Connection;
 
 use crate::support::*;

@@ -9,11 +9,11 @@ use outbox_archiver::commands::compact::{self, CompactOptions};
 use outbox_archiver::commands::purge;
 use outbox_archiver::commands::restore::{self, RestoreOptions};
 use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::format;
+use outbox_archiver::model::format;
 use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::pipeline::report::details::CompactApp;
+use outbox_archiver::pipeline::report::{AppDetails, Summary};
 use outbox_archiver::store::PutMode;
-use outbox_archiver::summary::details::CompactApp;
-use outbox_archiver::summary::{AppDetails, Summary};
 
 use crate::support::*;
 

@@ -6,10 +6,10 @@
 
 use outbox_archiver::commands::restore::{self, RestoreOptions};
 use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::pipeline::apps::Selection;
-use outbox_archiver::protection::{
+use outbox_archiver::model::protection::{
     LockMode, ObjectLock, Retention, Sse, SseAlgorithm, Thaw, ThawTier, VerifiedBy, WritePolicy,
 };
+use outbox_archiver::pipeline::apps::Selection;
 use std::sync::Arc;
 
 use outbox_archiver::store::{self, ObjectStore, ThawState, UploadChecksum};
@@ -44,7 +44,7 @@ async fn protection_columns(
 }
 
 /// The three keys of the first batch in `summary`.
-fn batch_keys(summary: &outbox_archiver::summary::Summary) -> [String; 3] {
+fn batch_keys(summary: &outbox_archiver::pipeline::report::Summary) -> [String; 3] {
     let data = summary.apps[0].batch_list[0].data_object_key.clone();
     let dir = data.trim_end_matches("data.ndjson.gz");
     [
@@ -245,7 +245,7 @@ async fn archived_in_class(
     TestDb,
     Arc<dyn ObjectStore>,
     outbox_archiver::pipeline::RunContext,
-    outbox_archiver::summary::Summary,
+    outbox_archiver::pipeline::report::Summary,
 ) {
     let db = TestDb::new().await;
     let mut moto = MotoS3::new(Bucket::Versioned).await;

@@ -1,7 +1,7 @@
 //! A store that damages what it returns (one flipped byte on every GET of a chosen object kind)
 //! makes the batch fail at read-back; nothing is recorded (SPEC §5.1).
 
-use outbox_archiver::summary::Outcome;
+use outbox_archiver::pipeline::report::Outcome;
 
 use crate::support::misbehaving::{misbehaving, misreporting};
 use crate::support::*;

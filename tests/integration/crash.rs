@@ -6,8 +6,8 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::seed::Rng;
 use outbox_archiver::store::{LocalStore, Location, ObjectStore};
+use outbox_archiver::testkit::seed::Rng;
 
 use crate::support::*;
 

@@ -6,10 +6,10 @@
 use outbox_archiver::commands::purge;
 use outbox_archiver::commands::verify::{self, VerifyOptions};
 use outbox_archiver::db::source::SourceTable;
-use outbox_archiver::format::Cursor;
+use outbox_archiver::model::format::Cursor;
+use outbox_archiver::model::table::WALLET_OUTBOX;
+use outbox_archiver::pipeline::report::Outcome;
 use outbox_archiver::pipeline::verifier::FindingKind;
-use outbox_archiver::summary::Outcome;
-use outbox_archiver::table::WALLET_OUTBOX;
 
 use crate::support::*;
 

@@ -10,8 +10,8 @@ use std::sync::Arc;
 
 use outbox_archiver::commands::purge;
 use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::pipeline::report::Outcome;
 use outbox_archiver::store::{LocalStore, Location, ObjectStore, PutMode};
-use outbox_archiver::summary::Outcome;
 
 use crate::support::*;
 
@@ -23,7 +23,7 @@ async fn left(db: &TestDb) -> Vec<String> {
         .unwrap()
 }
 
-fn kinds(summary: &outbox_archiver::summary::Summary, app: &str) -> Vec<String> {
+fn kinds(summary: &outbox_archiver::pipeline::report::Summary, app: &str) -> Vec<String> {
     purge_of(summary, app)
         .findings
         .iter()

@@ -12,10 +12,10 @@ use outbox_archiver::commands::restore::{self, RestoreOptions};
 use outbox_archiver::commands::status::{self, Format, StatusOptions};
 use outbox_archiver::commands::verify::{self, VerifyOptions};
 use outbox_archiver::db::Db;
+use outbox_archiver::model::shard::Shard;
+use outbox_archiver::model::table::WALLET_OUTBOX;
 use outbox_archiver::pipeline::apps::Apps;
 use outbox_archiver::pipeline::RunContext;
-use outbox_archiver::shard::Shard;
-use outbox_archiver::table::WALLET_OUTBOX;
 use tokio_util::sync::CancellationToken;
 
 use crate::support::*;

@@ -3,10 +3,10 @@
 //! control characters and lone surrogates — archived faithfully; app codes with `/`, `..`, spaces,
 //! `%` or non-ASCII — refused; every key stays under the prefix.
 
-use outbox_archiver::batch::Limits;
-use outbox_archiver::codec::Value;
 use outbox_archiver::db::Db;
-use outbox_archiver::summary::Outcome;
+use outbox_archiver::model::batch::Limits;
+use outbox_archiver::model::codec::Value;
+use outbox_archiver::pipeline::report::Outcome;
 use sqlx::Executor;
 
 use crate::support::*;

@@ -4,7 +4,7 @@
 
 use outbox_archiver::db::lock::lock_name;
 use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::summary::Outcome;
+use outbox_archiver::pipeline::report::Outcome;
 use sqlx::{Connection, MySqlConnection};
 
 use crate::support::*;

@@ -9,8 +9,8 @@ use outbox_archiver::commands::restore::{self, RestoreOptions};
 use outbox_archiver::db::lock::lock_name;
 use outbox_archiver::failpoint::FailPoints;
 use outbox_archiver::pipeline::apps::Selection;
+use outbox_archiver::pipeline::report::Outcome;
 use outbox_archiver::store::PutMode;
-use outbox_archiver::summary::Outcome;
 use sqlx::Connection;
 
 use crate::support::*;

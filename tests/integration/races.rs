@@ -41,14 +41,15 @@ async fn compact_without_the_apps_lock(db: outbox_archiver::db::Db, batch: Strin
     .fetch_all(&db.pool)
     .await
     .unwrap();
-    let digest =
-        outbox_archiver::format::members_digest(pairs.iter().map(|(id, ms)| (id.as_str(), *ms)));
+    let digest = outbox_archiver::model::format::members_digest(
+        pairs.iter().map(|(id, ms)| (id.as_str(), *ms)),
+    );
     let name = format!(
         "{}:not-a1s-lock",
         db.options.get_database().unwrap_or_default()
     );
     let lock = AppLock::try_acquire(&db, &name).await.unwrap().unwrap();
-    let done = CompactQueries::new(&outbox_archiver::table::WALLET_OUTBOX)
+    let done = CompactQueries::new(&outbox_archiver::model::table::WALLET_OUTBOX)
         .compact(
             &db.pool,
             "a1",

@@ -3,16 +3,16 @@
 //! it; and a batch whose receipt exists is never written again.
 
 use bytes::Bytes;
-use outbox_archiver::batch::Member;
 use outbox_archiver::db::lock::{lock_name, AppLock};
 use outbox_archiver::db::receipts::Receipts;
 use outbox_archiver::db::record::{Cut, Receipt, RecordError, Recorder};
-use outbox_archiver::digest::ObjectDigest;
 use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::format::{object_keys, ContentFacts, Cursor, TotalValue};
+use outbox_archiver::model::batch::Member;
+use outbox_archiver::model::digest::ObjectDigest;
+use outbox_archiver::model::format::{object_keys, ContentFacts, Cursor, TotalValue};
+use outbox_archiver::model::table::WALLET_OUTBOX;
+use outbox_archiver::pipeline::report::Outcome;
 use outbox_archiver::store::PutMode;
-use outbox_archiver::summary::Outcome;
-use outbox_archiver::table::WALLET_OUTBOX;
 
 use crate::support::*;
 

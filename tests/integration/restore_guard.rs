@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use outbox_archiver::codec::Value;
 use outbox_archiver::commands::purge;
 use outbox_archiver::commands::restore::{self, RestoreOptions};
 use outbox_archiver::db::lock::lock_name;
 use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::model::codec::Value;
 use outbox_archiver::pipeline::apps::Selection;
-use outbox_archiver::summary::Outcome;
+use outbox_archiver::pipeline::report::Outcome;
 use sqlx::Connection;
 
 use crate::support::*;
@@ -82,7 +82,7 @@ async fn a_restore_that_loses_the_lock_commits_nothing() {
         .unwrap();
     outbox_archiver::db::insert_rows(
         &mut blocker,
-        &outbox_archiver::table::WALLET_OUTBOX,
+        &outbox_archiver::model::table::WALLET_OUTBOX,
         "wallet_outbox",
         &[&row("a1", "e5", T0 + 5)],
         outbox_archiver::db::IfPresent::Fail,

@@ -1,9 +1,9 @@
 //! A crash at any point of a batch converges on rerun to the same batches, keys and receipts
 //! (SPEC §5.3), and an interrupted upload never moves the cursor.
 
-use outbox_archiver::codec::Row;
 use outbox_archiver::failpoint::{self, FailPoints};
-use outbox_archiver::summary::Outcome;
+use outbox_archiver::model::codec::Row;
+use outbox_archiver::pipeline::report::Outcome;
 
 use crate::support::*;
 

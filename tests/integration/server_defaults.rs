@@ -5,9 +5,9 @@
 //! `JSON` value ("Out of sort memory", error 1038), so no query of a row's whole columns may
 //! need a filesort.
 
-use outbox_archiver::codec::Value;
 use outbox_archiver::commands::purge;
 use outbox_archiver::commands::restore::{self, RestoreOptions};
+use outbox_archiver::model::codec::Value;
 use outbox_archiver::pipeline::apps::Selection;
 
 use crate::support::*;

@@ -2,8 +2,8 @@
 
 use outbox_archiver::commands::status::{self, Format, StatusOptions};
 use outbox_archiver::db::source::SourceTable;
+use outbox_archiver::model::table::WALLET_OUTBOX;
 use outbox_archiver::pipeline::apps::Apps;
-use outbox_archiver::table::WALLET_OUTBOX;
 
 use crate::support::*;
 

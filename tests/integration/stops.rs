@@ -124,7 +124,7 @@ async fn every_app_of_every_command_says_why_its_run_ended() {
     let ctx = env(&db, store.clone(), CUTOFF + DAY);
     let mut opts = options(&db, &["a1", "a2", "bad code"], CUTOFF);
     let archived = archive(&ctx, &opts).await;
-    let why = |summary: &outbox_archiver::summary::Summary, app: &str| {
+    let why = |summary: &outbox_archiver::pipeline::report::Summary, app: &str| {
         report(summary, app).stop_reason.clone().unwrap_or_default()
     };
     assert_eq!(why(&archived, "a1"), "caught up");

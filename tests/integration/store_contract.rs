@@ -5,7 +5,7 @@
 //! Content-MD5 nor a checksum, so `--s3-upload-checksum none` cannot be used there.
 
 use bytes::Bytes;
-use outbox_archiver::digest::{crc64nvme, sha256_hex};
+use outbox_archiver::model::digest::{crc64nvme, sha256_hex};
 use outbox_archiver::store::{
     self, ConditionalPut, ConditionalPutSetting, LocalStore, Location, ObjectStore, PutMode,
     StoreError, UploadChecksum,

@@ -76,8 +76,8 @@ async fn a_data_object_with_identical_ndjson_is_adopted() {
     // The same NDJSON, compressed differently (as an older build or another level would).
     let mut ndjson = Vec::new();
     for r in db.expected_rows("a1", cutoff).await {
-        outbox_archiver::codec::encode_line(
-            &outbox_archiver::table::WALLET_OUTBOX,
+        outbox_archiver::model::codec::encode_line(
+            &outbox_archiver::model::table::WALLET_OUTBOX,
             &r,
             &mut ndjson,
         );
@@ -108,7 +108,7 @@ async fn a_data_object_with_identical_ndjson_is_adopted() {
             .fetch_one(&db.db.pool)
             .await
             .unwrap();
-    assert_eq!(sha, outbox_archiver::digest::sha256_hex(&other));
+    assert_eq!(sha, outbox_archiver::model::digest::sha256_hex(&other));
     assert_eq!(size as usize, other.len());
     db.drop().await;
 }

@@ -6,7 +6,7 @@
 use aws_sdk_s3::error::ProvideErrorMetadata;
 
 use super::S3Store;
-use crate::protection::{LockMode, Retention};
+use crate::model::protection::{LockMode, Retention};
 use crate::store::StoreError;
 
 /// A bucket's versioning state.

@@ -11,10 +11,10 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use outbox_archiver::codec::Row;
 use outbox_archiver::db::source::decode_row;
 use outbox_archiver::db::{self, Db};
-use outbox_archiver::table::{TableSpec, WALLET_OUTBOX};
+use outbox_archiver::model::codec::Row;
+use outbox_archiver::model::table::{TableSpec, WALLET_OUTBOX};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 use tokio::sync::OnceCell;
 
@@ -217,7 +217,7 @@ impl TestDb {
     }
 
     pub async fn insert(&self, rows: &[Row]) {
-        outbox_archiver::seed::insert_rows(&self.db.pool, self.spec, rows)
+        outbox_archiver::testkit::seed::insert_rows(&self.db.pool, self.spec, rows)
             .await
             .unwrap();
     }
@@ -286,8 +286,12 @@ impl TestDb {
             after = Some(page.last().unwrap().cursor());
             // Through the archive's own encoding: the line a row becomes, read back.
             rows.extend(page.iter().map(|r| {
-                outbox_archiver::codec::decode_line(self.spec, &r.line[..r.line.len() - 1], 1)
-                    .unwrap()
+                outbox_archiver::model::codec::decode_line(
+                    self.spec,
+                    &r.line[..r.line.len() - 1],
+                    1,
+                )
+                .unwrap()
             }));
         }
     }
@@ -377,8 +381,8 @@ pub async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
         .map(|r| {
             let row = decode_row(db.spec, r).unwrap();
             let id = match &row[id_at] {
-                outbox_archiver::codec::Value::Text(t) => t.as_bytes().to_vec(),
-                outbox_archiver::codec::Value::Bytes(b) => b.clone(),
+                outbox_archiver::model::codec::Value::Text(t) => t.as_bytes().to_vec(),
+                outbox_archiver::model::codec::Value::Bytes(b) => b.clone(),
                 other => panic!("event id {other:?}"),
             };
             (id, row)

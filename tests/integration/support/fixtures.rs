@@ -3,17 +3,19 @@
 
 use std::sync::Arc;
 
-use outbox_archiver::codec::{Row, Value};
 use outbox_archiver::commands::archive::{self, ArchiveOptions};
 use outbox_archiver::commands::purge::{self, PurgeOptions};
 use outbox_archiver::failpoint::FailPoints;
+use outbox_archiver::model::codec::{Row, Value};
+use outbox_archiver::model::table::{TableSpec, WALLET_OUTBOX};
 use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::pipeline::report::details::{
+    ArchiveApp, PurgeApp, RestoreApp, StatusApp, VerifyRun,
+};
+use outbox_archiver::pipeline::report::{AppDetails, AppReport, RunDetails, Summary};
 use outbox_archiver::pipeline::verifier::Finding;
 use outbox_archiver::pipeline::RunContext;
 use outbox_archiver::store::ObjectStore;
-use outbox_archiver::summary::details::{ArchiveApp, PurgeApp, RestoreApp, StatusApp, VerifyRun};
-use outbox_archiver::summary::{AppDetails, AppReport, RunDetails, Summary};
-use outbox_archiver::table::{TableSpec, WALLET_OUTBOX};
 use tokio_util::sync::CancellationToken;
 
 use super::{TestDb, TestS3};

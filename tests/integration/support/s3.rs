@@ -5,9 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use futures_util::TryStreamExt;
-use outbox_archiver::codec::{self, Row};
-use outbox_archiver::local_s3::LocalS3;
+use outbox_archiver::model::codec::{self, Row};
 use outbox_archiver::store::{self, Location, ObjectStore, S3Settings};
+use outbox_archiver::testkit::local_s3::LocalS3;
 
 use super::{TestDb, COUNTER};
 

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use serde_json::Value;
 
-use super::Summary;
+use crate::model::human::{seconds, thousands};
+use crate::pipeline::report::Summary;
 
 /// At most this many apps, findings or rows are listed; the rest are counted.
 const LIST: usize = 20;
@@ -59,28 +60,8 @@ fn has_findings(json: &Value) -> bool {
             .is_some_and(|apps| apps.iter().any(listed))
 }
 
-fn seconds(d: Duration) -> String {
-    match d.as_secs() {
-        0..=59 => format!("{:.1}s", d.as_secs_f64()),
-        s => format!("{}m{:02}s", s / 60, s % 60),
-    }
-}
-
 fn number(v: Option<&Value>) -> u64 {
     v.and_then(Value::as_u64).unwrap_or(0)
-}
-
-/// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
-    let digits = n.to_string();
-    let mut out = String::new();
-    for (i, c) in digits.chars().enumerate() {
-        if i > 0 && (digits.len() - i) % 3 == 0 {
-            out.push(',');
-        }
-        out.push(c);
-    }
-    out
 }
 
 /// One line per app: outcome, batches, rows, and what the command has to say of it.
@@ -144,7 +125,7 @@ fn app_notes(app: &Value) -> Vec<String> {
         let from = app
             .get("eligible_from_ms")
             .and_then(Value::as_i64)
-            .map(|ms| format!(", purgeable from {}", crate::timespec::rfc3339(ms)))
+            .map(|ms| format!(", purgeable from {}", crate::model::timespec::rfc3339(ms)))
             .unwrap_or_default();
         notes.push(format!("{} rows in --grace{from}", thousands(n)));
     }
@@ -309,7 +290,7 @@ fn more(out: &mut String, n: usize) {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::summary::{AppReport, Outcome};
+    use crate::pipeline::report::{AppReport, Outcome};
 
     #[test]
     fn an_archive_in_a_few_lines() {
@@ -340,15 +321,5 @@ mod tests {
         );
         assert!(lines[5].contains("--format json"), "{text}");
         assert_eq!(lines.len(), 6, "{text}");
-    }
-
-    #[test]
-    fn numbers_and_durations() {
-        assert_eq!(thousands(0), "0");
-        assert_eq!(thousands(999), "999");
-        assert_eq!(thousands(1_000), "1,000");
-        assert_eq!(thousands(1_234_567), "1,234,567");
-        assert_eq!(seconds(Duration::from_millis(400)), "0.4s");
-        assert_eq!(seconds(Duration::from_secs(125)), "2m05s");
     }
 }

@@ -86,7 +86,7 @@ impl Retention {
             }
             return Ok(Retention::Years(years));
         }
-        let ms = crate::timespec::parse_duration_ms(text)
+        let ms = crate::model::timespec::parse_duration_ms(text)
             .map_err(|e| format!("invalid retention {text:?}: {e} ({help})"))?;
         if ms < 1_000 {
             return Err(format!(

@@ -4,10 +4,10 @@
 
 use serde::Serialize;
 
-use crate::batch::Superseded;
 use crate::db::restore::Conflict;
 use crate::db::runs::Run;
-use crate::format::Cursor;
+use crate::model::batch::Superseded;
+use crate::model::format::Cursor;
 use crate::pipeline::verifier::{ColdObject, Finding};
 
 /// A command's fields of one app's report.

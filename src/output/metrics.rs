@@ -17,9 +17,9 @@ use base64::Engine as _;
 use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
-use crate::redact;
+use crate::model::redact;
+use crate::pipeline::report::{AppReport, Outcome, Summary};
 use crate::store::StoreStats;
-use crate::summary::{AppReport, Outcome, Summary};
 
 /// Where metrics go; both may be set.
 #[derive(Debug, Clone, Default)]
@@ -149,7 +149,7 @@ fn run_samples(run: &Run, seconds: f64) -> Vec<Sample> {
             seconds,
         ));
     }
-    if let Some(crate::summary::RunDetails::Verify(verify)) = &summary.details {
+    if let Some(crate::pipeline::report::RunDetails::Verify(verify)) = &summary.details {
         let findings = &verify.findings;
         samples.push(sample(
             "outbox_archiver_verify_findings",
@@ -162,7 +162,7 @@ fn run_samples(run: &Run, seconds: f64) -> Vec<Sample> {
             verify.pending_thaw.len() as f64,
         ));
     }
-    if let Some(crate::summary::RunDetails::Doctor(doctor)) = &summary.details {
+    if let Some(crate::pipeline::report::RunDetails::Doctor(doctor)) = &summary.details {
         use crate::pipeline::doctor::Status;
         for (status, name) in [(Status::Problem, "problem"), (Status::Warning, "warning")] {
             samples.push(Sample {
@@ -511,7 +511,7 @@ pub fn write_textfile(path: &Path, groups: &[Group]) -> std::io::Result<()> {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::summary::{AppReport, Outcome, Summary};
+    use crate::pipeline::report::{AppReport, Outcome, Summary};
 
     fn run_of(summary: &Summary) -> Run<'_> {
         Run {

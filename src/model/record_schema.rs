@@ -5,7 +5,7 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::table::{Kind, TableSpec, TotalKind};
+use crate::model::table::{Kind, TableSpec, TotalKind};
 
 /// The record schema of `spec`'s NDJSON lines.
 pub fn record_schema(spec: &TableSpec) -> Value {
@@ -83,7 +83,7 @@ pub fn record_schema(spec: &TableSpec) -> Value {
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": format!("https://outbox-archiver.dev/schemas/v1/{}.record.schema.json", spec.name),
-        "title": format!("{} archive record (schema_version {})", spec.name, crate::format::SCHEMA_VERSION),
+        "title": format!("{} archive record (schema_version {})", spec.name, crate::model::format::SCHEMA_VERSION),
         "description": "One line of data.ndjson.gz: one source row, every column, keys in exactly this order (`required` lists them in order), compact JSON.",
         "type": "object",
         "additionalProperties": false,
@@ -102,8 +102,8 @@ pub fn to_text(spec: &TableSpec) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::codec;
-    use crate::table::{ROOM_OUTBOX, WALLET_OUTBOX};
+    use crate::model::codec;
+    use crate::model::table::{ROOM_OUTBOX, WALLET_OUTBOX};
 
     #[test]
     fn schemas_say_each_column_in_order() {

@@ -12,7 +12,7 @@ use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-pub use crate::summary::text::thousands;
+use crate::model::human::{clock, thousands};
 
 /// Off a terminal: a progress log line per piece of work this often, unless told otherwise.
 pub const LOG_EVERY: Duration = Duration::from_secs(30);
@@ -286,15 +286,6 @@ impl Drop for Progress {
         if mode() == Mode::Terminal {
             show(Vec::new());
         }
-    }
-}
-
-fn clock(d: Duration) -> String {
-    let s = d.as_secs();
-    match (s / 3600, s / 60 % 60, s % 60) {
-        (0, 0, s) => format!("{s}s"),
-        (0, m, s) => format!("{m}m{s:02}s"),
-        (h, m, _) => format!("{h}h{m:02}m"),
     }
 }
 

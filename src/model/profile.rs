@@ -18,7 +18,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
-use crate::table::{Column, Kind, OwnedBy, TableSpec, Total, TotalKind};
+use crate::model::table::{Column, Kind, OwnedBy, TableSpec, Total, TotalKind};
 
 /// A profile file as written.
 #[derive(Debug, Clone, Deserialize)]
@@ -395,11 +395,11 @@ pub fn resolve(
             ));
         }
     }
-    if profile.totals.len() > crate::codec::MAX_TOTALS {
+    if profile.totals.len() > crate::model::codec::MAX_TOTALS {
         return Err(format!(
             "the profile lists {} totals; at most {} are kept",
             profile.totals.len(),
-            crate::codec::MAX_TOTALS
+            crate::model::codec::MAX_TOTALS
         ));
     }
     let mut totals = Vec::new();
@@ -793,7 +793,7 @@ mod tests {
 
     #[test]
     fn a_built_in_table_with_a_column_it_would_not_archive_is_refused() {
-        let spec = &crate::table::ROOM_OUTBOX;
+        let spec = &crate::model::table::ROOM_OUTBOX;
         let mut table: Vec<LiveColumn> = spec
             .columns
             .iter()

@@ -7,8 +7,8 @@
 use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
-use crate::digest::{sha256_hex, ObjectDigest};
-use crate::timespec;
+use crate::model::digest::{sha256_hex, ObjectDigest};
+use crate::model::timespec;
 
 pub const SCHEMA_VERSION: u32 = 1;
 
@@ -35,7 +35,16 @@ pub struct ContentFacts {
     pub uncompressed_bytes: u64,
 }
 
-/// A control total's value: an exact sum, or a SHA-256 (see [`crate::table::TotalKind`]).
+/// What a store reported to identify an object's stored bytes when it was read back: its ETag
+/// and version id. A receipt keeps them; every later HEAD is held to them (an object written
+/// again has another ETag, or another version id in a versioned bucket).
+#[derive(Debug, Clone, Default, PartialEq, Eq)]
+pub struct Identity {
+    pub etag: Option<String>,
+    pub version_id: Option<String>,
+}
+
+/// A control total's value: an exact sum, or a SHA-256 (see [`crate::model::table::TotalKind`]).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum TotalValue {
     Sum(i128),
@@ -340,10 +349,11 @@ pub fn members_digest<'a>(pairs: impl IntoIterator<Item = (&'a str, i64)>) -> Me
 /// from the member and superseded rows it is about to delete by: a member row changed since
 /// (its version, its fingerprint, one more or fewer) does not hash to it.
 pub fn members_proof<'a>(
-    rows: impl IntoIterator<Item = (&'a str, i64, &'a crate::digest::RowFingerprint)>,
+    rows: impl IntoIterator<Item = (&'a str, i64, &'a crate::model::digest::RowFingerprint)>,
 ) -> String {
     use sha2::Digest as _;
-    let mut rows: Vec<(&str, i64, &crate::digest::RowFingerprint)> = rows.into_iter().collect();
+    let mut rows: Vec<(&str, i64, &crate::model::digest::RowFingerprint)> =
+        rows.into_iter().collect();
     rows.sort_unstable_by(|a, b| (a.0.as_bytes(), a.1, a.2).cmp(&(b.0.as_bytes(), b.1, b.2)));
     let mut hasher = sha2::Sha256::new();
     hasher.update(b"outbox-archive/members-proof/v1\n");
@@ -364,7 +374,7 @@ pub fn members_proof<'a>(
 /// [`members_proof`] of members that all carry a fingerprint (`None` if one does not: a member
 /// row recorded before fingerprints were).
 pub fn members_proof_of<'a>(
-    members: impl IntoIterator<Item = &'a crate::batch::Member>,
+    members: impl IntoIterator<Item = &'a crate::model::batch::Member>,
 ) -> Option<String> {
     let rows: Option<Vec<_>> = members
         .into_iter()
@@ -383,7 +393,7 @@ mod tests {
 
     #[test]
     fn the_members_proof_is_a_fixed_function_of_the_rows() {
-        use crate::digest::row_fingerprint;
+        use crate::model::digest::row_fingerprint;
         let (a, b) = (row_fingerprint(b"line a"), row_fingerprint(b"line b"));
         let rows = [("e-2", 5_i64, &a), ("e-1", 7, &b), ("e-1", 3, &a)];
         let proof = members_proof(rows);
@@ -391,7 +401,7 @@ mod tests {
         let text = format!(
             "outbox-archive/members-proof/v1\n[\"e-1\",3,\"{a}\"]\n[\"e-1\",7,\"{b}\"]\n[\"e-2\",5,\"{a}\"]\n"
         );
-        assert_eq!(proof, crate::digest::sha256_hex(text.as_bytes()));
+        assert_eq!(proof, crate::model::digest::sha256_hex(text.as_bytes()));
         let mut reversed = rows;
         reversed.reverse();
         assert_eq!(members_proof(reversed), proof, "any order");
@@ -401,7 +411,7 @@ mod tests {
         );
         assert_eq!(
             members_proof([]),
-            crate::digest::sha256_hex(b"outbox-archive/members-proof/v1\n")
+            crate::model::digest::sha256_hex(b"outbox-archive/members-proof/v1\n")
         );
     }
 

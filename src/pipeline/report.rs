@@ -6,7 +6,6 @@
 //! summary.
 
 pub mod details;
-pub mod text;
 
 use std::sync::OnceLock;
 
@@ -14,7 +13,7 @@ use serde::Serialize;
 
 pub use details::{AppDetails, RunDetails};
 
-use crate::format::Cursor;
+use crate::model::format::Cursor;
 
 /// How one app's run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -297,7 +296,7 @@ impl Summary {
 mod tests {
     use super::details::{ArchiveApp, Backlog, PurgeApp};
     use super::*;
-    use crate::batch::Superseded;
+    use crate::model::batch::Superseded;
     use serde_json::json;
 
     fn superseded(id: &str) -> Superseded {

@@ -12,21 +12,21 @@ use flate2::write::{GzDecoder, GzEncoder};
 use flate2::{Compression, GzBuilder};
 use sha2::{Digest as _, Sha256};
 
-use crate::codec::{self, Row, RowFacts, Value, ValueRef};
-use crate::digest::{Crc64Nvme, DigestWriter, Digester, ObjectDigest};
-use crate::format::{ContentFacts, Cursor, TotalValue};
-use crate::table::{Layout, TableSpec, TotalKind};
-use crate::timespec;
+use crate::model::codec::{self, Row, RowFacts, Value, ValueRef};
+use crate::model::digest::{Crc64Nvme, DigestWriter, Digester, ObjectDigest};
+use crate::model::format::{ContentFacts, Cursor, TotalValue};
+use crate::model::table::{Layout, TableSpec, TotalKind};
+use crate::model::timespec;
 
 /// One archived source row, as the receipt's member list records it.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Member {
     pub event_id: String,
     pub updated_at_ms: i64,
-    /// The row's archived line, fingerprinted ([`crate::digest::row_fingerprint`]): what purge
+    /// The row's archived line, fingerprinted ([`crate::model::digest::row_fingerprint`]): what purge
     /// holds the row as it is now to before deleting it. `None` for a member row recorded
     /// before fingerprints were (migration 8).
-    pub fingerprint: Option<crate::digest::RowFingerprint>,
+    pub fingerprint: Option<crate::model::digest::RowFingerprint>,
 }
 
 impl Member {
@@ -51,7 +51,7 @@ pub struct Superseded {
     pub batch_id: String,
     /// The older version's fingerprint, as its member row had it.
     #[serde(skip)]
-    pub fingerprint: Option<crate::digest::RowFingerprint>,
+    pub fingerprint: Option<crate::model::digest::RowFingerprint>,
 }
 
 /// When a batch is full.
@@ -181,7 +181,7 @@ impl Accumulator {
         self.members.push(Member {
             event_id: facts.event_id,
             updated_at_ms: facts.updated_at_ms,
-            fingerprint: Some(crate::digest::row_fingerprint(line)),
+            fingerprint: Some(crate::model::digest::row_fingerprint(line)),
         });
     }
 
@@ -307,7 +307,7 @@ pub struct DataRead {
 #[derive(Debug, Clone)]
 pub struct KeptLines {
     /// The table as this batch holds it (fewer columns than today's table for a batch written
-    /// before columns were added: [`crate::table::projected`]).
+    /// before columns were added: [`crate::model::table::projected`]).
     spec: &'static TableSpec,
     text: Vec<u8>,
     /// The end of each line in `text` (lines are stored without their `\n`).
@@ -425,7 +425,7 @@ impl LineSink {
             // was added to the table holds fewer, and every line of it the same ones.
             let keys = codec::line_keys(body).map_err(|e| bad(format!("line 1: {e}")))?;
             let keys: Vec<&str> = keys.iter().map(String::as_str).collect();
-            let spec = crate::table::projected(self.spec, &keys)
+            let spec = crate::model::table::projected(self.spec, &keys)
                 .map_err(|e| bad(format!("line 1: {e}")))?;
             if !std::ptr::eq(spec, self.spec) {
                 self.spec = spec;
@@ -597,7 +597,7 @@ impl DataReader {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::table::WALLET_OUTBOX;
+    use crate::model::table::WALLET_OUTBOX;
     use proptest::prelude::*;
 
     fn row(event_id: &str, updated_at_ms: i64, delta: i64) -> Row {
@@ -811,8 +811,8 @@ mod tests {
     /// same from the encoder and from reading the object back.
     #[test]
     fn hashed_totals_fold_envelopes_in_order() {
-        use crate::codec::tests::room_row;
-        use crate::table::ROOM_OUTBOX;
+        use crate::model::codec::tests::room_row;
+        use crate::model::table::ROOM_OUTBOX;
         let rows = [
             room_row("r1", 5, b""),
             room_row("r2", -2, b"\x00"),

@@ -358,7 +358,7 @@ pub static WALLET_OUTBOX: TableSpec = TableSpec {
         Total::sum("frozen_delta", "frozen_delta_total"),
     ],
     retention_index: "idx_wallet_outbox_retention",
-    source_ddl: include_str!("../migrations/reference/wallet_outbox.sql"),
+    source_ddl: include_str!("../../migrations/reference/wallet_outbox.sql"),
     owned_prefix: "wallet_outbox_archive",
     owned_by: OwnedBy::Migrations,
 };
@@ -392,7 +392,7 @@ pub static ROOM_OUTBOX: TableSpec = TableSpec {
         Total::sha256("envelope", "envelope_sha256"),
     ],
     retention_index: "idx_room_outbox_retention",
-    source_ddl: include_str!("../migrations/reference/room_outbox.sql"),
+    source_ddl: include_str!("../../migrations/reference/room_outbox.sql"),
     owned_prefix: "room_outbox_archive",
     owned_by: OwnedBy::Spec,
 };
@@ -434,7 +434,11 @@ mod tests {
     fn json_keys_need_no_escaping() {
         for t in TABLES {
             for c in t.columns {
-                assert!(crate::profile::snake_name(c.json_key), "{}", c.json_key);
+                assert!(
+                    crate::model::profile::snake_name(c.json_key),
+                    "{}",
+                    c.json_key
+                );
             }
         }
     }

@@ -11,7 +11,7 @@ use std::fmt;
 use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
 
-use crate::table::{Column, Kind, Layout, TableSpec, TotalKind};
+use crate::model::table::{Column, Kind, Layout, TableSpec, TotalKind};
 
 /// One column's value as read from MySQL.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -253,7 +253,7 @@ pub fn line_keys(line: &[u8]) -> Result<Vec<String>, String> {
         .map_err(|e| e.to_string())
 }
 
-/// At most this many control-total columns per table (checked by [`crate::table`]'s tests).
+/// At most this many control-total columns per table (checked by [`crate::model::table`]'s tests).
 pub const MAX_TOTALS: usize = 4;
 
 /// What a batch folds in from one row besides its line: the member key, the cursor's and the
@@ -277,7 +277,7 @@ pub fn facts_of<'a>(
     value: impl Fn(usize) -> ValueRef<'a>,
 ) -> Result<RowFacts, String> {
     let app = value(layout.app_code).as_str();
-    if !app.is_some_and(|app| crate::appcode::same_app(app, app_code)) {
+    if !app.is_some_and(|app| crate::model::appcode::same_app(app, app_code)) {
         return Err(format!("row of app {app:?} in a batch of app {app_code:?}"));
     }
     let int = |index: usize| {
@@ -520,7 +520,7 @@ impl Visitor<'_> for KeyIs {
 #[cfg(test)]
 pub(crate) mod tests {
     use super::*;
-    use crate::table::{ROOM_OUTBOX, WALLET_OUTBOX};
+    use crate::model::table::{ROOM_OUTBOX, WALLET_OUTBOX};
 
     pub(crate) fn wallet_row(event_id: &str, payload: &str) -> Row {
         vec![

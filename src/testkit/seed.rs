@@ -6,9 +6,9 @@
 
 use sqlx::MySqlPool;
 
-use crate::codec::{Row, Value};
 use crate::db::{Context, DbError};
-use crate::table::TableSpec;
+use crate::model::codec::{Row, Value};
+use crate::model::table::TableSpec;
 
 /// SplitMix64: small, fast and good enough for test data.
 #[derive(Debug, Clone)]
