@@ -290,22 +290,7 @@ async fn command_summary(
     shutdown: CancellationToken,
 ) -> Summary {
     match command {
-        Command::Migrate { with_source_table } => {
-            let options = migrate::MigrateOptions { with_source_table };
-            if let Err(e) = common.profile() {
-                return Summary::unusable("migrate", e);
-            }
-            let db = match common.database().await {
-                Ok(db) => db,
-                Err(e) => return Summary::unusable("migrate", e),
-            };
-            let summary = match common.spec_on(&db).await {
-                Ok(spec) => migrate::run(&db, spec, &options).await,
-                Err(e) => Summary::unusable("migrate", e),
-            };
-            db.close().await;
-            summary
-        }
+        Command::Migrate { with_source_table } => migrate_command(common, with_source_table).await,
         Command::Archive(args) => match args.into_options(common, now) {
             Err(e) => Summary::unusable("archive", e),
             Ok(options) => with_context(common, &options, shutdown).await,
@@ -343,26 +328,51 @@ async fn command_summary(
         }
         Command::Doctor(args) => doctor_command(common, args, now).await,
         Command::Schema => schema_command(common).await,
-        Command::Demo(args) => {
-            let spec = match common.spec() {
-                Ok(spec) => spec,
-                Err(e) => return Summary::unusable("demo", e),
-            };
-            let options = demo::DemoOptions {
-                server_url: common
-                    .db
-                    .database_url
-                    .clone()
-                    .unwrap_or_else(|| demo::DEFAULT_SERVER_URL.to_string()),
-                database: args.database,
-                rows: args.rows,
-                dir: std::path::absolute(&args.dir).unwrap_or(args.dir),
-                file_store: args.file_store,
-                force: args.force,
-            };
-            demo::run(spec, &options, shutdown, system_clock()).await
-        }
+        Command::Demo(args) => demo_command(common, args, shutdown).await,
     }
+}
+
+/// `migrate`: the table's spec needs the database (a profile's columns are read from it).
+async fn migrate_command(common: &Common, with_source_table: bool) -> Summary {
+    let options = migrate::MigrateOptions { with_source_table };
+    if let Err(e) = common.profile() {
+        return Summary::unusable("migrate", e);
+    }
+    let db = match common.database().await {
+        Ok(db) => db,
+        Err(e) => return Summary::unusable("migrate", e),
+    };
+    let summary = match common.spec_on(&db).await {
+        Ok(spec) => migrate::run(&db, spec, &options).await,
+        Err(e) => Summary::unusable("migrate", e),
+    };
+    db.close().await;
+    summary
+}
+
+/// `demo` makes its own database and store; it needs only the server's URL from the settings.
+async fn demo_command(
+    common: &Common,
+    args: args::DemoArgs,
+    shutdown: CancellationToken,
+) -> Summary {
+    let spec = match common.spec() {
+        Ok(spec) => spec,
+        Err(e) => return Summary::unusable("demo", e),
+    };
+    let options = demo::DemoOptions {
+        server_url: common
+            .db
+            .database_url
+            .clone()
+            .unwrap_or_else(|| demo::DEFAULT_SERVER_URL.to_string()),
+        database: args.database,
+        rows: args.rows,
+        dir: std::path::absolute(&args.dir).unwrap_or(args.dir),
+        file_store: args.file_store,
+        force: args.force,
+    };
+    demo::run(spec, &options, shutdown, system_clock()).await
 }
 
 /// Opens everything a command that touches the archive needs — checked before any work starts:

@@ -50,18 +50,15 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
     let deadline = opts.max_runtime.map(|d| Instant::now() + d);
     let progress = Progress::new("archive");
     let archiver = Archiver::new(ctx, opts, &progress, deadline);
-    let driver = Driver {
-        ctx,
-        command: "archive",
-        gate: Gate::Lock {
-            prefix: &opts.lock_prefix,
-            dry_run: opts.dry_run,
-        },
-        db_retries: opts.db_retries,
-        deadline,
-        note_runs: true,
-        parallel: opts.parallel_apps,
+    let gate = Gate::Lock {
+        prefix: &opts.lock_prefix,
+        dry_run: opts.dry_run,
     };
+    let driver = Driver::new(ctx, "archive", gate)
+        .retries(opts.db_retries)
+        .until(deadline)
+        .noting_runs()
+        .parallel(opts.parallel_apps);
     summary.apps = driver.run(apps, &archiver).await;
     summary.store_requests = ctx.store_activity(&before);
     summary.settle()

@@ -27,18 +27,14 @@ pub async fn run(ctx: &RunContext, opts: &CompactOptions) -> Summary {
     let started = Instant::now();
     let progress = Progress::new("compact");
     let compactor = Compactor::new(ctx, opts, started, &progress);
-    let driver = Driver {
-        ctx,
-        command: "compact",
-        gate: Gate::Lock {
-            prefix: &opts.lock_prefix,
-            dry_run: opts.dry_run,
-        },
-        db_retries: opts.db_retries,
-        deadline: opts.max_runtime.map(|d| started + d),
-        note_runs: true,
-        parallel: 1,
+    let gate = Gate::Lock {
+        prefix: &opts.lock_prefix,
+        dry_run: opts.dry_run,
     };
+    let driver = Driver::new(ctx, "compact", gate)
+        .retries(opts.db_retries)
+        .until(opts.max_runtime.map(|d| started + d))
+        .noting_runs();
     summary.apps = driver.run(apps, &compactor).await;
     summary.store_requests = ctx.store_activity(&before);
     summary.settle()

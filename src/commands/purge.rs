@@ -44,18 +44,15 @@ pub async fn run(ctx: &RunContext, opts: &PurgeOptions) -> Summary {
     let deadline = opts.max_runtime.map(|d| started + d);
     let progress = Progress::new("purge");
     let purger = Purger::new(ctx, opts, started, &progress);
-    let driver = Driver {
-        ctx,
-        command: "purge",
-        gate: Gate::Lock {
-            prefix: &opts.lock_prefix,
-            dry_run: opts.dry_run,
-        },
-        db_retries: opts.db_retries,
-        deadline,
-        note_runs: true,
-        parallel: opts.parallel_apps,
+    let gate = Gate::Lock {
+        prefix: &opts.lock_prefix,
+        dry_run: opts.dry_run,
     };
+    let driver = Driver::new(ctx, "purge", gate)
+        .retries(opts.db_retries)
+        .until(deadline)
+        .noting_runs()
+        .parallel(opts.parallel_apps);
     summary.apps = driver.run(apps, &purger).await;
     summary.store_requests = ctx.store_activity(&before);
     summary.settle()

@@ -48,21 +48,17 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
     }
     let progress = Progress::new("restore");
     let restorer = Restorer::new(ctx, opts, target, &progress);
-    let driver = Driver {
-        ctx,
-        command: "restore",
-        gate: match opts.into_source {
-            true => Gate::Lock {
-                prefix: &opts.lock_prefix,
-                dry_run: false,
-            },
-            false => Gate::Open,
+    // Into the source table, restore writes where archive reads: under the app's lock.
+    let gate = match opts.into_source {
+        true => Gate::Lock {
+            prefix: &opts.lock_prefix,
+            dry_run: false,
         },
-        db_retries: 0,
-        deadline: None,
-        note_runs: true,
-        parallel: opts.parallel_apps,
+        false => Gate::Open,
     };
+    let driver = Driver::new(ctx, "restore", gate)
+        .noting_runs()
+        .parallel(opts.parallel_apps);
     summary.apps = driver.run(apps, &restorer).await;
     let conflicted = summary
         .apps

@@ -33,15 +33,7 @@ pub async fn run(ctx: &DbContext, opts: &StatusOptions) -> Summary {
         Err(e) => return summary.without_apps(e),
     };
     let status = Status::new(ctx, opts.cutoff_ms, opts.grace_ms, &opts.delivered_status);
-    let driver = Driver {
-        ctx,
-        command: "status",
-        gate: Gate::Open,
-        db_retries: 0,
-        deadline: None,
-        note_runs: false,
-        parallel: 1,
-    };
+    let driver = Driver::new(ctx, "status", Gate::Open);
     summary.apps = driver.run(apps, &status).await;
     if opts.format == Format::Table {
         summary.text = Some(table(&summary.apps, (ctx.now_ms)()));

@@ -34,15 +34,7 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     };
     let progress = Progress::new("verify");
     let verify = Verify::new(ctx, opts, &progress);
-    let driver = Driver {
-        ctx,
-        command: "verify",
-        gate: Gate::Open,
-        db_retries: 0,
-        deadline: None,
-        note_runs: true,
-        parallel: 1,
-    };
+    let driver = Driver::new(ctx, "verify", Gate::Open).noting_runs();
     // Orphans are looked for under the apps' own spellings (what their keys hold).
     let listed = apps.clone();
     summary.apps = driver.run(apps, &verify).await;

@@ -189,7 +189,19 @@ fn finding_text(f: &Value) -> String {
 
 /// The run's own lists: findings, orphans, rows found, migrations applied, planned purges.
 fn run_lists(out: &mut String, json: &Value) {
-    let list = |key: &str| json.get(key).and_then(Value::as_array);
+    verify_lists(out, json);
+    find_lists(out, json);
+    migrate_list(out, json);
+    planned_purges(out, json);
+}
+
+fn list<'a>(json: &'a Value, key: &str) -> Option<&'a Vec<Value>> {
+    json.get(key).and_then(Value::as_array)
+}
+
+/// verify's: the batches checked, the findings, the orphan objects.
+fn verify_lists(out: &mut String, json: &Value) {
+    let list = |key: &str| list(json, key);
     if let Some(checked) = list("checked_batches") {
         let _ = writeln!(out, "checked {} batches", thousands(checked.len() as u64));
     }
@@ -211,6 +223,11 @@ fn run_lists(out: &mut String, json: &Value) {
         }
         more(out, orphans.len());
     }
+}
+
+/// find's: each row found with where it is kept, the events not found, what was searched.
+fn find_lists(out: &mut String, json: &Value) {
+    let list = |key: &str| list(json, key);
     if let Some(found) = list("found") {
         for row in found.iter().take(LIST) {
             let _ = writeln!(
@@ -246,7 +263,11 @@ fn run_lists(out: &mut String, json: &Value) {
             number(json.get("searched_compacted_batches"))
         );
     }
-    if let Some(applied) = list("applied") {
+}
+
+/// migrate's: the migrations applied.
+fn migrate_list(out: &mut String, json: &Value) {
+    if let Some(applied) = list(json, "applied") {
         match applied.is_empty() {
             true => {
                 let _ = writeln!(out, "applied no migration: the schema is up to date");
@@ -258,6 +279,10 @@ fn run_lists(out: &mut String, json: &Value) {
             }
         }
     }
+}
+
+/// A dry-run purge's: the batches it would purge, across the apps.
+fn planned_purges(out: &mut String, json: &Value) {
     let planned: Vec<&Value> = json
         .get("apps")
         .and_then(Value::as_array)

@@ -230,18 +230,54 @@ pub trait AppWork: Sync {
 
 /// Runs apps through the gate, their work, retries and the runs table.
 pub struct Driver<'a> {
-    pub ctx: &'a DbContext,
+    ctx: &'a DbContext,
     /// The command, as the runs table records it.
-    pub command: &'static str,
-    pub gate: Gate<'a>,
+    command: &'static str,
+    gate: Gate<'a>,
     /// Times an app is tried again after a transient database error.
-    pub db_retries: u32,
+    db_retries: u32,
     /// No retry starts after it.
-    pub deadline: Option<Instant>,
+    deadline: Option<Instant>,
     /// Record each app's run for `status` (archive, purge; not a dry run, not a skipped app).
-    pub note_runs: bool,
+    note_runs: bool,
     /// Apps worked at the same time (archive's `--parallel-apps`; 1 elsewhere).
-    pub parallel: usize,
+    parallel: usize,
+}
+
+impl<'a> Driver<'a> {
+    /// A driver for `command` through `gate`: one app at a time, no retry, no deadline, runs not
+    /// recorded — each command adds what it does ([`Driver::retries`], …).
+    pub fn new(ctx: &'a DbContext, command: &'static str, gate: Gate<'a>) -> Self {
+        Driver {
+            ctx,
+            command,
+            gate,
+            db_retries: 0,
+            deadline: None,
+            note_runs: false,
+            parallel: 1,
+        }
+    }
+
+    pub fn retries(self, db_retries: u32) -> Self {
+        Driver { db_retries, ..self }
+    }
+
+    pub fn until(self, deadline: Option<Instant>) -> Self {
+        Driver { deadline, ..self }
+    }
+
+    /// Records each app's run in the runs table (what `status` and `history` show).
+    pub fn noting_runs(self) -> Self {
+        Driver {
+            note_runs: true,
+            ..self
+        }
+    }
+
+    pub fn parallel(self, parallel: usize) -> Self {
+        Driver { parallel, ..self }
+    }
 }
 
 /// The stop reason of an app whose lock another process took while it was being worked.
