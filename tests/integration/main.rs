@@ -19,7 +19,6 @@ mod exit_codes;
 mod faults;
 mod find;
 mod fresh_proof;
-mod golden;
 mod grants;
 mod hostile;
 mod lock;

@@ -14,94 +14,150 @@ use outbox_archiver::store::{
 use crate::support::moto::{Bucket, MotoS3};
 use crate::support::*;
 
+/// Every store, every setting: the contract's named checks, in order, each on its own keys under
+/// the store's prefix (object_store's `integration.rs` is the model).
 async fn contract(store: &dyn ObjectStore, label: &str) {
-    let prefix = store.location().prefix().to_string();
-    let key = |name: &str| {
-        if prefix.is_empty() {
-            name.to_string()
-        } else {
-            format!("{prefix}/{name}")
-        }
-    };
+    let c = Contract { store, label };
     store
         .confirm_access()
         .await
         .unwrap_or_else(|e| panic!("{label}: check: {e}"));
+    c.a_missing_key_reads_as_none().await;
+    c.put_then_head_and_get_agree_with_our_checksums().await;
+    c.create_never_replaces_an_object().await;
+    c.overwrite_replaces_an_object().await;
+    c.list_is_sorted_and_by_prefix().await;
+    c.delete_is_idempotent().await;
+}
 
-    let a = key("t/app_code=x/dt=2026-01-01/b1/data.ndjson.gz");
-    assert_eq!(store.head(&a).await.unwrap(), None, "{label}: missing key");
-    assert!(
-        store.get(&a).await.unwrap().is_none(),
-        "{label}: missing key"
-    );
+struct Contract<'a> {
+    store: &'a dyn ObjectStore,
+    label: &'a str,
+}
 
-    let body = Bytes::from((0..70_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>());
-    store
-        .put(&a, body.clone(), PutMode::Create)
-        .await
-        .unwrap_or_else(|e| panic!("{label}: put: {e}"));
-    let meta = store.head(&a).await.unwrap().expect("present");
-    assert_eq!(meta.size, body.len() as u64, "{label}");
-    if let Some(stored) = meta.crc64nvme {
+impl Contract<'_> {
+    fn key(&self, name: &str) -> String {
+        match self.store.location().prefix() {
+            "" => name.to_string(),
+            prefix => format!("{prefix}/{name}"),
+        }
+    }
+
+    async fn a_missing_key_reads_as_none(&self) {
+        let (store, label) = (self.store, self.label);
+        let key = self.key("t/app_code=x/dt=2026-01-01/missing/data.ndjson.gz");
+        assert_eq!(store.head(&key).await.unwrap(), None, "{label}: head");
+        assert!(store.get(&key).await.unwrap().is_none(), "{label}: get");
+    }
+
+    /// 70,000 bytes: more than one chunk of a streamed GET.
+    async fn put_then_head_and_get_agree_with_our_checksums(&self) {
+        let (store, label) = (self.store, self.label);
+        let key = self.key("t/app_code=x/dt=2026-01-01/put/data.ndjson.gz");
+        let body = Bytes::from((0..70_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>());
+        store
+            .put(&key, body.clone(), PutMode::Create)
+            .await
+            .unwrap_or_else(|e| panic!("{label}: put: {e}"));
+        let meta = store.head(&key).await.unwrap().expect("present");
+        assert_eq!(meta.size, body.len() as u64, "{label}");
+        if let Some(stored) = meta.crc64nvme {
+            assert_eq!(
+                stored,
+                crc64nvme(&body),
+                "{label}: the store's CRC-64/NVME is the one we compute"
+            );
+        }
+        if let Some(stored) = &meta.sha256 {
+            assert_eq!(
+                stored,
+                &sha256_hex(&body),
+                "{label}: the store's SHA-256 is the one we compute"
+            );
+        }
         assert_eq!(
-            stored,
-            crc64nvme(&body),
-            "{label}: the store's CRC-64/NVME is the one we compute"
+            read(store, &key).await,
+            body.to_vec(),
+            "{label}: get returns the bytes"
         );
     }
-    if let Some(stored) = &meta.sha256 {
+
+    async fn create_never_replaces_an_object(&self) {
+        let (store, label) = (self.store, self.label);
+        let key = self.key("t/app_code=x/dt=2026-01-01/create/manifest.json");
+        store
+            .put(&key, Bytes::from_static(b"first"), PutMode::Create)
+            .await
+            .unwrap_or_else(|e| panic!("{label}: put: {e}"));
+        match store
+            .put(&key, Bytes::from_static(b"other"), PutMode::Create)
+            .await
+        {
+            Err(StoreError::AlreadyExists { key: refused }) => assert_eq!(refused, key),
+            other => panic!("{label}: create over an existing key must fail, got {other:?}"),
+        }
         assert_eq!(
-            stored,
-            &sha256_hex(&body),
-            "{label}: the store's SHA-256 is the one we compute"
+            read(store, &key).await,
+            b"first",
+            "{label}: a refused create changes nothing"
         );
     }
-    assert_eq!(
-        read(store, &a).await,
-        body.to_vec(),
-        "{label}: get returns the bytes"
-    );
 
-    match store
-        .put(&a, Bytes::from_static(b"other"), PutMode::Create)
-        .await
-    {
-        Err(StoreError::AlreadyExists { key }) => assert_eq!(key, a),
-        other => panic!("{label}: create over an existing key must fail, got {other:?}"),
+    async fn overwrite_replaces_an_object(&self) {
+        let (store, label) = (self.store, self.label);
+        let key = self.key("t/app_code=x/dt=2026-01-01/overwrite/data.ndjson.gz");
+        for body in [&b"first"[..], b"replaced"] {
+            store
+                .put(&key, Bytes::from_static(body), PutMode::Overwrite)
+                .await
+                .unwrap_or_else(|e| panic!("{label}: overwrite: {e}"));
+        }
+        assert_eq!(read(store, &key).await, b"replaced", "{label}: overwrite");
+        assert_eq!(store.head(&key).await.unwrap().unwrap().size, 8, "{label}");
     }
-    assert_eq!(
-        read(store, &a).await,
-        body.to_vec(),
-        "{label}: a refused create changes nothing"
-    );
 
-    store
-        .put(&a, Bytes::from_static(b"replaced"), PutMode::Overwrite)
-        .await
-        .unwrap();
-    assert_eq!(read(store, &a).await, b"replaced", "{label}: overwrite");
-    assert_eq!(store.head(&a).await.unwrap().unwrap().size, 8);
+    async fn list_is_sorted_and_by_prefix(&self) {
+        let (store, label) = (self.store, self.label);
+        let listed = [
+            self.key("l/app_code=x/dt=2026-01-02/b2/_SUCCESS"),
+            self.key("l/app_code=x/dt=2026-01-01/b1/data.ndjson.gz"),
+        ];
+        for key in listed
+            .iter()
+            .chain([&self.key("l2/other"), &self.key("m/other")])
+        {
+            store
+                .put(key, Bytes::from_static(b"{}\n"), PutMode::Create)
+                .await
+                .unwrap_or_else(|e| panic!("{label}: put {key}: {e}"));
+        }
+        assert_eq!(
+            store.list(&self.key("l/")).await.unwrap(),
+            vec![listed[1].clone(), listed[0].clone()],
+            "{label}: list is sorted and by prefix"
+        );
+        assert_eq!(
+            store::get_all(store, &listed[0]).await.unwrap().unwrap(),
+            b"{}\n",
+            "{label}: get_all"
+        );
+    }
 
-    let b = key("t/app_code=x/dt=2026-01-02/b2/_SUCCESS");
-    let c = key("u/other");
-    store
-        .put(&b, Bytes::from_static(b"{}\n"), PutMode::Create)
-        .await
-        .unwrap();
-    store
-        .put(&c, Bytes::from_static(b"x"), PutMode::Create)
-        .await
-        .unwrap();
-    assert_eq!(
-        store.list(&key("t/")).await.unwrap(),
-        vec![a.clone(), b.clone()],
-        "{label}: list is sorted and by prefix"
-    );
-
-    store.delete(&a).await.unwrap();
-    assert_eq!(store.head(&a).await.unwrap(), None, "{label}: deleted");
-    store.delete(&a).await.unwrap();
-    assert_eq!(store::get_all(store, &b).await.unwrap().unwrap(), b"{}\n");
+    /// Deleting a key that is gone is not an error (a rerun of an interrupted cleanup).
+    async fn delete_is_idempotent(&self) {
+        let (store, label) = (self.store, self.label);
+        let key = self.key("t/app_code=x/dt=2026-01-01/delete/_SUCCESS");
+        store
+            .put(&key, Bytes::from_static(b"{}\n"), PutMode::Create)
+            .await
+            .unwrap();
+        store.delete(&key).await.unwrap();
+        assert_eq!(store.head(&key).await.unwrap(), None, "{label}: deleted");
+        store
+            .delete(&key)
+            .await
+            .unwrap_or_else(|e| panic!("{label}: a second delete: {e}"));
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

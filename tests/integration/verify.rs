@@ -92,117 +92,134 @@ async fn a_clean_archive_has_no_findings() {
     db.drop().await;
 }
 
-#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn every_broken_archive_fixture_is_found() {
-    // (name, the finding kind that must appear, the finding kind that must appear, on which key suffix)
-    let cases: Vec<(&str, &str, &str)> = vec![
-        ("flipped byte in data", "sha256_mismatch", "data.ndjson.gz"),
-        (
-            "flipped byte in manifest",
-            "sha256_mismatch",
-            "manifest.json",
-        ),
-        ("flipped byte in _SUCCESS", "crc64_mismatch", "_SUCCESS"),
-        ("truncated gzip", "unreadable_data", "data.ndjson.gz"),
-        ("missing _SUCCESS", "missing_object", "_SUCCESS"),
-        ("missing data object", "missing_object", "data.ndjson.gz"),
-        (
-            "manifest disagrees with its receipt",
-            "manifest_mismatch",
-            "manifest.json#row_count",
-        ),
-        ("member row deleted", "member_missing", ""),
-        ("member row added", "member_extra", ""),
-    ];
-    for (case, kind, key_suffix) in cases {
-        let (db, _s3, store, env) = archived().await;
-        let (batch, data, manifest, success) = first_keys(&db).await;
-        let s = store.as_ref();
-        let member: String = sqlx::query_scalar(
-            "SELECT MIN(event_id) FROM wallet_outbox_archive_members WHERE batch_id = ?",
-        )
-        .bind(&batch)
-        .fetch_one(&db.db.pool)
-        .await
-        .unwrap();
-        match case {
-            "flipped byte in data" => flip(s, &data).await,
-            "flipped byte in manifest" => flip(s, &manifest).await,
-            "flipped byte in _SUCCESS" => flip(s, &success).await,
-            "truncated gzip" => {
-                let bytes = read(s, &data).await;
-                s.put(
-                    &data,
-                    Bytes::from(bytes[..bytes.len() - 9].to_vec()),
-                    PutMode::Overwrite,
-                )
+/// One way to break the first batch of app a2 (rustic's `tests/fixtures/repo-*`, made on the
+/// spot from a real archive).
+#[derive(Debug, Clone, Copy, PartialEq)]
+enum Damage {
+    FlipData,
+    FlipManifest,
+    FlipSuccess,
+    TruncateGzip,
+    DeleteSuccess,
+    DeleteData,
+    ManifestRowCount,
+    DeleteMember,
+    AddMember,
+}
+
+/// Each broken-archive fixture, a test of its own: the damage, the finding it must give, and the
+/// key suffix the finding names ("" for a member row).
+macro_rules! broken_archive_fixtures {
+    ($($test:ident: $damage:ident => $kind:literal at $suffix:literal;)*) => {$(
+        #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+        async fn $test() {
+            a_broken_archive_is_found(Damage::$damage, $kind, $suffix).await;
+        }
+    )*};
+}
+
+broken_archive_fixtures! {
+    a_flipped_byte_in_data_is_a_sha256_mismatch: FlipData => "sha256_mismatch" at "data.ndjson.gz";
+    a_flipped_byte_in_the_manifest_is_a_sha256_mismatch: FlipManifest => "sha256_mismatch" at "manifest.json";
+    a_flipped_byte_in_success_is_a_crc64_mismatch: FlipSuccess => "crc64_mismatch" at "_SUCCESS";
+    a_truncated_gzip_is_unreadable_data: TruncateGzip => "unreadable_data" at "data.ndjson.gz";
+    a_missing_success_is_a_missing_object: DeleteSuccess => "missing_object" at "_SUCCESS";
+    a_missing_data_object_is_a_missing_object: DeleteData => "missing_object" at "data.ndjson.gz";
+    a_manifest_that_disagrees_with_its_receipt_is_a_manifest_mismatch: ManifestRowCount => "manifest_mismatch" at "manifest.json#row_count";
+    a_deleted_member_row_is_member_missing: DeleteMember => "member_missing" at "";
+    an_added_member_row_is_member_extra: AddMember => "member_extra" at "";
+}
+
+/// Archives three apps, applies `damage`, and holds verify to exactly one broken batch: a finding
+/// of `kind` on it (on the key ending in `key_suffix`), and nothing about any other batch.
+async fn a_broken_archive_is_found(damage: Damage, kind: &str, key_suffix: &str) {
+    let (db, _s3, store, env) = archived().await;
+    let (batch, data, manifest, success) = first_keys(&db).await;
+    let s = store.as_ref();
+    let member: String = sqlx::query_scalar(
+        "SELECT MIN(event_id) FROM wallet_outbox_archive_members WHERE batch_id = ?",
+    )
+    .bind(&batch)
+    .fetch_one(&db.db.pool)
+    .await
+    .unwrap();
+    match damage {
+        Damage::FlipData => flip(s, &data).await,
+        Damage::FlipManifest => flip(s, &manifest).await,
+        Damage::FlipSuccess => flip(s, &success).await,
+        Damage::TruncateGzip => {
+            let bytes = read(s, &data).await;
+            s.put(
+                &data,
+                Bytes::from(bytes[..bytes.len() - 9].to_vec()),
+                PutMode::Overwrite,
+            )
+            .await
+            .unwrap();
+        }
+        Damage::DeleteSuccess => s.delete(&success).await.unwrap(),
+        Damage::DeleteData => s.delete(&data).await.unwrap(),
+        Damage::ManifestRowCount => {
+            let mut m: serde_json::Map<String, Json> =
+                serde_json::from_slice(&read(s, &manifest).await).unwrap();
+            m.insert("row_count".into(), Json::from(29));
+            let mut bytes = serde_json::to_vec(&m).unwrap();
+            bytes.push(b'\n');
+            s.put(&manifest, Bytes::from(bytes), PutMode::Overwrite)
                 .await
                 .unwrap();
-            }
-            "missing _SUCCESS" => s.delete(&success).await.unwrap(),
-            "missing data object" => s.delete(&data).await.unwrap(),
-            "manifest disagrees with its receipt" => {
-                let mut m: serde_json::Map<String, Json> =
-                    serde_json::from_slice(&read(s, &manifest).await).unwrap();
-                m.insert("row_count".into(), Json::from(29));
-                let mut bytes = serde_json::to_vec(&m).unwrap();
-                bytes.push(b'\n');
-                s.put(&manifest, Bytes::from(bytes), PutMode::Overwrite)
-                    .await
-                    .unwrap();
-            }
-            "member row deleted" => {
-                sqlx::query("DELETE FROM wallet_outbox_archive_members WHERE app_code = 'a2' AND event_id = ?")
-                    .bind(&member)
-                    .execute(&db.db.pool)
-                    .await
-                    .unwrap();
-            }
-            "member row added" => {
-                sqlx::query(
-                    "INSERT INTO wallet_outbox_archive_members (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms) \
-                     SELECT app_code, 'a2-invented', updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms \
-                     FROM wallet_outbox_archive_members WHERE app_code = 'a2' AND event_id = ?",
-                )
-                .bind(&member)
-                .execute(&db.db.pool)
-                .await
-                .unwrap();
-            }
-            _ => unreachable!(),
         }
-        let summary = verify::run(&env, &verify_options()).await;
-        assert_eq!(summary.exit_code, 1, "{case}: {}", summary.to_json());
-        assert!(!summary.ok);
-        let found = &verify_run(&summary).findings;
-        let hit = found
-            .iter()
-            .find(|f| crate::support::kind(f) == kind)
-            .unwrap_or_else(|| panic!("{case}: no {kind} in {found:?}"));
-        assert_eq!(hit.batch_id.as_ref(), Some(&batch), "{case}");
-        if !key_suffix.is_empty() {
-            assert!(
-                hit.key.as_deref().unwrap().ends_with(key_suffix),
-                "{case}: {hit}"
-            );
+        Damage::DeleteMember => {
+            sqlx::query(
+                "DELETE FROM wallet_outbox_archive_members WHERE app_code = 'a2' AND event_id = ?",
+            )
+            .bind(&member)
+            .execute(&db.db.pool)
+            .await
+            .unwrap();
         }
-        // A deleted member also leaves its source row a straggler: the same event, no other batch.
-        let related = |f: &Finding| {
-            f.batch_id.as_ref() == Some(&batch)
-                || (f.kind == FindingKind::Straggler && f.event_id.as_ref() == Some(&member))
-        };
-        assert!(
-            found.iter().all(related),
-            "{case}: only the broken batch: {found:?}"
-        );
-        if case == "member row deleted" {
-            assert_eq!(hit.event_id.as_ref(), Some(&member));
+        Damage::AddMember => {
+            sqlx::query(
+                "INSERT INTO wallet_outbox_archive_members (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms) \
+                 SELECT app_code, 'a2-invented', updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms \
+                 FROM wallet_outbox_archive_members WHERE app_code = 'a2' AND event_id = ?",
+            )
+            .bind(&member)
+            .execute(&db.db.pool)
+            .await
+            .unwrap();
         }
-        if case == "member row added" {
-            assert_eq!(hit.event_id.as_deref(), Some("a2-invented"));
-        }
-        db.drop().await;
     }
+    let summary = verify::run(&env, &verify_options()).await;
+    assert_eq!(summary.exit_code, 1, "{damage:?}: {}", summary.to_json());
+    assert!(!summary.ok);
+    let found = &verify_run(&summary).findings;
+    let hit = found
+        .iter()
+        .find(|f| crate::support::kind(f) == kind)
+        .unwrap_or_else(|| panic!("{damage:?}: no {kind} in {found:?}"));
+    assert_eq!(hit.batch_id.as_ref(), Some(&batch), "{damage:?}");
+    if !key_suffix.is_empty() {
+        assert!(
+            hit.key.as_deref().unwrap().ends_with(key_suffix),
+            "{damage:?}: {hit}"
+        );
+    }
+    // A deleted member also leaves its source row a straggler: the same event, no other batch.
+    let related = |f: &Finding| {
+        f.batch_id.as_ref() == Some(&batch)
+            || (f.kind == FindingKind::Straggler && f.event_id.as_ref() == Some(&member))
+    };
+    assert!(
+        found.iter().all(related),
+        "{damage:?}: only the broken batch: {found:?}"
+    );
+    match damage {
+        Damage::DeleteMember => assert_eq!(hit.event_id.as_ref(), Some(&member)),
+        Damage::AddMember => assert_eq!(hit.event_id.as_deref(), Some("a2-invented")),
+        _ => {}
+    }
+    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -6,8 +6,7 @@ use std::sync::Arc;
 use outbox_archiver::commands::archive::{self, ArchiveOptions};
 use outbox_archiver::commands::purge::{self, PurgeOptions};
 use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::model::codec::{Row, Value};
-use outbox_archiver::model::table::{TableSpec, WALLET_OUTBOX};
+use outbox_archiver::model::codec::Row;
 use outbox_archiver::pipeline::apps::Apps;
 use outbox_archiver::pipeline::report::details::{
     ArchiveApp, PurgeApp, RestoreApp, StatusApp, VerifyRun,
@@ -18,7 +17,7 @@ use outbox_archiver::pipeline::RunContext;
 use outbox_archiver::store::ObjectStore;
 use tokio_util::sync::CancellationToken;
 
-use super::{TestDb, TestS3};
+use super::{row, TestDb, TestS3};
 
 pub fn env(db: &TestDb, store: Arc<dyn ObjectStore>, now_ms: i64) -> RunContext {
     RunContext::new(
@@ -51,30 +50,6 @@ pub fn options(db: &TestDb, apps: &[&str], cutoff_ms: i64) -> ArchiveOptions {
 
 pub async fn archive(env: &RunContext, opts: &ArchiveOptions) -> Summary {
     archive::run(env, opts).await
-}
-
-/// A delivered wallet row with plain defaults; tests change what they care about.
-pub fn row(app: &str, event_id: &str, updated_at_ms: i64) -> Row {
-    vec![
-        Value::Text(app.into()),
-        Value::Text(event_id.into()),
-        Value::Text("WalletCredited".into()),
-        Value::Text(format!("tx-{event_id}")),
-        Value::Text(format!("cmd-{event_id}")),
-        Value::Int(1001),
-        Value::Text("COIN".into()),
-        Value::Int(100),
-        Value::Int(0),
-        Value::Text(r#"{"amount": 100}"#.into()),
-        Value::Text("DELIVERED".into()),
-        Value::Text("relay-1".into()),
-        Value::Null,
-        Value::Int(0),
-        Value::Int(0),
-        Value::Null,
-        Value::Int(updated_at_ms - 10),
-        Value::Int(updated_at_ms),
-    ]
 }
 
 /// `n` delivered rows of `app`, `e0`…, one millisecond apart from T0.
@@ -193,36 +168,4 @@ pub fn report<'s>(summary: &'s Summary, app: &str) -> &'s AppReport {
         .iter()
         .find(|a| a.app_code == app)
         .unwrap_or_else(|| panic!("{app} is not in the summary: {}", summary.to_json()))
-}
-
-/// The position of `column` in a wallet_outbox [`Row`], from the table description.
-pub fn at(column: &str) -> usize {
-    at_in(&WALLET_OUTBOX, column)
-}
-
-/// The position of `column` in a [`Row`] of `spec`'s table.
-pub fn at_in(spec: &TableSpec, column: &str) -> usize {
-    spec.columns
-        .iter()
-        .position(|c| c.name == column)
-        .unwrap_or_else(|| panic!("{} has no column {column}", spec.name))
-}
-
-/// A delivered room_outbox row (the room seed's columns) with `envelope` as its protobuf bytes.
-pub fn room_row(app: &str, event_id: &str, updated_at_ms: i64, envelope: Vec<u8>) -> Row {
-    vec![
-        Value::Text(app.into()),
-        Value::Text(event_id.into()),
-        Value::Text("GiftSent".into()),
-        Value::Int(updated_at_ms % 9_973 - 4_000),
-        Value::Text("DELIVERED".into()),
-        Value::Text(String::new()),
-        Value::Null,
-        Value::Bytes(envelope),
-        Value::Int(updated_at_ms - 10),
-        Value::Int(0),
-        Value::Int(0),
-        Value::Null,
-        Value::Int(updated_at_ms),
-    ]
 }

@@ -1,7 +1,7 @@
 //! Golden vectors: a fixed set of rows gives byte-exact NDJSON, gzip, manifest, `_SUCCESS` and
 //! batch id, kept in `tests/golden/`; and the JSON Schemas in `schemas/` accept that output.
-//! `UPDATE_GOLDEN=1 cargo test golden` rewrites the files (review the diff: any change breaks
-//! reproducibility of batch ids for existing archives).
+//! `UPDATE_GOLDEN=1 cargo test --test golden` rewrites the files (review the diff: any change breaks
+//! reproducibility of batch ids for existing archives). Pure: no server, a binary of its own.
 
 use std::path::PathBuf;
 
@@ -10,7 +10,10 @@ use outbox_archiver::model::codec::{Row, Value};
 use outbox_archiver::model::format;
 use outbox_archiver::model::table::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
 
-use crate::support::{at, room_row, row};
+#[path = "integration/support/rows.rs"]
+mod rows;
+
+use rows::{at, room_row, row};
 
 fn golden_rows() -> Vec<Row> {
     let t = 1_767_225_600_000; // 2026-01-01T00:00:00Z
