@@ -78,7 +78,6 @@ async fn an_app_typed_in_another_case_takes_the_apps_own_lock() {
     .await
     .unwrap();
     assert_eq!(spellings, ["ka"]);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -104,7 +103,6 @@ async fn a_code_that_matches_no_app_is_exit_2_naming_the_closest() {
             "{command}: {error}"
         );
     }
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -155,7 +153,6 @@ async fn a_row_spelled_otherwise_does_not_stop_its_app() {
         want.push("app1 ".to_string());
     }
     assert_eq!(back, want, "each row comes back spelled as it was");
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -185,5 +182,4 @@ async fn two_lock_prefixes_on_one_database_still_exclude_each_other() {
     assert!(summary.ok, "{}", summary.to_json());
     let outcome = rx.lock().unwrap().take().unwrap().recv().unwrap();
     assert_eq!(outcome, Outcome::SkippedLocked);
-    db.drop().await;
 }

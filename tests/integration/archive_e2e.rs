@@ -214,7 +214,6 @@ async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
         archived_rows(&db, store.as_ref(), "a2").await,
         db.expected_rows("a2", cutoff).await
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,7 +244,6 @@ async fn dry_run_plans_and_writes_nothing() {
         ids(&real),
         "the plan is what a real run does"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -284,5 +282,4 @@ async fn limits_stop_with_work_left_and_the_next_run_goes_on() {
         Outcome::UpToDate,
         "nothing left: caught up, not stopped"
     );
-    db.drop().await;
 }

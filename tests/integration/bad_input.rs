@@ -29,7 +29,7 @@ async fn configuration_mistakes_exit_2_with_a_message_naming_the_setting() {
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
     if s3.server.is_none() {
-        return db.drop().await;
+        return;
     }
     db.insert(&[row("a1", "e1", T0)]).await;
     let good = s3_env(&s3, &store_url(&s3));
@@ -120,7 +120,6 @@ async fn configuration_mistakes_exit_2_with_a_message_naming_the_setting() {
     }
     assert!(db.receipts("a1").await.is_empty(), "nothing was written");
     assert!(keys(s3.store().await.as_ref()).await.is_empty());
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -128,7 +127,7 @@ async fn unsafe_app_codes_are_refused_and_other_apps_still_archived() {
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
     if s3.server.is_none() {
-        return db.drop().await;
+        return;
     }
     db.insert(&[
         row("../x", "e1", T0),
@@ -173,7 +172,6 @@ async fn unsafe_app_codes_are_refused_and_other_apps_still_archived() {
         "{keys:?}"
     );
     let _ = Outcome::Refused;
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -292,7 +290,6 @@ async fn migrate_then_archive_through_the_binary_with_a_file_store() {
     );
     assert_eq!(purge.summary["apps"][0]["purged_rows"], 2);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -325,7 +322,6 @@ async fn an_unmigrated_database_asks_for_migrate() {
     assert_eq!(migrated.code, 0, "{}", migrated.all_output);
     let status = run_cli(&["status", "--format", "json"], &envs).await;
     assert_eq!(status.code, 0, "{}", status.all_output);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -507,7 +503,6 @@ async fn what_cannot_be_right_is_refused_before_any_work() {
             "{error}"
         );
     }
-    db.drop().await;
 }
 
 /// The collation rule compares behaviour, not names: archiver tables made with
@@ -549,5 +544,4 @@ async fn app_code_collations_are_compared_by_what_they_tell_apart() {
         error.contains("wallet_outbox_archive_receipts.app_code") && error.contains("ALTER TABLE"),
         "{error}"
     );
-    db.drop().await;
 }

@@ -26,7 +26,6 @@ async fn a_page_never_holds_more_than_500_rows() {
         500,
         "a caller asking for 10,000 rows gets one page of 500"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -57,7 +56,6 @@ async fn no_transaction_is_open_while_objects_are_uploaded() {
         3,
         "checked after each of the three puts"
     );
-    db.drop().await;
 }
 
 /// Transactions InnoDB has open for connections to `database`, other than this check's own.

@@ -71,7 +71,6 @@ async fn demo_destroys_only_what_it_made() {
     )
     .await
     .unwrap();
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

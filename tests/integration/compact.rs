@@ -211,7 +211,6 @@ async fn compacted_receipts_keep_a_digest_and_every_batch_stays_provable() {
         "{}",
         verified.to_json()
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -246,7 +245,6 @@ async fn a_compacted_batch_restored_into_the_source_gets_its_member_rows_back() 
     let purged = purge::run(&ctx, &again).await;
     assert!(purged.ok, "{}", purged.to_json());
     assert_eq!(purge_of(&purged, "a1").purged_rows, 40);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -270,7 +268,6 @@ async fn members_that_disagree_with_the_data_object_are_never_compacted() {
     assert!(figures.findings.iter().any(|f| kind(f) == "member_missing"));
     assert_eq!(db.members("a1").await.len(), 29, "nothing more deleted");
     assert_eq!(digests(&db, "a1").await[0].1, None);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,7 +328,6 @@ async fn a_kill_during_compaction_leaves_the_members_or_the_digest_and_a_rerun_c
     // Compacting again finds nothing left to do.
     let run = run_cli(&["compact", "--app", "a1", "--older-than", "0s"], &base).await;
     assert_eq!(run.summary["apps"][0]["compacted_batches"], 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -365,5 +361,4 @@ async fn a_row_written_again_after_compaction_is_restored_in_its_newer_version_o
         .find(|r| r[at("event_id")].as_str() == Some("e5"))
         .unwrap();
     assert_eq!(e5[at("updated_at_ms")].as_i64(), Some(T0 + DAY + 5));
-    db.drop().await;
 }

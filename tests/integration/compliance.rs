@@ -145,7 +145,6 @@ async fn a_compliance_locked_archive_outlives_a_mistaken_delete() {
     );
     let verified = verify::run(&ctx, &VerifyOptions::everything(CUTOFF, "DELIVERED")).await;
     assert!(verified.ok, "{}", verified.to_json());
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -232,7 +231,6 @@ async fn a_governance_retention_shows_on_head_and_a_shortened_one_is_a_finding()
         kinds(&purge_of(&purged, "a1").findings),
         vec!["retention_mismatch"]
     );
-    db.drop().await;
 }
 
 /// `n` rows of app a1 archived (clock T0 + 2 days) into a versioned moto bucket with the data
@@ -333,12 +331,11 @@ async fn a_deep_archive_batch_is_verified_by_the_store_checksum_then_thawed_and_
         table_rows(&db, "wallet_outbox_restored", "a1").await,
         db.expected_rows("a1", CUTOFF).await
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn restore_of_a_batch_still_in_deep_archive_asks_for_it_and_stops() {
-    let (db, _, ctx, summary) = archived_in_class("GLACIER", UploadChecksum::Sha256, 20).await;
+    let (_db, _, ctx, summary) = archived_in_class("GLACIER", UploadChecksum::Sha256, 20).await;
     assert!(summary.ok, "{}", summary.to_json());
     let thaw = Some(Thaw {
         days: 2,
@@ -364,7 +361,6 @@ async fn restore_of_a_batch_still_in_deep_archive_asks_for_it_and_stops() {
     assert!(second.ok, "{}", second.to_json());
     assert_eq!(report(&second, "a1").outcome.as_str(), "done");
     assert_eq!(restore_of(&second, "a1").restored_rows, 20);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -377,7 +373,6 @@ async fn a_cold_batch_the_store_cannot_vouch_for_is_refused_loudly() {
     assert!(error.contains("store_checksum_missing"), "{error}");
     assert!(error.contains("--s3-upload-checksum crc64nvme"), "{error}");
     assert_eq!(db.receipts("a1").await.len(), 0, "nothing recorded");
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -466,7 +461,6 @@ async fn objects_under_another_kms_key_are_a_finding() {
     let restored = restore::run(&ctx, &RestoreOptions::default()).await;
     assert!(restored.ok, "{}", restored.to_json());
     assert_eq!(restore_of(&restored, "a1").restored_rows, 15);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -492,7 +486,6 @@ async fn a_store_that_ignores_the_retention_fails_the_batch() {
         );
     }
     assert_eq!(db.receipts("a1").await.len(), 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -522,7 +515,6 @@ async fn a_leftover_from_an_earlier_attempt_gets_the_batchs_retention() {
         assert_eq!(lock.retain_until_ms, until, "{key}");
     }
     assert_eq!(protection_columns(&db, "a1").await[0].1, Some(until));
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -584,5 +576,4 @@ async fn protection_settings_that_cannot_work_are_refused_before_any_work() {
         );
     }
     assert_eq!(db.receipts("a1").await.len(), 0);
-    db.drop().await;
 }

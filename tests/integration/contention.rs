@@ -58,5 +58,4 @@ async fn sixteen_archivers_on_the_same_apps_archive_each_row_once() {
         skipped > 0,
         "with sixteen at once, some found the lock held"
     );
-    db.drop().await;
 }

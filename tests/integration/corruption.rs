@@ -48,7 +48,6 @@ async fn a_flipped_byte_on_read_back_fails_the_batch_and_records_nothing() {
             "{suffix}: nothing recorded"
         );
         assert!(db.members("a1").await.is_empty());
-        db.drop().await;
     }
 }
 
@@ -77,5 +76,4 @@ async fn a_store_checksum_that_disagrees_fails_the_batch() {
     assert!(error.contains("store_checksum_mismatch"), "{error}");
     assert!(db.receipts("a1").await.is_empty(), "nothing recorded");
     assert!(db.members("a1").await.is_empty());
-    db.drop().await;
 }

@@ -164,5 +164,4 @@ async fn sigkill_at_fifty_moments_loses_and_duplicates_nothing() {
         started.elapsed().as_secs(),
         run.orphans.len()
     );
-    db.drop().await;
 }

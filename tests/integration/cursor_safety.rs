@@ -60,7 +60,6 @@ async fn a_straggler_is_reread_by_its_exact_key_not_by_event_id() {
         reread.is_empty(),
         "the straggler key no longer matches a row: {reread:?}"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -133,7 +132,6 @@ async fn a_member_delivered_again_never_wedges_its_app() {
     assert!(purged.ok, "{}", purged.to_json());
     assert_eq!(purge_of(&purged, "a1").purged_rows, 11);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -162,7 +160,6 @@ async fn a_member_delivered_again_below_the_cursor_is_a_straggler() {
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
     assert!(purged.ok, "{}", purged.to_json());
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -215,5 +212,4 @@ async fn a_straggler_delivered_again_mid_run_never_moves_the_cursor_over_a_row()
     assert_eq!(members, want, "every row archived, none skipped");
     let verified = verify::run(&env, &VerifyOptions::everything(CUTOFF, "DELIVERED")).await;
     assert!(verified.ok, "{}", verified.to_json());
-    db.drop().await;
 }

@@ -121,5 +121,4 @@ async fn a_database_restart_mid_run_is_retried_or_fails_cleanly_and_converges() 
     let verified = verify::run(&env, &VerifyOptions::everything(T0 + DAY, "DELIVERED")).await;
     assert!(verified.ok, "{}", verified.to_json());
     eprintln!("database restarts: {}", outcomes.join("; "));
-    db.drop().await;
 }

@@ -92,7 +92,6 @@ async fn a_member_row_edited_to_a_newer_version_is_not_proof() {
         "{}",
         verified.to_json()
     );
-    db.drop().await;
 }
 
 /// A receipt recorded before member fingerprints existed (migration 8): no proof, no
@@ -117,7 +116,6 @@ async fn a_receipt_from_before_fingerprints_is_proven_by_its_data_object() {
     let gets = summary.store_requests.as_ref().unwrap().by_operation.get;
     assert!(gets >= 1, "the data object was read: {}", summary.to_json());
     assert_eq!(left(&db).await, ["e5"]);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,7 +137,6 @@ async fn a_row_corrected_after_archiving_is_kept_and_reported() {
         ["e4", "e7"],
         "the corrections are not lost"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -159,7 +156,6 @@ async fn purge_deletes_only_rows_in_the_status_that_was_archived() {
         ["e2"],
         "the row not in its archived status stays"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -198,7 +194,6 @@ async fn a_receipt_withdrawn_while_purge_works_stops_its_deletion() {
             0,
             "{how}: never marked purged"
         );
-        db.drop().await;
     }
 }
 
@@ -227,7 +222,6 @@ async fn a_same_size_overwrite_is_found_where_head_vouches_only_for_a_size() {
     );
     assert_eq!(purge_of(&summary, "a1").failed_batches.len(), 1);
     assert_eq!(left(&db).await.len(), 10);
-    db.drop().await;
 }
 
 /// On an S3 store HEAD reports the object's ETag: the one recorded at read-back must still be
@@ -245,7 +239,6 @@ async fn a_same_size_overwrite_on_s3_changes_the_etag_purge_holds_it_to() {
         "only the other batch"
     );
     assert_eq!(purge_of(&summary, "a1").failed_batches.len(), 1);
-    db.drop().await;
 }
 
 /// Writes other bytes of the same length over `key`.

@@ -138,7 +138,6 @@ async fn doctor_names_each_problem_and_its_fix() {
         .execute(AssertSqlSafe(format!("DROP USER '{user}'@'%'")))
         .await
         .unwrap();
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -204,7 +203,6 @@ async fn doctor_passes_a_bucket_set_up_as_payment_teams_run_them() {
             .await,
         Vec::<(String, String)>::new()
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -252,7 +250,6 @@ async fn doctor_refuses_a_retention_weaker_than_the_buckets_default() {
             run.summary
         );
     }
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -326,5 +323,4 @@ async fn doctor_says_which_region_it_signs_for_and_whether_it_is_the_buckets() {
                 .contains("eu-west-1"),
         "{region}"
     );
-    db.drop().await;
 }

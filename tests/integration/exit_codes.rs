@@ -104,5 +104,4 @@ async fn every_command_that_cannot_list_its_apps_exits_2_having_done_nothing() {
             .await,
         runs_before
     );
-    db.drop().await;
 }

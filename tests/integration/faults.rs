@@ -60,7 +60,6 @@ async fn transient_5xx_faults_are_retried_and_the_run_succeeds() {
         faults.load(Ordering::SeqCst),
         calls.load(Ordering::SeqCst)
     );
-    db.drop().await;
 }
 
 /// The test's S3 settings pointed at `proxy`, with short timeouts and backoffs so the faults cost
@@ -205,7 +204,6 @@ async fn network_faults_through_a_proxy_are_retried_reported_and_lose_nothing() 
         archived_faults,
         proxy.injected().len() - archived_faults
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -269,5 +267,4 @@ async fn flipped_bytes_through_a_proxy_are_caught_and_nothing_is_recorded() {
     let verified = verify::run(&env, &VerifyOptions::everything(T0 + DAY, "DELIVERED")).await;
     assert!(verified.ok, "{}", verified.to_json());
     eprintln!("flipped bytes: {:?}", proxy.injected());
-    db.drop().await;
 }

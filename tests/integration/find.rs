@@ -54,7 +54,6 @@ async fn find_an_event_in_a_plain_and_in_a_compacted_batch() {
     let run = run_cli(&["find", "--event-id", "e5", "--event-id", "nope"], &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert_eq!(run.summary["not_found"][0], "nope");
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -99,5 +98,4 @@ async fn find_rows_by_another_column_over_a_time_range() {
     let run = run_cli(&["find", "--where", "transaction_id=tx-e12"], &envs).await;
     assert_eq!(run.code, 2, "{}", run.all_output);
     assert!(run.summary["error"].as_str().unwrap().contains("--from"));
-    db.drop().await;
 }

@@ -118,7 +118,6 @@ async fn purge_keeps_the_rows_of_a_batch_whose_objects_are_gone_or_different() {
     );
     assert_eq!(purge_of(&trusted, "a1").purged_rows, 20);
     assert!(source_ids(&db).await.is_empty());
-    db.drop().await;
 }
 
 /// Same sizes, other bytes: only the store's own checksum can tell by HEAD, and where the store
@@ -156,5 +155,4 @@ async fn purge_keeps_a_batch_whose_store_checksum_disagrees() {
     let kinds: Vec<FindingKind> = found.iter().map(|f| f.kind).collect();
     assert_eq!(kinds, [FindingKind::StoreChecksumMismatch; 3], "{found:?}");
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 10);
-    db.drop().await;
 }

@@ -205,5 +205,4 @@ async fn the_least_privilege_roles_can_do_their_jobs_and_no_more() {
             .await
             .unwrap();
     }
-    db.drop().await;
 }

@@ -94,5 +94,4 @@ async fn hostile_payloads_are_archived_faithfully_and_hostile_app_codes_refused(
         .execute("SET GLOBAL max_allowed_packet = 16777216")
         .await
         .unwrap();
-    db.drop().await;
 }

@@ -54,7 +54,6 @@ async fn a_second_archiver_skips_the_app_and_exits_zero() {
         Outcome::Archived,
         "released locks are taken again"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -122,7 +121,6 @@ async fn killing_the_lock_connection_stops_the_app_before_its_commit() {
     assert_eq!(rerun.apps[0].retries, 1);
     assert_eq!(db.members("a1").await.len(), 10);
     assert_eq!(db.receipts("a1").await.len(), 1);
-    db.drop().await;
 }
 
 /// The receipt transaction's connection killed mid-transaction (after its members are written,
@@ -187,7 +185,6 @@ async fn killing_the_receipt_transaction_records_nothing_and_a_rerun_converges()
     assert_eq!(rerun.apps[0].rows, 30, "the attempts add up");
     assert_eq!(db.members("a1").await.len(), 30);
     assert_eq!(db.receipts("a1").await.len(), 3);
-    db.drop().await;
 }
 
 /// A run that loses its lock mid-way and finds it held by another archiver when it tries again
@@ -241,10 +238,8 @@ async fn a_lock_lost_to_another_archiver_is_a_stop_with_a_reason_not_a_skip() {
     );
     assert_eq!((a1.batches, a1.rows), (1, 10), "{}", summary.to_json());
     assert_eq!(db.members("a1").await.len(), 10);
-    if let Some(conn) = thief.lock().unwrap().take() {
-        drop(conn);
-    }
-    db.drop().await;
+    let conn = thief.lock().unwrap().take();
+    drop(conn);
 }
 
 /// After a server restart connection ids start again from 1, so another session can hold the
@@ -358,5 +353,4 @@ async fn apps_in_parallel_each_take_their_own_lock() {
         assert_eq!(free, 1, "{app}'s lock released");
     }
     other.close().await.unwrap();
-    db.drop().await;
 }

@@ -264,5 +264,4 @@ async fn metrics_reach_a_real_pushgateway_and_a_textfile() {
         errors.contains("--metrics-pushgateway http://127.0.0.1:9"),
         "{errors}"
     );
-    db.drop().await;
 }

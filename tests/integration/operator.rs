@@ -30,7 +30,6 @@ async fn a_batch_id_that_matches_nothing_is_exit_2() {
             "{error}"
         );
     }
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -68,7 +67,6 @@ async fn verify_with_the_store_one_level_off_says_so_once() {
         "{error}"
     );
     assert_eq!(run.summary["findings"].as_array().unwrap().len(), 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -134,7 +132,6 @@ async fn purge_says_what_waits_for_the_grace_and_lists_what_a_dry_run_would_take
         text.contains("LAST PURGE") && text.contains("done "),
         "{text}"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -184,7 +181,6 @@ async fn history_lists_a_stopped_and_a_failed_run_with_its_error() {
     let (code, text) = run_cli_text(&["history", "--app", "a1", "--format", "table"], &envs).await;
     assert_eq!(code, 0, "{text}");
     assert!(text.contains("stopped") && text.contains("a1"), "{text}");
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -217,7 +213,6 @@ async fn migrate_says_what_it_applied_and_a_rerun_that_it_applied_nothing() {
     assert_eq!(again.code, 0, "{}", again.all_output);
     assert!(again.summary["applied"].as_array().unwrap().is_empty());
     assert!(again.all_output.contains("nothing to do"));
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -298,5 +293,4 @@ async fn the_apps_setting_splits_on_commas_and_spaces_alike() {
             .await,
         6
     );
-    db.drop().await;
 }

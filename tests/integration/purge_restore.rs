@@ -108,7 +108,6 @@ async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
         restore_of(&live, "a1").restored_rows,
         originals.len() as u64 - 1
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -158,7 +157,6 @@ async fn purge_deletes_only_unchanged_members_of_receipts_past_the_grace() {
         .await
         .unwrap();
     assert_eq!((purged, kept), (38, 2));
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -209,7 +207,6 @@ async fn reverify_refuses_a_corrupted_batch_and_restore_loads_nothing_of_it() {
     let mut want = bad_members.clone();
     want.sort();
     assert_eq!(left, want, "the corrupted batch's rows stay");
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -256,7 +253,6 @@ async fn a_crash_mid_purge_converges_and_purge_excludes_archive() {
             .await,
         1_200
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -299,7 +295,6 @@ async fn drills_record_success_and_failure() {
         .count("SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = 'wallet_outbox_restored'")
         .await;
     assert_eq!(default_table, 0, "a drill never touches the default table");
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -363,5 +358,4 @@ async fn restore_loads_only_the_bytes_it_verified() {
         table_rows(&db, "wallet_outbox", "a1").await,
         "restore loaded the bytes it verified, not a later version"
     );
-    db.drop().await;
 }

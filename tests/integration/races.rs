@@ -107,7 +107,6 @@ async fn a_batch_compacted_after_restore_listed_it_is_not_put_back_without_membe
         "every row put back has its member row"
     );
     let _ = batch;
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -147,7 +146,6 @@ async fn compaction_waits_for_a_restore_chunk_in_flight_and_then_leaves_the_batc
         10,
         "no member row was deleted"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -174,5 +172,4 @@ async fn verify_beside_compaction_reports_no_false_findings() {
     assert!(once.load(Ordering::SeqCst));
     assert!(verified.ok, "{}", verified.to_json());
     assert!(verify_run(&verified).findings.is_empty());
-    db.drop().await;
 }

@@ -190,7 +190,6 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     );
     assert_eq!(q.latest_cursor(pool, "a2").await.unwrap(), None);
     lock.release().await;
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -225,7 +224,6 @@ async fn a_batch_with_a_receipt_is_never_written_again() {
         b"marker",
         "never written again"
     );
-    db.drop().await;
 }
 
 /// Commands read receipts a page at a time, in (app, cursor) order, never the whole list: every
@@ -267,5 +265,4 @@ async fn receipts_stream_in_pages_in_cursor_order() {
             .unwrap();
         assert_eq!(got, want, "pages of {page}");
     }
-    db.drop().await;
 }

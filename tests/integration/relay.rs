@@ -172,7 +172,6 @@ async fn a_live_outbox_archives_every_delivered_row_once_and_nothing_else() {
     let baseline = {
         let db = TestDb::new().await;
         let worst = relay(&db.db.pool, &WALLET_OUTBOX).await;
-        db.drop().await;
         worst
     };
     live_outbox(TestDb::new().await, Some(baseline)).await;
@@ -287,5 +286,4 @@ async fn live_outbox(db: TestDb, baseline: Option<Duration>) {
         baseline.map_or("(not measured)".into(), |b| format!("{:.1}", b.as_secs_f64() * 1e3)),
         with_archiver.as_secs_f64() * 1e3
     );
-    db.drop().await;
 }

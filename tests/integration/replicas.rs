@@ -107,7 +107,6 @@ async fn purge_waits_for_a_stopped_replica_and_goes_on_when_it_runs_again() {
         0,
         "the replica deleted them too"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -140,7 +139,6 @@ async fn purge_waits_while_a_replica_is_seconds_behind() {
         "waited for the delayed replica: {}",
         summary.to_json()
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -216,7 +214,6 @@ async fn a_replica_stopped_beyond_the_timeout_stops_purge_and_nothing_is_lost() 
         1_200,
         "every row counted once"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,5 +293,4 @@ async fn archive_waits_by_a_heartbeat_and_replicas_are_found_on_the_primary() {
         "the objects written before the wait are accepted as they are: {app}"
     );
     beating.abort();
-    db.drop().await;
 }

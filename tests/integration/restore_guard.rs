@@ -65,7 +65,6 @@ async fn restore_into_the_source_takes_the_apps_lock() {
     let restored = restore::run(&env, &opts).await;
     assert!(restored.ok, "{}", restored.to_json());
     assert_eq!(restore_of(&restored, "a1").restored_rows, 10);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -139,7 +138,6 @@ async fn a_restore_that_loses_the_lock_commits_nothing() {
         "the batch is not marked restored"
     );
     blocker.close().await.unwrap();
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -172,7 +170,6 @@ async fn a_batch_restored_into_the_source_is_never_purged_again() {
         originals,
         "every restored row is still in the source"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -201,7 +198,6 @@ async fn a_row_the_server_stores_differently_is_a_conflict_not_a_silent_load() {
         0,
         "nothing differing was loaded"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -245,7 +241,6 @@ async fn apps_purged_and_restored_in_parallel_come_back_exact() {
         originals,
         "every row of both apps is back, byte for byte"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -268,7 +263,6 @@ async fn restore_stops_between_batches_on_shutdown() {
         0,
         "no batch was started after the shutdown"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -296,7 +290,6 @@ async fn a_value_the_target_would_cut_is_never_loaded_cut() {
         0,
         "no row was loaded cut"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -331,7 +324,6 @@ async fn a_drill_compares_whole_rows() {
             .await,
         1
     );
-    db.drop().await;
 }
 
 /// A restore that lands while purge works through its receipts (a restore whose lock connection
@@ -381,7 +373,6 @@ async fn purge_rereads_the_restored_mark_inside_each_delete() {
         ))
         .await;
     assert_eq!(left, 10, "the restored batch's rows stay");
-    db.drop().await;
 }
 
 /// A batch is marked restored only when restore put rows of it back; one whose rows were all
@@ -422,7 +413,6 @@ async fn only_a_batch_restore_put_back_is_marked_and_the_mark_can_be_overridden(
         purged.to_json()
     );
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -447,5 +437,4 @@ async fn a_restore_into_the_source_counts_back_only_the_rows_it_put_back() {
         10,
         "purged_rows goes down by the rows put back, not by the chunk"
     );
-    db.drop().await;
 }

@@ -235,7 +235,6 @@ async fn on_a_terminal_progress_lines_stay_out_of_the_log_and_go_at_the_end() {
         );
     }
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -275,7 +274,6 @@ async fn json_logs_on_a_terminal_are_json_and_nothing_else() {
             );
         }
     }
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -335,5 +333,4 @@ async fn off_a_terminal_every_long_command_logs_its_progress() {
         "{}",
         run.all_output
     );
-    db.drop().await;
 }

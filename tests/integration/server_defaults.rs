@@ -117,7 +117,6 @@ async fn json_payloads_round_trip_as_the_server_stores_them() {
             assert_eq!(equal, 1, "{id}");
         }
     }
-    db.drop().await;
 }
 
 /// A row with a 1 MiB JSON payload on every path that reads whole rows in cursor order: the
@@ -189,5 +188,4 @@ async fn rows_with_large_json_payloads_are_archived_and_restored_without_a_sort(
     )
     .await;
     assert!(drilled.ok, "{}", drilled.to_json());
-    db.drop().await;
 }

@@ -70,5 +70,4 @@ async fn shards_cover_every_app_exactly_once() {
             String::from_utf8_lossy(&out.stderr)
         );
     }
-    db.drop().await;
 }

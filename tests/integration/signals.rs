@@ -88,7 +88,6 @@ async fn sigterm_stops_between_batches() {
         200,
         "the next run goes on from the cursor"
     );
-    db.drop().await;
 }
 
 /// Ctrl-C (SIGINT) is a human's abort: the run stops cleanly between batches as for SIGTERM, the
@@ -149,5 +148,4 @@ async fn ctrl_c_stops_with_exit_130_and_names_the_signal() {
     let app = &summary["apps"][0];
     assert_eq!(app["outcome"], "stopped", "{summary}");
     assert_eq!(app["stop_reason"], "shutdown requested (SIGINT)");
-    db.drop().await;
 }

@@ -72,7 +72,6 @@ async fn status_reports_cursor_backlog_and_last_run() {
     assert!(text.starts_with("APP "), "{text}");
     assert!(text.lines().nth(1).unwrap().starts_with("a1 "), "{text}");
     assert!(text.contains("archived"), "{text}");
-    db.drop().await;
 }
 
 /// The backlog is an index range on the retention index, never a table scan. Other apps' rows
@@ -105,7 +104,6 @@ async fn the_backlog_count_is_an_index_range() {
             "after={after}: {access} in {plan}"
         );
     }
-    db.drop().await;
 }
 
 /// The index a JSON plan reads and how: MariaDB's and MySQL's JSON version 1 put it in a

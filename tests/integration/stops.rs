@@ -85,7 +85,6 @@ async fn a_sentinel_file_stops_every_command_before_its_next_batch() {
         archived_rows(&db, store.as_ref(), "a1").await,
         db.expected_rows("a1", CUTOFF).await
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -111,7 +110,6 @@ async fn the_sentinel_flag_stops_the_binary_cleanly() {
         format!("sentinel file {} exists", file.display())
     );
     assert_eq!(db.receipts("a1").await.len(), 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -143,5 +141,4 @@ async fn every_app_of_every_command_says_why_its_run_ended() {
     assert_eq!(why(&verified, "a1"), "done");
     let purged = purge::run(&ctx, &purge_options(&db, &["a1"])).await;
     assert_eq!(why(&purged, "a1"), "done");
-    db.drop().await;
 }

@@ -287,5 +287,4 @@ async fn archive_verifies_against_the_stores_own_checksum() {
             "s3s stores and reports the CRC-64/NVME sent with the upload"
         );
     }
-    db.drop().await;
 }

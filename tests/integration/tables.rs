@@ -93,8 +93,6 @@ async fn owned_tables_from_the_spec_are_the_migrated_tables() {
         .check_owned_tables(&WALLET_OUTBOX)
         .await
         .unwrap();
-    migrated.drop().await;
-    generated.drop().await;
 }
 
 /// A pseudo-random envelope of `len` bytes (every byte value occurs).
@@ -328,7 +326,6 @@ async fn room_outbox_round_trips_its_envelopes_through_every_command() {
         drilled as usize,
         db.receipts("r1").await.len() + db.receipts("r2").await.len()
     );
-    db.drop().await;
 }
 
 /// The third table's profile and DDL, test fixtures: no Rust code knows ledger_outbox.
@@ -592,7 +589,6 @@ async fn a_table_described_only_by_a_profile_round_trips_exactly() {
         let error = run.summary["error"].as_str().unwrap();
         assert!(error.contains("no longer has column(s) region"), "{error}");
     }
-    db.drop().await;
 }
 
 /// Start-up refusals, each exit 2 with a message that names the column or index and the fix,
@@ -654,7 +650,6 @@ async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
         e.contains("columns of room_outbox changed while this run"),
         "{e}"
     );
-    room.drop().await;
 
     let envs = ledger_env(&db, &s3, LEDGER_PROFILE);
     let run = run_cli(&archive, &envs).await;
@@ -712,5 +707,4 @@ async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
             .await,
         0
     );
-    db.drop().await;
 }

@@ -197,7 +197,6 @@ async fn database_tls_is_verified_as_the_url_asks() {
         .await
         .unwrap();
     drop(root);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -278,5 +277,4 @@ async fn an_https_store_with_a_company_ca_is_trusted_only_when_given_the_ca() {
     )
     .await;
     assert_eq!(run.code, 0, "{}", run.all_output);
-    db.drop().await;
 }

@@ -71,7 +71,7 @@ async fn flip(store: &dyn ObjectStore, key: &str) {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_clean_archive_has_no_findings() {
-    let (db, _s3, _store, env) = archived().await;
+    let (_db, _s3, _store, env) = archived().await;
     let summary = verify::run(&env, &verify_options()).await;
     assert!(summary.ok, "{}", summary.to_json());
     assert_eq!(summary.exit_code, 0);
@@ -89,7 +89,6 @@ async fn a_clean_archive_has_no_findings() {
     )
     .await;
     assert!(meta.ok, "{}", meta.to_json());
-    db.drop().await;
 }
 
 /// One way to break the first batch of app a2 (rustic's `tests/fixtures/repo-*`, made on the
@@ -219,7 +218,6 @@ async fn a_broken_archive_is_found(damage: Damage, kind: &str, key_suffix: &str)
         Damage::AddMember => assert_eq!(hit.event_id.as_deref(), Some("a2-invented")),
         _ => {}
     }
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -253,7 +251,6 @@ async fn metadata_only_sees_missing_and_resized_objects_without_downloading() {
         "{}",
         summary.to_json()
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -353,7 +350,6 @@ async fn scopes_samples_and_orphans() {
         expected,
         "all apps: the whole table prefix"
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -401,7 +397,6 @@ async fn stragglers_are_reported_and_archived_without_moving_the_cursor() {
     let next = archive(&env, &options(&db, &["a1"], CUTOFF)).await;
     assert_eq!(next.apps[0].rows, 1);
     let _ = store;
-    db.drop().await;
 }
 
 /// Verify walks each app's keys beside its receipts one `dt=` partition at a time: over many
@@ -464,5 +459,4 @@ async fn orphans_are_found_partition_by_partition_over_many_receipts() {
         .cloned()
         .collect();
     assert_eq!(verify_run(&listed).orphans, a1_orphans);
-    db.drop().await;
 }

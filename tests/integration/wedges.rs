@@ -72,7 +72,6 @@ async fn a_no_pad_event_id_is_refused_with_the_alters_that_fix_it_then_works() {
     let purged = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
     assert_eq!(purged.code, 0, "{}", purged.all_output);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -97,7 +96,6 @@ async fn stragglers_that_re_form_a_recorded_batch_get_their_member_rows_back() {
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
     assert!(purged.ok, "{}", purged.to_json());
     assert_eq!(purge_of(&purged, "a1").purged_rows, 10);
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -106,7 +104,7 @@ async fn a_drill_of_ids_that_sort_otherwise_by_collation_passes() {
     // is below a space), after it by bytes.
     let mut rows = vec![row("a1", "x", T0), row("a1", "x\t", T0 + 1)];
     rows[1][at("event_id")] = Value::Text("x\t".into());
-    let (db, _s3, _store, env) = archived_env(&rows, &["a1"], 100).await;
+    let (_db, _s3, _store, env) = archived_env(&rows, &["a1"], 100).await;
     let drilled = restore::run(
         &env,
         &RestoreOptions {
@@ -116,5 +114,4 @@ async fn a_drill_of_ids_that_sort_otherwise_by_collation_passes() {
     )
     .await;
     assert!(drilled.ok, "{}", drilled.to_json());
-    db.drop().await;
 }

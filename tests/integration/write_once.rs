@@ -64,7 +64,6 @@ async fn leftovers_with_other_bytes_are_replaced_and_reported() {
         archived_rows(&db, store.as_ref(), "a1").await,
         db.expected_rows("a1", cutoff).await
     );
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -110,7 +109,6 @@ async fn a_data_object_with_identical_ndjson_is_adopted() {
             .unwrap();
     assert_eq!(sha, outbox_archiver::model::digest::sha256_hex(&other));
     assert_eq!(size as usize, other.len());
-    db.drop().await;
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -136,7 +134,6 @@ async fn the_same_rows_under_other_settings_give_identical_bytes() {
             objects.push((relative, read(store.as_ref(), &key).await));
         }
         manifests.push(objects);
-        db.drop().await;
     }
     assert_eq!(manifests[0].len(), 3);
     assert!(
@@ -188,5 +185,4 @@ async fn a_store_that_ignores_if_none_match_is_found_out_and_leftovers_are_still
             .all(|k| !k.contains("conditional-put-probe")),
         "the probe object is cleaned up"
     );
-    db.drop().await;
 }

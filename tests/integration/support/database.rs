@@ -295,18 +295,35 @@ impl TestDb {
             }));
         }
     }
+}
 
-    pub async fn drop(self) {
-        self.db.close().await;
+/// A test's database is dropped when the test ends — unless the test failed: then it stays as the
+/// evidence (the next run's [`drop_leftovers`] removes it). Drop cannot wait, so a thread of its
+/// own drops it on a connection of its own.
+impl Drop for TestDb {
+    fn drop(&mut self) {
+        if std::thread::panicking() {
+            return;
+        }
         let mut server = url::Url::parse(&self.url).unwrap();
         server.set_path("");
-        let mut conn = try_connect(server.as_str()).await.unwrap();
-        conn.execute(AssertSqlSafe(format!(
-            "DROP DATABASE IF EXISTS `{}`",
-            self.name
-        )))
-        .await
-        .unwrap();
+        let sql = format!("DROP DATABASE IF EXISTS `{}`", self.name);
+        let dropped = std::thread::spawn(move || {
+            let runtime = tokio::runtime::Builder::new_current_thread()
+                .enable_all()
+                .build()
+                .unwrap();
+            runtime.block_on(async {
+                let mut conn = try_connect(server.as_str()).await?;
+                conn.execute(AssertSqlSafe(sql)).await?;
+                conn.close().await
+            })
+        })
+        .join()
+        .expect("the drop thread ends");
+        if let Err(e) = dropped {
+            eprintln!("dropping test database {}: {e}", self.name);
+        }
     }
 }
 
