@@ -17,13 +17,13 @@ pub const ARCHIVE: &[&str] = &[
 ];
 
 /// `archive --stragglers`: between a page's key scan and the re-read of its rows.
-pub const STRAGGLERS: &[&str] = &["after-straggler-scan"];
+const STRAGGLERS: &[&str] = &["after-straggler-scan"];
 
 /// Purge's fail point: a delete chunk done but not committed.
-pub const PURGE: &[&str] = &["before-purge-commit"];
+const PURGE: &[&str] = &["before-purge-commit"];
 
 /// Compaction's fail points: members deleted, the digest not yet written; both, not committed.
-pub const COMPACT: &[&str] = &["compact-after-delete", "compact-before-commit"];
+const COMPACT: &[&str] = &["compact-after-delete", "compact-before-commit"];
 
 type Hook = Arc<dyn Fn(&'static str) -> bool + Send + Sync>;
 

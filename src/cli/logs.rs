@@ -39,7 +39,7 @@ pub fn init(format: LogFormat, log: &LogArgs) {
 }
 
 /// `2026-12-01T15:42:07.123Z  INFO pay-sg: batch archived batch_id=… rows=5000`
-pub struct ShortText;
+struct ShortText;
 
 impl<S, N> FormatEvent<S, N> for ShortText
 where

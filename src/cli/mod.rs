@@ -44,7 +44,7 @@ pub struct Cli {
 /// replica's URL), and help is printed to terminals and CI logs (SPEC §5.8).
 /// What each command's help says where one shared option means something of its own, and
 /// every command's exit status.
-pub fn per_command_help(command: clap::Command) -> clap::Command {
+fn per_command_help(command: clap::Command) -> clap::Command {
     command.mut_subcommands(|sub| {
         let all_apps = match sub.get_name() {
             "archive" => Some("Every app code with rows in the source table"),
@@ -86,7 +86,7 @@ fn exit_status(command: &str) -> Option<&'static str> {
     })
 }
 
-pub fn without_env_values(command: clap::Command) -> clap::Command {
+fn without_env_values(command: clap::Command) -> clap::Command {
     command
         .mut_args(|arg| arg.hide_env_values(true))
         .mut_subcommands(without_env_values)

@@ -44,7 +44,7 @@ pub struct DemoOptions {
 
 /// The file the demo leaves in its folder, and the table it leaves in its database: what tells
 /// a later demo that emptying or dropping them destroys nothing of anyone else's.
-pub const MARKER: &str = "outbox_archiver_demo";
+const MARKER: &str = "outbox_archiver_demo";
 const DIR_MARKER: &str = ".outbox-archiver-demo";
 
 #[cfg(feature = "local-s3")]

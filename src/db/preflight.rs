@@ -126,13 +126,6 @@ pub struct Tls {
 }
 
 impl Db {
-    pub async fn server_version(&self) -> Result<String, DbError> {
-        sqlx::query_scalar("SELECT VERSION()")
-            .fetch_one(&self.pool)
-            .await
-            .context(|| "reading the server version".into())
-    }
-
     /// The server's flavour and version.
     pub async fn server(&self) -> Result<Server, DbError> {
         let (version, comment): (String, String) =
@@ -253,29 +246,6 @@ impl Db {
             .await
             .context(|| "reading the database name".into())?;
         Ok(name.unwrap_or_default())
-    }
-
-    /// The columns of index `index` on `table`, in order (`None`: no such index).
-    pub async fn index_columns(
-        &self,
-        table: &str,
-        index: &str,
-    ) -> Result<Option<Vec<String>>, DbError> {
-        let columns: Vec<String> = sqlx::query_scalar(
-            "SELECT column_name FROM information_schema.statistics \
-             WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ? ORDER BY seq_in_index",
-        )
-        .bind(table)
-        .bind(index)
-        .fetch_all(&self.pool)
-        .await
-        .context(|| format!("listing the columns of index {index} on {table}"))?;
-        Ok((!columns.is_empty()).then(|| {
-            columns
-                .into_iter()
-                .map(|c| c.to_ascii_lowercase())
-                .collect()
-        }))
     }
 
     /// `innodb_buffer_pool_size` in bytes.

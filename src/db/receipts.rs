@@ -14,7 +14,7 @@ use crate::model::table::{TableSpec, TotalKind};
 pub const STATE_VERIFIED: &str = "VERIFIED";
 
 /// Receipts are listed in pages of this many.
-pub const RECEIPT_PAGE: u32 = 500;
+const RECEIPT_PAGE: u32 = 500;
 
 /// A receipt as recorded, for `verify`, `purge`, `restore` and `status`.
 #[derive(Debug, Clone)]

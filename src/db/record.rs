@@ -29,7 +29,7 @@ use crate::model::protection::Protection;
 use crate::model::table::TableSpec;
 
 /// Members are written and read back in chunks of at most this many (SPEC §5.2).
-pub const MEMBER_CHUNK: usize = 500;
+const MEMBER_CHUNK: usize = 500;
 
 /// Everything a VERIFIED receipt records.
 #[derive(Debug, Clone)]

@@ -27,7 +27,7 @@ pub const RESTORE_CHUNK: usize = 500;
 pub const RESTORE_CHUNK_BYTES: usize = 8 << 20;
 
 /// A table name the archiver may create and write: letters, digits and `_`.
-pub fn check_table_name(name: &str) -> Result<(), String> {
+fn check_table_name(name: &str) -> Result<(), String> {
     if !name.is_empty()
         && name.len() <= 64
         && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')

@@ -18,20 +18,20 @@ use crate::model::format::Cursor;
 use crate::model::table::{Kind, Layout, TableSpec};
 
 /// The most rows one page query returns (SPEC §5.6).
-pub const PAGE_ROWS: u32 = 500;
+const PAGE_ROWS: u32 = 500;
 
 /// A page of the archive's scan holds about this many bytes of encoded rows at most: after each
 /// page the next one's row limit is this over the rows' average size (at least one row, at most
 /// [`PAGE_ROWS`]), so that a table of large rows (16 MiB envelopes) is read a few rows at a time
 /// instead of 500 at once (three pages are in memory: the one being batched and two ahead).
-pub const PAGE_BYTES: usize = 16 << 20;
+const PAGE_BYTES: usize = 16 << 20;
 
 /// The first page's row limit, before any row's size is known.
 const FIRST_PAGE_ROWS: u32 = 8;
 
 /// The next page's row limit after a page of `rows` rows and `bytes` bytes: sized to
 /// [`PAGE_BYTES`], growing at most fourfold per page.
-pub fn next_page_rows(current: u32, rows: usize, bytes: usize) -> u32 {
+fn next_page_rows(current: u32, rows: usize, bytes: usize) -> u32 {
     if rows == 0 {
         return current;
     }

@@ -287,7 +287,7 @@ impl BatchEncoder {
 }
 
 /// The rows an object's lines hold: their facts and members, or why they are not a data object.
-pub type Content = Result<(ContentFacts, Vec<Member>), DataError>;
+type Content = Result<(ContentFacts, Vec<Member>), DataError>;
 
 /// What an object's bytes turned out to be.
 #[derive(Debug)]

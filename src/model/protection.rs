@@ -218,20 +218,7 @@ impl Sse {
 /// Storage classes whose objects cannot be read until they are restored ("thawed"): AWS's
 /// GLACIER (Flexible Retrieval) and DEEP_ARCHIVE, Tencent COS's ARCHIVE and DEEP_ARCHIVE.
 /// Everything else (GLACIER_IR included) is read at once.
-pub const COLD_CLASSES: &[&str] = &["GLACIER", "DEEP_ARCHIVE", "ARCHIVE"];
-
-/// The storage classes AWS S3 knows, for `--help`; any other string is passed through.
-pub const KNOWN_CLASSES: &[&str] = &[
-    "STANDARD",
-    "STANDARD_IA",
-    "ONEZONE_IA",
-    "INTELLIGENT_TIERING",
-    "GLACIER_IR",
-    "GLACIER",
-    "DEEP_ARCHIVE",
-    "REDUCED_REDUNDANCY",
-    "EXPRESS_ONEZONE",
-];
+const COLD_CLASSES: &[&str] = &["GLACIER", "DEEP_ARCHIVE", "ARCHIVE"];
 
 pub fn is_cold_class(class: &str) -> bool {
     COLD_CLASSES.contains(&class)

@@ -22,7 +22,7 @@ impl Shard {
 }
 
 /// The shard (`0..count`) an app code falls in.
-pub fn shard_of(app: &str, count: u32) -> u32 {
+fn shard_of(app: &str, count: u32) -> u32 {
     let digest = Sha256::digest(app.as_bytes());
     let head = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
     (head % u64::from(count.max(1))) as u32

@@ -66,7 +66,7 @@ pub struct Column {
 
 impl Column {
     /// The same column, nullable.
-    pub const fn or_null(self) -> Column {
+    const fn or_null(self) -> Column {
         Column {
             nullable: true,
             ..self
@@ -315,7 +315,7 @@ pub const fn col(name: &'static str, kind: Kind) -> Column {
 }
 
 /// A `NOT NULL` column archived under another key (`payload` → `payload_json`).
-pub const fn col_as(name: &'static str, json_key: &'static str, kind: Kind) -> Column {
+const fn col_as(name: &'static str, json_key: &'static str, kind: Kind) -> Column {
     Column {
         name,
         json_key,

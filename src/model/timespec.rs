@@ -67,7 +67,7 @@ pub fn cutoff_ms(now_ms: i64, older_than_ms: i64, explicit: Option<i64>) -> i64 
 }
 
 /// A cutoff this recent is allowed, with a warning.
-pub const FRESH_CUTOFF_MS: i64 = 60_000;
+const FRESH_CUTOFF_MS: i64 = 60_000;
 
 /// Whether an archive cutoff can be right at `now_ms` (SPEC §5.10): one in the future is refused
 /// (rows the relay has not finished with would be archived, and the cursor would pass rows
@@ -97,11 +97,6 @@ pub fn check_cutoff(now_ms: i64, cutoff_ms: i64) -> Result<Option<String>, Strin
 /// The UTC day an epoch-millisecond instant falls in, as a day number since 1970-01-01.
 pub fn utc_day(ms: i64) -> i64 {
     ms.div_euclid(DAY_MS)
-}
-
-/// The first millisecond of the UTC day after the one `ms` falls in.
-pub fn next_utc_midnight_ms(ms: i64) -> i64 {
-    (utc_day(ms) + 1).saturating_mul(DAY_MS)
 }
 
 /// `YYYY-MM-DD` of the UTC day `ms` falls in (the `dt=` partition of SPEC §4).
@@ -179,8 +174,6 @@ mod tests {
         assert_eq!(utc_date(86_400_000), "1970-01-02");
         assert_eq!(utc_date(-1), "1969-12-31");
         assert_eq!(utc_date(1_700_000_000_000), "2023-11-14");
-        assert_eq!(next_utc_midnight_ms(1_700_000_000_000), 1_700_006_400_000);
-        assert_eq!(next_utc_midnight_ms(1_700_006_400_000), 1_700_092_800_000);
         assert_eq!(utc_day(-1), -1);
         assert_eq!(rfc3339(1_700_000_000_000), "2023-11-14T22:13:20.000Z");
     }

@@ -37,7 +37,7 @@ impl MetricsTarget {
 }
 
 /// The job label every push uses.
-pub const JOB: &str = "outbox_archiver";
+const JOB: &str = "outbox_archiver";
 
 /// One run as metrics see it.
 pub struct Run<'a> {
@@ -50,7 +50,7 @@ pub struct Run<'a> {
 
 /// Metrics that share labels: what one Pushgateway push carries.
 #[derive(Debug, Clone, PartialEq)]
-pub struct Group {
+struct Group {
     pub labels: Vec<(&'static str, String)>,
     pub samples: Vec<Sample>,
 }
@@ -87,7 +87,7 @@ fn succeeded(app: &AppReport) -> bool {
 }
 
 /// The run's metrics: one group for the run, one per app.
-pub fn groups(run: &Run) -> Vec<Group> {
+fn groups(run: &Run) -> Vec<Group> {
     let summary = run.summary;
     let seconds = run.finished_at_ms as f64 / 1000.0;
     let mut base = vec![
@@ -392,7 +392,7 @@ pub async fn publish(target: &MetricsTarget, run: &Run<'_>) -> Vec<String> {
 
 /// The Pushgateway path of a group: `/metrics/job/outbox_archiver/<label>@base64/<value>…`
 /// (base64url, so any app code or table name is safe in a path).
-pub fn group_path(labels: &[(&'static str, String)]) -> String {
+fn group_path(labels: &[(&'static str, String)]) -> String {
     let mut path = format!("/metrics/job/{JOB}");
     for (k, v) in labels {
         let encoded = if v.is_empty() {
@@ -464,7 +464,7 @@ async fn push(
 
 /// Writes every group to `path` atomically (a temporary file renamed over it), carrying over the
 /// last-success lines of apps this run did not succeed for.
-pub fn write_textfile(path: &Path, groups: &[Group]) -> std::io::Result<()> {
+fn write_textfile(path: &Path, groups: &[Group]) -> std::io::Result<()> {
     let mut families = families(
         groups
             .iter()

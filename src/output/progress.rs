@@ -15,7 +15,7 @@ use std::time::{Duration, Instant};
 use crate::model::human::{clock, thousands};
 
 /// Off a terminal: a progress log line per piece of work this often, unless told otherwise.
-pub const LOG_EVERY: Duration = Duration::from_secs(30);
+const LOG_EVERY: Duration = Duration::from_secs(30);
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -53,7 +53,7 @@ fn mode() -> Mode {
 }
 
 /// Whether progress lines are drawn (a terminal with text logs).
-pub fn on_terminal() -> bool {
+fn on_terminal() -> bool {
     mode() == Mode::Terminal
 }
 

@@ -38,7 +38,7 @@ use crate::db::Db;
 use crate::model::table::TableSpec;
 use crate::store::{ObjectStore, StoreStats};
 
-/// Where the work reports its progress: a terminal's progress line, or nothing ([`Quiet`]).
+/// Where the work reports its progress: a terminal's progress line, or periodic log lines (`output::progress`).
 pub trait Observer: Sync {
     /// Whether a total is worth counting first (a progress display would show it).
     fn wants_totals(&self) -> bool {
@@ -50,11 +50,6 @@ pub trait Observer: Sync {
     fn advance(&self, _key: &str, _n: u64, _note: &str) {}
     fn finish(&self, _key: &str) {}
 }
-
-/// No progress shown.
-pub struct Quiet;
-
-impl Observer for Quiet {}
 
 /// Milliseconds since the Unix epoch, from whatever clock the caller chose.
 pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;

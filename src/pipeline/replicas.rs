@@ -19,7 +19,7 @@ use crate::db::lock::AppLock;
 use crate::db::replica::{Lag, Replica};
 
 /// A passed check holds this long.
-pub const CHECK_INTERVAL: Duration = Duration::from_millis(500);
+const CHECK_INTERVAL: Duration = Duration::from_millis(500);
 
 /// The replicas and the limits of their lag.
 #[derive(Debug)]

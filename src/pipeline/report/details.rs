@@ -125,7 +125,7 @@ impl ReplicaWait {
 }
 
 /// At most this many superseded rows are listed in an app's summary (all are counted).
-pub const SUPERSEDED_LISTED: usize = 100;
+const SUPERSEDED_LISTED: usize = 100;
 
 impl ArchiveApp {
     fn then(mut self, next: ArchiveApp) -> ArchiveApp {
