@@ -3,6 +3,7 @@
 
 use std::time::Duration;
 
+use crate::model::ident;
 use crate::model::protection::Retention;
 use crate::model::timespec;
 use crate::store::ConditionalPutSetting;
@@ -50,16 +51,10 @@ pub fn parse_storage_class(text: &str) -> Result<String, String> {
     Ok(class)
 }
 
-/// A table name, optionally with its database (`heartbeat`, `percona.heartbeat`): letters,
-/// digits, `_` and `$`, so that it can be put into SQL as it is.
+/// A table name, optionally with its database (`heartbeat`, `percona.heartbeat`), each part
+/// plain ([`ident`]) so that it can be put into SQL as it is.
 pub fn parse_table_name(text: &str) -> Result<String, String> {
-    let ok = |part: &str| {
-        !part.is_empty()
-            && part.len() <= 64
-            && part
-                .bytes()
-                .all(|b| b.is_ascii_alphanumeric() || b == b'_' || b == b'$')
-    };
+    let ok = ident::is_plain;
     let text = text.trim();
     match text.split_once('.') {
         Some((db, table)) if ok(db) && ok(table) => Ok(text.to_string()),

@@ -26,6 +26,7 @@ use std::time::Duration;
 use sqlx::mysql::{MySqlConnectOptions, MySqlPool, MySqlPoolOptions};
 use sqlx::{Executor, MySql, Pool};
 
+use crate::model::ident;
 use crate::model::redact;
 use crate::model::table::TableSpec;
 
@@ -493,12 +494,10 @@ pub async fn recreate_database(
         url: redacted.clone(),
         detail,
     };
-    if !database
-        .bytes()
-        .all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
+    if !ident::is_plain(database) {
         return Err(invalid(format!(
-            "demo database name {database:?} must be letters, digits and _"
+            "demo database name {database:?} must be {}",
+            ident::RULE
         )));
     }
     let mut url = url::Url::parse(server_url).map_err(|e| invalid(e.to_string()))?;

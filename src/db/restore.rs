@@ -16,6 +16,7 @@ use super::{Context, DbError, IfPresent};
 use crate::model::batch::Member;
 use crate::model::codec::{Row, Value};
 use crate::model::format::TotalValue;
+use crate::model::ident;
 use crate::model::table::{TableSpec, TotalKind};
 
 /// Rows per insert transaction.
@@ -26,17 +27,14 @@ pub const RESTORE_CHUNK: usize = 500;
 /// statements instead of failing. A single larger row still needs a packet as large as it.
 pub const RESTORE_CHUNK_BYTES: usize = 8 << 20;
 
-/// A table name the archiver may create and write: letters, digits and `_`.
+/// A table name the archiver may create and write ([`ident`]).
 fn check_table_name(name: &str) -> Result<(), String> {
-    if !name.is_empty()
-        && name.len() <= 64
-        && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    {
-        Ok(())
-    } else {
-        Err(format!(
-            "--into {name:?} is not a plain table name (letters, digits and _, at most 64)"
-        ))
+    match ident::is_plain(name) {
+        true => Ok(()),
+        false => Err(format!(
+            "--into {name:?} is not a plain table name ({})",
+            ident::RULE
+        )),
     }
 }
 

@@ -8,6 +8,7 @@ pub mod codec;
 pub mod digest;
 pub mod format;
 pub mod human;
+pub mod ident;
 pub mod profile;
 pub mod protection;
 pub mod record_schema;
