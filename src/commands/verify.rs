@@ -47,7 +47,7 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         let prefixes = match &which {
             Apps::Listed(_) => listed
                 .iter()
-                .map(|app| format!("{table}app_code={app}/"))
+                .map(|app| format::app_prefix(&table, app))
                 .collect(),
             _ => vec![table.clone()],
         };

@@ -161,6 +161,27 @@ pub fn object_keys(
     }
 }
 
+/// `{table_prefix}app_code={app}/`: every object of one app lives below it.
+pub fn app_prefix(table_prefix: &str, app_code: &str) -> String {
+    format!("{table_prefix}app_code={app_code}/")
+}
+
+/// The app code and the `dt=` day of a key `{table_prefix}app_code={app}/dt={day}/…` (what
+/// [`object_keys`] builds); `None` for any other key under the table's prefix.
+pub fn app_and_day<'k>(table_prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
+    let rest = key.strip_prefix(table_prefix)?.strip_prefix("app_code=")?;
+    let (app, rest) = rest.split_once('/')?;
+    let day = rest.strip_prefix("dt=")?.split('/').next()?;
+    Some((app, day))
+}
+
+/// The `dt=` day of one of [`object_keys`]' keys ("" for a key without one).
+pub fn day_of_key(key: &str) -> &str {
+    key.split('/')
+        .find_map(|segment| segment.strip_prefix("dt="))
+        .unwrap_or_default()
+}
+
 /// `{prefix}/{table}/`: every object of a table lives below it.
 pub fn table_prefix(prefix: &str, table: &str) -> String {
     if prefix.is_empty() {
@@ -486,6 +507,18 @@ mod tests {
         assert_eq!(id, sha256_hex(text.as_bytes())[..32]);
         assert_eq!(id.len(), 32);
         assert_ne!(id, batch_id("wallet_outbox", "app2", &facts()));
+    }
+
+    #[test]
+    fn keys_name_their_app_and_day() {
+        let t = table_prefix("p", "wallet_outbox");
+        let key = "p/wallet_outbox/app_code=a1/dt=2026-01-02/b/data.ndjson.gz";
+        assert_eq!(app_and_day(&t, key), Some(("a1", "2026-01-02")));
+        assert_eq!(day_of_key(key), "2026-01-02");
+        assert!(key.starts_with(&app_prefix(&t, "a1")));
+        assert_eq!(app_and_day(&t, "p/wallet_outbox/app_code=a1/README"), None);
+        assert_eq!(app_and_day(&t, "p/wallet_outbox/stray.txt"), None);
+        assert_eq!(day_of_key("p/wallet_outbox/stray.txt"), "");
     }
 
     #[test]

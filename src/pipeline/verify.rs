@@ -21,6 +21,7 @@ use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::source::SourceTable;
 use crate::db::DbError;
 use crate::model::digest::sha256_hex;
+use crate::model::format;
 use crate::pipeline::report::details::{Sample, VerifyApp, VerifyRun};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 use crate::store::{StoreError, Thaw};
@@ -338,7 +339,7 @@ pub async fn orphans_under(
     let mut current: Option<(String, Partitions<'_>)> = None;
     while let Some(page) = pages.next().await {
         for key in page? {
-            let Some((app, day)) = app_and_day(table, &key) else {
+            let Some((app, day)) = format::app_and_day(table, &key) else {
                 orphans.push(key);
                 continue;
             };
@@ -357,14 +358,6 @@ pub async fn orphans_under(
         }
     }
     Ok(())
-}
-
-/// The app code and the `dt=` day of a key `{table}app_code={app}/dt={day}/…`.
-fn app_and_day<'k>(table: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
-    let rest = key.strip_prefix(table)?.strip_prefix("app_code=")?;
-    let (app, rest) = rest.split_once('/')?;
-    let day = rest.strip_prefix("dt=")?.split('/').next()?;
-    Some((app, day))
 }
 
 type ReceiptStream<'a> = BoxStream<'a, Result<StoredReceipt, DbError>>;
@@ -405,11 +398,11 @@ impl<'a> Partitions<'a> {
             self.exhausted = true;
             return Ok(());
         };
-        let day = day_of(&first).to_string();
+        let day = format::day_of_key(&first.keys.data).to_string();
         self.take(first);
         loop {
             match self.receipts.as_mut().peek().await {
-                Some(Ok(next)) if day_of(next) == day => {}
+                Some(Ok(next)) if format::day_of_key(&next.keys.data) == day => {}
                 _ => break,
             }
             if let Some(next) = self.receipts.next().await.transpose()? {
@@ -429,19 +422,9 @@ impl<'a> Partitions<'a> {
     }
 }
 
-/// The `dt=` day of a receipt's objects.
-fn day_of(receipt: &StoredReceipt) -> &str {
-    receipt
-        .keys
-        .data
-        .split('/')
-        .find_map(|segment| segment.strip_prefix("dt="))
-        .unwrap_or_default()
-}
-
 #[cfg(test)]
 mod tests {
-    use super::{app_and_day, sampled};
+    use super::sampled;
 
     #[test]
     fn sampling_is_a_pure_function_of_seed_and_batch() {
@@ -458,19 +441,5 @@ mod tests {
         assert!((140..260).contains(&n), "about 10%: {n}");
         assert!(ids.iter().all(|id| sampled(1, id, 100.0)));
         assert!(!ids.iter().any(|id| sampled(1, id, 0.0)));
-    }
-
-    #[test]
-    fn keys_name_their_app_and_day() {
-        let t = "p/wallet_outbox/";
-        assert_eq!(
-            app_and_day(
-                t,
-                "p/wallet_outbox/app_code=a1/dt=2026-01-02/b/data.ndjson.gz"
-            ),
-            Some(("a1", "2026-01-02"))
-        );
-        assert_eq!(app_and_day(t, "p/wallet_outbox/app_code=a1/README"), None);
-        assert_eq!(app_and_day(t, "p/wallet_outbox/stray.txt"), None);
     }
 }
