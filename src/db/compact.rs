@@ -10,7 +10,7 @@
 //! source table is only read, without locks; one receipt is one transaction of as many 500-row
 //! deletes of its members as the batch has (a 50,000-row batch: 100).
 
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _, Transaction};
 
 use super::lock::AppLock;
 use super::{Context, DbError};
@@ -49,6 +49,11 @@ pub struct Compacted {
     pub done: bool,
 }
 
+/// The context of an error while compacting a batch: what was being done, and to which batch.
+fn compacting(batch_id: &str, what: &str) -> String {
+    format!("{what} (compacting batch {batch_id})")
+}
+
 #[derive(Debug, Clone)]
 pub struct CompactQueries {
     spec: &'static TableSpec,
@@ -71,55 +76,14 @@ impl CompactQueries {
         now_ms: i64,
         failpoints: &FailPoints,
     ) -> Result<Compacted, CompactError> {
-        let spec = self.spec;
-        let context = |what: &str| format!("{what} (compacting batch {batch_id})");
+        let context = |what: &str| compacting(batch_id, what);
         let mut tx = pool
             .begin()
             .await
             .context(|| context("starting the transaction"))?;
-        let sql = format!(
-            "SELECT 1 FROM {} WHERE app_code = ? AND batch_id = ? AND state = 'VERIFIED' \
-             AND purged_at_ms IS NOT NULL AND restored_at_ms IS NULL AND compacted_at_ms IS NULL FOR UPDATE",
-            spec.receipts_table()
-        );
-        let eligible: Option<i32> = sqlx::query_scalar(AssertSqlSafe(sql))
-            .bind(app)
-            .bind(batch_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .context(|| context("locking the receipt"))?;
-        if eligible.is_none() {
+        let Some((members, in_db)) = self.lock_and_read(&mut tx, app, batch_id).await? else {
             return Ok(Compacted::default());
-        }
-        // The member rows locked (the role may delete them); the superseded rows read as they
-        // are (only archive writes them, under the app's lock this run holds — and MySQL wants
-        // more than SELECT for a locking read).
-        let sql = format!(
-            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
-            spec.members_table()
-        );
-        let members: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
-            .bind(app)
-            .bind(batch_id)
-            .fetch_all(&mut *tx)
-            .await
-            .context(|| context("reading the member rows"))?;
-        let sql = format!(
-            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ?",
-            spec.superseded_table()
-        );
-        let superseded: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
-            .bind(app)
-            .bind(batch_id)
-            .fetch_all(&mut *tx)
-            .await
-            .context(|| context("reading the superseded rows"))?;
-        let in_db = format::members_digest(
-            members
-                .iter()
-                .chain(&superseded)
-                .map(|(e, u)| (e.as_str(), *u)),
-        );
+        };
         if &in_db != in_data {
             return Err(CompactError::DigestMismatch {
                 batch_id: batch_id.to_string(),
@@ -127,64 +91,15 @@ impl CompactQueries {
                 in_data: format!("{} pairs, sha256 {}", in_data.rows, in_data.sha256),
             });
         }
-        // Which of them are still in the source (kept, or restored): a plain read, which locks
-        // nothing in the live table; then the others' member rows go by primary key, 500 a
-        // statement, in this transaction.
         let mut deleted = 0;
         for chunk in members.chunks(DELETE_CHUNK) {
-            let mut qb = QueryBuilder::<MySql>::new(format!(
-                "SELECT {event} FROM {source} WHERE {app_col} = ",
-                event = spec.event_id,
-                source = spec.name,
-                app_col = spec.app_code,
-            ));
-            qb.push_bind(app)
-                .push(format!(" AND {} IN (", spec.event_id));
-            let mut ids = qb.separated(", ");
-            for (event_id, _) in chunk {
-                ids.push_bind(event_id.as_str());
-            }
-            qb.push(")");
-            let present: std::collections::HashSet<String> = qb
-                .build_query_scalar()
-                .fetch_all(&mut *tx)
-                .await
-                .context(|| context("looking for member rows still in the source table"))?
-                .into_iter()
-                .collect();
-            let gone: Vec<&str> = chunk
-                .iter()
-                .map(|(e, _)| e.as_str())
-                .filter(|e| !present.contains(*e))
-                .collect();
-            if gone.is_empty() {
-                continue;
-            }
-            let mut qb = QueryBuilder::<MySql>::new(format!(
-                "DELETE FROM {} WHERE app_code = ",
-                spec.members_table()
-            ));
-            qb.push_bind(app)
-                .push(" AND batch_id = ")
-                .push_bind(batch_id)
-                .push(" AND event_id IN (");
-            let mut ids = qb.separated(", ");
-            for event_id in &gone {
-                ids.push_bind(*event_id);
-            }
-            qb.push(")");
-            deleted += qb
-                .build()
-                .execute(&mut *tx)
-                .await
-                .context(|| context("deleting member rows"))?
-                .rows_affected();
+            deleted += self.delete_gone(&mut tx, app, batch_id, chunk).await?;
         }
         failpoints.pass("compact-after-delete")?;
         let sql = format!(
             "UPDATE {} SET members_digest_sha256 = ?, members_digest_rows = ?, compacted_at_ms = ?, \
              compacted_member_rows = ? WHERE app_code = ? AND batch_id = ?",
-            spec.receipts_table()
+            self.spec.receipts_table()
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(&in_data.sha256)
@@ -209,6 +124,126 @@ impl CompactQueries {
             kept: (members.len() as u64).saturating_sub(deleted),
             done: true,
         })
+    }
+
+    /// Locks the receipt row, if it is still compactable (`None` if not: restored or compacted
+    /// meanwhile), then its member rows, and reads them and its superseded rows: the member
+    /// rows' pairs, and the digest of all their pairs as the database holds them.
+    async fn lock_and_read(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Option<(Vec<(String, i64)>, MembersDigest)>, DbError> {
+        let spec = self.spec;
+        let context = |what: &str| compacting(batch_id, what);
+        let sql = format!(
+            "SELECT 1 FROM {} WHERE app_code = ? AND batch_id = ? AND state = 'VERIFIED' \
+             AND purged_at_ms IS NOT NULL AND restored_at_ms IS NULL AND compacted_at_ms IS NULL FOR UPDATE",
+            spec.receipts_table()
+        );
+        let eligible: Option<i32> = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_optional(&mut **tx)
+            .await
+            .context(|| context("locking the receipt"))?;
+        if eligible.is_none() {
+            return Ok(None);
+        }
+        // The member rows locked (the role may delete them); the superseded rows read as they
+        // are (only archive writes them, under the app's lock this run holds — and MySQL wants
+        // more than SELECT for a locking read).
+        let sql = format!(
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
+            spec.members_table()
+        );
+        let members: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_all(&mut **tx)
+            .await
+            .context(|| context("reading the member rows"))?;
+        let sql = format!(
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ?",
+            spec.superseded_table()
+        );
+        let superseded: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_all(&mut **tx)
+            .await
+            .context(|| context("reading the superseded rows"))?;
+        let in_db = format::members_digest(
+            members
+                .iter()
+                .chain(&superseded)
+                .map(|(e, u)| (e.as_str(), *u)),
+        );
+        Ok(Some((members, in_db)))
+    }
+
+    /// Deletes the member rows of one chunk (at most [`DELETE_CHUNK`]) whose source row is gone;
+    /// returns how many went.
+    async fn delete_gone(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        app: &str,
+        batch_id: &str,
+        chunk: &[(String, i64)],
+    ) -> Result<u64, DbError> {
+        let spec = self.spec;
+        let context = |what: &str| compacting(batch_id, what);
+        // Which of them are still in the source (kept, or restored): a plain read, which locks
+        // nothing in the live table; then the others' member rows go by primary key, 500 a
+        // statement, in this transaction.
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT {event} FROM {source} WHERE {app_col} = ",
+            event = spec.event_id,
+            source = spec.name,
+            app_col = spec.app_code,
+        ));
+        qb.push_bind(app)
+            .push(format!(" AND {} IN (", spec.event_id));
+        let mut ids = qb.separated(", ");
+        for (event_id, _) in chunk {
+            ids.push_bind(event_id.as_str());
+        }
+        qb.push(")");
+        let present: std::collections::HashSet<String> = qb
+            .build_query_scalar()
+            .fetch_all(&mut **tx)
+            .await
+            .context(|| context("looking for member rows still in the source table"))?
+            .into_iter()
+            .collect();
+        let gone: Vec<&str> = chunk
+            .iter()
+            .map(|(e, _)| e.as_str())
+            .filter(|e| !present.contains(*e))
+            .collect();
+        if gone.is_empty() {
+            return Ok(0);
+        }
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "DELETE FROM {} WHERE app_code = ",
+            spec.members_table()
+        ));
+        qb.push_bind(app)
+            .push(" AND batch_id = ")
+            .push_bind(batch_id)
+            .push(" AND event_id IN (");
+        let mut ids = qb.separated(", ");
+        for event_id in &gone {
+            ids.push_bind(*event_id);
+        }
+        qb.push(")");
+        Ok(qb
+            .build()
+            .execute(&mut **tx)
+            .await
+            .context(|| context("deleting member rows"))?
+            .rows_affected())
     }
 
     /// How many of a batch's member rows belong to rows no longer in the source table (what

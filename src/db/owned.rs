@@ -54,7 +54,42 @@ fn columns(list: &[(&str, &str)]) -> Vec<(String, String)> {
 /// The owned tables of `spec`, in the order they are created: five, and for a profile's table
 /// a sixth that keeps the columns archived so far.
 pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
+    let mut tables = vec![
+        receipts(spec),
+        members(spec),
+        runs(spec),
+        drills(spec),
+        superseded(spec),
+    ];
+    if !spec.is_builtin() {
+        tables.push(archived_columns(spec));
+    }
+    tables
+}
+
+/// One row per batch archived: what it holds, its proof, and what purge, restore and
+/// compaction did to it since.
+fn receipts(spec: &TableSpec) -> OwnedTable {
     let prefix = spec.owned_prefix;
+    OwnedTable {
+        name: spec.receipts_table(),
+        columns: receipt_columns(spec),
+        keys: vec![
+            "PRIMARY KEY (app_code, batch_id)".into(),
+            format!(
+                "KEY {} (app_code, state, last_updated_at_ms, last_event_id)",
+                spec.cursor_index()
+            ),
+            format!(
+                "KEY idx_{prefix}_unpurged (app_code, state, purged_at_ms, restored_at_ms, last_updated_at_ms, last_event_id)"
+            ),
+        ],
+    }
+}
+
+/// The receipts table's columns: the batch and its range, one column per control total of
+/// the spec, then the objects' digests and sizes and the marks later commands set.
+fn receipt_columns(spec: &TableSpec) -> Vec<(String, String)> {
     let mut receipts = columns(&[
         ("app_code", APP_CODE),
         ("batch_id", BATCH_ID),
@@ -116,104 +151,107 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         ("success_etag", "VARCHAR(256) CHARACTER SET ascii NULL"),
         ("data_version_id", "VARCHAR(1024) CHARACTER SET ascii NULL"),
     ]));
-    let mut tables = vec![
-        OwnedTable {
-            name: spec.receipts_table(),
-            columns: receipts,
-            keys: vec![
-                "PRIMARY KEY (app_code, batch_id)".into(),
-                format!(
-                    "KEY {} (app_code, state, last_updated_at_ms, last_event_id)",
-                    spec.cursor_index()
-                ),
-                format!(
-                    "KEY idx_{prefix}_unpurged (app_code, state, purged_at_ms, restored_at_ms, last_updated_at_ms, last_event_id)"
-                ),
-            ],
-        },
-        OwnedTable {
-            name: spec.members_table(),
-            columns: columns(&[
-                ("app_code", APP_CODE),
-                ("event_id", EVENT_ID),
-                ("updated_at_ms", "BIGINT NOT NULL"),
-                ("batch_id", BATCH_ID),
-                ("manifest_sha256", SHA256),
-                ("receipt_verified_at_ms", "BIGINT NOT NULL"),
-                ("row_sha256", "BINARY(16) NULL"),
-            ]),
-            keys: vec![
-                "PRIMARY KEY (app_code, event_id)".into(),
-                format!(
-                    "KEY idx_{prefix}_members_batch_version (app_code, batch_id, updated_at_ms)"
-                ),
-            ],
-        },
-        OwnedTable {
-            name: spec.runs_table(),
-            columns: columns(&[
-                ("id", "BIGINT NOT NULL AUTO_INCREMENT"),
-                ("app_code", APP_CODE),
-                ("command", "VARCHAR(16) NOT NULL"),
-                ("started_at_ms", "BIGINT NOT NULL"),
-                ("finished_at_ms", "BIGINT NOT NULL"),
-                ("outcome", "VARCHAR(16) NOT NULL"),
-                ("batches", "BIGINT NOT NULL"),
-                ("row_count", "BIGINT NOT NULL"),
-                ("error", "TEXT NULL"),
-            ]),
-            keys: vec![
-                "PRIMARY KEY (id)".into(),
-                format!("KEY idx_{prefix}_runs_app (app_code, command, id)"),
-            ],
-        },
-        OwnedTable {
-            name: spec.drills_table(),
-            columns: columns(&[
-                ("id", "BIGINT NOT NULL AUTO_INCREMENT"),
-                ("app_code", APP_CODE),
-                ("batch_id", BATCH_ID),
-                ("drilled_at_ms", "BIGINT NOT NULL"),
-                ("ok", "BOOLEAN NOT NULL"),
-                ("detail", "TEXT NULL"),
-            ]),
-            keys: vec![
-                "PRIMARY KEY (id)".into(),
-                format!("KEY idx_{prefix}_drills_app (app_code, ok, id)"),
-            ],
-        },
-        OwnedTable {
-            name: spec.superseded_table(),
-            columns: columns(&[
-                ("app_code", APP_CODE),
-                ("event_id", EVENT_ID),
-                ("updated_at_ms", "BIGINT NOT NULL"),
-                ("batch_id", BATCH_ID),
-                ("superseded_by", BATCH_ID),
-                ("superseded_at_ms", "BIGINT NOT NULL"),
-                ("row_sha256", "BINARY(16) NULL"),
-            ]),
-            keys: vec![
-                "PRIMARY KEY (app_code, event_id, batch_id)".into(),
-                format!("KEY idx_{prefix}_superseded_batch (app_code, batch_id)"),
-            ],
-        },
-    ];
-    if !spec.is_builtin() {
-        // A profile's columns come from the live table: the columns archived so far are kept
-        // here, so that one removed from the table stops the run instead of going unnoticed.
-        tables.push(OwnedTable {
-            name: spec.columns_table(),
-            columns: columns(&[
-                ("column_name", "VARCHAR(64) NOT NULL"),
-                ("json_key", "VARCHAR(64) NOT NULL"),
-                ("encoding", "VARCHAR(16) CHARACTER SET ascii NOT NULL"),
-                ("first_archived_at_ms", "BIGINT NOT NULL"),
-            ]),
-            keys: vec!["PRIMARY KEY (column_name)".into()],
-        });
+    receipts
+}
+
+/// One row per archived row (its newest archived version): which batch holds it.
+fn members(spec: &TableSpec) -> OwnedTable {
+    let prefix = spec.owned_prefix;
+    OwnedTable {
+        name: spec.members_table(),
+        columns: columns(&[
+            ("app_code", APP_CODE),
+            ("event_id", EVENT_ID),
+            ("updated_at_ms", "BIGINT NOT NULL"),
+            ("batch_id", BATCH_ID),
+            ("manifest_sha256", SHA256),
+            ("receipt_verified_at_ms", "BIGINT NOT NULL"),
+            ("row_sha256", "BINARY(16) NULL"),
+        ]),
+        keys: vec![
+            "PRIMARY KEY (app_code, event_id)".into(),
+            format!("KEY idx_{prefix}_members_batch_version (app_code, batch_id, updated_at_ms)"),
+        ],
     }
-    tables
+}
+
+/// One row per run of a command for an app, with its outcome.
+fn runs(spec: &TableSpec) -> OwnedTable {
+    let prefix = spec.owned_prefix;
+    OwnedTable {
+        name: spec.runs_table(),
+        columns: columns(&[
+            ("id", "BIGINT NOT NULL AUTO_INCREMENT"),
+            ("app_code", APP_CODE),
+            ("command", "VARCHAR(16) NOT NULL"),
+            ("started_at_ms", "BIGINT NOT NULL"),
+            ("finished_at_ms", "BIGINT NOT NULL"),
+            ("outcome", "VARCHAR(16) NOT NULL"),
+            ("batches", "BIGINT NOT NULL"),
+            ("row_count", "BIGINT NOT NULL"),
+            ("error", "TEXT NULL"),
+        ]),
+        keys: vec![
+            "PRIMARY KEY (id)".into(),
+            format!("KEY idx_{prefix}_runs_app (app_code, command, id)"),
+        ],
+    }
+}
+
+/// One row per drilled batch (`restore --drill`).
+fn drills(spec: &TableSpec) -> OwnedTable {
+    let prefix = spec.owned_prefix;
+    OwnedTable {
+        name: spec.drills_table(),
+        columns: columns(&[
+            ("id", "BIGINT NOT NULL AUTO_INCREMENT"),
+            ("app_code", APP_CODE),
+            ("batch_id", BATCH_ID),
+            ("drilled_at_ms", "BIGINT NOT NULL"),
+            ("ok", "BOOLEAN NOT NULL"),
+            ("detail", "TEXT NULL"),
+        ]),
+        keys: vec![
+            "PRIMARY KEY (id)".into(),
+            format!("KEY idx_{prefix}_drills_app (app_code, ok, id)"),
+        ],
+    }
+}
+
+/// Member rows of older batches that a newer archived version of the row replaced.
+fn superseded(spec: &TableSpec) -> OwnedTable {
+    let prefix = spec.owned_prefix;
+    OwnedTable {
+        name: spec.superseded_table(),
+        columns: columns(&[
+            ("app_code", APP_CODE),
+            ("event_id", EVENT_ID),
+            ("updated_at_ms", "BIGINT NOT NULL"),
+            ("batch_id", BATCH_ID),
+            ("superseded_by", BATCH_ID),
+            ("superseded_at_ms", "BIGINT NOT NULL"),
+            ("row_sha256", "BINARY(16) NULL"),
+        ]),
+        keys: vec![
+            "PRIMARY KEY (app_code, event_id, batch_id)".into(),
+            format!("KEY idx_{prefix}_superseded_batch (app_code, batch_id)"),
+        ],
+    }
+}
+
+/// A profile's columns come from the live table: the columns archived so far are kept
+/// here, so that one removed from the table stops the run instead of going unnoticed.
+fn archived_columns(spec: &TableSpec) -> OwnedTable {
+    OwnedTable {
+        name: spec.columns_table(),
+        columns: columns(&[
+            ("column_name", "VARCHAR(64) NOT NULL"),
+            ("json_key", "VARCHAR(64) NOT NULL"),
+            ("encoding", "VARCHAR(16) CHARACTER SET ascii NOT NULL"),
+            ("first_archived_at_ms", "BIGINT NOT NULL"),
+        ]),
+        keys: vec!["PRIMARY KEY (column_name)".into()],
+    }
 }
 
 /// How `<prefix>_columns` names a kind.

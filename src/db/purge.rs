@@ -12,7 +12,7 @@
 
 use std::collections::HashMap;
 
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Transaction};
 
 use super::lock::AppLock;
 use super::receipts::STATE_VERIFIED;
@@ -163,41 +163,16 @@ impl PurgeQueries {
             members.len() <= PURGE_CHUNK,
             "purge chunks hold at most {PURGE_CHUNK} rows"
         );
-        let s = self.spec;
         let mut tx = pool
             .begin()
             .await
             .context(|| format!("starting a purge transaction of batch {batch_id}"))?;
-        let sql = format!(
-            "SELECT state, restored_at_ms FROM {} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
-            s.receipts_table()
-        );
-        let receipt: Option<(String, Option<i64>)> = sqlx::query_as(AssertSqlSafe(sql))
-            .bind(app)
-            .bind(batch_id)
-            .fetch_optional(&mut *tx)
-            .await
-            .context(|| format!("reading the receipt of batch {batch_id}"))?;
-        match receipt {
-            Some((state, _)) if state != STATE_VERIFIED => {
-                return Err(PurgeError::Withdrawn {
-                    batch_id: batch_id.to_string(),
-                    now: format!("in state {state}"),
-                })
-            }
-            None => {
-                return Err(PurgeError::Withdrawn {
-                    batch_id: batch_id.to_string(),
-                    now: "deleted".into(),
-                })
-            }
-            Some((_, Some(_))) if !include_restored => {
-                return Ok(Chunk {
-                    restored: true,
-                    ..Chunk::default()
-                })
-            }
-            Some(_) => {}
+        let restored_at_ms = self.lock_receipt(&mut tx, app, batch_id).await?;
+        if restored_at_ms.is_some() && !include_restored {
+            return Ok(Chunk {
+                restored: true,
+                ..Chunk::default()
+            });
         }
         let mut compared = self.compare(&mut *tx, app, members, true).await?;
         let seen = compared.exact.len() + compared.changed.len();
@@ -208,38 +183,15 @@ impl PurgeQueries {
                 .await?
                 .saturating_sub(seen as u64);
         }
-        let mut deleted = 0;
-        if !compared.exact.is_empty() {
-            let mut qb = QueryBuilder::<MySql>::new(format!(
-                "DELETE FROM {} WHERE {} = ",
-                s.name, s.app_code
-            ));
-            qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
-            let mut ids = qb.separated(", ");
-            for id in &compared.exact {
-                ids.push_bind(id.as_str());
-            }
-            qb.push(")");
-            deleted = qb
-                .build()
-                .execute(&mut *tx)
-                .await
-                .context(|| format!("deleting members of batch {batch_id}"))?
-                .rows_affected();
-            if deleted != compared.exact.len() as u64 {
-                // The rows were locked: another count means something this code does not know.
-                return Err(PurgeError::Db(DbError::Query {
-                    context: format!(
-                        "deleting members of batch {batch_id}: {deleted} rows went of the {} locked and compared; rolled back",
-                        compared.exact.len()
-                    ),
-                    source: sqlx::Error::RowNotFound,
-                }));
-            }
-        }
+        let deleted = if compared.exact.is_empty() {
+            0
+        } else {
+            self.delete_exact(&mut tx, app, batch_id, &compared.exact)
+                .await?
+        };
         let sql = format!(
             "UPDATE {} SET purged_rows = purged_rows + ? WHERE app_code = ? AND batch_id = ? AND state = ?",
-            s.receipts_table()
+            self.spec.receipts_table()
         );
         sqlx::query(AssertSqlSafe(sql))
             .bind(deleted as i64)
@@ -265,6 +217,74 @@ impl PurgeQueries {
             restored: false,
             busy: compared.busy,
         })
+    }
+
+    /// The first statement of a delete transaction: locks the batch's receipt row `FOR UPDATE`
+    /// and returns its restored mark. A receipt no longer VERIFIED, or gone, is withdrawn.
+    async fn lock_receipt(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Option<i64>, PurgeError> {
+        let sql = format!(
+            "SELECT state, restored_at_ms FROM {} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
+            self.spec.receipts_table()
+        );
+        let receipt: Option<(String, Option<i64>)> = sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_optional(&mut **tx)
+            .await
+            .context(|| format!("reading the receipt of batch {batch_id}"))?;
+        match receipt {
+            Some((state, _)) if state != STATE_VERIFIED => Err(PurgeError::Withdrawn {
+                batch_id: batch_id.to_string(),
+                now: format!("in state {state}"),
+            }),
+            None => Err(PurgeError::Withdrawn {
+                batch_id: batch_id.to_string(),
+                now: "deleted".into(),
+            }),
+            Some((_, restored_at_ms)) => Ok(restored_at_ms),
+        }
+    }
+
+    /// Deletes the rows found exactly as archived (locked and compared in this transaction), by
+    /// primary key, and returns how many went: always all of them, or an error.
+    async fn delete_exact(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        app: &str,
+        batch_id: &str,
+        exact: &[String],
+    ) -> Result<u64, PurgeError> {
+        let s = self.spec;
+        let mut qb =
+            QueryBuilder::<MySql>::new(format!("DELETE FROM {} WHERE {} = ", s.name, s.app_code));
+        qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
+        let mut ids = qb.separated(", ");
+        for id in exact {
+            ids.push_bind(id.as_str());
+        }
+        qb.push(")");
+        let deleted = qb
+            .build()
+            .execute(&mut **tx)
+            .await
+            .context(|| format!("deleting members of batch {batch_id}"))?
+            .rows_affected();
+        if deleted != exact.len() as u64 {
+            // The rows were locked: another count means something this code does not know.
+            return Err(PurgeError::Db(DbError::Query {
+                context: format!(
+                    "deleting members of batch {batch_id}: {deleted} rows went of the {} locked and compared; rolled back",
+                    exact.len()
+                ),
+                source: sqlx::Error::RowNotFound,
+            }));
+        }
+        Ok(deleted)
     }
 
     /// How many of these members' rows exist now (a plain read, outside the delete transaction:

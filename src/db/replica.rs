@@ -206,79 +206,9 @@ pub async fn discover(db: &Db, url: &str, how: Discovery) -> Result<Vec<String>,
         detail: e.to_string(),
     })?;
     let primary_port = base.port().unwrap_or(3306);
-    let found: Vec<(String, u16)> = match how {
-        Discovery::Hosts => {
-            // MySQL 8.0.22+ says SHOW REPLICAS (9.x has nothing else); MariaDB SHOW REPLICA
-            // HOSTS (10.5.2+) or SHOW SLAVE HOSTS.
-            let mut rows = None;
-            for statement in ["SHOW REPLICAS", "SHOW REPLICA HOSTS", "SHOW SLAVE HOSTS"] {
-                match sqlx::raw_sql(statement).fetch_all(&db.pool).await {
-                    Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42000") => {
-                        continue
-                    }
-                    other => {
-                        rows =
-                            Some(other.context(|| format!("listing the replicas ({statement})"))?);
-                        break;
-                    }
-                }
-            }
-            let rows = rows.ok_or_else(|| DbError::Query {
-                context: "listing the replicas: the server knows neither SHOW REPLICAS nor SHOW REPLICA HOSTS".into(),
-                source: sqlx::Error::RowNotFound,
-            })?;
-            let mut found = Vec::new();
-            for r in &rows {
-                let host: String = r.try_get("Host").unwrap_or_default();
-                // An integer of whichever width and sign the server gives it; 0 (no
-                // report_port) is the default port.
-                let port = r
-                    .try_get::<i64, _>("Port")
-                    .ok()
-                    .or_else(|| r.try_get::<u32, _>("Port").ok().map(i64::from))
-                    .or_else(|| r.try_get::<u64, _>("Port").ok().map(|p| p as i64))
-                    .or_else(|| r.try_get::<i32, _>("Port").ok().map(i64::from))
-                    .ok_or_else(|| DbError::Query {
-                        context: format!("reading the port of replica {host:?}"),
-                        source: sqlx::Error::ColumnNotFound("Port".into()),
-                    })?;
-                let port = if port == 0 { 3306 } else { port };
-                if host.is_empty() {
-                    // Fail closed: a replica that cannot be reached by name is not skipped.
-                    let id = ["Server_id", "Server_Id"]
-                        .iter()
-                        .find_map(|name| {
-                            r.try_get::<i64, _>(*name)
-                                .ok()
-                                .or_else(|| r.try_get::<u32, _>(*name).ok().map(i64::from))
-                        })
-                        .map_or_else(|| "?".into(), |i| i.to_string());
-                    return Err(DbError::Query {
-                        context: format!(
-                            "replica server_id {id} is connected but did not set report_host: set it, or list the replicas with --replica"
-                        ),
-                        source: sqlx::Error::RowNotFound,
-                    });
-                }
-                found.push((host, port as u16));
-            }
-            found
-        }
-        Discovery::Processlist => {
-            let hosts: Vec<String> = sqlx::query_scalar(
-                "SELECT HOST FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Binlog Dump', 'Binlog Dump GTID')",
-            )
-            .fetch_all(&db.pool)
-            .await
-            .context(|| "listing the replicas (the processlist's Binlog Dump threads)".into())?;
-            hosts
-                .into_iter()
-                .map(|h| {
-                    let host = h.rsplit_once(':').map_or(h.as_str(), |(host, _)| host);
-                    (host.to_string(), primary_port)
-                })
-                .collect()
-        }
+    let found = match how {
+        Discovery::Hosts => reported_hosts(db).await?,
+        Discovery::Processlist => dump_thread_hosts(db, primary_port).await?,
     };
     let mut urls = Vec::new();
     for (host, port) in found {
@@ -302,4 +232,83 @@ pub async fn discover(db: &Db, url: &str, how: Discovery) -> Result<Vec<String>,
     urls.sort();
     urls.dedup();
     Ok(urls)
+}
+
+/// The replicas the primary lists (`SHOW REPLICA HOSTS`): each one's `report_host` and
+/// `report_port`.
+async fn reported_hosts(db: &Db) -> Result<Vec<(String, u16)>, DbError> {
+    // MySQL 8.0.22+ says SHOW REPLICAS (9.x has nothing else); MariaDB SHOW REPLICA HOSTS
+    // (10.5.2+) or SHOW SLAVE HOSTS.
+    let mut rows = None;
+    for statement in ["SHOW REPLICAS", "SHOW REPLICA HOSTS", "SHOW SLAVE HOSTS"] {
+        match sqlx::raw_sql(statement).fetch_all(&db.pool).await {
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42000") => continue,
+            other => {
+                rows = Some(other.context(|| format!("listing the replicas ({statement})"))?);
+                break;
+            }
+        }
+    }
+    let rows = rows.ok_or_else(|| DbError::Query {
+        context:
+            "listing the replicas: the server knows neither SHOW REPLICAS nor SHOW REPLICA HOSTS"
+                .into(),
+        source: sqlx::Error::RowNotFound,
+    })?;
+    rows.iter().map(reported_host).collect()
+}
+
+/// The host and port one row of `SHOW REPLICA HOSTS` reports; a replica without a host is an
+/// error.
+fn reported_host(r: &MySqlRow) -> Result<(String, u16), DbError> {
+    let host: String = r.try_get("Host").unwrap_or_default();
+    // An integer of whichever width and sign the server gives it; 0 (no report_port) is the
+    // default port.
+    let port = r
+        .try_get::<i64, _>("Port")
+        .ok()
+        .or_else(|| r.try_get::<u32, _>("Port").ok().map(i64::from))
+        .or_else(|| r.try_get::<u64, _>("Port").ok().map(|p| p as i64))
+        .or_else(|| r.try_get::<i32, _>("Port").ok().map(i64::from))
+        .ok_or_else(|| DbError::Query {
+            context: format!("reading the port of replica {host:?}"),
+            source: sqlx::Error::ColumnNotFound("Port".into()),
+        })?;
+    let port = if port == 0 { 3306 } else { port };
+    if host.is_empty() {
+        // Fail closed: a replica that cannot be reached by name is not skipped.
+        let id = ["Server_id", "Server_Id"]
+            .iter()
+            .find_map(|name| {
+                r.try_get::<i64, _>(*name)
+                    .ok()
+                    .or_else(|| r.try_get::<u32, _>(*name).ok().map(i64::from))
+            })
+            .map_or_else(|| "?".into(), |i| i.to_string());
+        return Err(DbError::Query {
+            context: format!(
+                "replica server_id {id} is connected but did not set report_host: set it, or list the replicas with --replica"
+            ),
+            source: sqlx::Error::RowNotFound,
+        });
+    }
+    Ok((host, port as u16))
+}
+
+/// The hosts of the primary's binlog dump threads, each on the primary's port (the processlist
+/// does not say the replica's).
+async fn dump_thread_hosts(db: &Db, primary_port: u16) -> Result<Vec<(String, u16)>, DbError> {
+    let hosts: Vec<String> = sqlx::query_scalar(
+        "SELECT HOST FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Binlog Dump', 'Binlog Dump GTID')",
+    )
+    .fetch_all(&db.pool)
+    .await
+    .context(|| "listing the replicas (the processlist's Binlog Dump threads)".into())?;
+    Ok(hosts
+        .into_iter()
+        .map(|h| {
+            let host = h.rsplit_once(':').map_or(h.as_str(), |(host, _)| host);
+            (host.to_string(), primary_port)
+        })
+        .collect())
 }

@@ -182,80 +182,49 @@ impl Db {
             event_ids.extend(columns.iter().map(|c| (table.clone(), *c)));
         }
         let columns = self.columns(spec).await?;
-        let find = |table: &str, column: &str| {
-            columns.iter().find(|c| {
-                c.table.eq_ignore_ascii_case(table) && c.column.eq_ignore_ascii_case(column)
-            })
+        event_ids_binary(&columns, &event_ids)?;
+        self.event_ids_pad_alike(spec, &columns, &event_ids).await?;
+        app_codes_apart(spec, &columns, &owned)
+    }
+
+    /// Binary both, but one may pad with spaces (`utf8mb4_bin`: `x` = `x `) where the other
+    /// does not (`utf8mb4_0900_bin`, `utf8mb4_nopad_bin`, VARBINARY): the archiver's tables
+    /// must tell apart every pair of ids the source does, or two rows are one member.
+    /// `event_ids` begins with the source table's.
+    async fn event_ids_pad_alike(
+        &self,
+        spec: &TableSpec,
+        columns: &[ColumnInfo],
+        event_ids: &[(String, &str)],
+    ) -> Result<(), DbError> {
+        let Some(source) = find(columns, spec.name, spec.event_id) else {
+            return Ok(());
         };
-        for (table, column) in &event_ids {
-            let Some(c) = find(table, column) else {
-                continue;
-            };
-            if !c.is_binary() {
-                return Err(DbError::Collation {
-                    table: table.clone(),
-                    column: column.to_string(),
-                    found: c.collation.clone().unwrap_or_default(),
-                    why: "which is not binary: event ids must compare byte for byte, or keyset paging skips and repeats rows that compare equal",
-                    fix: c.alter_to_binary(),
-                });
-            }
+        if self.pads(source).await? {
+            return Ok(());
         }
-        // Binary both, but one may pad with spaces (`utf8mb4_bin`: `x` = `x `) where the other
-        // does not (`utf8mb4_0900_bin`, `utf8mb4_nopad_bin`, VARBINARY): the archiver's tables
-        // must tell apart every pair of ids the source does, or two rows are one member.
-        if let Some(source) = find(spec.name, spec.event_id) {
-            if !self.pads(source).await? {
-                let mut padded = Vec::new();
-                for (table, column) in event_ids.iter().skip(1) {
-                    if let Some(c) = find(table, column) {
-                        if self.pads(c).await? {
-                            padded.push(c);
-                        }
-                    }
-                }
-                if let Some(first) = padded.first() {
-                    let fix: Vec<String> = padded
-                        .iter()
-                        .map(|c| c.alter_to(source.charset.as_deref(), source.collation.as_deref()))
-                        .collect();
-                    return Err(DbError::Collation {
-                        table: first.table.clone(),
-                        column: first.column.clone(),
-                        found: first.collation.clone().unwrap_or_default(),
-                        why: "which pads with spaces (PAD SPACE) where the source table's event id compares NO PAD: ids `x` and `x ` are two rows there and one member here, so such a batch could never be recorded (the fix rebuilds the archiver's tables: schedule it like any large ALTER)",
-                        fix: format!("{};", fix.join("; ")),
-                    });
+        let mut padded = Vec::new();
+        for (table, column) in event_ids.iter().skip(1) {
+            if let Some(c) = find(columns, table, column) {
+                if self.pads(c).await? {
+                    padded.push(c);
                 }
             }
         }
-        let Some(source) = find(spec.name, spec.app_code) else {
+        let Some(first) = padded.first() else {
             return Ok(());
         };
-        // App codes are `[A-Za-z0-9_.-]`: what matters is whether case tells two apart. Only
-        // archiver tables that conflate codes the source keeps apart are refused (the names of
-        // two case-insensitive collations may differ: utf8mb4_unicode_ci, utf8mb4_0900_ai_ci).
-        if !source.tells_case_apart() {
-            return Ok(());
-        }
-        for (table, _) in &owned {
-            let Some(c) = find(table, "app_code") else {
-                continue;
-            };
-            if !c.tells_case_apart() {
-                return Err(DbError::Collation {
-                    table: table.clone(),
-                    column: "app_code".into(),
-                    found: c.collation.clone().unwrap_or_default(),
-                    why: "which holds app codes equal that the source table's collation tells apart (by case): two apps would share receipts and a cursor",
-                    fix: format!(
-                        "{} (a table rebuild: on a large table schedule it like any large ALTER)",
-                        c.alter_to(source.charset.as_deref(), source.collation.as_deref())
-                    ),
-                });
-            }
-        }
-        Ok(())
+        let fix: Vec<String> = padded
+            .iter()
+            .map(|c| c.alter_to(source.charset.as_deref(), source.collation.as_deref()))
+            .collect();
+        Err(DbError::Collation {
+            table: first.table.clone(),
+            column: first.column.clone(),
+            found: first.collation.clone().unwrap_or_default(),
+            why: "which pads with spaces (PAD SPACE) where the source table's event id compares NO PAD: ids `x` and `x ` are two rows there and one member here, so such a batch could never be recorded (the fix rebuilds the archiver's tables: schedule it like any large ALTER)",
+            fix: format!("{};", fix.join("; ")),
+        })
     }
 
     /// Refuses a list of app codes of which two are one code under the source table's collation
@@ -268,9 +237,7 @@ impl Db {
             return Ok(());
         }
         let columns = self.columns(spec).await?;
-        let Some(source) = columns.iter().find(|c| {
-            c.table.eq_ignore_ascii_case(spec.name) && c.column.eq_ignore_ascii_case(spec.app_code)
-        }) else {
+        let Some(source) = find(&columns, spec.name, spec.app_code) else {
             return Ok(());
         };
         let (Some(charset), Some(collation)) = (&source.charset, &source.collation) else {
@@ -362,6 +329,68 @@ impl Db {
             )
             .collect())
     }
+}
+
+/// Every event id column compares byte for byte (keyset paging and the cursor rely on the
+/// database's order, and a case-insensitive one holds `e1` and `E1` equal).
+fn event_ids_binary(columns: &[ColumnInfo], event_ids: &[(String, &str)]) -> Result<(), DbError> {
+    for (table, column) in event_ids {
+        let Some(c) = find(columns, table, column) else {
+            continue;
+        };
+        if !c.is_binary() {
+            return Err(DbError::Collation {
+                table: table.clone(),
+                column: column.to_string(),
+                found: c.collation.clone().unwrap_or_default(),
+                why: "which is not binary: event ids must compare byte for byte, or keyset paging skips and repeats rows that compare equal",
+                fix: c.alter_to_binary(),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The archiver's tables (`owned`) tell app codes apart wherever the source table does.
+fn app_codes_apart(
+    spec: &TableSpec,
+    columns: &[ColumnInfo],
+    owned: &[(String, Vec<&str>)],
+) -> Result<(), DbError> {
+    let Some(source) = find(columns, spec.name, spec.app_code) else {
+        return Ok(());
+    };
+    // App codes are `[A-Za-z0-9_.-]`: what matters is whether case tells two apart. Only
+    // archiver tables that conflate codes the source keeps apart are refused (the names of
+    // two case-insensitive collations may differ: utf8mb4_unicode_ci, utf8mb4_0900_ai_ci).
+    if !source.tells_case_apart() {
+        return Ok(());
+    }
+    for (table, _) in owned {
+        let Some(c) = find(columns, table, "app_code") else {
+            continue;
+        };
+        if !c.tells_case_apart() {
+            return Err(DbError::Collation {
+                table: table.clone(),
+                column: "app_code".into(),
+                found: c.collation.clone().unwrap_or_default(),
+                why: "which holds app codes equal that the source table's collation tells apart (by case): two apps would share receipts and a cursor",
+                fix: format!(
+                    "{} (a table rebuild: on a large table schedule it like any large ALTER)",
+                    c.alter_to(source.charset.as_deref(), source.collation.as_deref())
+                ),
+            });
+        }
+    }
+    Ok(())
+}
+
+/// The column `column` of `table` among these (names compared as the server does, case aside).
+fn find<'c>(columns: &'c [ColumnInfo], table: &str, column: &str) -> Option<&'c ColumnInfo> {
+    columns
+        .iter()
+        .find(|c| c.table.eq_ignore_ascii_case(table) && c.column.eq_ignore_ascii_case(column))
 }
 
 /// One column as information_schema describes it.

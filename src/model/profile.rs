@@ -277,20 +277,71 @@ pub fn resolve(
     indexes: &[Index],
 ) -> Result<&'static TableSpec, String> {
     let table = &profile.table;
+    check_names(profile, live)?;
+    let columns = resolve_columns(profile, live)?;
+    let roles = resolve_roles(profile, live, &columns, indexes)?;
+    let totals = resolve_totals(profile, live, &columns)?;
+    let owned_prefix = resolve_owned_prefix(profile)?;
+    Ok(Box::leak(Box::new(TableSpec {
+        name: leak(table.clone()),
+        columns: Box::leak(columns.into_boxed_slice()),
+        app_code: roles.app_code,
+        event_id: roles.event_id,
+        updated_at_ms: roles.updated_at_ms,
+        created_at_ms: roles.created_at_ms,
+        status: roles.status,
+        totals: Box::leak(totals.into_boxed_slice()),
+        retention_index: leak(retention_index(
+            table,
+            [
+                roles.app_code,
+                roles.status,
+                roles.updated_at_ms,
+                roles.event_id,
+            ],
+            profile.retention_index.as_deref(),
+            indexes,
+        )?),
+        source_ddl: "",
+        owned_prefix: leak(owned_prefix),
+        owned_by: OwnedBy::Spec,
+    })))
+}
+
+/// The live column `name`, which the profile's `what` names; a column `table` does not have
+/// is refused.
+fn find_live<'l>(
+    table: &str,
+    live: &'l [LiveColumn],
+    name: &str,
+    what: &str,
+) -> Result<&'l LiveColumn, String> {
+    live.iter()
+        .find(|c| c.name.eq_ignore_ascii_case(name))
+        .ok_or_else(|| {
+            format!("the profile's {what} names column {name}, which {table} does not have")
+        })
+}
+
+/// The resolved column of a live one.
+fn resolved<'c>(columns: &'c [Column], live: &LiveColumn) -> &'c Column {
+    columns
+        .iter()
+        .find(|c| c.name == live.name)
+        .expect("every live column is a column")
+}
+
+/// The table exists, every column the `[columns]` table names is one of it, and the names of
+/// the table and its columns need no quoting.
+fn check_names(profile: &Profile, live: &[LiveColumn]) -> Result<(), String> {
+    let table = &profile.table;
     if live.is_empty() {
         return Err(format!(
             "source table {table} is missing (check the profile's table and --database-url)"
         ));
     }
-    let find = |name: &str, what: &str| {
-        live.iter()
-            .find(|c| c.name.eq_ignore_ascii_case(name))
-            .ok_or_else(|| {
-                format!("the profile's {what} names column {name}, which {table} does not have")
-            })
-    };
     for name in profile.columns.keys() {
-        find(name, "[columns] table")?;
+        find_live(table, live, name, "[columns] table")?;
     }
     let plain = |name: &str| {
         !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
@@ -306,6 +357,13 @@ pub fn resolve(
             c.name
         ));
     }
+    Ok(())
+}
+
+/// Every live column, in table order, with its kind (the profile's encoding if it fits the
+/// column's type, else by the type) and its NDJSON key (the profile's or the column's name),
+/// the keys distinct.
+fn resolve_columns(profile: &Profile, live: &[LiveColumn]) -> Result<Vec<Column>, String> {
     let mut columns = Vec::with_capacity(live.len());
     let mut keys = HashSet::new();
     for c in live {
@@ -350,32 +408,30 @@ pub fn resolve(
             unsigned: kind == Kind::Int && (c.unsigned() || c.data_type == "year"),
         });
     }
+    Ok(columns)
+}
+
+/// The columns that play the archiver's roles.
+struct RoleColumns {
+    app_code: &'static str,
+    event_id: &'static str,
+    updated_at_ms: &'static str,
+    created_at_ms: &'static str,
+    status: &'static str,
+}
+
+/// The profile's roles, each a NOT NULL column of the kind the role needs; (app code, event
+/// id) a key of the table, and no longer than the archiver's own tables hold.
+fn resolve_roles(
+    profile: &Profile,
+    live: &[LiveColumn],
+    columns: &[Column],
+    indexes: &[Index],
+) -> Result<RoleColumns, String> {
+    let table = &profile.table;
     let roles = &profile.roles;
-    let role = |name: &str, what: &str, kind: Kind| -> Result<&'static str, String> {
-        let live = find(name, &format!("roles.{what}"))?;
-        let column = columns
-            .iter()
-            .find(|c| c.name == live.name)
-            .expect("every live column is a column");
-        if column.kind != kind {
-            return Err(format!(
-                "roles.{what} is column {}, of type {}: the archiver needs {}",
-                live.name,
-                live.column_type,
-                match kind {
-                    Kind::Int => "an integer (milliseconds since the epoch)",
-                    _ => "a character column",
-                }
-            ));
-        }
-        if live.nullable {
-            return Err(format!(
-                "roles.{what} is column {}, which may be NULL: make it NOT NULL",
-                live.name
-            ));
-        }
-        Ok(column.name)
-    };
+    let role =
+        |name: &str, what: &str, kind: Kind| role_column(table, live, columns, name, what, kind);
     let app_code = role(&roles.app_code, "app_code", Kind::Text)?;
     let event_id = role(&roles.event_id, "event_id", Kind::Text)?;
     let updated_at_ms = role(&roles.updated_at_ms, "updated_at_ms", Kind::Int)?;
@@ -387,7 +443,7 @@ pub fn resolve(
         (event_id, MAX_EVENT_ID_CHARS, "event ids"),
     ];
     for (name, max, what) in lengths {
-        let live = find(name, "roles")?;
+        let live = find_live(table, live, name, "roles")?;
         if live.max_chars.is_none_or(|n| n > max) {
             return Err(format!(
                 "column {name} is {}, longer than the {max} characters the archiver's tables hold for {what}",
@@ -395,6 +451,53 @@ pub fn resolve(
             ));
         }
     }
+    Ok(RoleColumns {
+        app_code,
+        event_id,
+        updated_at_ms,
+        created_at_ms,
+        status,
+    })
+}
+
+/// The column `name` that plays role `what`: of `kind`, and NOT NULL.
+fn role_column(
+    table: &str,
+    live: &[LiveColumn],
+    columns: &[Column],
+    name: &str,
+    what: &str,
+    kind: Kind,
+) -> Result<&'static str, String> {
+    let live = find_live(table, live, name, &format!("roles.{what}"))?;
+    let column = resolved(columns, live);
+    if column.kind != kind {
+        return Err(format!(
+            "roles.{what} is column {}, of type {}: the archiver needs {}",
+            live.name,
+            live.column_type,
+            match kind {
+                Kind::Int => "an integer (milliseconds since the epoch)",
+                _ => "a character column",
+            }
+        ));
+    }
+    if live.nullable {
+        return Err(format!(
+            "roles.{what} is column {}, which may be NULL: make it NOT NULL",
+            live.name
+        ));
+    }
+    Ok(column.name)
+}
+
+/// The profile's control totals, in its order: a sum of a NOT NULL integer column or a sha256
+/// of any other, each under a free manifest field.
+fn resolve_totals(
+    profile: &Profile,
+    live: &[LiveColumn],
+    columns: &[Column],
+) -> Result<Vec<Total>, String> {
     if profile.totals.len() > crate::model::codec::MAX_TOTALS {
         return Err(format!(
             "the profile lists {} totals; at most {} are kept",
@@ -405,11 +508,8 @@ pub fn resolve(
     let mut totals = Vec::new();
     let mut fields = HashSet::new();
     for t in &profile.totals {
-        let live = find(&t.column, "totals")?;
-        let column = columns
-            .iter()
-            .find(|c| c.name == live.name)
-            .expect("every live column is a column");
+        let live = find_live(&profile.table, live, &t.column, "totals")?;
+        let column = resolved(columns, live);
         let (kind, field) = match t.kind {
             TotalKindDef::Sum if column.kind == Kind::Int && !column.nullable => {
                 (TotalKind::Sum, format!("{}_total", column.json_key))
@@ -447,6 +547,12 @@ pub fn resolve(
             kind,
         });
     }
+    Ok(totals)
+}
+
+/// The prefix of the archiver's own tables' names: short enough for MySQL's 64-character names,
+/// and a plain lowercase name.
+fn resolve_owned_prefix(profile: &Profile) -> Result<String, String> {
     let owned_prefix = profile.owned_prefix();
     if owned_prefix.len() > MAX_PREFIX_CHARS {
         return Err(format!(
@@ -458,25 +564,7 @@ pub fn resolve(
             "owned_prefix {owned_prefix:?} is not a table name prefix (lowercase letters, digits, _)"
         ));
     }
-    Ok(Box::leak(Box::new(TableSpec {
-        name: leak(table.clone()),
-        columns: Box::leak(columns.into_boxed_slice()),
-        app_code,
-        event_id,
-        updated_at_ms,
-        created_at_ms,
-        status,
-        totals: Box::leak(totals.into_boxed_slice()),
-        retention_index: leak(retention_index(
-            table,
-            [app_code, status, updated_at_ms, event_id],
-            profile.retention_index.as_deref(),
-            indexes,
-        )?),
-        source_ddl: "",
-        owned_prefix: leak(owned_prefix),
-        owned_by: OwnedBy::Spec,
-    })))
+    Ok(owned_prefix)
 }
 
 /// An index of the live table.

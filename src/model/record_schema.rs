@@ -5,79 +5,13 @@
 
 use serde_json::{json, Map, Value};
 
-use crate::model::table::{Kind, TableSpec, TotalKind};
+use crate::model::table::{Column, Kind, TableSpec, TotalKind};
 
 /// The record schema of `spec`'s NDJSON lines.
 pub fn record_schema(spec: &TableSpec) -> Value {
     let mut properties = Map::new();
     for column in spec.columns {
-        let (ty, description) = match column.kind {
-            Kind::Int => ("integer", None),
-            Kind::Text => ("string", None),
-            Kind::JsonText => (
-                "string",
-                Some("The JSON value's text, byte for byte as the database returned it."),
-            ),
-            Kind::Blob => ("string", Some("The column's bytes, standard base64 (RFC 4648, padded).")),
-            Kind::Decimal => ("string", Some("The exact decimal text, every digit of the column's scale.")),
-            Kind::DateTime => (
-                "string",
-                Some("YYYY-MM-DDTHH:MM:SS[.f…] (YYYY-MM-DD for a DATE): the wall-clock value as stored, no offset; as many fraction digits as the column's precision."),
-            ),
-            Kind::Timestamp => (
-                "string",
-                Some("YYYY-MM-DDTHH:MM:SS[.f…]Z: the instant in UTC; as many fraction digits as the column's precision."),
-            ),
-        };
-        let mut property = Map::new();
-        property.insert(
-            "type".into(),
-            if column.nullable {
-                json!([ty, "null"])
-            } else {
-                json!(ty)
-            },
-        );
-        match column.kind {
-            Kind::Int => {
-                property.insert("minimum".into(), json!(i64::MIN));
-                property.insert("maximum".into(), json!(i64::MAX));
-            }
-            Kind::Blob => {
-                property.insert("contentEncoding".into(), json!("base64"));
-            }
-            Kind::Decimal => {
-                property.insert("pattern".into(), json!("^-?[0-9]+(\\.[0-9]+)?$"));
-            }
-            Kind::DateTime => {
-                property.insert(
-                    "pattern".into(),
-                    json!("^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,6})?)?$"),
-                );
-            }
-            Kind::Timestamp => {
-                property.insert(
-                    "pattern".into(),
-                    json!(
-                        "^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,6})?Z$"
-                    ),
-                );
-            }
-            Kind::Text | Kind::JsonText => {}
-        }
-        let mut said = vec![format!("Column {}.", column.name)];
-        said.extend(description.map(str::to_string));
-        if column.name == spec.event_id {
-            said.push("The event id (with the app code, the row's key).".into());
-        }
-        for total in spec.totals.iter().filter(|t| t.column == column.name) {
-            said.push(match total.kind {
-                TotalKind::Sum => format!("Summed into the manifest's {}.", total.field),
-                TotalKind::Sha256 => format!("Hashed into the manifest's {}.", total.field),
-            });
-        }
-        property.insert("description".into(), json!(said.join(" ")));
-        properties.insert(column.json_key.to_string(), Value::Object(property));
+        properties.insert(column.json_key.to_string(), column_property(spec, column));
     }
     let required: Vec<&str> = spec.columns.iter().map(|c| c.json_key).collect();
     json!({
@@ -90,6 +24,87 @@ pub fn record_schema(spec: &TableSpec) -> Value {
         "required": required,
         "properties": properties,
     })
+}
+
+/// One column's property: its JSON type (or null, if the column is nullable), the keywords
+/// that hold its value to the form the encoder writes, and what it is.
+fn column_property(spec: &TableSpec, column: &Column) -> Value {
+    let (ty, note) = json_type(column.kind);
+    let mut property = Map::new();
+    property.insert(
+        "type".into(),
+        if column.nullable {
+            json!([ty, "null"])
+        } else {
+            json!(ty)
+        },
+    );
+    insert_form(column.kind, &mut property);
+    let mut said = vec![format!("Column {}.", column.name)];
+    said.extend(note.map(str::to_string));
+    if column.name == spec.event_id {
+        said.push("The event id (with the app code, the row's key).".into());
+    }
+    for total in spec.totals.iter().filter(|t| t.column == column.name) {
+        said.push(match total.kind {
+            TotalKind::Sum => format!("Summed into the manifest's {}.", total.field),
+            TotalKind::Sha256 => format!("Hashed into the manifest's {}.", total.field),
+        });
+    }
+    property.insert("description".into(), json!(said.join(" ")));
+    Value::Object(property)
+}
+
+/// The JSON type the encoder writes a kind of column as, and what a reader must know of the
+/// value's text.
+fn json_type(kind: Kind) -> (&'static str, Option<&'static str>) {
+    match kind {
+        Kind::Int => ("integer", None),
+        Kind::Text => ("string", None),
+        Kind::JsonText => (
+            "string",
+            Some("The JSON value's text, byte for byte as the database returned it."),
+        ),
+        Kind::Blob => ("string", Some("The column's bytes, standard base64 (RFC 4648, padded).")),
+        Kind::Decimal => ("string", Some("The exact decimal text, every digit of the column's scale.")),
+        Kind::DateTime => (
+            "string",
+            Some("YYYY-MM-DDTHH:MM:SS[.f…] (YYYY-MM-DD for a DATE): the wall-clock value as stored, no offset; as many fraction digits as the column's precision."),
+        ),
+        Kind::Timestamp => (
+            "string",
+            Some("YYYY-MM-DDTHH:MM:SS[.f…]Z: the instant in UTC; as many fraction digits as the column's precision."),
+        ),
+    }
+}
+
+/// The keywords that hold a kind's values to their form: a 64-bit range, an encoding, a pattern.
+fn insert_form(kind: Kind, property: &mut Map<String, Value>) {
+    match kind {
+        Kind::Int => {
+            property.insert("minimum".into(), json!(i64::MIN));
+            property.insert("maximum".into(), json!(i64::MAX));
+        }
+        Kind::Blob => {
+            property.insert("contentEncoding".into(), json!("base64"));
+        }
+        Kind::Decimal => {
+            property.insert("pattern".into(), json!("^-?[0-9]+(\\.[0-9]+)?$"));
+        }
+        Kind::DateTime => {
+            property.insert(
+                "pattern".into(),
+                json!("^[0-9]{4}-[0-9]{2}-[0-9]{2}(T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,6})?)?$"),
+            );
+        }
+        Kind::Timestamp => {
+            property.insert(
+                "pattern".into(),
+                json!("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,6})?Z$"),
+            );
+        }
+        Kind::Text | Kind::JsonText => {}
+    }
 }
 
 /// The schema as the command prints it: pretty, with a final newline.
