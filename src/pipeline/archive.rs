@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::apps::{Access, AppWork, Apps};
 use super::builder::{self, BuildError, Built};
-use super::publish::{PublishError, Publisher};
+use super::publish::{PublishError, Published, Publisher};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
@@ -412,21 +412,7 @@ impl<'a> Archiver<'a> {
         let phase = Instant::now();
         let published = publisher.publish(batch, planned, (ctx.now_ms)()).await?;
         let publish_ms = phase.elapsed().as_millis() as u64;
-        let expected = &published.expected;
-        let receipt = Receipt {
-            app_code: app.to_string(),
-            batch_id: expected.batch_id.clone(),
-            keys: expected.keys.clone(),
-            content: batch.content.clone(),
-            data: expected.data.clone(),
-            manifest: expected.manifest_digest.clone(),
-            success: expected.success_digest.clone(),
-            data_crc64nvme: Some(published.data_crc64nvme),
-            verified_at_ms: (ctx.now_ms)(),
-            protection: published.protection.clone(),
-            members_proof: crate::model::format::members_proof_of(&batch.members),
-            stored: published.stored.clone(),
-        };
+        let receipt = receipt_of(app, batch, &published, (ctx.now_ms)());
         // Every page of this batch has been read: a column added to the table since the run
         // started is missing from the batch's rows, which purge would then delete. The batch
         // is not recorded (its objects are replaced by the next run, which archives the column).
@@ -443,17 +429,7 @@ impl<'a> Archiver<'a> {
             .record(pool, &receipt, &batch.members, cut, lock, failpoints)
             .await?;
         let record_ms = phase.elapsed().as_millis() as u64;
-        if let Some(first) = superseded.first() {
-            tracing::warn!(
-                app,
-                batch_id = receipt.batch_id,
-                rows = superseded.len(),
-                first_event_id = first.event_id,
-                "rows archived before came back delivered with a new updated_at_ms; \
-                 this batch's versions supersede the older ones (purge deletes the new \
-                 version; verify and restore keep the old one as its batch's)"
-            );
-        }
+        warn_superseded(app, &receipt.batch_id, &superseded);
         let recorded = Recorded {
             batch_report: batch_report(
                 receipt.batch_id,
@@ -551,6 +527,45 @@ impl Archiver<'_> {
             superseded,
             ..Recorded::default()
         })
+    }
+}
+
+/// The receipt of a batch just published and read back, verified at `verified_at_ms`.
+fn receipt_of(
+    app: &str,
+    batch: &EncodedBatch,
+    published: &Published,
+    verified_at_ms: i64,
+) -> Receipt {
+    let expected = &published.expected;
+    Receipt {
+        app_code: app.to_string(),
+        batch_id: expected.batch_id.clone(),
+        keys: expected.keys.clone(),
+        content: batch.content.clone(),
+        data: expected.data.clone(),
+        manifest: expected.manifest_digest.clone(),
+        success: expected.success_digest.clone(),
+        data_crc64nvme: Some(published.data_crc64nvme),
+        verified_at_ms,
+        protection: published.protection.clone(),
+        members_proof: crate::model::format::members_proof_of(&batch.members),
+        stored: published.stored.clone(),
+    }
+}
+
+/// Says, once per batch, that rows archived before came back and this batch supersedes them.
+fn warn_superseded(app: &str, batch_id: &str, superseded: &[Superseded]) {
+    if let Some(first) = superseded.first() {
+        tracing::warn!(
+            app,
+            batch_id,
+            rows = superseded.len(),
+            first_event_id = first.event_id,
+            "rows archived before came back delivered with a new updated_at_ms; \
+             this batch's versions supersede the older ones (purge deletes the new \
+             version; verify and restore keep the old one as its batch's)"
+        );
     }
 }
 

@@ -18,6 +18,7 @@ use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
+use crate::model::format::MembersDigest;
 use crate::pipeline::report::details::CompactApp;
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 use crate::store::{StoreError, Thaw};
@@ -204,44 +205,7 @@ impl<'a> Compactor<'a> {
         details: &mut CompactApp,
     ) -> Result<(), AppError> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
-        let members = self.members.proven_members_of(pool, app, batch).await?;
-        let mut expected = Expected::of_receipt(self.ctx.spec, receipt, members);
-        expected.digest_data_members = true;
-        let verifier = Verifier {
-            store: self.ctx.store.as_ref(),
-            spec: self.ctx.spec,
-            depth: Depth::Read,
-            cold: match self.opts.thaw {
-                Some(thaw) => ColdObjects::Thaw(thaw),
-                None => ColdObjects::Metadata,
-            },
-        };
-        let verified = verifier
-            .verify(&expected)
-            .await
-            .map_err(|e| AppError::Store(batch.clone(), e))?;
-        if !verified.findings.is_empty() {
-            for f in &verified.findings {
-                tracing::error!(app, batch_id = batch, finding = %f, "batch not compacted");
-            }
-            details.failed_batches.push(batch.clone());
-            details.findings.extend(verified.findings);
-            return Ok(());
-        }
-        if !verified.cold.is_empty() {
-            // Its bytes cannot be read now: nothing to hash the members against.
-            details.pending_thaw.extend(verified.cold);
-            return Ok(());
-        }
-        let Some(in_data) = verified.members_digest else {
-            // Not reached: a data object read in full without findings has its pairs hashed.
-            // Said and counted, never a silent skip.
-            tracing::error!(
-                app,
-                batch_id = batch,
-                "the data object's pairs were not hashed; batch not compacted"
-            );
-            details.failed_batches.push(batch.clone());
+        let Some(in_data) = self.data_digest(receipt, details).await? else {
             return Ok(());
         };
         let lock = match access {
@@ -288,5 +252,57 @@ impl<'a> Compactor<'a> {
             details.compacted_member_rows += done.member_rows;
         }
         Ok(())
+    }
+
+    /// The digest of the data object's `(event_id, updated_at_ms)` pairs, from its objects read
+    /// back in full and verified against the receipt and its member rows; `None` when the batch
+    /// cannot be compacted now (findings, a cold object: `details` says which).
+    async fn data_digest(
+        &self,
+        receipt: &StoredReceipt,
+        details: &mut CompactApp,
+    ) -> Result<Option<MembersDigest>, AppError> {
+        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let members = self.members.proven_members_of(pool, app, batch).await?;
+        let mut expected = Expected::of_receipt(self.ctx.spec, receipt, members);
+        expected.digest_data_members = true;
+        let verifier = Verifier {
+            store: self.ctx.store.as_ref(),
+            spec: self.ctx.spec,
+            depth: Depth::Read,
+            cold: match self.opts.thaw {
+                Some(thaw) => ColdObjects::Thaw(thaw),
+                None => ColdObjects::Metadata,
+            },
+        };
+        let verified = verifier
+            .verify(&expected)
+            .await
+            .map_err(|e| AppError::Store(batch.clone(), e))?;
+        if !verified.findings.is_empty() {
+            for f in &verified.findings {
+                tracing::error!(app, batch_id = batch, finding = %f, "batch not compacted");
+            }
+            details.failed_batches.push(batch.clone());
+            details.findings.extend(verified.findings);
+            return Ok(None);
+        }
+        if !verified.cold.is_empty() {
+            // Its bytes cannot be read now: nothing to hash the members against.
+            details.pending_thaw.extend(verified.cold);
+            return Ok(None);
+        }
+        let Some(in_data) = verified.members_digest else {
+            // Not reached: a data object read in full without findings has its pairs hashed.
+            // Said and counted, never a silent skip.
+            tracing::error!(
+                app,
+                batch_id = batch,
+                "the data object's pairs were not hashed; batch not compacted"
+            );
+            details.failed_batches.push(batch.clone());
+            return Ok(None);
+        };
+        Ok(Some(in_data))
     }
 }

@@ -111,69 +111,9 @@ async fn find(
     observer: &dyn Observer,
     run: &mut FindRun,
 ) -> Result<(), Failure> {
-    let pool = &ctx.db.pool;
     let receipts = Receipts::new(ctx.spec);
-    // (app, batch) → what to look for in it.
-    let mut candidates: BTreeMap<(String, String), Wanted> = BTreeMap::new();
-    if let Some((column, value)) = &opts.filter {
-        for app in apps {
-            let scope = opts.selection.scope(Some(app));
-            let listed = receipts.stream(pool, scope);
-            futures_util::pin_mut!(listed);
-            while let Some(receipt) = listed.try_next().await? {
-                candidates.insert(
-                    (receipt.app_code, receipt.batch_id),
-                    Wanted::Filter(column.clone(), value.clone()),
-                );
-            }
-        }
-    } else {
-        let mut unplaced: BTreeSet<String> = opts.event_ids.iter().cloned().collect();
-        for app in apps {
-            for id in &opts.event_ids {
-                for batch in batches_naming(ctx, app, id).await? {
-                    unplaced.remove(id);
-                    want_id(&mut candidates, app, &batch, id);
-                }
-            }
-        }
-        // Ids no member row names may be in a compacted batch (its member rows of purged rows
-        // are gone): those batches, in scope, are searched for them.
-        if !unplaced.is_empty() {
-            for app in apps {
-                let scope = opts.selection.scope(Some(app));
-                let listed = receipts.stream(pool, scope);
-                futures_util::pin_mut!(listed);
-                while let Some(receipt) = listed.try_next().await? {
-                    if receipt.compaction.is_some() {
-                        run.searched_compacted_batches += 1;
-                        for id in &unplaced {
-                            want_id(&mut candidates, app, &receipt.batch_id, id);
-                        }
-                    }
-                }
-            }
-        }
-    }
-    observer.start("batches", "batches", Some(candidates.len() as u64));
-    let parallel = opts.parallel.max(1);
-    let searched: Vec<Result<Searched, Failure>> = futures_util::stream::iter(candidates)
-        .map(|((app, batch), wanted)| {
-            let receipts = receipts.clone();
-            async move {
-                let found = match receipts.get(pool, &app, &batch).await? {
-                    Some(receipt) => search(ctx, &receipt, &wanted).await?,
-                    None => Searched::Rows(Vec::new()),
-                };
-                observer.advance("batches", 1, "");
-                Ok(found)
-            }
-        })
-        .buffer_unordered(parallel)
-        .collect()
-        .await;
-    observer.finish("batches");
-    for found in searched {
+    let candidates = candidates(ctx, opts, apps, &receipts, run).await?;
+    for found in search_all(ctx, &receipts, candidates, opts.parallel, observer).await {
         run.searched_batches += 1;
         match found? {
             Searched::Rows(rows) => run.found.extend(rows),
@@ -202,7 +142,93 @@ async fn find(
     Ok(())
 }
 
-fn want_id(candidates: &mut BTreeMap<(String, String), Wanted>, app: &str, batch: &str, id: &str) {
+/// (app, batch) → what to look for in it.
+type Candidates = BTreeMap<(String, String), Wanted>;
+
+/// The batches to search, and what for: with `--where`, every batch in scope; by event id, the
+/// batches member rows name — and, for ids none names, the compacted batches in scope.
+async fn candidates(
+    ctx: &RunContext,
+    opts: &FindOptions,
+    apps: &[String],
+    receipts: &Receipts,
+    run: &mut FindRun,
+) -> Result<Candidates, Failure> {
+    let pool = &ctx.db.pool;
+    let mut candidates = Candidates::new();
+    if let Some((column, value)) = &opts.filter {
+        for app in apps {
+            let scope = opts.selection.scope(Some(app));
+            let listed = receipts.stream(pool, scope);
+            futures_util::pin_mut!(listed);
+            while let Some(receipt) = listed.try_next().await? {
+                candidates.insert(
+                    (receipt.app_code, receipt.batch_id),
+                    Wanted::Filter(column.clone(), value.clone()),
+                );
+            }
+        }
+        return Ok(candidates);
+    }
+    let mut unplaced: BTreeSet<String> = opts.event_ids.iter().cloned().collect();
+    for app in apps {
+        for id in &opts.event_ids {
+            for batch in batches_naming(ctx, app, id).await? {
+                unplaced.remove(id);
+                want_id(&mut candidates, app, &batch, id);
+            }
+        }
+    }
+    // Ids no member row names may be in a compacted batch (its member rows of purged rows
+    // are gone): those batches, in scope, are searched for them.
+    if !unplaced.is_empty() {
+        for app in apps {
+            let scope = opts.selection.scope(Some(app));
+            let listed = receipts.stream(pool, scope);
+            futures_util::pin_mut!(listed);
+            while let Some(receipt) = listed.try_next().await? {
+                if receipt.compaction.is_some() {
+                    run.searched_compacted_batches += 1;
+                    for id in &unplaced {
+                        want_id(&mut candidates, app, &receipt.batch_id, id);
+                    }
+                }
+            }
+        }
+    }
+    Ok(candidates)
+}
+
+/// Each candidate batch searched, `parallel` at a time, with a progress line over them all.
+async fn search_all(
+    ctx: &RunContext,
+    receipts: &Receipts,
+    candidates: Candidates,
+    parallel: usize,
+    observer: &dyn Observer,
+) -> Vec<Result<Searched, Failure>> {
+    let pool = &ctx.db.pool;
+    observer.start("batches", "batches", Some(candidates.len() as u64));
+    let searched = futures_util::stream::iter(candidates)
+        .map(|((app, batch), wanted)| {
+            let receipts = receipts.clone();
+            async move {
+                let found = match receipts.get(pool, &app, &batch).await? {
+                    Some(receipt) => search(ctx, &receipt, &wanted).await?,
+                    None => Searched::Rows(Vec::new()),
+                };
+                observer.advance("batches", 1, "");
+                Ok(found)
+            }
+        })
+        .buffer_unordered(parallel.max(1))
+        .collect()
+        .await;
+    observer.finish("batches");
+    searched
+}
+
+fn want_id(candidates: &mut Candidates, app: &str, batch: &str, id: &str) {
     let entry = candidates
         .entry((app.to_string(), batch.to_string()))
         .or_insert_with(|| Wanted::Ids(BTreeSet::new()));

@@ -13,7 +13,9 @@
 //! be read at once (GLACIER, DEEP_ARCHIVE) is verified on its bytes as uploaded and the store's own
 //! checksum of what it stored.
 
-use super::verifier::{read_data, ColdObjects, Depth, Encryption, Expected, Finding, Verifier};
+use super::verifier::{
+    read_data, ColdObjects, Depth, Encryption, Expected, Finding, Verified, Verifier,
+};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::model::batch::{DataRead, EncodedBatch};
 use crate::model::digest::{self, ObjectDigest};
@@ -48,6 +50,14 @@ pub struct Published {
     pub adopted: Vec<String>,
 }
 
+/// The batch's three objects as put: what they are, and the keys where a leftover was replaced
+/// or an identical data object adopted.
+struct Placed {
+    expected: Expected,
+    replaced: Vec<String>,
+    adopted: Vec<String>,
+}
+
 /// How an object came to be at its key.
 enum Placement {
     Written,
@@ -80,6 +90,46 @@ impl Publisher<'_> {
         planned: Expected,
         now_ms: i64,
     ) -> Result<Published, PublishError> {
+        let Placed {
+            expected,
+            replaced,
+            adopted,
+        } = self.put_objects(batch, planned, now_ms).await?;
+        let verified = self.read_back(batch, &expected).await?;
+        let protection = verified.protection();
+        if let Some(asked) = self.policy.storage_class.as_deref() {
+            let kept = protection.storage_class.as_deref().unwrap_or("STANDARD");
+            if kept != asked {
+                // Cost, not proof: recorded as the store reports it, and said.
+                tracing::warn!(
+                    key = expected.keys.data,
+                    asked,
+                    kept,
+                    "the store keeps the data object in another storage class than \
+                     --s3-storage-class asks for (`outbox-archiver doctor` checks it)"
+                );
+            }
+        }
+        Ok(Published {
+            stored: verified.stored.clone(),
+            data_crc64nvme: verified.data_crc64nvme.unwrap_or_default(),
+            protection,
+            expected,
+            replaced,
+            adopted,
+        })
+    }
+
+    /// Puts the data object, the manifest and `_SUCCESS`, in that order (a fail point after
+    /// each), with the policy's retention counted from `now_ms`; returns what the objects now
+    /// are — with an adopted data object's own digest in the manifest — and which keys held
+    /// leftovers.
+    async fn put_objects(
+        &self,
+        batch: &EncodedBatch,
+        planned: Expected,
+        now_ms: i64,
+    ) -> Result<Placed, PublishError> {
         let prefix = self.store.location().prefix().to_string();
         let lock = self.policy.lock_at(now_ms);
         let documents = PutOptions {
@@ -131,42 +181,34 @@ impl Publisher<'_> {
             replaced.push(keys.success.clone());
         }
         self.failpoints.pass("after-success-put")?;
+        Ok(Placed {
+            expected,
+            replaced,
+            adopted,
+        })
+    }
 
+    /// Reads the batch's objects back in full (a cold data object: its bytes as uploaded and
+    /// the store's checksum); any finding is an error.
+    async fn read_back(
+        &self,
+        batch: &EncodedBatch,
+        expected: &Expected,
+    ) -> Result<Verified, PublishError> {
         let verifier = Verifier {
             store: self.store,
             spec: self.spec,
             depth: Depth::Read,
             cold: ColdObjects::Uploaded(&batch.gzip),
         };
-        let verified = verifier.verify(&expected).await?;
+        let verified = verifier.verify(expected).await?;
         if let Some(first) = verified.findings.first() {
             return Err(PublishError::Mismatch {
                 first: Box::new(first.clone()),
                 count: verified.findings.len(),
             });
         }
-        let protection = verified.protection();
-        if let Some(asked) = self.policy.storage_class.as_deref() {
-            let kept = protection.storage_class.as_deref().unwrap_or("STANDARD");
-            if kept != asked {
-                // Cost, not proof: recorded as the store reports it, and said.
-                tracing::warn!(
-                    key = expected.keys.data,
-                    asked,
-                    kept,
-                    "the store keeps the data object in another storage class than \
-                     --s3-storage-class asks for (`outbox-archiver doctor` checks it)"
-                );
-            }
-        }
-        Ok(Published {
-            stored: verified.stored.clone(),
-            data_crc64nvme: verified.data_crc64nvme.unwrap_or_default(),
-            protection,
-            expected,
-            replaced,
-            adopted,
-        })
+        Ok(verified)
     }
 
     /// Writes `body` at `key` unless something is there already; true when written.

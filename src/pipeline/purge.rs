@@ -19,7 +19,7 @@ use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
 use super::replicas::LagStop;
-use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifier};
+use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
 use super::{Observer, RunContext};
 use crate::db::lock::AppLock;
 use crate::db::members::Members;
@@ -134,68 +134,45 @@ impl AppWork for Purger<'_> {
         self.observer.finish(app);
         report.batches = tally.done_batches;
         report.rows = tally.details.purged_rows;
-        match result {
-            Ok(()) if !tally.details.failed_batches.is_empty() => {
-                report.outcome = Outcome::Failed;
-                report.error = Some(format!(
-                    "{} batch(es) not purged: their objects in the store, or their member rows, disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
-                    tally.details.failed_batches.len()
-                ));
-            }
-            Ok(()) if tally.stop_reason.is_some() => {
-                report.outcome = Outcome::Stopped;
-                report.stop_reason = tally.stop_reason.take();
-            }
-            Ok(()) => {}
-            Err(e) => {
-                tracing::error!(app, error = %e, "purge failed");
-                let lost_lock = matches!(
-                    e,
-                    AppError::Purge(PurgeError::LockLost { .. })
-                        | AppError::Replica(LagStop::LockLost)
-                );
-                // A lost lock too: another attempt takes it anew at the gate, or skips.
-                let transient = lost_lock
-                    || matches!(&e, AppError::Db(e) | AppError::Purge(PurgeError::Db(e)) if e.is_transient());
-                let stop = match &e {
-                    AppError::Replica(stop) => Some(stop.stop_reason()),
-                    _ => None,
-                };
-                report.fail(&e, transient, lost_lock, stop);
-            }
-        }
-        match self
-            .receipts
-            .restored_unpurged(&self.ctx.db.pool, app)
-            .await
-        {
-            Ok(n) => tally.details.restored_batches_left = Some(n),
-            Err(e) => tracing::warn!(app, error = %e, "could not count restored batches"),
-        }
-        let grace_from = (self.ctx.now_ms)() - self.opts.grace_ms;
-        match self
-            .receipts
-            .in_grace(&self.ctx.db.pool, app, grace_from)
-            .await
-        {
-            Ok((rows, first)) if rows > 0 => {
-                let eligible = first.map(|ms| ms + self.opts.grace_ms);
-                tracing::info!(
-                    app,
-                    rows,
-                    eligible_from = eligible
-                        .map(crate::model::timespec::rfc3339)
-                        .unwrap_or_default(),
-                    "rows archived too recently for --grace wait; the first become purgeable then"
-                );
-                tally.details.in_grace_rows = rows;
-                tally.details.eligible_from_ms = eligible;
-            }
-            Ok(_) => {}
-            Err(e) => tracing::warn!(app, error = %e, "could not count the rows in --grace"),
-        }
+        conclude(app, result, &mut tally, &mut report);
+        self.note_left(app, &mut tally.details).await;
         report.details = Some(AppDetails::Purge(tally.details));
         report
+    }
+}
+
+/// The app's outcome from how its purge ended: failed when a batch was not purged (its findings
+/// say why) or an error ended it — with whether another attempt may help — stopped when a limit
+/// or shutdown did.
+fn conclude(app: &str, result: Result<(), AppError>, tally: &mut Tally, report: &mut AppReport) {
+    match result {
+        Ok(()) if !tally.details.failed_batches.is_empty() => {
+            report.outcome = Outcome::Failed;
+            report.error = Some(format!(
+                "{} batch(es) not purged: their objects in the store, or their member rows, disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
+                tally.details.failed_batches.len()
+            ));
+        }
+        Ok(()) if tally.stop_reason.is_some() => {
+            report.outcome = Outcome::Stopped;
+            report.stop_reason = tally.stop_reason.take();
+        }
+        Ok(()) => {}
+        Err(e) => {
+            tracing::error!(app, error = %e, "purge failed");
+            let lost_lock = matches!(
+                e,
+                AppError::Purge(PurgeError::LockLost { .. }) | AppError::Replica(LagStop::LockLost)
+            );
+            // A lost lock too: another attempt takes it anew at the gate, or skips.
+            let transient = lost_lock
+                || matches!(&e, AppError::Db(e) | AppError::Purge(PurgeError::Db(e)) if e.is_transient());
+            let stop = match &e {
+                AppError::Replica(stop) => Some(stop.stop_reason()),
+                _ => None,
+            };
+            report.fail(&e, transient, lost_lock, stop);
+        }
     }
 }
 
@@ -226,6 +203,42 @@ impl<'a> Purger<'a> {
             unpurged_verified_before: Some((self.ctx.now_ms)() - self.opts.grace_ms),
             include_restored: self.opts.include_restored,
             ..ReceiptScope::default()
+        }
+    }
+
+    /// What the run leaves for later, for the report: batches restored into the source (never
+    /// purged on their receipt), and rows archived too recently for `--grace`. A failure to count
+    /// is logged, not fatal.
+    async fn note_left(&self, app: &str, details: &mut PurgeApp) {
+        match self
+            .receipts
+            .restored_unpurged(&self.ctx.db.pool, app)
+            .await
+        {
+            Ok(n) => details.restored_batches_left = Some(n),
+            Err(e) => tracing::warn!(app, error = %e, "could not count restored batches"),
+        }
+        let grace_from = (self.ctx.now_ms)() - self.opts.grace_ms;
+        match self
+            .receipts
+            .in_grace(&self.ctx.db.pool, app, grace_from)
+            .await
+        {
+            Ok((rows, first)) if rows > 0 => {
+                let eligible = first.map(|ms| ms + self.opts.grace_ms);
+                tracing::info!(
+                    app,
+                    rows,
+                    eligible_from = eligible
+                        .map(crate::model::timespec::rfc3339)
+                        .unwrap_or_default(),
+                    "rows archived too recently for --grace wait; the first become purgeable then"
+                );
+                details.in_grace_rows = rows;
+                details.eligible_from_ms = eligible;
+            }
+            Ok(_) => {}
+            Err(e) => tracing::warn!(app, error = %e, "could not count the rows in --grace"),
         }
     }
 
@@ -377,6 +390,25 @@ impl<'a> Purger<'a> {
                 return Ok(Step::Stop(reason));
             }
         }
+        self.finish_receipt(receipt, kept, busy, tally).await
+    }
+
+    /// After the last chunk: marks the receipt purged — unless rows another transaction held
+    /// were left (the receipt stays unfinished), or it was withdrawn meanwhile — and notes the
+    /// members that were kept.
+    async fn finish_receipt(
+        &self,
+        receipt: &StoredReceipt,
+        kept: Vec<String>,
+        busy: u64,
+        tally: &mut Tally,
+    ) -> Result<Step, AppError> {
+        let (pool, app, batch) = (
+            &self.ctx.db.pool,
+            receipt.app_code.as_str(),
+            &receipt.batch_id,
+        );
+        let include_restored = self.opts.include_restored;
         if busy > 0 {
             // Rows another transaction held (the relay, an operator): the receipt stays
             // unfinished and the next run looks at them again.
@@ -459,37 +491,34 @@ impl<'a> Purger<'a> {
         let provable_by_rows = expected.members_proof.is_some()
             && receipt.compaction.is_none()
             && members.iter().all(|m| m.fingerprint.is_some());
-        let mut depth = match self.opts.objects {
-            ObjectCheck::Trusted if provable_by_rows => {
-                return Ok((
-                    super::verifier::members_proof_finding(&expected)
-                        .into_iter()
-                        .collect(),
-                    members,
-                ))
-            }
+        let depth = match self.opts.objects {
             ObjectCheck::Trusted => {
-                return Ok((
-                    vec![Finding {
-                        kind: FindingKind::MembersProofMismatch,
-                        batch_id: Some(batch.clone()),
-                        key: None,
-                        event_id: None,
-                        expected: Some("member rows with fingerprints and a members proof (receipts recorded since migration 8)".into()),
-                        actual: Some("a receipt recorded before them, or compacted: its rows can be proven only by reading its data object; purge it without --trust-receipts".into()),
-                    }],
-                    members,
-                ))
+                return Ok((trusted(&expected, batch, provable_by_rows), members))
             }
             ObjectCheck::Head if provable_by_rows => Depth::Head,
             ObjectCheck::Head | ObjectCheck::Read => Depth::Read,
         };
+        let (verified, depth) = self.verified(receipt, &expected, depth).await?;
+        if !verified.findings.is_empty() || depth == Depth::Head {
+            return Ok((verified.findings, members));
+        }
+        Ok(with_archived_fingerprints(verified, members))
+    }
+
+    /// The batch's objects verified to `depth` — or read in full after all, where HEAD could
+    /// vouch only for their size or found them written again — and the depth they were.
+    async fn verified(
+        &self,
+        receipt: &StoredReceipt,
+        expected: &Expected,
+        mut depth: Depth,
+    ) -> Result<(Verified, Depth), AppError> {
         // Read in full, the bytes are the proof: an object written again with the same bytes
         // (another version, re-encrypted) is still the archived one.
         let mut read_expected = expected.clone();
         read_expected.stored = Default::default();
         let mut verified = match depth {
-            Depth::Head => self.verify(&expected, depth).await?,
+            Depth::Head => self.verify(expected, depth).await?,
             _ => self.verify(&read_expected, depth).await?,
         };
         let replaced_only = !verified.findings.is_empty()
@@ -507,49 +536,11 @@ impl<'a> Purger<'a> {
             depth = Depth::Read;
             verified = self.verify(&read_expected, depth).await?;
         }
-        let mut findings = verified.findings;
-        if !findings.is_empty() || depth == Depth::Head {
-            return Ok((findings, members));
-        }
-        // Read in full: the fingerprints are the data object's own (a member row's, where it
-        // has one, was just compared with them).
-        let Some(data_members) = verified.data_members else {
-            findings.extend(verified.cold.into_iter().map(|cold| Finding {
-                kind: FindingKind::NotReadable,
-                batch_id: Some(cold.batch_id),
-                key: Some(cold.key),
-                event_id: None,
-                expected: Some("an object purge can read in full (its member rows can be proven only by it, or HEAD vouches for nothing but its size)".into()),
-                actual: Some(format!(
-                    "in {}, which cannot be read until restored: run `outbox-archiver verify --thaw DAYS` for the batch",
-                    cold.storage_class
-                )),
-            }));
-            return Ok((findings, members));
-        };
-        let archived: HashMap<(&str, i64), Option<RowFingerprint>> = data_members
-            .iter()
-            .map(|m| ((m.event_id.as_str(), m.updated_at_ms), m.fingerprint))
-            .collect();
-        let members = members
-            .into_iter()
-            .map(|m| Member {
-                fingerprint: archived
-                    .get(&(m.event_id.as_str(), m.updated_at_ms))
-                    .copied()
-                    .flatten(),
-                ..m
-            })
-            .collect();
-        Ok((findings, members))
+        Ok((verified, depth))
     }
 
     /// The batch's objects verified to `depth`.
-    async fn verify(
-        &self,
-        expected: &Expected,
-        depth: Depth,
-    ) -> Result<super::verifier::Verified, AppError> {
+    async fn verify(&self, expected: &Expected, depth: Depth) -> Result<Verified, AppError> {
         let verifier = Verifier {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,
@@ -573,4 +564,62 @@ impl<'a> Purger<'a> {
             tokio::time::sleep(wait).await;
         }
     }
+}
+
+/// The findings of a receipt trusted without a look at its objects (`--trust-receipts`): its
+/// member rows held to its members proof — or, where they cannot be (no proof, no fingerprints,
+/// compacted), the finding that only reading its data object could prove them.
+fn trusted(expected: &Expected, batch: &str, provable_by_rows: bool) -> Vec<Finding> {
+    if provable_by_rows {
+        return super::verifier::members_proof_finding(expected)
+            .into_iter()
+            .collect();
+    }
+    vec![Finding {
+        kind: FindingKind::MembersProofMismatch,
+        batch_id: Some(batch.to_string()),
+        key: None,
+        event_id: None,
+        expected: Some("member rows with fingerprints and a members proof (receipts recorded since migration 8)".into()),
+        actual: Some("a receipt recorded before them, or compacted: its rows can be proven only by reading its data object; purge it without --trust-receipts".into()),
+    }]
+}
+
+/// A batch read in full without findings: its members, each with the fingerprint of its line in
+/// the data object (a member row's own, where it has one, was just compared with them) — or, for
+/// objects that cannot be read until restored, the findings that say so.
+fn with_archived_fingerprints(
+    verified: Verified,
+    members: Vec<Member>,
+) -> (Vec<Finding>, Vec<Member>) {
+    let mut findings = verified.findings;
+    let Some(data_members) = verified.data_members else {
+        findings.extend(verified.cold.into_iter().map(|cold| Finding {
+            kind: FindingKind::NotReadable,
+            batch_id: Some(cold.batch_id),
+            key: Some(cold.key),
+            event_id: None,
+            expected: Some("an object purge can read in full (its member rows can be proven only by it, or HEAD vouches for nothing but its size)".into()),
+            actual: Some(format!(
+                "in {}, which cannot be read until restored: run `outbox-archiver verify --thaw DAYS` for the batch",
+                cold.storage_class
+            )),
+        }));
+        return (findings, members);
+    };
+    let archived: HashMap<(&str, i64), Option<RowFingerprint>> = data_members
+        .iter()
+        .map(|m| ((m.event_id.as_str(), m.updated_at_ms), m.fingerprint))
+        .collect();
+    let members = members
+        .into_iter()
+        .map(|m| Member {
+            fingerprint: archived
+                .get(&(m.event_id.as_str(), m.updated_at_ms))
+                .copied()
+                .flatten(),
+            ..m
+        })
+        .collect();
+    (findings, members)
 }

@@ -12,6 +12,7 @@
 //! are not loaded, except by a drill.
 
 use std::collections::HashSet;
+use std::ops::ControlFlow;
 
 use futures_util::StreamExt;
 
@@ -146,70 +147,38 @@ impl AppWork for Restorer<'_> {
                 (restored.await, self.next_verified(&mut receipts).await)
             };
             ahead = following;
-            if let Err(Failure::Replica(LagStop::Shutdown)) = result {
-                // SIGTERM while waiting for the replicas: the chunks loaded so far stand.
-                report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(super::shutdown_reason());
+            if self
+                .note_batch(app, &receipt, result, &mut report, &mut details)
+                .is_break()
+            {
                 break;
             }
-            if let Err(Failure::Stopped(reason)) = result {
-                report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(reason);
-                break;
-            }
-            if let Err(Failure::Thawing(cold)) = result {
-                tracing::info!(
-                    batch_id = receipt.batch_id,
-                    objects = cold.len(),
-                    "batch not loaded: its objects are being restored from cold storage (--thaw)"
-                );
-                details.pending_thaw.extend(cold);
-                continue;
-            }
-            if let Err(e) = result {
-                tracing::error!(batch_id = receipt.batch_id, error = %e, "restore failed");
-                report
-                    .error
-                    .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
-                details.failed_batches.push(receipt.batch_id.clone());
-                if let Failure::Replica(stop) = &e {
-                    report.stop_reason = Some(stop.stop_reason());
-                    break;
-                }
-                if matches!(e, Failure::Load(LoadError::LockLost { .. })) {
-                    break; // nothing more of this app without its lock
-                }
-                continue;
-            }
-            report.batches += 1;
-            let rows = crate::model::human::thousands(details.restored_rows);
-            let verb = if self.opts.drill {
-                "drilled"
-            } else {
-                "restored"
-            };
-            self.observer
-                .advance(app, 1, &format!(", {rows} rows {verb}"));
         }
         self.observer.finish(app);
-        if report.error.is_some() {
-            report.outcome = Outcome::Failed;
-        } else if !details.pending_thaw.is_empty() && report.outcome == Outcome::Done {
-            let batches: HashSet<&str> = details
-                .pending_thaw
-                .iter()
-                .map(|c| c.batch_id.as_str())
-                .collect();
-            report.outcome = Outcome::Stopped;
-            report.stop_reason = Some(format!(
-                "{} batches are being restored from cold storage (--thaw); run restore again once they are readable",
-                batches.len()
-            ));
-        }
-        report.rows = details.restored_rows;
-        report.details = Some(AppDetails::Restore(details));
+        conclude(&mut report, details);
         report
     }
+}
+
+/// The app's outcome once its batches are done — failed if a batch failed, stopped while
+/// batches are being restored from cold storage — with its rows and details.
+fn conclude(report: &mut AppReport, details: RestoreApp) {
+    if report.error.is_some() {
+        report.outcome = Outcome::Failed;
+    } else if !details.pending_thaw.is_empty() && report.outcome == Outcome::Done {
+        let batches: HashSet<&str> = details
+            .pending_thaw
+            .iter()
+            .map(|c| c.batch_id.as_str())
+            .collect();
+        report.outcome = Outcome::Stopped;
+        report.stop_reason = Some(format!(
+            "{} batches are being restored from cold storage (--thaw); run restore again once they are readable",
+            batches.len()
+        ));
+    }
+    report.rows = details.restored_rows;
+    report.details = Some(AppDetails::Restore(details));
 }
 
 /// A batch whose objects were read and checked, with what it was checked against.
@@ -235,6 +204,67 @@ impl<'a> Restorer<'a> {
             members: Members::new(ctx.spec),
             observer,
         }
+    }
+
+    /// Notes how one batch went in the app's report; `Break` when the app goes no further (a
+    /// stop, the replicas, a lost lock). A batch that failed otherwise is named, and the next
+    /// one is restored.
+    fn note_batch(
+        &self,
+        app: &str,
+        receipt: &StoredReceipt,
+        result: Result<(), Failure>,
+        report: &mut AppReport,
+        details: &mut RestoreApp,
+    ) -> ControlFlow<()> {
+        let e = match result {
+            Err(Failure::Replica(LagStop::Shutdown)) => {
+                // SIGTERM while waiting for the replicas: the chunks loaded so far stand.
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = Some(super::shutdown_reason());
+                return ControlFlow::Break(());
+            }
+            Err(Failure::Stopped(reason)) => {
+                report.outcome = Outcome::Stopped;
+                report.stop_reason = Some(reason);
+                return ControlFlow::Break(());
+            }
+            Err(Failure::Thawing(cold)) => {
+                tracing::info!(
+                    batch_id = receipt.batch_id,
+                    objects = cold.len(),
+                    "batch not loaded: its objects are being restored from cold storage (--thaw)"
+                );
+                details.pending_thaw.extend(cold);
+                return ControlFlow::Continue(());
+            }
+            Err(e) => e,
+            Ok(()) => {
+                report.batches += 1;
+                let rows = crate::model::human::thousands(details.restored_rows);
+                let verb = if self.opts.drill {
+                    "drilled"
+                } else {
+                    "restored"
+                };
+                self.observer
+                    .advance(app, 1, &format!(", {rows} rows {verb}"));
+                return ControlFlow::Continue(());
+            }
+        };
+        tracing::error!(batch_id = receipt.batch_id, error = %e, "restore failed");
+        report
+            .error
+            .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
+        details.failed_batches.push(receipt.batch_id.clone());
+        if let Failure::Replica(stop) = &e {
+            report.stop_reason = Some(stop.stop_reason());
+            return ControlFlow::Break(());
+        }
+        if matches!(e, Failure::Load(LoadError::LockLost { .. })) {
+            return ControlFlow::Break(()); // nothing more of this app without its lock
+        }
+        ControlFlow::Continue(())
     }
 
     /// The next receipt in scope, with its batch read and verified; `None` after the last.
@@ -291,7 +321,7 @@ impl<'a> Restorer<'a> {
         access: Access<'_>,
         details: &mut RestoreApp,
     ) -> Result<(), Failure> {
-        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let app = &receipt.app_code;
         let VerifiedBatch {
             proven,
             superseded,
@@ -338,41 +368,59 @@ impl<'a> Restorer<'a> {
                     return Err(Failure::Stopped(reason));
                 }
             }
-            let into_source = match access {
-                Access::Locked(lock) => Some(IntoSource {
-                    lock,
-                    batch_id: batch,
-                    now_ms: now,
-                    compacted_owner: receipt
-                        .compaction
-                        .as_ref()
-                        .map(|_| (receipt.manifest_sha256.as_str(), receipt.verified_at_ms)),
-                    failpoints: &self.opts.failpoints,
-                }),
-                Access::DryRun | Access::Reading => None,
-            };
-            self.opts
-                .failpoints
-                .pass("before-restore-chunk")
-                .map_err(DbError::from)?;
-            let target = TargetTable::new(spec, &self.target).map_err(Failure::Data)?;
-            let loaded = target.load_chunk(pool, app, &chunk, into_source).await?;
-            details.restored_rows += loaded.inserted;
-            details.already_present_rows += loaded.present;
-            if let Some(first) = loaded.conflicts.first() {
-                tracing::error!(
-                    batch_id = batch,
-                    conflicts = loaded.conflicts.len(),
-                    first_event_id = first.event_id,
-                    first_reason = ?first.reason,
-                    column = first.column.as_deref().unwrap_or_default(),
-                    "rows not loaded: the table holds them with other content, or would store them differently from the archive"
-                );
-            }
-            for conflict in loaded.conflicts {
-                details.conflicts.push(conflict.event_id.clone());
-                details.conflict_details.push(conflict);
-            }
+            self.load(spec, receipt, &chunk, access, now, details)
+                .await?;
+        }
+        Ok(())
+    }
+
+    /// Loads one chunk of a batch's rows into the target table — the live source table under
+    /// the app's lock (`--into-source`) — and counts the rows loaded, already there, and in
+    /// conflict (never overwritten).
+    async fn load(
+        &self,
+        spec: &'static TableSpec,
+        receipt: &StoredReceipt,
+        chunk: &[Row],
+        access: Access<'_>,
+        now: i64,
+        details: &mut RestoreApp,
+    ) -> Result<(), Failure> {
+        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let into_source = match access {
+            Access::Locked(lock) => Some(IntoSource {
+                lock,
+                batch_id: batch,
+                now_ms: now,
+                compacted_owner: receipt
+                    .compaction
+                    .as_ref()
+                    .map(|_| (receipt.manifest_sha256.as_str(), receipt.verified_at_ms)),
+                failpoints: &self.opts.failpoints,
+            }),
+            Access::DryRun | Access::Reading => None,
+        };
+        self.opts
+            .failpoints
+            .pass("before-restore-chunk")
+            .map_err(DbError::from)?;
+        let target = TargetTable::new(spec, &self.target).map_err(Failure::Data)?;
+        let loaded = target.load_chunk(pool, app, chunk, into_source).await?;
+        details.restored_rows += loaded.inserted;
+        details.already_present_rows += loaded.present;
+        if let Some(first) = loaded.conflicts.first() {
+            tracing::error!(
+                batch_id = batch,
+                conflicts = loaded.conflicts.len(),
+                first_event_id = first.event_id,
+                first_reason = ?first.reason,
+                column = first.column.as_deref().unwrap_or_default(),
+                "rows not loaded: the table holds them with other content, or would store them differently from the archive"
+            );
+        }
+        for conflict in loaded.conflicts {
+            details.conflicts.push(conflict.event_id.clone());
+            details.conflict_details.push(conflict);
         }
         Ok(())
     }
