@@ -22,7 +22,7 @@ fn main() {
         .build()
         .expect("a tokio runtime");
     let span = tracing::info_span!("run", run_id = report::run_id(), command = command.as_str());
-    let mut summary = runtime.block_on(
+    let summary = runtime.block_on(
         async {
             let shutdown = CancellationToken::new();
             tokio::spawn(forward_signals(shutdown.clone()).in_current_span());
@@ -30,14 +30,8 @@ fn main() {
         }
         .instrument(span.clone()),
     );
-    // A Ctrl-C is a human's abort: 130 (128 + SIGINT), so that `archive && purge` does not go
-    // on. SIGTERM (a CronJob stopped) stays a clean stop, exit 0, as before.
-    if summary.exit_code == 0 && outbox_archiver::pipeline::signal() == Some("SIGINT") {
-        summary.exit_code = 130;
-        summary.ok = false;
-    }
     if let Some(error) = &summary.error {
-        span.in_scope(|| tracing::error!(command = summary.command, "{error}"));
+        span.in_scope(|| tracing::error!(command = summary.command.as_str(), "{error}"));
     }
     match &summary.text {
         Some(text) => print!("{text}"),

@@ -10,6 +10,7 @@ mod options;
 mod parse;
 pub mod print_config;
 
+use crate::model::command::CommandName;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
@@ -39,19 +40,19 @@ pub struct Cli {
     pub command: Command,
 }
 
-/// The command with no environment variable's value shown in `--help` (the names stay): a
-/// value may hold a password (`OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY=http://user:pw@…`, a
-/// replica's URL), and help is printed to terminals and CI logs (SPEC §5.8).
 /// What each command's help says where one shared option means something of its own, and
 /// every command's exit status.
 fn per_command_help(command: clap::Command) -> clap::Command {
     command.mut_subcommands(|sub| {
-        let all_apps = match sub.get_name() {
-            "archive" => Some("Every app code with rows in the source table"),
-            "purge" => Some(
+        let Some(name) = CommandName::parse(sub.get_name()) else {
+            return sub;
+        };
+        let all_apps = match name {
+            CommandName::Archive => Some("Every app code with rows in the source table"),
+            CommandName::Purge => Some(
                 "Every app with VERIFIED receipts not purged yet (its rows may already be gone from the source)",
             ),
-            "compact" => Some("Every app with receipts"),
+            CommandName::Compact => Some("Every app with receipts"),
             _ => None,
         };
         let sub = match all_apps {
@@ -60,7 +61,7 @@ fn per_command_help(command: clap::Command) -> clap::Command {
             }
             _ => sub,
         };
-        match exit_status(sub.get_name()) {
+        match exit_status(name) {
             Some(text) => sub.after_help(text),
             None => sub,
         }
@@ -68,24 +69,27 @@ fn per_command_help(command: clap::Command) -> clap::Command {
 }
 
 /// The "Exit status" paragraph of a command's help.
-fn exit_status(command: &str) -> Option<&'static str> {
+fn exit_status(command: CommandName) -> Option<&'static str> {
     Some(match command {
-        "migrate" => "Exit status: 0 the schema is up to date (what was applied is in the summary); 2 the database could not be reached or a migration failed.",
-        "archive" => "Exit status: 0 every app archived, up to date, skipped because another archiver holds its lock, or stopped by a limit or SIGTERM; 1 an app failed or was refused (the others still ran); 2 bad usage or configuration, an --app that matches nothing, or the apps could not be listed (nothing was done); 130 stopped by Ctrl-C (SIGINT) between batches.",
-        "verify" => "Exit status: 0 clean (orphans are listed, not failed); 1 a finding (README, \"Recovering from a finding\", says what to do for each kind); 2 could not look (the store or database unreachable, --store pointing elsewhere, a --batch-id or --app that matches nothing); 130 Ctrl-C.",
-        "status" => "Exit status: 0 the figures were read; 2 the database could not be reached or an --app matches nothing.",
-        "find" => "Exit status: 0 every event asked for was found (or, with --where, at least one row); 1 not found; 2 could not look (bad usage, the store or database unreachable, a --batch-id that matches nothing).",
-        "history" => "Exit status: 0 the runs were read (also when there is none yet); 2 the database could not be reached.",
-        "purge" => "Exit status: 0 every eligible batch purged (nothing eligible yet — rows in --grace — is 0 too; the summary says when they become eligible), or stopped by a limit or SIGTERM; 1 a batch was not purged because its objects or member rows disagree with its receipt (see findings), or an app failed; 2 bad usage or configuration, an --app that matches nothing; 130 Ctrl-C.",
-        "restore" => "Exit status: 0 every batch restored (or drilled and matching); 1 a batch failed verification or loading, or a drill did not match; 2 bad usage or configuration, a --batch-id or --app that matches nothing; 130 Ctrl-C.",
-        "compact" => "Exit status: 0 every eligible receipt compacted, or stopped by a limit or SIGTERM; 1 a batch was not compacted (its objects or member rows disagree with its receipt) or an app failed; 2 bad usage or configuration; 130 Ctrl-C.",
-        "doctor" => "Exit status: 0 no line is a problem (warnings allowed); 1 a line is a problem (each says the fix); 2 the database or the store could not be reached at all (the other lines are still printed).",
-        "demo" => "Exit status: 0 the demo ran end to end; 2 a step failed (the message says which), it would drop a database or empty a folder it did not make (--force), or the database could not be reached.",
-        "schema" => "Exit status: 0 the schema was printed; 2 the table or profile could not be described.",
-        _ => return None,
+        CommandName::Migrate => "Exit status: 0 the schema is up to date (what was applied is in the summary); 2 the database could not be reached or a migration failed.",
+        CommandName::Archive => "Exit status: 0 every app archived, up to date, skipped because another archiver holds its lock, or stopped by a limit or SIGTERM; 1 an app failed or was refused (the others still ran); 2 bad usage or configuration, an --app that matches nothing, or the apps could not be listed (nothing was done); 130 stopped by Ctrl-C (SIGINT) between batches.",
+        CommandName::Verify => "Exit status: 0 clean (orphans are listed, not failed); 1 a finding (README, \"Recovering from a finding\", says what to do for each kind); 2 could not look (the store or database unreachable, --store pointing elsewhere, a --batch-id or --app that matches nothing); 130 Ctrl-C.",
+        CommandName::Status => "Exit status: 0 the figures were read; 2 the database could not be reached or an --app matches nothing.",
+        CommandName::Find => "Exit status: 0 every event asked for was found (or, with --where, at least one row); 1 not found; 2 could not look (bad usage, the store or database unreachable, a --batch-id that matches nothing).",
+        CommandName::History => "Exit status: 0 the runs were read (also when there is none yet); 2 the database could not be reached.",
+        CommandName::Purge => "Exit status: 0 every eligible batch purged (nothing eligible yet — rows in --grace — is 0 too; the summary says when they become eligible), or stopped by a limit or SIGTERM; 1 a batch was not purged because its objects or member rows disagree with its receipt (see findings), or an app failed; 2 bad usage or configuration, an --app that matches nothing; 130 Ctrl-C.",
+        CommandName::Restore => "Exit status: 0 every batch restored (or drilled and matching); 1 a batch failed verification or loading, or a drill did not match; 2 bad usage or configuration, a --batch-id or --app that matches nothing; 130 Ctrl-C.",
+        CommandName::Compact => "Exit status: 0 every eligible receipt compacted, or stopped by a limit or SIGTERM; 1 a batch was not compacted (its objects or member rows disagree with its receipt) or an app failed; 2 bad usage or configuration; 130 Ctrl-C.",
+        CommandName::Doctor => "Exit status: 0 no line is a problem (warnings allowed); 1 a line is a problem (each says the fix); 2 the database or the store could not be reached at all (the other lines are still printed).",
+        CommandName::Demo => "Exit status: 0 the demo ran end to end; 2 a step failed (the message says which), it would drop a database or empty a folder it did not make (--force), or the database could not be reached.",
+        CommandName::Schema => "Exit status: 0 the schema was printed; 2 the table or profile could not be described.",
+        CommandName::None => return None,
     })
 }
 
+/// The command with no environment variable's value shown in `--help` (the names stay): a
+/// value may hold a password (`OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY=http://user:pw@…`, a
+/// replica's URL), and help is printed to terminals and CI logs (SPEC §5.8).
 fn without_env_values(command: clap::Command) -> clap::Command {
     command
         .mut_args(|arg| arg.hide_env_values(true))
@@ -110,10 +114,10 @@ fn usage_error(e: clap::Error, subcommands: &[String]) -> ! {
     let named = std::env::args()
         .skip(1)
         .find(|a| subcommands.iter().any(|s| s == a));
-    let command: &'static str = match named {
-        Some(name) => Box::leak(name.into_boxed_str()),
-        None => "outbox-archiver",
-    };
+    let command = named
+        .as_deref()
+        .and_then(CommandName::parse)
+        .unwrap_or(CommandName::None);
     let text = e.render().to_string();
     let first = text
         .lines()
@@ -188,7 +192,7 @@ pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
 /// A command that works over the archive: its name, its listed apps, and its run.
 #[async_trait::async_trait]
 trait ArchiveCommand: Sync {
-    const NAME: &'static str;
+    const NAME: CommandName;
     fn apps(&self) -> Option<&Apps>;
     /// Whether it writes to the database the replicas follow (then their lag paces it).
     fn writes(&self) -> bool {
@@ -199,7 +203,7 @@ trait ArchiveCommand: Sync {
 
 #[async_trait::async_trait]
 impl ArchiveCommand for archive::ArchiveOptions {
-    const NAME: &'static str = "archive";
+    const NAME: CommandName = CommandName::Archive;
     fn apps(&self) -> Option<&Apps> {
         Some(&self.apps)
     }
@@ -213,7 +217,7 @@ impl ArchiveCommand for archive::ArchiveOptions {
 
 #[async_trait::async_trait]
 impl ArchiveCommand for purge::PurgeOptions {
-    const NAME: &'static str = "purge";
+    const NAME: CommandName = CommandName::Purge;
     fn apps(&self) -> Option<&Apps> {
         Some(&self.apps)
     }
@@ -227,7 +231,7 @@ impl ArchiveCommand for purge::PurgeOptions {
 
 #[async_trait::async_trait]
 impl ArchiveCommand for verify::VerifyOptions {
-    const NAME: &'static str = "verify";
+    const NAME: CommandName = CommandName::Verify;
     fn apps(&self) -> Option<&Apps> {
         self.selection.apps.as_ref()
     }
@@ -238,7 +242,7 @@ impl ArchiveCommand for verify::VerifyOptions {
 
 #[async_trait::async_trait]
 impl ArchiveCommand for restore::RestoreOptions {
-    const NAME: &'static str = "restore";
+    const NAME: CommandName = CommandName::Restore;
     fn apps(&self) -> Option<&Apps> {
         self.selection.apps.as_ref()
     }
@@ -252,7 +256,7 @@ impl ArchiveCommand for restore::RestoreOptions {
 
 #[async_trait::async_trait]
 impl ArchiveCommand for find::FindOptions {
-    const NAME: &'static str = "find";
+    const NAME: CommandName = CommandName::Find;
     fn apps(&self) -> Option<&Apps> {
         self.selection.apps.as_ref()
     }
@@ -263,7 +267,7 @@ impl ArchiveCommand for find::FindOptions {
 
 #[async_trait::async_trait]
 impl ArchiveCommand for compact::CompactOptions {
-    const NAME: &'static str = "compact";
+    const NAME: CommandName = CommandName::Compact;
     fn apps(&self) -> Option<&Apps> {
         Some(&self.apps)
     }
@@ -292,15 +296,15 @@ async fn command_summary(
     match command {
         Command::Migrate { with_source_table } => migrate_command(common, with_source_table).await,
         Command::Archive(args) => match args.into_options(common, now) {
-            Err(e) => Summary::unusable("archive", e),
+            Err(e) => Summary::unusable(CommandName::Archive, e),
             Ok(options) => with_context(common, &options, shutdown).await,
         },
         Command::Purge(args) => match args.into_options(common) {
-            Err(e) => Summary::unusable("purge", e),
+            Err(e) => Summary::unusable(CommandName::Purge, e),
             Ok(options) => with_context(common, &options, shutdown).await,
         },
         Command::Compact(args) => match args.into_options(common) {
-            Err(e) => Summary::unusable("compact", e),
+            Err(e) => Summary::unusable(CommandName::Compact, e),
             Ok(options) => with_context(common, &options, shutdown).await,
         },
         Command::Verify(args) => {
@@ -316,12 +320,12 @@ async fn command_summary(
             status_command(common, &options, shutdown).await
         }
         Command::Find(args) => match args.into_options() {
-            Err(e) => Summary::unusable("find", e),
+            Err(e) => Summary::unusable(CommandName::Find, e),
             Ok(options) => with_context(common, &options, shutdown).await,
         },
         Command::History(args) => {
             let options = args.into_options(common);
-            with_database(common, "history", shutdown, |ctx| async move {
+            with_database(common, CommandName::History, shutdown, |ctx| async move {
                 history::run(&ctx, &options).await
             })
             .await
@@ -336,15 +340,15 @@ async fn command_summary(
 async fn migrate_command(common: &Common, with_source_table: bool) -> Summary {
     let options = migrate::MigrateOptions { with_source_table };
     if let Err(e) = common.profile() {
-        return Summary::unusable("migrate", e);
+        return Summary::unusable(CommandName::Migrate, e);
     }
     let db = match common.database().await {
         Ok(db) => db,
-        Err(e) => return Summary::unusable("migrate", e),
+        Err(e) => return Summary::unusable(CommandName::Migrate, e),
     };
     let summary = match common.spec_on(&db).await {
         Ok(spec) => migrate::run(&db, spec, &options).await,
-        Err(e) => Summary::unusable("migrate", e),
+        Err(e) => Summary::unusable(CommandName::Migrate, e),
     };
     db.close().await;
     summary
@@ -358,7 +362,7 @@ async fn demo_command(
 ) -> Summary {
     let spec = match common.spec() {
         Ok(spec) => spec,
-        Err(e) => return Summary::unusable("demo", e),
+        Err(e) => return Summary::unusable(CommandName::Demo, e),
     };
     let options = demo::DemoOptions {
         server_url: common
@@ -440,21 +444,20 @@ async fn open(
 async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) -> Summary {
     let profile = match (common.profile(), common.write_policy()) {
         (Ok(profile), Ok(policy)) => profile.map(|p| (p, policy)),
-        (Err(e), _) | (_, Err(e)) => return Summary::unusable("doctor", e),
+        (Err(e), _) | (_, Err(e)) => return Summary::unusable(CommandName::Doctor, e),
     };
     let (spec, policy) = match profile {
         Some((_, policy)) => (None, policy),
         None => match (common.spec(), common.write_policy()) {
             (Ok(spec), Ok(policy)) => (Some(spec), policy),
-            (Err(e), _) | (_, Err(e)) => return Summary::unusable("doctor", e),
+            (Err(e), _) | (_, Err(e)) => return Summary::unusable(CommandName::Doctor, e),
         },
     };
     let location = match common.s3.store.as_deref().map(Location::parse) {
         Some(Ok(location)) => location,
-        Some(Err(e)) => return Summary::unusable("doctor", e),
+        Some(Err(e)) => return Summary::unusable(CommandName::Doctor, e),
         None => {
-            return Summary::unusable(
-                "doctor",
+            return Summary::unusable(CommandName::Doctor,
                 "no archive location given: set --store or OUTBOX_ARCHIVER_STORE (s3://bucket/prefix or file:///path)".into(),
             )
         }
@@ -469,10 +472,10 @@ async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) ->
             Ok(spec) => spec,
             Err(e) => {
                 db.close().await;
-                return Summary::unusable("doctor", e);
+                return Summary::unusable(CommandName::Doctor, e);
             }
         },
-        (None, Err(e)) => return Summary::unusable("doctor", e.clone()),
+        (None, Err(e)) => return Summary::unusable(CommandName::Doctor, e.clone()),
     };
     let opened = match &location {
         Location::S3 { .. } => store::S3Store::connect(location.clone(), &common.s3_settings())
@@ -514,7 +517,7 @@ enum Opened {
 /// describes its columns.
 async fn schema_command(common: &Common) -> Summary {
     let spec = match common.profile() {
-        Err(e) => return Summary::unusable("schema", e),
+        Err(e) => return Summary::unusable(CommandName::Schema, e),
         Ok(None) => common.spec(),
         Ok(Some(_)) => match common.database().await {
             Err(e) => Err(e),
@@ -526,9 +529,9 @@ async fn schema_command(common: &Common) -> Summary {
         },
     };
     match spec {
-        Err(e) => Summary::unusable("schema", e),
+        Err(e) => Summary::unusable(CommandName::Schema, e),
         Ok(spec) => {
-            let mut summary = Summary::new("schema");
+            let mut summary = Summary::new(CommandName::Schema);
             summary.table = Some(spec.name.to_string());
             summary.text = Some(crate::model::record_schema::to_text(spec));
             summary.settle()
@@ -542,7 +545,7 @@ async fn status_command(
     options: &status::StatusOptions,
     shutdown: CancellationToken,
 ) -> Summary {
-    with_database(common, "status", shutdown, |ctx| async move {
+    with_database(common, CommandName::Status, shutdown, |ctx| async move {
         status::run(&ctx, options).await
     })
     .await
@@ -552,7 +555,7 @@ async fn status_command(
 /// checks it, runs `work`, and always closes the database.
 async fn with_database<F, Fut>(
     common: &Common,
-    name: &'static str,
+    name: CommandName,
     shutdown: CancellationToken,
     work: F,
 ) -> Summary
@@ -585,7 +588,14 @@ where
 /// night's run failed even when it failed before its first app. `doctor` is not recorded: the
 /// preflight writes no row, so that it needs no write grant.
 async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) {
-    const RECORDED: [&str; 6] = ["archive", "purge", "verify", "restore", "compact", "find"];
+    const RECORDED: [CommandName; 6] = [
+        CommandName::Archive,
+        CommandName::Purge,
+        CommandName::Verify,
+        CommandName::Restore,
+        CommandName::Compact,
+        CommandName::Find,
+    ];
     if !summary.apps.is_empty() || !RECORDED.contains(&summary.command) || summary.error.is_none() {
         return;
     }
@@ -596,7 +606,7 @@ async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) 
         if db.require_tables(spec).await.is_ok() {
             let record = crate::db::runs::Record {
                 app: "",
-                command: summary.command,
+                command: summary.command.as_str(),
                 outcome: "failed",
                 batches: 0,
                 rows: 0,

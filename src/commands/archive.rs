@@ -2,6 +2,7 @@
 //! the store probed once for write-once, then each app's batches archived by
 //! [`crate::pipeline::archive`].
 
+use crate::model::command::CommandName;
 use std::time::Instant;
 
 use crate::output::progress::Progress;
@@ -14,7 +15,7 @@ pub use crate::pipeline::archive::ArchiveOptions;
 
 pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
     let before = ctx.store_stats();
-    let mut summary = Summary::new("archive");
+    let mut summary = Summary::new(CommandName::Archive);
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());
     summary.dry_run = Some(opts.dry_run);
@@ -40,7 +41,7 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
                      (a store that rejects the header: set --s3-conditional-put false)"
                 );
                 if e.is_configuration() {
-                    return Summary::unusable("archive", error);
+                    return Summary::unusable(CommandName::Archive, error);
                 }
                 summary.error = Some(error);
                 return summary.settle();
@@ -48,13 +49,13 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
         }
     }
     let deadline = opts.max_runtime.map(|d| Instant::now() + d);
-    let progress = Progress::new("archive");
+    let progress = Progress::new(CommandName::Archive);
     let archiver = Archiver::new(ctx, opts, &progress, deadline);
     let gate = Gate::Lock {
         prefix: &opts.lock_prefix,
         dry_run: opts.dry_run,
     };
-    let driver = Driver::new(ctx, "archive", gate)
+    let driver = Driver::new(ctx, CommandName::Archive, gate)
         .retries(opts.db_retries)
         .until(deadline)
         .noting_runs()

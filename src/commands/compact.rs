@@ -3,6 +3,7 @@
 //! batch back in full: every app with receipts through the driver, each by
 //! [`crate::pipeline::compact`].
 
+use crate::model::command::CommandName;
 use crate::output::progress::Progress;
 use std::time::Instant;
 
@@ -15,7 +16,7 @@ pub use crate::pipeline::compact::CompactOptions;
 
 pub async fn run(ctx: &RunContext, opts: &CompactOptions) -> Summary {
     let before = ctx.store_stats();
-    let mut summary = Summary::new("compact");
+    let mut summary = Summary::new(CommandName::Compact);
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());
     summary.dry_run = Some(opts.dry_run);
@@ -25,13 +26,13 @@ pub async fn run(ctx: &RunContext, opts: &CompactOptions) -> Summary {
         Err(e) => return summary.without_apps(e),
     };
     let started = Instant::now();
-    let progress = Progress::new("compact");
+    let progress = Progress::new(CommandName::Compact);
     let compactor = Compactor::new(ctx, opts, started, &progress);
     let gate = Gate::Lock {
         prefix: &opts.lock_prefix,
         dry_run: opts.dry_run,
     };
-    let driver = Driver::new(ctx, "compact", gate)
+    let driver = Driver::new(ctx, CommandName::Compact, gate)
         .retries(opts.db_retries)
         .until(opts.max_runtime.map(|d| started + d))
         .noting_runs();

@@ -7,6 +7,7 @@
 //! the tests); a release built with `--no-default-features` has no server in it, and its demo
 //! uses a `file://` folder.
 
+use crate::model::command::CommandName;
 use std::path::PathBuf;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -60,7 +61,7 @@ pub async fn run(
 ) -> Summary {
     match demo(spec, opts, shutdown, now_ms).await {
         Ok(summary) => summary,
-        Err(e) => Summary::unusable("demo", e.to_string()),
+        Err(e) => Summary::unusable(CommandName::Demo, e.to_string()),
     }
 }
 
@@ -93,7 +94,7 @@ async fn demo(
     look_around(&env, cutoff_ms).await;
     db.close().await;
     Ok(Summary {
-        command: "demo",
+        command: CommandName::Demo,
         ..summary
     })
 }

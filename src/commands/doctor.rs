@@ -4,6 +4,7 @@
 //! store cannot be reached at all (as every command would stop there).
 
 use crate::db::Db;
+use crate::model::command::CommandName;
 use crate::model::table::TableSpec;
 use crate::pipeline::doctor::{
     check_database, check_store, DoctorOptions, DoctorRun, DoctorStore, Status,
@@ -25,7 +26,7 @@ pub async fn run(
     format: Format,
     now_ms: i64,
 ) -> Summary {
-    let mut summary = Summary::new("doctor");
+    let mut summary = Summary::new(CommandName::Doctor);
     summary.table = Some(spec.name.to_string());
     let mut run = DoctorRun::default();
     check_database(db.as_deref().map_err(String::as_str), spec, opts, &mut run).await;
@@ -34,25 +35,11 @@ pub async fn run(
     }
     let store = store.as_ref().map(|s| *s).map_err(String::as_str);
     check_store(store, opts, now_ms, &mut run).await;
-    summary.exit_code = match (run.unreachable, run.worst()) {
-        (true, _) => 2,
-        (false, Status::Problem) => 1,
-        (false, _) => 0,
-    };
     if format == Format::Table {
         summary.text = Some(table(&run));
     }
-    summary.stop_reason = Some(
-        match summary.exit_code {
-            0 => "done",
-            1 => "problems found",
-            _ => "could not reach the database or the store",
-        }
-        .to_string(),
-    );
     summary.details = Some(RunDetails::Doctor(run));
-    summary.ok = summary.exit_code == 0;
-    summary
+    summary.settle()
 }
 
 /// The checks as a terminal table: one line each, the fix under it.

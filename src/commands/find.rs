@@ -5,6 +5,7 @@
 //! Exit status: 0 every event id found (with `--where`: at least one row), 1 not found, 2 could
 //! not look.
 
+use crate::model::command::CommandName;
 use crate::output::progress::Progress;
 use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
@@ -12,6 +13,6 @@ use crate::pipeline::RunContext;
 pub use crate::pipeline::find::FindOptions;
 
 pub async fn run(ctx: &RunContext, opts: &FindOptions) -> Summary {
-    let progress = Progress::new("find");
+    let progress = Progress::new(CommandName::Find);
     crate::pipeline::find::run(ctx, opts, &progress).await
 }

@@ -5,6 +5,7 @@
 //! Exit status: 0, also when there is no run yet; 2 when the database cannot be read.
 
 use crate::db::runs::{Run, Runs};
+use crate::model::command::CommandName;
 use crate::model::timespec;
 use crate::pipeline::report::details::HistoryRun;
 use crate::pipeline::report::{RunDetails, Summary};
@@ -20,13 +21,13 @@ pub struct HistoryOptions {
 }
 
 pub async fn run(ctx: &DbContext, opts: &HistoryOptions) -> Summary {
-    let mut summary = Summary::new("history");
+    let mut summary = Summary::new(CommandName::History);
     summary.table = Some(ctx.spec.name.to_string());
     // The app as the data spells it, where it is given (its runs are recorded so).
     let app = match &opts.app {
         Some(typed) => match crate::db::apps::canonical(&ctx.db.pool, ctx.spec, typed).await {
             Ok(found) => Some(found.unwrap_or_else(|| typed.clone())),
-            Err(e) => return Summary::unusable("history", e.to_string()),
+            Err(e) => return Summary::unusable(CommandName::History, e.to_string()),
         },
         None => None,
     };
@@ -40,7 +41,7 @@ pub async fn run(ctx: &DbContext, opts: &HistoryOptions) -> Summary {
         .await
     {
         Ok(runs) => runs,
-        Err(e) => return Summary::unusable("history", e.to_string()),
+        Err(e) => return Summary::unusable(CommandName::History, e.to_string()),
     };
     if opts.table {
         summary.text = Some(table(&runs, (ctx.now_ms)()));

@@ -3,6 +3,7 @@
 //! `--with-source-table` also creates the reference source table, for demos and tests.
 
 use crate::db::{self, Db};
+use crate::model::command::CommandName;
 use crate::model::table::{OwnedBy, TableSpec};
 use crate::pipeline::report::details::MigrateRun;
 use crate::pipeline::report::{RunDetails, Summary};
@@ -13,7 +14,7 @@ pub struct MigrateOptions {
 }
 
 pub async fn run(db: &Db, spec: &'static TableSpec, opts: &MigrateOptions) -> Summary {
-    let mut summary = Summary::new("migrate");
+    let mut summary = Summary::new(CommandName::Migrate);
     summary.table = Some(spec.name.to_string());
     if opts.with_source_table && !spec.is_builtin() {
         summary.error = Some("--with-source-table creates a built-in table's reference source table; a profile describes a table the service already has (create it first, then migrate --table-profile)".into());

@@ -3,6 +3,7 @@
 //! batch's objects (SPEC §5.9): every app through the driver, each by
 //! [`crate::pipeline::purge`].
 
+use crate::model::command::CommandName;
 use crate::output::progress::Progress;
 use std::time::Instant;
 
@@ -16,7 +17,7 @@ pub use crate::pipeline::purge::{ObjectCheck, PurgeOptions};
 
 pub async fn run(ctx: &RunContext, opts: &PurgeOptions) -> Summary {
     let before = ctx.store_stats();
-    let mut summary = Summary::new("purge");
+    let mut summary = Summary::new(CommandName::Purge);
     summary.table = Some(ctx.spec.name.to_string());
     summary.dry_run = Some(opts.dry_run);
     summary.details = Some(RunDetails::Purge(PurgeRun {
@@ -42,13 +43,13 @@ pub async fn run(ctx: &RunContext, opts: &PurgeOptions) -> Summary {
     }
     let started = Instant::now();
     let deadline = opts.max_runtime.map(|d| started + d);
-    let progress = Progress::new("purge");
+    let progress = Progress::new(CommandName::Purge);
     let purger = Purger::new(ctx, opts, started, &progress);
     let gate = Gate::Lock {
         prefix: &opts.lock_prefix,
         dry_run: opts.dry_run,
     };
-    let driver = Driver::new(ctx, "purge", gate)
+    let driver = Driver::new(ctx, CommandName::Purge, gate)
         .retries(opts.db_retries)
         .until(deadline)
         .noting_runs()

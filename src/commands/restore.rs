@@ -4,10 +4,11 @@
 //! records the results.
 
 use crate::db::restore::TargetTable;
+use crate::model::command::CommandName;
 use crate::output::progress::Progress;
 use crate::pipeline::apps::{self, Driver, Gate, Population};
 use crate::pipeline::report::details::RestoreRun;
-use crate::pipeline::report::{AppDetails, RunDetails, Summary};
+use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::restore::Restorer;
 use crate::pipeline::RunContext;
 
@@ -15,11 +16,11 @@ pub use crate::pipeline::restore::RestoreOptions;
 
 pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
     let before = ctx.store_stats();
-    let mut summary = Summary::new("restore");
+    let mut summary = Summary::new(CommandName::Restore);
     summary.table = Some(ctx.spec.name.to_string());
     let target = match opts.target(ctx.spec) {
         Ok(target) => target,
-        Err(e) => return Summary::unusable("restore", e),
+        Err(e) => return Summary::unusable(CommandName::Restore, e),
     };
     summary.details = Some(RunDetails::Restore(RestoreRun {
         into: (!opts.drill).then(|| target.clone()),
@@ -43,10 +44,10 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
             Err(e) => Err(e),
         };
         if let Err(e) = created {
-            return Summary::unusable("restore", e);
+            return Summary::unusable(CommandName::Restore, e);
         }
     }
-    let progress = Progress::new("restore");
+    let progress = Progress::new(CommandName::Restore);
     let restorer = Restorer::new(ctx, opts, target, &progress);
     // Into the source table, restore writes where archive reads: under the app's lock.
     let gate = match opts.into_source {
@@ -56,17 +57,10 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
         },
         false => Gate::Open,
     };
-    let driver = Driver::new(ctx, "restore", gate)
+    let driver = Driver::new(ctx, CommandName::Restore, gate)
         .noting_runs()
         .parallel(opts.parallel_apps);
     summary.apps = driver.run(apps, &restorer).await;
-    let conflicted = summary
-        .apps
-        .iter()
-        .any(|app| matches!(&app.details, Some(AppDetails::Restore(r)) if !r.conflicts.is_empty()));
-    if conflicted {
-        summary.exit_code = 1;
-    }
     summary.store_requests = ctx.store_activity(&before);
     summary.settle()
 }

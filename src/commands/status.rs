@@ -1,6 +1,7 @@
 //! `status` — per app, where it stands ([`crate::pipeline::status`]): as JSON, or as a table on
 //! a terminal, drawn from the typed report.
 
+use crate::model::command::CommandName;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
 use crate::pipeline::report::details::StatusApp;
 use crate::pipeline::report::{AppDetails, AppReport, Summary};
@@ -25,7 +26,7 @@ pub struct StatusOptions {
 }
 
 pub async fn run(ctx: &DbContext, opts: &StatusOptions) -> Summary {
-    let mut summary = Summary::new("status");
+    let mut summary = Summary::new(CommandName::Status);
     summary.table = Some(ctx.spec.name.to_string());
     summary.cutoff_ms = Some(opts.cutoff_ms);
     let apps = match apps::resolve(ctx, &opts.apps, &Population::SourceAndReceipts).await {
@@ -33,7 +34,7 @@ pub async fn run(ctx: &DbContext, opts: &StatusOptions) -> Summary {
         Err(e) => return summary.without_apps(e),
     };
     let status = Status::new(ctx, opts.cutoff_ms, opts.grace_ms, &opts.delivered_status);
-    let driver = Driver::new(ctx, "status", Gate::Open);
+    let driver = Driver::new(ctx, CommandName::Status, Gate::Open);
     summary.apps = driver.run(apps, &status).await;
     if opts.format == Format::Table {
         summary.text = Some(table(&summary.apps, (ctx.now_ms)()));

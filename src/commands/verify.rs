@@ -5,6 +5,7 @@
 //! Findings are data: exit 0 when clean, 1 when anything was found, 2 when it could not run.
 //! Orphans are listed as information (an interrupted run leaves them) and do not fail the run.
 
+use crate::model::command::CommandName;
 use crate::model::format;
 use crate::output::progress::Progress;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
@@ -16,7 +17,7 @@ pub use crate::pipeline::verify::{sampled, VerifyOptions};
 
 pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     let before = ctx.store_stats();
-    let mut summary = Summary::new("verify");
+    let mut summary = Summary::new(CommandName::Verify);
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());
     summary.cutoff_ms = Some(opts.cutoff_ms);
@@ -32,9 +33,9 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    let progress = Progress::new("verify");
+    let progress = Progress::new(CommandName::Verify);
     let verify = Verify::new(ctx, opts, &progress);
-    let driver = Driver::new(ctx, "verify", Gate::Open).noting_runs();
+    let driver = Driver::new(ctx, CommandName::Verify, Gate::Open).noting_runs();
     // Orphans are looked for under the apps' own spellings (what their keys hold).
     let listed = apps.clone();
     summary.apps = driver.run(apps, &verify).await;
@@ -61,12 +62,6 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         // Not data loss to escalate: a store setting that points elsewhere.
         run.findings.clear();
         summary.error = Some(error);
-    }
-    let could_not_look = summary.error.is_some() || summary.apps.iter().any(|a| a.error.is_some());
-    if could_not_look {
-        summary.exit_code = 2;
-    } else if !run.findings.is_empty() {
-        summary.exit_code = 1;
     }
     summary.details = Some(RunDetails::Verify(run));
     summary.store_requests = ctx.store_activity(&before);

@@ -5,6 +5,7 @@
 pub mod appcode;
 pub mod batch;
 pub mod codec;
+pub mod command;
 pub mod digest;
 pub mod format;
 pub mod human;

@@ -528,7 +528,7 @@ mod tests {
         ok.rows = 10;
         ok.batches = 2;
         let failed = AppReport::new("a\"2", Outcome::Failed);
-        let mut summary = Summary::new("archive");
+        let mut summary = Summary::new(crate::model::command::CommandName::Archive);
         summary.apps = vec![ok, failed];
         summary.settle()
     }

@@ -7,6 +7,7 @@
 //! terminal or not) and off a terminal, no progress text is drawn: a progress log line per
 //! piece of work is written every [`LOG_EVERY`] instead, so a pod's logs show a long run moving.
 
+use crate::model::command::CommandName;
 use std::collections::BTreeMap;
 use std::io::{IsTerminal, Write};
 use std::sync::Mutex;
@@ -153,7 +154,7 @@ struct Task {
 /// The pipeline's [`Observer`](crate::pipeline::Observer) for one command: a line per app in
 /// flight and a total line on a terminal, progress log lines elsewhere.
 pub struct Progress {
-    command: &'static str,
+    command: CommandName,
     tasks: Mutex<BTreeMap<String, Task>>,
     drawn: Mutex<Option<Instant>>,
     /// What finished tasks did, for the total line.
@@ -162,7 +163,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(command: &'static str) -> Progress {
+    pub fn new(command: CommandName) -> Progress {
         Progress {
             command,
             tasks: Mutex::new(BTreeMap::new()),
@@ -361,7 +362,7 @@ mod tests {
     #[test]
     fn several_apps_have_a_line_each_and_a_total() {
         use crate::pipeline::Observer;
-        let p = Progress::new("archive");
+        let p = Progress::new(CommandName::Archive);
         p.start("a1", "rows", Some(100));
         p.start("a2", "rows", Some(50));
         p.advance("a1", 40, ", 2 batches");

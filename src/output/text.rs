@@ -319,7 +319,7 @@ mod tests {
 
     #[test]
     fn an_archive_in_a_few_lines() {
-        let mut summary = Summary::new("archive");
+        let mut summary = Summary::new(crate::model::command::CommandName::Archive);
         let mut a1 = AppReport::new("pay-sg", Outcome::Archived);
         a1.batches = 4;
         a1.rows = 33_334;

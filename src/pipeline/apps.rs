@@ -9,6 +9,7 @@
 //! A run that cannot tell which apps to work on (the list cannot be read) does nothing: every
 //! command reports that as exit 2, like a configuration it could not use.
 
+use crate::model::command::CommandName;
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt as _;
@@ -232,7 +233,7 @@ pub trait AppWork: Sync {
 pub struct Driver<'a> {
     ctx: &'a DbContext,
     /// The command, as the runs table records it.
-    command: &'static str,
+    command: CommandName,
     gate: Gate<'a>,
     /// Times an app is tried again after a transient database error.
     db_retries: u32,
@@ -247,7 +248,7 @@ pub struct Driver<'a> {
 impl<'a> Driver<'a> {
     /// A driver for `command` through `gate`: one app at a time, no retry, no deadline, runs not
     /// recorded — each command adds what it does ([`Driver::retries`], …).
-    pub fn new(ctx: &'a DbContext, command: &'static str, gate: Gate<'a>) -> Self {
+    pub fn new(ctx: &'a DbContext, command: CommandName, gate: Gate<'a>) -> Self {
         Driver {
             ctx,
             command,
@@ -308,7 +309,7 @@ impl Driver<'_> {
         if self.note_runs && !dry_run && report.outcome != Outcome::SkippedLocked {
             let record = runs::Record {
                 app: &report.app_code,
-                command: self.command,
+                command: self.command.as_str(),
                 outcome: report.outcome.as_str(),
                 batches: report.batches,
                 rows: report.rows,

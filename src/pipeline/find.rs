@@ -6,6 +6,7 @@
 //! its data object, its bytes held to the receipt's SHA-256, several at a time; the line, its
 //! number and where the row stands now (in the source, purged, restored) are reported.
 
+use crate::model::command::CommandName;
 use std::collections::{BTreeMap, BTreeSet};
 
 use futures_util::{StreamExt, TryStreamExt};
@@ -49,21 +50,20 @@ enum Wanted {
 }
 
 pub async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Observer) -> Summary {
-    let mut summary = Summary::new("find");
+    let mut summary = Summary::new(CommandName::Find);
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());
     let before = ctx.store_stats();
     if opts.event_ids.is_empty() == opts.filter.is_none() {
         return Summary::unusable(
-            "find",
+            CommandName::Find,
             "find needs --event-id (repeatable, or --event-ids-from FILE) or --where COLUMN=VALUE"
                 .into(),
         );
     }
     let sel = &opts.selection;
     if opts.filter.is_some() && sel.whole_apps() {
-        return Summary::unusable(
-            "find",
+        return Summary::unusable(CommandName::Find,
             "--where searches the data objects: narrow it with --from/--to or --batch-id (the whole archive would be read)".into(),
         );
     }
@@ -74,34 +74,16 @@ pub async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Observer) 
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    let mut run = FindRun::default();
-    match find(ctx, opts, &apps, observer, &mut run).await {
-        Ok(()) => {}
-        Err(e) => {
-            summary.error = Some(e.to_string());
-            summary.exit_code = 2;
-        }
+    let mut run = FindRun {
+        by_event_id: !opts.event_ids.is_empty(),
+        ..FindRun::default()
+    };
+    if let Err(e) = find(ctx, opts, &apps, observer, &mut run).await {
+        summary.error = Some(e.to_string());
     }
     summary.store_requests = ctx.store_activity(&before);
-    let found_all = if opts.event_ids.is_empty() {
-        !run.found.is_empty()
-    } else {
-        run.not_found.is_empty()
-    };
     summary.details = Some(RunDetails::Find(run));
-    if summary.exit_code == 0 && !found_all {
-        summary.exit_code = 1;
-    }
-    summary.ok = summary.exit_code == 0;
-    summary.stop_reason = Some(
-        match summary.exit_code {
-            0 => "found",
-            1 => "not found",
-            _ => "could not look (see error)",
-        }
-        .to_string(),
-    );
-    summary
+    summary.settle()
 }
 
 async fn find(

@@ -13,7 +13,9 @@ use serde::Serialize;
 
 pub use details::{AppDetails, RunDetails};
 
+pub use crate::model::command::CommandName;
 use crate::model::format::Cursor;
+use crate::pipeline::doctor::Status as CheckStatus;
 
 /// How one app's run ended.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
@@ -184,7 +186,7 @@ pub fn app_span(app: &str) -> tracing::Span {
 
 #[derive(Debug, Clone, Serialize)]
 pub struct Summary {
-    pub command: &'static str,
+    pub command: CommandName,
     pub run_id: &'static str,
     pub ok: bool,
     /// Why the command could not run at all (configuration, connectivity); null otherwise.
@@ -221,7 +223,7 @@ pub struct Summary {
 }
 
 impl Summary {
-    pub fn new(command: &'static str) -> Summary {
+    pub fn new(command: CommandName) -> Summary {
         Summary {
             command,
             run_id: run_id(),
@@ -243,7 +245,7 @@ impl Summary {
     }
 
     /// A command that could not start: exit status 2.
-    pub fn unusable(command: &'static str, error: String) -> Summary {
+    pub fn unusable(command: CommandName, error: String) -> Summary {
         let mut s = Summary::new(command);
         s.error = Some(error);
         s.stop_reason = Some("could not start (see error)".into());
@@ -262,29 +264,82 @@ impl Summary {
         self
     }
 
-    /// Sets `ok` and the exit status from the apps' outcomes.
+    /// Decides the exit status from the report — the one place it is decided (rustic's
+    /// `CheckResults::is_ok`) — then `ok` and the run's stop reason. An exit status set before
+    /// (2: could not start, could not list the apps) stands.
     pub fn settle(mut self) -> Summary {
-        if self.exit_code == 0
-            && (self.error.is_some() || self.apps.iter().any(|a| a.outcome.is_failure()))
-        {
-            self.exit_code = 1;
+        if self.exit_code == 0 {
+            self.exit_code = self.implied_exit_code();
         }
         self.ok = self.exit_code == 0;
         if self.stop_reason.is_none() {
-            let stopped = self
-                .apps
-                .iter()
-                .find(|a| a.outcome == Outcome::Stopped)
-                .and_then(|a| a.stop_reason.clone());
-            self.stop_reason = Some(match (&self.error, stopped) {
-                (Some(_), _) => "error".to_string(),
-                (None, Some(reason)) => reason,
-                (None, None) if self.exit_code != 0 => "error".to_string(),
-                (None, None) if self.apps.is_empty() => "nothing to do".to_string(),
-                (None, None) => "done".to_string(),
-            });
+            self.stop_reason = Some(self.implied_stop_reason());
         }
         self
+    }
+
+    /// 2 a command that looks (verify, find, doctor) could not look; 1 it found a problem, an
+    /// app failed, a restore met conflicts, or the run had an error; 130 a Ctrl-C (SIGINT) ended
+    /// an otherwise clean run, so that `archive && purge` does not go on (SIGTERM, a CronJob
+    /// being stopped, stays a clean stop).
+    fn implied_exit_code(&self) -> i32 {
+        let app_errors = self.apps.iter().any(|a| a.error.is_some());
+        let looked = match &self.details {
+            Some(RunDetails::Verify(run)) if self.error.is_some() || app_errors => Some(2),
+            Some(RunDetails::Verify(run)) if !run.findings.is_empty() => Some(1),
+            Some(RunDetails::Find(_)) if self.error.is_some() => Some(2),
+            Some(RunDetails::Find(run)) if !run.found_all() => Some(1),
+            Some(RunDetails::Doctor(run)) if run.unreachable => Some(2),
+            Some(RunDetails::Doctor(run)) if run.worst() == CheckStatus::Problem => Some(1),
+            _ => None,
+        };
+        let conflicted = self
+            .apps
+            .iter()
+            .any(|a| matches!(&a.details, Some(AppDetails::Restore(r)) if !r.conflicts.is_empty()));
+        let failed = self.error.is_some() || conflicted;
+        match looked {
+            Some(code) => code,
+            None if failed || self.apps.iter().any(|a| a.outcome.is_failure()) => 1,
+            None if crate::pipeline::signal() == Some("SIGINT") => 130,
+            None => 0,
+        }
+    }
+
+    fn implied_stop_reason(&self) -> String {
+        let looked = |found: &'static str, problem: &'static str, could_not: &'static str| {
+            match self.exit_code {
+                0 => found,
+                1 => problem,
+                _ => could_not,
+            }
+            .to_string()
+        };
+        match &self.details {
+            Some(RunDetails::Find(_)) => {
+                return looked("found", "not found", "could not look (see error)")
+            }
+            Some(RunDetails::Doctor(_)) => {
+                return looked(
+                    "done",
+                    "problems found",
+                    "could not reach the database or the store",
+                )
+            }
+            _ => {}
+        }
+        let stopped = self
+            .apps
+            .iter()
+            .find(|a| a.outcome == Outcome::Stopped)
+            .and_then(|a| a.stop_reason.clone());
+        match (&self.error, stopped) {
+            (Some(_), _) => "error".to_string(),
+            (None, Some(reason)) => reason,
+            (None, None) if self.exit_code != 0 => "error".to_string(),
+            (None, None) if self.apps.is_empty() => "nothing to do".to_string(),
+            (None, None) => "done".to_string(),
+        }
     }
 
     pub fn to_json(&self) -> String {

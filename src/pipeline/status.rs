@@ -13,6 +13,7 @@ use crate::db::receipts::Receipts;
 use crate::db::runs::Runs;
 use crate::db::source::SourceTable;
 use crate::db::DbError;
+use crate::model::command::CommandName;
 use crate::pipeline::report::details::{GoodDrill, StatusApp};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 
@@ -100,8 +101,8 @@ impl<'a> Status<'a> {
             backlog_rows: backlog.rows,
             oldest_backlog_ms: backlog.oldest_ms,
             oldest_backlog_age_ms: backlog.oldest_ms.map(|ms| now - ms),
-            last_run: runs.last(pool, app, "archive").await?,
-            last_purge: runs.last(pool, app, "purge").await?,
+            last_run: runs.last(pool, app, CommandName::Archive.as_str()).await?,
+            last_purge: runs.last(pool, app, CommandName::Purge.as_str()).await?,
             last_good_drill: last_good_drill.map(|(batch_id, drilled_at_ms)| GoodDrill {
                 batch_id,
                 drilled_at_ms,

@@ -355,9 +355,22 @@ pub struct FindRun {
     pub searched_batches: u64,
     /// Of them, compacted batches searched because no member row named an id.
     pub searched_compacted_batches: u64,
+    /// Asked by event id (every id must be found), not by `--where` (one row is enough).
+    #[serde(skip)]
+    pub by_event_id: bool,
     /// Data objects of batches in scope that are not in the store (run `verify`).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_objects: Vec<String>,
+}
+
+impl FindRun {
+    /// Every event asked for was found (`--where`: at least one row).
+    pub fn found_all(&self) -> bool {
+        match self.by_event_id {
+            true => self.not_found.is_empty(),
+            false => !self.found.is_empty(),
+        }
+    }
 }
 
 /// One archived row `find` found.

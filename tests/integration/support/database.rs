@@ -117,7 +117,7 @@ pub async fn admin_connection() -> sqlx::MySqlConnection {
 }
 
 /// Drops databases that earlier test processes left behind (evidence of a failure, kept until
-/// the next run).
+/// the next run) — never those of a test process still running (a suite in another checkout).
 async fn drop_leftovers(url: &str) {
     let mut conn = try_connect(url).await.expect("test user connects");
     let prefix = format!("oat_{}_", std::process::id());
@@ -127,7 +127,15 @@ async fn drop_leftovers(url: &str) {
     .fetch_all(&mut conn)
     .await
     .unwrap();
-    for name in names.into_iter().filter(|n| !n.starts_with(&prefix)) {
+    let running = |name: &str| {
+        name.strip_prefix("oat_")
+            .and_then(|rest| rest.split('_').next())
+            .is_some_and(|pid| std::path::Path::new("/proc").join(pid).exists())
+    };
+    for name in names
+        .into_iter()
+        .filter(|n| !n.starts_with(&prefix) && !running(n))
+    {
         let _ = conn
             .execute(AssertSqlSafe(format!("DROP DATABASE IF EXISTS `{name}`")))
             .await;

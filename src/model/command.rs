@@ -1,0 +1,92 @@
+//! The commands by name: what the summary's `command` field, the runs table, the metrics'
+//! `command` label, progress lines and help say. One spelling per command, here.
+
+use serde::{Serialize, Serializer};
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub enum CommandName {
+    Migrate,
+    Archive,
+    Verify,
+    Status,
+    Find,
+    History,
+    Purge,
+    Restore,
+    Compact,
+    Doctor,
+    Schema,
+    Demo,
+    /// A command line that names no subcommand (a usage error's summary).
+    None,
+}
+
+impl CommandName {
+    pub const ALL: [CommandName; 12] = [
+        CommandName::Migrate,
+        CommandName::Archive,
+        CommandName::Verify,
+        CommandName::Status,
+        CommandName::Find,
+        CommandName::History,
+        CommandName::Purge,
+        CommandName::Restore,
+        CommandName::Compact,
+        CommandName::Doctor,
+        CommandName::Schema,
+        CommandName::Demo,
+    ];
+
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandName::Migrate => "migrate",
+            CommandName::Archive => "archive",
+            CommandName::Verify => "verify",
+            CommandName::Status => "status",
+            CommandName::Find => "find",
+            CommandName::History => "history",
+            CommandName::Purge => "purge",
+            CommandName::Restore => "restore",
+            CommandName::Compact => "compact",
+            CommandName::Doctor => "doctor",
+            CommandName::Schema => "schema",
+            CommandName::Demo => "demo",
+            CommandName::None => "outbox-archiver",
+        }
+    }
+
+    /// The command a subcommand's name on the command line names.
+    pub fn parse(name: &str) -> Option<CommandName> {
+        CommandName::ALL.into_iter().find(|c| c.as_str() == name)
+    }
+}
+
+impl std::fmt::Display for CommandName {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+impl Serialize for CommandName {
+    fn serialize<S: Serializer>(&self, serializer: S) -> Result<S::Ok, S::Error> {
+        serializer.serialize_str(self.as_str())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_name_parses_back() {
+        for c in CommandName::ALL {
+            assert_eq!(CommandName::parse(c.as_str()), Some(c));
+        }
+        assert_eq!(CommandName::parse("outbox-archiver"), None);
+        assert_eq!(CommandName::parse("prune"), None);
+        assert_eq!(
+            serde_json::to_string(&CommandName::Archive).unwrap(),
+            r#""archive""#
+        );
+    }
+}
