@@ -274,8 +274,6 @@ pub fn compare_data(
     if head.is_none() {
         return (out, None, None, None);
     }
-    let mut data_members = None;
-    let mut digest = None;
     if read.digest.size != expected.data.size {
         out.push(
             Finding::new(FindingKind::SizeMismatch, batch_id, Some(key))
@@ -283,11 +281,14 @@ pub fn compare_data(
         );
     }
     out.extend(compare_hashes(batch_id, key, &expected.data, &read.digest));
-    match read.content {
-        Err(e) => out.push(
-            Finding::new(FindingKind::UnreadableData, batch_id, Some(key))
-                .values("a complete gzip of this app's NDJSON records", e),
-        ),
+    let (digest, data_members) = match read.content {
+        Err(e) => {
+            out.push(
+                Finding::new(FindingKind::UnreadableData, batch_id, Some(key))
+                    .values("a complete gzip of this app's NDJSON records", e),
+            );
+            (None, None)
+        }
         Ok((content, members)) => {
             for (field, want, got) in expected.content.differences(&content) {
                 let mut f = Finding::new(FindingKind::ContentMismatch, batch_id, Some(key))
@@ -295,39 +296,50 @@ pub fn compare_data(
                 f.key = Some(format!("{key}#{field}"));
                 out.push(f);
             }
-            let pairs = || {
-                members
-                    .iter()
-                    .map(|m| (m.event_id.as_str(), m.updated_at_ms))
-            };
-            if expected.digest_data_members || expected.members_digest.is_some() {
-                digest = Some(format::members_digest(pairs()));
-            }
-            match (&expected.members_digest, &digest) {
-                // Compacted: the pairs against the receipt's digest, the member rows left (rows
-                // still in the source table) against the pairs.
-                (Some(want), Some(got)) => {
-                    if want != got {
-                        out.push(
-                            Finding::new(FindingKind::MembersDigestMismatch, batch_id, Some(key))
-                                .values(
-                                    format!("{} pairs, sha256 {}", want.rows, want.sha256),
-                                    format!("{} pairs, sha256 {}", got.rows, got.sha256),
-                                ),
-                        );
-                    }
-                    out.extend(
-                        member_differences(batch_id, &members, &expected.members)
-                            .into_iter()
-                            .filter(|f| f.kind != FindingKind::MemberMissing),
-                    );
-                }
-                _ => out.extend(member_differences(batch_id, &members, &expected.members)),
-            }
-            data_members = Some(members);
+            let (mut found, digest) = compare_members(expected, &members);
+            out.append(&mut found);
+            (digest, Some(members))
         }
-    }
+    };
     (out, read.lines, digest, data_members)
+}
+
+/// The data object's rows against the member rows, and, where the receipt is compacted or the
+/// caller asks for it, the digest of their `(event_id, updated_at_ms)` pairs (handed back).
+fn compare_members(
+    expected: &Expected,
+    members: &[Member],
+) -> (Vec<Finding>, Option<MembersDigest>) {
+    let (batch_id, key) = (expected.batch_id.as_str(), expected.keys.data.as_str());
+    let digest = (expected.digest_data_members || expected.members_digest.is_some()).then(|| {
+        format::members_digest(
+            members
+                .iter()
+                .map(|m| (m.event_id.as_str(), m.updated_at_ms)),
+        )
+    });
+    let mut out = Vec::new();
+    match (&expected.members_digest, &digest) {
+        // Compacted: the pairs against the receipt's digest, the member rows left (rows
+        // still in the source table) against the pairs.
+        (Some(want), Some(got)) => {
+            if want != got {
+                out.push(
+                    Finding::new(FindingKind::MembersDigestMismatch, batch_id, Some(key)).values(
+                        format!("{} pairs, sha256 {}", want.rows, want.sha256),
+                        format!("{} pairs, sha256 {}", got.rows, got.sha256),
+                    ),
+                );
+            }
+            out.extend(
+                member_differences(batch_id, members, &expected.members)
+                    .into_iter()
+                    .filter(|f| f.kind != FindingKind::MemberMissing),
+            );
+        }
+        _ => out.extend(member_differences(batch_id, members, &expected.members)),
+    }
+    (out, digest)
 }
 
 /// Members in the data object but not in the database, and the other way round.

@@ -29,6 +29,7 @@ pub use finding::{Finding, FindingKind};
 
 use crate::db::receipts::StoredAs;
 use crate::model::batch::{DataRead, DataReader, KeptLines, Member};
+use crate::model::digest::ObjectDigest;
 use crate::model::format::{ContentFacts, MembersDigest};
 use crate::model::protection::{ObjectLock, Protection, VerifiedBy};
 use crate::model::table::TableSpec;
@@ -109,6 +110,8 @@ pub struct Verifier<'a> {
 }
 
 impl Verifier<'_> {
+    /// Verifies a batch's objects in order — manifest, `_SUCCESS`, data — as deep as
+    /// [`Verifier::depth`] says.
     pub async fn verify(&self, expected: &Expected) -> Result<Verified, StoreError> {
         let mut verified = Verified::default();
         if let Some(sha256) = &expected.inconsistent_manifest_sha256 {
@@ -132,47 +135,67 @@ impl Verifier<'_> {
             ),
         ];
         for (key, bytes, digest, kind) in documents {
-            let head = self.head(expected, key, &mut verified).await?;
-            let cold = head.as_ref().filter(|h| !h.readable()).cloned();
-            let got = match (&head, &cold, self.depth) {
-                (None, _, _) | (_, _, Depth::Head) => None,
-                (Some(_), Some(cold), _) => {
-                    self.verify_cold_document(expected, key, bytes, digest, cold, &mut verified)
-                        .await?;
-                    continue;
-                }
-                (Some(meta), None, _) => match store::get_all(self.store, key).await {
-                    // Refused by class although HEAD did not say so: the same as cold.
-                    Err(StoreError::NotReadable { storage_class, .. }) => {
-                        let cold = ObjectMeta {
-                            storage_class: Some(storage_class),
-                            ..meta.clone()
-                        };
-                        self.verify_cold_document(
-                            expected,
-                            key,
-                            bytes,
-                            digest,
-                            &cold,
-                            &mut verified,
-                        )
-                        .await?;
-                        continue;
-                    }
-                    other => other?,
-                },
-            };
-            verified.findings.extend(compare_document(
-                &expected.batch_id,
-                key,
-                bytes,
-                digest,
-                kind,
-                head.as_ref(),
-                got.as_deref(),
-                self.depth == Depth::Head,
-            ));
+            self.verify_document(expected, key, bytes, digest, kind, &mut verified)
+                .await?;
         }
+        self.verify_data(expected, verified).await
+    }
+
+    /// One document (manifest or `_SUCCESS`), which must equal `bytes` byte for byte: its HEAD,
+    /// and its bytes unless HEAD only; one that cannot be read at once is checked as cold.
+    async fn verify_document(
+        &self,
+        expected: &Expected,
+        key: &str,
+        bytes: &[u8],
+        digest: &ObjectDigest,
+        kind: FindingKind,
+        verified: &mut Verified,
+    ) -> Result<(), StoreError> {
+        let head = self.head(expected, key, verified).await?;
+        let cold = head.as_ref().filter(|h| !h.readable()).cloned();
+        let got = match (&head, &cold, self.depth) {
+            (None, _, _) | (_, _, Depth::Head) => None,
+            (Some(_), Some(cold), _) => {
+                return self
+                    .verify_cold_document(expected, key, bytes, digest, cold, verified)
+                    .await;
+            }
+            (Some(meta), None, _) => match store::get_all(self.store, key).await {
+                // Refused by class although HEAD did not say so: the same as cold.
+                Err(StoreError::NotReadable { storage_class, .. }) => {
+                    let cold = ObjectMeta {
+                        storage_class: Some(storage_class),
+                        ..meta.clone()
+                    };
+                    return self
+                        .verify_cold_document(expected, key, bytes, digest, &cold, verified)
+                        .await;
+                }
+                other => other?,
+            },
+        };
+        verified.findings.extend(compare_document(
+            &expected.batch_id,
+            key,
+            bytes,
+            digest,
+            kind,
+            head.as_ref(),
+            got.as_deref(),
+            self.depth == Depth::Head,
+        ));
+        Ok(())
+    }
+
+    /// The data object: its HEAD, and unless HEAD only its bytes, lines and members (kept with
+    /// [`Depth::ReadKeepingLines`] when nothing was found); one that cannot be read at once is
+    /// checked as cold.
+    async fn verify_data(
+        &self,
+        expected: &Expected,
+        mut verified: Verified,
+    ) -> Result<Verified, StoreError> {
         let key = &expected.keys.data;
         let head = self.head(expected, key, &mut verified).await?;
         if self.depth == Depth::Head {
