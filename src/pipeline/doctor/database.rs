@@ -1,7 +1,7 @@
 //! Doctor's database checks, all read-only: the server and login, the connection's TLS,
 //! `max_allowed_packet`, the tables and their collations, the retention index, each command's
 //! grants table by table ([`CommandName`] says what each needs), and the buffer pool against
-//! the table. Doctor writes no row.
+//! the table.
 
 use super::{Check, DoctorOptions, DoctorRun};
 use crate::db::preflight::{Access, Privilege};
@@ -303,44 +303,12 @@ async fn grants(db: &Db, spec: &TableSpec, command: CommandName) -> Check {
             return Check::warning(&name, e.to_string(), "see the message")
         }
     };
-    let mut granted = Vec::new();
-    let mut missing: Vec<(String, Vec<&'static str>)> = Vec::new();
-    let mut notes = Vec::new();
-    let mut unchecked = 0;
-    for (table, privileges) in command.needs(spec) {
-        let mut lacking = Vec::new();
-        let mut checked = true;
-        for privilege in privileges {
-            match db.access(&table, *privilege).await {
-                Ok(Access::Granted) => {}
-                Ok(Access::Denied(_)) => lacking.push(privilege.as_str()),
-                Ok(Access::NoTable) if command == CommandName::Restore => {
-                    notes.push(format!(
-                        "{table} does not exist yet: restore creates it, which needs CREATE on the database (an EXPLAIN cannot check that)"
-                    ));
-                    checked = false;
-                    break;
-                }
-                Ok(Access::NoTable) => {
-                    notes.push(format!("{table} is missing (see `tables`), not checked"));
-                    unchecked += 1;
-                    checked = false;
-                    break;
-                }
-                Err(e) => {
-                    notes.push(format!("{table} could not be checked: {e}"));
-                    unchecked += 1;
-                    checked = false;
-                    break;
-                }
-            }
-        }
-        if !lacking.is_empty() {
-            missing.push((table, lacking));
-        } else if checked {
-            granted.push(table);
-        }
-    }
+    let Survey {
+        granted,
+        missing,
+        notes,
+        unchecked,
+    } = survey(db, spec, command).await;
     if missing.is_empty() && unchecked > 0 {
         return Check::warning(
             &name,
@@ -386,6 +354,64 @@ async fn grants(db: &Db, spec: &TableSpec, command: CommandName) -> Check {
         ),
         fix.join(" "),
     )
+}
+
+/// What the login may do on each table a command needs.
+#[derive(Default)]
+struct Survey {
+    /// Tables on which every privilege the command needs is granted.
+    granted: Vec<String>,
+    /// Tables with the privileges lacking on them.
+    missing: Vec<(String, Vec<&'static str>)>,
+    /// Why a table was not checked (missing, restore's table not made yet, the question failed).
+    notes: Vec<String>,
+    /// Tables that could not be checked and should have been.
+    unchecked: usize,
+}
+
+/// Asks the server, privilege by privilege, whether the login may do what `command` does on
+/// each table (an EXPLAIN of the statement: nothing runs).
+async fn survey(db: &Db, spec: &TableSpec, command: CommandName) -> Survey {
+    let mut survey = Survey::default();
+    for (table, privileges) in command.needs(spec) {
+        let mut lacking = Vec::new();
+        let mut checked = true;
+        for privilege in privileges {
+            match db.access(&table, *privilege).await {
+                Ok(Access::Granted) => {}
+                Ok(Access::Denied(_)) => lacking.push(privilege.as_str()),
+                Ok(Access::NoTable) if command == CommandName::Restore => {
+                    survey.notes.push(format!(
+                        "{table} does not exist yet: restore creates it, which needs CREATE on the database (an EXPLAIN cannot check that)"
+                    ));
+                    checked = false;
+                    break;
+                }
+                Ok(Access::NoTable) => {
+                    survey
+                        .notes
+                        .push(format!("{table} is missing (see `tables`), not checked"));
+                    survey.unchecked += 1;
+                    checked = false;
+                    break;
+                }
+                Err(e) => {
+                    survey
+                        .notes
+                        .push(format!("{table} could not be checked: {e}"));
+                    survey.unchecked += 1;
+                    checked = false;
+                    break;
+                }
+            }
+        }
+        if !lacking.is_empty() {
+            survey.missing.push((table, lacking));
+        } else if checked {
+            survey.granted.push(table);
+        }
+    }
+    survey
 }
 
 async fn buffer_pool(db: &Db, spec: &TableSpec) -> Check {
