@@ -119,6 +119,25 @@ fn b64(bytes: &[u8]) -> String {
     base64::engine::general_purpose::STANDARD.encode(bytes)
 }
 
+/// `x-amz-checksum-crc64nvme` as the number it states: the base64 of 8 big-endian bytes
+/// (`None`: anything else).
+fn crc64nvme_header(text: &str) -> Option<u64> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?;
+    <[u8; 8]>::try_from(bytes.as_slice())
+        .ok()
+        .map(u64::from_be_bytes)
+}
+
+/// `x-amz-checksum-sha256` as lowercase hex: the base64 of 32 bytes (`None`: anything else).
+fn sha256_header(text: &str) -> Option<String> {
+    let bytes = base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?;
+    (bytes.len() == 32).then(|| hex::encode(bytes))
+}
+
 fn content_type(key: &str) -> &'static str {
     if key.ends_with(".gz") {
         "application/gzip"
@@ -188,17 +207,9 @@ impl ObjectStore for S3Store {
             }
             Err(e) => return Err(self.error("head", key, e)),
         };
-        let crc64nvme = out
-            .checksum_crc64_nvme()
-            .and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
-            .and_then(|bytes| <[u8; 8]>::try_from(bytes.as_slice()).ok())
-            .map(u64::from_be_bytes);
+        let crc64nvme = out.checksum_crc64_nvme().and_then(crc64nvme_header);
         let crc64ecma = cos.crc64ecma();
-        let sha256 = out
-            .checksum_sha256()
-            .and_then(|text| base64::engine::general_purpose::STANDARD.decode(text).ok())
-            .filter(|bytes| bytes.len() == 32)
-            .map(hex::encode);
+        let sha256 = out.checksum_sha256().and_then(sha256_header);
         let lock = match (out.object_lock_mode(), out.object_lock_retain_until_date()) {
             (Some(mode), Some(until)) => LockMode::parse(mode.as_str()).map(|mode| ObjectLock {
                 mode,
@@ -492,5 +503,47 @@ impl S3Store {
                 Some(ConditionalPut::Ignored)
             ),
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_heads_checksum_headers_are_read_as_the_store_states_them() {
+        // CRC-64/NVME of "123456789" is 0xae8b14860a799888 (the catalogue's check value); the
+        // header carries its 8 bytes big-endian, in base64, as a put sends them.
+        assert_eq!(
+            crc64nvme_header("rosUhgp5mIg="),
+            Some(0xae8b_1486_0a79_9888)
+        );
+        let crc = digest::crc64nvme(b"123456789");
+        assert_eq!(crc64nvme_header(&b64(&crc.to_be_bytes())), Some(crc));
+        assert_eq!(crc64nvme_header("rosUhgp5"), None, "6 bytes");
+        assert_eq!(crc64nvme_header("not base64!"), None);
+        assert_eq!(
+            sha256_header("ungWv48Bz+pBQUDeXa4iI7ADYaOWF3qctBD/YfIAFa0=").as_deref(),
+            Some("ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"),
+            "SHA-256 of \"abc\""
+        );
+        assert_eq!(sha256_header("rosUhgp5mIg="), None, "8 bytes");
+        assert_eq!(sha256_header(""), None);
+    }
+
+    #[test]
+    fn objects_are_put_with_the_content_type_of_their_key() {
+        assert_eq!(
+            content_type("p/app/batch/data.ndjson.gz"),
+            "application/gzip"
+        );
+        assert_eq!(
+            content_type("p/app/batch/manifest.json"),
+            "application/json"
+        );
+        assert_eq!(
+            content_type("p/app/batch/_SUCCESS"),
+            "application/octet-stream"
+        );
     }
 }

@@ -175,3 +175,27 @@ fn backoff(n: u32) -> Duration {
         .map_or(0, |d| d.subsec_nanos() % 500);
     base + base * jitter / 1000
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn resumes_back_off_from_100_ms_doubling_to_5_s_with_at_most_half_again_of_jitter() {
+        let ms = |n| backoff(n).as_millis();
+        for (n, base) in [
+            (0, 100),
+            (1, 200),
+            (2, 400),
+            (5, 3_200),
+            (6, 5_000),
+            (30, 5_000),
+        ] {
+            assert!(
+                (base..base + base / 2).contains(&ms(n)),
+                "resume {n}: {} ms",
+                ms(n)
+            );
+        }
+    }
+}

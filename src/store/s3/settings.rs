@@ -107,6 +107,7 @@ pub const NO_REGION: &str = "no setting: the default";
 pub const SETTING_REGION: &str = "--s3-region / OUTBOX_ARCHIVER_S3_REGION";
 
 impl S3Store {
+    /// A client for `location` (an `s3://` one) as `settings` say.
     pub async fn connect(location: Location, settings: &S3Settings) -> Result<S3Store, StoreError> {
         let Location::S3 { bucket, .. } = &location else {
             panic!("S3Store needs an s3:// location")
@@ -114,50 +115,8 @@ impl S3Store {
         let bucket = bucket.clone();
         let max_attempts = settings.max_attempts.unwrap_or(DEFAULT_MAX_ATTEMPTS).max(1);
         let read_timeout = settings.read_timeout.unwrap_or(DEFAULT_READ_TIMEOUT);
-        let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
-            .timeout_config(
-                TimeoutConfig::builder()
-                    .connect_timeout(settings.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT))
-                    .read_timeout(read_timeout)
-                    .build(),
-            )
-            .retry_config({
-                let retry = RetryConfig::standard().with_max_attempts(max_attempts);
-                match settings.initial_backoff {
-                    Some(backoff) => retry.with_initial_backoff(backoff),
-                    None => retry,
-                }
-            });
-        if let Some(endpoint) = &settings.endpoint {
-            loader = loader.endpoint_url(endpoint);
-        }
-        if let Some(bundle) = &settings.ca_bundle {
-            loader = loader.http_client(https_client_trusting(bundle)?);
-        }
-        // The region from the settings, the environment or the profile — never asked of EC2's
-        // instance metadata (off EC2 that is three long warnings a run and a pause); none
-        // found: us-east-1, said in one line.
-        use aws_config::meta::region::ProvideRegion;
-        let region = match &settings.region {
-            Some(region) => Some((Region::new(region.clone()), SETTING_REGION)),
-            None => match aws_config::environment::region::EnvironmentVariableRegionProvider::new()
-                .region()
-                .await
-            {
-                Some(region) => Some((region, "AWS_REGION / AWS_DEFAULT_REGION")),
-                None => aws_config::profile::region::ProfileFileRegionProvider::new()
-                    .region()
-                    .await
-                    .map(|region| (region, "the AWS profile")),
-            },
-        };
-        let (region, region_source) = region.unwrap_or_else(|| {
-            tracing::info!(
-                "no S3 region configured (--s3-region / AWS_REGION / the AWS profile): using us-east-1 \
-                 (AWS S3 needs the bucket's own region; MinIO and COS rarely care)"
-            );
-            (Region::new("us-east-1"), NO_REGION)
-        });
+        let mut loader = sdk_loader(settings, max_attempts, read_timeout)?;
+        let (region, region_source) = region(settings).await;
         let signed_for = region.to_string();
         loader = loader.region(region);
         if let Some((key, secret)) = &settings.static_credentials {
@@ -202,6 +161,64 @@ impl S3Store {
     }
 }
 
+/// The SDK's loader with the settings' timeouts, retries (`max_attempts`, the initial backoff),
+/// endpoint and CA bundle (read here: a bad file is an error now, not at the first request).
+fn sdk_loader(
+    settings: &S3Settings,
+    max_attempts: u32,
+    read_timeout: Duration,
+) -> Result<aws_config::ConfigLoader, StoreError> {
+    let mut loader = aws_config::defaults(aws_config::BehaviorVersion::latest())
+        .timeout_config(
+            TimeoutConfig::builder()
+                .connect_timeout(settings.connect_timeout.unwrap_or(DEFAULT_CONNECT_TIMEOUT))
+                .read_timeout(read_timeout)
+                .build(),
+        )
+        .retry_config({
+            let retry = RetryConfig::standard().with_max_attempts(max_attempts);
+            match settings.initial_backoff {
+                Some(backoff) => retry.with_initial_backoff(backoff),
+                None => retry,
+            }
+        });
+    if let Some(endpoint) = &settings.endpoint {
+        loader = loader.endpoint_url(endpoint);
+    }
+    if let Some(bundle) = &settings.ca_bundle {
+        loader = loader.http_client(https_client_trusting(bundle)?);
+    }
+    Ok(loader)
+}
+
+/// The region requests are signed for, and which setting gave it ([`NO_REGION`]: none did).
+async fn region(settings: &S3Settings) -> (Region, &'static str) {
+    // The region from the settings, the environment or the profile — never asked of EC2's
+    // instance metadata (off EC2 that is three long warnings a run and a pause); none
+    // found: us-east-1, said in one line.
+    use aws_config::meta::region::ProvideRegion;
+    let region = match &settings.region {
+        Some(region) => Some((Region::new(region.clone()), SETTING_REGION)),
+        None => match aws_config::environment::region::EnvironmentVariableRegionProvider::new()
+            .region()
+            .await
+        {
+            Some(region) => Some((region, "AWS_REGION / AWS_DEFAULT_REGION")),
+            None => aws_config::profile::region::ProfileFileRegionProvider::new()
+                .region()
+                .await
+                .map(|region| (region, "the AWS profile")),
+        },
+    };
+    region.unwrap_or_else(|| {
+        tracing::info!(
+            "no S3 region configured (--s3-region / AWS_REGION / the AWS profile): using us-east-1 \
+             (AWS S3 needs the bucket's own region; MinIO and COS rarely care)"
+        );
+        (Region::new("us-east-1"), NO_REGION)
+    })
+}
+
 /// An HTTPS client that trusts exactly the CA certificates of the PEM file at `bundle` (the
 /// SDK's TLS provider, aws-lc-rs; the system's roots are left out, as the AWS CLI does with
 /// its `ca_bundle`). The file is read and parsed here, so a wrong path or a file with no
@@ -240,4 +257,87 @@ fn https_client_trusting(
         ))
         .tls_context(context)
         .build_https())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn location() -> Location {
+        Location::S3 {
+            bucket: "archive".into(),
+            prefix: "p".into(),
+        }
+    }
+
+    #[test]
+    fn printed_settings_never_show_the_credentials() {
+        let settings = S3Settings {
+            endpoint: Some("http://127.0.0.1:9000".into()),
+            static_credentials: Some(("AKIDEXAMPLE".into(), "wJalrXUtnFEMI-secret".into())),
+            ..S3Settings::default()
+        };
+        let printed = format!("{settings:?}");
+        assert!(!printed.contains("AKIDEXAMPLE"), "{printed}");
+        assert!(!printed.contains("wJalrXUtnFEMI-secret"), "{printed}");
+        assert!(
+            printed.contains(r#"static_credentials: Some("***")"#),
+            "{printed}"
+        );
+        assert!(printed.contains("http://127.0.0.1:9000"), "{printed}");
+    }
+
+    #[tokio::test]
+    async fn a_client_takes_the_defaults_of_what_the_settings_leave_out() {
+        let settings = S3Settings {
+            endpoint: Some("http://127.0.0.1:9".into()),
+            region: Some("eu-west-1".into()),
+            static_credentials: Some(("key".into(), "secret".into())),
+            ..S3Settings::default()
+        };
+        let store = S3Store::connect(location(), &settings).await.unwrap();
+        assert_eq!(store.region(), ("eu-west-1", SETTING_REGION));
+        assert!(store.custom_endpoint());
+        assert_eq!(store.fetch.bucket, "archive");
+        assert_eq!(store.fetch.max_attempts, DEFAULT_MAX_ATTEMPTS);
+        assert_eq!(store.fetch.read_timeout, DEFAULT_READ_TIMEOUT);
+        assert_eq!(store.upload_checksum, UploadChecksum::Md5);
+        assert_eq!(store.conditional_put, ConditionalPutSetting::Auto);
+        assert!(store.sse.is_none());
+        let given = S3Settings {
+            // At least one attempt, whatever the setting says.
+            max_attempts: Some(0),
+            read_timeout: Some(Duration::from_secs(2)),
+            upload_checksum: Some(UploadChecksum::Crc64nvme),
+            conditional_put: Some(ConditionalPutSetting::Off),
+            ..settings
+        };
+        let store = S3Store::connect(location(), &given).await.unwrap();
+        assert_eq!(store.fetch.max_attempts, 1);
+        assert_eq!(store.fetch.read_timeout, Duration::from_secs(2));
+        assert_eq!(store.upload_checksum, UploadChecksum::Crc64nvme);
+        assert_eq!(store.conditional_put, ConditionalPutSetting::Off);
+    }
+
+    #[test]
+    fn a_ca_bundle_that_holds_no_certificate_is_refused_naming_the_file() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("ca.pem");
+        std::fs::write(&path, "not a certificate\n").unwrap();
+        match https_client_trusting(&path) {
+            Err(StoreError::CaBundle {
+                path: named,
+                detail,
+            }) => {
+                assert_eq!(named, path.display().to_string());
+                assert_eq!(detail, "the file holds no PEM certificate");
+            }
+            other => panic!("{:?}", other.map(|_| "a client")),
+        }
+        let missing = dir.path().join("missing.pem");
+        assert!(matches!(
+            https_client_trusting(&missing),
+            Err(StoreError::CaBundle { .. })
+        ));
+    }
 }
