@@ -1,0 +1,460 @@
+//! Doctor's database checks, all read-only: the server and login, the connection's TLS,
+//! `max_allowed_packet`, the tables and their collations, the retention index, each command's
+//! grants table by table ([`CommandName`] says what each needs), and the buffer pool against
+//! the table.
+
+use super::{Check, DoctorOptions, DoctorRun};
+use crate::db::preflight::{Access, Privilege};
+use crate::db::{Db, DbError};
+use crate::model::profile;
+use crate::model::table::TableSpec;
+
+/// A command whose database privileges doctor checks.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub enum CommandName {
+    Archive,
+    Verify,
+    Status,
+    Purge,
+    Restore,
+    RestoreIntoSource,
+    Compact,
+}
+
+impl CommandName {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            CommandName::Archive => "archive",
+            CommandName::Verify => "verify",
+            CommandName::Status => "status",
+            CommandName::Purge => "purge",
+            CommandName::Restore => "restore",
+            CommandName::RestoreIntoSource => "restore --into-source",
+            CommandName::Compact => "compact",
+        }
+    }
+
+    /// What the command reads and writes, table by table (deploy/mysql-grants.sql grants it).
+    fn needs(self, spec: &TableSpec) -> Vec<(String, &'static [Privilege])> {
+        use Privilege::*;
+        let source = spec.name.to_string();
+        let migrations = "_sqlx_migrations".to_string();
+        let mut needs: Vec<(String, &'static [Privilege])> = match self {
+            CommandName::Archive => vec![
+                (source, &[Select]),
+                (spec.receipts_table(), &[Select, Insert, Update]),
+                (spec.members_table(), &[Select, Insert, Update, Delete]),
+                (spec.superseded_table(), &[Select, Insert]),
+                (spec.runs_table(), &[Select, Insert]),
+                (migrations, &[Select]),
+            ],
+            CommandName::Verify => vec![
+                (source, &[Select]),
+                (spec.receipts_table(), &[Select]),
+                (spec.members_table(), &[Select]),
+                (spec.superseded_table(), &[Select]),
+                (migrations, &[Select]),
+            ],
+            CommandName::Status => vec![
+                (source, &[Select]),
+                (spec.receipts_table(), &[Select]),
+                (spec.runs_table(), &[Select]),
+                (spec.drills_table(), &[Select]),
+                (migrations, &[Select]),
+            ],
+            CommandName::Purge => vec![
+                (source, &[Select, Delete]),
+                (spec.receipts_table(), &[Select, Update]),
+                (spec.members_table(), &[Select]),
+                (spec.superseded_table(), &[Select]),
+                (spec.runs_table(), &[Select, Insert]),
+                (spec.drills_table(), &[Select]),
+                (migrations, &[Select]),
+            ],
+            CommandName::Restore => vec![
+                (spec.receipts_table(), &[Select]),
+                (spec.members_table(), &[Select]),
+                (spec.superseded_table(), &[Select]),
+                (spec.drills_table(), &[Select, Insert]),
+                (migrations, &[Select]),
+                (format!("{}_restored", spec.name), &[Select, Insert]),
+            ],
+            CommandName::Compact => vec![
+                (source, &[Select]),
+                (spec.receipts_table(), &[Select, Update]),
+                (spec.members_table(), &[Select, Delete]),
+                (spec.superseded_table(), &[Select]),
+                (spec.runs_table(), &[Select, Insert]),
+                (migrations, &[Select]),
+            ],
+            CommandName::RestoreIntoSource => vec![
+                (source, &[Select, Insert]),
+                (spec.receipts_table(), &[Select, Update]),
+                // A compacted batch's rows get their member rows back (an upsert: UPDATE too).
+                (spec.members_table(), &[Select, Insert, Update]),
+                (spec.superseded_table(), &[Select]),
+                (migrations, &[Select]),
+            ],
+        };
+        // Tables made from the description have no migrations history; a profile's table has
+        // the record of its archived columns (read at every start, added to by archive).
+        if spec.owned_by == crate::model::table::OwnedBy::Spec {
+            needs.retain(|(table, _)| table != "_sqlx_migrations");
+        }
+        if !spec.is_builtin() {
+            let privileges: &'static [Privilege] = match self {
+                CommandName::Archive => &[Select, Insert],
+                _ => &[Select],
+            };
+            needs.push((spec.columns_table(), privileges));
+        }
+        needs
+    }
+}
+
+/// The database's checks: connection, tables and collations, the retention index, grants, and
+/// the buffer pool against the table.
+pub async fn check_database(
+    db: Result<&Db, &str>,
+    spec: &TableSpec,
+    opts: &DoctorOptions,
+    run: &mut DoctorRun,
+) {
+    let db = match db {
+        Ok(db) => db,
+        Err(e) => {
+            run.unreachable = true;
+            run.checks.push(Check::problem(
+                "database",
+                e,
+                "fix --database-url / DATABASE_URL (user, password, host, database), then run doctor again",
+            ));
+            return;
+        }
+    };
+    let checks = &mut run.checks;
+    match (db.server().await, db.current_user().await) {
+        (Ok(server), Ok(user)) if server.supported() => checks.push(Check::ok(
+            "database",
+            format!("{server}, logged in as {user}"),
+        )),
+        (Ok(server), Ok(user)) => checks.push(Check::warning(
+            "database",
+            format!("{server}, logged in as {user}: a release the archiver is not tested on"),
+            "the archiver is tested on MySQL 8.4 and 9.7 and MariaDB 10.11 (it needs MySQL 8.0 or MariaDB 10.6 at least)",
+        )),
+        (Err(e), _) | (_, Err(e)) => checks.push(Check::problem(
+            "database",
+            e.to_string(),
+            "check --database-url / DATABASE_URL",
+        )),
+    }
+    checks.push(tls(db).await);
+    checks.push(packet(db).await);
+    checks.push(tables(db, spec).await);
+    checks.push(retention_index(db, spec).await);
+    for command in &opts.grants_for {
+        checks.push(grants(db, spec, *command).await);
+    }
+    checks.push(buffer_pool(db, spec).await);
+}
+
+/// How the connection is protected: the TLS the server negotiated and what `ssl-mode` verified.
+async fn tls(db: &Db) -> Check {
+    use sqlx::mysql::MySqlSslMode as Mode;
+    let tls = match db.tls().await {
+        Ok(tls) => tls,
+        Err(e) => return Check::warning("tls", e.to_string(), "see the message"),
+    };
+    let mode = db.options.get_ssl_mode();
+    let verify = "connect with ?ssl-mode=VERIFY_IDENTITY&ssl-ca=/path/to/ca.pem in --database-url / DATABASE_URL (README, \"TLS to the database\")";
+    // Nobody stands between this process and a server on this machine.
+    let host = db.options.get_host();
+    let local = if db.options.get_socket().is_some() {
+        Some("a unix socket on this machine".to_string())
+    } else if ["127.0.0.1", "localhost", "::1"].contains(&host) {
+        Some(format!("{host} is this machine"))
+    } else {
+        None
+    };
+    let Some(version) = tls.version else {
+        return match local {
+            Some(local) => Check::ok("tls", format!("no TLS: {local}")),
+            None => Check::warning(
+                "tls",
+                format!("no TLS to {host}: the password and every archived row cross the network in clear"),
+                verify,
+            ),
+        };
+    };
+    let state = format!("{version} ({})", tls.cipher);
+    match mode {
+        Mode::VerifyIdentity => Check::ok(
+            "tls",
+            format!("{state}, ssl-mode=VERIFY_IDENTITY: the server's certificate and host name are verified"),
+        ),
+        _ if local.is_some() && !matches!(mode, Mode::VerifyCa) => Check::ok(
+            "tls",
+            format!(
+                "{state}, ssl-mode {mode:?}: {}, so the certificate need not be verified",
+                local.unwrap_or_default()
+            ),
+        ),
+        Mode::VerifyCa => Check::warning(
+            "tls",
+            format!("{state}, ssl-mode=VERIFY_CA: the certificate's CA is verified, not the host name (and the client also trusts the public web CAs)"),
+            verify,
+        ),
+        _ => Check::warning(
+            "tls",
+            format!("{state}, but the server's certificate is not verified (ssl-mode {mode:?}): anyone between can pose as the server"),
+            verify,
+        ),
+    }
+}
+
+/// `max_allowed_packet` against the largest statement the archiver sends: restore's INSERTs
+/// of up to [`crate::db::restore::RESTORE_CHUNK_BYTES`] of rows.
+async fn packet(db: &Db) -> Check {
+    let chunk = crate::db::restore::RESTORE_CHUNK_BYTES as u64;
+    // A chunk's rows as SQL values, with the statement around them.
+    let needed = chunk + chunk / 4;
+    match db.bytes_variable("max_allowed_packet").await {
+        Ok(packet) if packet >= needed => Check::ok(
+            "max_allowed_packet",
+            format!("{} (restore sends at most about {} a statement)", mib(packet), mib(needed)),
+        ),
+        Ok(packet) => Check::problem(
+            "max_allowed_packet",
+            format!(
+                "{}: restore's INSERTs of up to {} of rows would fail (\"packet too large\")",
+                mib(packet),
+                mib(needed)
+            ),
+            format!("SET GLOBAL max_allowed_packet = {} and in the server's configuration (MySQL's default is 64 MiB)", 64u64 << 20),
+        ),
+        Err(e) => Check::warning("max_allowed_packet", e.to_string(), "see the message"),
+    }
+}
+
+async fn tables(db: &Db, spec: &TableSpec) -> Check {
+    match db.require_tables(spec).await {
+        Ok(()) => Check::ok(
+            "tables",
+            format!(
+                "{} and the archiver's tables are in place, every migration applied; event ids compare in binary and app codes as finely as the source's",
+                spec.name
+            ),
+        ),
+        Err(DbError::NotMigrated { missing }) => Check::problem(
+            "tables",
+            format!("migration {missing} is not applied"),
+            "run `outbox-archiver migrate` as the migration role (a user that may CREATE and ALTER)",
+        ),
+        Err(DbError::NoSourceTable { table }) => Check::problem(
+            "tables",
+            format!("source table {table} is missing"),
+            "check --table and the database in --database-url",
+        ),
+        Err(DbError::Collation { table, column, found, why, fix }) => Check::problem(
+            "collations",
+            format!("{table}.{column} compares with collation {found}, {why}"),
+            fix,
+        ),
+        Err(e) => Check::problem("tables", e.to_string(), "see the message"),
+    }
+}
+
+async fn retention_index(db: &Db, spec: &TableSpec) -> Check {
+    let roles = [
+        spec.app_code,
+        spec.status,
+        spec.updated_at_ms,
+        spec.event_id,
+    ];
+    match db.indexes(spec.name).await {
+        Ok(indexes) => {
+            match profile::retention_index(spec.name, roles, Some(spec.retention_index), &indexes)
+            {
+                Ok(name) => Check::ok(
+                    "retention_index",
+                    format!("{name} ({})", roles.join(", ")),
+                ),
+                Err(problem) => Check::problem(
+                    "retention_index",
+                    problem,
+                    "add the index as the message says (archive, verify and status force it and refuse to start without it)",
+                ),
+            }
+        }
+        Err(e) => Check::warning("retention_index", e.to_string(), "see the message"),
+    }
+}
+
+/// Whether the login may run what `command` runs, table by table.
+async fn grants(db: &Db, spec: &TableSpec, command: CommandName) -> Check {
+    let name = format!(
+        "grants_{}",
+        command.as_str().replace(" --", "_").replace('-', "_")
+    );
+    let (database, user) = match (db.database_name().await, db.current_user().await) {
+        (Ok(d), Ok(u)) => (d, u),
+        (Err(e), _) | (_, Err(e)) => {
+            return Check::warning(&name, e.to_string(), "see the message")
+        }
+    };
+    let Survey {
+        granted,
+        missing,
+        notes,
+        unchecked,
+    } = survey(db, spec, command).await;
+    if missing.is_empty() && unchecked > 0 {
+        return Check::warning(
+            &name,
+            format!(
+                "{user}: granted on {}; {}",
+                granted.join(", "),
+                notes.join("; ")
+            ),
+            "fix what `tables` reports, then run doctor again",
+        );
+    }
+    if missing.is_empty() {
+        let mut detail = format!(
+            "{user} may run what `{}` runs on {}",
+            command.as_str(),
+            granted.join(", ")
+        );
+        if !notes.is_empty() {
+            detail.push_str("; ");
+            detail.push_str(&notes.join("; "));
+        }
+        return Check::ok(&name, detail);
+    }
+    let lacks: Vec<String> = missing
+        .iter()
+        .map(|(t, p)| format!("{} on {t}", p.join(", ")))
+        .collect();
+    let fix: Vec<String> = missing
+        .iter()
+        .map(|(t, p)| format!("GRANT {} ON `{database}`.`{t}` TO {user};", p.join(", ")))
+        .collect();
+    Check::problem(
+        &name,
+        format!(
+            "{user} lacks {} — `{}` would fail (deploy/mysql-grants.sql has the roles){}",
+            lacks.join("; "),
+            command.as_str(),
+            if notes.is_empty() {
+                String::new()
+            } else {
+                format!("; {}", notes.join("; "))
+            }
+        ),
+        fix.join(" "),
+    )
+}
+
+/// What the login may do on each table a command needs.
+#[derive(Default)]
+struct Survey {
+    /// Tables on which every privilege the command needs is granted.
+    granted: Vec<String>,
+    /// Tables with the privileges lacking on them.
+    missing: Vec<(String, Vec<&'static str>)>,
+    /// Why a table was not checked (missing, restore's table not made yet, the question failed).
+    notes: Vec<String>,
+    /// Tables that could not be checked and should have been.
+    unchecked: usize,
+}
+
+/// Asks the server, privilege by privilege, whether the login may do what `command` does on
+/// each table (an EXPLAIN of the statement: nothing runs).
+async fn survey(db: &Db, spec: &TableSpec, command: CommandName) -> Survey {
+    let mut survey = Survey::default();
+    for (table, privileges) in command.needs(spec) {
+        let mut lacking = Vec::new();
+        let mut checked = true;
+        for privilege in privileges {
+            match db.access(&table, *privilege).await {
+                Ok(Access::Granted) => {}
+                Ok(Access::Denied(_)) => lacking.push(privilege.as_str()),
+                Ok(Access::NoTable) if command == CommandName::Restore => {
+                    survey.notes.push(format!(
+                        "{table} does not exist yet: restore creates it, which needs CREATE on the database (an EXPLAIN cannot check that)"
+                    ));
+                    checked = false;
+                    break;
+                }
+                Ok(Access::NoTable) => {
+                    survey
+                        .notes
+                        .push(format!("{table} is missing (see `tables`), not checked"));
+                    survey.unchecked += 1;
+                    checked = false;
+                    break;
+                }
+                Err(e) => {
+                    survey
+                        .notes
+                        .push(format!("{table} could not be checked: {e}"));
+                    survey.unchecked += 1;
+                    checked = false;
+                    break;
+                }
+            }
+        }
+        if !lacking.is_empty() {
+            survey.missing.push((table, lacking));
+        } else if checked {
+            survey.granted.push(table);
+        }
+    }
+    survey
+}
+
+async fn buffer_pool(db: &Db, spec: &TableSpec) -> Check {
+    let (pool, size) = match (db.buffer_pool_bytes().await, db.table_size(spec.name).await) {
+        (Ok(pool), Ok(size)) => (pool, size),
+        (Err(e), _) | (_, Err(e)) => {
+            return Check::warning("buffer_pool", e.to_string(), "see the message")
+        }
+    };
+    let Some(size) = size else {
+        return Check::ok(
+            "buffer_pool",
+            format!("innodb_buffer_pool_size {}", mib(pool)),
+        );
+    };
+    let detail = format!(
+        "innodb_buffer_pool_size {} against {} of {} (about {} rows, data and indexes)",
+        mib(pool),
+        mib(size.bytes),
+        spec.name,
+        size.rows
+    );
+    if pool >= size.bytes {
+        Check::ok("buffer_pool", detail)
+    } else {
+        let wanted = size.bytes.div_ceil(1 << 30).max(1);
+        Check::warning(
+            "buffer_pool",
+            format!(
+                "{detail}: the table does not fit, so archive's and purge's scans read from disk (measured 5-7x slower on a 1M-row scan with the 128 MiB default)"
+            ),
+            format!(
+                "raise innodb_buffer_pool_size towards {wanted} GiB (SET GLOBAL innodb_buffer_pool_size = {} and in the server's configuration), or archive in shorter windows (--max-batches)",
+                wanted << 30
+            ),
+        )
+    }
+}
+
+fn mib(bytes: u64) -> String {
+    if bytes >= 1 << 30 {
+        format!("{:.1} GiB", bytes as f64 / (1u64 << 30) as f64)
+    } else {
+        format!("{} MiB", bytes >> 20)
+    }
+}

@@ -1,0 +1,109 @@
+//! What a verification finds: a [`Finding`] is one problem, of a [`FindingKind`], with what was
+//! expected and what was found. Findings are data (a report's JSON carries them as they are),
+//! not errors; their kinds' names are part of the contract (SPEC §6 `verify`).
+
+use serde::Serialize;
+
+/// What kind of problem a finding is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FindingKind {
+    /// An object the receipt references is not in the store.
+    MissingObject,
+    SizeMismatch,
+    Sha256Mismatch,
+    Crc64Mismatch,
+    /// The store's own checksum (CRC-64/NVME or COS CRC-64) disagrees with the bytes or receipt.
+    StoreChecksumMismatch,
+    /// The data object is not a complete gzip of well-formed NDJSON records of this app.
+    UnreadableData,
+    /// The decompressed lines disagree with the receipt (hash, count, totals, cursors, bytes).
+    ContentMismatch,
+    /// manifest.json disagrees with its receipt (one finding per differing field).
+    ManifestMismatch,
+    /// `_SUCCESS` does not bind this batch's manifest.
+    SuccessMismatch,
+    /// The receipt disagrees with itself (its fields do not hash to its manifest_sha256).
+    ReceiptInconsistent,
+    /// A row in the data object has no member row in the database.
+    MemberMissing,
+    /// A member row in the database is not in the data object.
+    MemberExtra,
+    /// A member's updated_at_ms differs from the archived row's.
+    MemberMismatch,
+    /// A delivered row below the app's cursor and the cutoff whose version no receipt holds.
+    Straggler,
+    /// An object's Object Lock retention is missing, shorter or weaker than its receipt says.
+    RetentionMismatch,
+    /// An object is encrypted otherwise than its receipt says (another key, or not at all).
+    EncryptionMismatch,
+    /// An object that cannot be read back at once, for which the store reports no checksum of
+    /// its own: nothing could vouch for the stored bytes.
+    StoreChecksumMissing,
+    /// `purge --reverify` was asked to re-read an object that cannot be read at once.
+    NotReadable,
+    /// A compacted receipt's digest of its members disagrees with the data object's pairs.
+    MembersDigestMismatch,
+    /// The member and superseded rows of a batch do not hash to the receipt's members proof: a
+    /// member row was changed, added or removed since the batch was recorded.
+    MembersProofMismatch,
+    /// A member row's fingerprint differs from its archived line's.
+    MemberFingerprintMismatch,
+    /// An object's ETag or version id differs from what the store reported when it was read
+    /// back: it was written again since.
+    ObjectReplaced,
+    /// The receipt a purge deletes under is no longer VERIFIED (changed or deleted meanwhile).
+    ReceiptWithdrawn,
+}
+
+/// One problem, with what was expected and what was found (absent parts are null).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Finding {
+    pub kind: FindingKind,
+    pub batch_id: Option<String>,
+    pub key: Option<String>,
+    pub event_id: Option<String>,
+    pub expected: Option<String>,
+    pub actual: Option<String>,
+}
+
+impl Finding {
+    pub(super) fn new(kind: FindingKind, batch_id: &str, key: Option<&str>) -> Finding {
+        Finding {
+            kind,
+            batch_id: Some(batch_id.to_string()),
+            key: key.map(str::to_string),
+            event_id: None,
+            expected: None,
+            actual: None,
+        }
+    }
+
+    pub(super) fn values(mut self, expected: impl ToString, actual: impl ToString) -> Finding {
+        self.expected = Some(expected.to_string());
+        self.actual = Some(actual.to_string());
+        self
+    }
+
+    pub(super) fn event(mut self, event_id: &str) -> Finding {
+        self.event_id = Some(event_id.to_string());
+        self
+    }
+}
+
+impl std::fmt::Display for Finding {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let kind = serde_json::to_value(self.kind).unwrap_or_default();
+        write!(f, "{}", kind.as_str().unwrap_or("finding"))?;
+        if let Some(key) = &self.key {
+            write!(f, " at {key}")?;
+        }
+        if let Some(event) = &self.event_id {
+            write!(f, " (event {event})")?;
+        }
+        if let (Some(e), Some(a)) = (&self.expected, &self.actual) {
+            write!(f, ": expected {e}, found {a}")?;
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,344 @@
+//! The one verifier (SPEC §5.1, §6 `verify`): a batch's expected facts, what the store says
+//! about its three objects (HEAD) and their bytes (GET) → the findings. `publish` treats any
+//! finding as an error; `verify`, `purge` and `restore` report them.
+//!
+//! The comparisons are pure functions; [`Verifier::verify`] only fetches. A problem found is a
+//! [`Finding`] — data, not an error; an `Err` means the store could not be asked.
+//!
+//! Every HEAD is also held to the batch's protection ([`Guard`]): the retention its receipt
+//! records (or the one just written) and its encryption. An object in a storage class that cannot
+//! be read at once (GLACIER, DEEP_ARCHIVE) is checked by HEAD only and reported as a
+//! [`ColdObject`]; with `--thaw` the store is asked to restore it, and a later run reads it in
+//! full. Right after upload (publish) its bytes as uploaded are scanned instead, and the store's
+//! own checksum of the stored object must match them.
+
+mod cold;
+mod compare;
+mod expected;
+mod finding;
+
+use futures_util::TryStreamExt;
+
+pub use cold::{ColdObject, ColdObjects};
+pub use compare::{
+    compare_data, compare_document, compare_guard, compare_head, members_proof_finding,
+};
+use compare::{compare_identity, member_count};
+pub use expected::{Encryption, Expected, Guard};
+pub use finding::{Finding, FindingKind};
+
+use crate::db::receipts::StoredAs;
+use crate::model::batch::{DataRead, DataReader, KeptLines, Member};
+use crate::model::digest::ObjectDigest;
+use crate::model::format::{ContentFacts, MembersDigest};
+use crate::model::protection::{ObjectLock, Protection, VerifiedBy};
+use crate::model::table::TableSpec;
+use crate::store::{self, ObjectMeta, ObjectStore, StoreError};
+
+/// How far a verification goes.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Depth {
+    /// HEAD only: existence, sizes and the store's checksums (and the member count); no download.
+    Head,
+    /// HEAD and a full read of every object.
+    Read,
+    /// As `Read`, and keep the data object's lines (restore loads exactly those).
+    ReadKeepingLines,
+}
+
+/// What verifying a batch found, and what it read.
+#[derive(Debug, Default)]
+pub struct Verified {
+    pub findings: Vec<Finding>,
+    /// The data object's CRC-64/NVME, when it was read.
+    pub data_crc64nvme: Option<u64>,
+    /// [`Depth::ReadKeepingLines`]: the lines of the bytes just verified.
+    pub lines: Option<KeptLines>,
+    /// Objects checked by HEAD only because they cannot be read at once.
+    pub cold: Vec<ColdObject>,
+    /// How the data object was verified (publish: read back, or by the store's checksum).
+    pub verified_by: VerifiedBy,
+    /// What HEAD reported of the objects that exist: manifest, `_SUCCESS`, data.
+    pub heads: Vec<ObjectMeta>,
+    /// With [`Expected::digest_data_members`]: the digest of the data object's pairs, as read.
+    pub members_digest: Option<MembersDigest>,
+    /// What HEAD reported to identify each object (recorded on a receipt at read-back).
+    pub stored: StoredAs,
+    /// The data object's rows as read (key, version and fingerprint), when it was read.
+    pub data_members: Option<Vec<Member>>,
+    /// What HEAD reported of the data object, when it exists.
+    pub data_head: Option<ObjectMeta>,
+}
+
+impl Verified {
+    /// The batch's protection as the store reports it: the weakest retention of its objects,
+    /// and the data object's class and encryption (what a receipt records).
+    pub fn protection(&self) -> Protection {
+        let data = self.heads.last();
+        // The weakest of each: the earliest date and the least strict mode, so that every
+        // object covers what the receipt records.
+        let locks: Option<Vec<ObjectLock>> = self.heads.iter().map(|h| h.lock).collect();
+        let lock = locks.filter(|l| !l.is_empty()).map(|locks| ObjectLock {
+            mode: locks.iter().map(|l| l.mode).min().expect("some"),
+            retain_until_ms: locks.iter().map(|l| l.retain_until_ms).min().expect("some"),
+        });
+        // Recorded only where all three agree (verify holds every object to it): an accepted
+        // leftover under the bucket's old default encryption beside new documents must not
+        // make a receipt that fails verify forever.
+        let encryption = |h: &ObjectMeta| (h.sse_algorithm.clone(), h.sse_kms_key_id.clone());
+        let (sse_algorithm, sse_kms_key_id) = match data.map(encryption) {
+            Some(e) if self.heads.iter().all(|h| encryption(h) == e) => e,
+            _ => (None, None),
+        };
+        Protection {
+            lock,
+            legal_hold: !self.heads.is_empty() && self.heads.iter().all(|h| h.legal_hold),
+            storage_class: data.and_then(|d| d.storage_class.clone()),
+            sse_algorithm,
+            sse_kms_key_id,
+            verified_by: self.verified_by,
+        }
+    }
+}
+
+/// Fetches a batch's objects and compares them with what they must be.
+pub struct Verifier<'a> {
+    pub store: &'a dyn ObjectStore,
+    pub spec: &'static TableSpec,
+    pub depth: Depth,
+    pub cold: ColdObjects<'a>,
+}
+
+impl Verifier<'_> {
+    /// Verifies a batch's objects in order — manifest, `_SUCCESS`, data — as deep as
+    /// [`Verifier::depth`] says.
+    pub async fn verify(&self, expected: &Expected) -> Result<Verified, StoreError> {
+        let mut verified = Verified::default();
+        if let Some(sha256) = &expected.inconsistent_manifest_sha256 {
+            verified.findings.push(
+                Finding::new(FindingKind::ReceiptInconsistent, &expected.batch_id, None)
+                    .values(&expected.manifest_digest.sha256, sha256),
+            );
+        }
+        let documents = [
+            (
+                &expected.keys.manifest,
+                &expected.manifest,
+                &expected.manifest_digest,
+                FindingKind::ManifestMismatch,
+            ),
+            (
+                &expected.keys.success,
+                &expected.success,
+                &expected.success_digest,
+                FindingKind::SuccessMismatch,
+            ),
+        ];
+        for (key, bytes, digest, kind) in documents {
+            self.verify_document(expected, key, bytes, digest, kind, &mut verified)
+                .await?;
+        }
+        self.verify_data(expected, verified).await
+    }
+
+    /// One document (manifest or `_SUCCESS`), which must equal `bytes` byte for byte: its HEAD,
+    /// and its bytes unless HEAD only; one that cannot be read at once is checked as cold.
+    async fn verify_document(
+        &self,
+        expected: &Expected,
+        key: &str,
+        bytes: &[u8],
+        digest: &ObjectDigest,
+        kind: FindingKind,
+        verified: &mut Verified,
+    ) -> Result<(), StoreError> {
+        let head = self.head(expected, key, verified).await?;
+        let cold = head.as_ref().filter(|h| !h.readable()).cloned();
+        let got = match (&head, &cold, self.depth) {
+            (None, _, _) | (_, _, Depth::Head) => None,
+            (Some(_), Some(cold), _) => {
+                return self
+                    .verify_cold_document(expected, key, bytes, digest, cold, verified)
+                    .await;
+            }
+            (Some(meta), None, _) => match store::get_all(self.store, key).await {
+                // Refused by class although HEAD did not say so: the same as cold.
+                Err(StoreError::NotReadable { storage_class, .. }) => {
+                    let cold = ObjectMeta {
+                        storage_class: Some(storage_class),
+                        ..meta.clone()
+                    };
+                    return self
+                        .verify_cold_document(expected, key, bytes, digest, &cold, verified)
+                        .await;
+                }
+                other => other?,
+            },
+        };
+        verified.findings.extend(compare_document(
+            &expected.batch_id,
+            key,
+            bytes,
+            digest,
+            kind,
+            head.as_ref(),
+            got.as_deref(),
+            self.depth == Depth::Head,
+        ));
+        Ok(())
+    }
+
+    /// The data object: its HEAD, and unless HEAD only its bytes, lines and members (kept with
+    /// [`Depth::ReadKeepingLines`] when nothing was found); one that cannot be read at once is
+    /// checked as cold.
+    async fn verify_data(
+        &self,
+        expected: &Expected,
+        mut verified: Verified,
+    ) -> Result<Verified, StoreError> {
+        let key = &expected.keys.data;
+        let head = self.head(expected, key, &mut verified).await?;
+        if self.depth == Depth::Head {
+            verified.findings.extend(compare_head(
+                &expected.batch_id,
+                key,
+                head.as_ref(),
+                &expected.data,
+                expected.data_crc64nvme,
+            ));
+            verified.findings.extend(member_count(expected));
+            verified.findings.extend(members_proof_finding(expected));
+            return Ok(verified);
+        }
+        if let Some(meta) = head.as_ref().filter(|h| !h.readable()) {
+            return self.verify_cold_data(expected, meta, verified).await;
+        }
+        let keep_lines = self.depth == Depth::ReadKeepingLines;
+        let keep = keep_lines.then_some(&expected.content);
+        let read = match read_data(self.store, self.spec, &expected.app_code, key, keep).await {
+            Err(StoreError::NotReadable { storage_class, .. }) => {
+                // The store refused the GET by class although HEAD did not say so.
+                let meta = ObjectMeta {
+                    storage_class: Some(storage_class),
+                    ..head.clone().unwrap_or_default()
+                };
+                return self.verify_cold_data(expected, &meta, verified).await;
+            }
+            other => other?,
+        };
+        verified.data_crc64nvme = read.as_ref().map(|r| r.crc64nvme);
+        let (mut data_findings, lines, digest, data_members) =
+            compare_data(expected, head.as_ref(), read);
+        verified.findings.append(&mut data_findings);
+        verified.findings.extend(members_proof_finding(expected));
+        verified.members_digest = digest;
+        verified.data_members = data_members;
+        if verified.findings.is_empty() && keep_lines {
+            verified.lines = lines;
+        }
+        Ok(verified)
+    }
+
+    /// HEADs `key`, holds what it reports to the batch's guard, and keeps it.
+    async fn head(
+        &self,
+        expected: &Expected,
+        key: &str,
+        verified: &mut Verified,
+    ) -> Result<Option<ObjectMeta>, StoreError> {
+        let head = self.store.head(key).await?;
+        if let Some(meta) = &head {
+            verified.findings.extend(compare_guard(
+                &expected.batch_id,
+                key,
+                meta,
+                &expected.guard,
+            ));
+            let (recorded, seen) = if key == expected.keys.data {
+                verified.data_head = Some(meta.clone());
+                (&expected.stored.data, &mut verified.stored.data)
+            } else if key == expected.keys.manifest {
+                (&expected.stored.manifest, &mut verified.stored.manifest)
+            } else {
+                (&expected.stored.success, &mut verified.stored.success)
+            };
+            *seen = meta.identity();
+            verified
+                .findings
+                .extend(compare_identity(&expected.batch_id, key, meta, recorded));
+            verified.heads.push(meta.clone());
+        }
+        Ok(head)
+    }
+}
+
+/// Streams a data object through a [`DataReader`] (keeping its lines, sized for the expected
+/// content, if given); `None` if it does not exist.
+pub async fn read_data(
+    store: &dyn ObjectStore,
+    spec: &'static TableSpec,
+    app_code: &str,
+    key: &str,
+    keep_lines: Option<&ContentFacts>,
+) -> Result<Option<DataRead>, StoreError> {
+    let Some(mut body) = store.get(key).await? else {
+        return Ok(None);
+    };
+    let mut reader = if let Some(expected) = keep_lines {
+        DataReader::keeping_lines(spec, app_code, expected)
+    } else {
+        DataReader::new(spec, app_code)
+    };
+    while let Some(chunk) = body.try_next().await? {
+        reader.update(&chunk);
+    }
+    Ok(Some(reader.finish()))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_receipt_records_the_weakest_retention_and_encryption_all_objects_share() {
+        use crate::model::protection::LockMode;
+        let head = |mode, until, sse: Option<&str>| ObjectMeta {
+            lock: Some(ObjectLock {
+                mode,
+                retain_until_ms: until,
+            }),
+            sse_algorithm: sse.map(str::to_string),
+            ..ObjectMeta::default()
+        };
+        let verified = Verified {
+            heads: vec![
+                head(LockMode::Governance, 9_000, Some("aws:kms")),
+                head(LockMode::Compliance, 5_000, Some("aws:kms")),
+                head(LockMode::Compliance, 7_000, Some("AES256")),
+            ],
+            ..Verified::default()
+        };
+        let p = verified.protection();
+        // The earliest date and the least strict mode: every object covers it.
+        assert_eq!(
+            p.lock,
+            Some(ObjectLock {
+                mode: LockMode::Governance,
+                retain_until_ms: 5_000
+            })
+        );
+        for h in &verified.heads {
+            assert!(h.lock.unwrap().covers(&p.lock.unwrap()));
+        }
+        // The objects disagree on encryption: none recorded (verify would fail forever).
+        assert_eq!((p.sse_algorithm, p.sse_kms_key_id), (None, None));
+        let one_missing = Verified {
+            heads: vec![
+                head(LockMode::Compliance, 5_000, None),
+                ObjectMeta::default(),
+            ],
+            ..Verified::default()
+        };
+        assert_eq!(one_missing.protection().lock, None);
+    }
+}
