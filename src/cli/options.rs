@@ -20,7 +20,7 @@ use crate::model::protection::{LockMode, Sse, SseAlgorithm, Thaw, ThawTier, Writ
 use crate::model::table::{self, TableSpec};
 use crate::model::timespec;
 use crate::pipeline::apps::{Apps, Selection};
-use crate::pipeline::doctor::{CommandName, DoctorOptions};
+use crate::pipeline::doctor::{DoctorOptions, GrantsFor};
 use crate::pipeline::replicas::ReplicaGate;
 use crate::pipeline::Stops;
 use crate::store::{S3Settings, UploadChecksum};
@@ -228,17 +228,17 @@ impl RestoreArgs {
 
 impl DoctorArgs {
     pub fn options(&self, policy: WritePolicy) -> DoctorOptions {
-        let mut grants_for: Vec<CommandName> = self
+        let mut grants_for: Vec<GrantsFor> = self
             .grants_for
             .iter()
             .map(|c| match c {
-                CommandArg::Archive => CommandName::Archive,
-                CommandArg::Verify => CommandName::Verify,
-                CommandArg::Status => CommandName::Status,
-                CommandArg::Purge => CommandName::Purge,
-                CommandArg::Restore => CommandName::Restore,
-                CommandArg::RestoreIntoSource => CommandName::RestoreIntoSource,
-                CommandArg::Compact => CommandName::Compact,
+                CommandArg::Archive => GrantsFor::Archive,
+                CommandArg::Verify => GrantsFor::Verify,
+                CommandArg::Status => GrantsFor::Status,
+                CommandArg::Purge => GrantsFor::Purge,
+                CommandArg::Restore => GrantsFor::Restore,
+                CommandArg::RestoreIntoSource => GrantsFor::RestoreIntoSource,
+                CommandArg::Compact => GrantsFor::Compact,
             })
             .collect();
         grants_for.sort();

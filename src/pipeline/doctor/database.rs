@@ -1,6 +1,6 @@
 //! Doctor's database checks, all read-only: the server and login, the connection's TLS,
 //! `max_allowed_packet`, the tables and their collations, the retention index, each command's
-//! grants table by table ([`CommandName`] says what each needs), and the buffer pool against
+//! grants table by table ([`GrantsFor`] says what each needs), and the buffer pool against
 //! the table.
 
 use super::{Check, DoctorOptions, DoctorRun};
@@ -11,7 +11,7 @@ use crate::model::table::TableSpec;
 
 /// A command whose database privileges doctor checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum CommandName {
+pub enum GrantsFor {
     Archive,
     Verify,
     Status,
@@ -21,16 +21,16 @@ pub enum CommandName {
     Compact,
 }
 
-impl CommandName {
+impl GrantsFor {
     pub fn as_str(self) -> &'static str {
         match self {
-            CommandName::Archive => "archive",
-            CommandName::Verify => "verify",
-            CommandName::Status => "status",
-            CommandName::Purge => "purge",
-            CommandName::Restore => "restore",
-            CommandName::RestoreIntoSource => "restore --into-source",
-            CommandName::Compact => "compact",
+            GrantsFor::Archive => "archive",
+            GrantsFor::Verify => "verify",
+            GrantsFor::Status => "status",
+            GrantsFor::Purge => "purge",
+            GrantsFor::Restore => "restore",
+            GrantsFor::RestoreIntoSource => "restore --into-source",
+            GrantsFor::Compact => "compact",
         }
     }
 
@@ -40,7 +40,7 @@ impl CommandName {
         let source = spec.name.to_string();
         let migrations = "_sqlx_migrations".to_string();
         let mut needs: Vec<(String, &'static [Privilege])> = match self {
-            CommandName::Archive => vec![
+            GrantsFor::Archive => vec![
                 (source, &[Select]),
                 (spec.receipts_table(), &[Select, Insert, Update]),
                 (spec.members_table(), &[Select, Insert, Update, Delete]),
@@ -48,21 +48,21 @@ impl CommandName {
                 (spec.runs_table(), &[Select, Insert]),
                 (migrations, &[Select]),
             ],
-            CommandName::Verify => vec![
+            GrantsFor::Verify => vec![
                 (source, &[Select]),
                 (spec.receipts_table(), &[Select]),
                 (spec.members_table(), &[Select]),
                 (spec.superseded_table(), &[Select]),
                 (migrations, &[Select]),
             ],
-            CommandName::Status => vec![
+            GrantsFor::Status => vec![
                 (source, &[Select]),
                 (spec.receipts_table(), &[Select]),
                 (spec.runs_table(), &[Select]),
                 (spec.drills_table(), &[Select]),
                 (migrations, &[Select]),
             ],
-            CommandName::Purge => vec![
+            GrantsFor::Purge => vec![
                 (source, &[Select, Delete]),
                 (spec.receipts_table(), &[Select, Update]),
                 (spec.members_table(), &[Select]),
@@ -71,7 +71,7 @@ impl CommandName {
                 (spec.drills_table(), &[Select]),
                 (migrations, &[Select]),
             ],
-            CommandName::Restore => vec![
+            GrantsFor::Restore => vec![
                 (spec.receipts_table(), &[Select]),
                 (spec.members_table(), &[Select]),
                 (spec.superseded_table(), &[Select]),
@@ -79,7 +79,7 @@ impl CommandName {
                 (migrations, &[Select]),
                 (format!("{}_restored", spec.name), &[Select, Insert]),
             ],
-            CommandName::Compact => vec![
+            GrantsFor::Compact => vec![
                 (source, &[Select]),
                 (spec.receipts_table(), &[Select, Update]),
                 (spec.members_table(), &[Select, Delete]),
@@ -87,7 +87,7 @@ impl CommandName {
                 (spec.runs_table(), &[Select, Insert]),
                 (migrations, &[Select]),
             ],
-            CommandName::RestoreIntoSource => vec![
+            GrantsFor::RestoreIntoSource => vec![
                 (source, &[Select, Insert]),
                 (spec.receipts_table(), &[Select, Update]),
                 // A compacted batch's rows get their member rows back (an upsert: UPDATE too).
@@ -103,7 +103,7 @@ impl CommandName {
         }
         if !spec.is_builtin() {
             let privileges: &'static [Privilege] = match self {
-                CommandName::Archive => &[Select, Insert],
+                GrantsFor::Archive => &[Select, Insert],
                 _ => &[Select],
             };
             needs.push((spec.columns_table(), privileges));
@@ -292,7 +292,7 @@ async fn retention_index(db: &Db, spec: &TableSpec) -> Check {
 }
 
 /// Whether the login may run what `command` runs, table by table.
-async fn grants(db: &Db, spec: &TableSpec, command: CommandName) -> Check {
+async fn grants(db: &Db, spec: &TableSpec, command: GrantsFor) -> Check {
     let name = format!(
         "grants_{}",
         command.as_str().replace(" --", "_").replace('-', "_")
@@ -371,7 +371,7 @@ struct Survey {
 
 /// Asks the server, privilege by privilege, whether the login may do what `command` does on
 /// each table (an EXPLAIN of the statement: nothing runs).
-async fn survey(db: &Db, spec: &TableSpec, command: CommandName) -> Survey {
+async fn survey(db: &Db, spec: &TableSpec, command: GrantsFor) -> Survey {
     let mut survey = Survey::default();
     for (table, privileges) in command.needs(spec) {
         let mut lacking = Vec::new();
@@ -380,7 +380,7 @@ async fn survey(db: &Db, spec: &TableSpec, command: CommandName) -> Survey {
             match db.access(&table, *privilege).await {
                 Ok(Access::Granted) => {}
                 Ok(Access::Denied(_)) => lacking.push(privilege.as_str()),
-                Ok(Access::NoTable) if command == CommandName::Restore => {
+                Ok(Access::NoTable) if command == GrantsFor::Restore => {
                     survey.notes.push(format!(
                         "{table} does not exist yet: restore creates it, which needs CREATE on the database (an EXPLAIN cannot check that)"
                     ));

@@ -18,7 +18,7 @@ mod probe;
 use serde::Serialize;
 
 pub use bucket::{check_store, DoctorStore};
-pub use database::{check_database, CommandName};
+pub use database::{check_database, GrantsFor};
 
 use crate::model::protection::WritePolicy;
 
@@ -75,7 +75,7 @@ impl Check {
 #[derive(Debug, Clone)]
 pub struct DoctorOptions {
     /// The commands this login is meant to run: their grants are checked.
-    pub grants_for: Vec<CommandName>,
+    pub grants_for: Vec<GrantsFor>,
     /// What `archive` would write objects with.
     pub policy: WritePolicy,
 }
