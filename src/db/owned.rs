@@ -30,7 +30,7 @@ pub struct OwnedTable {
 }
 
 impl OwnedTable {
-    pub fn create_statement(&self) -> String {
+    fn create_statement(&self) -> String {
         let mut lines: Vec<String> = self
             .columns
             .iter()

@@ -140,7 +140,7 @@ impl Replica {
 
 /// How long asking a replica may take: a hung connection (a firewall dropping packets, a
 /// status blocked behind `STOP SLAVE`) must not outlast `--replica-wait-timeout`.
-pub const ASK_TIMEOUT: Duration = Duration::from_secs(5);
+const ASK_TIMEOUT: Duration = Duration::from_secs(5);
 
 /// The lag a `SHOW REPLICA STATUS` row says: both threads running and a number of seconds.
 fn lag_of(row: &MySqlRow) -> Lag {

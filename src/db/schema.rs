@@ -51,7 +51,7 @@ impl Db {
 
     /// Holds the source table to `spec`: its columns (`profile::check_live`) and the retention
     /// index every scan forces.
-    pub async fn check_source(&self, spec: &TableSpec) -> Result<(), DbError> {
+    async fn check_source(&self, spec: &TableSpec) -> Result<(), DbError> {
         let live = self.describe(spec.name).await?;
         profile::check_live(spec, &live).map_err(DbError::SourceShape)?;
         let indexes = self.indexes(spec.name).await?;
@@ -97,7 +97,7 @@ impl Db {
     }
 
     /// `table`'s columns in table order (none: no such table).
-    pub async fn describe(&self, table: &str) -> Result<Vec<LiveColumn>, DbError> {
+    async fn describe(&self, table: &str) -> Result<Vec<LiveColumn>, DbError> {
         type Described = (
             String,
             String,
@@ -168,7 +168,7 @@ impl Db {
     /// database's order, and a case-insensitive one holds `e1` and `E1` equal), and the
     /// archiver's tables must tell app codes apart wherever the source table does (by case).
     /// A table made by an older tool fails here with the `ALTER` that fixes it.
-    pub async fn check_collations(&self, spec: &TableSpec) -> Result<(), DbError> {
+    async fn check_collations(&self, spec: &TableSpec) -> Result<(), DbError> {
         let owned = [
             (
                 spec.receipts_table(),

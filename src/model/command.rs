@@ -22,7 +22,7 @@ pub enum CommandName {
 }
 
 impl CommandName {
-    pub const ALL: [CommandName; 12] = [
+    const ALL: [CommandName; 12] = [
         CommandName::Migrate,
         CommandName::Archive,
         CommandName::Verify,

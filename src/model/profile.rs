@@ -18,6 +18,7 @@ use std::path::Path;
 
 use serde::Deserialize;
 
+use crate::model::ident;
 use crate::model::table::{Column, Kind, OwnedBy, TableSpec, Total, TotalKind};
 
 /// A profile file as written.
@@ -199,7 +200,7 @@ impl LiveColumn {
     }
 
     /// The kind a column's SQL type archives as, when the profile does not say.
-    pub fn default_kind(&self) -> Result<Kind, String> {
+    fn default_kind(&self) -> Result<Kind, String> {
         if self.generated {
             // A restore cannot insert into it, and leaving it out would archive less.
             return Err(format!(
@@ -239,13 +240,6 @@ impl LiveColumn {
             Kind::Timestamp => self.data_type == "timestamp",
         }
     }
-
-    /// Byte-for-byte comparison: a `_bin` collation, or a binary type.
-    pub fn compares_bytes(&self) -> bool {
-        self.collation
-            .as_deref()
-            .is_none_or(|c| c.ends_with("_bin") || c == "binary")
-    }
 }
 
 /// A name that needs no quoting as a JSON key, manifest field or table-name prefix: lowercase
@@ -258,11 +252,11 @@ pub fn snake_name(name: &str) -> bool {
 }
 
 /// The longest app code and event id the archiver's own tables hold (`db::owned`).
-pub const MAX_APP_CODE_CHARS: u64 = 32;
-pub const MAX_EVENT_ID_CHARS: u64 = 64;
+const MAX_APP_CODE_CHARS: u64 = 32;
+const MAX_EVENT_ID_CHARS: u64 = 64;
 
 /// The longest owned prefix: `idx_<prefix>_members_batch_version` must stay within 64.
-pub const MAX_PREFIX_CHARS: usize = 38;
+const MAX_PREFIX_CHARS: usize = 38;
 
 fn leak(s: impl Into<String>) -> &'static str {
     Box::leak(s.into().into_boxed_str())
@@ -343,18 +337,17 @@ fn check_names(profile: &Profile, live: &[LiveColumn]) -> Result<(), String> {
     for name in profile.columns.keys() {
         find_live(table, live, name, "[columns] table")?;
     }
-    let plain = |name: &str| {
-        !name.is_empty() && name.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'_')
-    };
-    if !plain(table) {
+    if !ident::is_plain(table) {
         return Err(format!(
-            "table name {table:?}: the archiver takes names of letters, digits and _ only"
+            "table name {table:?}: the archiver takes names of {} only",
+            ident::RULE
         ));
     }
-    if let Some(c) = live.iter().find(|c| !plain(&c.name)) {
+    if let Some(c) = live.iter().find(|c| !ident::is_plain(&c.name)) {
         return Err(format!(
-            "column {:?} of {table}: the archiver takes column names of letters, digits and _ only (it does not quote identifiers yet)",
-            c.name
+            "column {:?} of {table}: the archiver takes column names of {} only (it does not quote identifiers yet)",
+            c.name,
+            ident::RULE
         ));
     }
     Ok(())
