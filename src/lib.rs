@@ -8,29 +8,35 @@
 //!   outbox table looks like: its columns and their roles) and [`model::profile`] (a table
 //!   described in a file), [`model::codec`] (a row ⇄ one NDJSON line), [`model::digest`]
 //!   (SHA-256, CRC-64, sizes, row fingerprints), [`model::format`] (batch facts → batch_id, object
-//!   keys, manifest and `_SUCCESS` bytes, members proof), [`model::batch`] (rows → a bounded gzip
-//!   NDJSON batch, and the same facts recomputed from an object's bytes), [`model::protection`]
-//!   (Object Lock retention, storage classes, encryption), [`model::timespec`],
-//!   [`model::human`] (numbers and durations for people), [`model::appcode`],
-//!   [`model::redact`], [`model::shard`], [`model::record_schema`]. [`failpoint`] (a named
-//!   point at which a test stops a run as if it crashed) is the one leaf beside it.
+//!   keys and their parsing, manifest and `_SUCCESS` bytes, members proof), [`model::batch`]
+//!   (rows → a bounded gzip NDJSON batch, and the same facts recomputed from an object's bytes),
+//!   [`model::protection`] (Object Lock retention, storage classes, encryption),
+//!   [`model::ident`] (the one rule for a name put into SQL), [`model::command`] (the commands'
+//!   names), [`model::timespec`], [`model::human`] (numbers and durations for people),
+//!   [`model::appcode`], [`model::redact`], [`model::shard`], [`model::record_schema`].
+//!   [`failpoint`] (a named point at which a test stops a run as if it crashed) is the one leaf
+//!   beside it.
 //! * The two I/O boundaries, each behind a narrow interface: [`db`] — one repository per owned
 //!   table ([`db::receipts`], [`db::members`], [`db::runs`], [`db::drills`]), the receipt +
 //!   members transaction ([`db::record`]), the source table's keyset pages ([`db::source`]),
 //!   purge's delete transactions ([`db::purge`]), restore's target table ([`db::restore`]),
-//!   compaction's transaction ([`db::compact`]), start-up checks, doctor's read-only questions
-//!   ([`db::preflight`]), replicas' lag ([`db::replica`]) and the per-app advisory lock
-//!   ([`db::lock`]); [`store`] — the [`store::ObjectStore`] trait with S3 and local-directory
-//!   implementations.
+//!   compaction's transaction ([`db::compact`]), start-up checks (`db/schema.rs`), doctor's
+//!   read-only questions ([`db::preflight`]), replicas' discovery and lag ([`db::replica`]) and
+//!   the per-app advisory lock ([`db::lock`]); [`store`] — the [`store::ObjectStore`] trait with
+//!   a local-directory implementation ([`store::local`]) and S3's ([`store::s3`]: settings and
+//!   the client, the SDK's errors in the store's words, the resumable GET, the request
+//!   interceptors, the bucket's own settings).
 //! * [`pipeline`] — the library the commands are thin over: one app driver for every command
 //!   ([`pipeline::apps`]: resolve `--app`/`--all-apps`/`--shard`, the gate of safe code and lock,
-//!   retries with jitter, the run history), one verifier ([`pipeline::verifier`]) that
-//!   [`pipeline::publish`], [`pipeline::verify`], [`pipeline::purge`], [`pipeline::restore`],
-//!   [`pipeline::compact`] and [`pipeline::find`] share, the replicas' pacing of writes
-//!   ([`pipeline::replicas`]), each command's per-app work, the preflight
-//!   ([`pipeline::doctor`]), and the typed report every command returns
-//!   ([`pipeline::report`], per-command details in [`pipeline::report::details`]) with the exit
-//!   status it implies. No clap, no terminal in here; an [`pipeline::Observer`] sees progress.
+//!   retries with jitter, the run history), one verifier ([`pipeline::verifier`]: its findings,
+//!   what a receipt expects, the comparisons, cold objects) that [`pipeline::publish`],
+//!   [`pipeline::verify`], [`pipeline::purge`], [`pipeline::restore`], [`pipeline::compact`]
+//!   and [`pipeline::find`] share, the replicas' pacing of writes ([`pipeline::replicas`]), each
+//!   command's per-app work, the preflight ([`pipeline::doctor`]: the database, the bucket, the
+//!   write probe), and the typed report every command returns ([`pipeline::report`],
+//!   per-command details in [`pipeline::report::details`]) with the exit status it implies,
+//!   decided in one place ([`pipeline::report::Summary::settle`]). No clap, no terminal in here;
+//!   an [`pipeline::Observer`] sees progress.
 //! * [`output`] — what a run shows, read from its report: the short summary for a terminal
 //!   ([`output::text`]), progress and the log's writer ([`output::progress`]), Prometheus metrics
 //!   ([`output::metrics`]).

@@ -280,7 +280,7 @@ fn dashboard_and_alerts_use_only_exported_metrics() {
             assert!(
                 exported.contains(&format!("\"{name}\""))
                     || name == "outbox_archiver_last_success_timestamp_seconds",
-                "{file} uses {name}, which src/metrics.rs does not export"
+                "{file} uses {name}, which src/output/metrics.rs does not export"
             );
             used += 1;
         }

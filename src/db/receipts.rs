@@ -233,7 +233,7 @@ impl Receipts {
         self.stream(pool, scope.clone()).try_collect().await
     }
 
-    /// The VERIFIED receipts in scope as a stream, a page of [`RECEIPT_PAGE`] at a time, by app
+    /// The VERIFIED receipts in scope as a stream, a page of `RECEIPT_PAGE` at a time, by app
     /// and cursor: memory is one page, whatever the archive's size.
     pub fn stream<'a>(
         &'a self,

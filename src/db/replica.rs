@@ -64,7 +64,7 @@ impl Replica {
 
     /// How far behind this replica is now: by the heartbeat table when given (rows written by
     /// the primary `primary_server_id`), else by its replication status. An error asking, or no
-    /// answer within [`ASK_TIMEOUT`], is an unknown lag, with why.
+    /// answer within `ASK_TIMEOUT`, is an unknown lag, with why.
     pub async fn lag(&self, heartbeat: Option<(&str, u32)>) -> Lag {
         let asked = async {
             match heartbeat {

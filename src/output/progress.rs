@@ -5,7 +5,7 @@
 //! logger writes through [`LogWriter`], which lifts the lines, writes the log line and puts them
 //! back, so a log line never starts in the middle of a progress line. With JSON logs (on a
 //! terminal or not) and off a terminal, no progress text is drawn: a progress log line per
-//! piece of work is written every [`LOG_EVERY`] instead, so a pod's logs show a long run moving.
+//! piece of work is written every `LOG_EVERY` instead, so a pod's logs show a long run moving.
 
 use crate::model::command::CommandName;
 use std::collections::BTreeMap;

@@ -5,7 +5,7 @@
 //! and resumes when all are within the limit. A wait longer than `--replica-wait-timeout`
 //! stops the app's work with the replica named (fail closed): never "treat as zero".
 //!
-//! A check that passed is trusted for [`CHECK_INTERVAL`], so that fast chunks do not ask the
+//! A check that passed is trusted for `CHECK_INTERVAL`, so that fast chunks do not ask the
 //! replicas hundreds of times a second. A timeout is the run's, not one app's: once a replica
 //! outlasted it, every later write of the run stops at once (forty apps do not wait forty
 //! timeouts each).

@@ -92,7 +92,7 @@ pub struct ArchiveApp {
     /// Rows this run archived again in a newer version (SPEC §5.10), all counted.
     #[serde(skip_serializing_if = "is_zero")]
     pub superseded_rows: u64,
-    /// The first [`SUPERSEDED_LISTED`] of them.
+    /// The first `SUPERSEDED_LISTED` of them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub superseded: Vec<Superseded>,
     #[serde(flatten)]
