@@ -11,6 +11,7 @@
 use super::builder::BuildError;
 use super::publish::PublishError;
 use crate::db::compact::CompactError;
+use crate::db::lock::LockLost;
 use crate::db::purge::PurgeError;
 use crate::db::record::RecordError;
 use crate::db::restore::LoadError;
@@ -59,11 +60,17 @@ impl Classify for DbError {
     }
 }
 
+impl Classify for LockLost {
+    fn kind(&self) -> Kind {
+        Kind::LostLock
+    }
+}
+
 impl Classify for RecordError {
     fn kind(&self) -> Kind {
         match self {
             RecordError::Db(e) => e.kind(),
-            RecordError::LockLost { .. } => Kind::LostLock,
+            RecordError::LockLost(e) => e.kind(),
             _ => Kind::Fatal,
         }
     }
@@ -73,7 +80,7 @@ impl Classify for PurgeError {
     fn kind(&self) -> Kind {
         match self {
             PurgeError::Db(e) => e.kind(),
-            PurgeError::LockLost { .. } => Kind::LostLock,
+            PurgeError::LockLost(e) => e.kind(),
             _ => Kind::Fatal,
         }
     }
@@ -83,7 +90,7 @@ impl Classify for CompactError {
     fn kind(&self) -> Kind {
         match self {
             CompactError::Db(e) => e.kind(),
-            CompactError::LockLost { .. } => Kind::LostLock,
+            CompactError::LockLost(e) => e.kind(),
             _ => Kind::Fatal,
         }
     }
@@ -93,7 +100,7 @@ impl Classify for LoadError {
     fn kind(&self) -> Kind {
         match self {
             LoadError::Db(e) => e.kind(),
-            LoadError::LockLost { .. } => Kind::LostLock,
+            LoadError::LockLost(e) => e.kind(),
             _ => Kind::Fatal,
         }
     }
@@ -141,10 +148,11 @@ mod tests {
     fn a_wrapped_database_error_keeps_its_kind_and_a_lost_lock_is_retried() {
         assert_eq!(RecordError::Db(lost_connection()).kind(), Kind::Transient);
         assert_eq!(BuildError::Db(lost_connection()).kind(), Kind::Transient);
-        let lost = PurgeError::LockLost {
+        let lost = PurgeError::LockLost(LockLost {
             lock: "l".into(),
             batch_id: "b".into(),
-        };
+            doing: crate::db::lock::Doing::Purging,
+        });
         assert_eq!(lost.kind(), Kind::LostLock);
         assert!(Kind::LostLock.worth_retry() && Kind::Transient.worth_retry());
         let refused = DbError::NotMigrated {
