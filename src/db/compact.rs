@@ -12,7 +12,7 @@
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _, Transaction};
 
-use super::lock::AppLock;
+use super::lock::{AppLock, Doing, LockLost};
 use super::{Context, DbError};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::model::format::{self, MembersDigest};
@@ -31,8 +31,8 @@ pub enum CompactError {
         in_db: String,
         in_data: String,
     },
-    #[error("lost advisory lock {lock} while compacting batch {batch_id}; rolled back")]
-    LockLost { lock: String, batch_id: String },
+    #[error(transparent)]
+    LockLost(#[from] LockLost),
     #[error(transparent)]
     Failpoint(#[from] Tripped),
 }
@@ -112,10 +112,7 @@ impl CompactQueries {
             .await
             .context(|| context("writing the digest"))?;
         if !lock.held_per(&mut *tx).await? {
-            return Err(CompactError::LockLost {
-                lock: lock.name().to_string(),
-                batch_id: batch_id.to_string(),
-            });
+            return Err(lock.lost(batch_id, Doing::Compacting).into());
         }
         failpoints.pass("compact-before-commit")?;
         tx.commit().await.context(|| context("committing"))?;

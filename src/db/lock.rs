@@ -6,7 +6,8 @@
 //! (`IS_USED_LOCK(name) = CONNECTION_ID()`, which fails if that connection is gone) and through
 //! the committing transaction (`IS_USED_LOCK(name)` equals the lock connection's id). The first
 //! is what survives a server restart: connection ids start again from 1, so after one another
-//! session can hold the lock under the very id this lock connection had.
+//! session can hold the lock under the very id this lock connection had. A lock found lost there
+//! is one error, [`LockLost`], whatever the transaction was doing: it is rolled back.
 //!
 //! Function results are CAST to one integer type: MySQL types `IS_USED_LOCK` and
 //! `CONNECTION_ID()` as BIGINT UNSIGNED, MariaDB as signed, and sqlx decodes each strictly.
@@ -91,6 +92,15 @@ impl AppLock {
         self.connection_id
     }
 
+    /// The error of a transaction that found this lock lost before committing batch `batch_id`.
+    pub fn lost(&self, batch_id: &str, doing: Doing) -> LockLost {
+        LockLost {
+            lock: self.name().to_string(),
+            batch_id: batch_id.to_string(),
+            doing,
+        }
+    }
+
     /// Whether the locks are still held by their connection: asked on the lock connection
     /// itself (a connection that is gone holds nothing), and through `executor` (the receipt
     /// transaction, just before it commits).
@@ -156,9 +166,67 @@ impl AppLock {
     }
 }
 
+/// What a transaction under the app's lock was doing when it found the lock lost.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Doing {
+    /// Archive's receipt and members.
+    Recording,
+    /// A purge chunk.
+    Purging,
+    /// A restore chunk into the source table.
+    Restoring,
+    /// Compaction's digest and deletes.
+    Compacting,
+}
+
+/// The app's advisory lock was found lost before a commit (a killed connection, a server
+/// restart, another process): the transaction was rolled back.
+#[derive(Debug)]
+pub struct LockLost {
+    pub lock: String,
+    pub batch_id: String,
+    pub doing: Doing,
+}
+
+impl std::fmt::Display for LockLost {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (lock, batch_id) = (&self.lock, &self.batch_id);
+        match self.doing {
+            Doing::Recording => write!(f, "lost advisory lock {lock} before committing batch {batch_id} (killed connection, server restart or another archiver); nothing recorded"),
+            Doing::Purging => write!(f, "lost advisory lock {lock} while purging batch {batch_id}; the chunk was rolled back"),
+            Doing::Restoring => write!(f, "lost advisory lock {lock} while restoring batch {batch_id} into the source (killed connection, server restart or a proxy's idle timeout); the chunk was rolled back — run restore again"),
+            Doing::Compacting => write!(f, "lost advisory lock {lock} while compacting batch {batch_id}; rolled back"),
+        }
+    }
+}
+
+impl std::error::Error for LockLost {}
+
 #[cfg(test)]
 mod tests {
-    use super::lock_name;
+    use super::{lock_name, Doing, LockLost};
+
+    #[test]
+    fn a_lost_lock_says_what_was_rolled_back() {
+        let lost = |doing| {
+            LockLost {
+                lock: "t_archive:a1".into(),
+                batch_id: "b1".into(),
+                doing,
+            }
+            .to_string()
+        };
+        assert_eq!(lost(Doing::Recording), "lost advisory lock t_archive:a1 before committing batch b1 (killed connection, server restart or another archiver); nothing recorded");
+        assert_eq!(
+            lost(Doing::Purging),
+            "lost advisory lock t_archive:a1 while purging batch b1; the chunk was rolled back"
+        );
+        assert_eq!(lost(Doing::Restoring), "lost advisory lock t_archive:a1 while restoring batch b1 into the source (killed connection, server restart or a proxy's idle timeout); the chunk was rolled back — run restore again");
+        assert_eq!(
+            lost(Doing::Compacting),
+            "lost advisory lock t_archive:a1 while compacting batch b1; rolled back"
+        );
+    }
 
     #[test]
     fn names() {

@@ -14,7 +14,7 @@ use std::collections::HashMap;
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Transaction};
 
-use super::lock::AppLock;
+use super::lock::{AppLock, Doing, LockLost};
 use super::receipts::STATE_VERIFIED;
 use super::source::SourceTable;
 use super::{Context, DbError};
@@ -29,8 +29,8 @@ pub const PURGE_CHUNK: usize = 500;
 pub enum PurgeError {
     #[error(transparent)]
     Db(#[from] DbError),
-    #[error("lost advisory lock {lock} while purging batch {batch_id}; the chunk was rolled back")]
-    LockLost { lock: String, batch_id: String },
+    #[error(transparent)]
+    LockLost(#[from] LockLost),
     #[error("the receipt of batch {batch_id} was withdrawn while purge worked on it ({now}): the rest of its rows stay — run `outbox-archiver verify --batch-id {batch_id}`")]
     Withdrawn { batch_id: String, now: String },
     #[error(transparent)]
@@ -202,10 +202,7 @@ impl PurgeQueries {
             .await
             .context(|| format!("counting purged rows of batch {batch_id}"))?;
         if !lock.held_per(&mut *tx).await? {
-            return Err(PurgeError::LockLost {
-                lock: lock.name().to_string(),
-                batch_id: batch_id.to_string(),
-            });
+            return Err(lock.lost(batch_id, Doing::Purging).into());
         }
         failpoints.pass("before-purge-commit")?;
         tx.commit()

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, Row as _, Transaction};
 
-use super::lock::AppLock;
+use super::lock::{AppLock, Doing, LockLost};
 use super::members::{Members, Owner};
 use super::receipts::{Receipts, STATE_VERIFIED};
 use super::{Context, DbError};
@@ -88,8 +88,8 @@ pub enum RecordError {
         expected: usize,
         found: usize,
     },
-    #[error("lost advisory lock {lock} before committing batch {batch_id} (killed connection, server restart or another archiver); nothing recorded")]
-    LockLost { lock: String, batch_id: String },
+    #[error(transparent)]
+    LockLost(#[from] LockLost),
     #[error("straggler batch {batch_id} ends at {last}, above app {app}'s cursor (a straggler changed while it was read); nothing recorded — run `outbox-archiver verify --app {app}`")]
     StragglerAboveCursor {
         batch_id: String,
@@ -191,10 +191,7 @@ impl Recorder {
             .await?;
         failpoints.pass("after-members")?;
         if !lock.held_per(&mut *tx).await? {
-            return Err(RecordError::LockLost {
-                lock: lock.name().to_string(),
-                batch_id: batch.clone(),
-            });
+            return Err(lock.lost(batch, Doing::Recording).into());
         }
         failpoints.pass("before-commit")?;
         tx.commit()

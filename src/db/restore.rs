@@ -10,7 +10,7 @@ use std::collections::{HashMap, HashSet};
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
 
-use super::lock::AppLock;
+use super::lock::{AppLock, Doing, LockLost};
 use super::source::{decode_row, values_of};
 use super::{Context, DbError, IfPresent};
 use crate::model::batch::Member;
@@ -109,8 +109,8 @@ impl IntoSource<'_> {
 pub enum LoadError {
     #[error(transparent)]
     Db(#[from] DbError),
-    #[error("lost advisory lock {lock} while restoring batch {batch_id} into the source (killed connection, server restart or a proxy's idle timeout); the chunk was rolled back — run restore again")]
-    LockLost { lock: String, batch_id: String },
+    #[error(transparent)]
+    LockLost(#[from] LockLost),
     #[error("batch {batch_id} was compacted (or its receipt changed) while restore worked on it: nothing of this chunk was loaded — run restore again")]
     ReceiptChanged { batch_id: String },
 }
@@ -527,10 +527,7 @@ async fn mark_restored(
         .await
         .context(|| format!("marking batch {} restored into the source", source.batch_id))?;
     if !source.lock.held_per(&mut **tx).await? {
-        return Err(LoadError::LockLost {
-            lock: source.lock.name().to_string(),
-            batch_id: source.batch_id.to_string(),
-        });
+        return Err(source.lock.lost(source.batch_id, Doing::Restoring).into());
     }
     Ok(())
 }

@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt as _;
 use tracing::Instrument;
 
+use super::failure::Kind;
 use super::DbContext;
 use crate::db::lock::{database_lock_name, lock_name, AppLock};
 use crate::db::receipts::{ReceiptScope, Receipts};
@@ -331,7 +332,7 @@ impl Driver<'_> {
     async fn with_retries(&self, app: &str, work: &dyn AppWork) -> AppReport {
         let mut report = self.attempt(app, work).await;
         let mut done = 0;
-        while report.transient
+        while report.failure.is_some_and(Kind::worth_retry)
             && done < self.db_retries
             && self.ctx.stop_reason(self.deadline).is_none()
         {
@@ -349,7 +350,7 @@ impl Driver<'_> {
                 _ = self.ctx.shutdown.cancelled() => break,
             }
             done += 1;
-            let lost_lock = report.lost_lock;
+            let lost_lock = report.failure == Some(Kind::LostLock);
             report = report.then(self.attempt(app, work).await);
             if lost_lock && report.outcome == Outcome::SkippedLocked {
                 // Not a skip: this run worked the app until another process took its lock.
@@ -419,9 +420,7 @@ impl Driver<'_> {
                 Err(report)
             }
             Err(e) => {
-                report.outcome = Outcome::Failed;
-                report.error = Some(e.to_string());
-                report.transient = e.is_transient();
+                report.fail(&e);
                 Err(report)
             }
         }

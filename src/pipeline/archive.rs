@@ -8,6 +8,7 @@ use std::time::{Duration, Instant};
 
 use super::apps::{Access, AppWork, Apps};
 use super::builder::{self, BuildError, Built};
+use super::failure::{Classify, Kind};
 use super::publish::{PublishError, Published, Publisher};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Verifier};
@@ -98,18 +99,22 @@ enum AppError {
     Replica(#[from] LagStop),
 }
 
-impl AppError {
-    fn is_transient(&self) -> bool {
+impl Classify for AppError {
+    fn kind(&self) -> Kind {
         match self {
-            AppError::Db(e)
-            | AppError::Build(BuildError::Db(e))
-            | AppError::Record(RecordError::Db(e)) => e.is_transient(),
-            // A restart or failover drops the lock with the connection. Another attempt goes
-            // back through the gate: it takes the lock anew, or reports the app skipped if
-            // another process has it.
-            AppError::Record(RecordError::LockLost { .. })
-            | AppError::Replica(LagStop::LockLost) => true,
-            _ => false,
+            AppError::Db(e) => e.kind(),
+            AppError::Build(e) => e.kind(),
+            AppError::Publish(e) => e.kind(),
+            AppError::Record(e) => e.kind(),
+            AppError::AlreadyRecorded(_) => Kind::Fatal,
+            AppError::Replica(e) => e.kind(),
+        }
+    }
+
+    fn stop_reason(&self) -> Option<String> {
+        match self {
+            AppError::Replica(e) => e.stop_reason(),
+            _ => None,
         }
     }
 }
@@ -151,25 +156,15 @@ impl AppWork for Archiver<'_> {
                     details.backlog = self.backlog_left(app, &report).await;
                 }
             }
-            Err(AppError::Replica(LagStop::Shutdown)) => {
-                // The batch in hand is written but not recorded: the next run accepts its
-                // objects and records it.
+            Err(e) if e.kind() == Kind::Stopped => {
+                // Shutdown while waiting for the replicas: the batch in hand is written but not
+                // recorded; the next run accepts its objects and records it.
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(super::shutdown_reason());
+                report.stop_reason = e.stop_reason();
             }
             Err(e) => {
                 tracing::error!(app, error = %e, "archiving failed");
-                report.outcome = Outcome::Failed;
-                report.error = Some(e.to_string());
-                report.transient = e.is_transient();
-                report.lost_lock = matches!(
-                    e,
-                    AppError::Record(RecordError::LockLost { .. })
-                        | AppError::Replica(LagStop::LockLost)
-                );
-                if let AppError::Replica(stop) = &e {
-                    report.stop_reason = Some(stop.stop_reason());
-                }
+                report.fail(&e);
             }
         }
         report.details = Some(AppDetails::Archive(details));

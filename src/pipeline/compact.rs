@@ -10,6 +10,7 @@ use std::time::{Duration, Instant};
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
+use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
@@ -66,6 +67,24 @@ enum AppError {
     Replica(#[from] LagStop),
 }
 
+impl Classify for AppError {
+    fn kind(&self) -> Kind {
+        match self {
+            AppError::Db(e) => e.kind(),
+            AppError::Compact(e) => e.kind(),
+            AppError::Store(_, e) => e.kind(),
+            AppError::Replica(e) => e.kind(),
+        }
+    }
+
+    fn stop_reason(&self) -> Option<String> {
+        match self {
+            AppError::Replica(e) => e.stop_reason(),
+            _ => None,
+        }
+    }
+}
+
 /// Compaction's work for one app.
 pub struct Compactor<'a> {
     ctx: &'a RunContext,
@@ -99,18 +118,9 @@ impl AppWork for Compactor<'_> {
             Ok(()) => {}
             Err(e) => {
                 tracing::error!(app, error = %e, "compaction failed");
-                let lost_lock = matches!(
-                    e,
-                    AppError::Compact(CompactError::LockLost { .. })
-                        | AppError::Replica(LagStop::LockLost)
-                );
-                let transient = lost_lock
-                    || matches!(&e, AppError::Db(e) | AppError::Compact(CompactError::Db(e)) if e.is_transient());
-                let stop = match &e {
-                    AppError::Replica(stop) => Some(stop.stop_reason()),
-                    _ => None,
-                };
-                report.fail(&e, transient, lost_lock, stop);
+                // Known: a shutdown while waiting for the replicas ends the app Failed here
+                // (with the shutdown's stop reason), where archive and restore say Stopped.
+                report.fail(&e);
             }
         }
         if report.outcome == Outcome::Done && !details.pending_thaw.is_empty() {

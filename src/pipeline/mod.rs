@@ -6,6 +6,8 @@
 //! * [`apps`] — which apps a run works on, and the one driver every command runs them through:
 //!   the gate (a safe code; the app's lock where the command writes), retries after transient
 //!   database errors (with jitter), the run noted for `status`.
+//! * [`failure`] — how a failure ends an app's attempt (transient, lost lock, stopped, final),
+//!   decided once per error type.
 //! * [`archive`] — one app's batches: read, encode, [`publish`], record.
 //! * [`verifier`] — the one comparison of a batch's expected facts with what the store holds;
 //!   [`publish`] treats a finding as an error, [`verify`], [`purge`] and [`restore`] report it.
@@ -18,6 +20,7 @@ pub mod archive;
 mod builder;
 pub mod compact;
 pub mod doctor;
+pub mod failure;
 pub mod find;
 pub mod publish;
 pub mod purge;

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
+use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
 use super::{Observer, RunContext};
@@ -79,6 +80,24 @@ enum AppError {
     Store(String, crate::store::StoreError),
     #[error(transparent)]
     Replica(#[from] LagStop),
+}
+
+impl Classify for AppError {
+    fn kind(&self) -> Kind {
+        match self {
+            AppError::Db(e) => e.kind(),
+            AppError::Purge(e) => e.kind(),
+            AppError::Store(_, e) => e.kind(),
+            AppError::Replica(e) => e.kind(),
+        }
+    }
+
+    fn stop_reason(&self) -> Option<String> {
+        match self {
+            AppError::Replica(e) => e.stop_reason(),
+            _ => None,
+        }
+    }
 }
 
 /// What one app's purge did so far.
@@ -160,18 +179,7 @@ fn conclude(app: &str, result: Result<(), AppError>, tally: &mut Tally, report: 
         Ok(()) => {}
         Err(e) => {
             tracing::error!(app, error = %e, "purge failed");
-            let lost_lock = matches!(
-                e,
-                AppError::Purge(PurgeError::LockLost { .. }) | AppError::Replica(LagStop::LockLost)
-            );
-            // A lost lock too: another attempt takes it anew at the gate, or skips.
-            let transient = lost_lock
-                || matches!(&e, AppError::Db(e) | AppError::Purge(PurgeError::Db(e)) if e.is_transient());
-            let stop = match &e {
-                AppError::Replica(stop) => Some(stop.stop_reason()),
-                _ => None,
-            };
-            report.fail(&e, transient, lost_lock, stop);
+            report.fail(&e);
         }
     }
 }

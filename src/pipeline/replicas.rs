@@ -15,6 +15,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
+use super::failure::{Classify, Kind};
 use crate::db::lock::AppLock;
 use crate::db::replica::{Lag, Replica};
 
@@ -51,16 +52,23 @@ pub enum LagStop {
     LockLost,
 }
 
-impl LagStop {
-    /// The app's `stop_reason`.
-    pub fn stop_reason(&self) -> String {
+impl Classify for LagStop {
+    fn kind(&self) -> Kind {
         match self {
+            LagStop::Timeout { .. } => Kind::Fatal,
+            LagStop::Shutdown => Kind::Stopped,
+            LagStop::LockLost => Kind::LostLock,
+        }
+    }
+
+    fn stop_reason(&self) -> Option<String> {
+        Some(match self {
             LagStop::Timeout { replica, .. } => {
                 format!("replica lag: {replica} behind --max-replica-lag, or unreadable, for longer than --replica-wait-timeout")
             }
             LagStop::Shutdown => super::shutdown_reason(),
             LagStop::LockLost => super::apps::LOST_LOCK.to_string(),
-        }
+        })
     }
 }
 

@@ -88,12 +88,10 @@ pub struct AppReport {
     /// Times the app was tried again after a transient database error.
     #[serde(skip_serializing_if = "is_zero")]
     pub retries: u32,
-    /// The failure was transient (a restart, a failover, a killed connection): worth a retry.
+    /// How the error the app failed on ends the attempt (worth a retry, the lock lost, …);
+    /// `None` unless [`AppReport::fail`] noted one.
     #[serde(skip)]
-    pub transient: bool,
-    /// The failure was the app's lock found lost before a commit.
-    #[serde(skip)]
-    pub lost_lock: bool,
+    pub failure: Option<super::failure::Kind>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub batch_list: Vec<BatchReport>,
     /// The command's own fields (status figures, verify counts), flattened into the app object.
@@ -125,22 +123,15 @@ impl AppReport {
         next
     }
 
-    /// The app's work ended in `error`: failed, said, and whether another attempt may help
-    /// (`transient`), whether the lock was what was lost, and why the run ended if more
-    /// particular than "error".
-    pub fn fail(
-        &mut self,
-        error: &dyn std::fmt::Display,
-        transient: bool,
-        lost_lock: bool,
-        stop_reason: Option<String>,
-    ) {
+    /// The app's work ended in `error`: failed, said, how (whether another attempt may help,
+    /// whether the lock was what was lost), and why the run ended if the error says more than
+    /// "error".
+    pub fn fail(&mut self, error: &(impl std::fmt::Display + super::failure::Classify)) {
         self.outcome = Outcome::Failed;
         self.error = Some(error.to_string());
-        self.transient = transient;
-        self.lost_lock = lost_lock;
-        if stop_reason.is_some() {
-            self.stop_reason = stop_reason;
+        self.failure = Some(error.kind());
+        if let Some(reason) = error.stop_reason() {
+            self.stop_reason = Some(reason);
         }
     }
 
@@ -157,8 +148,7 @@ impl AppReport {
             cursor_after: None,
             stop_reason: None,
             retries: 0,
-            transient: false,
-            lost_lock: false,
+            failure: None,
             batch_list: Vec::new(),
             details: None,
         }
@@ -352,6 +342,7 @@ mod tests {
     use super::details::{ArchiveApp, Backlog, PurgeApp};
     use super::*;
     use crate::model::batch::Superseded;
+    use crate::pipeline::failure::Kind;
     use serde_json::json;
 
     fn superseded(id: &str) -> Superseded {
@@ -368,7 +359,7 @@ mod tests {
         let mut first = AppReport::new("a1", Outcome::Failed);
         first.rows = 20;
         first.batches = 2;
-        first.transient = true;
+        first.failure = Some(Kind::Transient);
         first.cursor_before = Some(Cursor {
             updated_at_ms: 1,
             event_id: "e1".into(),
@@ -399,7 +390,7 @@ mod tests {
             (both.rows, both.batches, both.outcome),
             (25, 3, Outcome::Archived)
         );
-        assert!(!both.transient, "the last attempt decides");
+        assert_eq!(both.failure, None, "the last attempt decides");
         assert_eq!(both.cursor_before.unwrap().event_id, "e1");
         assert_eq!(both.replaced_objects, vec!["k1", "k2"]);
         let json = serde_json::to_value(both.details.unwrap()).unwrap();

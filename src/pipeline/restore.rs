@@ -17,6 +17,7 @@ use std::ops::ControlFlow;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Selection};
+use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
 use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Guard, Verified, Verifier};
 use super::{Observer, RunContext};
@@ -89,6 +90,29 @@ enum Failure {
     Replica(#[from] LagStop),
     #[error("{0}")]
     Stopped(String),
+}
+
+impl Classify for Failure {
+    fn kind(&self) -> Kind {
+        match self {
+            Failure::Db(e) => e.kind(),
+            Failure::Store(e) => e.kind(),
+            Failure::Load(e) => e.kind(),
+            Failure::Replica(e) => e.kind(),
+            Failure::Stopped(_) => Kind::Stopped,
+            Failure::Data(_) => Kind::Fatal,
+            // A batch put off until the store restores it: `note_batch` notes it before asking.
+            Failure::Thawing(_) => Kind::Fatal,
+        }
+    }
+
+    fn stop_reason(&self) -> Option<String> {
+        match self {
+            Failure::Replica(e) => e.stop_reason(),
+            Failure::Stopped(reason) => Some(reason.clone()),
+            _ => None,
+        }
+    }
 }
 
 /// Restore's work for one app.
@@ -218,15 +242,11 @@ impl<'a> Restorer<'a> {
         details: &mut RestoreApp,
     ) -> ControlFlow<()> {
         let e = match result {
-            Err(Failure::Replica(LagStop::Shutdown)) => {
-                // SIGTERM while waiting for the replicas: the chunks loaded so far stand.
+            Err(e) if e.kind() == Kind::Stopped => {
+                // SIGTERM (or the sentinel) between chunks or while waiting for the replicas:
+                // the chunks loaded so far stand.
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(super::shutdown_reason());
-                return ControlFlow::Break(());
-            }
-            Err(Failure::Stopped(reason)) => {
-                report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(reason);
+                report.stop_reason = e.stop_reason();
                 return ControlFlow::Break(());
             }
             Err(Failure::Thawing(cold)) => {
@@ -257,11 +277,12 @@ impl<'a> Restorer<'a> {
             .error
             .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
         details.failed_batches.push(receipt.batch_id.clone());
-        if let Failure::Replica(stop) = &e {
-            report.stop_reason = Some(stop.stop_reason());
+        if let Some(reason) = e.stop_reason() {
+            // The replicas ended the wait (a timeout, the lock lost meanwhile).
+            report.stop_reason = Some(reason);
             return ControlFlow::Break(());
         }
-        if matches!(e, Failure::Load(LoadError::LockLost { .. })) {
+        if e.kind() == Kind::LostLock {
             return ControlFlow::Break(()); // nothing more of this app without its lock
         }
         ControlFlow::Continue(())
