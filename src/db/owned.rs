@@ -433,6 +433,21 @@ mod tests {
     use super::*;
     use crate::model::table::{ROOM_OUTBOX, WALLET_OUTBOX};
 
+    /// A profile's total is a receipts column too: every other receipts column is a name a
+    /// total cannot take (else `CREATE TABLE` would meet a duplicate column).
+    #[test]
+    fn a_total_cannot_take_a_receipts_column_name() {
+        let room = &owned_tables(&ROOM_OUTBOX)[0];
+        for (name, _) in &room.columns {
+            let is_total = ROOM_OUTBOX.totals.iter().any(|t| t.field == name.as_str());
+            assert_eq!(
+                crate::model::profile::is_reserved_field(name),
+                !is_total,
+                "{name}"
+            );
+        }
+    }
+
     #[test]
     fn receipts_carry_one_column_per_total() {
         let wallet = &owned_tables(&WALLET_OUTBOX)[0];

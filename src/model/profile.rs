@@ -526,12 +526,9 @@ fn resolve_totals(
             }
         };
         let field = t.field.clone().unwrap_or(field);
-        if !snake_name(&field)
-            || RESERVED_FIELDS.contains(&field.as_str())
-            || !fields.insert(field.clone())
-        {
+        if !snake_name(&field) || is_reserved_field(&field) || !fields.insert(field.clone()) {
             return Err(format!(
-                "total field {field:?} is not a free lowercase name (letters, digits, _; not one of the manifest's own fields, not repeated)"
+                "total field {field:?} is not a free lowercase name (letters, digits, _; not one of the manifest's own fields or the receipts table's columns, not repeated): set the total's field"
             ));
         }
         totals.push(Total {
@@ -622,6 +619,64 @@ pub fn retention_index(
         )),
     }
 }
+
+/// Whether a total cannot be called `field`: it is one of the manifest's own fields, or one of
+/// the receipts table's own columns (each total is a column there too; `db::owned` holds its
+/// receipts to this list in a test).
+pub fn is_reserved_field(field: &str) -> bool {
+    RESERVED_FIELDS.contains(&field) || RECEIPT_COLUMNS.contains(&field)
+}
+
+/// The receipts table's columns besides the totals.
+const RECEIPT_COLUMNS: &[&str] = &[
+    "app_code",
+    "batch_id",
+    "state",
+    "data_object_key",
+    "manifest_object_key",
+    "success_object_key",
+    "schema_version",
+    "row_count",
+    "first_updated_at_ms",
+    "first_event_id",
+    "last_updated_at_ms",
+    "last_event_id",
+    "min_created_at_ms",
+    "max_created_at_ms",
+    "ndjson_sha256",
+    "gzip_sha256",
+    "data_crc64",
+    "manifest_crc64",
+    "success_crc64",
+    "manifest_sha256",
+    "uncompressed_bytes",
+    "compressed_bytes",
+    "verified_at_ms",
+    "created_at_ms",
+    "updated_at_ms",
+    "purged_rows",
+    "kept_rows",
+    "purged_at_ms",
+    "data_crc64nvme",
+    "restored_at_ms",
+    "superseded_rows",
+    "object_lock_mode",
+    "retain_until_ms",
+    "legal_hold",
+    "storage_class",
+    "sse_algorithm",
+    "sse_kms_key_id",
+    "verified_by",
+    "members_digest_sha256",
+    "members_digest_rows",
+    "compacted_at_ms",
+    "compacted_member_rows",
+    "members_proof_sha256",
+    "data_etag",
+    "manifest_etag",
+    "success_etag",
+    "data_version_id",
+];
 
 /// Manifest fields a total cannot be called.
 const RESERVED_FIELDS: &[&str] = &[

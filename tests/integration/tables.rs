@@ -679,6 +679,19 @@ async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
         &run,
         "roles.status names column delivery_state, which ledger_outbox does not have",
     );
+    // A total named like one of the receipts table's own columns (it would be a second column of
+    // that name): refused when the profile is read, naming the field — not by the server.
+    for field in ["purged_rows", "state", "manifest_sha256"] {
+        let clash = variant(
+            "clash.toml",
+            profile.replace(
+                "field = \"amounts_sha256\"",
+                &format!("field = \"{field}\""),
+            ),
+        );
+        let run = run_cli(&archive, &ledger_env(&db, &s3, &clash)).await;
+        refused(&run, &format!("total field {field:?}"));
+    }
     // A case-insensitive event id.
     db.exec("ALTER TABLE ledger_outbox MODIFY message_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_unicode_ci NOT NULL").await;
     let run = run_cli(&archive, &envs).await;
