@@ -294,3 +294,64 @@ async fn archive_waits_by_a_heartbeat_and_replicas_are_found_on_the_primary() {
     );
     beating.abort();
 }
+
+/// A shutdown (SIGTERM) while compact waits for a stopped replica stops the app cleanly — Stopped,
+/// exit 0, as archive and purge do — and compacts nothing; a later run compacts it all.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_while_compact_waits_for_a_replica_is_a_clean_stop() {
+    use outbox_archiver::commands::compact::{self, CompactOptions};
+    use outbox_archiver::pipeline::apps::Apps;
+    use outbox_archiver::pipeline::report::Outcome;
+
+    let (pair, db, _s3, store) = archived_on_a_replicated_primary().await;
+    let purged = purge::run(
+        &env(&db, store.clone(), CUTOFF + DAY),
+        &purge_options(&db, &["a1"]),
+    )
+    .await;
+    assert!(purged.ok, "{}", purged.to_json());
+    pair.caught_up().await;
+    let replica_url = pair.replica_url(&db.name);
+    pair.on_replica("STOP REPLICA SQL_THREAD").await;
+
+    let mut opts = CompactOptions::new(Apps::Listed(vec!["a1".into()]), 0);
+    opts.lock_prefix = db.lock_prefix();
+    let ctx = env(&db, store.clone(), CUTOFF + 2 * DAY).with_stops(gate(
+        &replica_url,
+        Duration::from_secs(1),
+        Duration::from_secs(120),
+    ));
+    let shutdown = ctx.shutdown.clone();
+    let compacting = {
+        let opts = opts.clone();
+        tokio::spawn(async move { compact::run(&ctx, &opts).await })
+    };
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!compacting.is_finished(), "compact waits for the replica");
+    shutdown.cancel();
+    let summary = compacting.await.unwrap();
+    let a1 = report(&summary, "a1");
+    assert_eq!(a1.outcome, Outcome::Stopped, "{}", summary.to_json());
+    assert!(
+        summary.ok,
+        "a SIGTERM is a clean stop: {}",
+        summary.to_json()
+    );
+    assert_eq!(summary.exit_code, 0);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_members")
+            .await,
+        1_200,
+        "nothing compacted"
+    );
+
+    pair.on_replica("START REPLICA SQL_THREAD").await;
+    let again = compact::run(&env(&db, store.clone(), CUTOFF + 2 * DAY), &opts).await;
+    assert!(again.ok, "{}", again.to_json());
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_members")
+            .await,
+        0,
+        "the next run compacts it all"
+    );
+}
