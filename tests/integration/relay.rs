@@ -65,36 +65,13 @@ async fn work_once(
     let table = spec.name;
     let started = Instant::now();
     let now = now_ms();
-    let mut tx = pool.begin().await.unwrap();
-    let mut claimed: Vec<(String, String, i64)> = Vec::new();
-    // The room seed's claims: pending and retryable rows due and not leased, expired leases.
-    for (status, extra) in [
-        ("PENDING", "lock_until_ms IS NULL AND next_retry_at_ms <= ?"),
-        (
-            "RETRYABLE",
-            "lock_until_ms IS NULL AND next_retry_at_ms <= ?",
-        ),
-        ("DELIVERING", "lock_until_ms <= ?"),
-    ] {
-        let sql = format!(
-            "SELECT app_code, event_id, retry_count FROM {table} WHERE status = '{status}' AND {extra} \
-             ORDER BY created_at_ms, event_id LIMIT 20 FOR UPDATE SKIP LOCKED"
-        );
-        let q = sqlx::query_as::<_, (String, String, i64)>(sqlx::AssertSqlSafe(sql)).bind(now);
-        claimed.extend(q.fetch_all(&mut *tx).await.unwrap());
-    }
-    for (app, id, _) in &claimed {
-        sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE {table} SET status = 'DELIVERING', worker_id = ?, lock_until_ms = ?, updated_at_ms = ? WHERE app_code = ? AND event_id = ?")))
-            .bind(format!("w{worker}"))
-            .bind(now + 5_000)
-            .bind(now)
-            .bind(app)
-            .bind(id)
-            .execute(&mut *tx)
-            .await
-            .unwrap();
-    }
-    tx.commit().await.unwrap();
+    // A claim the server chose as a deadlock's victim (two claims' next-key locks crossing) is
+    // rolled back and tried again on the next round, as a relay does.
+    let claimed = match claim(pool, table, worker, now).await {
+        Ok(claimed) => claimed,
+        Err(sqlx::Error::Database(e)) if matches!(e.code().as_deref(), Some("40001")) => Vec::new(),
+        Err(e) => panic!("claiming: {e}"),
+    };
     let claim = started.elapsed();
     for (app, id, retries) in &claimed {
         // Every 20th event always fails: retried with backoff, then dead (FAILED).
@@ -119,6 +96,46 @@ async fn work_once(
         q.bind(now).bind(app).bind(id).execute(pool).await.unwrap();
     }
     (claim, claimed.len())
+}
+
+/// One claim transaction of the room seed's relay: due pending and retryable rows and expired
+/// leases, `FOR UPDATE SKIP LOCKED`, leased to `worker`.
+async fn claim(
+    pool: &MySqlPool,
+    table: &str,
+    worker: u64,
+    now: i64,
+) -> Result<Vec<(String, String, i64)>, sqlx::Error> {
+    let mut tx = pool.begin().await?;
+    let mut claimed: Vec<(String, String, i64)> = Vec::new();
+    // The room seed's claims: pending and retryable rows due and not leased, expired leases.
+    for (status, extra) in [
+        ("PENDING", "lock_until_ms IS NULL AND next_retry_at_ms <= ?"),
+        (
+            "RETRYABLE",
+            "lock_until_ms IS NULL AND next_retry_at_ms <= ?",
+        ),
+        ("DELIVERING", "lock_until_ms <= ?"),
+    ] {
+        let sql = format!(
+            "SELECT app_code, event_id, retry_count FROM {table} WHERE status = '{status}' AND {extra} \
+             ORDER BY created_at_ms, event_id LIMIT 20 FOR UPDATE SKIP LOCKED"
+        );
+        let q = sqlx::query_as::<_, (String, String, i64)>(sqlx::AssertSqlSafe(sql)).bind(now);
+        claimed.extend(q.fetch_all(&mut *tx).await?);
+    }
+    for (app, id, _) in &claimed {
+        sqlx::query(sqlx::AssertSqlSafe(format!("UPDATE {table} SET status = 'DELIVERING', worker_id = ?, lock_until_ms = ?, updated_at_ms = ? WHERE app_code = ? AND event_id = ?")))
+            .bind(format!("w{worker}"))
+            .bind(now + 5_000)
+            .bind(now)
+            .bind(app)
+            .bind(id)
+            .execute(&mut *tx)
+            .await?;
+    }
+    tx.commit().await?;
+    Ok(claimed)
 }
 
 /// Runs producers and workers until every row is DELIVERED or FAILED; returns the worst claim.
