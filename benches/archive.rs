@@ -144,9 +144,8 @@ async fn bench(rows: u64) {
     let mut table = Table::new(rows, database_pid);
     println!("binary: {binary}");
     println!("database server pid {database_pid}; the S3 server is this process");
-    let run = |table: &mut Table, name: &str, args: &[&str]| -> serde_json::Value {
-        settle(database_pid);
-        let before = Sample::now(database_pid);
+    // The binary against the bench's database and store, measured; its summary must be ok.
+    let invoke = |args: &[&str]| {
         let child = measured(
             Command::new(&binary)
                 .args(args)
@@ -161,27 +160,17 @@ async fn bench(rows: u64) {
         let summary: serde_json::Value =
             serde_json::from_slice(&child.stdout).expect("a JSON summary");
         assert_eq!(summary["ok"], true, "{summary}");
+        (child, summary)
+    };
+    let run = |table: &mut Table, name: &str, args: &[&str]| -> serde_json::Value {
+        settle(database_pid);
+        let before = Sample::now(database_pid);
+        let (child, summary) = invoke(args);
         table.add(name, &before, &child, &summary);
         summary
     };
     // A command whose time is noted, not tabled (it moves no rows).
-    let run_quiet = |args: &[&str]| -> serde_json::Value {
-        let child = measured(
-            Command::new(&binary)
-                .args(args)
-                .args(["--store", "s3://bench/archive"])
-                .env("DATABASE_URL", &url)
-                .env("OUTBOX_ARCHIVER_S3_ENDPOINT", &s3.endpoint)
-                .env("AWS_ACCESS_KEY_ID", "bench-key")
-                .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
-                .env("AWS_REGION", "us-east-1")
-                .env("OUTBOX_ARCHIVER_LOG", "warn"),
-        );
-        let summary: serde_json::Value =
-            serde_json::from_slice(&child.stdout).expect("a JSON summary");
-        assert_eq!(summary["ok"], true, "{summary}");
-        summary
-    };
+    let run_quiet = |args: &[&str]| -> serde_json::Value { invoke(args).1 };
     let batch_rows = std::env::var("BENCH_BATCH_ROWS").unwrap_or_else(|_| "50000".into());
     let gzip_level = std::env::var("BENCH_GZIP_LEVEL").unwrap_or_else(|_| "3".into());
     let steps = std::env::var("BENCH_STEPS").unwrap_or_else(|_| "all".into());

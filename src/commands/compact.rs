@@ -25,16 +25,16 @@ pub async fn run(ctx: &RunContext, opts: &CompactOptions) -> Summary {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    let started = Instant::now();
+    let deadline = opts.max_runtime.map(|d| Instant::now() + d);
     let progress = Progress::new(CommandName::Compact);
-    let compactor = Compactor::new(ctx, opts, started, &progress);
+    let compactor = Compactor::new(ctx, opts, deadline, &progress);
     let gate = Gate::Lock {
         prefix: &opts.lock_prefix,
         dry_run: opts.dry_run,
     };
     let driver = Driver::new(ctx, CommandName::Compact, gate)
         .retries(opts.db_retries)
-        .until(opts.max_runtime.map(|d| started + d))
+        .until(deadline)
         .noting_runs();
     summary.apps = driver.run(apps, &compactor).await;
     summary.store_requests = ctx.store_activity(&before);

@@ -44,7 +44,7 @@ pub async fn run(ctx: &RunContext, opts: &PurgeOptions) -> Summary {
     let started = Instant::now();
     let deadline = opts.max_runtime.map(|d| started + d);
     let progress = Progress::new(CommandName::Purge);
-    let purger = Purger::new(ctx, opts, started, &progress);
+    let purger = Purger::new(ctx, opts, started, deadline, &progress);
     let gate = Gate::Lock {
         prefix: &opts.lock_prefix,
         dry_run: opts.dry_run,

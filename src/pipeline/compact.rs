@@ -149,7 +149,7 @@ impl<'a> Compactor<'a> {
     pub fn new(
         ctx: &'a RunContext,
         opts: &'a CompactOptions,
-        started: Instant,
+        deadline: Option<Instant>,
         observer: &'a dyn Observer,
     ) -> Compactor<'a> {
         Compactor {
@@ -158,7 +158,7 @@ impl<'a> Compactor<'a> {
             receipts: Receipts::new(ctx.spec),
             members: Members::new(ctx.spec),
             queries: CompactQueries::new(ctx.spec),
-            deadline: opts.max_runtime.map(|d| started + d),
+            deadline,
             observer,
         }
     }

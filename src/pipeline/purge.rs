@@ -189,6 +189,7 @@ impl<'a> Purger<'a> {
         ctx: &'a RunContext,
         opts: &'a PurgeOptions,
         started: Instant,
+        deadline: Option<Instant>,
         observer: &'a dyn Observer,
     ) -> Purger<'a> {
         Purger {
@@ -197,7 +198,7 @@ impl<'a> Purger<'a> {
             receipts: Receipts::new(ctx.spec),
             members: Members::new(ctx.spec),
             purge: PurgeQueries::new(ctx.spec),
-            deadline: opts.max_runtime.map(|d| started + d),
+            deadline,
             started,
             throttle_rows: AtomicU64::new(0),
             observer,
