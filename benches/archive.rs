@@ -1,37 +1,49 @@
-//! Throughput and peak memory of `archive` on a large backlog, against pt-archiver on the same
-//! rows. Not a test: it prints figures.
+//! Throughput, CPU per row (split by process) and peak memory of `archive`, `verify`, `restore`
+//! and `purge` on a large backlog, each archive run beside pt-archiver on the same rows in the
+//! same run. Not a test: it prints figures.
 //!
-//!     cargo bench --bench archive                 # 1,000,000 rows
-//!     BENCH_ROWS=200000 cargo bench --bench archive
-//!     BENCH_BATCH_ROWS=1000 cargo bench --bench archive   # many small batches (receipts)
+//!     cargo bench --bench archive                 # 1,000,000 rows, MariaDB (the local server)
+//!     BENCH_SERVER=mysql cargo bench --bench archive   # MySQL 9.7 (.ci/mysql starts it)
+//!     BENCH_ROWS=4000000 cargo bench --bench archive
+//!     BENCH_STEPS=defaults,one-app cargo bench --bench archive   # only these steps, of:
+//!         defaults   pt-archiver, then `archive --all-apps` with no tuning flag (3 apps)
+//!         one-app    the same on a table where one app holds every row
+//!         parallel   pt-archiver, then `archive --all-apps --parallel-apps 3` (3 apps)
+//!         verify     `verify` of the last archive
+//!         find       `find --event-id`, `find --where` over one day
+//!         restore    `restore`, `purge` beside pt-archiver --purge, `restore --into-source`
+//!         memory     the largest batches and the most apps at once, at both tables (peak RSS)
+//!       (default: all but memory)
+//!     BENCH_ARGS="--gzip-level 1" cargo bench --bench archive   # added to every archive run
 //!     BENCH_BINARY=/path/to/outbox-archiver cargo bench --bench archive   # another build, A/B
-//!     BENCH_STEPS=verify cargo bench --bench archive   # archive plus only these (verify,
-//!                                                      # find, restore, pt-archiver; default: all)
-//!     BENCH_GZIP_LEVEL=1 cargo bench --bench archive      # default 3, the binary's default
-//!     BENCH_PARALLEL_APPS=1 cargo bench --bench archive   # archive's, purge's and restore's; default 3
-//!                                                         # (the seed has 3 apps)
+//!     BENCH_EVENT_IDS=sequential cargo bench --bench archive   # default random (UUID-like)
 //!
-//! It (re)uses database `outbox_archiver_bench` on the local server (root over the unix socket,
-//! or BENCH_SERVER_URL), seeds it once per row count, serves a real S3 endpoint from this process
-//! (s3s-fs on a temp dir), and runs the release binary as a child process so the child's peak RSS
-//! is the archiver's alone. If `pt-archiver` is installed it runs
-//! `--no-delete --file` with `--limit 500 --txn-size 500` over the same rows first, and
-//! `--purge --bulk-delete` over the restored copy, for comparison.
+//! The rows: two databases on the server, `outbox_archiver_bench` (3 apps) and
+//! `outbox_archiver_bench_one` (1 app), each BENCH_ROWS delivered rows (777 B of NDJSON each)
+//! over 60 days, seeded once per row count and event-id form and reused. Event ids are random
+//! by default, as most services make them (UUIDs): every index on event ids then takes its
+//! inserts at random places, as it does in production. Each archive run starts from empty owned
+//! tables and writes under a store prefix of its own, so every run writes every object.
 //!
-//! Every step's CPU is split by process: the job's from wait4, the database server's (found by
-//! its pid file) and the S3 server's (this process) from `/proc/<pid>/stat` before and after.
+//! The S3 server is s3s-fs on a temp dir in this process; the release binary runs as a child
+//! process so the child's peak RSS (VmHWM) is the archiver's alone. Every step's CPU is split by
+//! process: the job's from wait4, the database server's (found by its pid file, inside the
+//! chroot for MySQL) and the S3 server's (this process) from `/proc/<pid>/stat` before and
+//! after, once the database server is idle.
 
 use std::process::Command;
 use std::time::Instant;
 
 use outbox_archiver::model::table::WALLET_OUTBOX;
 use outbox_archiver::testkit::local_s3::LocalS3;
-use outbox_archiver::testkit::seed::{self, SeedPlan};
+use outbox_archiver::testkit::seed::{self, EventIds, SeedPlan};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 
-const DB: &str = "outbox_archiver_bench";
 const USER: &str = "outbox_bench";
 const PASSWORD: &str = "outbox_bench";
+/// Every seeded row was updated before this (2026-01-01): the archive's and pt-archiver's cutoff.
+const CUTOFF_MS: i64 = 1_767_225_600_000;
+const CUTOFF: &str = "1767225600000";
 
 fn main() {
     let rows: u64 = std::env::var("BENCH_ROWS")
@@ -42,96 +54,190 @@ fn main() {
     runtime.block_on(bench(rows));
 }
 
-async fn bench(rows: u64) {
-    let server = std::env::var("BENCH_SERVER_URL")
-        .unwrap_or_else(|_| outbox_archiver::commands::demo::DEFAULT_SERVER_URL.to_string());
-    let mut admin = server
-        .parse::<sqlx::mysql::MySqlConnectOptions>()
-        .unwrap()
-        .connect()
-        .await
-        .unwrap();
-    let seeded: Option<String> = sqlx::query_scalar("SELECT table_comment FROM information_schema.tables WHERE table_schema = ? AND table_name = 'wallet_outbox'")
-        .bind(DB)
-        .fetch_optional(&mut admin)
-        .await
-        .unwrap();
-    let marker = format!("bench rows={rows}");
-    let url = format!("mysql://{USER}:{PASSWORD}@127.0.0.1:3306/{DB}");
-    if seeded.as_deref() != Some(marker.as_str()) {
-        for sql in [
-            format!("DROP DATABASE IF EXISTS {DB}"),
-            format!("CREATE DATABASE {DB} CHARACTER SET utf8mb4"),
-            format!("CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'"),
-            format!("GRANT ALL PRIVILEGES ON {DB}.* TO '{USER}'@'127.0.0.1'"),
-        ] {
-            admin.execute(AssertSqlSafe(sql)).await.unwrap();
-        }
-        let db = outbox_archiver::db::Db::connect(&url, 4).await.unwrap();
-        outbox_archiver::db::migrate(&db.pool).await.unwrap();
-        outbox_archiver::db::create_source_table(&db.pool, &WALLET_OUTBOX)
-            .await
-            .unwrap();
-        let plan = SeedPlan {
-            apps: vec!["wallet-cn".into(), "wallet-sg".into(), "fun.games".into()],
-            rows,
-            start_ms: 1_767_225_600_000 - 60 * 86_400_000,
-            end_ms: 1_767_225_600_000,
-            delivered_percent: 100,
-            seed: 7,
+/// The database server the bench runs on.
+struct Server {
+    /// An administrator's URL (creates the databases and the bench's user).
+    admin: String,
+    port: u16,
+    pid: u32,
+    version: String,
+}
+
+impl Server {
+    /// MariaDB on this machine (root over the unix socket), `BENCH_SERVER_URL`, or with
+    /// `BENCH_SERVER=mysql` the MySQL 9.7 that `.ci/mysql` runs in its chroot.
+    async fn find() -> Server {
+        let mysql = std::env::var("BENCH_SERVER").is_ok_and(|s| s == "mysql");
+        let ci = concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/mysql");
+        let (admin, root) = match std::env::var("BENCH_SERVER_URL") {
+            Ok(url) => (url, std::env::var("BENCH_SERVER_ROOT").ok()),
+            Err(_) if mysql => {
+                let out = |arg: &str| {
+                    let o = Command::new(ci).arg(arg).output().expect(".ci/mysql");
+                    assert!(o.status.success(), ".ci/mysql {arg} failed");
+                    String::from_utf8(o.stdout).unwrap().trim().to_string()
+                };
+                (out("start"), Some(out("root")))
+            }
+            Err(_) => (
+                outbox_archiver::commands::demo::DEFAULT_SERVER_URL.to_string(),
+                None,
+            ),
         };
-        let started = Instant::now();
-        seed::seed(&db.pool, &WALLET_OUTBOX, &plan).await.unwrap();
-        eprintln!(
-            "seeded {rows} rows in {:.1}s",
-            started.elapsed().as_secs_f64()
-        );
-        db.pool
-            .execute(AssertSqlSafe(format!(
-                "ALTER TABLE wallet_outbox COMMENT = '{marker}'"
-            )))
+        let options: sqlx::mysql::MySqlConnectOptions = admin.parse().unwrap();
+        let mut conn = options.connect().await.unwrap();
+        let (pid_file, port, version): (String, i64, String) =
+            sqlx::query_as("SELECT @@pid_file, CAST(@@port AS SIGNED), VERSION()")
+                .fetch_one(&mut conn)
+                .await
+                .unwrap();
+        conn.close().await.unwrap();
+        let pid_path = match &root {
+            Some(root) if !std::path::Path::new(&pid_file).exists() => format!("{root}{pid_file}"),
+            _ => pid_file,
+        };
+        let pid = std::fs::read_to_string(&pid_path)
+            .ok()
+            .and_then(|p| p.trim().parse().ok())
+            .unwrap_or_else(|| panic!("the database server's pid file {pid_path} (the server must run on this machine)"));
+        Server {
+            admin,
+            port: port as u16,
+            pid,
+            version,
+        }
+    }
+
+    async fn admin(&self) -> sqlx::MySqlConnection {
+        let options: sqlx::mysql::MySqlConnectOptions = self.admin.parse().unwrap();
+        options.connect().await.unwrap()
+    }
+
+    fn url(&self, database: &str) -> String {
+        format!(
+            "mysql://{USER}:{PASSWORD}@127.0.0.1:{}/{database}",
+            self.port
+        )
+    }
+}
+
+/// One of the bench's databases: its name and its apps.
+#[derive(Clone)]
+struct Bench {
+    database: &'static str,
+    apps: Vec<String>,
+    label: &'static str,
+}
+
+impl Bench {
+    fn three() -> Bench {
+        Bench {
+            database: "outbox_archiver_bench",
+            apps: vec!["wallet-cn".into(), "wallet-sg".into(), "fun.games".into()],
+            label: "3 apps",
+        }
+    }
+
+    fn one() -> Bench {
+        Bench {
+            database: "outbox_archiver_bench_one",
+            apps: vec!["wallet-sg".into()],
+            label: "1 app",
+        }
+    }
+
+    /// Seeds the database unless it holds these rows already; then empties the archiver's own
+    /// tables, so an archive run starts from nothing.
+    async fn prepare(&self, server: &Server, rows: u64, ids: EventIds) {
+        let mut admin = server.admin().await;
+        let db = self.database;
+        let seeded: Option<String> = sqlx::query_scalar("SELECT table_comment FROM information_schema.tables WHERE table_schema = ? AND table_name = 'wallet_outbox'")
+            .bind(db)
+            .fetch_optional(&mut admin)
             .await
             .unwrap();
-        db.close().await;
-    } else {
-        let db = outbox_archiver::db::Db::connect(&url, 2).await.unwrap();
-        outbox_archiver::db::migrate(&db.pool).await.unwrap();
-        db.close().await;
-        // TRUNCATE, not DELETE: a million delete-marked rows would keep InnoDB's purge busy
-        // during the next step, and its CPU would count as that step's.
-        for table in [
-            "wallet_outbox_archive_members",
-            "wallet_outbox_archive_superseded",
-            "wallet_outbox_archive_receipts",
-        ] {
+        let marker = format!("bench rows={rows} ids={ids:?}");
+        let url = server.url(db);
+        if seeded.as_deref() != Some(marker.as_str()) {
+            for sql in [
+                format!("DROP DATABASE IF EXISTS {db}"),
+                format!("CREATE DATABASE {db} CHARACTER SET utf8mb4"),
+                format!(
+                    "CREATE USER IF NOT EXISTS '{USER}'@'127.0.0.1' IDENTIFIED BY '{PASSWORD}'"
+                ),
+                format!("GRANT ALL PRIVILEGES ON {db}.* TO '{USER}'@'127.0.0.1'"),
+            ] {
+                admin.execute(AssertSqlSafe(sql)).await.unwrap();
+            }
+            let pool = outbox_archiver::db::Db::connect(&url, 4).await.unwrap();
+            outbox_archiver::db::create_source_table(&pool.pool, &WALLET_OUTBOX)
+                .await
+                .unwrap();
+            let plan = SeedPlan {
+                apps: self.apps.clone(),
+                rows,
+                start_ms: CUTOFF_MS - 60 * 86_400_000,
+                end_ms: CUTOFF_MS,
+                delivered_percent: 100,
+                seed: 7,
+                event_ids: ids,
+            };
+            let started = Instant::now();
+            seed::seed(&pool.pool, &WALLET_OUTBOX, &plan).await.unwrap();
+            eprintln!(
+                "seeded {rows} rows ({}) in {:.1}s",
+                self.label,
+                started.elapsed().as_secs_f64()
+            );
+            pool.pool
+                .execute(AssertSqlSafe(format!(
+                    "ALTER TABLE wallet_outbox COMMENT = '{marker}'"
+                )))
+                .await
+                .unwrap();
+            pool.close().await;
+        }
+        // The archiver's tables as this build makes them, empty. DROP, not DELETE: a million
+        // delete-marked rows would keep InnoDB's purge busy during the next step, and its CPU
+        // would count as that step's.
+        let owned: Vec<String> = sqlx::query_scalar(
+            "SELECT table_name FROM information_schema.tables WHERE table_schema = ? AND table_name <> 'wallet_outbox'",
+        )
+        .bind(db)
+        .fetch_all(&mut admin)
+        .await
+        .unwrap();
+        for table in owned {
             admin
-                .execute(AssertSqlSafe(format!("TRUNCATE TABLE {DB}.{table}")))
+                .execute(AssertSqlSafe(format!("DROP TABLE {db}.{table}")))
                 .await
                 .unwrap();
         }
+        let pool = outbox_archiver::db::Db::connect(&url, 2).await.unwrap();
+        outbox_archiver::db::migrate(&pool.pool).await.unwrap();
+        pool.close().await;
+        admin.close().await.unwrap();
     }
-    // A previous run's restored rows would count as already present: start from no table.
-    admin
-        .execute(AssertSqlSafe(format!(
-            "DROP TABLE IF EXISTS {DB}.wallet_outbox_restored"
-        )))
-        .await
-        .unwrap();
-    // As the issue measured: a 2 GiB buffer pool holds the whole table (the setting is dynamic).
+}
+
+async fn bench(rows: u64) {
+    let server = Server::find().await;
+    let ids = match std::env::var("BENCH_EVENT_IDS").as_deref() {
+        Ok("sequential") => EventIds::Sequential,
+        _ => EventIds::Random,
+    };
+    let steps = std::env::var("BENCH_STEPS").unwrap_or_else(|_| "all".into());
+    let step = |name: &str| {
+        (steps == "all" && name != "memory") || steps.split(',').any(|s| s.trim() == name)
+    };
+    let mut admin = server.admin().await;
+    // A buffer pool that holds the tables, as on a primary (the setting is dynamic).
     admin
         .execute(
             "SET GLOBAL innodb_buffer_pool_size = GREATEST(@@innodb_buffer_pool_size, 2147483648)",
         )
         .await
         .unwrap();
-    let pid_file: String = sqlx::query_scalar("SELECT @@pid_file")
-        .fetch_one(&mut admin)
-        .await
-        .unwrap();
-    let database_pid: u32 = std::fs::read_to_string(&pid_file)
-        .ok()
-        .and_then(|p| p.trim().parse().ok())
-        .expect("the database server's pid file (the server must run on this machine)");
     admin.close().await.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
@@ -141,17 +247,178 @@ async fn bench(rows: u64) {
     s3.create_bucket("bench").unwrap();
     let binary = std::env::var("BENCH_BINARY")
         .unwrap_or_else(|_| env!("CARGO_BIN_EXE_outbox-archiver").to_string());
-    let mut table = Table::new(rows, database_pid);
-    println!("binary: {binary}");
-    println!("database server pid {database_pid}; the S3 server is this process");
-    // The binary against the bench's database and store, measured; its summary must be ok.
-    let invoke = |args: &[&str]| {
+    let extra: Vec<String> = std::env::var("BENCH_ARGS")
+        .unwrap_or_default()
+        .split_whitespace()
+        .map(str::to_string)
+        .collect();
+    let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
+    let mut table = Table::new(rows, server.pid);
+    table.note(format!(
+        "{} on 127.0.0.1:{} (pid {}), {cores} cores, binary {binary}, event ids {ids:?}{}",
+        server.version,
+        server.port,
+        server.pid,
+        if extra.is_empty() {
+            String::new()
+        } else {
+            format!(", every archive run with {}", extra.join(" "))
+        }
+    ));
+    let runner = Runner {
+        binary,
+        endpoint: s3.endpoint.clone(),
+        server: &server,
+        runs: std::cell::Cell::new(0),
+    };
+    let pt = which("pt-archiver");
+    let three = Bench::three();
+    let one = Bench::one();
+    // The database and store prefix the last archive run wrote (what verify and restore read).
+    let mut last: Option<(Bench, String)> = None;
+
+    for (name, bench, args) in [
+        ("defaults", &three, vec![]),
+        ("one-app", &one, vec![]),
+        ("parallel", &three, vec!["--parallel-apps", "3"]),
+    ] {
+        if !step(name) {
+            continue;
+        }
+        bench.prepare(&server, rows, ids).await;
+        let pt_line = pt.then(|| {
+            pt_archiver_copy(&mut table, &server, bench, dir.path());
+            table.lines.len() - 1
+        });
+        let mut all: Vec<&str> = vec!["archive", "--all-apps", "--cutoff", CUTOFF];
+        all.extend(&args);
+        all.extend(extra.iter().map(String::as_str));
+        let label = format!("archive --all-apps {}({})", flags(&args), bench.label);
+        let (prefix, summary) = runner.run(&mut table, &label, bench, &all);
+        table.lines.last_mut().unwrap().against = pt_line;
+        let (ndjson, compressed) = batch_bytes(&summary);
+        table.ndjson_bytes = ndjson;
+        table.note(format!(
+            "{label}: {} batches, {ndjson} NDJSON bytes → {compressed} gzip bytes ({:.1} %)",
+            summary["apps"].as_array().map_or(0, |a| a
+                .iter()
+                .map(|a| a["batches"].as_u64().unwrap_or(0))
+                .sum::<u64>()),
+            100.0 * compressed as f64 / ndjson.max(1) as f64,
+        ));
+        last = Some((bench.clone(), prefix));
+    }
+
+    if (step("verify") || step("find") || step("restore")) && last.is_none() {
+        three.prepare(&server, rows, ids).await;
+        let mut all = vec!["archive", "--all-apps", "--cutoff", CUTOFF];
+        all.extend(extra.iter().map(String::as_str));
+        let (prefix, _) = runner.run(&mut table, "archive --all-apps (3 apps)", &three, &all);
+        last = Some((three.clone(), prefix));
+    }
+    if let Some((bench, prefix)) = &last {
+        if step("verify") {
+            // Re-read everything: objects, hashes, members both ways, the straggler scan.
+            runner.again(
+                &mut table,
+                "verify (whole archive)",
+                bench,
+                prefix,
+                &["verify", "--cutoff", CUTOFF],
+            );
+        }
+        if step("find") {
+            find(&mut table, &runner, bench, prefix).await;
+        }
+        if step("restore") {
+            restore_and_purge(&mut table, &runner, bench, prefix, pt);
+        }
+    }
+
+    if step("memory") {
+        // The most a run holds: the largest batches (a UTC day of an app at most) and four apps
+        // at once, at the gzip level that keeps the most state.
+        for bench in [&three, &one] {
+            bench.prepare(&server, rows, ids).await;
+            let args = [
+                "archive",
+                "--all-apps",
+                "--cutoff",
+                CUTOFF,
+                "--parallel-apps",
+                "4",
+                "--batch-rows",
+                "10000000",
+                "--batch-bytes",
+                "4GiB",
+                "--gzip-level",
+                "9",
+            ];
+            let label = format!(
+                "archive, largest batches, --parallel-apps 4, gzip 9 ({})",
+                bench.label
+            );
+            runner.run(&mut table, &label, bench, &args);
+        }
+    }
+    table.print();
+}
+
+fn flags(args: &[&str]) -> String {
+    if args.is_empty() {
+        String::new()
+    } else {
+        format!("{} ", args.join(" "))
+    }
+}
+
+/// Runs the binary against the bench's databases and store, measured.
+struct Runner<'s> {
+    binary: String,
+    endpoint: String,
+    server: &'s Server,
+    runs: std::cell::Cell<u32>,
+}
+
+impl Runner<'_> {
+    /// An archive run under a new store prefix; returns the prefix and the summary.
+    fn run(
+        &self,
+        table: &mut Table,
+        name: &str,
+        bench: &Bench,
+        args: &[&str],
+    ) -> (String, serde_json::Value) {
+        self.runs.set(self.runs.get() + 1);
+        let prefix = format!("s3://bench/run{}", self.runs.get());
+        let summary = self.again(table, name, bench, &prefix, args);
+        (prefix, summary)
+    }
+
+    /// A command on `bench`'s database and the store at `prefix`, tabled.
+    fn again(
+        &self,
+        table: &mut Table,
+        name: &str,
+        bench: &Bench,
+        prefix: &str,
+        args: &[&str],
+    ) -> serde_json::Value {
+        settle(self.server.pid);
+        let before = Sample::now(self.server.pid);
+        let (child, summary) = self.invoke(bench, prefix, args);
+        table.add(name, &before, &child, &summary);
+        summary
+    }
+
+    /// The binary, measured; its summary must be ok.
+    fn invoke(&self, bench: &Bench, prefix: &str, args: &[&str]) -> (Child, serde_json::Value) {
         let child = measured(
-            Command::new(&binary)
+            Command::new(&self.binary)
                 .args(args)
-                .args(["--store", "s3://bench/archive"])
-                .env("DATABASE_URL", &url)
-                .env("OUTBOX_ARCHIVER_S3_ENDPOINT", &s3.endpoint)
+                .args(["--store", prefix])
+                .env("DATABASE_URL", self.server.url(bench.database))
+                .env("OUTBOX_ARCHIVER_S3_ENDPOINT", &self.endpoint)
                 .env("AWS_ACCESS_KEY_ID", "bench-key")
                 .env("AWS_SECRET_ACCESS_KEY", "bench-secret")
                 .env("AWS_REGION", "us-east-1")
@@ -161,31 +428,23 @@ async fn bench(rows: u64) {
             serde_json::from_slice(&child.stdout).expect("a JSON summary");
         assert_eq!(summary["ok"], true, "{summary}");
         (child, summary)
-    };
-    let run = |table: &mut Table, name: &str, args: &[&str]| -> serde_json::Value {
-        settle(database_pid);
-        let before = Sample::now(database_pid);
-        let (child, summary) = invoke(args);
-        table.add(name, &before, &child, &summary);
-        summary
-    };
-    // A command whose time is noted, not tabled (it moves no rows).
-    let run_quiet = |args: &[&str]| -> serde_json::Value { invoke(args).1 };
-    let batch_rows = std::env::var("BENCH_BATCH_ROWS").unwrap_or_else(|_| "50000".into());
-    let gzip_level = std::env::var("BENCH_GZIP_LEVEL").unwrap_or_else(|_| "3".into());
-    let steps = std::env::var("BENCH_STEPS").unwrap_or_else(|_| "all".into());
-    let step = |name: &str| steps == "all" || steps.split(',').any(|s| s.trim() == name);
-    let pt = which("pt-archiver");
+    }
+}
 
-    if pt && step("pt-archiver") {
-        let file = dir.path().join("pt-archiver.out");
-        let (before, child) = pt_archiver(
-            database_pid,
-            &[
+/// pt-archiver copying `bench`'s delivered rows below the cutoff to a file, tabled.
+fn pt_archiver_copy(table: &mut Table, server: &Server, bench: &Bench, dir: &std::path::Path) {
+    let file = dir.join("pt-archiver.out");
+    let source = format!(
+        "h=127.0.0.1,P={},u={USER},p={PASSWORD},D={},t=wallet_outbox,i=idx_wallet_outbox_retention",
+        server.port, bench.database
+    );
+    let (before, child) = pt_archiver(
+        server.pid,
+        &[
             "--source",
-            &format!("h=127.0.0.1,P=3306,u={USER},p={PASSWORD},D={DB},t=wallet_outbox,i=idx_wallet_outbox_retention"),
+            &source,
             "--where",
-            "status = 'DELIVERED' AND updated_at_ms < 1767225600000",
+            &format!("status = 'DELIVERED' AND updated_at_ms < {CUTOFF}"),
             "--limit",
             "500",
             "--txn-size",
@@ -194,132 +453,121 @@ async fn bench(rows: u64) {
             "--no-check-charset",
             "--file",
             file.to_str().unwrap(),
-            ],
-        );
-        let lines = std::fs::read(&file)
-            .map(|b| b.iter().filter(|&&c| c == b'\n').count())
-            .unwrap_or(0) as u64;
-        let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
-        table.add_external(
-            "pt-archiver --no-delete --file (TSV, no proof)",
-            &before,
-            &child,
-            lines,
-            bytes,
-        );
-        std::fs::remove_file(&file).ok();
-    }
-
-    let parallel = std::env::var("BENCH_PARALLEL_APPS").unwrap_or_else(|_| "3".into());
-    let archived = run(
-        &mut table,
-        "archive --all-apps",
-        &[
-            "archive",
-            "--all-apps",
-            "--cutoff",
-            "1767225600000",
-            "--batch-rows",
-            &batch_rows,
-            "--gzip-level",
-            &gzip_level,
-            "--parallel-apps",
-            &parallel,
         ],
     );
-    table.note(format!(
-        "archive: --gzip-level {gzip_level} --parallel-apps {parallel} --batch-rows {batch_rows}"
-    ));
-    let (ndjson, compressed) = batch_bytes(&archived);
-    let stored = walk_size(dir.path());
-    table.note(format!(
-        "archive: {ndjson} NDJSON bytes → {compressed} gzip bytes in data objects ({:.1} %), {stored} bytes stored in all ({:.1} %) at gzip level {gzip_level}",
-        100.0 * compressed as f64 / ndjson.max(1) as f64,
-        100.0 * stored as f64 / ndjson.max(1) as f64,
-    ));
-    table.ndjson_bytes = ndjson;
+    let lines = std::fs::read(&file)
+        .map(|b| b.iter().filter(|&&c| c == b'\n').count())
+        .unwrap_or(0) as u64;
+    let bytes = std::fs::metadata(&file).map(|m| m.len()).unwrap_or(0);
+    table.add_external(
+        &format!(
+            "pt-archiver --no-delete --file ({}; TSV, no proof)",
+            bench.label
+        ),
+        &before,
+        &child,
+        lines,
+        bytes,
+    );
+    std::fs::remove_file(&file).ok();
+}
 
-    if step("verify") {
-        // Re-read everything: objects, hashes, members both ways, the straggler scan.
-        run(
-            &mut table,
-            "verify (whole archive)",
-            &["verify", "--cutoff", "1767225600000"],
-        );
-    }
-    if step("find") {
-        // "Was event X archived?": one event from the middle of the archive, by its member rows;
-        // then one column's value over one day (every data object of that day read).
-        let (event, transaction, day) = async {
-            let mut conn = sqlx::mysql::MySqlConnection::connect(&url).await.unwrap();
-            let (event, updated): (String, i64) = sqlx::query_as(
-                "SELECT event_id, updated_at_ms FROM wallet_outbox_archive_members ORDER BY event_id LIMIT 1 OFFSET 500000",
-            )
-            .fetch_optional(&mut conn)
-            .await
-            .unwrap()
-            .unwrap_or_default();
-            let transaction: String =
-                sqlx::query_scalar("SELECT transaction_id FROM wallet_outbox WHERE event_id = ?")
-                    .bind(&event)
-                    .fetch_optional(&mut conn)
-                    .await
-                    .unwrap()
-                    .unwrap_or_default();
-            (event, transaction, updated - updated % 86_400_000)
-        }
-        .await;
-        for (name, args) in [
-            (
-                "find --event-id",
-                vec!["find".to_string(), "--event-id".into(), event.clone()],
-            ),
-            (
-                "find --where transaction_id=… over one day",
-                vec![
-                    "find".to_string(),
-                    "--where".into(),
-                    format!("transaction_id={transaction}"),
-                    "--from".into(),
-                    day.to_string(),
-                    "--to".into(),
-                    (day + 86_400_000).to_string(),
-                ],
-            ),
-        ] {
-            let args: Vec<&str> = args.iter().map(String::as_str).collect();
-            let started = Instant::now();
-            let summary = run_quiet(&args);
-            let found = summary["found"].as_array().map_or(0, Vec::len);
-            table.note(format!(
-                "{name}: {:.2} s wall, {found} found, {} batches read",
-                started.elapsed().as_secs_f64(),
-                summary["searched_batches"],
-            ));
-        }
-    }
-    // Passed to restore and purge only when more than one (a build from before they had it).
-    let apps_at_once: Vec<&str> = match parallel.as_str() {
-        "1" => Vec::new(),
-        n => vec!["--parallel-apps", n],
+/// "Was event X archived?": one event from the middle of the archive, by its member rows; then
+/// one column's value over one day (every data object of that day read).
+async fn find(table: &mut Table, runner: &Runner<'_>, bench: &Bench, prefix: &str) {
+    let url = runner.server.url(bench.database);
+    let (event, transaction, day) = {
+        let mut conn = sqlx::mysql::MySqlConnection::connect(&url).await.unwrap();
+        let (event, updated): (String, i64) = sqlx::query_as(
+            "SELECT event_id, updated_at_ms FROM wallet_outbox_archive_members ORDER BY event_id LIMIT 1 OFFSET 500000",
+        )
+        .fetch_optional(&mut conn)
+        .await
+        .unwrap()
+        .unwrap_or_default();
+        let transaction: String =
+            sqlx::query_scalar("SELECT transaction_id FROM wallet_outbox WHERE event_id = ?")
+                .bind(&event)
+                .fetch_optional(&mut conn)
+                .await
+                .unwrap()
+                .unwrap_or_default();
+        (event, transaction, updated - updated % 86_400_000)
     };
-    if step("restore") {
-        run(
-            &mut table,
-            &format!("restore --parallel-apps {parallel} (into wallet_outbox_restored)"),
-            &[&["restore"], &apps_at_once[..]].concat(),
+    for (name, args) in [
+        (
+            "find --event-id",
+            vec!["find".to_string(), "--event-id".into(), event.clone()],
+        ),
+        (
+            "find --where transaction_id=… over one day",
+            vec![
+                "find".to_string(),
+                "--where".into(),
+                format!("transaction_id={transaction}"),
+                "--from".into(),
+                day.to_string(),
+                "--to".into(),
+                (day + 86_400_000).to_string(),
+            ],
+        ),
+    ] {
+        let args: Vec<&str> = args.iter().map(String::as_str).collect();
+        let started = Instant::now();
+        let (_, summary) = runner.invoke(bench, prefix, &args);
+        let found = summary["found"].as_array().map_or(0, Vec::len);
+        table.note(format!(
+            "{name}: {:.2} s wall, {found} found, {} batches read",
+            started.elapsed().as_secs_f64(),
+            summary["searched_batches"],
+        ));
+    }
+}
+
+/// `restore` into a copy, `purge` of the source beside pt-archiver's purge of that copy (the
+/// same rows), then `restore --into-source` so the rows are back for the next run.
+fn restore_and_purge(
+    table: &mut Table,
+    runner: &Runner<'_>,
+    bench: &Bench,
+    prefix: &str,
+    pt: bool,
+) {
+    let parallel = std::env::var("BENCH_PARALLEL_APPS").ok();
+    let apps_at_once: Vec<&str> = match parallel.as_deref() {
+        Some(n) => vec!["--parallel-apps", n],
+        None => Vec::new(),
+    };
+    fn with<'a>(args: &[&'a str], more: &[&'a str]) -> Vec<&'a str> {
+        [args, more].concat()
+    }
+    let note = flags(&apps_at_once);
+    runner.again(
+        table,
+        &format!("restore {note}(into wallet_outbox_restored)"),
+        bench,
+        prefix,
+        &with(&["restore"], &apps_at_once),
+    );
+    let purge = format!("purge --grace 0s {note}");
+    runner.again(
+        table,
+        &purge,
+        bench,
+        prefix,
+        &with(&["purge", "--all-apps", "--grace", "0s"], &apps_at_once),
+    );
+    let purge_line = table.lines.len() - 1;
+    if pt {
+        let source = format!(
+            "h=127.0.0.1,P={},u={USER},p={PASSWORD},D={},t=wallet_outbox_restored,i=PRIMARY",
+            runner.server.port, bench.database
         );
-        run(
-            &mut table,
-            &format!("purge --grace 0s --parallel-apps {parallel}"),
-            &[&["purge", "--all-apps", "--grace", "0s"], &apps_at_once[..]].concat(),
-        );
-        if pt {
-            let (before, child) = pt_archiver(
-                database_pid,
-                &[
+        let (before, child) = pt_archiver(
+            runner.server.pid,
+            &[
                 "--source",
-                &format!("h=127.0.0.1,P=3306,u={USER},p={PASSWORD},D={DB},t=wallet_outbox_restored,i=PRIMARY"),
+                &source,
                 "--where",
                 "1=1",
                 "--limit",
@@ -329,25 +577,25 @@ async fn bench(rows: u64) {
                 "--purge",
                 "--bulk-delete",
                 "--no-check-charset",
-                ],
-            );
-            let purged = table.rows_of(&format!("purge --grace 0s --parallel-apps {parallel}"));
-            table.add_external(
-                "pt-archiver --purge --bulk-delete (no proof)",
-                &before,
-                &child,
-                purged,
-                0,
-            );
-        }
-        // Put the rows back so the next run has them to archive.
-        run(
-            &mut table,
-            &format!("restore --into-source --parallel-apps {parallel}"),
-            &[&["restore", "--into-source"], &apps_at_once[..]].concat(),
+            ],
         );
+        let purged = table.lines[purge_line].rows;
+        table.add_external(
+            "pt-archiver --purge --bulk-delete (no proof)",
+            &before,
+            &child,
+            purged,
+            0,
+        );
+        table.lines[purge_line].against = Some(table.lines.len() - 1);
     }
-    table.print(pt);
+    runner.again(
+        table,
+        &format!("restore --into-source {note}"),
+        bench,
+        prefix,
+        &with(&["restore", "--into-source"], &apps_at_once),
+    );
 }
 
 /// Runs pt-archiver with `args` once the database server is idle: the sample before, and the
@@ -421,6 +669,19 @@ struct Line {
     cpu: [f64; 3],
     peak_kib: i64,
     requests_per_batch: Option<f64>,
+    /// The pt-archiver line this one is compared with (same rows, same run).
+    against: Option<usize>,
+}
+
+impl Line {
+    fn rate(&self) -> f64 {
+        self.rows as f64 / self.wall
+    }
+
+    /// CPU seconds per 1,000 rows of process `i` (job, database, S3).
+    fn per_k(&self, i: usize) -> f64 {
+        self.cpu[i] * 1000.0 / self.rows.max(1) as f64
+    }
 }
 
 /// Every step's figures, printed as one table at the end.
@@ -448,20 +709,12 @@ impl Table {
         self.notes.push(note);
     }
 
-    fn rows_of(&self, name: &str) -> u64 {
-        self.lines
-            .iter()
-            .find(|l| l.name == name)
-            .map_or(0, |l| l.rows)
-    }
-
     fn add(&mut self, name: &str, before: &Sample, child: &Child, summary: &serde_json::Value) {
         let apps = summary["apps"].as_array().cloned().unwrap_or_default();
         let field = |f: &str| apps.iter().map(|a| a[f].as_u64().unwrap_or(0)).sum::<u64>();
         let rows = match name.split_whitespace().next() {
             Some("restore") => field("restored_rows"),
             Some("purge") => field("purged_rows"),
-            Some("verify") => field("rows").max(self.rows_of("archive --all-apps")),
             _ => field("rows"),
         };
         let batches = match name.split_whitespace().next() {
@@ -511,40 +764,44 @@ impl Table {
             ],
             peak_kib: child.peak_kib,
             requests_per_batch,
+            against: None,
         };
         println!(
             "{}: {} rows in {:.1} s ({:.0} rows/s), CPU s per 1,000 rows: job {:.4}, database {:.4}, S3 {:.4}; peak RSS {:.0} MiB",
             line.name,
             line.rows,
             line.wall,
-            line.rows as f64 / line.wall,
-            per_k(line.cpu[0], rows),
-            per_k(line.cpu[1], rows),
-            per_k(line.cpu[2], rows),
+            line.rate(),
+            line.per_k(0),
+            line.per_k(1),
+            line.per_k(2),
             line.peak_kib as f64 / 1024.0
         );
         self.lines.push(line);
     }
 
-    fn print(&self, pt: bool) {
+    fn print(&self) {
         println!();
         println!(
-            "{} rows seeded; figures per step (CPU seconds per 1,000 rows, split by process):",
+            "{} rows seeded per table; figures per step (CPU seconds per 1,000 rows, split by process; \"vs pt\": against the pt-archiver line just before it, same rows, same run):",
             self.rows
         );
-        println!("| step | rows | wall s | rows/s | NDJSON MB/s | job CPU | database CPU | S3 CPU | peak RSS MiB | S3 requests / batch |");
-        println!("|---|---|---|---|---|---|---|---|---|---|");
+        println!("| step | rows | wall s | rows/s | vs pt rows/s | NDJSON MB/s | job CPU | database CPU | vs pt database CPU | S3 CPU | peak RSS MiB | S3 requests / batch |");
+        println!("|---|---|---|---|---|---|---|---|---|---|---|---|");
         for l in &self.lines {
+            let pt = l.against.map(|i| &self.lines[i]);
             println!(
-                "| {} | {} | {:.1} | {:.0} | {:.1} | {:.4} | {:.4} | {:.4} | {:.0} | {} |",
+                "| {} | {} | {:.1} | {:.0} | {} | {:.1} | {:.4} | {:.4} | {} | {:.4} | {:.0} | {} |",
                 l.name,
                 l.rows,
                 l.wall,
-                l.rows as f64 / l.wall,
+                l.rate(),
+                pt.map_or("—".into(), |p| format!("{:.2}×", l.rate() / p.rate())),
                 l.bytes as f64 / 1e6 / l.wall,
-                per_k(l.cpu[0], l.rows),
-                per_k(l.cpu[1], l.rows),
-                per_k(l.cpu[2], l.rows),
+                l.per_k(0),
+                l.per_k(1),
+                pt.map_or("—".into(), |p| format!("{:.2}×", l.per_k(1) / p.per_k(1))),
+                l.per_k(2),
                 l.peak_kib as f64 / 1024.0,
                 l.requests_per_batch
                     .map_or("—".into(), |r| format!("{r:.1}")),
@@ -553,31 +810,54 @@ impl Table {
         for note in &self.notes {
             println!("{note}");
         }
-        if !pt {
+        if !which("pt-archiver") {
             println!("pt-archiver not installed (apt-get install percona-toolkit): no comparison");
-            return;
         }
-        let find = |prefix: &str| self.lines.iter().find(|l| l.name.starts_with(prefix));
-        let pairs = [
-            ("archive", "archive --all-apps", "pt-archiver --no-delete"),
-            ("purge", "purge --grace 0s", "pt-archiver --purge"),
-        ];
-        for (what, ours, theirs) in pairs {
-            if let (Some(a), Some(b)) = (find(ours), find(theirs)) {
-                let rate = |l: &Line| l.rows as f64 / l.wall;
-                println!(
-                    "{what} vs pt-archiver: {:.2}x the rows/s; job CPU {:.2}x, database CPU {:.2}x per row",
-                    rate(a) / rate(b),
-                    per_k(a.cpu[0], a.rows) / per_k(b.cpu[0], b.rows),
-                    per_k(a.cpu[1], a.rows) / per_k(b.cpu[1], b.rows),
-                );
-            }
+        self.targets();
+    }
+
+    /// Issue 26's targets, each with the figure measured in this run.
+    fn targets(&self) {
+        println!();
+        println!("targets:");
+        let mark = |ok: bool| if ok { "met" } else { "NOT met" };
+        for l in &self.lines {
+            let Some(pt) = l.against.map(|i| &self.lines[i]) else {
+                continue;
+            };
+            let (speed, cpu) = (l.rate() / pt.rate(), l.per_k(1) / pt.per_k(1));
+            let what = if l.name.starts_with("purge") {
+                1.0
+            } else {
+                1.5
+            };
+            println!(
+                "- {}: {speed:.2}× pt-archiver's rows/s (≥ {what}×: {}); database CPU {cpu:.2}× pt-archiver's per row (≤ 2×: {})",
+                l.name,
+                mark(speed >= what),
+                mark(cpu <= 2.0)
+            );
+        }
+        if let Some(v) = self.lines.iter().find(|l| l.name.starts_with("verify")) {
+            println!(
+                "- verify: {:.0} rows/s (≥ 150,000: {})",
+                v.rate(),
+                mark(v.rate() >= 150_000.0)
+            );
+        }
+        let ours = self
+            .lines
+            .iter()
+            .filter(|l| !l.name.starts_with("pt-archiver"));
+        if let Some(peak) = ours.max_by_key(|l| l.peak_kib) {
+            println!(
+                "- peak RSS: {:.0} MiB, in {} (≤ 128 MiB: {})",
+                peak.peak_kib as f64 / 1024.0,
+                peak.name,
+                mark(peak.peak_kib <= 128 * 1024)
+            );
         }
     }
-}
-
-fn per_k(seconds: f64, rows: u64) -> f64 {
-    seconds * 1000.0 / rows.max(1) as f64
 }
 
 /// NDJSON and gzip bytes of the data objects an archive summary lists.
@@ -656,24 +936,6 @@ fn high_water_kib(pid: u32) -> Option<i64> {
     let status = std::fs::read_to_string(format!("/proc/{pid}/status")).ok()?;
     let line = status.lines().find(|l| l.starts_with("VmHWM:"))?;
     line.split_whitespace().nth(1)?.parse().ok()
-}
-
-fn walk_size(dir: &std::path::Path) -> u64 {
-    std::fs::read_dir(dir)
-        .map(|entries| {
-            entries
-                .flatten()
-                .map(|e| {
-                    let p = e.path();
-                    if p.is_dir() {
-                        walk_size(&p)
-                    } else {
-                        e.metadata().map(|m| m.len()).unwrap_or(0)
-                    }
-                })
-                .sum()
-        })
-        .unwrap_or(0)
 }
 
 fn which(program: &str) -> bool {

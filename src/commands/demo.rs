@@ -125,6 +125,7 @@ async fn database(spec: &'static TableSpec, opts: &DemoOptions, now: i64) -> any
         end_ms: now,
         delivered_percent: 86,
         seed: 20261129,
+        event_ids: seed::EventIds::Sequential,
     };
     let started = Instant::now();
     seed::seed(&db.pool, spec, &plan).await?;

@@ -53,6 +53,20 @@ pub struct SeedPlan {
     /// Share of rows left DELIVERED, in percent; the rest are spread over the other states.
     pub delivered_percent: u64,
     pub seed: u64,
+    /// How event ids are made.
+    pub event_ids: EventIds,
+}
+
+/// How a seed's event ids relate to its rows' order.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub enum EventIds {
+    /// `evt_{index:010}_{12 hex}`: in the order rows were created, so readable in a demo (and
+    /// a member table keyed by event id grows at its end).
+    #[default]
+    Sequential,
+    /// `evt_{32 hex}`, random like a UUID: what most services write, and the worst case for any
+    /// index on event ids (every insert lands somewhere else).
+    Random,
 }
 
 const EVENT_TYPES: &[&str] = &[
@@ -115,7 +129,16 @@ pub fn row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
     let delivery = delivery(status, created, rng);
     vec![
         Value::Text(app.clone()),
-        Value::Text(format!("evt_{:010}_{}", index, rng.hex(12))),
+        Value::Text(match plan.event_ids {
+            EventIds::Sequential => format!("evt_{:010}_{}", index, rng.hex(12)),
+            EventIds::Random => {
+                // From the index alone, and the generator advanced as the sequential form
+                // advances it, so every other column is the sequential seed's.
+                let _ = rng.hex(12);
+                let mut id = Rng::new(plan.seed ^ index.wrapping_mul(0x9E37_79B9_7F4A_7C15));
+                format!("evt_{}", id.hex(32))
+            }
+        }),
         Value::Text(event_type.into()),
         Value::Text(transaction_id),
         Value::Text(format!("cmd_{}", rng.hex(24))),
