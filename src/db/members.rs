@@ -1,6 +1,12 @@
 //! The members table (one row per archived source row: the version `purge` may delete) and the
 //! superseded table (older versions of rows whose member row a later batch took over, SPEC
 //! §5.10). Written only inside the receipt transaction ([`super::record`]).
+//!
+//! Member rows are clustered by batch in archive order (`app_code, batch_id, updated_at_ms,
+//! event_id`): a batch's rows go in at the end of its app's range, and every list of a batch's
+//! members is one range of the table. A unique key on `(app_code, event_id)` keeps a row in at
+//! most one batch; its entries carry the batch and version (InnoDB appends the primary key), so
+//! looking a version up by event id reads no row.
 
 use std::collections::{HashMap, HashSet};
 
@@ -17,8 +23,6 @@ pub struct MemberRow {
     pub event_id: String,
     pub updated_at_ms: i64,
     pub batch_id: String,
-    pub manifest_sha256: String,
-    pub receipt_verified_at_ms: i64,
     pub row_sha256: Option<Vec<u8>>,
 }
 
@@ -30,13 +34,22 @@ impl MemberRow {
     }
 }
 
-/// What a member row records besides its key and version: the batch that owns it.
+/// What a member row records besides its key and version: the batch that owns it (whose
+/// receipt holds the manifest hash and verification time).
 #[derive(Debug, Clone, Copy)]
 pub struct Owner<'a> {
     pub app_code: &'a str,
     pub batch_id: &'a str,
-    pub manifest_sha256: &'a str,
-    pub verified_at_ms: i64,
+}
+
+/// Whether an insert of member rows stops at a row another batch owns, or keeps it as it is.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum OnDuplicate {
+    /// Plain `INSERT`: a key that exists fails the statement (error 1062), which InnoDB rolls
+    /// back alone — the transaction goes on. The common case, and the cheapest statement.
+    Fail,
+    /// A key that exists is left as it is (a no-op update); the read-back decides whose it is.
+    Keep,
 }
 
 /// The members and superseded tables of one outbox table.
@@ -165,17 +178,17 @@ impl Members {
         qb.build_query_as().fetch_all(pool).await
     }
 
-    /// Inserts member rows owned by `owner` (a no-op for a key that exists: the read-back decides
-    /// whether it is this batch's).
+    /// Inserts member rows owned by `owner`, in the order given (a batch's rows come in archive
+    /// order, its primary key's: each goes in after the one before).
     pub async fn insert(
         &self,
         tx: &mut Transaction<'_, MySql>,
         owner: Owner<'_>,
         members: &[Member],
-        on_duplicate_keep: bool,
+        on_duplicate: OnDuplicate,
     ) -> Result<(), sqlx::Error> {
         let mut qb = QueryBuilder::<MySql>::new(format!(
-            "INSERT INTO {} (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms, row_sha256) ",
+            "INSERT INTO {} (app_code, event_id, updated_at_ms, batch_id, row_sha256) ",
             self.spec.members_table()
         ));
         qb.push_values(members, |mut row, m| {
@@ -183,18 +196,16 @@ impl Members {
                 .push_bind(m.event_id.as_str())
                 .push_bind(m.updated_at_ms)
                 .push_bind(owner.batch_id)
-                .push_bind(owner.manifest_sha256)
-                .push_bind(owner.verified_at_ms)
-                .push_bind(m.fingerprint.map(|f| f.0.to_vec()));
+                .push_bind(m.fingerprint.as_ref().map(|f| &f.0[..]));
         });
-        if on_duplicate_keep {
+        if on_duplicate == OnDuplicate::Keep {
             qb.push(" ON DUPLICATE KEY UPDATE event_id = event_id");
         }
         qb.build().execute(&mut **tx).await.map(|_| ())
     }
 
-    /// The `(event_id, updated_at_ms)` of every member row a batch owns, as they are inside
-    /// `tx`: one range scan of the batch index, which covers them.
+    /// Every member row a batch owns — key, version and fingerprint — as they are inside `tx`:
+    /// one range of the primary key.
     pub async fn versions_of_batch(
         &self,
         tx: &mut Transaction<'_, MySql>,
@@ -213,7 +224,7 @@ impl Members {
         members: &[Member],
     ) -> Result<Vec<MemberRow>, sqlx::Error> {
         let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms, row_sha256 FROM {} WHERE app_code = ",
+            "SELECT event_id, updated_at_ms, batch_id, row_sha256 FROM {} WHERE app_code = ",
             self.spec.members_table()
         ));
         qb.push_bind(app).push(" AND event_id IN (");

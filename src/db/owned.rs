@@ -154,9 +154,10 @@ fn receipt_columns(spec: &TableSpec) -> Vec<(String, String)> {
     receipts
 }
 
-/// One row per archived row (its newest archived version): which batch holds it.
+/// One row per archived row (its newest archived version): which batch holds it. Clustered by
+/// batch in archive order, so a batch's rows go in together at the end of its app's range and
+/// are read back as one range; the unique key keeps a row in at most one batch, ever.
 fn members(spec: &TableSpec) -> OwnedTable {
-    let prefix = spec.owned_prefix;
     OwnedTable {
         name: spec.members_table(),
         columns: columns(&[
@@ -164,15 +165,40 @@ fn members(spec: &TableSpec) -> OwnedTable {
             ("event_id", EVENT_ID),
             ("updated_at_ms", "BIGINT NOT NULL"),
             ("batch_id", BATCH_ID),
-            ("manifest_sha256", SHA256),
-            ("receipt_verified_at_ms", "BIGINT NOT NULL"),
             ("row_sha256", "BINARY(16) NULL"),
         ]),
         keys: vec![
-            "PRIMARY KEY (app_code, event_id)".into(),
-            format!("KEY idx_{prefix}_members_batch_version (app_code, batch_id, updated_at_ms)"),
+            format!("PRIMARY KEY ({MEMBERS_PRIMARY_KEY})"),
+            format!(
+                "UNIQUE KEY {} (app_code, event_id)",
+                members_event_index(spec)
+            ),
         ],
     }
+}
+
+/// The members table's primary key: a batch's rows in the order they are archived.
+const MEMBERS_PRIMARY_KEY: &str = "app_code, batch_id, updated_at_ms, event_id";
+
+/// The members table's unique key on event ids.
+fn members_event_index(spec: &TableSpec) -> String {
+    format!("idx_{}_members_event", spec.owned_prefix)
+}
+
+/// The statement that brings a members table made before issue 26 (primary key `(app_code,
+/// event_id)`, a second index by batch, the receipt's manifest hash and verification time on
+/// every row) to [`members`]'s layout — migration 9 of wallet_outbox, for any spec: online, one
+/// rebuild, or an error where the server cannot do it without locking the table.
+fn members_upgrade(spec: &TableSpec) -> String {
+    format!(
+        "ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY ({MEMBERS_PRIMARY_KEY}), \
+         ADD UNIQUE KEY {event} (app_code, event_id), DROP KEY idx_{prefix}_members_batch_version, \
+         DROP COLUMN manifest_sha256, DROP COLUMN receipt_verified_at_ms, \
+         ALGORITHM = INPLACE, LOCK = NONE",
+        table = spec.members_table(),
+        event = members_event_index(spec),
+        prefix = spec.owned_prefix,
+    )
 }
 
 /// One row per run of a command for an app, with its outcome.
@@ -344,14 +370,41 @@ impl Db {
     }
 }
 
-/// Creates `spec`'s owned tables from the spec (`CREATE TABLE IF NOT EXISTS`: a rerun is a no-op).
+/// Creates `spec`'s owned tables from the spec (`CREATE TABLE IF NOT EXISTS`: a rerun is a
+/// no-op), and brings a members table of the layout before issue 26 to today's.
 pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result<(), DbError> {
     for table in owned_tables(spec) {
         pool.execute(sqlx::AssertSqlSafe(table.create_statement()))
             .await
             .context(|| format!("creating {}", table.name))?;
     }
+    if members_primary_key(pool, spec).await? == ["app_code", "event_id"] {
+        tracing::info!(
+            table = spec.members_table(),
+            "clustering the members table by batch (one online rebuild)"
+        );
+        pool.execute(sqlx::AssertSqlSafe(members_upgrade(spec)))
+            .await
+            .context(|| format!("clustering {} by batch", spec.members_table()))?;
+    }
     Ok(())
+}
+
+/// The columns of the members table's primary key, in order (empty: no such table).
+async fn members_primary_key(pool: &Pool<MySql>, spec: &TableSpec) -> Result<Vec<String>, DbError> {
+    let columns: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(column_name AS CHAR) FROM information_schema.statistics \
+         WHERE table_schema = DATABASE() AND table_name = ? AND index_name = 'PRIMARY' \
+         ORDER BY seq_in_index",
+    )
+    .bind(spec.members_table())
+    .fetch_all(pool)
+    .await
+    .context(|| format!("reading the primary key of {}", spec.members_table()))?;
+    Ok(columns
+        .into_iter()
+        .map(|c| c.to_ascii_lowercase())
+        .collect())
 }
 
 /// The first word of a column type as information_schema's `DATA_TYPE` spells it.
@@ -399,6 +452,19 @@ impl Db {
                     problem: "does not exist".into(),
                     table_flag: spec.cli_flag(),
                 });
+            }
+            if table.name == spec.members_table() {
+                let key = members_primary_key(&self.pool, spec).await?;
+                if key.join(", ") != MEMBERS_PRIMARY_KEY {
+                    return Err(DbError::OwnedTable {
+                        table: table.name.clone(),
+                        problem: format!(
+                            "has primary key ({}), not ({MEMBERS_PRIMARY_KEY}): it was made by an older build (the members table is clustered by batch since migration 9)",
+                            key.join(", ")
+                        ),
+                        table_flag: spec.cli_flag(),
+                    });
+                }
             }
             for (column, ty) in &table.columns {
                 let expected = data_type(ty);

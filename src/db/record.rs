@@ -18,7 +18,7 @@ use std::collections::{BTreeMap, HashMap};
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, Row as _, Transaction};
 
 use super::lock::{AppLock, Doing, LockLost};
-use super::members::{Members, Owner};
+use super::members::{Members, OnDuplicate, Owner};
 use super::receipts::{Receipts, STATE_VERIFIED};
 use super::{Context, DbError};
 use crate::failpoint::{FailPoints, Tripped};
@@ -275,10 +275,13 @@ impl Recorder {
         Ok(row.try_get("verified_at_ms").context(context)?)
     }
 
-    /// Writes the members in chunks and reads them back. The common case — every row new —
-    /// is proven by one range scan of the batch's members: exactly these `(event_id,
-    /// updated_at_ms)`, no more, no fewer. Anything else (a retry, a row another batch owns) is
-    /// read back chunk by chunk by event id and sorted out there. Returns the older versions
+    /// Writes the members in chunks and reads them back. The common case — every row new — is
+    /// plain inserts in archive order (each row after the one before, at the end of the app's
+    /// range), proven by one range of the batch read back: exactly these `(event_id,
+    /// updated_at_ms, fingerprint)`, no more, no fewer. A chunk with a row that is a member
+    /// already (of this batch, on a retry; of another, superseded or a conflict) fails its
+    /// plain insert — InnoDB rolls back that statement alone — and goes in keeping what exists;
+    /// then every chunk is read back by event id and sorted out. Returns the older versions
     /// this batch superseded.
     async fn write_members(
         &self,
@@ -291,33 +294,43 @@ impl Recorder {
         let owner = Owner {
             app_code: &receipt.app_code,
             batch_id: batch,
-            manifest_sha256: &receipt.manifest.sha256,
-            verified_at_ms,
         };
+        let writing = || format!("writing members of batch {batch}");
         for chunk in members.chunks(MEMBER_CHUNK) {
-            self.members
-                .insert(tx, owner, chunk, true)
+            match self
+                .members
+                .insert(tx, owner, chunk, OnDuplicate::Fail)
                 .await
-                .context(|| format!("writing members of batch {batch}"))?;
+            {
+                Ok(()) => {}
+                Err(e) if is_duplicate_key(&e) => self
+                    .members
+                    .insert(tx, owner, chunk, OnDuplicate::Keep)
+                    .await
+                    .context(writing)?,
+                Err(source) => {
+                    return Err(DbError::Query {
+                        context: writing(),
+                        source,
+                    }
+                    .into())
+                }
+            }
         }
-        let mut recorded = self
+        let recorded = self
             .members
             .versions_of_batch(tx, &receipt.app_code, batch)
             .await
             .context(|| format!("reading back members of batch {batch}"))?;
-        fn key(m: &Member) -> (&str, i64) {
-            (m.event_id.as_str(), m.updated_at_ms)
-        }
-        let mut expected: Vec<(&str, i64)> = members.iter().map(key).collect();
-        expected.sort_unstable();
-        recorded.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
-        let same = recorded.iter().map(key).eq(expected.iter().copied());
-        if same {
+        if same_members(recorded, members) {
             return Ok(Vec::new());
         }
         let mut superseded = Vec::new();
         for chunk in members.chunks(MEMBER_CHUNK) {
-            superseded.extend(self.sort_out(tx, receipt, owner, chunk).await?);
+            superseded.extend(
+                self.sort_out(tx, receipt, owner, verified_at_ms, chunk)
+                    .await?,
+            );
         }
         Ok(superseded)
     }
@@ -329,10 +342,10 @@ impl Recorder {
         tx: &mut Transaction<'_, MySql>,
         receipt: &Receipt,
         owner: Owner<'_>,
+        verified_at_ms: i64,
         chunk: &[Member],
     ) -> Result<Vec<Superseded>, RecordError> {
         let batch = &receipt.batch_id;
-        let verified_at_ms = owner.verified_at_ms;
         let rows = self
             .members
             .read_back(tx, &receipt.app_code, chunk)
@@ -349,8 +362,6 @@ impl Recorder {
             // batch, by an older build) has none: that is no disagreement.
             let ours = want == Some(row.updated_at_ms)
                 && &row.batch_id == batch
-                && row.manifest_sha256 == receipt.manifest.sha256
-                && row.receipt_verified_at_ms == verified_at_ms
                 && row
                     .fingerprint()
                     .is_none_or(|f| member.is_some_and(|m| m.fingerprint == Some(f)));
@@ -382,7 +393,8 @@ impl Recorder {
             });
         }
         if !older.is_empty() {
-            self.supersede(tx, owner, &older, &expected).await?;
+            self.supersede(tx, owner, verified_at_ms, &older, &expected)
+                .await?;
         }
         Ok(older)
     }
@@ -393,6 +405,7 @@ impl Recorder {
         &self,
         tx: &mut Transaction<'_, MySql>,
         owner: Owner<'_>,
+        verified_at_ms: i64,
         older: &[Superseded],
         versions: &HashMap<&str, &Member>,
     ) -> Result<(), RecordError> {
@@ -400,7 +413,7 @@ impl Recorder {
         let context = || format!("superseding older versions of rows in batch {batch}");
         let retired = self
             .members
-            .retire(tx, app, batch, owner.verified_at_ms, older)
+            .retire(tx, app, batch, verified_at_ms, older)
             .await
             .context(context)?;
         if retired != older.len() as u64 {
@@ -415,7 +428,7 @@ impl Recorder {
             .map(|o| versions[o.event_id.as_str()].clone())
             .collect();
         self.members
-            .insert(tx, owner, &newer, false)
+            .insert(tx, owner, &newer, OnDuplicate::Fail)
             .await
             .context(context)?;
         // Read back, as every member is (SPEC §5.2).
@@ -427,10 +440,9 @@ impl Recorder {
         let ours = moved
             .iter()
             .filter(|m| {
-                versions.get(m.event_id.as_str()).map(|v| v.updated_at_ms) == Some(m.updated_at_ms)
-                    && m.batch_id == batch
-                    && m.manifest_sha256 == owner.manifest_sha256
-                    && m.receipt_verified_at_ms == owner.verified_at_ms
+                versions.get(m.event_id.as_str()).is_some_and(|v| {
+                    v.updated_at_ms == m.updated_at_ms && v.fingerprint == m.fingerprint()
+                }) && m.batch_id == batch
             })
             .count();
         if ours != older.len() {
@@ -451,4 +463,30 @@ impl Recorder {
         }
         Ok(())
     }
+}
+
+/// Whether a batch's member rows as read back are exactly its members: the same `(event_id,
+/// updated_at_ms, fingerprint)`, as many of each (compared sorted: the database's order of event
+/// ids need not be Rust's).
+fn same_members(mut recorded: Vec<Member>, members: &[Member]) -> bool {
+    if recorded.len() != members.len() {
+        return false;
+    }
+    fn key(m: &Member) -> (&str, i64, Option<[u8; 16]>) {
+        (
+            m.event_id.as_str(),
+            m.updated_at_ms,
+            m.fingerprint.map(|f| f.0),
+        )
+    }
+    let mut expected: Vec<&Member> = members.iter().collect();
+    expected.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
+    recorded.sort_unstable_by(|a, b| key(a).cmp(&key(b)));
+    recorded.iter().map(key).eq(expected.into_iter().map(key))
+}
+
+/// A duplicate key (error 1062): the statement was rolled back, the transaction goes on.
+fn is_duplicate_key(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(db)
+        if db.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>().is_some_and(|e| e.number() == 1062))
 }

@@ -65,10 +65,10 @@ pub struct IntoSource<'a> {
     pub lock: &'a AppLock,
     pub batch_id: &'a str,
     pub now_ms: i64,
-    /// For a compacted receipt (its member rows of purged rows are gone): the receipt's
-    /// manifest hash and verification time, to give each row put back its member row again in
-    /// the same transaction — so it is not taken for a straggler, and purge can find it.
-    pub compacted_owner: Option<(&'a str, i64)>,
+    /// A compacted receipt (its member rows of purged rows are gone): each row put back gets
+    /// its member row again in the same transaction — so it is not taken for a straggler, and
+    /// purge can find it.
+    pub compacted: bool,
     pub failpoints: &'a crate::failpoint::FailPoints,
 }
 
@@ -95,7 +95,7 @@ impl IntoSource<'_> {
             .await
             .context(|| format!("locking the receipt of batch {}", self.batch_id))?;
         let now_compacted = compacted.flatten().is_some();
-        if compacted.is_none() || now_compacted != self.compacted_owner.is_some() {
+        if compacted.is_none() || now_compacted != self.compacted {
             return Err(LoadError::ReceiptChanged {
                 batch_id: self.batch_id.to_string(),
             });
@@ -482,7 +482,7 @@ async fn mark_restored(
         .failpoints
         .pass("restore-before-mark")
         .map_err(DbError::from)?;
-    if let Some((manifest_sha256, verified_at_ms)) = source.compacted_owner {
+    if source.compacted {
         let layout = spec.layout();
         let members: Vec<crate::model::batch::Member> = rows
             .iter()
@@ -500,11 +500,9 @@ async fn mark_restored(
         let owner = super::members::Owner {
             app_code: app,
             batch_id: source.batch_id,
-            manifest_sha256,
-            verified_at_ms,
         };
         super::members::Members::new(spec)
-            .insert(tx, owner, &members, true)
+            .insert(tx, owner, &members, super::members::OnDuplicate::Keep)
             .await
             .context(|| {
                 format!(

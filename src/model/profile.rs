@@ -255,7 +255,8 @@ pub fn snake_name(name: &str) -> bool {
 const MAX_APP_CODE_CHARS: u64 = 32;
 const MAX_EVENT_ID_CHARS: u64 = 64;
 
-/// The longest owned prefix: `idx_<prefix>_members_batch_version` must stay within 64.
+/// The longest owned prefix: `idx_<prefix>_members_batch_version` (the members index before
+/// migration 9, which the upgrade of an older profile's table names) must stay within 64.
 const MAX_PREFIX_CHARS: usize = 38;
 
 fn leak(s: impl Into<String>) -> &'static str {

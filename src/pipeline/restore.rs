@@ -413,10 +413,7 @@ impl<'a> Restorer<'a> {
                 lock,
                 batch_id: batch,
                 now_ms: now,
-                compacted_owner: receipt
-                    .compaction
-                    .as_ref()
-                    .map(|_| (receipt.manifest_sha256.as_str(), receipt.verified_at_ms)),
+                compacted: receipt.compaction.is_some(),
                 failpoints: &self.opts.failpoints,
             }),
             Access::DryRun | Access::Reading => None,

@@ -22,6 +22,7 @@ mod fresh_proof;
 mod grants;
 mod hostile;
 mod lock;
+mod members_layout;
 mod metrics;
 mod operator;
 mod purge_restore;

@@ -106,16 +106,24 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
         .await
         .unwrap();
     assert_eq!(db.receipts("a1").await.len(), 1);
-    let kept: i64 =
-        sqlx::query_scalar("SELECT MIN(receipt_verified_at_ms) FROM wallet_outbox_archive_members")
-            .fetch_one(pool)
-            .await
-            .unwrap();
+    let kept: i64 = sqlx::query_scalar(
+        "SELECT verified_at_ms FROM wallet_outbox_archive_receipts WHERE batch_id = 'b1'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
     assert_eq!(
         kept,
         T0 + DAY,
-        "members keep the receipt's verification time"
+        "the receipt keeps its first verification time"
     );
+    let member_rows: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM wallet_outbox_archive_members WHERE batch_id = 'b1'",
+    )
+    .fetch_one(pool)
+    .await
+    .unwrap();
+    assert_eq!(member_rows, m1.len() as i64, "the retry added no member row");
 
     // Same batch id, a control value that differs.
     let mut changed = receipt("b1", &m1, T0 + DAY);

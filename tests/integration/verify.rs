@@ -179,8 +179,8 @@ async fn a_broken_archive_is_found(damage: Damage, kind: &str, key_suffix: &str)
         }
         Damage::AddMember => {
             sqlx::query(
-                "INSERT INTO wallet_outbox_archive_members (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms) \
-                 SELECT app_code, 'a2-invented', updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms \
+                "INSERT INTO wallet_outbox_archive_members (app_code, event_id, updated_at_ms, batch_id) \
+                 SELECT app_code, 'a2-invented', updated_at_ms, batch_id \
                  FROM wallet_outbox_archive_members WHERE app_code = 'a2' AND event_id = ?",
             )
             .bind(&member)

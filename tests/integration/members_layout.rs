@@ -1,0 +1,265 @@
+//! The members table clustered by batch (migration 9, issue 26): an archive an older build wrote
+//! is carried over by `migrate`, member row for member row, and every command goes on from it;
+//! a profile's owned tables of the older layout are brought over the same way; and a table left
+//! in the older layout is refused at start-up with the command that fixes it.
+
+use outbox_archiver::commands::purge;
+use outbox_archiver::commands::verify::{self, VerifyOptions};
+use outbox_archiver::db::owned::create_owned_tables;
+use outbox_archiver::model::table::{ROOM_OUTBOX, WALLET_OUTBOX};
+use sqlx::AssertSqlSafe;
+
+use crate::support::*;
+
+/// Applies the first `n` of `migrations/` (an older build's database), as `migrate` would.
+async fn first_migrations(db: &TestDb, n: usize) {
+    let dir = tempfile::tempdir().unwrap();
+    let mut files: Vec<_> = std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.extension().is_some_and(|e| e == "sql"))
+        .collect();
+    files.sort();
+    for file in &files[..n] {
+        std::fs::copy(file, dir.path().join(file.file_name().unwrap())).unwrap();
+    }
+    sqlx::migrate::Migrator::new(dir.path())
+        .await
+        .unwrap()
+        .run(&db.db.pool)
+        .await
+        .unwrap();
+}
+
+/// Every member row of `db`: (app, event id, version, batch, fingerprint), in one order.
+async fn member_rows(db: &TestDb) -> Vec<(String, String, i64, String, Option<Vec<u8>>)> {
+    sqlx::query_as(
+        "SELECT app_code, event_id, updated_at_ms, batch_id, row_sha256 \
+         FROM wallet_outbox_archive_members ORDER BY app_code, event_id",
+    )
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap()
+}
+
+/// The columns of the members table's primary key, in order.
+async fn primary_key(db: &TestDb, table: &str) -> Vec<String> {
+    sqlx::query_scalar(
+        "SELECT CAST(column_name AS CHAR) FROM information_schema.statistics \
+         WHERE table_schema = DATABASE() AND table_name = ? AND index_name = 'PRIMARY' ORDER BY seq_in_index",
+    )
+    .bind(table)
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap()
+}
+
+const CUT1: i64 = T0 + 2 * DAY;
+const CUT2: i64 = T0 + 4 * DAY;
+
+/// Rows of three apps over four days (random-looking event ids, so member rows do not arrive
+/// in event-id order), a few not delivered.
+fn dataset() -> Vec<outbox_archiver::model::codec::Row> {
+    let mut rows = Vec::new();
+    for app in ["a1", "a2", "a3"] {
+        for i in 0..400i64 {
+            let id = format!(
+                "{app}-{:016x}",
+                (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            );
+            let mut r = row(app, &id, T0 + i * (4 * DAY / 400));
+            if i % 37 == 0 {
+                r[10] = outbox_archiver::model::codec::Value::Text("PENDING".into());
+            }
+            rows.push(r);
+        }
+    }
+    rows
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn migration_9_carries_an_older_builds_members_over_and_every_command_goes_on() {
+    let s3 = TestS3::new().await;
+    let store = s3.store().await;
+    let rows = dataset();
+    let apps = ["a1", "a2", "a3"];
+
+    // The archive below CUT1 as it stands in the store, and its receipts and member rows as
+    // today's code records them.
+    let today = TestDb::new().await;
+    today.insert(&rows).await;
+    let mut opts = options(&today, &apps, CUT1);
+    opts.limits.max_rows = 90;
+    let archived = archive(&env(&today, store.clone(), CUT2 + DAY), &opts).await;
+    assert!(archived.ok, "{}", archived.to_json());
+    let before = member_rows(&today).await;
+    assert!(before.len() > 500, "{}", before.len());
+
+    // The same archive in a database an older build keeps: migrations 1-8, its member rows with
+    // the receipt's manifest hash and verification time on each, keyed by event id.
+    let older = TestDb::empty(&server_url().await).await;
+    first_migrations(&older, 8).await;
+    outbox_archiver::db::create_source_table(&older.db.pool, &WALLET_OUTBOX)
+        .await
+        .unwrap();
+    older.insert(&rows).await;
+    older
+        .exec(&format!(
+            "INSERT INTO wallet_outbox_archive_receipts SELECT * FROM `{db}`.wallet_outbox_archive_receipts",
+            db = today.name
+        ))
+        .await;
+    older
+        .exec(&format!(
+            "INSERT INTO wallet_outbox_archive_members \
+             (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms, row_sha256) \
+             SELECT m.app_code, m.event_id, m.updated_at_ms, m.batch_id, r.manifest_sha256, r.verified_at_ms, m.row_sha256 \
+             FROM `{db}`.wallet_outbox_archive_members m JOIN `{db}`.wallet_outbox_archive_receipts r \
+             ON r.app_code = m.app_code AND r.batch_id = m.batch_id",
+            db = today.name
+        ))
+        .await;
+    assert_eq!(
+        primary_key(&older, "wallet_outbox_archive_members").await,
+        ["app_code", "event_id"]
+    );
+    let envs = vec![("DATABASE_URL", older.url.clone())];
+
+    // Before migrate: every command refuses the database, naming the fix.
+    let refused = run_cli(&["status", "--all-apps"], &envs).await;
+    assert_eq!(refused.code, 2, "{}", refused.all_output);
+    assert!(
+        refused.all_output.contains("outbox-archiver migrate"),
+        "{}",
+        refused.all_output
+    );
+
+    // migrate applies migration 9 alone, and every member row is there as it was.
+    let migrated = run_cli(&["migrate"], &envs).await;
+    assert_eq!(migrated.code, 0, "{}", migrated.all_output);
+    let applied = migrated.summary["applied"].as_array().unwrap();
+    assert_eq!(applied.len(), 1, "{}", migrated.all_output);
+    assert!(applied[0].as_str().unwrap().starts_with("20260101000009 "));
+    assert_eq!(
+        primary_key(&older, "wallet_outbox_archive_members").await,
+        ["app_code", "batch_id", "updated_at_ms", "event_id"]
+    );
+    assert_eq!(
+        member_rows(&older).await,
+        before,
+        "every member row, as it was"
+    );
+
+    // verify finds the archive whole; archive goes on from its cursor; verify, then purge of
+    // exactly the archived rows.
+    let env = env(&older, store.clone(), CUT2 + DAY);
+    let verify_opts = VerifyOptions {
+        parallel: 2,
+        ..VerifyOptions::everything(CUT1, "DELIVERED")
+    };
+    let clean = verify::run(&env, &verify_opts).await;
+    assert_eq!(clean.exit_code, 0, "{}", clean.to_json());
+    let mut on = options(&older, &apps, CUT2);
+    on.limits.max_rows = 90;
+    let more = archive(&env, &on).await;
+    assert!(more.ok, "{}", more.to_json());
+    for app in apps {
+        let r = report(&more, app);
+        assert!(r.batches > 0, "{app}: {}", more.to_json());
+        let last_before = before
+            .iter()
+            .filter(|m| m.0 == app)
+            .map(|m| m.2)
+            .max()
+            .unwrap();
+        assert!(
+            r.cursor_before.as_ref().unwrap().updated_at_ms == last_before,
+            "{app} resumed from the carried-over cursor"
+        );
+    }
+    let archived_rows = older
+        .count("SELECT COUNT(*) FROM wallet_outbox WHERE status = 'DELIVERED' AND updated_at_ms < 1767571200000")
+        .await;
+    assert_eq!(member_rows(&older).await.len() as i64, archived_rows);
+    let whole = verify::run(
+        &env,
+        &VerifyOptions {
+            cutoff_ms: CUT2,
+            ..verify_opts.clone()
+        },
+    )
+    .await;
+    assert_eq!(whole.exit_code, 0, "{}", whole.to_json());
+    let purged = purge::run(&env, &purge_options(&older, &apps)).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    let gone: u64 = apps.iter().map(|a| purge_of(&purged, a).purged_rows).sum();
+    assert_eq!(gone as i64, archived_rows);
+    assert_eq!(
+        older.count("SELECT COUNT(*) FROM wallet_outbox").await,
+        rows.len() as i64 - archived_rows,
+        "exactly the archived rows went"
+    );
+}
+
+/// A profile's owned tables (room_outbox's come from its spec) made by an older build: the
+/// start-up check refuses them naming `migrate`; `migrate` brings the members table over online,
+/// keeping its rows; the check passes; a second `migrate` changes nothing.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_profiles_older_members_table_is_brought_over_by_migrate() {
+    let db = TestDb::for_table(&ROOM_OUTBOX).await;
+    let members = ROOM_OUTBOX.members_table();
+    let prefix = ROOM_OUTBOX.owned_prefix;
+    db.exec(&format!("DROP TABLE {members}")).await;
+    db.exec(&format!(
+        "CREATE TABLE {members} (
+            app_code VARCHAR(32) NOT NULL,
+            event_id VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL,
+            updated_at_ms BIGINT NOT NULL,
+            batch_id CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL,
+            manifest_sha256 CHAR(64) CHARACTER SET ascii NOT NULL,
+            receipt_verified_at_ms BIGINT NOT NULL,
+            row_sha256 BINARY(16) NULL,
+            PRIMARY KEY (app_code, event_id),
+            KEY idx_{prefix}_members_batch_version (app_code, batch_id, updated_at_ms)
+        ) ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci"
+    ))
+    .await;
+    db.exec(&format!(
+        "INSERT INTO {members} VALUES ('r1', 'e2', 5, '{b}', '{m}', 9, NULL), ('r1', 'e1', 7, '{b}', '{m}', 9, NULL)",
+        b = "b".repeat(32),
+        m = "0".repeat(64)
+    ))
+    .await;
+    let refused = db.db.check_owned_tables(&ROOM_OUTBOX).await.unwrap_err();
+    let said = refused.to_string();
+    assert!(
+        said.contains(&members) && said.contains("outbox-archiver migrate --table room_outbox"),
+        "{said}"
+    );
+    create_owned_tables(&db.db.pool, &ROOM_OUTBOX)
+        .await
+        .unwrap();
+    assert_eq!(
+        primary_key(&db, &members).await,
+        ["app_code", "batch_id", "updated_at_ms", "event_id"]
+    );
+    db.db.check_owned_tables(&ROOM_OUTBOX).await.unwrap();
+    let kept: Vec<(String, i64)> = sqlx::query_as(AssertSqlSafe(format!(
+        "SELECT event_id, updated_at_ms FROM {members} ORDER BY event_id"
+    )))
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(kept, [("e1".to_string(), 7), ("e2".to_string(), 5)]);
+    // Another row for e1 in another batch: the unique key refuses it.
+    let twice = sqlx::query(AssertSqlSafe(format!(
+        "INSERT INTO {members} (app_code, event_id, updated_at_ms, batch_id) VALUES ('r1', 'e1', 8, '{}')",
+        "c".repeat(32)
+    )))
+    .execute(&db.db.pool)
+    .await;
+    assert!(twice.is_err(), "a row is a member of one batch at most");
+    create_owned_tables(&db.db.pool, &ROOM_OUTBOX)
+        .await
+        .unwrap();
+}
