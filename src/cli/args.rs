@@ -8,8 +8,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::parse::{
-    parse_bytes, parse_conditional_put, parse_duration, parse_percent, parse_retention,
-    parse_storage_class, parse_table_name, parse_time, parse_timeout,
+    parse_bytes, parse_conditional_put, parse_duration, parse_parallel_apps, parse_percent,
+    parse_retention, parse_storage_class, parse_table_name, parse_time, parse_timeout,
+    ParallelApps,
 };
 use crate::model::protection::Retention;
 use crate::model::shard::Shard;
@@ -498,10 +499,15 @@ pub struct ArchiveArgs {
     /// owns), in batches of their own; the cursor does not move.
     #[arg(long, env = "OUTBOX_ARCHIVER_STRAGGLERS")]
     pub stragglers: bool,
-    /// Archive this many apps at the same time, each under its own lock (1 to 4). Helps when
-    /// neither the database nor this job is busy all the time (see README, "Performance").
-    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
-    pub parallel_apps: u32,
+    /// Archive this many apps at the same time, each under its own lock: 1 to 8, or auto — one
+    /// per CPU core this process may use (a CPU limit counts), at most 4 (see README,
+    /// "Performance").
+    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value = "auto", value_parser = parse_parallel_apps)]
+    pub parallel_apps: ParallelApps,
+    /// Memory the batches in flight may hold, all apps together (64MiB, 1GiB); the process
+    /// needs about 30 MiB besides. A batch larger than the budget still runs, alone.
+    #[arg(long, env = "OUTBOX_ARCHIVER_MEMORY_BUDGET", default_value = "80MiB", value_parser = parse_bytes)]
+    pub memory_budget: u64,
 }
 
 #[derive(Debug, Args)]

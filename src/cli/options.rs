@@ -118,7 +118,8 @@ impl ArchiveArgs {
             delivered_status: common.delivered_status(),
             lock_prefix: common.db.lock_prefix.clone(),
             db_retries: common.db.db_retries,
-            parallel_apps: self.parallel_apps as usize,
+            parallel_apps: self.parallel_apps.resolve(super::parse::cores()),
+            memory_budget: self.memory_budget,
             policy: common.write_policy()?,
             failpoints: failpoints_from_env(),
         })
@@ -521,8 +522,9 @@ impl Common {
             .database_url
             .as_deref()
             .ok_or("no database given: set --database-url or DATABASE_URL (mysql://user:password@host:3306/database)")?;
-        // Connections open as needed: two per app at work (its page reads and its receipt
-        // transaction) for up to four apps at a time (`--parallel-apps`), and status queries.
-        Db::connect(url, 10).await.map_err(|e| e.to_string())
+        // Connections open as needed: up to three per app at work (its page reads, the next
+        // batch's checks, its receipt transaction) for up to eight apps at a time
+        // (`--parallel-apps`), and status queries.
+        Db::connect(url, 26).await.map_err(|e| e.to_string())
     }
 }

@@ -105,6 +105,49 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 }
 
 /// A non-negative count of milliseconds as a duration.
+/// `--parallel-apps` of archive: a number of apps, or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ParallelApps {
+    /// One app per CPU core this process may use (its cgroup's quota, where it has one), at
+    /// most [`ParallelApps::AUTO_MAX`].
+    Auto,
+    Fixed(u32),
+}
+
+impl ParallelApps {
+    /// The most apps `auto` works at once: beyond four, the database's inserts are the bound.
+    pub const AUTO_MAX: usize = 4;
+    pub const MAX: u32 = 8;
+
+    /// How many apps at once, on a machine where this process may use `cores` cores.
+    pub fn resolve(self, cores: usize) -> usize {
+        match self {
+            ParallelApps::Auto => cores.clamp(1, Self::AUTO_MAX),
+            ParallelApps::Fixed(n) => n as usize,
+        }
+    }
+}
+
+pub fn parse_parallel_apps(text: &str) -> Result<ParallelApps, String> {
+    let text = text.trim();
+    if text.eq_ignore_ascii_case("auto") {
+        return Ok(ParallelApps::Auto);
+    }
+    match text.parse::<u32>() {
+        Ok(n) if (1..=ParallelApps::MAX).contains(&n) => Ok(ParallelApps::Fixed(n)),
+        _ => Err(format!(
+            "{text:?} is not auto or a number of apps from 1 to {}",
+            ParallelApps::MAX
+        )),
+    }
+}
+
+/// The CPU cores this process may use (`std::thread::available_parallelism`: the affinity mask
+/// and the cgroup's CPU quota, as a Kubernetes CPU limit sets it).
+pub fn cores() -> usize {
+    std::thread::available_parallelism().map_or(1, |n| n.get())
+}
+
 pub fn millis(ms: i64) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
@@ -120,6 +163,21 @@ mod tests {
         assert_eq!(parse_bytes("1048576"), Ok(1 << 20));
         assert!(parse_bytes("0").is_err());
         assert!(parse_bytes("12 parsecs").is_err());
+    }
+
+    #[test]
+    fn parallel_apps_auto_follows_the_cores_within_bounds() {
+        assert_eq!(parse_parallel_apps("auto"), Ok(ParallelApps::Auto));
+        assert_eq!(parse_parallel_apps(" AUTO "), Ok(ParallelApps::Auto));
+        assert_eq!(parse_parallel_apps("3"), Ok(ParallelApps::Fixed(3)));
+        for bad in ["0", "9", "-1", "two", ""] {
+            assert!(parse_parallel_apps(bad).is_err(), "{bad:?}");
+        }
+        assert_eq!(ParallelApps::Auto.resolve(1), 1);
+        assert_eq!(ParallelApps::Auto.resolve(2), 2);
+        assert_eq!(ParallelApps::Auto.resolve(64), 4);
+        assert_eq!(ParallelApps::Auto.resolve(0), 1);
+        assert_eq!(ParallelApps::Fixed(8).resolve(2), 8);
     }
 
     #[test]

@@ -48,6 +48,14 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
             }
         }
     }
+    if !apps.is_empty() {
+        tracing::info!(
+            apps = apps.len(),
+            at_once = opts.parallel_apps.min(apps.len()),
+            memory_budget_mib = opts.memory_budget >> 20,
+            "archiving"
+        );
+    }
     let deadline = opts.max_runtime.map(|d| Instant::now() + d);
     let progress = Progress::new(CommandName::Archive);
     let archiver = Archiver::new(ctx, opts, &progress, deadline);

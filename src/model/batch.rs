@@ -276,7 +276,9 @@ impl BatchEncoder {
     /// Closes the gzip member. `None` when no row was taken.
     pub fn finish(self) -> Result<Option<EncodedBatch>, String> {
         let writer = self.gz.finish().map_err(|e| format!("gzip: {e}"))?;
-        let (gzip, gzip_digest) = writer.finish();
+        let (mut gzip, gzip_digest) = writer.finish();
+        // The batch is held until it is recorded: not the buffer's growth room beside it.
+        gzip.shrink_to_fit();
         Ok(self.acc.finish().map(|(content, members)| EncodedBatch {
             content,
             members,

@@ -7,6 +7,7 @@
 use std::time::{Duration, Instant};
 
 use super::apps::{Access, AppWork, Apps};
+use super::budget::Budget;
 use super::builder::{self, BuildError, Built};
 use super::failure::{Classify, Kind};
 use super::publish::{PublishError, Published, Publisher};
@@ -48,6 +49,8 @@ pub struct ArchiveOptions {
     pub db_retries: u32,
     /// Apps archived at the same time, each under its own lock.
     pub parallel_apps: usize,
+    /// Bytes the batches in flight may hold, all apps together ([`Budget`]).
+    pub memory_budget: u64,
     /// Retention, legal hold and storage class of the objects written.
     pub policy: WritePolicy,
     pub failpoints: FailPoints,
@@ -74,11 +77,16 @@ impl ArchiveOptions {
             lock_prefix: String::new(),
             db_retries: 5,
             parallel_apps: 1,
+            memory_budget: DEFAULT_MEMORY_BUDGET,
             policy: WritePolicy::default(),
             failpoints: FailPoints::default(),
         }
     }
 }
+
+/// `--memory-budget`'s default: with the process's own needs (runtime, clients, buffers: about
+/// 30 MiB) a run stays within 128 MiB however many apps it archives at once.
+pub const DEFAULT_MEMORY_BUDGET: u64 = 80 << 20;
 
 /// Why an app's run failed.
 #[derive(Debug, thiserror::Error)]
@@ -139,6 +147,8 @@ pub struct Archiver<'a> {
     receipts: Receipts,
     recorder: Recorder,
     deadline: Option<Instant>,
+    /// Shared by every app of the run.
+    budget: Budget,
 }
 
 #[async_trait::async_trait]
@@ -187,6 +197,7 @@ impl<'a> Archiver<'a> {
             receipts: Receipts::new(ctx.spec),
             recorder: Recorder::new(ctx.spec),
             deadline,
+            budget: Budget::new(opts.memory_budget),
         }
     }
 
@@ -266,29 +277,51 @@ impl<'a> Archiver<'a> {
             self.opts.cutoff_ms,
             self.opts.failpoints.clone(),
         );
-        let mut batches =
-            builder::spawn(rows, self.ctx.spec, self.opts.limits, self.opts.gzip_level);
+        let mut batches = builder::spawn(
+            rows,
+            self.ctx.spec,
+            self.opts.limits,
+            self.opts.gzip_level,
+            self.budget.clone(),
+        );
         let cut = if self.opts.stragglers {
             Cut::Stragglers
         } else {
             Cut::AfterCursor
         };
+        // Three stages overlap: the builder reads and compresses batch N+2 while batch N+1 is
+        // published and read back and batch N is recorded. Receipts are recorded one at a time,
+        // in cursor order; a stop starts no new batch but records the one already published.
+        let mut staged: Option<Staged> = None;
         let outcome = loop {
-            if let Some(reason) = self.stop_reason(report.batches) {
-                // The builder runs a batch ahead: whether it has one says if work is left.
-                if batches.recv().await.transpose()?.is_some() {
-                    tracing::info!(app, reason, "stopping with work left");
-                    report.stop_reason = Some(reason);
-                    break Outcome::Stopped;
+            let started = report.batches + u64::from(staged.is_some());
+            let stop = self.stop_reason(started);
+            let batches = &mut batches;
+            let more = stop.is_none();
+            let take_next = async {
+                match more {
+                    true => batches.recv().await.transpose(),
+                    false => Ok(None),
                 }
-                break Outcome::UpToDate;
-            }
-            let Some(built) = batches.recv().await.transpose()? else {
-                break Outcome::UpToDate;
             };
-            let (superseded, waited) = self.batch(app, access, built, cut, report).await?;
+            let Some(ready) = staged.take() else {
+                match take_next.await? {
+                    Some(built) => staged = Some(self.stage(app, access, built, cut).await?),
+                    None => break self.ended(app, stop, batches, report).await?,
+                }
+                continue;
+            };
+            // The staged batch is recorded while the next one is taken and published.
+            let next = async {
+                match take_next.await? {
+                    Some(built) => self.stage(app, access, built, cut).await.map(Some),
+                    None => Ok(None),
+                }
+            };
+            let (done, next) = tokio::join!(self.commit(app, access, ready, cut), next);
+            let superseded = self.account(app, done?, report, details);
             details.note_superseded(superseded);
-            details.replica_wait.add(waited);
+            staged = next?;
         };
         self.observer.finish(app);
         Ok(match outcome {
@@ -298,24 +331,145 @@ impl<'a> Archiver<'a> {
         })
     }
 
-    /// Publishes and records one batch (plans it, in a dry run); returns the older versions of
-    /// rows it superseded, and how long the receipt waited for lagging replicas.
-    async fn batch(
+    /// How a run that takes no more batches ends: stopped with work left (a stop said so, and
+    /// the builder, a batch ahead, has one), or caught up.
+    async fn ended(
+        &self,
+        app: &str,
+        stop: Option<String>,
+        batches: &mut tokio::sync::mpsc::Receiver<Result<Built, BuildError>>,
+        report: &mut AppReport,
+    ) -> Result<Outcome, AppError> {
+        let Some(reason) = stop else {
+            return Ok(Outcome::UpToDate);
+        };
+        if batches.recv().await.transpose()?.is_none() {
+            return Ok(Outcome::UpToDate);
+        }
+        tracing::info!(app, reason, "stopping with work left");
+        report.stop_reason = Some(reason);
+        Ok(Outcome::Stopped)
+    }
+
+    /// A batch's first steps after it is built: its objects written and read back (planned, in
+    /// a dry run), or — stragglers that form a batch already recorded — nothing to write.
+    async fn stage(
         &self,
         app: &str,
         access: Access<'_>,
         built: Built,
         cut: Cut,
-        report: &mut AppReport,
-    ) -> Result<(Vec<Superseded>, Duration), AppError> {
+    ) -> Result<Staged, AppError> {
         let started = Instant::now();
-        let Built { batch, read_ms } = built;
-        let (recorded, timing) = match access {
-            Access::Locked(lock) => self.publish_and_record(app, lock, &batch, cut).await?,
-            Access::DryRun | Access::Reading => (self.plan(app, &batch), (0, 0)),
+        let publisher = self.publisher(app);
+        let planned = publisher.plan(&built.batch);
+        if matches!(access, Access::DryRun | Access::Reading) {
+            return Ok(Staged {
+                built,
+                started,
+                step: Step::Planned(Box::new(planned)),
+            });
+        }
+        let pool = &self.ctx.db.pool;
+        if self.receipts.exists(pool, app, &planned.batch_id).await? {
+            if cut == Cut::Stragglers {
+                // The stragglers are exactly a batch already recorded (its member rows went,
+                // as compaction deletes them, and its rows came back as they were): its objects
+                // stay as they are, and its member rows are recorded again.
+                return Ok(Staged {
+                    built,
+                    started,
+                    step: Step::Remember(planned.batch_id),
+                });
+            }
+            return Err(AppError::AlreadyRecorded(planned.batch_id));
+        }
+        let published = publisher
+            .publish(&built.batch, planned, (self.ctx.now_ms)())
+            .await?;
+        Ok(Staged {
+            built,
+            started,
+            step: Step::Published(Box::new(published), started.elapsed()),
+        })
+    }
+
+    /// A staged batch's last step: its receipt and members recorded (nothing, in a dry run).
+    async fn commit(
+        &self,
+        app: &str,
+        access: Access<'_>,
+        staged: Staged,
+        cut: Cut,
+    ) -> Result<Done, AppError> {
+        let Staged {
+            built,
+            started,
+            step,
+        } = staged;
+        let batch = &built.batch;
+        let (recorded, publish, record) = match (step, access) {
+            (Step::Planned(planned), _) => {
+                let report = batch_report(
+                    planned.batch_id,
+                    planned.keys.data,
+                    batch,
+                    batch.gzip_digest.size,
+                );
+                (
+                    Recorded {
+                        batch_report: report,
+                        ..Recorded::default()
+                    },
+                    Duration::ZERO,
+                    Duration::ZERO,
+                )
+            }
+            (Step::Remember(batch_id), Access::Locked(lock)) => {
+                let phase = Instant::now();
+                let recorded = self.remember(app, lock, batch, &batch_id).await?;
+                (recorded, Duration::ZERO, phase.elapsed())
+            }
+            (Step::Published(published, publish), Access::Locked(lock)) => {
+                let phase = Instant::now();
+                let recorded = self.record(app, lock, batch, *published, cut).await?;
+                (recorded, publish, phase.elapsed())
+            }
+            (_, Access::DryRun | Access::Reading) => {
+                unreachable!("only a dry run's batches are planned, and only planned")
+            }
         };
+        Ok(Done {
+            built,
+            recorded,
+            millis: started.elapsed().as_millis() as u64,
+            publish_ms: publish.as_millis() as u64,
+            record_ms: record.as_millis() as u64,
+        })
+    }
+
+    /// Notes a finished batch in the report and the progress; returns the older versions of
+    /// rows it superseded.
+    fn account(
+        &self,
+        app: &str,
+        done: Done,
+        report: &mut AppReport,
+        details: &mut ArchiveApp,
+    ) -> Vec<Superseded> {
+        let Done {
+            built,
+            recorded,
+            millis,
+            publish_ms,
+            record_ms,
+        } = done;
+        let Built {
+            batch,
+            read_ms,
+            held,
+        } = built;
         let c = &batch.content;
-        let millis = started.elapsed().as_millis() as u64 + read_ms;
         // One short line per batch; its cursors and where the time went at debug level.
         tracing::info!(
             app,
@@ -324,7 +478,7 @@ impl<'a> Archiver<'a> {
             from = crate::model::timespec::rfc3339(c.first.updated_at_ms),
             to = crate::model::timespec::rfc3339(c.last.updated_at_ms),
             compressed_bytes = recorded.batch_report.compressed_bytes,
-            millis,
+            millis = millis + read_ms,
             "{}",
             if self.opts.dry_run {
                 "batch planned"
@@ -339,8 +493,9 @@ impl<'a> Archiver<'a> {
             last = %c.last,
             uncompressed_bytes = c.uncompressed_bytes,
             read_ms,
-            publish_ms = timing.0,
-            record_ms = timing.1,
+            publish_ms,
+            record_ms,
+            memory_held = held.bytes(),
             "batch timings"
         );
         report.batches += 1;
@@ -353,21 +508,8 @@ impl<'a> Archiver<'a> {
         report.replaced_objects.extend(recorded.replaced);
         report.adopted_objects.extend(recorded.adopted);
         report.batch_list.push(recorded.batch_report);
-        Ok((recorded.superseded, recorded.replica_wait))
-    }
-
-    /// A dry run's batch: its keys, as they would be written.
-    fn plan(&self, app: &str, batch: &EncodedBatch) -> Recorded {
-        let planned = self.publisher(app).plan(batch);
-        Recorded {
-            batch_report: batch_report(
-                planned.batch_id,
-                planned.keys.data,
-                batch,
-                batch.gzip_digest.size,
-            ),
-            ..Recorded::default()
-        }
+        details.replica_wait.add(recorded.replica_wait);
+        recorded.superseded
     }
 
     fn publisher<'p>(&'p self, app: &'p str) -> Publisher<'p> {
@@ -380,33 +522,16 @@ impl<'a> Archiver<'a> {
         }
     }
 
-    /// Writes and verifies the batch's objects, then records its receipt and members; returns
-    /// what it did and how long publishing and recording took (ms).
-    async fn publish_and_record(
+    /// Records a batch whose objects were written and verified: its receipt and members.
+    async fn record(
         &self,
         app: &str,
         lock: &AppLock,
         batch: &EncodedBatch,
+        published: Published,
         cut: Cut,
-    ) -> Result<(Recorded, (u64, u64)), AppError> {
+    ) -> Result<Recorded, AppError> {
         let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
-        let publisher = self.publisher(app);
-        let planned = publisher.plan(batch);
-        if self.receipts.exists(pool, app, &planned.batch_id).await? {
-            if cut == Cut::Stragglers {
-                // The stragglers are exactly a batch already recorded (its member rows went,
-                // as compaction deletes them, and its rows came back as they were): its objects
-                // stay as they are, and its member rows are recorded again.
-                return self
-                    .remember(app, lock, batch, &planned.batch_id)
-                    .await
-                    .map(|recorded| (recorded, (0, 0)));
-            }
-            return Err(AppError::AlreadyRecorded(planned.batch_id));
-        }
-        let phase = Instant::now();
-        let published = publisher.publish(batch, planned, (ctx.now_ms)()).await?;
-        let publish_ms = phase.elapsed().as_millis() as u64;
         let receipt = receipt_of(app, batch, &published, (ctx.now_ms)());
         // Every page of this batch has been read: a column added to the table since the run
         // started is missing from the batch's rows, which purge would then delete. The batch
@@ -417,15 +542,13 @@ impl<'a> Archiver<'a> {
             Some(gate) => gate.wait(app, Some(lock), &ctx.shutdown).await?,
             None => Duration::ZERO,
         };
-        let phase = Instant::now();
         let failpoints = &self.opts.failpoints;
         let superseded = self
             .recorder
             .record(pool, &receipt, &batch.members, cut, lock, failpoints)
             .await?;
-        let record_ms = phase.elapsed().as_millis() as u64;
         warn_superseded(app, &receipt.batch_id, &superseded);
-        let recorded = Recorded {
+        Ok(Recorded {
             batch_report: batch_report(
                 receipt.batch_id,
                 receipt.keys.data,
@@ -436,9 +559,36 @@ impl<'a> Archiver<'a> {
             replaced: published.replaced,
             adopted: published.adopted,
             replica_wait,
-        };
-        Ok((recorded, (publish_ms, record_ms)))
+        })
     }
+}
+
+/// A batch between its stages: built, and published (or planned, or found recorded already).
+struct Staged {
+    built: Built,
+    /// When its first stage started.
+    started: Instant,
+    step: Step,
+}
+
+/// How far a staged batch got.
+enum Step {
+    /// A dry run's: its keys, as they would be written.
+    Planned(Box<Expected>),
+    /// Written and read back, in this long.
+    Published(Box<Published>, Duration),
+    /// Stragglers that are exactly batch `0`, recorded already.
+    Remember(String),
+}
+
+/// A batch done: what it came to, and where its time went (ms).
+struct Done {
+    built: Built,
+    recorded: Recorded,
+    /// From its first stage to its receipt.
+    millis: u64,
+    publish_ms: u64,
+    record_ms: u64,
 }
 
 impl Archiver<'_> {

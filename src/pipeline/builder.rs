@@ -1,12 +1,15 @@
-//! Cuts an app's rows into batches one batch ahead of the archiver, so reading and compressing
-//! batch N+1 overlaps publishing and recording batch N. Memory: at most the batch being built,
-//! one waiting, and the one being published. Dropping the receiver stops it.
+//! Cuts an app's rows into batches ahead of the archiver, so reading and compressing the next
+//! batch overlaps publishing and recording the ones before it. A batch is started only when the
+//! slot it will wait in is free and its share of the run's memory [`Budget`] is held: an app
+//! holds at most three batches (one built or waiting, one being published, one being recorded),
+//! and all apps together no more than the budget. Dropping the receiver stops it.
 
 use std::time::Instant;
 
 use tokio::sync::mpsc;
 use tracing::Instrument;
 
+use super::budget::{self, Budget, Held};
 use crate::db::source::RowStream;
 use crate::db::DbError;
 use crate::model::batch::{BatchEncoder, EncodedBatch, Limits};
@@ -21,10 +24,12 @@ pub enum BuildError {
     Encode(String),
 }
 
-/// A batch and how long reading and encoding it took.
+/// A batch, how long reading and encoding it took, and its share of the memory budget (given
+/// back when it is dropped, once recorded).
 pub struct Built {
     pub batch: EncodedBatch,
     pub read_ms: u64,
+    pub held: Held,
 }
 
 /// Starts building `rows` (of one app) into batches; they arrive on the receiver, `None` at the end.
@@ -33,27 +38,33 @@ pub fn spawn(
     spec: &'static TableSpec,
     limits: Limits,
     gzip_level: u32,
+    budget: Budget,
 ) -> mpsc::Receiver<Result<Built, BuildError>> {
     let (tx, rx) = mpsc::channel(1);
     tokio::spawn(
         async move {
+            let mut guess = budget::first_guess(&limits);
             loop {
+                let Ok(slot) = tx.reserve().await else {
+                    return;
+                };
+                let mut held = budget.hold(guess).await;
                 let started = Instant::now();
-                let built = build(&mut rows, spec, limits, gzip_level).await;
-                let done = !matches!(built, Ok(Some(_)));
-                let item = built.transpose().map(|r| {
-                    r.map(|batch| Built {
-                        batch,
-                        read_ms: started.elapsed().as_millis() as u64,
-                    })
-                });
-                if let Some(item) = item {
-                    if tx.send(item).await.is_err() {
+                match build(&mut rows, spec, limits, gzip_level).await {
+                    Ok(Some(batch)) => {
+                        guess = budget::footprint(&batch);
+                        held.settle(guess);
+                        slot.send(Ok(Built {
+                            batch,
+                            read_ms: started.elapsed().as_millis() as u64,
+                            held,
+                        }));
+                    }
+                    Ok(None) => return,
+                    Err(e) => {
+                        slot.send(Err(e));
                         return;
                     }
-                }
-                if done {
-                    return;
                 }
             }
         }

@@ -17,6 +17,7 @@
 
 pub mod apps;
 pub mod archive;
+pub mod budget;
 mod builder;
 pub mod compact;
 pub mod doctor;
