@@ -9,6 +9,7 @@ pub mod compact;
 pub mod drills;
 pub mod lock;
 pub mod members;
+pub mod nodelay;
 pub mod owned;
 pub mod preflight;
 pub mod purge;
@@ -177,12 +178,14 @@ impl Db {
             })?;
             let _ = first.close().await;
         }
+        let tcp_port = options.get_socket().is_none().then(|| options.get_port());
         let pool = MySqlPoolOptions::new()
             .max_connections(max_connections)
             .min_connections(0)
             .acquire_timeout(Duration::from_secs(15))
-            .after_connect(|conn, _| {
+            .after_connect(move |conn, _| {
                 Box::pin(async move {
+                    sends_at_once(tcp_port);
                     conn.execute(SESSION_SETUP).await?;
                     Ok(())
                 })
@@ -205,6 +208,12 @@ impl Db {
             .connect()
             .await
             .map_err(|e| classify_connect_error(e, &self.url_redacted, &[], &self.options))?;
+        sends_at_once(
+            self.options
+                .get_socket()
+                .is_none()
+                .then(|| self.options.get_port()),
+        );
         conn.execute(SESSION_SETUP)
             .await
             .context(|| "setting up a dedicated connection".into())?;
@@ -213,6 +222,17 @@ impl Db {
 
     pub async fn close(&self) {
         self.pool.close().await;
+    }
+}
+
+/// `TCP_NODELAY` on the connections to the database's port, unless it is reached over a unix
+/// socket ([`nodelay`]).
+fn sends_at_once(tcp_port: Option<u16>) {
+    if let Some(port) = tcp_port {
+        let set = nodelay::set(port);
+        if set > 0 {
+            tracing::trace!(port, sockets = set, "TCP_NODELAY set");
+        }
     }
 }
 

@@ -278,3 +278,38 @@ async fn an_https_store_with_a_company_ca_is_trusted_only_when_given_the_ca() {
     .await;
     assert_eq!(run.code, 0, "{}", run.all_output);
 }
+
+/// Every connection to the database sends at once (`TCP_NODELAY`), pooled and dedicated (the
+/// lock's), over TLS: sqlx 0.9.0 no longer sets it, and a statement longer than one TLS record
+/// (500 member rows) then waited 40 ms for the server's delayed acknowledgement, every time.
+/// On a server of its own, so the sockets to its port are this test's alone.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_database_connection_sends_at_once_over_tls_too() {
+    let ca = TestCa::new("database");
+    let mut server = PrivateServer::start().await;
+    let dir = server.dir().to_path_buf();
+    ca.write(&dir, "ca.pem");
+    ca.issue(&["127.0.0.1", "localhost"], Validity::Current)
+        .write(&dir);
+    server.stop(libc::SIGTERM).await;
+    server.set_options(server.tls_options());
+    server.run().await;
+    let db = TestDb::on(&server.url()).await;
+    let url = url_with(&server, "127.0.0.1", &db.name, "ssl-mode=REQUIRED");
+    let tls = outbox_archiver::db::Db::connect(&url, 4).await.unwrap();
+    // Three pooled connections at once, and a dedicated one.
+    let (a, b, c) = tokio::join!(tls.pool.acquire(), tls.pool.acquire(), tls.pool.acquire());
+    let (mut a, _b, _c) = (a.unwrap(), b.unwrap(), c.unwrap());
+    let cipher: (String, String) = sqlx::query_as("SHOW SESSION STATUS LIKE 'Ssl_cipher'")
+        .fetch_one(&mut *a)
+        .await
+        .unwrap();
+    assert!(!cipher.1.is_empty(), "the connection is TLS: {cipher:?}");
+    let _dedicated = tls.dedicated().await.unwrap();
+    let sockets = outbox_archiver::db::nodelay::sockets_to(server.port());
+    assert!(sockets.len() >= 4, "{sockets:?}");
+    assert!(
+        sockets.iter().all(|s| s.nodelay),
+        "every socket to the database sends at once: {sockets:?}"
+    );
+}
