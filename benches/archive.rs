@@ -231,13 +231,20 @@ async fn bench(rows: u64) {
         (steps == "all" && name != "memory") || steps.split(',').any(|s| s.trim() == name)
     };
     let mut admin = server.admin().await;
-    // A buffer pool that holds the tables, as on a primary (the setting is dynamic).
-    admin
-        .execute(
-            "SET GLOBAL innodb_buffer_pool_size = GREATEST(@@innodb_buffer_pool_size, 2147483648)",
-        )
+    // A buffer pool that holds both databases (about 1.3 KiB a row each: the table, its
+    // indexes and the member rows), as a primary's holds its working set, within half the
+    // machine's memory; the server's own size is put back at the end (the setting is dynamic).
+    let pool_before: u64 = sqlx::query_scalar("SELECT CAST(@@innodb_buffer_pool_size AS UNSIGNED)")
+        .fetch_one(&mut admin)
         .await
         .unwrap();
+    let half_ram = physical_memory() / 2;
+    let pool = ((rows * 3) << 10)
+        .next_multiple_of(1 << 30)
+        .max(2 << 30)
+        .min(half_ram)
+        .max(pool_before);
+    set_buffer_pool(&mut admin, pool).await;
     admin.close().await.unwrap();
 
     let dir = tempfile::tempdir().unwrap();
@@ -255,10 +262,11 @@ async fn bench(rows: u64) {
     let cores = std::thread::available_parallelism().map_or(1, |n| n.get());
     let mut table = Table::new(rows, server.pid);
     table.note(format!(
-        "{} on 127.0.0.1:{} (pid {}), {cores} cores, binary {binary}, event ids {ids:?}{}",
+        "{} on 127.0.0.1:{} (pid {}, buffer pool {} MiB), {cores} cores, binary {binary}, event ids {ids:?}{}",
         server.version,
         server.port,
         server.pid,
+        pool >> 20,
         if extra.is_empty() {
             String::new()
         } else {
@@ -362,6 +370,39 @@ async fn bench(rows: u64) {
         }
     }
     table.print();
+    let mut admin = server.admin().await;
+    set_buffer_pool(&mut admin, pool_before).await;
+}
+
+async fn set_buffer_pool(admin: &mut sqlx::MySqlConnection, bytes: u64) {
+    admin
+        .execute(AssertSqlSafe(format!(
+            "SET GLOBAL innodb_buffer_pool_size = {bytes}"
+        )))
+        .await
+        .unwrap();
+    // The resize runs in the background: wait until the server reports the new size.
+    for _ in 0..120 {
+        let now: u64 = sqlx::query_scalar("SELECT CAST(@@innodb_buffer_pool_size AS UNSIGNED)")
+            .fetch_one(&mut *admin)
+            .await
+            .unwrap();
+        if now == bytes {
+            break;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(500)).await;
+    }
+}
+
+/// This machine's memory, from /proc/meminfo.
+fn physical_memory() -> u64 {
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            let line = m.lines().find(|l| l.starts_with("MemTotal:"))?.to_string();
+            line.split_whitespace().nth(1)?.parse::<u64>().ok()
+        })
+        .map_or(8 << 30, |kib| kib << 10)
 }
 
 fn flags(args: &[&str]) -> String {

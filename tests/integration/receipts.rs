@@ -123,7 +123,11 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     .fetch_one(pool)
     .await
     .unwrap();
-    assert_eq!(member_rows, m1.len() as i64, "the retry added no member row");
+    assert_eq!(
+        member_rows,
+        m1.len() as i64,
+        "the retry added no member row"
+    );
 
     // Same batch id, a control value that differs.
     let mut changed = receipt("b1", &m1, T0 + DAY);
