@@ -156,12 +156,13 @@ fn receipt_columns(spec: &TableSpec) -> Vec<(String, String)> {
 
 /// One row per archived row (its newest archived version): which batch holds it. Clustered by
 /// batch in archive order, so a batch's rows go in together at the end of its app's range and
-/// are read back as one range; the unique key keeps a row in at most one batch, ever.
+/// are read back as one range; the unique key keeps a row in at most one batch, ever. Its app
+/// code compares byte for byte (every key of every member row compares it).
 fn members(spec: &TableSpec) -> OwnedTable {
     OwnedTable {
         name: spec.members_table(),
         columns: columns(&[
-            ("app_code", APP_CODE),
+            ("app_code", MEMBERS_APP_CODE),
             ("event_id", EVENT_ID),
             ("updated_at_ms", "BIGINT NOT NULL"),
             ("batch_id", BATCH_ID),
@@ -177,6 +178,9 @@ fn members(spec: &TableSpec) -> OwnedTable {
     }
 }
 
+/// The members table's app code: ASCII, compared byte for byte (see migration 9).
+const MEMBERS_APP_CODE: &str = "VARCHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL";
+
 /// The members table's primary key: a batch's rows in the order they are archived.
 const MEMBERS_PRIMARY_KEY: &str = "app_code, batch_id, updated_at_ms, event_id";
 
@@ -185,20 +189,31 @@ fn members_event_index(spec: &TableSpec) -> String {
     format!("idx_{}_members_event", spec.owned_prefix)
 }
 
-/// The statement that brings a members table made before issue 26 (primary key `(app_code,
+/// The statements that bring a members table made before issue 26 (primary key `(app_code,
 /// event_id)`, a second index by batch, the receipt's manifest hash and verification time on
-/// every row) to [`members`]'s layout — migration 9 of wallet_outbox, for any spec: online, one
-/// rebuild, or an error where the server cannot do it without locking the table.
-fn members_upgrade(spec: &TableSpec) -> String {
-    format!(
-        "ALTER TABLE {table} DROP PRIMARY KEY, ADD PRIMARY KEY ({MEMBERS_PRIMARY_KEY}), \
-         ADD UNIQUE KEY {event} (app_code, event_id), DROP KEY idx_{prefix}_members_batch_version, \
-         DROP COLUMN manifest_sha256, DROP COLUMN receipt_verified_at_ms, \
-         ALGORITHM = INPLACE, LOCK = NONE",
-        table = spec.members_table(),
-        event = members_event_index(spec),
-        prefix = spec.owned_prefix,
-    )
+/// every row, app codes under the table's Unicode collation) to [`members`]'s layout — migration
+/// 9 of wallet_outbox, for any spec: member rows under another spelling of their app given its
+/// first, then one copy of the table (reads go on, the archiver's writes to it wait).
+fn members_upgrade(spec: &TableSpec) -> [String; 2] {
+    let table = spec.members_table();
+    [
+        format!(
+            "UPDATE {table} m JOIN (SELECT app_code AS spelling, MIN(CAST(app_code AS BINARY)) AS first \
+             FROM {receipts} GROUP BY app_code) c ON c.spelling = m.app_code \
+             SET m.app_code = CAST(c.first AS CHAR CHARACTER SET utf8mb4) \
+             WHERE CAST(m.app_code AS BINARY) <> c.first",
+            receipts = spec.receipts_table(),
+        ),
+        format!(
+            "ALTER TABLE {table} MODIFY app_code {MEMBERS_APP_CODE}, \
+             DROP PRIMARY KEY, ADD PRIMARY KEY ({MEMBERS_PRIMARY_KEY}), \
+             ADD UNIQUE KEY {event} (app_code, event_id), DROP KEY idx_{prefix}_members_batch_version, \
+             DROP COLUMN manifest_sha256, DROP COLUMN receipt_verified_at_ms, \
+             ALGORITHM = COPY, LOCK = SHARED",
+            event = members_event_index(spec),
+            prefix = spec.owned_prefix,
+        ),
+    ]
 }
 
 /// One row per run of a command for an app, with its outcome.
@@ -381,11 +396,13 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
     if members_primary_key(pool, spec).await? == ["app_code", "event_id"] {
         tracing::info!(
             table = spec.members_table(),
-            "clustering the members table by batch (one online rebuild)"
+            "clustering the members table by batch (one copy of the table: reads go on, the archiver's writes to it wait)"
         );
-        pool.execute(sqlx::AssertSqlSafe(members_upgrade(spec)))
-            .await
-            .context(|| format!("clustering {} by batch", spec.members_table()))?;
+        for statement in members_upgrade(spec) {
+            pool.execute(sqlx::AssertSqlSafe(statement))
+                .await
+                .context(|| format!("clustering {} by batch", spec.members_table()))?;
+        }
     }
     Ok(())
 }

@@ -96,7 +96,9 @@ async fn migration_9_carries_an_older_builds_members_over_and_every_command_goes
     assert!(before.len() > 500, "{}", before.len());
 
     // The same archive in a database an older build keeps: migrations 1-8, its member rows with
-    // the receipt's manifest hash and verification time on each, keyed by event id.
+    // the receipt's manifest hash and verification time on each, keyed by event id — app a2's
+    // under another spelling than its receipts' (an archiver from before apps had one spelling
+    // took the one typed; the table's collation held them one app).
     let older = TestDb::empty(&server_url().await).await;
     first_migrations(&older, 8).await;
     outbox_archiver::db::create_source_table(&older.db.pool, &WALLET_OUTBOX)
@@ -113,7 +115,7 @@ async fn migration_9_carries_an_older_builds_members_over_and_every_command_goes
         .exec(&format!(
             "INSERT INTO wallet_outbox_archive_members \
              (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms, row_sha256) \
-             SELECT m.app_code, m.event_id, m.updated_at_ms, m.batch_id, r.manifest_sha256, r.verified_at_ms, m.row_sha256 \
+             SELECT IF(m.app_code = 'a2', 'A2', m.app_code), m.event_id, m.updated_at_ms, m.batch_id, r.manifest_sha256, r.verified_at_ms, m.row_sha256 \
              FROM `{db}`.wallet_outbox_archive_members m JOIN `{db}`.wallet_outbox_archive_receipts r \
              ON r.app_code = m.app_code AND r.batch_id = m.batch_id",
             db = today.name
@@ -149,6 +151,25 @@ async fn migration_9_carries_an_older_builds_members_over_and_every_command_goes
         before,
         "every member row, as it was"
     );
+    let spellings: Vec<Vec<u8>> = sqlx::query_scalar(
+        "SELECT DISTINCT CAST(app_code AS BINARY) FROM wallet_outbox_archive_members ORDER BY 1",
+    )
+    .fetch_all(&older.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(
+        spellings,
+        [b"a1".to_vec(), b"a2".to_vec(), b"a3".to_vec()],
+        "a2's rows spelled as its receipts"
+    );
+    let collation: String = sqlx::query_scalar(
+        "SELECT CAST(collation_name AS CHAR) FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND table_name = 'wallet_outbox_archive_members' AND column_name = 'app_code'",
+    )
+    .fetch_one(&older.db.pool)
+    .await
+    .unwrap();
+    assert_eq!(collation, "ascii_bin");
 
     // verify finds the archive whole; archive goes on from its cursor; verify, then purge of
     // exactly the archived rows.
