@@ -399,6 +399,80 @@ async fn stragglers_are_reported_and_archived_without_moving_the_cursor() {
     let _ = store;
 }
 
+/// The straggler scan walks the rows beside the batches' ranges, a page of 500 keys at a time,
+/// and looks up by event id only what no batch in reach holds: stragglers before the first row,
+/// inside a batch's range, between two batches, at the pages' edges — and, once archived as a
+/// straggler batch (whose range lies across the others'), none of them again; new ones then are.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn stragglers_are_found_across_pages_and_batches() {
+    let (db, _s3, store) = fixture().await;
+    // 2,000 rows 10 ms apart: batches of 300, key pages of 500 across them.
+    db.insert(
+        &(0..2_000)
+            .map(|i| {
+                row(
+                    "a1",
+                    &format!("r{:016x}", (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)),
+                    T0 + i * 10,
+                )
+            })
+            .collect::<Vec<_>>(),
+    )
+    .await;
+    let env = env(&db, store.clone(), CUTOFF);
+    let mut opts = options(&db, &["a1"], CUTOFF);
+    opts.limits.max_rows = 300;
+    assert!(archive(&env, &opts).await.ok);
+    assert_eq!(db.receipts("a1").await.len(), 7);
+    let stragglers = |when: &[(&str, i64)]| {
+        when.iter()
+            .map(|(id, ms)| row("a1", id, T0 + ms))
+            .collect::<Vec<_>>()
+    };
+    let first = [
+        ("s-before-all", -5),
+        ("s-inside-batch-1", 1_234),
+        ("s-between-batches", 2_995),
+        ("s-page-edge-499", 4_990),
+        ("s-page-edge-500", 5_000),
+        ("s-same-ms-as-a-member", 10_000),
+        ("s-last-batch", 19_985),
+    ];
+    db.insert(&stragglers(&first)).await;
+    let found = |summary: &Summary| -> Vec<String> {
+        let mut ids: Vec<String> = verify_run(summary)
+            .findings
+            .iter()
+            .filter(|f| f.kind == FindingKind::Straggler)
+            .map(|f| f.event_id.clone().unwrap())
+            .collect();
+        ids.sort();
+        ids
+    };
+    let mut want: Vec<String> = first.iter().map(|(id, _)| id.to_string()).collect();
+    want.sort();
+    let summary = verify::run(&env, &verify_options()).await;
+    assert_eq!(found(&summary), want, "{}", summary.to_json());
+    assert!(kinds(&summary).iter().all(|k| k == "straggler"));
+
+    let mut take = options(&db, &["a1"], CUTOFF);
+    take.stragglers = true;
+    let taken = archive(&env, &take).await;
+    assert_eq!(taken.apps[0].rows, 7, "{}", taken.to_json());
+    let second = [("t-inside-batch-3", 7_777), ("t-between-batches", 11_995)];
+    db.insert(&stragglers(&second)).await;
+    let summary = verify::run(&env, &verify_options()).await;
+    assert_eq!(
+        found(&summary),
+        ["t-between-batches", "t-inside-batch-3"],
+        "the straggler batch's rows are held, the new ones are not: {}",
+        summary.to_json()
+    );
+    assert!(archive(&env, &take).await.ok);
+    let clean = verify::run(&env, &verify_options()).await;
+    assert!(clean.ok, "{}", clean.to_json());
+}
+
 /// Verify walks each app's keys beside its receipts one `dt=` partition at a time: over many
 /// receipts and days, every orphan is still found —
 /// in a day with receipts, in a day without any, before the first, after the last, outside any
