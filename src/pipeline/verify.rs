@@ -99,27 +99,46 @@ impl AppWork for Verify<'_> {
 
     async fn work(&self, app: &str, _: Access<'_>, mut report: AppReport) -> AppReport {
         let mut details = VerifyApp::default();
-        if let Err(e) = self.check_receipts(app, &mut report).await {
+        let look_for_stragglers = self.opts.selection.batch_ids.is_empty()
+            && crate::model::appcode::validate(app).is_ok()
+            && self.ctx.stop_reason(None).is_none();
+        // The app's rows are scanned for stragglers while its batches are re-read: the two
+        // use the database and the store in turns, and neither waits for the other. A shutdown
+        // ends the scan where it is (it only reads).
+        let scan = async {
+            if !look_for_stragglers {
+                return None;
+            }
+            tokio::select! {
+                found = self.stragglers(app) => Some(found),
+                _ = self.ctx.shutdown.cancelled() => None,
+            }
+        };
+        let (checked, scanned) = tokio::join!(self.check_receipts(app, &mut report), scan);
+        if let Err(e) = checked {
             report.error.get_or_insert(e.to_string());
         }
-        let stopped = report.outcome == Outcome::Stopped;
-        if !stopped
-            && self.opts.selection.batch_ids.is_empty()
-            && crate::model::appcode::validate(app).is_ok()
-        {
-            match self.stragglers(app).await {
-                Ok((found, more)) => {
-                    details.stragglers = found.len() as u64;
-                    let mut run = self.run.lock().expect("not poisoned");
-                    if more {
-                        run.stragglers_truncated.push(app.to_string());
-                    }
-                    run.findings.extend(found);
+        match scanned {
+            Some(Ok((found, more))) => {
+                details.stragglers = found.len() as u64;
+                let mut run = self.run.lock().expect("not poisoned");
+                if more {
+                    run.stragglers_truncated.push(app.to_string());
                 }
-                Err(e) => {
-                    report.error.get_or_insert(e.to_string());
-                }
+                run.findings.extend(found);
             }
+            Some(Err(e)) => {
+                report.error.get_or_insert(e.to_string());
+            }
+            None if look_for_stragglers => {
+                // Shut down mid-scan: say so, even if every batch was checked.
+                report.outcome = Outcome::Stopped;
+                report.stop_reason.get_or_insert_with(|| {
+                    let why = self.ctx.stop_reason(None);
+                    why.unwrap_or_else(|| "shut down".to_string())
+                });
+            }
+            None => {}
         }
         if report.error.is_some() {
             report.outcome = Outcome::Failed;
