@@ -333,6 +333,11 @@ pub enum Command {
     /// Replace the member rows of receipts purged longer ago than --older-than by a digest on the
     /// receipt, after reading each batch back in full.
     Compact(CompactArgs),
+    /// The auditor's statement for UTC days --from..=--to: per app and day the rows, batches,
+    /// control totals, first and last cursor, the chain head at the period's end and the
+    /// checkpoint anchoring it, each batch's last full verification, retention and storage
+    /// class — canonical JSON (hash and sign it) or CSV; refused when an app's chain is broken.
+    Attest(AttestArgs),
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),
     /// Print the JSON Schema of the table's NDJSON record (--table, or --table-profile: then
@@ -659,6 +664,27 @@ pub struct StatusArgs {
     /// and those that still wait (as purge --grace).
     #[arg(long, env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
     pub grace: i64,
+}
+
+#[derive(Debug, Args)]
+pub struct AttestArgs {
+    #[command(flatten)]
+    pub apps: AnyAppArgs,
+    /// The period's first UTC day (YYYY-MM-DD).
+    #[arg(long, value_name = "DAY")]
+    pub from: String,
+    /// The period's last UTC day (YYYY-MM-DD), included.
+    #[arg(long, value_name = "DAY")]
+    pub to: String,
+    /// json: one canonical JSON document (keys sorted, compact); csv: one line per app and day.
+    #[arg(long = "format", value_enum, default_value = "json")]
+    pub format: AttestFormat,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum AttestFormat {
+    Json,
+    Csv,
 }
 
 #[derive(Debug, Args)]

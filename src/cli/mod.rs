@@ -18,7 +18,7 @@ pub use args::{Command, Common, LogArgs, LogFormat};
 pub use print_config::effective_config;
 
 use crate::commands::{
-    archive, compact, demo, doctor, find, history, migrate, purge, restore, status, verify,
+    archive, attest, compact, demo, doctor, find, history, migrate, purge, restore, status, verify,
 };
 use crate::output::metrics;
 use crate::pipeline::apps::Apps;
@@ -80,6 +80,7 @@ fn exit_status(command: CommandName) -> Option<&'static str> {
         CommandName::Purge => "Exit status: 0 every eligible batch purged (nothing eligible yet — rows in --grace — is 0 too; the summary says when they become eligible), or stopped by a limit or SIGTERM; 1 a batch was not purged because its objects or member rows disagree with its receipt (see findings), or an app failed; 2 bad usage or configuration, an --app that matches nothing; 130 Ctrl-C.",
         CommandName::Restore => "Exit status: 0 every batch restored (or drilled and matching); 1 a batch failed verification or loading, or a drill did not match; 2 bad usage or configuration, a --batch-id or --app that matches nothing; 130 Ctrl-C.",
         CommandName::Compact => "Exit status: 0 every eligible receipt compacted, or stopped by a limit or SIGTERM; 1 a batch was not compacted (its objects or member rows disagree with its receipt) or an app failed; 2 bad usage or configuration; 130 Ctrl-C.",
+        CommandName::Attest => "Exit status: 0 the statement was printed (every app's chain whole and anchored up to the period's end); 1 an app's period is not attested (its chain has a gap, a mismatch or a fork, or a batch is not anchored yet: the summary names the finding) or could not be read; 2 bad usage or configuration, an --app that matches nothing.",
         CommandName::Doctor => "Exit status: 0 no line is a problem (warnings allowed); 1 a line is a problem (each says the fix); 2 the database or the store could not be reached at all (the other lines are still printed).",
         CommandName::Demo => "Exit status: 0 the demo ran end to end; 2 a step failed (the message says which), it would drop a database or empty a folder it did not make (--force), or the database could not be reached.",
         CommandName::Schema => "Exit status: 0 the schema was printed; 2 the table or profile could not be described.",
@@ -241,6 +242,17 @@ impl ArchiveCommand for verify::VerifyOptions {
 }
 
 #[async_trait::async_trait]
+impl ArchiveCommand for attest::AttestOptions {
+    const NAME: CommandName = CommandName::Attest;
+    fn apps(&self) -> Option<&Apps> {
+        Some(&self.apps)
+    }
+    async fn run(&self, ctx: &RunContext) -> Summary {
+        attest::run(ctx, self).await
+    }
+}
+
+#[async_trait::async_trait]
 impl ArchiveCommand for restore::RestoreOptions {
     const NAME: CommandName = CommandName::Restore;
     fn apps(&self) -> Option<&Apps> {
@@ -311,6 +323,10 @@ async fn command_summary(
             let options = args.into_options(common, now);
             with_context(common, &options, shutdown).await
         }
+        Command::Attest(args) => match args.into_options() {
+            Err(e) => Summary::unusable(CommandName::Attest, e),
+            Ok(options) => with_context(common, &options, shutdown).await,
+        },
         Command::Restore(args) => {
             let options = args.into_options(common);
             with_context(common, &options, shutdown).await

@@ -5,12 +5,13 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use super::args::{
-    AnyAppArgs, AppArgs, ArchiveArgs, BatchScopeArgs, CommandArg, Common, CompactArgs, CutoffArgs,
-    DiscoveryArg, DoctorArgs, FindArgs, FormatArg, HistoryArgs, LockModeArg, LogFormat, PurgeArgs,
-    RestoreArgs, SseArg, StatusArgs, ThawArgs, ThawTierArg, UploadChecksumArg, VerifyArgs,
+    AnyAppArgs, AppArgs, ArchiveArgs, AttestArgs, AttestFormat, BatchScopeArgs, CommandArg, Common,
+    CompactArgs, CutoffArgs, DiscoveryArg, DoctorArgs, FindArgs, FormatArg, HistoryArgs,
+    LockModeArg, LogFormat, PurgeArgs, RestoreArgs, SseArg, StatusArgs, ThawArgs, ThawTierArg,
+    UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
-use crate::commands::{archive, compact, find, history, purge, restore, status, verify};
+use crate::commands::{archive, attest, compact, find, history, purge, restore, status, verify};
 use crate::db::replica::{self, Discovery};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
@@ -272,6 +273,20 @@ impl CompactArgs {
             lock_prefix: common.db.lock_prefix.clone(),
             db_retries: common.db.db_retries,
             failpoints: failpoints_from_env(),
+        })
+    }
+}
+
+impl AttestArgs {
+    pub fn into_options(self) -> Result<attest::AttestOptions, String> {
+        Ok(attest::AttestOptions {
+            apps: self.apps.apps(),
+            from: self.from,
+            to: self.to,
+            format: match self.format {
+                AttestFormat::Json => attest::Format::Json,
+                AttestFormat::Csv => attest::Format::Csv,
+            },
         })
     }
 }

@@ -30,11 +30,22 @@ pub async fn run(db: &Db, spec: &'static TableSpec, opts: &MigrateOptions) -> Su
         if opts.with_source_table {
             db::create_source_table(&db.pool, spec).await?;
         }
-        Ok::<_, db::DbError>(())
+        // The genesis: receipts recorded before the chain get their links, in record order.
+        db::chain::ChainTable::new(spec).backfill(&db.pool).await
     }
     .await;
-    if let Err(e) = result {
-        summary.error = Some(e.to_string());
+    let chain_linked = match result {
+        Ok(linked) => linked,
+        Err(e) => {
+            summary.error = Some(e.to_string());
+            0
+        }
+    };
+    if chain_linked > 0 {
+        tracing::info!(
+            receipts = chain_linked,
+            "linked the receipts recorded before the chain into their apps' chains, from the genesis in the order they were recorded"
+        );
     }
     // What this run changed, said, so a first run and a no-op rerun do not look alike.
     let applied: Vec<String> = db
@@ -57,9 +68,13 @@ pub async fn run(db: &Db, spec: &'static TableSpec, opts: &MigrateOptions) -> Su
     if !created.is_empty() {
         tracing::info!(tables = created.join(", "), "created");
     }
-    if applied.is_empty() && created.is_empty() && summary.error.is_none() {
+    if applied.is_empty() && created.is_empty() && chain_linked == 0 && summary.error.is_none() {
         tracing::info!("nothing to do: every migration was applied already");
     }
-    summary.details = Some(RunDetails::Migrate(MigrateRun { applied, created }));
+    summary.details = Some(RunDetails::Migrate(MigrateRun {
+        applied,
+        created,
+        chain_linked,
+    }));
     summary.settle()
 }

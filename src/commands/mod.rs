@@ -3,6 +3,7 @@
 //! status. No SQL, no object-store calls and no loops over apps of their own live here.
 
 pub mod archive;
+pub mod attest;
 pub mod compact;
 pub mod demo;
 pub mod doctor;

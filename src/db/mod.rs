@@ -5,6 +5,7 @@
 //! Every connection runs READ COMMITTED. SQL stays portable between MySQL 8 and MariaDB ≥ 10.6.
 
 pub mod apps;
+pub mod chain;
 pub mod compact;
 pub mod drills;
 pub mod lock;

@@ -83,6 +83,7 @@ fn receipts(spec: &TableSpec) -> OwnedTable {
             format!(
                 "KEY idx_{prefix}_unpurged (app_code, state, purged_at_ms, restored_at_ms, last_updated_at_ms, last_event_id)"
             ),
+            format!("UNIQUE KEY {} (app_code, chain_seq)", spec.chain_index()),
         ],
     }
 }
@@ -151,7 +152,32 @@ fn receipt_columns(spec: &TableSpec) -> Vec<(String, String)> {
         ("success_etag", "VARCHAR(256) CHARACTER SET ascii NULL"),
         ("data_version_id", "VARCHAR(1024) CHARACTER SET ascii NULL"),
     ]));
+    receipts.extend(columns(CHAIN_COLUMNS));
     receipts
+}
+
+/// The receipts columns of migration 10: the chain, and the last verification in full.
+const CHAIN_COLUMNS: &[(&str, &str)] = &[
+    ("chain_seq", "BIGINT NULL"),
+    ("chain_link", "CHAR(64) CHARACTER SET ascii NULL"),
+    ("full_verified_at_ms", "BIGINT NULL"),
+    ("full_verified_how", "VARCHAR(16) CHARACTER SET ascii NULL"),
+];
+
+/// The statements that give a receipts table made before migration 10 its columns and key.
+fn receipts_chain_upgrade(spec: &TableSpec) -> [String; 2] {
+    let added: Vec<String> = CHAIN_COLUMNS
+        .iter()
+        .map(|(name, ty)| format!("ADD COLUMN {name} {ty}"))
+        .collect();
+    [
+        format!("ALTER TABLE {} {}", spec.receipts_table(), added.join(", ")),
+        format!(
+            "ALTER TABLE {} ADD UNIQUE KEY {} (app_code, chain_seq)",
+            spec.receipts_table(),
+            spec.chain_index()
+        ),
+    ]
 }
 
 /// One row per archived row (its newest archived version): which batch holds it. Clustered by
@@ -393,6 +419,17 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
             .await
             .context(|| format!("creating {}", table.name))?;
     }
+    if !has_column(pool, &spec.receipts_table(), "chain_seq").await? {
+        tracing::info!(
+            table = spec.receipts_table(),
+            "adding the chain of batches to the receipts table"
+        );
+        for statement in receipts_chain_upgrade(spec) {
+            pool.execute(sqlx::AssertSqlSafe(statement))
+                .await
+                .context(|| format!("adding the chain to {}", spec.receipts_table()))?;
+        }
+    }
     if members_primary_key(pool, spec).await? == ["app_code", "event_id"] {
         tracing::info!(
             table = spec.members_table(),
@@ -405,6 +442,20 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
         }
     }
     Ok(())
+}
+
+/// Whether `table` has `column`.
+async fn has_column(pool: &Pool<MySql>, table: &str, column: &str) -> Result<bool, DbError> {
+    let found: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?",
+    )
+    .bind(table)
+    .bind(column)
+    .fetch_one(pool)
+    .await
+    .context(|| format!("reading the columns of {table}"))?;
+    Ok(found > 0)
 }
 
 /// The columns of the members table's primary key, in order (empty: no such table).

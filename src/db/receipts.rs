@@ -40,6 +40,10 @@ pub struct StoredReceipt {
     pub members_proof: Option<String>,
     /// What the store reported of the three objects when they were read back (migration 8).
     pub stored: StoredAs,
+    /// Its place in its app's chain: seq and link (migration 10; none until linked).
+    pub chain: Option<(u64, String)>,
+    /// When `verify` last read its objects in full and found them whole, and how (migration 10).
+    pub full_verified: Option<(i64, String)>,
 }
 
 /// What identified each of a batch's objects in the store when it was read back (the manifest's
@@ -375,6 +379,50 @@ impl Receipts {
             .context(|| "decoding a receipt".into())
     }
 
+    /// One page of an app's linked receipts (any state), by chain seq after `after_seq`.
+    pub async fn chain_page(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredReceipt>, DbError> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT * FROM {} WHERE app_code = ? AND chain_seq > ? ORDER BY chain_seq LIMIT ?",
+            self.table()
+        )))
+        .bind(app)
+        .bind(after_seq as i64)
+        .bind(limit)
+        .fetch_all(pool)
+        .await
+        .context(|| format!("reading the chain of app {app}"))?;
+        rows.iter()
+            .map(|row| decode(self.spec, row))
+            .collect::<Result<_, sqlx::Error>>()
+            .context(|| "decoding a receipt".into())
+    }
+
+    /// An app's receipts not linked into its chain yet (any state).
+    pub async fn unlinked(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+    ) -> Result<Vec<StoredReceipt>, DbError> {
+        let rows = sqlx::query(AssertSqlSafe(format!(
+            "SELECT * FROM {} WHERE app_code = ? AND chain_seq IS NULL ORDER BY created_at_ms, last_updated_at_ms, last_event_id, batch_id",
+            self.table()
+        )))
+        .bind(app)
+        .fetch_all(pool)
+        .await
+        .context(|| format!("reading the unlinked receipts of app {app}"))?;
+        rows.iter()
+            .map(|row| decode(self.spec, row))
+            .collect::<Result<_, sqlx::Error>>()
+            .context(|| "decoding a receipt".into())
+    }
+
     /// The first `n` receipts, by app and cursor.
     pub async fn first(&self, pool: &MySqlPool, n: u32) -> Result<Vec<StoredReceipt>, DbError> {
         self.page(pool, &ReceiptScope::default(), None, n).await
@@ -594,6 +642,20 @@ fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error
                 etag: row.try_get("success_etag")?,
                 version_id: None,
             },
+        },
+        chain: match (
+            row.try_get::<Option<i64>, _>("chain_seq")?,
+            row.try_get::<Option<String>, _>("chain_link")?,
+        ) {
+            (Some(seq), Some(link)) => Some((seq.max(0) as u64, link)),
+            _ => None,
+        },
+        full_verified: match (
+            row.try_get::<Option<i64>, _>("full_verified_at_ms")?,
+            row.try_get::<Option<String>, _>("full_verified_how")?,
+        ) {
+            (Some(at), Some(how)) => Some((at, how)),
+            _ => None,
         },
     })
 }

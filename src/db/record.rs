@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, Row as _, Transaction};
 
+use super::chain::ChainTable;
 use super::lock::{AppLock, Doing, LockLost};
 use super::members::{Members, OnDuplicate, Owner};
 use super::receipts::{Receipts, STATE_VERIFIED};
@@ -143,6 +144,7 @@ pub struct Recorder {
     spec: &'static TableSpec,
     receipts: Receipts,
     members: Members,
+    chain: ChainTable,
 }
 
 impl Recorder {
@@ -151,6 +153,7 @@ impl Recorder {
             spec,
             receipts: Receipts::new(spec),
             members: Members::new(spec),
+            chain: ChainTable::new(spec),
         }
     }
 
@@ -190,6 +193,8 @@ impl Recorder {
             .write_members(&mut tx, receipt, verified_at_ms, members)
             .await?;
         failpoints.pass("after-members")?;
+        // Its link, and those of any receipt an older build recorded before it (SPEC §5.2).
+        self.chain.link_pending(&mut tx, &receipt.app_code).await?;
         if !lock.held_per(&mut *tx).await? {
             return Err(lock.lost(batch, Doing::Recording).into());
         }

@@ -14,6 +14,7 @@ pub enum CommandName {
     Purge,
     Restore,
     Compact,
+    Attest,
     Doctor,
     Schema,
     Demo,
@@ -22,7 +23,7 @@ pub enum CommandName {
 }
 
 impl CommandName {
-    const ALL: [CommandName; 12] = [
+    const ALL: [CommandName; 13] = [
         CommandName::Migrate,
         CommandName::Archive,
         CommandName::Verify,
@@ -32,6 +33,7 @@ impl CommandName {
         CommandName::Purge,
         CommandName::Restore,
         CommandName::Compact,
+        CommandName::Attest,
         CommandName::Doctor,
         CommandName::Schema,
         CommandName::Demo,
@@ -48,6 +50,7 @@ impl CommandName {
             CommandName::Purge => "purge",
             CommandName::Restore => "restore",
             CommandName::Compact => "compact",
+            CommandName::Attest => "attest",
             CommandName::Doctor => "doctor",
             CommandName::Schema => "schema",
             CommandName::Demo => "demo",

@@ -4,6 +4,7 @@
 
 pub mod appcode;
 pub mod batch;
+pub mod chain;
 pub mod codec;
 pub mod command;
 pub mod digest;

@@ -677,6 +677,10 @@ const RECEIPT_COLUMNS: &[&str] = &[
     "manifest_etag",
     "success_etag",
     "data_version_id",
+    "chain_seq",
+    "chain_link",
+    "full_verified_at_ms",
+    "full_verified_how",
 ];
 
 /// Manifest fields a total cannot be called.

@@ -242,6 +242,11 @@ impl TableSpec {
     pub fn cursor_index(&self) -> String {
         format!("idx_{}_cursor", self.owned_prefix)
     }
+
+    /// The receipts' unique key on an app's chain seqs (migration 10).
+    pub fn chain_index(&self) -> String {
+        format!("idx_{}_chain", self.owned_prefix)
+    }
 }
 
 /// `spec` as a batch written before columns were added to the table holds it: only the columns

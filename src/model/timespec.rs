@@ -94,6 +94,19 @@ pub fn check_cutoff(now_ms: i64, cutoff_ms: i64) -> Result<Option<String>, Strin
     Ok(None)
 }
 
+/// Parses a UTC day, `YYYY-MM-DD`, to the epoch milliseconds it starts at.
+pub fn parse_day_ms(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    NaiveDate::parse_from_str(text, "%Y-%m-%d")
+        .map(|d| {
+            d.and_hms_opt(0, 0, 0)
+                .expect("midnight")
+                .and_utc()
+                .timestamp_millis()
+        })
+        .map_err(|e| format!("invalid day {text:?}: {e} (write a UTC day such as 2026-11-01)"))
+}
+
 /// The UTC day an epoch-millisecond instant falls in, as a day number since 1970-01-01.
 pub fn utc_day(ms: i64) -> i64 {
     ms.div_euclid(DAY_MS)
@@ -120,6 +133,16 @@ pub fn rfc3339(ms: i64) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn days_parse_to_their_first_millisecond() {
+        assert_eq!(parse_day_ms("2026-11-01"), Ok(1_793_491_200_000));
+        assert_eq!(utc_date(parse_day_ms("1999-12-31").unwrap()), "1999-12-31");
+        assert!(parse_day_ms("2026-13-01")
+            .unwrap_err()
+            .contains("2026-13-01"));
+        assert!(parse_day_ms("yesterday").is_err());
+    }
 
     #[test]
     fn durations() {

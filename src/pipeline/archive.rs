@@ -9,6 +9,7 @@ use std::time::{Duration, Instant};
 use super::apps::{Access, AppWork, Apps};
 use super::budget::Budget;
 use super::builder::{self, BuildError, Built};
+use super::chain;
 use super::failure::{Classify, Kind};
 use super::publish::{PublishError, Published, Publisher};
 use super::replicas::LagStop;
@@ -177,6 +178,9 @@ impl AppWork for Archiver<'_> {
                 report.fail(&e);
             }
         }
+        if !self.opts.dry_run {
+            self.anchor(app, &mut report, &mut details).await;
+        }
         report.details = Some(AppDetails::Archive(details));
         report
     }
@@ -198,6 +202,37 @@ impl<'a> Archiver<'a> {
             recorder: Recorder::new(ctx.spec),
             deadline,
             budget: Budget::new(opts.memory_budget),
+        }
+    }
+
+    /// Anchors the app's new links in the store, whatever the run's outcome: what was recorded
+    /// is anchored. A failure fails the app (the next run anchors them); a store that holds
+    /// links the database's chain does not continue is said, and left as it is.
+    async fn anchor(&self, app: &str, report: &mut AppReport, details: &mut ArchiveApp) {
+        match chain::anchor(self.ctx, app, &self.opts.policy).await {
+            Ok(anchoring) => {
+                if let Some(disagreement) = &anchoring.disagreement {
+                    tracing::error!(app, "{disagreement}");
+                    details.chain_disagreement = Some(disagreement.clone());
+                }
+                if let Some(key) = &anchoring.written {
+                    tracing::info!(
+                        app,
+                        key,
+                        links = anchoring.links,
+                        head = anchoring.head,
+                        "chain anchored"
+                    );
+                }
+                details.chain_head = (anchoring.head > 0).then_some(anchoring.head);
+                details.chain_checkpoint = anchoring.written;
+            }
+            Err(e) => {
+                tracing::error!(app, error = %e, "could not anchor the chain");
+                if report.error.is_none() {
+                    report.fail(&e);
+                }
+            }
         }
     }
 

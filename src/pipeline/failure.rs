@@ -123,6 +123,15 @@ impl Classify for StoreError {
     }
 }
 
+impl Classify for super::chain::ChainError {
+    fn kind(&self) -> Kind {
+        match self {
+            super::chain::ChainError::Db(e) => e.kind(),
+            _ => Kind::Fatal,
+        }
+    }
+}
+
 impl Classify for PublishError {
     fn kind(&self) -> Kind {
         match self {

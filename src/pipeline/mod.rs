@@ -17,8 +17,10 @@
 
 pub mod apps;
 pub mod archive;
+pub mod attest;
 pub mod budget;
 mod builder;
+pub mod chain;
 pub mod compact;
 pub mod doctor;
 pub mod failure;

@@ -18,6 +18,7 @@ use std::collections::HashMap;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
+use super::chain::{self, ChainError};
 use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
@@ -29,6 +30,7 @@ use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::model::batch::Member;
+use crate::model::chain::Audit;
 use crate::model::digest::RowFingerprint;
 use crate::pipeline::report::details::{PlannedPurge, PurgeApp};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
@@ -80,11 +82,14 @@ enum AppError {
     Store(String, crate::store::StoreError),
     #[error(transparent)]
     Replica(#[from] LagStop),
+    #[error("auditing the chain before purging: {0}")]
+    Chain(#[from] ChainError),
 }
 
 impl Classify for AppError {
     fn kind(&self) -> Kind {
         match self {
+            AppError::Chain(e) => e.kind(),
             AppError::Db(e) => e.kind(),
             AppError::Purge(e) => e.kind(),
             AppError::Store(_, e) => e.kind(),
@@ -160,6 +165,35 @@ impl AppWork for Purger<'_> {
     }
 }
 
+/// Why a batch's link is not sound: the first problem of the chain up to it, or, where there is
+/// none, that it is not anchored yet.
+fn unsound(app: &str, receipt: &StoredReceipt, audit: &Audit) -> Finding {
+    let seq = receipt.chain.as_ref().map(|(seq, _)| *seq);
+    let problem = match seq {
+        Some(seq) => audit.first_problem_to(seq).cloned(),
+        None => None,
+    };
+    let mut finding = match problem {
+        Some(problem) => Finding::of_chain(app, problem),
+        None => Finding {
+            kind: FindingKind::ChainUnanchored,
+            batch_id: Some(receipt.batch_id.clone()),
+            key: None,
+            event_id: None,
+            expected: Some(format!("app {app}: its link anchored in the store")),
+            actual: Some(match seq {
+                Some(_) => "a link no checkpoint holds yet (the archive run that recorded it ended before anchoring it); the next `outbox-archiver archive` of the app anchors it".into(),
+                None => "a receipt not linked into the chain yet; run `outbox-archiver migrate`, then archive the app".into(),
+            }),
+            seq,
+        },
+    };
+    finding
+        .batch_id
+        .get_or_insert_with(|| receipt.batch_id.clone());
+    finding
+}
+
 /// The app's outcome from how its purge ended: failed when a batch was not purged (its findings
 /// say why) or an error ended it — with whether another attempt may help — stopped when a limit
 /// or shutdown did.
@@ -168,7 +202,7 @@ fn conclude(app: &str, result: Result<(), AppError>, tally: &mut Tally, report: 
         Ok(()) if !tally.details.failed_batches.is_empty() => {
             report.outcome = Outcome::Failed;
             report.error = Some(format!(
-                "{} batch(es) not purged: their objects in the store, or their member rows, disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
+                "{} batch(es) not purged: their objects in the store, their member rows or their link in the chain disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
                 tally.details.failed_batches.len()
             ));
         }
@@ -258,6 +292,9 @@ impl<'a> Purger<'a> {
         tally: &mut Tally,
     ) -> Result<(), AppError> {
         let pool = &self.ctx.db.pool;
+        // Only batches whose link is sound are purged: the chain from the genesis to it whole
+        // in the database, and that very link anchored in the store.
+        let audit = chain::audit(self.ctx, app).await?.audit;
         let receipts = self.receipts.stream(pool, self.scope(app));
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
@@ -265,6 +302,14 @@ impl<'a> Purger<'a> {
             if let Some(reason) = self.ctx.stop_reason(self.deadline) {
                 tally.stop_reason = Some(reason);
                 return Ok(());
+            }
+            let seq = receipt.chain.as_ref().map(|(seq, _)| *seq);
+            if !audit.is_sound(seq) {
+                let finding = unsound(app, &receipt, &audit);
+                tracing::error!(app, batch_id = receipt.batch_id, finding = %finding, "the batch's link in its app's chain is not sound; batch not purged");
+                tally.details.failed_batches.push(receipt.batch_id.clone());
+                tally.details.findings.push(finding);
+                continue;
             }
             let step = self.purge_receipt(&receipt, access, tally).await?;
             let rows = match &tally.details.would_purge_rows {
@@ -471,6 +516,7 @@ impl<'a> Purger<'a> {
             event_id: None,
             expected: Some("a VERIFIED receipt".into()),
             actual: Some(now),
+            seq: None,
         });
         tally.details.failed_batches.push(batch_id);
         Step::Done
@@ -591,6 +637,7 @@ fn trusted(expected: &Expected, batch: &str, provable_by_rows: bool) -> Vec<Find
         event_id: None,
         expected: Some("member rows with fingerprints and a members proof (receipts recorded since migration 8)".into()),
         actual: Some("a receipt recorded before them, or compacted: its rows can be proven only by reading its data object; purge it without --trust-receipts".into()),
+        seq: None,
     }]
 }
 
@@ -613,6 +660,7 @@ fn with_archived_fingerprints(
                 "in {}, which cannot be read until restored: run `outbox-archiver verify --thaw DAYS` for the batch",
                 cold.storage_class
             )),
+            seq: None,
         }));
         return (findings, members);
     };

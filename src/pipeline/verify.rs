@@ -14,8 +14,10 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Selection};
+use super::chain;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
 use super::{Observer, RunContext};
+use crate::db::chain::ChainTable;
 use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::source::SourceTable;
@@ -114,9 +116,40 @@ impl AppWork for Verify<'_> {
                 _ = self.ctx.shutdown.cancelled() => None,
             }
         };
-        let (checked, scanned) = tokio::join!(self.check_receipts(app, &mut report), scan);
+        // The app's chain, unless the run checks listed batches only: its receipts recomputed
+        // and held to the store's checkpoints (cheap: one read of its receipts, one of each
+        // checkpoint).
+        let chain = async {
+            match self.opts.selection.batch_ids.is_empty() {
+                true => Some(chain::audit(self.ctx, app).await),
+                false => None,
+            }
+        };
+        let (checked, scanned, chained) =
+            tokio::join!(self.check_receipts(app, &mut report), scan, chain);
         if let Err(e) = checked {
             report.error.get_or_insert(e.to_string());
+        }
+        match chained {
+            Some(Ok(super::attest::AppChain { audit, .. })) => {
+                details.chain_head = audit.head.as_ref().map(|(seq, _)| *seq);
+                details.chain_anchored_to = audit.head.as_ref().map(|_| audit.anchored_to);
+                let findings = audit
+                    .findings
+                    .into_iter()
+                    .map(|f| Finding::of_chain(app, f));
+                self.run
+                    .lock()
+                    .expect("not poisoned")
+                    .findings
+                    .extend(findings);
+            }
+            Some(Err(e)) => {
+                report
+                    .error
+                    .get_or_insert(format!("auditing the chain: {e}"));
+            }
+            None => {}
         }
         match scanned {
             Some(Ok((found, more))) => {
@@ -294,7 +327,33 @@ impl<'a> Verify<'a> {
             },
         };
         let expected = Expected::of_receipt(self.ctx.spec, receipt, members);
-        Ok(verifier.verify(&expected).await?)
+        let verified = verifier.verify(&expected).await?;
+        if !self.opts.metadata_only && verified.findings.is_empty() && verified.cold.is_empty() {
+            self.record_full_verification(receipt, &verified).await;
+        }
+        Ok(verified)
+    }
+
+    /// Notes on the receipt that its objects were just read in full and found whole (for
+    /// `attest`). verify needs no write grant: without `UPDATE (full_verified_at_ms,
+    /// full_verified_how)` on the receipts table the note is skipped, and said once.
+    async fn record_full_verification(&self, receipt: &StoredReceipt, verified: &Verified) {
+        use std::sync::atomic::{AtomicBool, Ordering};
+        static SAID: AtomicBool = AtomicBool::new(false);
+        let recorded = ChainTable::new(self.ctx.spec)
+            .record_full_verification(
+                &self.ctx.db.pool,
+                &receipt.app_code,
+                &receipt.batch_id,
+                (self.ctx.now_ms)(),
+                verified.verified_by.as_str(),
+            )
+            .await;
+        if let Err(e) = recorded {
+            if !SAID.swap(true, Ordering::Relaxed) {
+                tracing::warn!(error = %e, "could not note on the receipts when their batches were verified in full (attest reports the archive's own read-back instead); grant UPDATE (full_verified_at_ms, full_verified_how) on the receipts table to verify's user");
+            }
+        }
     }
 
     /// Delivered rows below the app's cursor and the cutoff whose version no receipt holds.
@@ -328,6 +387,7 @@ impl<'a> Verify<'a> {
                     "a delivered row at updated_at_ms {} whose version no receipt holds; run `outbox-archiver archive --app {app} --stragglers`",
                     c.updated_at_ms
                 )),
+                seq: None,
             })
             .collect();
         Ok((findings, more))
@@ -359,7 +419,12 @@ pub async fn orphans_under(
     while let Some(page) = pages.next().await {
         for key in page? {
             let Some((app, day)) = format::app_and_day(table, &key) else {
-                orphans.push(key);
+                // The chains' checkpoints are the chain audit's to account for.
+                let checkpoint = key.starts_with(&format!("{table}_chain/"))
+                    && crate::model::chain::checkpoint_of_key(&key).is_some();
+                if !checkpoint {
+                    orphans.push(key);
+                }
                 continue;
             };
             if current.as_ref().is_none_or(|(a, _)| a != app) {

@@ -181,7 +181,18 @@ async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
         }
     }
     referenced.sort();
-    assert_eq!(keys(store.as_ref()).await, referenced);
+    assert_eq!(batch_keys(store.as_ref()).await, referenced);
+    // Each app's chain anchored by one checkpoint, at its head.
+    let anchored = checkpoint_keys(store.as_ref()).await;
+    assert_eq!(anchored.len(), 2, "{anchored:?}");
+    assert!(
+        anchored[0].contains("/_chain/app_code=a1/00000000000000000007-"),
+        "{anchored:?}"
+    );
+    assert!(
+        anchored[1].contains("/_chain/app_code=a2/00000000000000000001-"),
+        "{anchored:?}"
+    );
 
     // Idempotent: a second run archives nothing and writes nothing.
     let again = archive(&env, &opts).await;
@@ -194,7 +205,12 @@ async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
         "{}",
         again.to_json()
     );
-    assert_eq!(keys(store.as_ref()).await, referenced);
+    assert_eq!(batch_keys(store.as_ref()).await, referenced);
+    assert_eq!(
+        checkpoint_keys(store.as_ref()).await,
+        anchored,
+        "nothing new to anchor"
+    );
 
     // New rows continue from the cursor.
     db.insert(&[

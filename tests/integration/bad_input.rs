@@ -165,7 +165,7 @@ async fn unsafe_app_codes_are_refused_and_other_apps_still_archived() {
             assert!(db.members(code).await.is_empty());
         }
     }
-    let keys = keys(s3.store().await.as_ref()).await;
+    let keys = batch_keys(s3.store().await.as_ref()).await;
     assert_eq!(keys.len(), 3);
     assert!(
         keys.iter().all(|k| k.contains("app_code=good/")),

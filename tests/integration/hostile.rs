@@ -85,7 +85,7 @@ async fn hostile_payloads_are_archived_faithfully_and_hostile_app_codes_refused(
         "byte for byte"
     );
     let prefix = format!("{}/wallet_outbox/app_code=ok/", store.location().prefix());
-    assert!(keys(store.as_ref())
+    assert!(batch_keys(store.as_ref())
         .await
         .iter()
         .all(|k| k.starts_with(&prefix)));

@@ -6,6 +6,7 @@ mod archive_e2e;
 mod bad_input;
 mod bounded;
 mod careful_defaults;
+mod chain;
 mod compact;
 mod compliance;
 mod contention;

@@ -105,9 +105,19 @@ async fn migration_9_carries_an_older_builds_members_over_and_every_command_goes
         .await
         .unwrap();
     older.insert(&rows).await;
+    // The receipts as that build recorded them: the columns its migrations made, no chain.
+    let columns: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND table_name = 'wallet_outbox_archive_receipts' \
+         ORDER BY ordinal_position",
+    )
+    .fetch_all(&older.db.pool)
+    .await
+    .unwrap();
     older
         .exec(&format!(
-            "INSERT INTO wallet_outbox_archive_receipts SELECT * FROM `{db}`.wallet_outbox_archive_receipts",
+            "INSERT INTO wallet_outbox_archive_receipts ({columns}) SELECT {columns} FROM `{db}`.wallet_outbox_archive_receipts",
+            columns = columns.join(", "),
             db = today.name
         ))
         .await;
@@ -136,12 +146,28 @@ async fn migration_9_carries_an_older_builds_members_over_and_every_command_goes
         refused.all_output
     );
 
-    // migrate applies migration 9 alone, and every member row is there as it was.
+    // migrate applies migrations 9 and 10, every member row is there as it was, and every
+    // receipt is linked into its app's chain from the genesis (issue 27).
     let migrated = run_cli(&["migrate"], &envs).await;
     assert_eq!(migrated.code, 0, "{}", migrated.all_output);
     let applied = migrated.summary["applied"].as_array().unwrap();
-    assert_eq!(applied.len(), 1, "{}", migrated.all_output);
+    assert_eq!(applied.len(), 2, "{}", migrated.all_output);
     assert!(applied[0].as_str().unwrap().starts_with("20260101000009 "));
+    assert!(applied[1].as_str().unwrap().starts_with("20260101000010 "));
+    let receipts = older
+        .count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
+        .await;
+    assert_eq!(
+        migrated.summary["chain_linked"], receipts,
+        "{}",
+        migrated.all_output
+    );
+    assert_eq!(
+        older
+            .count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts WHERE chain_seq IS NULL")
+            .await,
+        0
+    );
     assert_eq!(
         primary_key(&older, "wallet_outbox_archive_members").await,
         ["app_code", "batch_id", "updated_at_ms", "event_id"]

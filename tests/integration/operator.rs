@@ -202,7 +202,7 @@ async fn migrate_says_what_it_applied_and_a_rerun_that_it_applied_nothing() {
     let first = run_cli(&["migrate"], &envs).await;
     assert_eq!(first.code, 0, "{}", first.all_output);
     let applied = first.summary["applied"].as_array().unwrap();
-    assert_eq!(applied.len(), 9, "{}", first.all_output);
+    assert_eq!(applied.len(), 10, "{}", first.all_output);
     assert!(applied[0].as_str().unwrap().starts_with("20260101000001 "));
     assert!(first.summary["created"]
         .as_array()

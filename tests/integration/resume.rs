@@ -91,7 +91,7 @@ async fn a_crash_at_every_point_converges_on_rerun() {
             "{point}: same batches, keys and receipts"
         );
         assert_eq!(db.members("a1").await.len(), 120);
-        let expected_keys = keys(store.as_ref()).await;
+        let expected_keys = batch_keys(store.as_ref()).await;
         assert_eq!(expected_keys.len(), 12, "{point}: no stray objects");
     }
 }

@@ -97,6 +97,15 @@ pub struct ArchiveApp {
     pub superseded: Vec<Superseded>,
     #[serde(flatten)]
     pub replica_wait: ReplicaWait,
+    /// The app's chain head after the run (its last seq), if it has one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_head: Option<u64>,
+    /// The checkpoint this run wrote to anchor its links.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_checkpoint: Option<String>,
+    /// Checkpoints in the store the database's chain does not continue (a fork, receipts lost).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_disagreement: Option<String>,
 }
 
 /// Time spent waiting for lagging replicas before writes (`--replica`), and how many waits.
@@ -156,6 +165,12 @@ pub struct Backlog {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct VerifyApp {
     pub stragglers: u64,
+    /// The app's last seq in the database's chain.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_head: Option<u64>,
+    /// The greatest seq the store anchors with the database's link.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_anchored_to: Option<u64>,
 }
 
 /// `purge`, per app.
@@ -343,6 +358,8 @@ pub struct MigrateRun {
     pub applied: Vec<String>,
     /// Tables this run created.
     pub created: Vec<String>,
+    /// Receipts this run linked into their apps' chains (the genesis backfill).
+    pub chain_linked: u64,
 }
 
 /// `find`'s run: every archived row found, where, and where it stands now.

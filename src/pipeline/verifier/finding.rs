@@ -54,6 +54,19 @@ pub enum FindingKind {
     ObjectReplaced,
     /// The receipt a purge deletes under is no longer VERIFIED (changed or deleted meanwhile).
     ReceiptWithdrawn,
+    /// A link of the app's chain is missing: a seq the store anchors with no receipt (a batch
+    /// deleted with its receipt, a database restored from an older backup), a seq the database
+    /// skips, or a receipt never linked.
+    ChainGap,
+    /// A receipt or its manifest changed since it was linked: its link does not recompute (or a
+    /// checkpoint in the store is not a stretch of the chain).
+    ChainMismatch,
+    /// Two links for one seq: the database's chain departs from the one the store anchors, or
+    /// two checkpoints disagree.
+    ChainFork,
+    /// A batch's link that no checkpoint in the store holds yet: purge waits for the next
+    /// archive run to anchor it.
+    ChainUnanchored,
 }
 
 /// One problem, with what was expected and what was found (absent parts are null).
@@ -65,6 +78,9 @@ pub struct Finding {
     pub event_id: Option<String>,
     pub expected: Option<String>,
     pub actual: Option<String>,
+    /// The seq in the app's chain (chain findings).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub seq: Option<u64>,
 }
 
 impl Finding {
@@ -76,6 +92,7 @@ impl Finding {
             event_id: None,
             expected: None,
             actual: None,
+            seq: None,
         }
     }
 
@@ -91,6 +108,26 @@ impl Finding {
     }
 }
 
+impl Finding {
+    /// A chain finding of `app`'s chain.
+    pub fn of_chain(app: &str, f: crate::model::chain::ChainFinding) -> Finding {
+        use crate::model::chain::Problem;
+        Finding {
+            kind: match f.problem {
+                Problem::Gap => FindingKind::ChainGap,
+                Problem::Mismatch => FindingKind::ChainMismatch,
+                Problem::Fork => FindingKind::ChainFork,
+            },
+            batch_id: f.batch_id,
+            key: None,
+            event_id: None,
+            expected: Some(format!("app {app}: {}", f.expected)),
+            actual: Some(f.actual),
+            seq: f.seq,
+        }
+    }
+}
+
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         let kind = serde_json::to_value(self.kind).unwrap_or_default();
@@ -100,6 +137,9 @@ impl std::fmt::Display for Finding {
         }
         if let Some(event) = &self.event_id {
             write!(f, " (event {event})")?;
+        }
+        if let Some(seq) = self.seq {
+            write!(f, " at chain seq {seq}")?;
         }
         if let (Some(e), Some(a)) = (&self.expected, &self.actual) {
             write!(f, ": expected {e}, found {a}")?;

@@ -142,6 +142,24 @@ pub async fn keys(store: &dyn ObjectStore) -> Vec<String> {
     store.list(store.location().prefix()).await.unwrap()
 }
 
+/// Every key of the batches' objects: [`keys`] without the chains' checkpoints.
+pub async fn batch_keys(store: &dyn ObjectStore) -> Vec<String> {
+    keys(store)
+        .await
+        .into_iter()
+        .filter(|k| !k.contains("/_chain/"))
+        .collect()
+}
+
+/// The chains' checkpoints.
+pub async fn checkpoint_keys(store: &dyn ObjectStore) -> Vec<String> {
+    keys(store)
+        .await
+        .into_iter()
+        .filter(|k| k.contains("/_chain/"))
+        .collect()
+}
+
 /// Reads a whole object.
 pub async fn read(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
     let mut body = store.get(key).await.unwrap().expect("object exists");

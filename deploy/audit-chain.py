@@ -1,0 +1,122 @@
+#!/usr/bin/env python3
+"""Recompute an outbox archive's chains from the store alone, as an auditor does.
+
+Needs nothing of the archiver: Python 3's standard library and a copy of the archive's objects
+(`aws s3 sync s3://BUCKET/PREFIX ./copy`, or a file:// store as it is). For every app of the
+table, it
+
+  1. reads the app's checkpoints (`{table}/_chain/app_code={app}/*.json`) and recomputes every
+     link from the one before it: link(seq) = SHA-256 of
+     "outbox-archive-chain/v1\\n{table}\\n{app}\\n{seq}\\n{link(seq-1)}\\n{batch_id}\\n{manifest_sha256}\\n"
+     with link(0) = 64 zeros — checkpoints that disagree on a seq are a fork;
+  2. finds each linked batch's manifest.json and `_SUCCESS` in the copy and checks that the
+     manifest hashes to what its link binds, and the data object to what the manifest says;
+  3. lists every batch folder the copy holds that no link binds (a batch the chain does not
+     account for).
+
+It prints, per app, the anchored head (seq and link) — compare it with the statement's
+`chain_head_at_end` — and exits 1 on any problem, 0 when every chain recomputes.
+
+    deploy/audit-chain.py ./copy wallet_outbox
+"""
+
+import hashlib
+import json
+import os
+import sys
+
+SCHEMA = "outbox-archive-chain/v1"
+GENESIS = "0" * 64
+
+
+def link(table, app, seq, prev, batch_id, manifest_sha256):
+    text = f"{SCHEMA}\n{table}\n{app}\n{seq}\n{prev}\n{batch_id}\n{manifest_sha256}\n"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def sha256_file(path):
+    h = hashlib.sha256()
+    with open(path, "rb") as f:
+        for chunk in iter(lambda: f.read(1 << 20), b""):
+            h.update(chunk)
+    return h.hexdigest()
+
+
+def main(root, table):
+    table_dir = os.path.join(root, table)
+    chain_dir = os.path.join(table_dir, "_chain")
+    problems = []
+    # Every batch folder of the copy: app (lowercase) -> batch id -> folder.
+    batches = {}
+    for name in sorted(os.listdir(table_dir)):
+        if not name.startswith("app_code="):
+            continue
+        app = name[len("app_code="):].lower()
+        for day in sorted(os.listdir(os.path.join(table_dir, name))):
+            day_dir = os.path.join(table_dir, name, day)
+            if not day.startswith("dt=") or not os.path.isdir(day_dir):
+                continue
+            for batch_id in sorted(os.listdir(day_dir)):
+                batches.setdefault(app, {})[batch_id] = os.path.join(day_dir, batch_id)
+    apps = sorted(set(batches) | {
+        n[len("app_code="):] for n in (os.listdir(chain_dir) if os.path.isdir(chain_dir) else [])
+    })
+    for app in apps:
+        links = {}  # seq -> (batch_id, manifest_sha256, link)
+        folder = os.path.join(chain_dir, f"app_code={app}")
+        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
+            with open(os.path.join(folder, name), "rb") as f:
+                c = json.loads(f.read())
+            if (c.get("schema"), c.get("table"), c.get("app_code")) != (SCHEMA, table, app):
+                problems.append(f"{app}: {name} is not a checkpoint of this chain")
+                continue
+            prev = c["prev_link"]
+            if c["from_seq"] == 1 and prev != GENESIS:
+                problems.append(f"{app}: {name} starts at seq 1 but not from the genesis")
+            if c["from_seq"] > 1 and c["from_seq"] - 1 in links and links[c["from_seq"] - 1][2] != prev:
+                problems.append(f"chain_fork: {app} seq {c['from_seq']}: {name} continues from another link")
+            for l in c["links"]:
+                want = link(table, app, l["seq"], prev, l["batch_id"], l["manifest_sha256"])
+                if want != l["link"]:
+                    problems.append(f"chain_mismatch: {app} seq {l['seq']} in {name} does not recompute")
+                seen = links.get(l["seq"])
+                if seen and seen[2] != l["link"]:
+                    problems.append(f"chain_fork: {app} seq {l['seq']}: batch {seen[0]} and batch {l['batch_id']}")
+                links.setdefault(l["seq"], (l["batch_id"], l["manifest_sha256"], l["link"]))
+                prev = l["link"]
+        seqs = sorted(links)
+        missing = sorted(set(range(1, seqs[-1] + 1)) - set(seqs)) if seqs else []
+        if missing:
+            problems.append(f"chain_gap: {app} seqs {missing} are in no checkpoint")
+        bound = set()
+        for seq in seqs:
+            batch_id, manifest_sha256, _ = links[seq]
+            bound.add(batch_id)
+            where = batches.get(app, {}).get(batch_id)
+            if where is None:
+                problems.append(f"chain_gap: {app} seq {seq}: batch {batch_id} is not in the store")
+                continue
+            manifest_path = os.path.join(where, "manifest.json")
+            if not os.path.exists(manifest_path) or sha256_file(manifest_path) != manifest_sha256:
+                problems.append(f"chain_mismatch: {app} seq {seq}: manifest of batch {batch_id} is not the one linked")
+                continue
+            with open(manifest_path, "rb") as f:
+                manifest = json.loads(f.read())
+            data_path = os.path.join(where, "data.ndjson.gz")
+            if not os.path.exists(data_path) or sha256_file(data_path) != manifest["gzip_sha256"]:
+                problems.append(f"{app} seq {seq}: the data object of batch {batch_id} is not the one its manifest hashes")
+        for batch_id in sorted(set(batches.get(app, {})) - bound):
+            problems.append(f"unlinked: {app}: batch {batch_id} is in the store but in no checkpoint")
+        if seqs:
+            print(f"{app}: anchored head seq {seqs[-1]} link {links[seqs[-1]][2]} ({len(seqs)} links)")
+        else:
+            print(f"{app}: no checkpoints")
+    for p in problems:
+        print(f"PROBLEM {p}")
+    return 1 if problems else 0
+
+
+if __name__ == "__main__":
+    if len(sys.argv) != 3:
+        sys.exit(f"usage: {sys.argv[0]} ARCHIVE_COPY_DIR TABLE")
+    sys.exit(main(sys.argv[1], sys.argv[2]))

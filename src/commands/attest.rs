@@ -1,0 +1,80 @@
+//! `attest` — the auditor's statement for a period ([`crate::pipeline::attest`]): every app in
+//! scope through the driver, each app's chain audited against the store's checkpoints; printed
+//! as canonical JSON or CSV when every app's period is whole, refused (exit 1, each app's
+//! finding named in the summary) when any is not.
+
+use crate::model::command::CommandName;
+use crate::model::timespec;
+use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
+use crate::pipeline::attest::{self, Attest, Period};
+use crate::pipeline::report::Summary;
+use crate::pipeline::RunContext;
+
+/// How the statement is printed.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Format {
+    Json,
+    Csv,
+}
+
+#[derive(Debug, Clone)]
+pub struct AttestOptions {
+    pub apps: Apps,
+    /// The first and last UTC day, `YYYY-MM-DD`.
+    pub from: String,
+    pub to: String,
+    pub format: Format,
+}
+
+impl AttestOptions {
+    /// The period the days span; an error names a bad day or a reversed range.
+    pub fn period(&self) -> Result<Period, String> {
+        let from_ms = timespec::parse_day_ms(&self.from).map_err(|e| format!("--from: {e}"))?;
+        let to_ms = timespec::parse_day_ms(&self.to).map_err(|e| format!("--to: {e}"))?;
+        if to_ms < from_ms {
+            return Err(format!(
+                "--to {} is before --from {}: the period runs from its first day to its last, both included",
+                self.to, self.from
+            ));
+        }
+        Ok(Period {
+            from_ms,
+            until_ms: to_ms + 86_400_000,
+        })
+    }
+}
+
+pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
+    let mut summary = Summary::new(CommandName::Attest);
+    summary.table = Some(ctx.spec.name.to_string());
+    summary.store = Some(ctx.store.location().to_string());
+    let period = match opts.period() {
+        Ok(period) => period,
+        Err(e) => return summary.without_apps(e),
+    };
+    let population = Population::Receipts(Default::default());
+    let apps = match apps::resolve(ctx, &opts.apps, &population).await {
+        Ok(apps) => apps,
+        Err(e) => return summary.without_apps(e),
+    };
+    let work = Attest::new(ctx, period);
+    let driver = Driver::new(ctx, CommandName::Attest, Gate::Open);
+    summary.apps = driver.run(apps, &work).await;
+    let (parts, refusals) = work.into_parts();
+    let failed = summary.apps.iter().any(|a| a.error.is_some());
+    if refusals.is_empty() && !failed {
+        let statement = attest::statement(
+            ctx.spec,
+            &ctx.store.location().to_string(),
+            &opts.from,
+            &opts.to,
+            (ctx.now_ms)(),
+            parts,
+        );
+        summary.text = Some(match opts.format {
+            Format::Json => attest::canonical(&statement),
+            Format::Csv => attest::csv(ctx.spec, &statement),
+        });
+    }
+    summary.settle()
+}

@@ -1,0 +1,177 @@
+//! The chain of an app's batches in the receipts table (migration 10; the encoding is
+//! [`crate::model::chain`]): linking receipts as they are recorded, reading links back, and
+//! recording when `verify` last read a batch in full.
+//!
+//! A receipt is linked in the transaction that records it, under the app's lock: the head — the
+//! app's greatest seq — is read with a locking read, the receipts not linked yet (this one, and
+//! any an older build recorded) get the next seqs in the order they were recorded. The unique key
+//! on `(app_code, chain_seq)` is what makes a fork impossible even without the lock: a second
+//! writer's seq collides, and its whole transaction fails.
+
+use sqlx::{AssertSqlSafe, MySqlConnection, MySqlPool};
+
+use super::{Context, DbError};
+use crate::model::chain::{self, Link, GENESIS};
+use crate::model::table::TableSpec;
+
+/// The chain columns of one outbox table's receipts.
+#[derive(Debug, Clone)]
+pub struct ChainTable {
+    spec: &'static TableSpec,
+}
+
+/// A row of the chain: seq, batch id, manifest hash (the column), link.
+type LinkRow = (i64, String, String, String);
+
+fn to_link((seq, batch_id, manifest_sha256, link): LinkRow) -> Link {
+    Link {
+        seq: seq.max(0) as u64,
+        batch_id,
+        manifest_sha256,
+        link,
+    }
+}
+
+impl ChainTable {
+    pub fn new(spec: &'static TableSpec) -> ChainTable {
+        ChainTable { spec }
+    }
+
+    /// Links the app's receipts that are not linked yet after its head, in the order they were
+    /// recorded (`created_at_ms`, then batch id), within the caller's transaction. Returns how
+    /// many it linked.
+    pub async fn link_pending(&self, tx: &mut MySqlConnection, app: &str) -> Result<u64, DbError> {
+        let table = self.spec.receipts_table();
+        let head: Option<(i64, String)> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT chain_seq, CAST(chain_link AS CHAR) FROM {table} \
+             WHERE app_code = ? AND chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1 FOR UPDATE"
+        )))
+        .bind(app)
+        .fetch_optional(&mut *tx)
+        .await
+        .context(|| format!("reading the head of app {app}'s chain"))?;
+        let pending: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT CAST(batch_id AS CHAR), CAST(manifest_sha256 AS CHAR) FROM {table} \
+             WHERE app_code = ? AND chain_seq IS NULL ORDER BY created_at_ms, last_updated_at_ms, last_event_id, batch_id FOR UPDATE"
+        )))
+        .bind(app)
+        .fetch_all(&mut *tx)
+        .await
+        .context(|| format!("reading app {app}'s receipts not linked yet"))?;
+        let (mut seq, mut prev) = match head {
+            Some((seq, link)) => (seq.max(0) as u64, link),
+            None => (0, GENESIS.to_string()),
+        };
+        let update = format!(
+            "UPDATE {table} SET chain_seq = ?, chain_link = ? \
+             WHERE app_code = ? AND batch_id = ? AND chain_seq IS NULL"
+        );
+        let chain_app = chain::chain_app(app);
+        for (batch_id, manifest_sha256) in &pending {
+            seq += 1;
+            let link = chain::link(
+                self.spec.name,
+                &chain_app,
+                seq,
+                &prev,
+                batch_id,
+                manifest_sha256,
+            );
+            sqlx::query(AssertSqlSafe(update.clone()))
+                .bind(seq as i64)
+                .bind(&link)
+                .bind(app)
+                .bind(batch_id)
+                .execute(&mut *tx)
+                .await
+                .context(|| {
+                    format!("linking batch {batch_id} at seq {seq} of app {app}'s chain")
+                })?;
+            prev = link;
+        }
+        Ok(pending.len() as u64)
+    }
+
+    /// Links every app's receipts not linked yet (the genesis backfill of `migrate`): one
+    /// transaction per app. Returns the receipts linked.
+    pub async fn backfill(&self, pool: &MySqlPool) -> Result<u64, DbError> {
+        let apps: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT DISTINCT app_code FROM {} WHERE chain_seq IS NULL",
+            self.spec.receipts_table()
+        )))
+        .fetch_all(pool)
+        .await
+        .context(|| "finding receipts not linked yet".into())?;
+        let mut linked = 0;
+        for app in apps {
+            let mut tx = pool
+                .begin()
+                .await
+                .context(|| format!("starting to link app {app}'s receipts"))?;
+            linked += self.link_pending(&mut tx, &app).await?;
+            tx.commit()
+                .await
+                .context(|| format!("committing app {app}'s links"))?;
+        }
+        Ok(linked)
+    }
+
+    /// The app's last link, if any receipt is linked.
+    pub async fn head(&self, pool: &MySqlPool, app: &str) -> Result<Option<Link>, DbError> {
+        let row: Option<LinkRow> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT chain_seq, CAST(batch_id AS CHAR), CAST(manifest_sha256 AS CHAR), CAST(chain_link AS CHAR) \
+             FROM {} WHERE app_code = ? AND chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1",
+            self.spec.receipts_table()
+        )))
+        .bind(app)
+        .fetch_optional(pool)
+        .await
+        .context(|| format!("reading the head of app {app}'s chain"))?;
+        Ok(row.map(to_link))
+    }
+
+    /// The app's links `from..=to`, in order (those the database has).
+    pub async fn links(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        from: u64,
+        to: u64,
+    ) -> Result<Vec<Link>, DbError> {
+        let rows: Vec<LinkRow> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT chain_seq, CAST(batch_id AS CHAR), CAST(manifest_sha256 AS CHAR), CAST(chain_link AS CHAR) \
+             FROM {} WHERE app_code = ? AND chain_seq BETWEEN ? AND ? ORDER BY chain_seq",
+            self.spec.receipts_table()
+        )))
+        .bind(app)
+        .bind(from as i64)
+        .bind(to as i64)
+        .fetch_all(pool)
+        .await
+        .context(|| format!("reading app {app}'s links {from}..{to}"))?;
+        Ok(rows.into_iter().map(to_link).collect())
+    }
+
+    /// Records that `verify` read the batch's objects in full at `at_ms` and found them whole.
+    pub async fn record_full_verification(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+        at_ms: i64,
+        how: &str,
+    ) -> Result<(), DbError> {
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {} SET full_verified_at_ms = ?, full_verified_how = ? WHERE app_code = ? AND batch_id = ?",
+            self.spec.receipts_table()
+        )))
+        .bind(at_ms)
+        .bind(how)
+        .bind(app)
+        .bind(batch_id)
+        .execute(pool)
+        .await
+        .context(|| format!("recording the verification of batch {batch_id}"))?;
+        Ok(())
+    }
+}
