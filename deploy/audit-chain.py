@@ -11,11 +11,14 @@ table, it
      with link(0) = 64 zeros — checkpoints that disagree on a seq are a fork;
   2. finds each linked batch's manifest.json and `_SUCCESS` in the copy and checks that the
      manifest hashes to what its link binds, and the data object to what the manifest says;
-  3. lists every batch folder the copy holds that no link binds (a batch the chain does not
-     account for).
+  3. lists every batch folder the copy holds that no link binds — a batch whose run ended before
+     its receipt (an orphan `verify` lists too) or before anchoring — as a note, not a problem;
+  4. honours the breaks operators accepted (`*-break-*.json`: the checkpoints of an abandoned
+     branch) and prints each, with its reason.
 
-It prints, per app, the anchored head (seq and link) — compare it with the statement's
-`chain_head_at_end` — and exits 1 on any problem, 0 when every chain recomputes.
+It prints, per app, the anchored head (seq and link; of the branch that goes on) — the statement's
+`chain_head_at_end` must be at or before it on the same chain — and exits 1 on any problem, 0
+when every chain recomputes.
 
     deploy/audit-chain.py ./copy wallet_outbox
 """
@@ -64,16 +67,34 @@ def main(root, table):
     for app in apps:
         links = {}  # seq -> (batch_id, manifest_sha256, link)
         folder = os.path.join(chain_dir, f"app_code={app}")
-        for name in sorted(os.listdir(folder)) if os.path.isdir(folder) else []:
-            with open(os.path.join(folder, name), "rb") as f:
-                c = json.loads(f.read())
-            if (c.get("schema"), c.get("table"), c.get("app_code")) != (SCHEMA, table, app):
-                problems.append(f"{app}: {name} is not a checkpoint of this chain")
+        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
+        abandoned = set()
+        for name in [n for n in names if "-break-" in n]:
+            try:
+                with open(os.path.join(folder, name), "rb") as f:
+                    b = json.loads(f.read())
+                abandoned.update(k.rsplit("/", 1)[-1] for k in b["abandoned"])
+                print(f"{app}: break accepted from seq {b['from_seq']} ({len(b['abandoned'])} checkpoint(s) abandoned): {b['reason']}")
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                problems.append(f"{app}: break record {name} cannot be read: {e}")
+        for name in [n for n in names if "-break-" not in n and n not in abandoned]:
+            try:
+                with open(os.path.join(folder, name), "rb") as f:
+                    c = json.loads(f.read())
+                ok = (c.get("schema"), c.get("table"), c.get("app_code")) == (SCHEMA, table, app)
+                seqs_in = [l["seq"] for l in c["links"]]
+                numbered = bool(seqs_in) and seqs_in == list(range(c["from_seq"], c["to_seq"] + 1))
+            except (OSError, ValueError, KeyError, TypeError) as e:
+                problems.append(f"chain_mismatch: {app}: {name} cannot be read as a checkpoint: {e}")
+                continue
+            if not ok or not numbered:
+                problems.append(f"chain_mismatch: {app}: {name} is not a stretch of this chain")
                 continue
             prev = c["prev_link"]
             if c["from_seq"] == 1 and prev != GENESIS:
-                problems.append(f"{app}: {name} starts at seq 1 but not from the genesis")
-            if c["from_seq"] > 1 and c["from_seq"] - 1 in links and links[c["from_seq"] - 1][2] != prev:
+                problems.append(f"chain_mismatch: {app}: {name} starts at seq 1 but not from the genesis")
+            before = links.get(c["from_seq"] - 1)
+            if before and before[2] != prev:
                 problems.append(f"chain_fork: {app} seq {c['from_seq']}: {name} continues from another link")
             for l in c["links"]:
                 want = link(table, app, l["seq"], prev, l["batch_id"], l["manifest_sha256"])
@@ -100,13 +121,17 @@ def main(root, table):
             if not os.path.exists(manifest_path) or sha256_file(manifest_path) != manifest_sha256:
                 problems.append(f"chain_mismatch: {app} seq {seq}: manifest of batch {batch_id} is not the one linked")
                 continue
-            with open(manifest_path, "rb") as f:
-                manifest = json.loads(f.read())
-            data_path = os.path.join(where, "data.ndjson.gz")
-            if not os.path.exists(data_path) or sha256_file(data_path) != manifest["gzip_sha256"]:
+            try:
+                with open(manifest_path, "rb") as f:
+                    manifest = json.loads(f.read())
+                data_path = os.path.join(where, os.path.basename(manifest["data_object_key"]))
+                whole = os.path.exists(data_path) and sha256_file(data_path) == manifest["gzip_sha256"]
+            except (OSError, ValueError, KeyError, TypeError):
+                whole = False
+            if not whole:
                 problems.append(f"{app} seq {seq}: the data object of batch {batch_id} is not the one its manifest hashes")
         for batch_id in sorted(set(batches.get(app, {})) - bound):
-            problems.append(f"unlinked: {app}: batch {batch_id} is in the store but in no checkpoint")
+            print(f"{app}: note: batch {batch_id} is in the store but in no checkpoint (its run ended before its receipt or before anchoring; verify lists orphans)")
         if seqs:
             print(f"{app}: anchored head seq {seqs[-1]} link {links[seqs[-1]][2]} ({len(seqs)} links)")
         else:

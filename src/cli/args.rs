@@ -481,6 +481,12 @@ pub struct ArchiveArgs {
     pub apps: AppArgs,
     #[command(flatten)]
     pub cutoff: CutoffArgs,
+    /// When the store holds checkpoints of an app's chain that its database no longer continues
+    /// (a database restored from an older backup, investigated): record the break with this
+    /// reason, in a write-once object every later verify and statement shows, and anchor the
+    /// database's chain again (README, "The chain of batches").
+    #[arg(long, value_name = "REASON")]
+    pub accept_chain_break: Option<String>,
     /// Most rows in one batch.
     #[arg(long, env = "OUTBOX_ARCHIVER_BATCH_ROWS", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub batch_rows: u64,

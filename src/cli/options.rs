@@ -122,6 +122,7 @@ impl ArchiveArgs {
             parallel_apps: self.parallel_apps.resolve(super::parse::cores()),
             memory_budget: self.memory_budget,
             policy: common.write_policy()?,
+            accept_chain_break: self.accept_chain_break.filter(|r| !r.trim().is_empty()),
             failpoints: failpoints_from_env(),
         })
     }

@@ -7,6 +7,7 @@ use crate::model::command::CommandName;
 use crate::model::timespec;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
 use crate::pipeline::attest::{self, Attest, Period};
+use crate::pipeline::chain;
 use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
 
@@ -27,8 +28,9 @@ pub struct AttestOptions {
 }
 
 impl AttestOptions {
-    /// The period the days span; an error names a bad day or a reversed range.
-    pub fn period(&self) -> Result<Period, String> {
+    /// The period the days span; an error names a bad day, a reversed range, or a last day
+    /// that has not ended by `now_ms` (a statement of a day still being archived would change).
+    pub fn period(&self, now_ms: i64) -> Result<Period, String> {
         let from_ms = timespec::parse_day_ms(&self.from).map_err(|e| format!("--from: {e}"))?;
         let to_ms = timespec::parse_day_ms(&self.to).map_err(|e| format!("--to: {e}"))?;
         if to_ms < from_ms {
@@ -37,10 +39,15 @@ impl AttestOptions {
                 self.to, self.from
             ));
         }
-        Ok(Period {
-            from_ms,
-            until_ms: to_ms + 86_400_000,
-        })
+        let until_ms = to_ms + 86_400_000;
+        if until_ms > now_ms {
+            return Err(format!(
+                "--to {} has not ended yet (now is {}): a statement covers whole UTC days that are over",
+                self.to,
+                timespec::rfc3339(now_ms)
+            ));
+        }
+        Ok(Period { from_ms, until_ms })
     }
 }
 
@@ -48,15 +55,22 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
     let mut summary = Summary::new(CommandName::Attest);
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());
-    let period = match opts.period() {
+    let period = match opts.period((ctx.now_ms)()) {
         Ok(period) => period,
         Err(e) => return summary.without_apps(e),
     };
     let population = Population::Receipts(Default::default());
-    let apps = match apps::resolve(ctx, &opts.apps, &population).await {
+    let mut apps = match apps::resolve(ctx, &opts.apps, &population).await {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
+    // An app whose receipts are all gone still has its checkpoints: it is audited too.
+    if matches!(opts.apps, Apps::All) {
+        match chain::apps_in_store(ctx).await {
+            Ok(anchored) => apps::add_missing(&mut apps, anchored),
+            Err(e) => return summary.without_apps(format!("listing the chains' checkpoints: {e}")),
+        }
+    }
     let work = Attest::new(ctx, period);
     let driver = Driver::new(ctx, CommandName::Attest, Gate::Open);
     summary.apps = driver.run(apps, &work).await;

@@ -29,10 +29,18 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     if let Err(e) = opts.selection.check_batch_ids(ctx).await {
         return summary.without_apps(e);
     }
-    let apps = match apps::resolve(ctx, &which, &population).await {
+    let mut apps = match apps::resolve(ctx, &which, &population).await {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
+    // An app whose receipts and rows are all gone still has its chain's checkpoints: its
+    // chain is audited too (every seq a gap).
+    if matches!(which, Apps::All) && opts.selection.batch_ids.is_empty() {
+        match crate::pipeline::chain::apps_in_store(ctx).await {
+            Ok(anchored) => apps::add_missing(&mut apps, anchored),
+            Err(e) => return summary.without_apps(format!("listing the chains' checkpoints: {e}")),
+        }
+    }
     let progress = Progress::new(CommandName::Verify);
     let verify = Verify::new(ctx, opts, &progress);
     let driver = Driver::new(ctx, CommandName::Verify, Gate::Open).noting_runs();

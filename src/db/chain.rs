@@ -37,6 +37,23 @@ impl ChainTable {
         ChainTable { spec }
     }
 
+    /// Locks the app's chain head (its greatest seq) for the caller's transaction: taken first in
+    /// the receipt transaction, before its receipt is inserted, so that every writer of an app's
+    /// links takes the head before any receipt row (no lock-order deadlock with `migrate`'s
+    /// genesis, which takes it first too).
+    pub async fn lock_head(&self, tx: &mut MySqlConnection, app: &str) -> Result<(), DbError> {
+        sqlx::query(AssertSqlSafe(format!(
+            "SELECT chain_seq FROM {} WHERE app_code = ? AND chain_seq IS NOT NULL \
+             ORDER BY chain_seq DESC LIMIT 1 FOR UPDATE",
+            self.spec.receipts_table()
+        )))
+        .bind(app)
+        .fetch_optional(&mut *tx)
+        .await
+        .context(|| format!("locking the head of app {app}'s chain"))?;
+        Ok(())
+    }
+
     /// Links the app's receipts that are not linked yet after its head, in the order they were
     /// recorded (`created_at_ms`, then batch id), within the caller's transaction. Returns how
     /// many it linked.

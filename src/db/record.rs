@@ -173,6 +173,7 @@ impl Recorder {
             .begin()
             .await
             .context(|| format!("starting the receipt transaction of batch {batch}"))?;
+        self.chain.lock_head(&mut tx, &receipt.app_code).await?;
         let last = &receipt.content.last;
         // The cursor is the greatest last cursor among the receipts: a straggler batch may record
         // only if some receipt already reaches as far as its last row.

@@ -16,9 +16,11 @@
 //! hash is the SHA-256 of the batch's `manifest.json`, which holds its row count, cursors, control
 //! totals and data object's hashes: a link changes when any of them does.
 //!
-//! A checkpoint, `{table prefix}/app_code={app}/_chain/{to_seq, 20 digits}.json`, is one compact
-//! JSON line: the links from `from_seq` to `to_seq` with what each binds. Pure: the same stretch
-//! of the same chain always gives the same bytes and key, so writing it again is idempotent.
+//! A checkpoint, `{table prefix}_chain/app_code={app}/{to_seq, 20 digits}-{16 hex of its
+//! link}.json`, is one compact JSON line: the links from `from_seq` to `to_seq` with what each
+//! binds. Pure: the same stretch of the same chain always gives the same bytes and key, so
+//! writing it again is idempotent. A break an operator accepted is kept beside them
+//! ([`Break`], `…-break-….json`).
 
 use serde::{Deserialize, Serialize};
 
@@ -239,6 +241,69 @@ pub struct Anchored {
     pub checkpoint: Result<Checkpoint, CheckpointError>,
 }
 
+/// A break of an app's chain an operator accepted (`archive --accept-chain-break REASON`),
+/// after a database restored from an older backup or another cause they investigated: the
+/// checkpoints it names are an abandoned branch, and the chain goes on from `from_seq` after
+/// `prev_link`. Written once to the store beside the checkpoints, never removed: every
+/// `verify` lists it and every statement that covers it shows it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Break {
+    pub schema: String,
+    pub table: String,
+    pub app_code: String,
+    /// The first seq of the branch that goes on.
+    pub from_seq: u64,
+    /// The database's link before it (the last both branches share).
+    pub prev_link: String,
+    /// The checkpoints of the abandoned branch.
+    pub abandoned: Vec<String>,
+    /// The database's head when the break was accepted.
+    pub head_seq: u64,
+    pub head_link: String,
+    pub reason: String,
+    pub accepted_at_ms: i64,
+}
+
+/// A break record's schema name.
+pub const BREAK_SCHEMA: &str = "outbox-archive-chain-break/v1";
+
+impl Break {
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut out = serde_json::to_vec(self).expect("a break always serialises");
+        out.push(b'\n');
+        out
+    }
+
+    pub fn parse(bytes: &[u8], table: &str, app_code: &str) -> Result<Break, CheckpointError> {
+        let b: Break = serde_json::from_slice(bytes)
+            .map_err(|e| CheckpointError::Unreadable(e.to_string()))?;
+        if b.schema != BREAK_SCHEMA || b.table != table || b.app_code != app_code {
+            return Err(CheckpointError::Other {
+                wanted: format!("{BREAK_SCHEMA} of {table} app {app_code}"),
+                found: format!("{} of {} app {}", b.schema, b.table, b.app_code),
+            });
+        }
+        Ok(b)
+    }
+}
+
+/// Where a break is kept: beside the checkpoints, named by its first seq and the head's link.
+pub fn break_key(table_prefix: &str, app_code: &str, b: &Break) -> String {
+    format!(
+        "{}{:020}-break-{}.json",
+        checkpoint_prefix(table_prefix, app_code),
+        b.from_seq,
+        &b.head_link[..KEY_LINK_DIGITS]
+    )
+}
+
+/// Whether a key under an app's checkpoints is a break record.
+pub fn is_break_key(key: &str) -> bool {
+    key.rsplit('/')
+        .next()
+        .is_some_and(|n| n.contains("-break-") && n.ends_with(".json"))
+}
+
 /// What [`audit`] concludes of one app's chain.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Audit {
@@ -247,9 +312,14 @@ pub struct Audit {
     pub head: Option<(u64, String)>,
     /// The greatest seq the store anchors with the database's link.
     pub anchored_to: u64,
+    /// The greatest seq any checkpoint anchors (whatever its link).
+    pub store_head: u64,
     /// Seqs whose link is sound: the database's chain from the genesis to it has no gap and
-    /// recomputes, and the store anchors that very link. Only their batches may be purged.
+    /// recomputes, and the store anchors that very link, with no fork before it but one an
+    /// operator accepted. Only their batches may be purged.
     pub sound: std::collections::BTreeSet<u64>,
+    /// The breaks operators accepted, as recorded.
+    pub breaks: Vec<Break>,
 }
 
 impl Audit {
@@ -270,10 +340,28 @@ impl Audit {
 /// Holds an app's receipts (`recorded`, any order) to themselves and to the checkpoints the
 /// store anchors: every link recomputes from the one before it and its batch's manifest hash,
 /// the seqs run 1, 2, 3, … without a gap, and every anchored link is the database's.
-pub fn audit(table: &str, app_code: &str, recorded: &[Recorded], anchored: &[Anchored]) -> Audit {
+pub fn audit(
+    table: &str,
+    app_code: &str,
+    recorded: &[Recorded],
+    anchored: &[Anchored],
+    breaks: &[Break],
+) -> Audit {
     use std::collections::BTreeMap;
     let app = chain_app(app_code);
-    let mut out = Audit::default();
+    let mut out = Audit {
+        breaks: breaks.to_vec(),
+        ..Audit::default()
+    };
+    // The checkpoints of a branch an operator abandoned are evidence kept, not the chain.
+    let abandoned: std::collections::HashSet<&str> = breaks
+        .iter()
+        .flat_map(|b| b.abandoned.iter().map(String::as_str))
+        .collect();
+    let anchored: Vec<&Anchored> = anchored
+        .iter()
+        .filter(|a| !abandoned.contains(a.key.as_str()))
+        .collect();
     let mut by_seq: BTreeMap<u64, &Recorded> = BTreeMap::new();
     for r in recorded {
         match r.seq {
@@ -292,7 +380,7 @@ pub fn audit(table: &str, app_code: &str, recorded: &[Recorded], anchored: &[Anc
     // The store's links, by seq; two checkpoints that disagree are a fork.
     let mut store: BTreeMap<u64, Vec<(&Link, &str)>> = BTreeMap::new();
     let mut store_prev: Vec<(u64, &str, &str)> = Vec::new();
-    for a in anchored {
+    for a in anchored.iter().copied() {
         let c = match &a.checkpoint {
             Ok(c) => c,
             Err(e) => {
@@ -336,18 +424,17 @@ pub fn audit(table: &str, app_code: &str, recorded: &[Recorded], anchored: &[Anc
     let mut prev: Option<&str> = Some(GENESIS);
     let mut whole = true; // no gap or mismatch from the genesis so far
     for (&seq, r) in &by_seq {
-        if seq != expected_seq && !(expected_seq..seq).any(|s| store.contains_key(&s)) {
-            // A gap the store does not know either (the store's gaps are named below).
-            out.findings.push(ChainFinding {
-                problem: Problem::Gap,
-                seq: Some(expected_seq),
-                batch_id: None,
-                expected: format!("receipts at seq {expected_seq}..{}", seq - 1),
-                actual: format!(
-                    "no receipt in the database at seq {expected_seq}..{} (a batch deleted with its receipt, or the database restored from an older backup)",
-                    seq - 1
-                ),
-            });
+        if seq != expected_seq {
+            // Seqs the database skips that the store does not know either (the store's own
+            // are named below), run by run.
+            let mut from = expected_seq;
+            let known: Vec<u64> = store.range(expected_seq..seq).map(|(s, _)| *s).collect();
+            for s in known.into_iter().chain([seq]) {
+                if s > from {
+                    out.findings.push(db_gap(from, s - 1));
+                }
+                from = s + 1;
+            }
         }
         if seq != expected_seq {
             whole = false;
@@ -429,8 +516,33 @@ pub fn audit(table: &str, app_code: &str, recorded: &[Recorded], anchored: &[Anc
             actual: "no receipt in the database (a batch deleted with its receipt, or the database restored from an older backup)".into(),
         });
     }
+    out.store_head = store.keys().next_back().copied().unwrap_or(0);
+    // From the first fork on, nothing is sound: which branch is the archive's is for a person
+    // to decide, not for purge. An unreadable checkpoint counts as one at its seq.
+    if let Some(fork) = out
+        .findings
+        .iter()
+        .filter(|f| matches!(f.problem, Problem::Fork | Problem::Mismatch))
+        .filter_map(|f| f.seq)
+        .min()
+    {
+        out.sound.retain(|&s| s < fork);
+    }
     out.findings.sort_by_key(|f| f.seq);
     out
+}
+
+/// Seqs `from..=to` that neither the database nor the store holds.
+fn db_gap(from: u64, to: u64) -> ChainFinding {
+    ChainFinding {
+        problem: Problem::Gap,
+        seq: Some(from),
+        batch_id: None,
+        expected: format!("receipts at seq {from}..{to}"),
+        actual: format!(
+            "no receipt in the database at seq {from}..{to} (a batch deleted with its receipt, or the database restored from an older backup)"
+        ),
+    }
 }
 
 /// Consecutive runs of sorted seqs.
@@ -594,7 +706,7 @@ mod tests {
             anchored(GENESIS, &links[..3]),
             anchored(&links[2].link, &links[3..5]),
         ];
-        let a = audit("t", "A1", &recorded(&links), &store);
+        let a = audit("t", "A1", &recorded(&links), &store, &[]);
         assert!(a.findings.is_empty(), "{:?}", a.findings);
         assert_eq!(a.head, Some((6, links[5].link.clone())));
         assert_eq!(a.anchored_to, 5);
@@ -608,18 +720,18 @@ mod tests {
         // Seq 3 deleted with its batch: a gap the store names, the rest still sound.
         let mut db = recorded(&links);
         db.remove(2);
-        let a = audit("t", "a1", &db, &store);
+        let a = audit("t", "a1", &db, &store, &[]);
         assert_eq!(problems(&a), [(Problem::Gap, Some(3))]);
         assert!(a.is_sound(Some(2)) && !a.is_sound(Some(4)));
         assert!(a.first_problem_to(2).is_none() && a.first_problem_to(6).is_some());
         // The last two lost (a database restored from an older backup): a gap at 5.
-        let a = audit("t", "a1", &recorded(&links[..4]), &store);
+        let a = audit("t", "a1", &recorded(&links[..4]), &store, &[]);
         assert_eq!(problems(&a), [(Problem::Gap, Some(5))]);
         assert!(a.findings[0].expected.contains("5..6"), "{:?}", a.findings);
         // A receipt's totals edited: its manifest hash recomputes otherwise.
         let mut db = recorded(&links);
         db[3].manifest_sha256 = "e".repeat(64);
-        let a = audit("t", "a1", &db, &store);
+        let a = audit("t", "a1", &db, &store, &[]);
         assert_eq!(problems(&a), [(Problem::Mismatch, Some(4))]);
         assert!(a.is_sound(Some(3)) && !a.is_sound(Some(4)) && !a.is_sound(Some(5)));
         // Edited and relinked to hide it: the store's link is another.
@@ -630,10 +742,25 @@ mod tests {
             l.link = link("t", "a1", l.seq, &prev, &l.batch_id, &l.manifest_sha256);
             prev = l.link.clone();
         }
-        let a = audit("t", "a1", &recorded(&relinked), &store);
+        let a = audit("t", "a1", &recorded(&relinked), &store, &[]);
         assert_eq!(a.findings[0].problem, Problem::Fork);
         assert_eq!(a.findings[0].seq, Some(4));
         assert!(!a.is_sound(Some(6)));
+        // Seqs skipped by the database, some of which the store knows: every run of them named.
+        let db: Vec<Recorded> = recorded(&links)
+            .into_iter()
+            .filter(|r| matches!(r.seq, Some(1 | 2 | 5 | 6)))
+            .collect();
+        let a = audit("t", "a1", &db, &[anchored(GENESIS, &links[..3])], &[]);
+        assert_eq!(
+            problems(&a),
+            [(Problem::Gap, Some(3)), (Problem::Gap, Some(4))]
+        );
+        // A seq edited to a huge number: one finding, at once.
+        let mut db = recorded(&links[..2]);
+        db[1].seq = Some(1_000_000_000_000);
+        let a = audit("t", "a1", &db, &[], &[]);
+        assert_eq!(problems(&a)[0], (Problem::Gap, Some(2)));
         // A receipt never linked: named, without a seq.
         let mut db = recorded(&links);
         db.push(Recorded {
@@ -642,7 +769,7 @@ mod tests {
             manifest_sha256: "f".repeat(64),
             link: None,
         });
-        let a = audit("t", "a1", &db, &store);
+        let a = audit("t", "a1", &db, &store, &[]);
         assert_eq!(problems(&a), [(Problem::Gap, None)]);
     }
 
@@ -668,19 +795,59 @@ mod tests {
             anchored(GENESIS, &links),
             anchored(&other[2].link, &other[3..]),
         ];
-        let a = audit("t", "a1", &recorded(&other), &store);
+        let a = audit("t", "a1", &recorded(&other), &store, &[]);
         let kinds = problems(&a);
         assert!(kinds.contains(&(Problem::Fork, Some(4))), "{kinds:?}");
         assert!(kinds.contains(&(Problem::Fork, Some(5))), "{kinds:?}");
-        // The new branch is anchored whole: its batches are sound; the attestation is not.
-        assert!(a.is_sound(Some(3)) && a.is_sound(Some(6)));
+        // From the fork on nothing is sound, though the new branch is anchored whole: which
+        // branch is the archive's is a person's call, not purge's.
+        assert!(a.is_sound(Some(3)) && !a.is_sound(Some(4)) && !a.is_sound(Some(6)));
         assert!(a.first_problem_to(6).is_some());
+        assert_eq!(a.store_head, 6);
+        // An operator accepts the break: the old branch's checkpoint is kept, not the chain, and
+        // the new branch is sound again; the break stays in the audit for every statement.
+        let accepted = Break {
+            schema: BREAK_SCHEMA.into(),
+            table: "t".into(),
+            app_code: "a1".into(),
+            from_seq: 4,
+            prev_link: other[2].link.clone(),
+            abandoned: vec![store[0].key.clone()],
+            head_seq: 6,
+            head_link: other[5].link.clone(),
+            reason: "restored from the 03:00 backup, INC-42".into(),
+            accepted_at_ms: 1,
+        };
+        let store = [
+            anchored(GENESIS, &other[..3]),
+            store[0].clone(),
+            store[1].clone(),
+        ];
+        let a = audit(
+            "t",
+            "a1",
+            &recorded(&other),
+            &store,
+            std::slice::from_ref(&accepted),
+        );
+        assert!(a.findings.is_empty(), "{:?}", a.findings);
+        assert!(a.is_sound(Some(6)) && a.first_problem_to(6).is_none());
+        assert_eq!(a.breaks.len(), 1);
+        assert_eq!(a.breaks[0], accepted);
+        let bytes = accepted.to_bytes();
+        assert_eq!(Break::parse(&bytes, "t", "a1").unwrap(), accepted);
+        assert!(Break::parse(&bytes, "t", "a2").is_err());
+        let key = break_key("p/", "a1", &accepted);
+        assert!(
+            is_break_key(&key) && checkpoint_of_key(&key).is_none(),
+            "{key}"
+        );
         // An unreadable checkpoint is named.
         let bad = Anchored {
             key: "p/_chain/app_code=a1/00000000000000000002-0123456789abcdef.json".into(),
             checkpoint: Checkpoint::parse(b"{}", "t", "a1"),
         };
-        let a = audit("t", "a1", &recorded(&links), &[bad]);
+        let a = audit("t", "a1", &recorded(&links), &[bad], &[]);
         assert_eq!(problems(&a), [(Problem::Mismatch, Some(2))]);
     }
 }

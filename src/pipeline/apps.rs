@@ -115,6 +115,17 @@ impl Selection {
     }
 }
 
+/// Adds to `apps` each of `more` that none of them is (ASCII case aside: the apps' spellings
+/// are one app), keeping the list sorted.
+pub fn add_missing(apps: &mut Vec<String>, more: Vec<String>) {
+    for app in more {
+        if !apps.iter().any(|a| a.eq_ignore_ascii_case(&app)) {
+            apps.push(app);
+        }
+    }
+    apps.sort();
+}
+
 /// The apps of `apps` (listed ones once each, in the order given).
 pub async fn resolve(
     ctx: &DbContext,

@@ -54,6 +54,9 @@ pub struct ArchiveOptions {
     pub memory_budget: u64,
     /// Retention, legal hold and storage class of the objects written.
     pub policy: WritePolicy,
+    /// `--accept-chain-break REASON`: anchor the database's chain over checkpoints it does not
+    /// continue, recording the break (README, "The chain of batches").
+    pub accept_chain_break: Option<String>,
     pub failpoints: FailPoints,
 }
 
@@ -80,6 +83,7 @@ impl ArchiveOptions {
             parallel_apps: 1,
             memory_budget: DEFAULT_MEMORY_BUDGET,
             policy: WritePolicy::default(),
+            accept_chain_break: None,
             failpoints: FailPoints::default(),
         }
     }
@@ -209,12 +213,9 @@ impl<'a> Archiver<'a> {
     /// is anchored. A failure fails the app (the next run anchors them); a store that holds
     /// links the database's chain does not continue is said, and left as it is.
     async fn anchor(&self, app: &str, report: &mut AppReport, details: &mut ArchiveApp) {
-        match chain::anchor(self.ctx, app, &self.opts.policy).await {
+        let accept = self.opts.accept_chain_break.as_deref();
+        match chain::anchor(self.ctx, app, &self.opts.policy, accept).await {
             Ok(anchoring) => {
-                if let Some(disagreement) = &anchoring.disagreement {
-                    tracing::error!(app, "{disagreement}");
-                    details.chain_disagreement = Some(disagreement.clone());
-                }
                 if let Some(key) = &anchoring.written {
                     tracing::info!(
                         app,
@@ -226,9 +227,13 @@ impl<'a> Archiver<'a> {
                 }
                 details.chain_head = (anchoring.head > 0).then_some(anchoring.head);
                 details.chain_checkpoint = anchoring.written;
+                details.chain_break = anchoring.break_accepted;
             }
             Err(e) => {
                 tracing::error!(app, error = %e, "could not anchor the chain");
+                if let chain::ChainError::Refused { detail, .. } = &e {
+                    details.chain_disagreement = Some(detail.clone());
+                }
                 if report.error.is_none() {
                     report.fail(&e);
                 }

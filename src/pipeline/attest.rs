@@ -76,16 +76,17 @@ pub fn check(chain: &AppChain, period: &Period) -> Result<(), Refusal> {
         reason,
         finding: finding.map(Box::new),
     };
-    let head = head_at_end(chain, period).and_then(|r| r.chain.as_ref().map(|(s, _)| *s));
-    if let Some(seq) = head {
-        if let Some(problem) = chain.audit.first_problem_to(seq) {
-            return Err(refuse(
-                format!(
-                    "its chain has a problem at or before seq {seq}, the head at the period's end"
-                ),
-                Some(problem.clone()),
-            ));
-        }
+    // Up to the head at the period's end — or further, to the last seq the store anchors: a
+    // database that lost its last receipts has an earlier head, and the loss must not pass.
+    let head = head_at_end(chain, period).map_or(0, |r| r.chain.as_ref().map_or(0, |(s, _)| *s));
+    let bound = head.max(chain.audit.store_head);
+    if let Some(problem) = chain.audit.first_problem_to(bound) {
+        return Err(refuse(
+            format!(
+                "its chain has a problem at or before seq {bound} (the head at the period's end, or the last seq the store anchors)"
+            ),
+            Some(problem.clone()),
+        ));
     }
     for r in in_period(chain, period) {
         let seq = r.chain.as_ref().map(|(seq, _)| *seq);
@@ -174,8 +175,9 @@ pub fn app_statement(chain: &AppChain, spec: &TableSpec, period: &Period) -> Val
             for r in &receipts {
                 for (t, (_, v)) in spec.totals.iter().zip(&r.content.totals) {
                     if let TotalValue::Sum(n) = v {
+                        // An i128 of i64 sums: overflow would take 2^64 batches.
                         let sum = sums.entry(t.field).or_insert(0);
-                        *sum = sum.saturating_add(*n);
+                        *sum = sum.checked_add(*n).expect("a day's total fits in an i128");
                     }
                 }
             }
@@ -209,7 +211,33 @@ pub fn app_statement(chain: &AppChain, spec: &TableSpec, period: &Period) -> Val
             "anchored_in": anchored_in(chain, seq, &link),
         }))
     });
-    json!({ "app_code": chain.app_code, "chain_head_at_end": head, "days": days })
+    // The period's seqs: consecutive statements must join (one's last + 1 is the next's first).
+    let seqs: Vec<u64> = in_period(chain, period)
+        .iter()
+        .filter_map(|r| r.chain.as_ref().map(|(s, _)| *s))
+        .collect();
+    let breaks: Vec<Value> = chain
+        .audit
+        .breaks
+        .iter()
+        .filter(|b| b.accepted_at_ms < period.until_ms)
+        .map(|b| {
+            json!({
+                "from_seq": b.from_seq,
+                "prev_link": b.prev_link,
+                "abandoned_checkpoints": b.abandoned,
+                "reason": b.reason,
+                "accepted_at": timespec::rfc3339(b.accepted_at_ms),
+            })
+        })
+        .collect();
+    json!({
+        "app_code": chain.app_code,
+        "chain_head_at_end": head,
+        "seqs": { "first": seqs.first(), "last": seqs.last() },
+        "chain_breaks_accepted": breaks,
+        "days": days,
+    })
 }
 
 /// The whole statement, as a value (canonical once encoded by [`canonical`]).
@@ -324,12 +352,14 @@ pub fn csv(spec: &TableSpec, statement: &Value) -> String {
                 batches
                     .iter()
                     .map(|b| text(&b["last_full_verification"]["at"]))
+                    .filter(|t| !t.is_empty())
                     .min()
                     .unwrap_or_default(),
                 joined(&|b| text(&b["last_full_verification"]["how"])),
                 batches
                     .iter()
                     .map(|b| text(&b["retention"]["retain_until"]))
+                    .filter(|t| !t.is_empty())
                     .min()
                     .unwrap_or_default(),
                 joined(&|b| text(&b["storage_class"])),

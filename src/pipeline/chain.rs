@@ -15,7 +15,7 @@ use super::RunContext;
 use crate::db::chain::ChainTable;
 use crate::db::receipts::{Receipts, StoredReceipt};
 use crate::db::DbError;
-use crate::model::chain::{self, Anchored, Checkpoint, Link, Recorded, GENESIS};
+use crate::model::chain::{self, Anchored, Break, Checkpoint, Link, Recorded, GENESIS};
 use crate::model::digest::sha256_hex;
 use crate::model::format;
 use crate::model::protection::{PutOptions, WritePolicy};
@@ -43,23 +43,68 @@ fn table_prefix(ctx: &RunContext) -> String {
     format::table_prefix(ctx.store.location().prefix(), ctx.spec.name)
 }
 
-/// The keys of an app's checkpoints, in chain order.
-async fn checkpoint_keys(ctx: &RunContext, app: &str) -> Result<Vec<String>, StoreError> {
+/// The keys of an app's checkpoints, in chain order, and of its accepted breaks: one LIST.
+async fn chain_keys(ctx: &RunContext, app: &str) -> Result<(Vec<String>, Vec<String>), StoreError> {
     let prefix = chain::checkpoint_prefix(&table_prefix(ctx), app);
-    let mut keys: Vec<String> = ctx
+    let mut keys = ctx.store.list(&prefix).await?;
+    keys.sort();
+    let (breaks, checkpoints) = keys
+        .into_iter()
+        .filter(|k| chain::checkpoint_of_key(k).is_some() || chain::is_break_key(k))
+        .partition(|k| chain::is_break_key(k));
+    Ok((checkpoints, breaks))
+}
+
+/// The breaks accepted for an app, read; one that cannot be read is returned as an unreadable
+/// checkpoint (the audit names it).
+async fn read_breaks(
+    ctx: &RunContext,
+    app: &str,
+    keys: &[String],
+) -> Result<(Vec<Break>, Vec<Anchored>), StoreError> {
+    let chain_app = chain::chain_app(app);
+    let (mut breaks, mut unreadable) = (Vec::new(), Vec::new());
+    for key in keys {
+        let parsed = match store::get_all(ctx.store.as_ref(), key).await? {
+            Some(bytes) => Break::parse(&bytes, ctx.spec.name, &chain_app),
+            None => Err(chain::CheckpointError::Unreadable("gone while read".into())),
+        };
+        match parsed {
+            Ok(b) => breaks.push(b),
+            Err(e) => unreadable.push(Anchored {
+                key: key.clone(),
+                checkpoint: Err(e),
+            }),
+        }
+    }
+    Ok((breaks, unreadable))
+}
+
+/// The apps the store holds checkpoints of (lowercase, as the chain names them): an app whose
+/// receipts are all gone is still audited.
+pub async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
+    let prefix = format!("{}_chain/", table_prefix(ctx));
+    let mut apps: Vec<String> = ctx
         .store
         .list(&prefix)
         .await?
-        .into_iter()
-        .filter(|k| chain::checkpoint_of_key(k).is_some())
+        .iter()
+        .filter_map(|k| {
+            let app = k.strip_prefix(&prefix)?.strip_prefix("app_code=")?;
+            Some(app.split('/').next()?.to_string())
+        })
         .collect();
-    keys.sort();
-    Ok(keys)
+    apps.dedup();
+    Ok(apps)
 }
 
-/// Every checkpoint of an app, read and held to itself.
-pub async fn anchored(ctx: &RunContext, app: &str) -> Result<Vec<Anchored>, StoreError> {
-    let keys = checkpoint_keys(ctx, app).await?;
+/// Every checkpoint of an app, read and held to itself, and the breaks accepted.
+pub async fn anchored(
+    ctx: &RunContext,
+    app: &str,
+) -> Result<(Vec<Anchored>, Vec<Break>), StoreError> {
+    let (keys, break_keys) = chain_keys(ctx, app).await?;
+    let (breaks, mut unreadable) = read_breaks(ctx, app, &break_keys).await?;
     let table = ctx.spec.name;
     let chain_app = &chain::chain_app(app);
     futures_util::stream::iter(keys)
@@ -71,8 +116,12 @@ pub async fn anchored(ctx: &RunContext, app: &str) -> Result<Vec<Anchored>, Stor
             Ok::<_, StoreError>(Anchored { key, checkpoint })
         })
         .buffered(PARALLEL_GETS)
-        .try_collect()
+        .try_collect::<Vec<_>>()
         .await
+        .map(|mut read| {
+            read.append(&mut unreadable);
+            (read, breaks)
+        })
 }
 
 /// The manifest hash a receipt's fields imply: a receipt edited since it was linked implies
@@ -117,13 +166,17 @@ pub async fn recorded(
 }
 
 /// An app's chain audited: its receipts recomputed and held to the store's checkpoints.
+///
+/// The store is read first: an archive run that records and anchors meanwhile then adds links
+/// the database has and the store does not (not anchored yet), never the other way round (a
+/// false gap).
 pub async fn audit(ctx: &RunContext, app: &str) -> Result<AppChain, ChainError> {
-    let (recorded, anchored) = tokio::join!(recorded(ctx, app), anchored(ctx, app));
-    let (recorded, receipts): (Vec<Recorded>, Vec<StoredReceipt>) = recorded?.into_iter().unzip();
-    let anchored = anchored?;
+    let (anchored, breaks) = anchored(ctx, app).await?;
+    let (recorded, receipts): (Vec<Recorded>, Vec<StoredReceipt>) =
+        recorded(ctx, app).await?.into_iter().unzip();
     Ok(AppChain {
         app_code: app.to_string(),
-        audit: chain::audit(ctx.spec.name, app, &recorded, &anchored),
+        audit: chain::audit(ctx.spec.name, app, &recorded, &anchored, &breaks),
         receipts,
         anchored,
     })
@@ -138,17 +191,49 @@ pub struct Anchoring {
     pub links: u64,
     /// The database's head seq.
     pub head: u64,
-    /// What the store holds that the database's chain does not continue (a fork, receipts
-    /// gone): said, never overwritten; `verify` names each.
-    pub disagreement: Option<String>,
+    /// The break record written (`--accept-chain-break`).
+    pub break_accepted: Option<String>,
+}
+
+/// Writes `bytes` at `key` once, under the batches' retention, and reads them back: an object
+/// already there is accepted only if it is these very bytes (a retry).
+async fn write_once(
+    ctx: &RunContext,
+    key: &str,
+    bytes: Vec<u8>,
+    options: &PutOptions,
+    app: &str,
+) -> Result<(), ChainError> {
+    match ctx
+        .store
+        .put_with(key, Bytes::from(bytes.clone()), PutMode::Create, options)
+        .await
+    {
+        Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
+        Err(e) => return Err(e.into()),
+    }
+    let stored = store::get_all(ctx.store.as_ref(), key).await?;
+    if stored.as_deref() != Some(bytes.as_slice()) {
+        return Err(ChainError::Refused {
+            app: app.to_string(),
+            detail: format!("{key} reads back other bytes than were written"),
+        });
+    }
+    Ok(())
 }
 
 /// Anchors the app's links the store does not hold yet in one write-once checkpoint, under the
 /// policy's retention, read back byte for byte. Called under the app's lock, after its batches.
+///
+/// Where the store holds checkpoints the database's chain does not continue, nothing is
+/// anchored (an error naming them) — unless `accept_break` gives the operator's reason: then a
+/// write-once break record names them as an abandoned branch, and the database's chain is
+/// anchored from the last link both share.
 pub async fn anchor(
     ctx: &RunContext,
     app: &str,
     policy: &WritePolicy,
+    accept_break: Option<&str>,
 ) -> Result<Anchoring, ChainError> {
     let table = ChainTable::new(ctx.spec);
     let pool = &ctx.db.pool;
@@ -159,32 +244,79 @@ pub async fn anchor(
         head: head.seq,
         ..Anchoring::default()
     };
-    // The newest checkpoint whose link is the database's at its seq: the chain is anchored to
-    // there. Any newer one is another branch, or receipts the database lost.
-    let keys = checkpoint_keys(ctx, app).await?;
+    // The newest checkpoint whose link is the database's at its seq — read and held to itself,
+    // not taken on its key's word: the chain is anchored to there. A newer one the database's
+    // chain does not continue is a fork or receipts lost: nothing is anchored over it.
+    let (keys, break_keys) = chain_keys(ctx, app).await?;
+    let (breaks, _) = read_breaks(ctx, app, &break_keys).await?;
+    let abandoned: std::collections::HashSet<&String> =
+        breaks.iter().flat_map(|b| &b.abandoned).collect();
     let mut anchored_to: Option<Link> = None;
     let mut others = Vec::new();
-    for key in keys.iter().rev() {
+    let chain_app = chain::chain_app(app);
+    for key in keys.iter().rev().filter(|k| !abandoned.contains(k)) {
         let (seq, prefix) = chain::checkpoint_of_key(key).expect("filtered");
         let ours = match seq {
             s if s == head.seq => Some(head.clone()),
             s if s < head.seq => table.links(pool, app, s, s).await?.pop(),
             _ => None,
         };
-        match ours {
-            Some(link) if link.link.starts_with(prefix) => {
-                anchored_to = Some(link);
-                break;
-            }
-            _ => others.push(key.clone()),
+        let Some(link) = ours.filter(|l| l.link.starts_with(prefix)) else {
+            others.push(key.clone());
+            continue;
+        };
+        let bytes = store::get_all(ctx.store.as_ref(), key).await?;
+        let whole = bytes
+            .as_deref()
+            .map(|b| Checkpoint::parse(b, ctx.spec.name, &chain_app))
+            .is_some_and(|c| c.is_ok_and(|c| c.head() == Some(&link)));
+        if !whole {
+            others.push(key.clone());
+            continue;
         }
+        anchored_to = Some(link);
+        break;
     }
+    let policy_options = PutOptions {
+        storage_class: None,
+        lock: policy.lock_at((ctx.now_ms)()),
+        legal_hold: policy.legal_hold,
+    };
     if !others.is_empty() {
-        out.disagreement = Some(format!(
-            "the store holds {} checkpoint(s) the database's chain does not continue ({}): a fork or receipts lost — the store keeps them, and verify names them",
-            others.len(),
-            others.join(", ")
-        ));
+        let Some(reason) = accept_break else {
+            return Err(ChainError::Refused {
+                app: app.to_string(),
+                detail: format!(
+                    "the store holds {} checkpoint(s) the database's chain does not continue ({}): a fork — receipts lost in a database restore, or rewritten — or a checkpoint damaged; once investigated, `archive --app {app} --accept-chain-break REASON` records the break and anchors the database's chain from the last link both share",
+                    others.len(),
+                    others.join(", ")
+                ),
+            });
+        };
+        let accepted = Break {
+            schema: chain::BREAK_SCHEMA.into(),
+            table: ctx.spec.name.into(),
+            app_code: chain_app.clone(),
+            from_seq: anchored_to.as_ref().map_or(1, |l| l.seq + 1),
+            prev_link: anchored_to
+                .as_ref()
+                .map_or(GENESIS.to_string(), |l| l.link.clone()),
+            abandoned: others.iter().rev().cloned().collect(),
+            head_seq: head.seq,
+            head_link: head.link.clone(),
+            reason: reason.to_string(),
+            accepted_at_ms: (ctx.now_ms)(),
+        };
+        let key = chain::break_key(&table_prefix(ctx), app, &accepted);
+        write_once(ctx, &key, accepted.to_bytes(), &policy_options, app).await?;
+        tracing::warn!(
+            app,
+            key,
+            from_seq = accepted.from_seq,
+            reason,
+            "chain break accepted: the checkpoints it names are kept as an abandoned branch"
+        );
+        out.break_accepted = Some(key);
     }
     let from = anchored_to.as_ref().map_or(1, |l| l.seq + 1);
     if from > head.seq {
@@ -192,7 +324,6 @@ pub async fn anchor(
     }
     let links = table.links(pool, app, from, head.seq).await?;
     let prev = anchored_to.map_or(GENESIS.to_string(), |l| l.link);
-    let chain_app = chain::chain_app(app);
     let checkpoint = Checkpoint::new(ctx.spec.name, &chain_app, &prev, links);
     let bytes = checkpoint.to_bytes();
     // Only a stretch that holds itself is anchored: a broken one is verify's to name.
@@ -207,27 +338,7 @@ pub async fn anchor(
         app,
         checkpoint.head().expect("at least one link"),
     );
-    let options = PutOptions {
-        storage_class: None,
-        lock: policy.lock_at((ctx.now_ms)()),
-        legal_hold: policy.legal_hold,
-    };
-    match ctx
-        .store
-        .put_with(&key, Bytes::from(bytes.clone()), PutMode::Create, &options)
-        .await
-    {
-        Ok(()) | Err(StoreError::AlreadyExists { .. }) => {}
-        Err(e) => return Err(e.into()),
-    }
-    // Read back: the bytes there are these (a checkpoint of the same stretch is the same bytes).
-    let stored = store::get_all(ctx.store.as_ref(), &key).await?;
-    if stored.as_deref() != Some(bytes.as_slice()) {
-        return Err(ChainError::Refused {
-            app: app.to_string(),
-            detail: format!("checkpoint {key} reads back other bytes than were written"),
-        });
-    }
+    write_once(ctx, &key, bytes, &policy_options, app).await?;
     out.links = checkpoint.links.len() as u64;
     out.written = Some(key);
     Ok(out)

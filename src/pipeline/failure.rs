@@ -127,7 +127,8 @@ impl Classify for super::chain::ChainError {
     fn kind(&self) -> Kind {
         match self {
             super::chain::ChainError::Db(e) => e.kind(),
-            _ => Kind::Fatal,
+            super::chain::ChainError::Store(e) => e.kind(),
+            super::chain::ChainError::Refused { .. } => Kind::Fatal,
         }
     }
 }

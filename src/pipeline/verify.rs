@@ -134,6 +134,19 @@ impl AppWork for Verify<'_> {
             Some(Ok(super::attest::AppChain { audit, .. })) => {
                 details.chain_head = audit.head.as_ref().map(|(seq, _)| *seq);
                 details.chain_anchored_to = audit.head.as_ref().map(|_| audit.anchored_to);
+                details.chain_breaks_accepted = audit
+                    .breaks
+                    .iter()
+                    .map(|b| {
+                        format!(
+                            "from seq {} ({} checkpoint(s) abandoned), accepted {}: {}",
+                            b.from_seq,
+                            b.abandoned.len(),
+                            crate::model::timespec::rfc3339(b.accepted_at_ms),
+                            b.reason
+                        )
+                    })
+                    .collect();
                 let findings = audit
                     .findings
                     .into_iter()

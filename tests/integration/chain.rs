@@ -17,6 +17,11 @@ use crate::support::*;
 /// The day the test clock records receipts on: [`ARCHIVED_CUTOFF`] + a day, 2026-01-05.
 const RECORDED_DAY: &str = "2026-01-05";
 
+/// A run context the day after [`RECORDED_DAY`]: a statement covers whole days that are over.
+fn day_after(db: &TestDb, store: &std::sync::Arc<dyn ObjectStore>) -> RunContext {
+    env(db, store.clone(), ARCHIVED_CUTOFF + 2 * DAY)
+}
+
 fn attest_options(apps: &[&str], format: Format) -> AttestOptions {
     AttestOptions {
         apps: match apps {
@@ -118,7 +123,19 @@ async fn a_whole_chain_is_anchored_and_attested_as_canonical_json_and_csv() {
     let verified = verify_metadata(&env).await;
     assert_eq!(verified.exit_code, 0, "{}", verified.to_json());
 
-    let statement = attest::run(&env, &attest_options(&["a1"], Format::Json)).await;
+    // The day the receipts were recorded on is not over yet at their clock: no statement of it.
+    let early = attest::run(&env, &attest_options(&["a1"], Format::Json)).await;
+    assert_eq!(early.exit_code, 2, "{}", early.to_json());
+    assert!(
+        early.to_json().contains("has not ended yet"),
+        "{}",
+        early.to_json()
+    );
+    let statement = attest::run(
+        &day_after(&db, &store),
+        &attest_options(&["a1"], Format::Json),
+    )
+    .await;
     assert_eq!(statement.exit_code, 0, "{}", statement.to_json());
     let text = statement.text.clone().expect("a statement");
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
@@ -170,7 +187,7 @@ async fn a_whole_chain_is_anchored_and_attested_as_canonical_json_and_csv() {
     )
     .await;
     assert_eq!(full.exit_code, 0, "{}", full.to_json());
-    let statement = attest::run(&env, &attest_options(&[], Format::Csv)).await;
+    let statement = attest::run(&day_after(&db, &store), &attest_options(&[], Format::Csv)).await;
     assert_eq!(statement.exit_code, 0, "{}", statement.to_json());
     let csv = statement.text.unwrap();
     let lines: Vec<&str> = csv.lines().collect();
@@ -185,7 +202,7 @@ async fn a_whole_chain_is_anchored_and_attested_as_canonical_json_and_csv() {
     let mut other = attest_options(&["a1"], Format::Json);
     other.from = "2025-06-01".into();
     other.to = "2025-06-30".into();
-    let empty = attest::run(&env, &other).await;
+    let empty = attest::run(&day_after(&db, &store), &other).await;
     assert_eq!(empty.exit_code, 0, "{}", empty.to_json());
     let doc: serde_json::Value = serde_json::from_str(&empty.text.unwrap()).unwrap();
     assert_eq!(doc["apps"][0]["days"], serde_json::json!([]));
@@ -193,11 +210,48 @@ async fn a_whole_chain_is_anchored_and_attested_as_canonical_json_and_csv() {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_batch_deleted_with_its_receipt_is_a_gap_that_verify_names_and_attest_refuses() {
-    let (db, _s3, store, env) = archived_env(&rows("a1", 300), &["a1"], 100).await;
+    let mut both = rows("a1", 300);
+    both.extend(rows("a2", 100));
+    let (db, _s3, store, env) = archived_env(&both, &["a1", "a2"], 100).await;
     let chain = chain_of(&db, "a1").await;
     delete_batch(&db, store.as_ref(), &chain[1].1).await;
+    // And an app of which nothing is left in the database: its rows purged, then its one batch
+    // and receipt deleted. Only its checkpoint tells.
+    let a2 = chain_of(&db, "a2").await;
+    delete_batch(&db, store.as_ref(), &a2[0].1).await;
+    db.exec("DELETE FROM wallet_outbox WHERE app_code = 'a2'")
+        .await;
+    let everything = verify_metadata(&env).await;
+    let gone: Vec<_> = verify_run(&everything)
+        .findings
+        .iter()
+        .filter(|f| {
+            kind(f) == "chain_gap" && f.expected.as_deref().unwrap_or_default().contains("app a2")
+        })
+        .collect();
+    assert_eq!(gone.len(), 1, "{}", everything.to_json());
+    assert_eq!(gone[0].seq, Some(1));
+    let all = attest::run(&day_after(&db, &store), &attest_options(&[], Format::Json)).await;
+    assert_eq!(all.exit_code, 1, "{}", all.to_json());
+    assert!(
+        all.to_json()
+            .contains(r#""app_code":"a2","outcome":"failed""#),
+        "{}",
+        all.to_json()
+    );
 
-    let verified = verify_metadata(&env).await;
+    let verified = verify::run(
+        &env,
+        &VerifyOptions {
+            metadata_only: true,
+            selection: outbox_archiver::pipeline::apps::Selection {
+                apps: Some(Apps::Listed(vec!["a1".into()])),
+                ..Default::default()
+            },
+            ..VerifyOptions::everything(ARCHIVED_CUTOFF, "DELIVERED")
+        },
+    )
+    .await;
     assert_eq!(verified.exit_code, 1, "{}", verified.to_json());
     assert_eq!(
         chain_findings(&verified),
@@ -219,7 +273,11 @@ async fn a_batch_deleted_with_its_receipt_is_a_gap_that_verify_names_and_attest_
         "{gap:?}"
     );
 
-    let statement = attest::run(&env, &attest_options(&["a1"], Format::Json)).await;
+    let statement = attest::run(
+        &day_after(&db, &store),
+        &attest_options(&["a1"], Format::Json),
+    )
+    .await;
     assert_eq!(statement.exit_code, 1, "{}", statement.to_json());
     assert!(statement.text.is_none(), "no statement for a broken period");
     let json = statement.to_json();
@@ -236,7 +294,7 @@ async fn a_batch_deleted_with_its_receipt_is_a_gap_that_verify_names_and_attest_
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_receipts_totals_edited_is_a_chain_mismatch_and_its_rows_are_kept() {
-    let (db, _s3, _store, env) = archived_env(&rows("a1", 300), &["a1"], 100).await;
+    let (db, _s3, store, env) = archived_env(&rows("a1", 300), &["a1"], 100).await;
     let chain = chain_of(&db, "a1").await;
     // A control total edited in the database: the receipt no longer implies the manifest its
     // link binds.
@@ -253,7 +311,11 @@ async fn a_receipts_totals_edited_is_a_chain_mismatch_and_its_rows_are_kept() {
         "{}",
         verified.to_json()
     );
-    let statement = attest::run(&env, &attest_options(&["a1"], Format::Json)).await;
+    let statement = attest::run(
+        &day_after(&db, &store),
+        &attest_options(&["a1"], Format::Json),
+    )
+    .await;
     assert_eq!(statement.exit_code, 1, "{}", statement.to_json());
 
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
@@ -328,22 +390,32 @@ async fn a_database_restored_from_an_older_backup_is_reported_not_papered_over()
         verified.to_json()
     );
     // Archived on — in other batches than before (another batch size): seqs 3 and 4 again,
-    // other links.
+    // other links. The rows are archived and recorded; the chain is not anchored over the
+    // store's, and the run fails saying why.
     let mut on = options(&db, &["a1"], ARCHIVED_CUTOFF);
     on.limits.max_rows = 150;
     let archived = archive(&env, &on).await;
+    assert_eq!(archived.exit_code, 1, "{}", archived.to_json());
     let details = archive_of(&archived, "a1");
     assert!(
         details
             .chain_disagreement
             .as_deref()
-            .is_some_and(|d| d.contains("does not continue")),
-        "archive says the store holds links its chain does not continue: {}",
+            .is_some_and(|d| d.contains("does not continue") && d.contains("--accept-chain-break")),
+        "{}",
         archived.to_json()
     );
-    assert_eq!(details.chain_head, Some(4));
-    // The old checkpoint is still there; a new one anchors the new branch.
-    assert_eq!(checkpoints(store.as_ref()).await.len(), 2);
+    assert_eq!(
+        db.count("SELECT CAST(SUM(row_count) AS SIGNED) FROM wallet_outbox_archive_receipts")
+            .await,
+        400,
+        "every row archived all the same"
+    );
+    assert_eq!(
+        checkpoints(store.as_ref()).await.len(),
+        1,
+        "nothing anchored over it"
+    );
     let verified = verify_metadata(&env).await;
     let found = chain_findings(&verified);
     assert!(
@@ -352,13 +424,63 @@ async fn a_database_restored_from_an_older_backup_is_reported_not_papered_over()
         verified.to_json()
     );
     assert_eq!(verified.exit_code, 1);
-    let statement = attest::run(&env, &attest_options(&["a1"], Format::Json)).await;
+    let statement = attest::run(
+        &day_after(&db, &store),
+        &attest_options(&["a1"], Format::Json),
+    )
+    .await;
     assert_eq!(statement.exit_code, 1, "{}", statement.to_json());
     assert!(
         statement.to_json().contains("chain_fork at seq 3"),
         "{}",
         statement.to_json()
     );
+    // Purge keeps the batches from the fork on.
+    let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
+    let purge = purge_of(&purged, "a1");
+    assert_eq!(purge.purged_rows, 200, "{}", purged.to_json());
+    assert_eq!(purge.failed_batches.len(), 2, "{}", purged.to_json());
+
+    // Investigated: the operator accepts the break. It is recorded, write-once, and the
+    // database's chain anchored again; the old checkpoint stays.
+    let mut accept = options(&db, &["a1"], ARCHIVED_CUTOFF);
+    accept.accept_chain_break = Some("restored from the 03:00 backup, INC-4711".into());
+    let accepted = archive(&env, &accept).await;
+    assert!(accepted.ok, "{}", accepted.to_json());
+    let key = archive_of(&accepted, "a1")
+        .chain_break
+        .clone()
+        .expect("a break written");
+    assert!(
+        key.contains("/_chain/app_code=a1/00000000000000000001-break-"),
+        "{key}"
+    );
+    assert_eq!(
+        checkpoints(store.as_ref()).await.len(),
+        3,
+        "old checkpoint, break, new one"
+    );
+    let verified = verify_metadata(&env).await;
+    assert_eq!(chain_findings(&verified), [], "{}", verified.to_json());
+    assert!(
+        verified.to_json().contains("INC-4711"),
+        "the break stays in sight: {}",
+        verified.to_json()
+    );
+    let statement = attest::run(
+        &day_after(&db, &store),
+        &attest_options(&["a1"], Format::Json),
+    )
+    .await;
+    assert_eq!(statement.exit_code, 0, "{}", statement.to_json());
+    let doc: serde_json::Value = serde_json::from_str(&statement.text.unwrap()).unwrap();
+    assert_eq!(
+        doc["apps"][0]["chain_breaks_accepted"][0]["reason"],
+        "restored from the 03:00 backup, INC-4711"
+    );
+    let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -402,7 +524,11 @@ async fn the_genesis_links_every_receipt_recorded_before_the_chain() {
     assert!(archive_of(&archived, "a1").chain_checkpoint.is_some());
     let verified = verify_metadata(&env).await;
     assert_eq!(verified.exit_code, 0, "{}", verified.to_json());
-    let statement = attest::run(&env, &attest_options(&["a1"], Format::Json)).await;
+    let statement = attest::run(
+        &day_after(&db, &store),
+        &attest_options(&["a1"], Format::Json),
+    )
+    .await;
     assert_eq!(statement.exit_code, 0, "{}", statement.to_json());
     let again = migrate::run(&db.db, db.spec, &Default::default()).await;
     assert!(

@@ -103,9 +103,13 @@ pub struct ArchiveApp {
     /// The checkpoint this run wrote to anchor its links.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain_checkpoint: Option<String>,
-    /// Checkpoints in the store the database's chain does not continue (a fork, receipts lost).
+    /// Checkpoints in the store the database's chain does not continue (a fork, receipts lost):
+    /// nothing was anchored.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain_disagreement: Option<String>,
+    /// The break record this run wrote (`--accept-chain-break`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_break: Option<String>,
 }
 
 /// Time spent waiting for lagging replicas before writes (`--replica`), and how many waits.
@@ -171,6 +175,10 @@ pub struct VerifyApp {
     /// The greatest seq the store anchors with the database's link.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain_anchored_to: Option<u64>,
+    /// Breaks of the chain operators accepted (`archive --accept-chain-break`), each with its
+    /// first seq, reason and time: not findings, but never out of sight.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub chain_breaks_accepted: Vec<String>,
 }
 
 /// `purge`, per app.
