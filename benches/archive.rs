@@ -17,6 +17,7 @@
 //!     BENCH_ARGS="--gzip-level 1" cargo bench --bench archive   # added to every archive run
 //!     BENCH_BINARY=/path/to/outbox-archiver cargo bench --bench archive   # another build, A/B
 //!     BENCH_EVENT_IDS=sequential cargo bench --bench archive   # default random (UUID-like)
+//!     BENCH_PT=0 cargo bench --bench archive   # without pt-archiver beside each run
 //!
 //! The rows: two databases on the server, `outbox_archiver_bench` (3 apps) and
 //! `outbox_archiver_bench_one` (1 app), each BENCH_ROWS delivered rows (777 B of NDJSON each)
@@ -279,7 +280,8 @@ async fn bench(rows: u64) {
         server: &server,
         runs: std::cell::Cell::new(0),
     };
-    let pt = which("pt-archiver");
+    // BENCH_PT=0: without pt-archiver (a memory or A/B run that needs no reference).
+    let pt = which("pt-archiver") && std::env::var("BENCH_PT").map_or(true, |v| v != "0");
     let three = Bench::three();
     let one = Bench::one();
     // The database and store prefix the last archive run wrote (what verify and restore read).

@@ -22,6 +22,8 @@
 //! writing it again is idempotent. A break an operator accepted is kept beside them
 //! ([`Break`], `…-break-….json`).
 
+use std::collections::{BTreeMap, HashSet};
+
 use serde::{Deserialize, Serialize};
 
 use crate::model::digest::sha256_hex;
@@ -347,14 +349,12 @@ pub fn audit(
     anchored: &[Anchored],
     breaks: &[Break],
 ) -> Audit {
-    use std::collections::BTreeMap;
-    let app = chain_app(app_code);
     let mut out = Audit {
         breaks: breaks.to_vec(),
         ..Audit::default()
     };
     // The checkpoints of a branch an operator abandoned are evidence kept, not the chain.
-    let abandoned: std::collections::HashSet<&str> = breaks
+    let abandoned: HashSet<&str> = breaks
         .iter()
         .flat_map(|b| b.abandoned.iter().map(String::as_str))
         .collect();
@@ -362,10 +362,35 @@ pub fn audit(
         .iter()
         .filter(|a| !abandoned.contains(a.key.as_str()))
         .collect();
-    let mut by_seq: BTreeMap<u64, &Recorded> = BTreeMap::new();
+    let by_seq = linked(recorded, &mut out.findings);
+    let store = StoreView::of(&anchored, &mut out.findings);
+    walk_database(table, &chain_app(app_code), &by_seq, &store, &mut out);
+    missing_in_database(&store, &by_seq, &mut out.findings);
+    out.store_head = store.links.keys().next_back().copied().unwrap_or(0);
+    // From the first fork on, nothing is sound: which branch is the archive's is for a person
+    // to decide, not for purge. An unreadable checkpoint counts as one at its seq.
+    if let Some(fork) = out
+        .findings
+        .iter()
+        .filter(|f| matches!(f.problem, Problem::Fork | Problem::Mismatch))
+        .filter_map(|f| f.seq)
+        .min()
+    {
+        out.sound.retain(|&s| s < fork);
+    }
+    out.findings.sort_by_key(|f| f.seq);
+    out
+}
+
+/// The linked receipts by seq; each receipt not linked yet is a finding.
+fn linked<'a>(
+    recorded: &'a [Recorded],
+    findings: &mut Vec<ChainFinding>,
+) -> BTreeMap<u64, &'a Recorded> {
+    let mut by_seq = BTreeMap::new();
     for r in recorded {
         match r.seq {
-            None => out.findings.push(ChainFinding {
+            None => findings.push(ChainFinding {
                 problem: Problem::Gap,
                 seq: None,
                 batch_id: Some(r.batch_id.clone()),
@@ -377,95 +402,116 @@ pub fn audit(
             }
         }
     }
-    // The store's links, by seq; two checkpoints that disagree are a fork.
-    let mut store: BTreeMap<u64, Vec<(&Link, &str)>> = BTreeMap::new();
-    let mut store_prev: Vec<(u64, &str, &str)> = Vec::new();
-    for a in anchored.iter().copied() {
-        let c = match &a.checkpoint {
-            Ok(c) => c,
-            Err(e) => {
-                out.findings.push(ChainFinding {
-                    problem: Problem::Mismatch,
-                    seq: checkpoint_of_key(&a.key).map(|(s, _)| s),
-                    batch_id: None,
-                    expected: format!("checkpoint {} a stretch of the chain", a.key),
-                    actual: e.to_string(),
-                });
-                continue;
-            }
+    by_seq
+}
+
+/// The store's links by seq (with the checkpoint of each), and, by seq, the links checkpoints
+/// say the chain had before their first.
+struct StoreView<'a> {
+    links: BTreeMap<u64, Vec<(&'a Link, &'a str)>>,
+    before: BTreeMap<u64, Vec<(&'a str, &'a str)>>,
+}
+
+impl<'a> StoreView<'a> {
+    /// Reads the checkpoints: an unreadable one, and two that disagree at a seq, are findings.
+    fn of(anchored: &[&'a Anchored], findings: &mut Vec<ChainFinding>) -> StoreView<'a> {
+        let mut view = StoreView {
+            links: BTreeMap::new(),
+            before: BTreeMap::new(),
         };
-        if c.from_seq > 1 {
-            store_prev.push((c.from_seq - 1, &c.prev_link, &a.key));
-        }
-        for l in &c.links {
-            let at = store.entry(l.seq).or_default();
-            if let Some((other, key)) = at.iter().find(|(o, _)| o.link != l.link) {
-                if at.iter().all(|(o, _)| o.link != l.link) {
-                    out.findings.push(ChainFinding {
-                        problem: Problem::Fork,
-                        seq: Some(l.seq),
-                        batch_id: Some(l.batch_id.clone()),
-                        expected: format!(
-                            "one link at seq {} (checkpoint {key}: batch {}, link {})",
-                            l.seq, other.batch_id, other.link
-                        ),
-                        actual: format!(
-                            "checkpoint {} anchors batch {}, link {}",
-                            a.key, l.batch_id, l.link
-                        ),
+        for a in anchored.iter().copied() {
+            let c = match &a.checkpoint {
+                Ok(c) => c,
+                Err(e) => {
+                    findings.push(ChainFinding {
+                        problem: Problem::Mismatch,
+                        seq: checkpoint_of_key(&a.key).map(|(s, _)| s),
+                        batch_id: None,
+                        expected: format!("checkpoint {} a stretch of the chain", a.key),
+                        actual: e.to_string(),
                     });
+                    continue;
                 }
+            };
+            if c.from_seq > 1 {
+                view.before
+                    .entry(c.from_seq - 1)
+                    .or_default()
+                    .push((c.prev_link.as_str(), a.key.as_str()));
             }
-            at.push((l, a.key.as_str()));
+            for l in &c.links {
+                let at = view.links.entry(l.seq).or_default();
+                if let Some((other, key)) = at.iter().find(|(o, _)| o.link != l.link) {
+                    if at.iter().all(|(o, _)| o.link != l.link) {
+                        findings.push(ChainFinding {
+                            problem: Problem::Fork,
+                            seq: Some(l.seq),
+                            batch_id: Some(l.batch_id.clone()),
+                            expected: format!(
+                                "one link at seq {} (checkpoint {key}: batch {}, link {})",
+                                l.seq, other.batch_id, other.link
+                            ),
+                            actual: format!(
+                                "checkpoint {} anchors batch {}, link {}",
+                                a.key, l.batch_id, l.link
+                            ),
+                        });
+                    }
+                }
+                at.push((l, a.key.as_str()));
+            }
+        }
+        view
+    }
+
+    /// The one link the store has at `seq` (none, or two: unknown).
+    fn only(&self, seq: u64) -> Option<&'a str> {
+        match self.links.get(&seq).map(Vec::as_slice) {
+            Some([(l, _)]) => Some(l.link.as_str()),
+            _ => None,
         }
     }
-    // The database's chain, each link recomputed from the one before it.
+}
+
+/// The database's chain, each link recomputed from the one before it and held to the store's:
+/// the head, what is anchored, what is sound, and every gap, mismatch and fork on the way.
+fn walk_database(
+    table: &str,
+    app: &str,
+    by_seq: &BTreeMap<u64, &Recorded>,
+    store: &StoreView<'_>,
+    out: &mut Audit,
+) {
     let mut expected_seq = 1;
     let mut prev: Option<&str> = Some(GENESIS);
     let mut whole = true; // no gap or mismatch from the genesis so far
-    for (&seq, r) in &by_seq {
+    for (&seq, r) in by_seq {
         if seq != expected_seq {
-            // Seqs the database skips that the store does not know either (the store's own
-            // are named below), run by run.
-            let mut from = expected_seq;
-            let known: Vec<u64> = store.range(expected_seq..seq).map(|(s, _)| *s).collect();
-            for s in known.into_iter().chain([seq]) {
-                if s > from {
-                    out.findings.push(db_gap(from, s - 1));
-                }
-                from = s + 1;
-            }
-        }
-        if seq != expected_seq {
+            skipped(expected_seq, seq, store, &mut out.findings);
             whole = false;
-            // The link before, where the store still has it (one link only: else unknown).
-            prev = match store.get(&(seq - 1)).map(Vec::as_slice) {
-                Some([(l, _)]) => Some(l.link.as_str()),
-                _ => None,
-            };
+            prev = store.only(seq - 1);
         }
         expected_seq = seq + 1;
-        let recomputed = prev.map(|p| link(table, &app, seq, p, &r.batch_id, &r.manifest_sha256));
         let stored = r.link.as_deref().unwrap_or_default();
-        if recomputed.as_deref().is_some_and(|c| c != stored) {
-            out.findings.push(ChainFinding {
-                problem: Problem::Mismatch,
-                seq: Some(seq),
-                batch_id: Some(r.batch_id.clone()),
-                expected: format!(
-                    "link {} (recomputed from the receipt and the link before it)",
-                    recomputed.as_deref().unwrap_or_default()
-                ),
-                actual: format!(
-                    "link {stored}: the receipt or its manifest changed since it was linked"
-                ),
-            });
-            whole = false;
+        match prev.map(|p| link(table, app, seq, p, &r.batch_id, &r.manifest_sha256)) {
+            Some(recomputed) if recomputed != stored => {
+                out.findings.push(ChainFinding {
+                    problem: Problem::Mismatch,
+                    seq: Some(seq),
+                    batch_id: Some(r.batch_id.clone()),
+                    expected: format!(
+                        "link {recomputed} (recomputed from the receipt and the link before it)"
+                    ),
+                    actual: format!(
+                        "link {stored}: the receipt or its manifest changed since it was linked"
+                    ),
+                });
+                whole = false;
+            }
+            Some(_) => {}
+            None => whole = false,
         }
-        if recomputed.is_none() {
-            whole = false;
-        }
-        match store.get(&seq) {
+        match store.links.get(&seq) {
             Some(at) if at.iter().all(|(l, _)| l.link != stored) => {
                 let (l, key) = at[0];
                 out.findings.push(ChainFinding {
@@ -485,7 +531,7 @@ pub fn audit(
             None => {}
         }
         // A checkpoint that starts after this seq must start from the database's link.
-        for (_, p, key) in store_prev.iter().filter(|(s, _, _)| *s == seq) {
+        for (p, key) in store.before.get(&seq).into_iter().flatten() {
             if *p != stored {
                 out.findings.push(ChainFinding {
                     problem: Problem::Fork,
@@ -499,16 +545,38 @@ pub fn audit(
         prev = Some(stored);
         out.head = Some((seq, stored.to_string()));
     }
-    // Anchored past the database's end, or at seqs it lacks: receipts gone.
+}
+
+/// Seqs `from..to` the database skips that the store does not know either (the store's own are
+/// named by [`missing_in_database`]), run by run.
+fn skipped(from: u64, to: u64, store: &StoreView<'_>, findings: &mut Vec<ChainFinding>) {
+    let mut start = from;
+    let known: Vec<u64> = store.links.range(from..to).map(|(s, _)| *s).collect();
+    for s in known.into_iter().chain([to]) {
+        if s > start {
+            findings.push(db_gap(start, s - 1));
+        }
+        start = s + 1;
+    }
+}
+
+/// Seqs the store anchors that the database has no receipt for — past its end, or between —
+/// run by run: receipts gone.
+fn missing_in_database(
+    store: &StoreView<'_>,
+    by_seq: &BTreeMap<u64, &Recorded>,
+    findings: &mut Vec<ChainFinding>,
+) {
     let missing: Vec<u64> = store
+        .links
         .keys()
         .copied()
         .filter(|s| !by_seq.contains_key(s))
         .collect();
     for run in runs(&missing) {
         let (first, last) = (run[0], run[run.len() - 1]);
-        let (l, key) = store[&first][0];
-        out.findings.push(ChainFinding {
+        let (l, key) = store.links[&first][0];
+        findings.push(ChainFinding {
             problem: Problem::Gap,
             seq: Some(first),
             batch_id: Some(l.batch_id.clone()),
@@ -516,20 +584,6 @@ pub fn audit(
             actual: "no receipt in the database (a batch deleted with its receipt, or the database restored from an older backup)".into(),
         });
     }
-    out.store_head = store.keys().next_back().copied().unwrap_or(0);
-    // From the first fork on, nothing is sound: which branch is the archive's is for a person
-    // to decide, not for purge. An unreadable checkpoint counts as one at its seq.
-    if let Some(fork) = out
-        .findings
-        .iter()
-        .filter(|f| matches!(f.problem, Problem::Fork | Problem::Mismatch))
-        .filter_map(|f| f.seq)
-        .min()
-    {
-        out.sound.retain(|&s| s < fork);
-    }
-    out.findings.sort_by_key(|f| f.seq);
-    out
 }
 
 /// Seqs `from..=to` that neither the database nor the store holds.

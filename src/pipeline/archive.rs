@@ -479,8 +479,21 @@ impl<'a> Archiver<'a> {
                 unreachable!("only a dry run's batches are planned, and only planned")
             }
         };
+        // The batch — its data, its members and its share of the budget — goes now, not when
+        // the report is written: the next batch of this app may be waiting for that share, and
+        // the report waits for the next batch (a whole-budget first batch of another app ahead
+        // of it in the queue would otherwise wait for this one forever).
+        let Built {
+            batch,
+            read_ms,
+            held,
+        } = built;
+        let memory_held = held.bytes();
+        drop(held);
         Ok(Done {
-            built,
+            content: batch.content,
+            read_ms,
+            memory_held,
             recorded,
             millis: started.elapsed().as_millis() as u64,
             publish_ms: publish.as_millis() as u64,
@@ -498,18 +511,15 @@ impl<'a> Archiver<'a> {
         details: &mut ArchiveApp,
     ) -> Vec<Superseded> {
         let Done {
-            built,
+            content,
+            read_ms,
+            memory_held,
             recorded,
             millis,
             publish_ms,
             record_ms,
         } = done;
-        let Built {
-            batch,
-            read_ms,
-            held,
-        } = built;
-        let c = &batch.content;
+        let c = &content;
         // One short line per batch; its cursors and where the time went at debug level.
         tracing::info!(
             app,
@@ -535,7 +545,7 @@ impl<'a> Archiver<'a> {
             read_ms,
             publish_ms,
             record_ms,
-            memory_held = held.bytes(),
+            memory_held,
             "batch timings"
         );
         report.batches += 1;
@@ -623,7 +633,11 @@ enum Step {
 
 /// A batch done: what it came to, and where its time went (ms).
 struct Done {
-    built: Built,
+    /// What the batch held (its rows, cursors, totals); the batch itself is gone.
+    content: crate::model::format::ContentFacts,
+    read_ms: u64,
+    /// The share of the budget it held, for the debug log.
+    memory_held: u64,
     recorded: Recorded,
     /// From its first stage to its receipt.
     millis: u64,

@@ -283,14 +283,8 @@ pub fn canonical(value: &Value) -> String {
     text
 }
 
-/// The statement as CSV: one line per app and day (RFC 4180 quoting).
-pub fn csv(spec: &TableSpec, statement: &Value) -> String {
-    let sums: Vec<&str> = spec
-        .totals
-        .iter()
-        .filter(|t| t.kind == crate::model::table::TotalKind::Sum)
-        .map(|t| t.field)
-        .collect();
+/// The CSV's columns: the day's figures, one column per summed total, the chain and the checks.
+fn csv_header(sums: &[&str]) -> Vec<String> {
     let mut header: Vec<String> = [
         "app_code",
         "day",
@@ -318,6 +312,18 @@ pub fn csv(spec: &TableSpec, statement: &Value) -> String {
         .iter()
         .map(|s| s.to_string()),
     );
+    header
+}
+
+/// The statement as CSV: one line per app and day (RFC 4180 quoting).
+pub fn csv(spec: &TableSpec, statement: &Value) -> String {
+    let sums: Vec<&str> = spec
+        .totals
+        .iter()
+        .filter(|t| t.kind == crate::model::table::TotalKind::Sum)
+        .map(|t| t.field)
+        .collect();
+    let header = csv_header(&sums);
     let mut out = String::new();
     line(&mut out, &header);
     let empty = Vec::new();

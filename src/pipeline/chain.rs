@@ -6,6 +6,8 @@
 //! costs one LIST, one PUT and one GET (the read-back) in all, where an object per batch would
 //! add a PUT and a GET to each batch's requests.
 
+use std::collections::HashSet;
+
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 
@@ -195,6 +197,43 @@ pub struct Anchoring {
     pub break_accepted: Option<String>,
 }
 
+/// The newest checkpoint (of `keys`, in chain order) whose link is the database's at its seq —
+/// read and held to itself, not taken on its key's word: the chain is anchored to there — and
+/// the newer ones, which the database's chain does not continue (a fork, receipts lost, a
+/// checkpoint damaged).
+async fn last_agreeing(
+    ctx: &RunContext,
+    app: &str,
+    head: &Link,
+    keys: &[&String],
+) -> Result<(Option<Link>, Vec<String>), ChainError> {
+    let table = ChainTable::new(ctx.spec);
+    let chain_app = chain::chain_app(app);
+    let mut others = Vec::new();
+    for key in keys.iter().rev() {
+        let (seq, prefix) = chain::checkpoint_of_key(key).expect("filtered");
+        let ours = match seq {
+            s if s == head.seq => Some(head.clone()),
+            s if s < head.seq => table.links(&ctx.db.pool, app, s, s).await?.pop(),
+            _ => None,
+        };
+        let Some(link) = ours.filter(|l| l.link.starts_with(prefix)) else {
+            others.push(key.to_string());
+            continue;
+        };
+        let bytes = store::get_all(ctx.store.as_ref(), key).await?;
+        let whole = bytes
+            .as_deref()
+            .map(|b| Checkpoint::parse(b, ctx.spec.name, &chain_app))
+            .is_some_and(|c| c.is_ok_and(|c| c.head() == Some(&link)));
+        if whole {
+            return Ok((Some(link), others));
+        }
+        others.push(key.to_string());
+    }
+    Ok((None, others))
+}
+
 /// Writes `bytes` at `key` once, under the batches' retention, and reads them back: an object
 /// already there is accepted only if it is these very bytes (a retry).
 async fn write_once(
@@ -244,40 +283,12 @@ pub async fn anchor(
         head: head.seq,
         ..Anchoring::default()
     };
-    // The newest checkpoint whose link is the database's at its seq — read and held to itself,
-    // not taken on its key's word: the chain is anchored to there. A newer one the database's
-    // chain does not continue is a fork or receipts lost: nothing is anchored over it.
     let (keys, break_keys) = chain_keys(ctx, app).await?;
     let (breaks, _) = read_breaks(ctx, app, &break_keys).await?;
-    let abandoned: std::collections::HashSet<&String> =
-        breaks.iter().flat_map(|b| &b.abandoned).collect();
-    let mut anchored_to: Option<Link> = None;
-    let mut others = Vec::new();
-    let chain_app = chain::chain_app(app);
-    for key in keys.iter().rev().filter(|k| !abandoned.contains(k)) {
-        let (seq, prefix) = chain::checkpoint_of_key(key).expect("filtered");
-        let ours = match seq {
-            s if s == head.seq => Some(head.clone()),
-            s if s < head.seq => table.links(pool, app, s, s).await?.pop(),
-            _ => None,
-        };
-        let Some(link) = ours.filter(|l| l.link.starts_with(prefix)) else {
-            others.push(key.clone());
-            continue;
-        };
-        let bytes = store::get_all(ctx.store.as_ref(), key).await?;
-        let whole = bytes
-            .as_deref()
-            .map(|b| Checkpoint::parse(b, ctx.spec.name, &chain_app))
-            .is_some_and(|c| c.is_ok_and(|c| c.head() == Some(&link)));
-        if !whole {
-            others.push(key.clone());
-            continue;
-        }
-        anchored_to = Some(link);
-        break;
-    }
-    let policy_options = PutOptions {
+    let abandoned: HashSet<&String> = breaks.iter().flat_map(|b| &b.abandoned).collect();
+    let live: Vec<&String> = keys.iter().filter(|k| !abandoned.contains(k)).collect();
+    let (anchored_to, others) = last_agreeing(ctx, app, &head, &live).await?;
+    let options = PutOptions {
         storage_class: None,
         lock: policy.lock_at((ctx.now_ms)()),
         legal_hold: policy.legal_hold,
@@ -296,19 +307,19 @@ pub async fn anchor(
         let accepted = Break {
             schema: chain::BREAK_SCHEMA.into(),
             table: ctx.spec.name.into(),
-            app_code: chain_app.clone(),
+            app_code: chain::chain_app(app),
             from_seq: anchored_to.as_ref().map_or(1, |l| l.seq + 1),
             prev_link: anchored_to
                 .as_ref()
                 .map_or(GENESIS.to_string(), |l| l.link.clone()),
-            abandoned: others.iter().rev().cloned().collect(),
+            abandoned: others.into_iter().rev().collect(),
             head_seq: head.seq,
             head_link: head.link.clone(),
             reason: reason.to_string(),
             accepted_at_ms: (ctx.now_ms)(),
         };
         let key = chain::break_key(&table_prefix(ctx), app, &accepted);
-        write_once(ctx, &key, accepted.to_bytes(), &policy_options, app).await?;
+        write_once(ctx, &key, accepted.to_bytes(), &options, app).await?;
         tracing::warn!(
             app,
             key,
@@ -318,6 +329,7 @@ pub async fn anchor(
         );
         out.break_accepted = Some(key);
     }
+    let chain_app = chain::chain_app(app);
     let from = anchored_to.as_ref().map_or(1, |l| l.seq + 1);
     if from > head.seq {
         return Ok(out);
@@ -338,7 +350,7 @@ pub async fn anchor(
         app,
         checkpoint.head().expect("at least one link"),
     );
-    write_once(ctx, &key, bytes, &policy_options, app).await?;
+    write_once(ctx, &key, bytes, &options, app).await?;
     out.links = checkpoint.links.len() as u64;
     out.written = Some(key);
     Ok(out)

@@ -130,39 +130,8 @@ impl AppWork for Verify<'_> {
         if let Err(e) = checked {
             report.error.get_or_insert(e.to_string());
         }
-        match chained {
-            Some(Ok(super::attest::AppChain { audit, .. })) => {
-                details.chain_head = audit.head.as_ref().map(|(seq, _)| *seq);
-                details.chain_anchored_to = audit.head.as_ref().map(|_| audit.anchored_to);
-                details.chain_breaks_accepted = audit
-                    .breaks
-                    .iter()
-                    .map(|b| {
-                        format!(
-                            "from seq {} ({} checkpoint(s) abandoned), accepted {}: {}",
-                            b.from_seq,
-                            b.abandoned.len(),
-                            crate::model::timespec::rfc3339(b.accepted_at_ms),
-                            b.reason
-                        )
-                    })
-                    .collect();
-                let findings = audit
-                    .findings
-                    .into_iter()
-                    .map(|f| Finding::of_chain(app, f));
-                self.run
-                    .lock()
-                    .expect("not poisoned")
-                    .findings
-                    .extend(findings);
-            }
-            Some(Err(e)) => {
-                report
-                    .error
-                    .get_or_insert(format!("auditing the chain: {e}"));
-            }
-            None => {}
+        if let Some(chained) = chained {
+            self.note_chain(app, chained, &mut details, &mut report);
         }
         match scanned {
             Some(Ok((found, more))) => {
@@ -225,6 +194,49 @@ impl<'a> Verify<'a> {
         run.pending_thaw
             .sort_by(|a, b| (&a.batch_id, &a.key).cmp(&(&b.batch_id, &b.key)));
         run
+    }
+
+    /// An app's chain audited: its findings join the run's, its head and breaks its details.
+    fn note_chain(
+        &self,
+        app: &str,
+        chained: Result<super::attest::AppChain, chain::ChainError>,
+        details: &mut VerifyApp,
+        report: &mut AppReport,
+    ) {
+        match chained {
+            Ok(super::attest::AppChain { audit, .. }) => {
+                details.chain_head = audit.head.as_ref().map(|(seq, _)| *seq);
+                details.chain_anchored_to = audit.head.as_ref().map(|_| audit.anchored_to);
+                details.chain_breaks_accepted = audit
+                    .breaks
+                    .iter()
+                    .map(|b| {
+                        format!(
+                            "from seq {} ({} checkpoint(s) abandoned), accepted {}: {}",
+                            b.from_seq,
+                            b.abandoned.len(),
+                            crate::model::timespec::rfc3339(b.accepted_at_ms),
+                            b.reason
+                        )
+                    })
+                    .collect();
+                let findings = audit
+                    .findings
+                    .into_iter()
+                    .map(|f| Finding::of_chain(app, f));
+                self.run
+                    .lock()
+                    .expect("not poisoned")
+                    .findings
+                    .extend(findings);
+            }
+            Err(e) => {
+                report
+                    .error
+                    .get_or_insert(format!("auditing the chain: {e}"));
+            }
+        }
     }
 
     /// Re-reads the app's receipts in scope, `--parallel` at a time, as they stream past.

@@ -80,3 +80,30 @@ fn open_transactions(url: &str, database: &str) -> i64 {
         })
     })
 }
+
+/// A memory budget smaller than one batch's first guess (each app's first batch asks for all
+/// of it), several apps at once: every app's batches are archived, none waits forever. The
+/// share of a recorded batch used to be given back only once the next batch of its app was
+/// built — which could be queued behind another app's whole-budget request, itself waiting for
+/// that share (the bench's memory step hung so, with --parallel-apps 4 --batch-bytes 4GiB).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_budget_smaller_than_a_batch_never_leaves_apps_waiting_on_each_other() {
+    let (db, _s3, store) = fixture().await;
+    let mut all = Vec::new();
+    for app in ["a1", "a2", "a3"] {
+        all.extend(rows(app, 400));
+    }
+    db.insert(&all).await;
+    let env = env(&db, store, ARCHIVED_CUTOFF + DAY);
+    let mut opts = options(&db, &["a1", "a2", "a3"], ARCHIVED_CUTOFF);
+    opts.limits.max_rows = 100;
+    opts.parallel_apps = 3;
+    opts.memory_budget = 256 << 10;
+    let summary = tokio::time::timeout(std::time::Duration::from_secs(120), archive(&env, &opts))
+        .await
+        .expect("the run ends: no app waits forever for another's share of the budget");
+    assert!(summary.ok, "{}", summary.to_json());
+    for app in &summary.apps {
+        assert_eq!((app.batches, app.rows), (4, 400), "{}", summary.to_json());
+    }
+}
