@@ -419,16 +419,23 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
             .await
             .context(|| format!("creating {}", table.name))?;
     }
-    if !has_column(pool, &spec.receipts_table(), "chain_seq").await? {
+    // Each of the two statements on its own condition: DDL is not transactional, and a rerun
+    // after the first succeeded must still add the key (it is what keeps a chain from forking).
+    let [columns, key] = receipts_chain_upgrade(spec);
+    let receipts = spec.receipts_table();
+    if !has_column(pool, &receipts, "chain_seq").await? {
         tracing::info!(
-            table = spec.receipts_table(),
+            table = receipts,
             "adding the chain of batches to the receipts table"
         );
-        for statement in receipts_chain_upgrade(spec) {
-            pool.execute(sqlx::AssertSqlSafe(statement))
-                .await
-                .context(|| format!("adding the chain to {}", spec.receipts_table()))?;
-        }
+        pool.execute(sqlx::AssertSqlSafe(columns))
+            .await
+            .context(|| format!("adding the chain to {receipts}"))?;
+    }
+    if !has_index(pool, &receipts, &spec.chain_index()).await? {
+        pool.execute(sqlx::AssertSqlSafe(key))
+            .await
+            .context(|| format!("adding the chain's unique key to {receipts}"))?;
     }
     if members_primary_key(pool, spec).await? == ["app_code", "event_id"] {
         tracing::info!(
@@ -442,6 +449,20 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
         }
     }
     Ok(())
+}
+
+/// Whether `table` has an index named `index`.
+async fn has_index(pool: &Pool<MySql>, table: &str, index: &str) -> Result<bool, DbError> {
+    let found: i64 = sqlx::query_scalar(
+        "SELECT COUNT(*) FROM information_schema.statistics \
+         WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ?",
+    )
+    .bind(table)
+    .bind(index)
+    .fetch_one(pool)
+    .await
+    .context(|| format!("reading the indexes of {table}"))?;
+    Ok(found > 0)
 }
 
 /// Whether `table` has `column`.
