@@ -643,21 +643,35 @@ fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error
                 version_id: None,
             },
         },
-        chain: match (
+        chain: chain_place(row)?,
+        full_verified: full_verification(row)?,
+    })
+}
+
+/// A receipt's place in its app's chain (migration 10).
+fn chain_place(row: &MySqlRow) -> Result<Option<(u64, String)>, sqlx::Error> {
+    Ok(
+        match (
             row.try_get::<Option<i64>, _>("chain_seq")?,
             row.try_get::<Option<String>, _>("chain_link")?,
         ) {
             (Some(seq), Some(link)) => Some((seq.max(0) as u64, link)),
             _ => None,
         },
-        full_verified: match (
+    )
+}
+
+/// When `verify` last read the receipt's batch in full, and how (migration 10).
+fn full_verification(row: &MySqlRow) -> Result<Option<(i64, String)>, sqlx::Error> {
+    Ok(
+        match (
             row.try_get::<Option<i64>, _>("full_verified_at_ms")?,
             row.try_get::<Option<String>, _>("full_verified_how")?,
         ) {
             (Some(at), Some(how)) => Some((at, how)),
             _ => None,
         },
-    })
+    )
 }
 
 /// A receipt's compaction columns (migration 7).

@@ -197,6 +197,41 @@ pub struct Anchoring {
     pub break_accepted: Option<String>,
 }
 
+/// Records a break the operator accepted: the checkpoints `abandoned` (newest first) are an
+/// abandoned branch, and the chain is anchored again after `anchored_to`. Returns its key.
+async fn accept(
+    ctx: &RunContext,
+    app: &str,
+    head: &Link,
+    anchored_to: Option<&Link>,
+    abandoned: Vec<String>,
+    reason: &str,
+    options: &PutOptions,
+) -> Result<String, ChainError> {
+    let accepted = Break {
+        schema: chain::BREAK_SCHEMA.into(),
+        table: ctx.spec.name.into(),
+        app_code: chain::chain_app(app),
+        from_seq: anchored_to.map_or(1, |l| l.seq + 1),
+        prev_link: anchored_to.map_or(GENESIS.to_string(), |l| l.link.clone()),
+        abandoned: abandoned.into_iter().rev().collect(),
+        head_seq: head.seq,
+        head_link: head.link.clone(),
+        reason: reason.to_string(),
+        accepted_at_ms: (ctx.now_ms)(),
+    };
+    let key = chain::break_key(&table_prefix(ctx), app, &accepted);
+    write_once(ctx, &key, accepted.to_bytes(), options, app).await?;
+    tracing::warn!(
+        app,
+        key,
+        from_seq = accepted.from_seq,
+        reason,
+        "chain break accepted: the checkpoints it names are kept as an abandoned branch"
+    );
+    Ok(key)
+}
+
 /// The newest checkpoint (of `keys`, in chain order) whose link is the database's at its seq —
 /// read and held to itself, not taken on its key's word: the chain is anchored to there — and
 /// the newer ones, which the database's chain does not continue (a fork, receipts lost, a
@@ -304,29 +339,16 @@ pub async fn anchor(
                 ),
             });
         };
-        let accepted = Break {
-            schema: chain::BREAK_SCHEMA.into(),
-            table: ctx.spec.name.into(),
-            app_code: chain::chain_app(app),
-            from_seq: anchored_to.as_ref().map_or(1, |l| l.seq + 1),
-            prev_link: anchored_to
-                .as_ref()
-                .map_or(GENESIS.to_string(), |l| l.link.clone()),
-            abandoned: others.into_iter().rev().collect(),
-            head_seq: head.seq,
-            head_link: head.link.clone(),
-            reason: reason.to_string(),
-            accepted_at_ms: (ctx.now_ms)(),
-        };
-        let key = chain::break_key(&table_prefix(ctx), app, &accepted);
-        write_once(ctx, &key, accepted.to_bytes(), &options, app).await?;
-        tracing::warn!(
+        let key = accept(
+            ctx,
             app,
-            key,
-            from_seq = accepted.from_seq,
+            &head,
+            anchored_to.as_ref(),
+            others,
             reason,
-            "chain break accepted: the checkpoints it names are kept as an abandoned branch"
-        );
+            &options,
+        )
+        .await?;
         out.break_accepted = Some(key);
     }
     let chain_app = chain::chain_app(app);
