@@ -517,7 +517,7 @@ pub struct ArchiveArgs {
     pub parallel_apps: ParallelApps,
     /// Memory the batches in flight may hold, all apps together (64MiB, 1GiB); the process
     /// needs about 30 MiB besides. A batch larger than the budget still runs, alone.
-    #[arg(long, env = "OUTBOX_ARCHIVER_MEMORY_BUDGET", default_value = "80MiB", value_parser = parse_bytes)]
+    #[arg(long, env = "OUTBOX_ARCHIVER_MEMORY_BUDGET", default_value = "48MiB", value_parser = parse_bytes)]
     pub memory_budget: u64,
 }
 

@@ -89,9 +89,11 @@ impl ArchiveOptions {
     }
 }
 
-/// `--memory-budget`'s default: with the process's own needs (runtime, clients, buffers: about
-/// 30 MiB) a run stays within 128 MiB however many apps it archives at once.
-pub const DEFAULT_MEMORY_BUDGET: u64 = 80 << 20;
+/// `--memory-budget`'s default: with the process's own needs (runtime, clients, buffers,
+/// allocator pages: about 40 MiB) a run stays within 128 MiB however many apps it archives at
+/// once — 123 MiB over 4M rows of day-long 22,000-row batches, where 80 MiB peaked at 136 MiB,
+/// and no slower (BENCHMARKS.md, 2026-12-02).
+pub const DEFAULT_MEMORY_BUDGET: u64 = 48 << 20;
 
 /// Why an app's run failed.
 #[derive(Debug, thiserror::Error)]
