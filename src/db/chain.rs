@@ -37,36 +37,41 @@ impl ChainTable {
         ChainTable { spec }
     }
 
-    /// Locks the app's chain head (its greatest seq) for the caller's transaction: taken first in
-    /// the receipt transaction, before its receipt is inserted, so that every writer of an app's
-    /// links takes the head before any receipt row (no lock-order deadlock with `migrate`'s
-    /// genesis, which takes it first too).
-    pub async fn lock_head(&self, tx: &mut MySqlConnection, app: &str) -> Result<(), DbError> {
-        sqlx::query(AssertSqlSafe(format!(
-            "SELECT chain_seq FROM {} WHERE app_code = ? AND chain_seq IS NOT NULL \
-             ORDER BY chain_seq DESC LIMIT 1 FOR UPDATE",
+    /// Locks the app's chain head (its greatest seq) for the caller's transaction and returns
+    /// it — `(0, genesis)` for an app with no link yet. Taken first in the receipt transaction,
+    /// before its receipt is inserted, so that every writer of an app's links takes the head
+    /// before any receipt row (no lock-order deadlock with `migrate`'s genesis, which takes it
+    /// first too); [`ChainTable::link_pending`] links after it.
+    pub async fn lock_head(
+        &self,
+        tx: &mut MySqlConnection,
+        app: &str,
+    ) -> Result<(u64, String), DbError> {
+        let head: Option<(i64, String)> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT chain_seq, CAST(chain_link AS CHAR) FROM {} \
+             WHERE app_code = ? AND chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1 FOR UPDATE",
             self.spec.receipts_table()
         )))
         .bind(app)
         .fetch_optional(&mut *tx)
         .await
         .context(|| format!("locking the head of app {app}'s chain"))?;
-        Ok(())
+        Ok(match head {
+            Some((seq, link)) => (seq.max(0) as u64, link),
+            None => (0, GENESIS.to_string()),
+        })
     }
 
-    /// Links the app's receipts that are not linked yet after its head, in the order they were
-    /// recorded (`created_at_ms`, then batch id), within the caller's transaction. Returns how
-    /// many it linked.
-    pub async fn link_pending(&self, tx: &mut MySqlConnection, app: &str) -> Result<u64, DbError> {
+    /// Links the app's receipts that are not linked yet after `head` (what [`Self::lock_head`]
+    /// returned in this transaction), in the order they were recorded (`created_at_ms`, then
+    /// cursor and batch id). Returns how many it linked.
+    pub async fn link_pending(
+        &self,
+        tx: &mut MySqlConnection,
+        app: &str,
+        head: (u64, String),
+    ) -> Result<u64, DbError> {
         let table = self.spec.receipts_table();
-        let head: Option<(i64, String)> = sqlx::query_as(AssertSqlSafe(format!(
-            "SELECT chain_seq, CAST(chain_link AS CHAR) FROM {table} \
-             WHERE app_code = ? AND chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1 FOR UPDATE"
-        )))
-        .bind(app)
-        .fetch_optional(&mut *tx)
-        .await
-        .context(|| format!("reading the head of app {app}'s chain"))?;
         let pending: Vec<(String, String)> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT CAST(batch_id AS CHAR), CAST(manifest_sha256 AS CHAR) FROM {table} \
              WHERE app_code = ? AND chain_seq IS NULL ORDER BY created_at_ms, last_updated_at_ms, last_event_id, batch_id FOR UPDATE"
@@ -75,10 +80,7 @@ impl ChainTable {
         .fetch_all(&mut *tx)
         .await
         .context(|| format!("reading app {app}'s receipts not linked yet"))?;
-        let (mut seq, mut prev) = match head {
-            Some((seq, link)) => (seq.max(0) as u64, link),
-            None => (0, GENESIS.to_string()),
-        };
+        let (mut seq, mut prev) = head;
         let update = format!(
             "UPDATE {table} SET chain_seq = ?, chain_link = ? \
              WHERE app_code = ? AND batch_id = ? AND chain_seq IS NULL"
@@ -125,7 +127,8 @@ impl ChainTable {
                 .begin()
                 .await
                 .context(|| format!("starting to link app {app}'s receipts"))?;
-            linked += self.link_pending(&mut tx, &app).await?;
+            let head = self.lock_head(&mut tx, &app).await?;
+            linked += self.link_pending(&mut tx, &app, head).await?;
             tx.commit()
                 .await
                 .context(|| format!("committing app {app}'s links"))?;

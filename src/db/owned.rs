@@ -453,29 +453,31 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
 
 /// Whether `table` has an index named `index`.
 async fn has_index(pool: &Pool<MySql>, table: &str, index: &str) -> Result<bool, DbError> {
-    let found: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.statistics \
-         WHERE table_schema = DATABASE() AND table_name = ? AND index_name = ?",
-    )
-    .bind(table)
-    .bind(index)
-    .fetch_one(pool)
-    .await
-    .context(|| format!("reading the indexes of {table}"))?;
-    Ok(found > 0)
+    in_schema(pool, "statistics", "index_name", table, index).await
 }
 
 /// Whether `table` has `column`.
 async fn has_column(pool: &Pool<MySql>, table: &str, column: &str) -> Result<bool, DbError> {
-    let found: i64 = sqlx::query_scalar(
-        "SELECT COUNT(*) FROM information_schema.columns \
-         WHERE table_schema = DATABASE() AND table_name = ? AND column_name = ?",
-    )
+    in_schema(pool, "columns", "column_name", table, column).await
+}
+
+/// Whether information_schema's `view` lists `name` (in its column `named`) for `table`.
+async fn in_schema(
+    pool: &Pool<MySql>,
+    view: &str,
+    named: &str,
+    table: &str,
+    name: &str,
+) -> Result<bool, DbError> {
+    let found: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM information_schema.{view} \
+         WHERE table_schema = DATABASE() AND table_name = ? AND {named} = ?"
+    )))
     .bind(table)
-    .bind(column)
+    .bind(name)
     .fetch_one(pool)
     .await
-    .context(|| format!("reading the columns of {table}"))?;
+    .context(|| format!("reading the {view} of {table}"))?;
     Ok(found > 0)
 }
 

@@ -173,7 +173,7 @@ impl Recorder {
             .begin()
             .await
             .context(|| format!("starting the receipt transaction of batch {batch}"))?;
-        self.chain.lock_head(&mut tx, &receipt.app_code).await?;
+        let head = self.chain.lock_head(&mut tx, &receipt.app_code).await?;
         let last = &receipt.content.last;
         // The cursor is the greatest last cursor among the receipts: a straggler batch may record
         // only if some receipt already reaches as far as its last row.
@@ -195,7 +195,9 @@ impl Recorder {
             .await?;
         failpoints.pass("after-members")?;
         // Its link, and those of any receipt an older build recorded before it (SPEC §5.2).
-        self.chain.link_pending(&mut tx, &receipt.app_code).await?;
+        self.chain
+            .link_pending(&mut tx, &receipt.app_code, head)
+            .await?;
         if !lock.held_per(&mut *tx).await? {
             return Err(lock.lost(batch, Doing::Recording).into());
         }

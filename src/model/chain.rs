@@ -102,9 +102,7 @@ impl Checkpoint {
 
     /// One compact JSON line (serde_json's encoding, SPEC §4), keys in the order declared.
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec(self).expect("a checkpoint always serialises");
-        out.push(b'\n');
-        out
+        json_line(self)
     }
 
     /// Reads a checkpoint and holds it to itself: of `app_code`'s chain in `table`, numbered
@@ -112,12 +110,10 @@ impl Checkpoint {
     pub fn parse(bytes: &[u8], table: &str, app_code: &str) -> Result<Checkpoint, CheckpointError> {
         let c: Checkpoint = serde_json::from_slice(bytes)
             .map_err(|e| CheckpointError::Unreadable(e.to_string()))?;
-        if c.schema != SCHEMA || c.table != table || c.app_code != app_code {
-            return Err(CheckpointError::Other {
-                wanted: format!("{SCHEMA} of {table} app {app_code}"),
-                found: format!("{} of {} app {}", c.schema, c.table, c.app_code),
-            });
-        }
+        of_chain(
+            (SCHEMA, table, app_code),
+            (&c.schema, &c.table, &c.app_code),
+        )?;
         let numbered = !c.links.is_empty()
             && c.links.first().map(|l| l.seq) == Some(c.from_seq)
             && c.links.last().map(|l| l.seq) == Some(c.to_seq)
@@ -271,22 +267,36 @@ pub const BREAK_SCHEMA: &str = "outbox-archive-chain-break/v1";
 
 impl Break {
     pub fn to_bytes(&self) -> Vec<u8> {
-        let mut out = serde_json::to_vec(self).expect("a break always serialises");
-        out.push(b'\n');
-        out
+        json_line(self)
     }
 
     pub fn parse(bytes: &[u8], table: &str, app_code: &str) -> Result<Break, CheckpointError> {
         let b: Break = serde_json::from_slice(bytes)
             .map_err(|e| CheckpointError::Unreadable(e.to_string()))?;
-        if b.schema != BREAK_SCHEMA || b.table != table || b.app_code != app_code {
-            return Err(CheckpointError::Other {
-                wanted: format!("{BREAK_SCHEMA} of {table} app {app_code}"),
-                found: format!("{} of {} app {}", b.schema, b.table, b.app_code),
-            });
-        }
+        of_chain(
+            (BREAK_SCHEMA, table, app_code),
+            (&b.schema, &b.table, &b.app_code),
+        )?;
         Ok(b)
     }
+}
+
+/// One compact JSON line (serde_json's encoding, SPEC §4), keys in the order declared.
+fn json_line(value: &impl Serialize) -> Vec<u8> {
+    let mut out = serde_json::to_vec(value).expect("a chain record always serialises");
+    out.push(b'\n');
+    out
+}
+
+/// Refuses a record of another schema, table or app than `wanted` (schema, table, app).
+fn of_chain(wanted: (&str, &str, &str), found: (&str, &str, &str)) -> Result<(), CheckpointError> {
+    if wanted == found {
+        return Ok(());
+    }
+    Err(CheckpointError::Other {
+        wanted: format!("{} of {} app {}", wanted.0, wanted.1, wanted.2),
+        found: format!("{} of {} app {}", found.0, found.1, found.2),
+    })
 }
 
 /// Where a break is kept: beside the checkpoints, named by its first seq and the head's link.

@@ -162,8 +162,14 @@ fn batch(chain: &AppChain, spec: &TableSpec, r: &StoredReceipt) -> Value {
 
 /// One app's days of the period, and its chain head at the period's end.
 pub fn app_statement(chain: &AppChain, spec: &TableSpec, period: &Period) -> Value {
+    let receipts = in_period(chain, period);
+    // The period's seqs: consecutive statements must join (one's last + 1 is the next's first).
+    let seqs: Vec<u64> = receipts
+        .iter()
+        .filter_map(|r| r.chain.as_ref().map(|(s, _)| *s))
+        .collect();
     let mut days: BTreeMap<String, Vec<&StoredReceipt>> = BTreeMap::new();
-    for r in in_period(chain, period) {
+    for r in receipts {
         days.entry(timespec::utc_date(r.verified_at_ms))
             .or_default()
             .push(r);
@@ -211,11 +217,6 @@ pub fn app_statement(chain: &AppChain, spec: &TableSpec, period: &Period) -> Val
             "anchored_in": anchored_in(chain, seq, &link),
         }))
     });
-    // The period's seqs: consecutive statements must join (one's last + 1 is the next's first).
-    let seqs: Vec<u64> = in_period(chain, period)
-        .iter()
-        .filter_map(|r| r.chain.as_ref().map(|(s, _)| *s))
-        .collect();
     let breaks: Vec<Value> = chain
         .audit
         .breaks
