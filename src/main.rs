@@ -16,7 +16,11 @@ fn main() {
     let started = std::time::Instant::now();
     let (cli, command) = cli::parse_or_exit();
     let table = cli.common.table_output();
-    cli::logs::init(cli.common.log_format(), &cli.common.log);
+    cli::logs::init(
+        cli.common.log_format(),
+        &cli.common.log,
+        cli.command.groups().progress_every(),
+    );
     let runtime = tokio::runtime::Builder::new_multi_thread()
         .enable_all()
         .build()

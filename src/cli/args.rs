@@ -9,39 +9,44 @@ use clap::{Args, Subcommand, ValueEnum};
 
 use super::parse::{
     parse_bytes, parse_conditional_put, parse_duration, parse_parallel_apps, parse_percent,
-    parse_retention, parse_storage_class, parse_table_name, parse_time, parse_timeout,
+    parse_day, parse_recorded_command, parse_retention, parse_storage_class, parse_table_name, parse_time, parse_timeout,
     ParallelApps,
 };
 use crate::model::protection::Retention;
 use crate::model::shard::Shard;
 use crate::store::{self, ConditionalPutSetting};
 
-/// Options every command accepts, before or after the subcommand.
+/// Options every command accepts, before or after the subcommand: which database, which table,
+/// which archive, and how the run reports. Everything else belongs to the commands that use it
+/// (each subcommand flattens the groups below that apply to it), so a command's help lists only
+/// what does something there, and an option given to a command it means nothing to is refused.
 #[derive(Debug, Args)]
 pub struct Common {
     #[command(flatten)]
     pub db: DbArgs,
-    #[command(flatten)]
-    pub s3: S3Args,
-    #[command(flatten)]
-    pub protection: ProtectionArgs,
-    #[command(flatten)]
-    pub stops: StopArgs,
-    #[command(flatten)]
-    pub metrics: MetricsArgs,
+    /// Archive location: s3://bucket/prefix, or file:///absolute/path. A table's archive has one
+    /// home: the first batch binds it, and every command refuses another (README, "Moving an
+    /// archive").
+    #[arg(
+        long,
+        global = true,
+        env = "OUTBOX_ARCHIVER_STORE",
+        help_heading = "Common options"
+    )]
+    pub store: Option<String>,
     #[command(flatten)]
     pub log: LogArgs,
     /// Print the effective configuration (each setting's value and where it came from, secrets
     /// redacted) and the problems found in it, then exit without connecting to anything.
-    #[arg(long, global = true)]
+    #[arg(long, global = true, help_heading = "Common options")]
     pub print_config: bool,
 }
 
-/// The database, the table, and how the archiver behaves in it.
+/// The database and the table: every command's.
 #[derive(Debug, Args)]
-#[command(next_help_heading = "Database")]
+#[command(next_help_heading = "Common options")]
 pub struct DbArgs {
-    /// MySQL URL: mysql://user:password@host:3306/database
+    /// MySQL URL: mysql://user:password@host:3306/database (mariadb:// too)
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
     /// The outbox table to archive: a built-in one (wallet_outbox, room_outbox).
@@ -62,50 +67,78 @@ pub struct DbArgs {
         conflicts_with = "table"
     )]
     pub table_profile: Option<std::path::PathBuf>,
+}
+
+/// Which source rows count as delivered: the commands that read the source table's rows.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Database")]
+pub struct SourceArgs {
     /// The status value that means delivered [default: DELIVERED, or the profile's
     /// delivered_status].
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_DELIVERED_STATUS")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_DELIVERED_STATUS")]
     pub delivered_status: Option<String>,
+}
+
+/// The advisory lock of each app: the commands that take it.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Database")]
+pub struct LockArgs {
     /// Prepended to advisory lock names, for servers that host several databases.
-    #[arg(
-        long,
-        global = true,
-        env = "OUTBOX_ARCHIVER_LOCK_PREFIX",
-        default_value = ""
-    )]
+    #[arg(long, env = "OUTBOX_ARCHIVER_LOCK_PREFIX", default_value = "")]
     pub lock_prefix: String,
+}
+
+/// Trying an app again after a transient database error: the commands that write in batches.
+#[derive(Debug, Args)]
+#[command(next_help_heading = "Database")]
+pub struct RetryArgs {
     /// After a transient database error (restart, failover, killed connection), try the app
-    /// again up to this many times, waiting about 1 s, 2 s, 4 s, … (with jitter) in between
-    /// (archive, purge, compact; verify, restore and the read-only commands fail at once).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_DB_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=20))]
+    /// again up to this many times, waiting about 1 s, 2 s, 4 s, … (with jitter) in between.
+    #[arg(long, env = "OUTBOX_ARCHIVER_DB_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=20))]
     pub db_retries: u32,
 }
 
-/// The archive location and how to talk to an S3-compatible store.
-#[derive(Debug, Args)]
+/// How to talk to an S3-compatible store: every command that reads or writes the archive.
+#[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Object store")]
 pub struct S3Args {
-    /// Archive location: s3://bucket/prefix, or file:///absolute/path
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_STORE")]
-    pub store: Option<String>,
-    /// S3 endpoint for MinIO, COS and other compatible stores (AWS_ENDPOINT_URL works too).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_ENDPOINT")]
+    /// S3 endpoint for MinIO, COS and other compatible stores [default: AWS_ENDPOINT_URL, else
+    /// AWS]
+    #[arg(long, env = "OUTBOX_ARCHIVER_S3_ENDPOINT")]
     pub s3_endpoint: Option<String>,
     /// PEM file of the CA certificates an https:// S3 endpoint's certificate must chain to (a
-    /// company CA on MinIO, Ceph or COS); only these are trusted then. AWS_CA_BUNDLE works
-    /// too [default: the system's trusted roots]
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_STORE_CA_BUNDLE")]
+    /// company CA on MinIO, Ceph or COS); only these are trusted then [default: AWS_CA_BUNDLE,
+    /// else the system's trusted roots]
+    #[arg(long, env = "OUTBOX_ARCHIVER_STORE_CA_BUNDLE")]
     pub store_ca_bundle: Option<std::path::PathBuf>,
-    /// S3 region (AWS_REGION works too) [default: from the AWS config, else us-east-1]
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_REGION")]
+    /// S3 region [default: AWS_REGION, else the AWS config, else us-east-1]
+    #[arg(long, env = "OUTBOX_ARCHIVER_S3_REGION")]
     pub s3_region: Option<String>,
     /// Path-style addressing [default: true when an endpoint is set]
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_FORCE_PATH_STYLE")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_S3_FORCE_PATH_STYLE")]
     pub s3_force_path_style: Option<bool>,
-    /// Checksum sent with each upload, checked by the store on arrival.
+    /// Attempts per S3 request (first included), with exponential backoff and jitter between
+    /// them; a body read that breaks off is resumed as many times.
+    #[arg(long, env = "OUTBOX_ARCHIVER_S3_MAX_ATTEMPTS", default_value_t = store::DEFAULT_MAX_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=100))]
+    pub s3_max_attempts: u32,
+    /// Limit on opening a connection to the store, e.g. 10s.
+    #[arg(long, env = "OUTBOX_ARCHIVER_S3_CONNECT_TIMEOUT", value_parser = parse_timeout, default_value = "10s")]
+    pub s3_connect_timeout: Duration,
+    /// Limit on waiting for a response to start, and on silence inside a body, e.g. 30s.
+    #[arg(long, env = "OUTBOX_ARCHIVER_S3_READ_TIMEOUT", value_parser = parse_timeout, default_value = "30s")]
+    pub s3_read_timeout: Duration,
+}
+
+/// How objects are written: the commands that write them.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Object store")]
+pub struct UploadArgs {
+    /// Checksum sent with each upload, checked by the store on arrival: md5 (Content-MD5,
+    /// understood by practically every S3-compatible store, COS included), sha256
+    /// (x-amz-checksum-sha256), crc64nvme (AWS S3's full-object checksum), or none (the read-back
+    /// still verifies every byte).
     #[arg(
         long,
-        global = true,
         env = "OUTBOX_ARCHIVER_S3_UPLOAD_CHECKSUM",
         value_enum,
         default_value = "md5"
@@ -114,76 +147,68 @@ pub struct S3Args {
     /// Create-only puts send If-None-Match: *. auto: probe once per run whether the store
     /// honours it, and fall back to HEAD-then-PUT if it does not; true: send it without probing;
     /// false: never send it (a store that rejects the header).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_CONDITIONAL_PUT", default_value = "auto", value_parser = parse_conditional_put)]
+    #[arg(long, env = "OUTBOX_ARCHIVER_S3_CONDITIONAL_PUT", default_value = "auto", value_parser = parse_conditional_put)]
     pub s3_conditional_put: ConditionalPutSetting,
-    /// Attempts per S3 request (first included), with exponential backoff and jitter between
-    /// them; a body read that breaks off is resumed as many times.
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_MAX_ATTEMPTS", default_value_t = store::DEFAULT_MAX_ATTEMPTS, value_parser = clap::value_parser!(u32).range(1..=100))]
-    pub s3_max_attempts: u32,
-    /// Limit on opening a connection to the store, e.g. 10s.
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_CONNECT_TIMEOUT", value_parser = parse_timeout, default_value = "10s")]
-    pub s3_connect_timeout: Duration,
-    /// Limit on waiting for a response to start, and on silence inside a body, e.g. 30s.
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_READ_TIMEOUT", value_parser = parse_timeout, default_value = "30s")]
-    pub s3_read_timeout: Duration,
+}
+
+impl Default for UploadArgs {
+    fn default() -> UploadArgs {
+        UploadArgs {
+            s3_upload_checksum: UploadChecksumArg::Md5,
+            s3_conditional_put: ConditionalPutSetting::Auto,
+        }
+    }
 }
 
 /// How `archive` writes objects beyond their bytes: Object Lock retention and legal hold, the
 /// data objects' storage class, server-side encryption (see README, "Compliance and cost").
-#[derive(Debug, Args)]
+#[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Object protection and cost")]
 pub struct ProtectionArgs {
     /// Object Lock mode of every object archive writes; needs --retention and a bucket with
     /// Object Lock enabled. compliance: nobody, root included, can delete an object version or
     /// shorten its retention before it ends; governance: users with
     /// s3:BypassGovernanceRetention can.
-    #[arg(
-        long,
-        global = true,
-        env = "OUTBOX_ARCHIVER_OBJECT_LOCK_MODE",
-        value_enum
-    )]
+    #[arg(long, env = "OUTBOX_ARCHIVER_OBJECT_LOCK_MODE", value_enum)]
     pub object_lock_mode: Option<LockModeArg>,
     /// How long each batch's objects stay locked after they are written: 7y (calendar years),
     /// 30d, 2555d. The receipt records the exact retain-until date.
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_RETENTION", value_parser = parse_retention)]
+    #[arg(long, env = "OUTBOX_ARCHIVER_RETENTION", value_parser = parse_retention)]
     pub retention: Option<Retention>,
     /// Put an Object Lock legal hold on every object archive writes (it lasts until someone with
     /// s3:PutObjectLegalHold lifts it).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_LEGAL_HOLD")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_LEGAL_HOLD")]
     pub legal_hold: bool,
     /// Storage class of the data objects (manifest and _SUCCESS stay in STANDARD): STANDARD,
     /// STANDARD_IA, ONEZONE_IA, INTELLIGENT_TIERING, GLACIER_IR, GLACIER, DEEP_ARCHIVE, … (any
     /// value is passed to the store). GLACIER and DEEP_ARCHIVE cannot be read right after upload:
     /// those batches are verified by the store's own checksum (see README).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_S3_STORAGE_CLASS", value_parser = parse_storage_class)]
+    #[arg(long, env = "OUTBOX_ARCHIVER_S3_STORAGE_CLASS", value_parser = parse_storage_class)]
     pub s3_storage_class: Option<String>,
     /// Server-side encryption every put asks for: aws:kms (with --sse-kms-key-id, or the
     /// account's aws/s3 key) or AES256 [default: the bucket's default encryption]
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_SSE", value_enum)]
+    #[arg(long, env = "OUTBOX_ARCHIVER_SSE", value_enum)]
     pub sse: Option<SseArg>,
     /// The KMS key for --sse aws:kms: its ARN (checked against the key the store reports on
     /// every object), key id, or alias (implies --sse aws:kms).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_SSE_KMS_KEY_ID")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_SSE_KMS_KEY_ID")]
     pub sse_kms_key_id: Option<String>,
     /// With aws:kms, use an S3 Bucket Key (far fewer KMS requests, lower KMS cost).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_SSE_BUCKET_KEY")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_SSE_BUCKET_KEY")]
     pub sse_bucket_key: Option<bool>,
     /// Where doctor asks KMS about --sse-kms-key-id [default: AWS's regional KMS endpoint]
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_KMS_ENDPOINT")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_KMS_ENDPOINT")]
     pub kms_endpoint: Option<String>,
 }
 
-/// What paces or stops a run besides its limits: replicas' lag, a sentinel file.
-#[derive(Debug, Args)]
-#[command(next_help_heading = "Replicas and stops")]
-pub struct StopArgs {
-    /// A replica whose lag paces the writes of archive (each receipt), purge (each chunk),
-    /// compact and restore --into-source (repeatable; in OUTBOX_ARCHIVER_REPLICAS separated by
-    /// spaces): mysql://user:password@replica:3306/database
+/// The replicas whose lag paces a command's writes to the database.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Replicas")]
+pub struct ReplicaArgs {
+    /// A replica whose lag paces the writes (repeatable; in OUTBOX_ARCHIVER_REPLICAS separated
+    /// by spaces): mysql://user:password@replica:3306/database
     #[arg(
         long = "replica",
-        global = true,
         env = "OUTBOX_ARCHIVER_REPLICAS",
         value_delimiter = ' ',
         hide_env_values = true
@@ -192,24 +217,39 @@ pub struct StopArgs {
     /// Find the replicas on the primary, with --database-url's credentials: hosts (SHOW REPLICA
     /// HOSTS: replicas that set report_host) or processlist (its Binlog Dump threads; the
     /// primary's port).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_REPLICAS_FROM", value_enum)]
+    #[arg(long, env = "OUTBOX_ARCHIVER_REPLICAS_FROM", value_enum)]
     pub replicas_from: Option<DiscoveryArg>,
     /// Wait before a write while a replica is further behind than this (or its lag cannot be
     /// read), e.g. 5s.
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_MAX_REPLICA_LAG", value_parser = parse_timeout, default_value = "5s")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_REPLICA_LAG", value_parser = parse_timeout, default_value = "5s")]
     pub max_replica_lag: Duration,
     /// After waiting this long for a replica, stop the app's work with exit status 1, naming the
     /// replica (fail closed), e.g. 10m.
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_REPLICA_WAIT_TIMEOUT", value_parser = parse_timeout, default_value = "10m")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_REPLICA_WAIT_TIMEOUT", value_parser = parse_timeout, default_value = "10m")]
     pub replica_wait_timeout: Duration,
     /// Read each replica's lag from this pt-heartbeat table (database.table, written by
     /// `pt-heartbeat --update --utc` on the primary) instead of SHOW REPLICA STATUS.
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_HEARTBEAT_TABLE", value_parser = parse_table_name)]
+    #[arg(long, env = "OUTBOX_ARCHIVER_HEARTBEAT_TABLE", value_parser = parse_table_name)]
     pub heartbeat_table: Option<String>,
+}
+
+/// What stops a command that works in batches or chunks, besides its limits.
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Stops and progress")]
+pub struct StopArgs {
     /// Stop cleanly before the next batch or chunk while this file exists (outcome stopped,
     /// stop_reason "sentinel file PATH exists"): `touch` it to stop every job that names it.
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_SENTINEL")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_SENTINEL")]
     pub sentinel: Option<PathBuf>,
+    /// Where no progress is drawn (JSON logs, or stderr not a terminal): log each app's progress
+    /// this often (30s, 5m); 0 logs none.
+    #[arg(
+        long,
+        env = "OUTBOX_ARCHIVER_PROGRESS_EVERY",
+        default_value = "30s",
+        value_parser = parse_duration
+    )]
+    pub progress_every: i64,
 }
 
 /// `--replicas-from`.
@@ -235,24 +275,25 @@ pub enum SseArg {
     Aes256,
 }
 
-/// Where the run's metrics go.
-#[derive(Debug, Args)]
+/// Where the run's metrics go: the commands a CronJob or a Job runs.
+#[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Metrics")]
 pub struct MetricsArgs {
     /// Push the run's metrics to this Prometheus Pushgateway (http://host:9091).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY")]
     pub metrics_pushgateway: Option<String>,
     /// Write the run's metrics to this file for node_exporter's textfile collector (*.prom).
-    #[arg(long, global = true, env = "OUTBOX_ARCHIVER_METRICS_TEXTFILE")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_METRICS_TEXTFILE")]
     pub metrics_textfile: Option<PathBuf>,
 }
 
-/// The summary on stdout, and the logs and progress on stderr.
+/// The summary on stdout, and the logs on stderr: every command's.
 #[derive(Debug, Args)]
-#[command(next_help_heading = "Output and logging")]
+#[command(next_help_heading = "Common options")]
 pub struct LogArgs {
-    /// The summary on stdout: table (short, for people; alias text) or json (one object, for
-    /// programs and CronJob logs) [default: table on a terminal, json otherwise]
+    /// The summary on stdout: table (short, for people; alias text), json (one object, for
+    /// programs and CronJob logs), or csv (attest's statement) [default: table on a terminal
+    /// unless --log-format json is given, json otherwise; attest: json]
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
     pub format: Option<FormatArg>,
     /// Log format on stderr [default: json when stderr is not a terminal, text otherwise]
@@ -266,16 +307,6 @@ pub struct LogArgs {
         default_value = "info"
     )]
     pub log: String,
-    /// Where no progress is drawn (JSON logs, or stderr not a terminal): log each app's progress
-    /// this often (30s, 5m); 0 logs none.
-    #[arg(
-        long,
-        global = true,
-        env = "OUTBOX_ARCHIVER_PROGRESS_EVERY",
-        default_value = "30s",
-        value_parser = parse_duration
-    )]
-    pub progress_every: i64,
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
@@ -286,14 +317,13 @@ pub enum LogFormat {
 
 /// `--s3-upload-checksum`: which checksum a put carries for the store to check on arrival.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+///
+/// (No doc comment on the values: one makes clap print every option's help in its long layout,
+/// twice as many lines; the option's own help says what each value is.)
 pub enum UploadChecksumArg {
-    /// No upload checksum (the read-back still verifies every byte).
     None,
-    /// `Content-MD5`: understood by practically every S3-compatible store, COS included.
     Md5,
-    /// `x-amz-checksum-sha256`.
     Sha256,
-    /// `x-amz-checksum-crc64nvme` (AWS S3's default full-object checksum).
     Crc64nvme,
 }
 
@@ -303,16 +333,14 @@ pub enum FormatArg {
     #[value(alias = "text")]
     Table,
     Json,
+    // attest's statement only (a plain comment: see UploadChecksumArg).
+    Csv,
 }
 
 #[derive(Debug, Subcommand)]
 pub enum Command {
     /// Apply migrations/ (receipts and members tables).
-    Migrate {
-        /// Also create the reference source table (demos and tests).
-        #[arg(long, env = "OUTBOX_ARCHIVER_WITH_SOURCE_TABLE")]
-        with_source_table: bool,
-    },
+    Migrate(MigrateArgs),
     /// Archive delivered rows below the cutoff (the CronJob).
     Archive(ArchiveArgs),
     /// Re-read archived batches and check them against receipts and members; find gaps.
@@ -351,6 +379,13 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
+pub struct MigrateArgs {
+    /// Also create the reference source table (demos and tests).
+    #[arg(long, env = "OUTBOX_ARCHIVER_WITH_SOURCE_TABLE")]
+    pub with_source_table: bool,
+}
+
+#[derive(Debug, Args)]
 pub struct DoctorArgs {
     /// The commands this login is meant to run, whose grants are checked (archive, verify,
     /// status, purge, restore, restore-into-source, compact): the archive role runs archive,
@@ -364,6 +399,14 @@ pub struct DoctorArgs {
         default_value = "archive,verify,status"
     )]
     pub grants_for: Vec<CommandArg>,
+    #[command(flatten)]
+    pub s3: S3Args,
+    #[command(flatten)]
+    pub upload: UploadArgs,
+    #[command(flatten)]
+    pub protection: ProtectionArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 /// A command, for `doctor --grants-for`.
@@ -374,7 +417,8 @@ pub enum CommandArg {
     Status,
     Purge,
     Restore,
-    /// `restore --into-source`: INSERT on the live table, UPDATE on the receipts.
+    // `restore --into-source`: INSERT on the live table, UPDATE on the receipts (a plain
+    // comment: see UploadChecksumArg).
     RestoreIntoSource,
     Compact,
 }
@@ -424,7 +468,8 @@ pub struct CutoffArgs {
     /// Rows delivered longer ago than this are old enough (30s, 15m, 24h, 7d).
     #[arg(long, env = "OUTBOX_ARCHIVER_OLDER_THAN", default_value = "7d", value_parser = parse_duration)]
     pub older_than: i64,
-    /// Rows with updated_at_ms below this instant (RFC 3339 or epoch ms); overrides --older-than.
+    /// Rows with updated_at_ms below this instant (2026-06-01 = its UTC midnight, RFC 3339, or
+    /// epoch ms); overrides --older-than.
     #[arg(long, env = "OUTBOX_ARCHIVER_CUTOFF", value_parser = parse_time)]
     pub cutoff: Option<i64>,
 }
@@ -441,10 +486,12 @@ pub struct BatchScopeArgs {
         value_delimiter = ','
     )]
     pub batch_ids: Vec<String>,
-    /// Only batches with rows at or after this updated_at_ms (RFC 3339 or epoch ms).
+    /// Only batches with rows at or after this instant (2026-11-01 = its UTC midnight, RFC 3339,
+    /// or epoch ms; on updated_at_ms).
     #[arg(long, env = "OUTBOX_ARCHIVER_FROM", value_parser = parse_time)]
     pub from: Option<i64>,
-    /// Only batches with rows before this updated_at_ms (RFC 3339 or epoch ms).
+    /// Only batches with rows before this instant (2026-11-08 = its UTC midnight, not included;
+    /// RFC 3339, or epoch ms).
     #[arg(long, env = "OUTBOX_ARCHIVER_TO", value_parser = parse_time)]
     pub to: Option<i64>,
 }
@@ -519,6 +566,24 @@ pub struct ArchiveArgs {
     /// needs about 30 MiB besides. A batch larger than the budget still runs, alone.
     #[arg(long, env = "OUTBOX_ARCHIVER_MEMORY_BUDGET", default_value = "48MiB", value_parser = parse_bytes)]
     pub memory_budget: u64,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub lock: LockArgs,
+    #[command(flatten)]
+    pub retry: RetryArgs,
+    #[command(flatten)]
+    pub s3: S3Args,
+    #[command(flatten)]
+    pub upload: UploadArgs,
+    #[command(flatten)]
+    pub protection: ProtectionArgs,
+    #[command(flatten)]
+    pub replicas: ReplicaArgs,
+    #[command(flatten)]
+    pub stops: StopArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -544,18 +609,26 @@ pub struct VerifyArgs {
     pub cutoff: CutoffArgs,
     #[command(flatten)]
     pub thaw: ThawArgs,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub s3: S3Args,
+    #[command(flatten)]
+    pub stops: StopArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct HistoryArgs {
-    /// Only this app's runs.
+    /// Only this app's runs (an app no run and no row names is an error).
     #[arg(long)]
     pub app: Option<String>,
-    /// Only this command's runs (archive, purge, verify, restore, compact, find).
-    #[arg(long)]
+    /// Only this command's runs.
+    #[arg(long, value_parser = parse_recorded_command)]
     pub command: Option<String>,
     /// How many runs.
-    #[arg(long, default_value_t = 20)]
+    #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub last: u32,
 }
 
@@ -580,6 +653,12 @@ pub struct FindArgs {
     /// Batches read at once.
     #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub parallel: u32,
+    #[command(flatten)]
+    pub s3: S3Args,
+    #[command(flatten)]
+    pub stops: StopArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -619,6 +698,20 @@ pub struct PurgeArgs {
     /// --max-rows-per-second stays the limit of the whole run.
     #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
     pub parallel_apps: u32,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub lock: LockArgs,
+    #[command(flatten)]
+    pub retry: RetryArgs,
+    #[command(flatten)]
+    pub s3: S3Args,
+    #[command(flatten)]
+    pub replicas: ReplicaArgs,
+    #[command(flatten)]
+    pub stops: StopArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -641,6 +734,16 @@ pub struct RestoreArgs {
     pub parallel_apps: u32,
     #[command(flatten)]
     pub thaw: ThawArgs,
+    #[command(flatten)]
+    pub lock: LockArgs,
+    #[command(flatten)]
+    pub s3: S3Args,
+    #[command(flatten)]
+    pub replicas: ReplicaArgs,
+    #[command(flatten)]
+    pub stops: StopArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -658,6 +761,18 @@ pub struct CompactArgs {
     pub dry_run: bool,
     #[command(flatten)]
     pub thaw: ThawArgs,
+    #[command(flatten)]
+    pub lock: LockArgs,
+    #[command(flatten)]
+    pub retry: RetryArgs,
+    #[command(flatten)]
+    pub s3: S3Args,
+    #[command(flatten)]
+    pub replicas: ReplicaArgs,
+    #[command(flatten)]
+    pub stops: StopArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -670,27 +785,26 @@ pub struct StatusArgs {
     /// and those that still wait (as purge --grace).
     #[arg(long, env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
     pub grace: i64,
+    #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Debug, Args)]
 pub struct AttestArgs {
     #[command(flatten)]
     pub apps: AnyAppArgs,
-    /// The period's first UTC day (YYYY-MM-DD).
-    #[arg(long, value_name = "DAY")]
-    pub from: String,
-    /// The period's last UTC day (YYYY-MM-DD), included.
-    #[arg(long, value_name = "DAY")]
-    pub to: String,
-    /// json: one canonical JSON document (keys sorted, compact); csv: one line per app and day.
-    #[arg(long = "format", value_enum, default_value = "json")]
-    pub format: AttestFormat,
-}
-
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum AttestFormat {
-    Json,
-    Csv,
+    /// The period's first UTC day: 2026-11-01 (or RFC 3339 / epoch ms of its midnight, UTC).
+    #[arg(long, value_name = "DAY", value_parser = parse_day)]
+    pub from: i64,
+    /// The period's last UTC day, included: 2026-11-30 (or RFC 3339 / epoch ms of its midnight).
+    #[arg(long, value_name = "DAY", value_parser = parse_day)]
+    pub to: i64,
+    #[command(flatten)]
+    pub s3: S3Args,
+    #[command(flatten)]
+    pub metrics: MetricsArgs,
 }
 
 #[derive(Debug, Args)]
@@ -699,10 +813,14 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 100_000)]
     pub rows: u64,
     /// Where the archive's objects go (emptied first, if the demo made it).
-    #[arg(long, default_value = "target/demo-archive")]
+    #[arg(long, env = "OUTBOX_ARCHIVER_DEMO_DIR", default_value = "target/demo-archive")]
     pub dir: PathBuf,
     /// The throwaway database to (re)create (dropped first, if the demo made it).
-    #[arg(long, default_value = "outbox_archiver_demo")]
+    #[arg(
+        long,
+        env = "OUTBOX_ARCHIVER_DEMO_DATABASE",
+        default_value = "outbox_archiver_demo"
+    )]
     pub database: String,
     /// Write to a file:// folder instead of the in-process S3 server.
     #[arg(long)]

@@ -15,9 +15,9 @@ use super::{LogArgs, LogFormat};
 use crate::output::progress;
 
 /// Sets up logging (and progress, which has to know how the log is written) for the process.
-pub fn init(format: LogFormat, log: &LogArgs) {
+pub fn init(format: LogFormat, log: &LogArgs, progress_every_ms: i64) {
     // Progress lines only with text logs on a terminal; log lines are written above them.
-    let every = std::time::Duration::from_millis(log.progress_every.max(0) as u64);
+    let every = std::time::Duration::from_millis(progress_every_ms.max(0) as u64);
     progress::init(format == LogFormat::Json, every);
     let filter = tracing_subscriber::EnvFilter::try_new(&log.log)
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));

@@ -5,9 +5,10 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 
 use super::args::{
-    AnyAppArgs, AppArgs, ArchiveArgs, AttestArgs, AttestFormat, BatchScopeArgs, CommandArg, Common,
+    AnyAppArgs, AppArgs, ArchiveArgs, AttestArgs, BatchScopeArgs, Command, CommandArg, Common,
     CompactArgs, CutoffArgs, DiscoveryArg, DoctorArgs, FindArgs, FormatArg, HistoryArgs,
-    LockModeArg, LogFormat, PurgeArgs, RestoreArgs, SseArg, StatusArgs, ThawArgs, ThawTierArg,
+    LockModeArg, LogFormat, MetricsArgs, ProtectionArgs, PurgeArgs, ReplicaArgs, RestoreArgs,
+    S3Args, SourceArgs, SseArg, StatusArgs, StopArgs, ThawArgs, ThawTierArg, UploadArgs,
     UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
@@ -116,12 +117,12 @@ impl ArchiveArgs {
             max_runtime: self.max_runtime.map(millis),
             dry_run: self.dry_run,
             stragglers: self.stragglers,
-            delivered_status: common.delivered_status(),
-            lock_prefix: common.db.lock_prefix.clone(),
-            db_retries: common.db.db_retries,
+            delivered_status: common.delivered_status(&self.source),
+            lock_prefix: self.lock.lock_prefix.clone(),
+            db_retries: self.retry.db_retries,
             parallel_apps: self.parallel_apps.resolve(super::parse::cores()),
             memory_budget: self.memory_budget,
-            policy: common.write_policy()?,
+            policy: write_policy(common.store.as_deref(), &self.upload, &self.protection)?,
             accept_chain_break: self.accept_chain_break.filter(|r| !r.trim().is_empty()),
             failpoints: failpoints_from_env(),
         })
@@ -137,7 +138,7 @@ impl VerifyArgs {
             metadata_only: self.metadata_only,
             parallel: self.parallel as usize,
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
-            delivered_status: common.delivered_status(),
+            delivered_status: common.delivered_status(&self.source),
             max_stragglers: self.max_stragglers,
             thaw: self.thaw.thaw(),
             failpoints: failpoints_from_env(),
@@ -159,9 +160,9 @@ impl PurgeArgs {
                 (false, false) => purge::ObjectCheck::Head,
             },
             include_restored: self.include_restored,
-            delivered_status: common.delivered_status(),
-            lock_prefix: common.db.lock_prefix.clone(),
-            db_retries: common.db.db_retries,
+            delivered_status: common.delivered_status(&self.source),
+            lock_prefix: self.lock.lock_prefix.clone(),
+            db_retries: self.retry.db_retries,
             parallel_apps: self.parallel_apps as usize,
             failpoints: failpoints_from_env(),
         })
@@ -215,13 +216,13 @@ impl FindArgs {
 }
 
 impl RestoreArgs {
-    pub fn into_options(self, common: &Common) -> restore::RestoreOptions {
+    pub fn into_options(self) -> restore::RestoreOptions {
         restore::RestoreOptions {
             selection: self.scope.selection(),
             into: self.into,
             into_source: self.into_source,
             drill: self.drill,
-            lock_prefix: common.db.lock_prefix.clone(),
+            lock_prefix: self.lock.lock_prefix.clone(),
             parallel_apps: self.parallel_apps as usize,
             thaw: self.thaw.thaw(),
             failpoints: failpoints_from_env(),
@@ -264,30 +265,36 @@ impl ThawArgs {
 }
 
 impl CompactArgs {
-    pub fn into_options(self, common: &Common) -> Result<compact::CompactOptions, String> {
+    pub fn into_options(self) -> Result<compact::CompactOptions, String> {
         Ok(compact::CompactOptions {
             apps: self.apps.apps()?,
             older_than_ms: self.older_than,
             max_runtime: self.max_runtime.map(millis),
             dry_run: self.dry_run,
             thaw: self.thaw.thaw(),
-            lock_prefix: common.db.lock_prefix.clone(),
-            db_retries: common.db.db_retries,
+            lock_prefix: self.lock.lock_prefix.clone(),
+            db_retries: self.retry.db_retries,
             failpoints: failpoints_from_env(),
         })
     }
 }
 
 impl AttestArgs {
-    pub fn into_options(self) -> Result<attest::AttestOptions, String> {
+    /// The statement is printed as `--format` asks: canonical JSON (the default, also on a
+    /// terminal: it is a document to hash and sign) or CSV; a table is not a statement.
+    pub fn into_options(self, common: &Common) -> Result<attest::AttestOptions, String> {
+        let format = match common.log.format {
+            None | Some(FormatArg::Json) => attest::Format::Json,
+            Some(FormatArg::Csv) => attest::Format::Csv,
+            Some(FormatArg::Table) => {
+                return Err("attest prints the auditor's statement: --format json (the default, canonical) or csv, not table".into())
+            }
+        };
         Ok(attest::AttestOptions {
             apps: self.apps.apps(),
-            from: self.from,
-            to: self.to,
-            format: match self.format {
-                AttestFormat::Json => attest::Format::Json,
-                AttestFormat::Csv => attest::Format::Csv,
-            },
+            from: crate::model::timespec::utc_date(self.from),
+            to: crate::model::timespec::utc_date(self.to),
+            format,
         })
     }
 }
@@ -298,7 +305,7 @@ impl StatusArgs {
             apps: self.apps.apps(),
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
             grace_ms: self.grace,
-            delivered_status: common.delivered_status(),
+            delivered_status: common.delivered_status(&self.source),
             format: match common.table_output() {
                 true => status::Format::Table,
                 false => status::Format::Json,
@@ -308,12 +315,13 @@ impl StatusArgs {
 }
 
 impl Common {
-    /// Whether the summary is printed as a table (`--format`; by default on a terminal).
+    /// Whether the summary is printed as a table: `--format`; by default on a terminal, unless
+    /// the logs were asked for as JSON (`--log-format json`: then everything is JSON).
     pub fn table_output(&self) -> bool {
         match self.log.format {
             Some(FormatArg::Table) => true,
-            Some(FormatArg::Json) => false,
-            None => std::io::stdout().is_terminal(),
+            Some(FormatArg::Json | FormatArg::Csv) => false,
+            None => self.log.log_format != Some(LogFormat::Json) && std::io::stdout().is_terminal(),
         }
     }
 
@@ -326,22 +334,115 @@ impl Common {
                 LogFormat::Json
             })
     }
+}
 
+/// The shared option groups a subcommand accepts (each `None` where it has no such group).
+#[derive(Debug, Clone, Copy, Default)]
+pub struct Groups<'a> {
+    pub s3: Option<&'a S3Args>,
+    pub upload: Option<&'a UploadArgs>,
+    pub protection: Option<&'a ProtectionArgs>,
+    pub replicas: Option<&'a ReplicaArgs>,
+    pub stops: Option<&'a StopArgs>,
+    pub metrics: Option<&'a MetricsArgs>,
+}
+
+impl Command {
+    /// The shared groups this subcommand accepts.
+    pub fn groups(&self) -> Groups<'_> {
+        let none = Groups::default();
+        match self {
+            Command::Archive(a) => Groups {
+                s3: Some(&a.s3),
+                upload: Some(&a.upload),
+                protection: Some(&a.protection),
+                replicas: Some(&a.replicas),
+                stops: Some(&a.stops),
+                metrics: Some(&a.metrics),
+            },
+            Command::Verify(a) => Groups {
+                s3: Some(&a.s3),
+                stops: Some(&a.stops),
+                metrics: Some(&a.metrics),
+                ..none
+            },
+            Command::Find(a) => Groups {
+                s3: Some(&a.s3),
+                stops: Some(&a.stops),
+                metrics: Some(&a.metrics),
+                ..none
+            },
+            Command::Purge(a) => Groups {
+                s3: Some(&a.s3),
+                replicas: Some(&a.replicas),
+                stops: Some(&a.stops),
+                metrics: Some(&a.metrics),
+                ..none
+            },
+            Command::Restore(a) => Groups {
+                s3: Some(&a.s3),
+                replicas: Some(&a.replicas),
+                stops: Some(&a.stops),
+                metrics: Some(&a.metrics),
+                ..none
+            },
+            Command::Compact(a) => Groups {
+                s3: Some(&a.s3),
+                replicas: Some(&a.replicas),
+                stops: Some(&a.stops),
+                metrics: Some(&a.metrics),
+                ..none
+            },
+            Command::Attest(a) => Groups {
+                s3: Some(&a.s3),
+                metrics: Some(&a.metrics),
+                ..none
+            },
+            Command::Doctor(a) => Groups {
+                s3: Some(&a.s3),
+                upload: Some(&a.upload),
+                protection: Some(&a.protection),
+                metrics: Some(&a.metrics),
+                ..none
+            },
+            Command::Status(a) => Groups {
+                metrics: Some(&a.metrics),
+                ..none
+            },
+            Command::Migrate(_)
+            | Command::History(_)
+            | Command::Demo(_)
+            | Command::Schema => none,
+        }
+    }
+}
+
+impl Groups<'_> {
+    /// How to reach the store: `--s3-*` (defaults where the command has none), the upload
+    /// settings and encryption of a command that writes.
     pub fn s3_settings(&self) -> S3Settings {
-        let s3 = &self.s3;
+        let defaults;
+        let s3 = match self.s3 {
+            Some(s3) => s3,
+            None => {
+                defaults = default_s3_args();
+                &defaults
+            }
+        };
+        let upload = self.upload.cloned().unwrap_or_default();
         S3Settings {
             endpoint: s3.s3_endpoint.clone(),
             region: s3.s3_region.clone(),
             force_path_style: s3.s3_force_path_style,
-            upload_checksum: Some(s3.s3_upload_checksum.into()),
-            conditional_put: Some(s3.s3_conditional_put),
+            upload_checksum: Some(upload.s3_upload_checksum.into()),
+            conditional_put: Some(upload.s3_conditional_put),
             static_credentials: None,
             max_attempts: Some(s3.s3_max_attempts),
             connect_timeout: Some(s3.s3_connect_timeout),
             read_timeout: Some(s3.s3_read_timeout),
             initial_backoff: None,
-            sse: self.sse(),
-            kms_endpoint: self.protection.kms_endpoint.clone(),
+            sse: self.protection.and_then(sse),
+            kms_endpoint: self.protection.and_then(|p| p.kms_endpoint.clone()),
             // The AWS CLI's and SDKs' variable, which the Rust SDK does not read itself.
             ca_bundle: s3
                 .store_ca_bundle
@@ -350,63 +451,105 @@ impl Common {
         }
     }
 
-    /// The encryption every put asks for: `--sse`, or aws:kms when only a key is named.
-    pub fn sse(&self) -> Option<Sse> {
-        let p = &self.protection;
-        let algorithm = match (p.sse, &p.sse_kms_key_id) {
-            (Some(SseArg::Aes256), _) => SseAlgorithm::Aes256,
-            (Some(SseArg::Kms), _) | (None, Some(_)) => SseAlgorithm::Kms,
-            (None, None) => return None,
-        };
-        Some(Sse {
-            algorithm,
-            kms_key_id: p.sse_kms_key_id.clone(),
-            bucket_key: p.sse_bucket_key,
-        })
+    /// What opening the run needs of the groups, owned (the arguments become the command's
+    /// options).
+    pub fn connect(&self) -> Connect {
+        Connect {
+            s3: self.s3_settings(),
+            sentinel: self.stops.and_then(|s| s.sentinel.clone()),
+            replicas: self.replicas.cloned(),
+        }
     }
 
-    /// What `archive` writes each batch with, or the setting that cannot be right (exit 2).
-    pub fn write_policy(&self) -> Result<WritePolicy, String> {
-        let p = &self.protection;
-        let lock = match (p.object_lock_mode, p.retention) {
-            (Some(mode), Some(retention)) => Some((
-                match mode {
-                    LockModeArg::Governance => LockMode::Governance,
-                    LockModeArg::Compliance => LockMode::Compliance,
-                },
-                retention,
-            )),
-            (None, None) => None,
-            (Some(_), None) => {
-                return Err("--object-lock-mode needs --retention (OUTBOX_ARCHIVER_RETENTION), e.g. 7y: how long each batch's objects stay locked".into())
-            }
-            (None, Some(_)) => {
-                return Err("--retention needs --object-lock-mode governance|compliance (OUTBOX_ARCHIVER_OBJECT_LOCK_MODE)".into())
-            }
-        };
-        if (lock.is_some() || p.legal_hold) && self.s3.s3_upload_checksum == UploadChecksumArg::None
-        {
-            return Err("--object-lock-mode / --legal-hold need an upload checksum: Object Lock buckets refuse puts without Content-MD5 or x-amz-checksum-*; set --s3-upload-checksum md5, sha256 or crc64nvme (not none)".into());
+    /// Where the run's metrics go.
+    pub fn metrics_target(&self) -> crate::output::metrics::MetricsTarget {
+        crate::output::metrics::MetricsTarget {
+            pushgateway: self.metrics.and_then(|m| m.metrics_pushgateway.clone()),
+            textfile: self.metrics.and_then(|m| m.metrics_textfile.clone()),
         }
-        if p.sse == Some(SseArg::Aes256) && p.sse_kms_key_id.is_some() {
-            return Err("--sse-kms-key-id goes with --sse aws:kms, not AES256".into());
-        }
-        let policy = WritePolicy {
-            lock,
-            legal_hold: p.legal_hold,
-            storage_class: p.s3_storage_class.clone(),
-        };
-        let local = self
-            .s3
-            .store
-            .as_deref()
-            .is_some_and(|s| s.starts_with("file://"));
-        if local && (policy.is_set() || self.sse().is_some()) {
-            return Err("--object-lock-mode, --legal-hold, --s3-storage-class and --sse need an s3:// store; a file:// folder cannot keep them".into());
-        }
-        Ok(policy)
     }
 
+    /// How often progress is logged where it is not drawn (commands without progress: never).
+    pub fn progress_every(&self) -> i64 {
+        self.stops.map_or(0, |s| s.progress_every)
+    }
+}
+
+/// How a command reaches the store and what stops or paces it.
+#[derive(Debug, Clone)]
+pub struct Connect {
+    pub s3: S3Settings,
+    pub sentinel: Option<std::path::PathBuf>,
+    pub replicas: Option<ReplicaArgs>,
+}
+
+fn default_s3_args() -> S3Args {
+    S3Args {
+        s3_endpoint: None,
+        store_ca_bundle: None,
+        s3_region: None,
+        s3_force_path_style: None,
+        s3_max_attempts: crate::store::DEFAULT_MAX_ATTEMPTS,
+        s3_connect_timeout: std::time::Duration::from_secs(10),
+        s3_read_timeout: std::time::Duration::from_secs(30),
+    }
+}
+
+/// The encryption every put asks for: `--sse`, or aws:kms when only a key is named.
+pub fn sse(p: &ProtectionArgs) -> Option<Sse> {
+    let algorithm = match (p.sse, &p.sse_kms_key_id) {
+        (Some(SseArg::Aes256), _) => SseAlgorithm::Aes256,
+        (Some(SseArg::Kms), _) | (None, Some(_)) => SseAlgorithm::Kms,
+        (None, None) => return None,
+    };
+    Some(Sse {
+        algorithm,
+        kms_key_id: p.sse_kms_key_id.clone(),
+        bucket_key: p.sse_bucket_key,
+    })
+}
+
+/// What `archive` writes each batch with, or the setting that cannot be right (exit 2).
+pub fn write_policy(
+    store: Option<&str>,
+    upload: &UploadArgs,
+    p: &ProtectionArgs,
+) -> Result<WritePolicy, String> {
+    let lock = match (p.object_lock_mode, p.retention) {
+        (Some(mode), Some(retention)) => Some((
+            match mode {
+                LockModeArg::Governance => LockMode::Governance,
+                LockModeArg::Compliance => LockMode::Compliance,
+            },
+            retention,
+        )),
+        (None, None) => None,
+        (Some(_), None) => {
+            return Err("--object-lock-mode needs --retention (OUTBOX_ARCHIVER_RETENTION), e.g. 7y: how long each batch's objects stay locked".into())
+        }
+        (None, Some(_)) => {
+            return Err("--retention needs --object-lock-mode governance|compliance (OUTBOX_ARCHIVER_OBJECT_LOCK_MODE)".into())
+        }
+    };
+    if (lock.is_some() || p.legal_hold) && upload.s3_upload_checksum == UploadChecksumArg::None {
+        return Err("--object-lock-mode / --legal-hold need an upload checksum: Object Lock buckets refuse puts without Content-MD5 or x-amz-checksum-*; set --s3-upload-checksum md5, sha256 or crc64nvme (not none)".into());
+    }
+    if p.sse == Some(SseArg::Aes256) && p.sse_kms_key_id.is_some() {
+        return Err("--sse-kms-key-id goes with --sse aws:kms, not AES256".into());
+    }
+    let policy = WritePolicy {
+        lock,
+        legal_hold: p.legal_hold,
+        storage_class: p.s3_storage_class.clone(),
+    };
+    let local = store.is_some_and(|s| s.starts_with("file://"));
+    if local && (policy.is_set() || sse(p).is_some()) {
+        return Err("--object-lock-mode, --legal-hold, --s3-storage-class and --sse need an s3:// store; a file:// folder cannot keep them".into());
+    }
+    Ok(policy)
+}
+
+impl Common {
     /// The profile file `--table-profile` names, read (not yet checked against the database).
     pub fn profile(&self) -> Result<Option<Profile>, String> {
         self.db
@@ -417,8 +560,8 @@ impl Common {
     }
 
     /// `--delivered-status`, else the profile's, else `DELIVERED`.
-    pub fn delivered_status(&self) -> String {
-        self.db
+    pub fn delivered_status(&self, source: &SourceArgs) -> String {
+        source
             .delivered_status
             .clone()
             .or_else(|| self.profile().ok().flatten()?.delivered_status)
@@ -467,15 +610,14 @@ impl Common {
     /// The operator's stops: the sentinel for every command that works in batches, and, for
     /// commands that write (`writes`), the replicas whose lag paces them — listed, or found on
     /// the primary with the database URL's credentials.
-    pub async fn stops(&self, db: &Db, writes: bool) -> Result<Stops, String> {
-        let s = &self.stops;
+    pub async fn stops(&self, db: &Db, connect: &Connect, writes: bool) -> Result<Stops, String> {
         let mut stops = Stops {
-            sentinel: s.sentinel.clone(),
+            sentinel: connect.sentinel.clone(),
             replicas: None,
         };
-        if !writes {
+        let Some(s) = connect.replicas.as_ref().filter(|_| writes) else {
             return Ok(stops);
-        }
+        };
         let mut urls = s.replicas.clone();
         if let Some(how) = s.replicas_from {
             let (how, what) = match how {

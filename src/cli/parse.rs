@@ -69,6 +69,27 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
     timespec::parse_time_ms(text)
 }
 
+/// A whole UTC day, written as any time is (`2026-11-01`, its midnight in RFC 3339, or in epoch
+/// ms), as the epoch ms it starts at.
+pub fn parse_day(text: &str) -> Result<i64, String> {
+    timespec::parse_day_start_ms(text)
+}
+
+/// `history --command`: a command whose runs are recorded.
+pub fn parse_recorded_command(text: &str) -> Result<String, String> {
+    use crate::model::command::CommandName;
+    match CommandName::parse(text.trim()) {
+        Some(c) if c.is_recorded() => Ok(c.as_str().to_string()),
+        _ => Err(format!(
+            "{text:?} is not a command whose runs are recorded ({})",
+            CommandName::recorded()
+                .map(CommandName::as_str)
+                .collect::<Vec<_>>()
+                .join(", ")
+        )),
+    }
+}
+
 pub fn parse_percent(text: &str) -> Result<f64, String> {
     let p: f64 = text
         .trim()

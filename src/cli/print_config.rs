@@ -86,13 +86,17 @@ fn credentials() -> &'static str {
 fn problems(cli: &Cli) -> Vec<String> {
     let common = &cli.common;
     let mut problems = Vec::new();
-    if let Some(store) = &common.s3.store {
+    if let Some(store) = &common.store {
         if let Err(e) = Location::parse(store) {
             problems.push(e);
         }
     } else if !matches!(
         cli.command,
-        Command::Migrate { .. } | Command::Status(_) | Command::Demo(_) | Command::Schema
+        Command::Migrate(_)
+            | Command::Status(_)
+            | Command::History(_)
+            | Command::Demo(_)
+            | Command::Schema
     ) {
         problems.push("no archive location: set --store or OUTBOX_ARCHIVER_STORE".to_string());
     }
@@ -118,8 +122,12 @@ fn problems(cli: &Cli) -> Vec<String> {
         _ => None,
     };
     problems.extend(apps);
-    if matches!(cli.command, Command::Archive(_) | Command::Doctor(_)) {
-        problems.extend(common.write_policy().err());
-    }
+    let store = common.store.as_deref();
+    let policy = match &cli.command {
+        Command::Archive(a) => super::options::write_policy(store, &a.upload, &a.protection).err(),
+        Command::Doctor(a) => super::options::write_policy(store, &a.upload, &a.protection).err(),
+        _ => None,
+    };
+    problems.extend(policy);
     problems
 }

@@ -39,6 +39,27 @@ impl CommandName {
         CommandName::Demo,
     ];
 
+    /// The commands whose runs the runs table records (what `history` lists): those that work
+    /// on the archive's batches. The read-only views (status, history, schema), the preflight
+    /// (doctor: no write grant) and the set-up commands are not recorded.
+    pub fn is_recorded(self) -> bool {
+        matches!(
+            self,
+            CommandName::Archive
+                | CommandName::Verify
+                | CommandName::Purge
+                | CommandName::Restore
+                | CommandName::Compact
+                | CommandName::Find
+                | CommandName::Attest
+        )
+    }
+
+    /// Every command [`CommandName::is_recorded`].
+    pub fn recorded() -> impl Iterator<Item = CommandName> {
+        CommandName::ALL.into_iter().filter(|c| c.is_recorded())
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             CommandName::Migrate => "migrate",

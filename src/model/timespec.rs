@@ -50,15 +50,41 @@ pub fn parse_duration_ms(text: &str) -> Result<i64, String> {
     Ok(total)
 }
 
-/// Parses a point in time: RFC 3339 (`2026-11-01T00:00:00Z`) or epoch milliseconds.
+/// Parses a point in time, as every time flag takes one: RFC 3339 (`2026-11-01T00:00:00Z`),
+/// epoch milliseconds, or a plain UTC day (`2026-11-01`, its midnight).
 pub fn parse_time_ms(text: &str) -> Result<i64, String> {
     let text = text.trim();
     if let Ok(ms) = text.parse::<i64>() {
         return Ok(ms);
     }
+    if let Ok(day) = NaiveDate::parse_from_str(text, "%Y-%m-%d") {
+        return Ok(midnight_ms(day));
+    }
     DateTime::parse_from_rfc3339(text)
         .map(|t| t.timestamp_millis())
-        .map_err(|e| format!("invalid time {text:?}: {e} (write RFC 3339 such as 2026-11-01T00:00:00Z, or epoch milliseconds)"))
+        .map_err(|e| format!("invalid time {text:?}: {e} (write a UTC day such as 2026-11-01, RFC 3339 such as 2026-11-01T00:00:00Z, or epoch milliseconds)"))
+}
+
+/// Parses the start of a whole UTC day, written as any time is ([`parse_time_ms`]): an instant
+/// that is not a UTC midnight is refused, naming the day it falls in.
+pub fn parse_day_start_ms(text: &str) -> Result<i64, String> {
+    let ms = parse_time_ms(text)?;
+    match ms.rem_euclid(DAY_MS) {
+        0 => Ok(ms),
+        _ => Err(format!(
+            "{:?} is {}, not the start of a UTC day: a day is written 2026-11-01 (or its midnight, {}T00:00:00Z)",
+            text.trim(),
+            rfc3339(ms),
+            utc_date(ms)
+        )),
+    }
+}
+
+fn midnight_ms(day: NaiveDate) -> i64 {
+    day.and_hms_opt(0, 0, 0)
+        .expect("midnight")
+        .and_utc()
+        .timestamp_millis()
 }
 
 /// The archive cutoff: rows with `updated_at_ms` strictly below it are old enough.
@@ -98,12 +124,7 @@ pub fn check_cutoff(now_ms: i64, cutoff_ms: i64) -> Result<Option<String>, Strin
 pub fn parse_day_ms(text: &str) -> Result<i64, String> {
     let text = text.trim();
     NaiveDate::parse_from_str(text, "%Y-%m-%d")
-        .map(|d| {
-            d.and_hms_opt(0, 0, 0)
-                .expect("midnight")
-                .and_utc()
-                .timestamp_millis()
-        })
+        .map(midnight_ms)
         .map_err(|e| format!("invalid day {text:?}: {e} (write a UTC day such as 2026-11-01)"))
 }
 
@@ -169,6 +190,19 @@ mod tests {
             Ok(1_700_000_000_000)
         );
         assert!(parse_time_ms("yesterday").is_err());
+        // A plain day is its UTC midnight, as every time flag takes it.
+        assert_eq!(parse_time_ms("2026-11-01"), Ok(1_793_491_200_000));
+        assert_eq!(parse_time_ms(" 2026-11-01 "), parse_time_ms("2026-11-01T00:00:00Z"));
+        assert!(parse_time_ms("2026-11-31").is_err());
+    }
+
+    #[test]
+    fn days_are_written_as_any_time_and_must_start_at_midnight() {
+        for text in ["2026-11-01", "2026-11-01T00:00:00Z", "2026-11-01T08:00:00+08:00", "1793491200000"] {
+            assert_eq!(parse_day_start_ms(text), Ok(1_793_491_200_000), "{text}");
+        }
+        let e = parse_day_start_ms("2026-11-01T05:00:00Z").unwrap_err();
+        assert!(e.contains("not the start of a UTC day") && e.contains("2026-11-01"), "{e}");
     }
 
     #[test]

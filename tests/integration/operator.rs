@@ -239,7 +239,7 @@ async fn a_closed_port_is_said_as_refused() {
 async fn help_says_what_each_command_does_with_its_options_and_its_exit_status() {
     let commands = [
         "migrate", "archive", "verify", "status", "find", "history", "purge", "restore", "compact",
-        "demo", "schema", "doctor",
+        "attest", "demo", "schema", "doctor",
     ];
     for command in commands {
         let (code, text) = run_cli_text(&[command, "--help"], &[]).await;
@@ -256,9 +256,14 @@ async fn help_says_what_each_command_does_with_its_options_and_its_exit_status()
         .await
         .contains("Every app with VERIFIED receipts not purged yet"));
     assert!(help("compact").await.contains("Every app with receipts"));
-    assert!(help("archive").await.contains(
-        "archive, purge, compact; verify, restore and the read-only commands fail at once"
-    ));
+    // An option shows where it does something: retries on archive, purge and compact; verify,
+    // restore and the read-only commands fail at once and have no such option.
+    for command in ["archive", "purge", "compact"] {
+        assert!(help(command).await.contains("--db-retries"), "{command}");
+    }
+    for command in ["verify", "restore", "status", "find", "history", "attest"] {
+        assert!(!help(command).await.contains("--db-retries"), "{command}");
+    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
