@@ -8,9 +8,9 @@ use std::time::Duration;
 use clap::{Args, Subcommand, ValueEnum};
 
 use super::parse::{
-    parse_bytes, parse_conditional_put, parse_duration, parse_parallel_apps, parse_percent,
-    parse_day, parse_recorded_command, parse_retention, parse_storage_class, parse_table_name, parse_time, parse_timeout,
-    ParallelApps,
+    parse_bytes, parse_conditional_put, parse_day, parse_duration, parse_parallel_apps,
+    parse_percent, parse_recorded_command, parse_retention, parse_storage_class, parse_table_name,
+    parse_time, parse_timeout, ParallelApps,
 };
 use crate::model::protection::Retention;
 use crate::model::shard::Shard;
@@ -654,6 +654,8 @@ pub struct FindArgs {
     #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
     pub parallel: u32,
     #[command(flatten)]
+    pub source: SourceArgs,
+    #[command(flatten)]
     pub s3: S3Args,
     #[command(flatten)]
     pub stops: StopArgs,
@@ -813,7 +815,11 @@ pub struct DemoArgs {
     #[arg(long, default_value_t = 100_000)]
     pub rows: u64,
     /// Where the archive's objects go (emptied first, if the demo made it).
-    #[arg(long, env = "OUTBOX_ARCHIVER_DEMO_DIR", default_value = "target/demo-archive")]
+    #[arg(
+        long,
+        env = "OUTBOX_ARCHIVER_DEMO_DIR",
+        default_value = "target/demo-archive"
+    )]
     pub dir: PathBuf,
     /// The throwaway database to (re)create (dropped first, if the demo made it).
     #[arg(

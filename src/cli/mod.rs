@@ -15,8 +15,8 @@ use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
 pub use args::{Command, Common, LogArgs, LogFormat};
-pub use options::Groups;
 use options::Connect;
+pub use options::Groups;
 pub use print_config::effective_config;
 
 use crate::commands::{
@@ -343,7 +343,7 @@ async fn command_summary(
             let options = args.into_options(common, now);
             status_command(common, &options, shutdown).await
         }
-        Command::Find(args) => match args.into_options() {
+        Command::Find(args) => match args.into_options(common) {
             Err(e) => Summary::unusable(CommandName::Find, e),
             Ok(options) => with_context(common, connect, &options, shutdown).await,
         },
@@ -689,7 +689,15 @@ mod tests {
         &["restore"],
         &["compact", "--all-apps"],
         &["attest", "--from", "2026-11-01", "--to", "2026-11-02"],
-        &["attest", "--from", "2026-11-01", "--to", "2026-11-02", "--format", "csv"],
+        &[
+            "attest",
+            "--from",
+            "2026-11-01",
+            "--to",
+            "2026-11-02",
+            "--format",
+            "csv",
+        ],
         &["demo"],
         &["schema"],
         &["doctor"],
@@ -729,8 +737,16 @@ mod tests {
                 .to_string()
         };
         let history = help("history", &mut command);
-        for absent in ["--replica", "--sse-kms-key-id", "--object-lock-mode", "--s3-endpoint"] {
-            assert!(!history.contains(absent), "history --help lists {absent}:\n{history}");
+        for absent in [
+            "--replica",
+            "--sse-kms-key-id",
+            "--object-lock-mode",
+            "--s3-endpoint",
+        ] {
+            assert!(
+                !history.contains(absent),
+                "history --help lists {absent}:\n{history}"
+            );
         }
         assert!(history.lines().count() < 40, "{history}");
         let archive = help("archive", &mut command);

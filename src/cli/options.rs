@@ -181,7 +181,7 @@ impl HistoryArgs {
 }
 
 impl FindArgs {
-    pub fn into_options(self) -> Result<find::FindOptions, String> {
+    pub fn into_options(self, common: &Common) -> Result<find::FindOptions, String> {
         let mut event_ids = self.event_ids;
         if let Some(path) = &self.event_ids_from {
             let text = if path.as_os_str() == "-" {
@@ -211,6 +211,7 @@ impl FindArgs {
             event_ids,
             filter,
             parallel: self.parallel as usize,
+            delivered_status: common.delivered_status(&self.source),
         })
     }
 }
@@ -409,10 +410,7 @@ impl Command {
                 metrics: Some(&a.metrics),
                 ..none
             },
-            Command::Migrate(_)
-            | Command::History(_)
-            | Command::Demo(_)
-            | Command::Schema => none,
+            Command::Migrate(_) | Command::History(_) | Command::Demo(_) | Command::Schema => none,
         }
     }
 }

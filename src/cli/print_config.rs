@@ -43,7 +43,7 @@ pub fn effective_config(cli: &Cli, matches: &ArgMatches) -> (Value, bool) {
 fn setting(arg: &clap::Arg, m: &ArgMatches) -> Value {
     let id = arg.get_id().as_str();
     let Some(source) = m.value_source(id) else {
-        return json!({ "value": null, "source": "unset" });
+        return fallback(id);
     };
     let values: Vec<String> = m
         .get_raw(id)
@@ -67,6 +67,27 @@ fn setting(arg: &clap::Arg, m: &ArgMatches) -> Value {
         many => json!(many),
     };
     json!({ "value": value, "source": source })
+}
+
+/// A setting not given, where the AWS SDK's own variable stands in for it (as the run reads
+/// them: `--s3-region` falls back to `AWS_REGION`, …); else unset.
+fn fallback(id: &str) -> Value {
+    let variables: &[&str] = match id {
+        "s3_region" => &["AWS_REGION", "AWS_DEFAULT_REGION"],
+        "s3_endpoint" => &["AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL"],
+        "store_ca_bundle" => &["AWS_CA_BUNDLE"],
+        _ => &[],
+    };
+    variables
+        .iter()
+        .find_map(|name| {
+            let value = std::env::var(name).ok().filter(|v| !v.is_empty())?;
+            Some(json!({
+                "value": crate::model::redact::url(&value),
+                "source": format!("environment ({name})"),
+            }))
+        })
+        .unwrap_or_else(|| json!({ "value": null, "source": "unset" }))
 }
 
 /// Where the S3 credentials would come from (never the keys themselves).
@@ -105,8 +126,18 @@ fn problems(cli: &Cli) -> Vec<String> {
         Command::Schema => common.db.table_profile.is_none(),
         _ => false,
     };
-    if common.db.database_url.is_none() && !needs_no_database {
-        problems.push("no database: set --database-url or DATABASE_URL".to_string());
+    match &common.db.database_url {
+        None if !needs_no_database => {
+            problems.push("no database: set --database-url or DATABASE_URL".to_string())
+        }
+        None => {}
+        // What the run would refuse before connecting: another scheme, a password that needs
+        // percent-encoding, an unknown parameter (said with the password masked).
+        Some(url) => problems.extend(
+            crate::db::connect_options(url, "--database-url / DATABASE_URL")
+                .err()
+                .map(|e| e.to_string()),
+        ),
     }
     // A profile is read here; whether it fits the table is known once connected.
     let table = match common.profile() {

@@ -35,8 +35,12 @@ use crate::model::table::TableSpec;
 /// A database failure, in the operator's words. Messages never contain the password.
 #[derive(Debug, thiserror::Error)]
 pub enum DbError {
-    #[error("invalid --database-url / DATABASE_URL ({url}): {detail}")]
-    InvalidUrl { url: String, detail: String },
+    #[error("invalid {setting} ({url}): {detail}")]
+    InvalidUrl {
+        setting: String,
+        url: String,
+        detail: String,
+    },
     #[error("the database refused the login ({detail}): check the user and password in --database-url / DATABASE_URL ({url}){hint}")]
     AccessDenied {
         url: String,
@@ -262,34 +266,42 @@ const URL_PARAMETERS: [&str; 13] = [
 /// uses TLS on a socket, which the server already counts as secure transport.
 pub fn connect_options(url: &str, setting: &str) -> Result<MySqlConnectOptions, DbError> {
     let invalid = |detail: String| DbError::InvalidUrl {
+        setting: setting.to_string(),
         url: redact::url(url),
         detail: redact::scrub(&detail, &secrets_of(url)),
     };
+    // Only a MySQL URL: anything else would be read with its scheme taken for a host name or
+    // ignored, and the driver would connect to its default server (localhost:3306) instead.
+    let scheme = url.split_once("://").map(|(scheme, _)| scheme);
+    if !matches!(scheme, Some("mysql" | "mariadb")) {
+        return Err(invalid(format!(
+            "not a MySQL URL (write mysql://user:password@host:3306/database; mariadb:// is read the same)"
+        )));
+    }
     // A user or password with `#`, `/` or `?` that was not percent-encoded ends the URL's
     // authority early: the host would be read from the password (and blamed on DNS).
     if let Some(userinfo) = redact::userinfo(url) {
         if let Some(c) = userinfo.chars().find(|c| matches!(c, '#' | '/' | '?')) {
             return Err(invalid(format!(
-                "{setting}: the user or password contains {c:?}, which must be percent-encoded in a URL \
+                "the user or password contains {c:?}, which must be percent-encoded in a URL \
                  (# as %23, / as %2F, ? as %3F, @ as %40, : as %3A, % as %25)"
             )));
         }
     }
-    let mut options =
-        MySqlConnectOptions::from_str(url).map_err(|e| invalid(format!("{setting}: {e}")))?;
-    let parsed = url::Url::parse(url).map_err(|e| invalid(format!("{setting}: {e}")))?;
+    let mut options = MySqlConnectOptions::from_str(url).map_err(|e| invalid(format!("{e}")))?;
+    let parsed = url::Url::parse(url).map_err(|e| invalid(format!("{e}")))?;
     let mut ssl_mode_given = false;
     for (key, value) in parsed.query_pairs() {
         if !URL_PARAMETERS.contains(&&*key) {
             return Err(invalid(format!(
-                "{setting}: unknown parameter {key:?} (known: ssl-mode, ssl-ca, ssl-cert, ssl-key, socket, charset, collation, timezone, statement-cache-capacity)"
+                "unknown parameter {key:?} (known: ssl-mode, ssl-ca, ssl-cert, ssl-key, socket, charset, collation, timezone, statement-cache-capacity)"
             )));
         }
         match &*key {
             "ssl-mode" | "sslmode" => ssl_mode_given = true,
             "ssl-ca" | "sslca" | "ssl-cert" | "sslcert" | "ssl-key" | "sslkey" => {
                 if let Err(e) = std::fs::metadata(&*value) {
-                    return Err(invalid(format!("{setting}: {key}={value}: {e}")));
+                    return Err(invalid(format!("{key}={value}: {e}")));
                 }
             }
             _ => {}
@@ -374,7 +386,11 @@ fn classify_connect_error(
             },
             _ => DbError::Unreachable { url, detail },
         },
-        sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => DbError::InvalidUrl { url, detail },
+        sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => DbError::InvalidUrl {
+            setting: "--database-url / DATABASE_URL".into(),
+            url,
+            detail,
+        },
         _ => DbError::Unreachable { url, detail },
     }
 }
@@ -512,6 +528,7 @@ pub async fn recreate_database(
     use sqlx::{ConnectOptions, Connection};
     let redacted = redact::url(server_url);
     let invalid = |detail: String| DbError::InvalidUrl {
+        setting: "the demo's --database-url".into(),
         url: redacted.clone(),
         detail,
     };

@@ -202,6 +202,7 @@ pub async fn server_id(db: &Db) -> Result<u32, sqlx::Error> {
 /// with each replica's host and port.
 pub async fn discover(db: &Db, url: &str, how: Discovery) -> Result<Vec<String>, DbError> {
     let base = url::Url::parse(url).map_err(|e| DbError::InvalidUrl {
+        setting: "--database-url / DATABASE_URL".into(),
         url: redact::url(url),
         detail: e.to_string(),
     })?;

@@ -3,18 +3,25 @@
 /// `mysql://user:secret@host/db` → `mysql://user:***@host/db`. Everything between `//` and the
 /// last `@` is the user and password however it is written — a password with an `@`, `#` or `/`
 /// that was not percent-encoded included — so all of it after the user's `:` is masked. A
-/// `password=` query parameter is masked too. Text that is not a URL is replaced entirely unless
-/// it contains no `@` (then it cannot carry credentials).
+/// `password=` query parameter is masked too. Text without `//` that still has an `@` is read
+/// the same way, whatever stands before it (`odd:secret@host/db`, a URL missing its `mysql://`,
+/// is `odd:***@host/db`): a setting mistyped is no less secret.
 pub fn url(text: &str) -> String {
-    if let Some((scheme, rest)) = text.split_once("://") {
-        if let Some(at) = rest.rfind('@') {
-            let (userinfo, host) = (&rest[..at], &rest[at + 1..]);
-            let user = match userinfo.split_once(':') {
-                Some((user, _)) => format!("{user}:***"),
-                None => userinfo.to_string(),
-            };
-            return query_masked(&format!("{scheme}://{user}@{host}"));
-        }
+    let (scheme, rest) = match text.split_once("://") {
+        Some((scheme, rest)) => (Some(scheme), rest),
+        None => (None, text),
+    };
+    if let Some(at) = rest.rfind('@') {
+        let (userinfo, host) = (&rest[..at], &rest[at + 1..]);
+        let user = match userinfo.split_once(':') {
+            Some((user, _)) => format!("{user}:***"),
+            None if scheme.is_none() => "***".to_string(),
+            None => userinfo.to_string(),
+        };
+        return match scheme {
+            Some(scheme) => query_masked(&format!("{scheme}://{user}@{host}")),
+            None => format!("{user}@{host}"),
+        };
     }
     query_masked(text)
 }
@@ -83,6 +90,18 @@ mod tests {
             assert_eq!(super::url(raw), shown, "{raw}");
         }
         assert_eq!(super::userinfo("mysql://u:p#w@h/db"), Some("u:p#w"));
+        // Whatever the scheme, or none: what stands before the last @ is masked.
+        for (raw, shown) in [
+            (
+                "odd:secret@127.0.0.1:3402/wallet",
+                "odd:***@127.0.0.1:3402/wallet",
+            ),
+            ("http://u:secret@gw:9091", "http://u:***@gw:9091/"),
+            ("secret@host", "***@host"),
+            ("u:se@cret@host", "u:***@host"),
+        ] {
+            assert_eq!(super::url(raw), shown, "{raw}");
+        }
         assert_eq!(super::userinfo("mysql://h/db"), None);
     }
 }

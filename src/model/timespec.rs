@@ -192,17 +192,28 @@ mod tests {
         assert!(parse_time_ms("yesterday").is_err());
         // A plain day is its UTC midnight, as every time flag takes it.
         assert_eq!(parse_time_ms("2026-11-01"), Ok(1_793_491_200_000));
-        assert_eq!(parse_time_ms(" 2026-11-01 "), parse_time_ms("2026-11-01T00:00:00Z"));
+        assert_eq!(
+            parse_time_ms(" 2026-11-01 "),
+            parse_time_ms("2026-11-01T00:00:00Z")
+        );
         assert!(parse_time_ms("2026-11-31").is_err());
     }
 
     #[test]
     fn days_are_written_as_any_time_and_must_start_at_midnight() {
-        for text in ["2026-11-01", "2026-11-01T00:00:00Z", "2026-11-01T08:00:00+08:00", "1793491200000"] {
+        for text in [
+            "2026-11-01",
+            "2026-11-01T00:00:00Z",
+            "2026-11-01T08:00:00+08:00",
+            "1793491200000",
+        ] {
             assert_eq!(parse_day_start_ms(text), Ok(1_793_491_200_000), "{text}");
         }
         let e = parse_day_start_ms("2026-11-01T05:00:00Z").unwrap_err();
-        assert!(e.contains("not the start of a UTC day") && e.contains("2026-11-01"), "{e}");
+        assert!(
+            e.contains("not the start of a UTC day") && e.contains("2026-11-01"),
+            "{e}"
+        );
     }
 
     #[test]

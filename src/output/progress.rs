@@ -219,10 +219,13 @@ impl Progress {
 }
 
 impl crate::pipeline::Observer for Progress {
-    /// Counting the backlog first costs a scan of the retention index range: worth it for a
-    /// person watching, not for a pod's log.
+    /// Counting the work first (a scan of the backlog's range of the retention index, or of
+    /// the receipts in scope — bounded by the work itself, a small share of doing it) is what
+    /// gives the lines their total and ETA: on a terminal, and in the progress log lines the
+    /// binary writes elsewhere (`--progress-every`, not 0). A library caller that set no
+    /// interval logs none, and counts nothing.
     fn wants_totals(&self) -> bool {
-        on_terminal()
+        on_terminal() || LOG_INTERVAL.get().is_some_and(|every| !every.is_zero())
     }
 
     fn start(&self, key: &str, unit: &'static str, total: Option<u64>) {

@@ -18,19 +18,28 @@ const LIST: usize = 20;
 pub fn render(summary: &Summary, elapsed: Duration) -> String {
     let json = serde_json::to_value(summary).expect("a summary always serialises");
     let mut out = String::new();
-    let verdict = match summary.exit_code {
-        0 => "ok".to_string(),
-        1 if has_findings(&json) => "FINDINGS (exit 1)".to_string(),
-        code => format!("FAILED (exit {code})"),
+    let reason = summary.stop_reason.as_deref();
+    let verdict = match (summary.exit_code, reason) {
+        (0, _) => "ok".to_string(),
+        // A clean stop: what was in flight finished, and the next run resumes.
+        (130, _) => "stopped by Ctrl-C (exit 130; the next run resumes)".to_string(),
+        (1, Some(said @ ("not found" | "problems found"))) => format!("{said} (exit 1)"),
+        (2, Some(said)) if said.starts_with("could not") => format!("{said} (exit 2)"),
+        (1, _) if has_findings(&json) => "FINDINGS (exit 1)".to_string(),
+        (code, _) => format!("FAILED (exit {code})"),
     };
     // Why a clean run ended, when it is news (a limit, a signal); a failed one's apps say why.
-    let reason = match summary.stop_reason.as_deref() {
+    let reason = match reason {
         Some(reason) if summary.exit_code == 0 && reason != "done" => format!(" ({reason})"),
         _ => String::new(),
     };
+    let dry_run = match json.get("dry_run") == Some(&Value::Bool(true)) {
+        true => " DRY RUN, nothing written:",
+        false => "",
+    };
     let _ = writeln!(
         out,
-        "{}: {verdict}{reason} in {}",
+        "{}:{dry_run} {verdict}{reason} in {}",
         summary.command,
         seconds(elapsed)
     );
@@ -121,6 +130,9 @@ fn app_notes(app: &Value) -> Vec<String> {
     if let Some(n) = rows("would_purge_rows") {
         notes.push(format!("would purge {} rows", thousands(n)));
     }
+    if let Some(n) = rows("would_compact_member_rows") {
+        notes.push(format!("would compact {} member rows", thousands(n)));
+    }
     if let Some(n) = rows("in_grace_rows").filter(|&n| n > 0) {
         let from = app
             .get("eligible_from_ms")
@@ -193,6 +205,7 @@ fn run_lists(out: &mut String, json: &Value) {
     find_lists(out, json);
     migrate_list(out, json);
     planned_purges(out, json);
+    planned_batches(out, json);
 }
 
 fn list<'a>(json: &'a Value, key: &str) -> Option<&'a Vec<Value>> {
@@ -203,7 +216,23 @@ fn list<'a>(json: &'a Value, key: &str) -> Option<&'a Vec<Value>> {
 fn verify_lists(out: &mut String, json: &Value) {
     let list = |key: &str| list(json, key);
     if let Some(checked) = list("checked_batches") {
-        let _ = writeln!(out, "checked {} batches", thousands(checked.len() as u64));
+        let sample = json
+            .get("sample")
+            .filter(|s| !s.is_null())
+            .map(|s| {
+                format!(
+                    " (a sample of {}% of {}: repeat it with --seed {})",
+                    s["percent"],
+                    thousands(number(s.get("of"))),
+                    s["seed"]
+                )
+            })
+            .unwrap_or_default();
+        let _ = writeln!(
+            out,
+            "checked {} batches{sample}",
+            thousands(checked.len() as u64)
+        );
     }
     if let Some(findings) = list("findings").filter(|f| !f.is_empty()) {
         let _ = writeln!(out, "{} findings:", findings.len());
@@ -256,6 +285,27 @@ fn find_lists(out: &mut String, json: &Value) {
             let _ = writeln!(out, "not found: {}", ids.join(", "));
             more(out, missing.len());
         }
+        for row in list("in_source").into_iter().flatten().take(LIST) {
+            let _ = writeln!(
+                out,
+                "  {} is in the source (app {}, status {}, updated {}): {}",
+                row["event_id"].as_str().unwrap_or("?"),
+                row["app_code"].as_str().unwrap_or("?"),
+                row["status"].as_str().unwrap_or("?"),
+                row["updated_at_ms"]
+                    .as_i64()
+                    .map(crate::model::timespec::rfc3339)
+                    .unwrap_or_default(),
+                row["why"].as_str().unwrap_or("?")
+            );
+        }
+        if let Some(missing) = list("missing_objects").filter(|m| !m.is_empty()) {
+            let _ = writeln!(out, "could not read {} data objects:", missing.len());
+            for key in missing.iter().take(LIST) {
+                let _ = writeln!(out, "  {}", key.as_str().unwrap_or("?"));
+            }
+            more(out, missing.len());
+        }
         let _ = writeln!(
             out,
             "searched {} batches ({} compacted)",
@@ -304,6 +354,42 @@ fn planned_purges(out: &mut String, json: &Value) {
         }
         more(out, planned.len());
     }
+}
+
+/// A dry-run archive's: the batches it would write, with their keys and rows.
+fn planned_batches(out: &mut String, json: &Value) {
+    if json.get("dry_run") != Some(&Value::Bool(true)) {
+        return;
+    }
+    let planned: Vec<(&str, &Value)> = json
+        .get("apps")
+        .and_then(Value::as_array)
+        .into_iter()
+        .flatten()
+        .flat_map(|a| {
+            let app = a["app_code"].as_str().unwrap_or("?");
+            a.get("batch_list")
+                .and_then(Value::as_array)
+                .into_iter()
+                .flatten()
+                .map(move |b| (app, b))
+        })
+        .collect();
+    if planned.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "would write {} batches:", planned.len());
+    for (app, b) in planned.iter().take(LIST) {
+        let _ = writeln!(
+            out,
+            "  {app} {} {:>10} rows {:>12} bytes  {}",
+            b["batch_id"].as_str().unwrap_or("?"),
+            thousands(number(b.get("rows"))),
+            thousands(number(b.get("uncompressed_bytes"))),
+            b["data_object_key"].as_str().unwrap_or("?")
+        );
+    }
+    more(out, planned.len());
 }
 
 fn more(out: &mut String, n: usize) {

@@ -16,7 +16,7 @@ use super::apps::{self, Population, Selection};
 use super::{Observer, RunContext};
 use crate::db::receipts::{Receipts, StoredReceipt};
 use crate::db::DbError;
-use crate::pipeline::report::details::{FindRun, FoundRow};
+use crate::pipeline::report::details::{FindRun, FoundRow, InSource};
 use crate::pipeline::report::{RunDetails, Summary};
 use crate::store::{self, StoreError};
 
@@ -32,6 +32,8 @@ pub struct FindOptions {
     pub filter: Option<(String, String)>,
     /// Batches searched at once.
     pub parallel: usize,
+    /// The status that means delivered, to say why an id in the source is not archived.
+    pub delivered_status: String,
 }
 
 #[derive(Debug, thiserror::Error)]
@@ -62,6 +64,11 @@ pub async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Observer) 
         );
     }
     let sel = &opts.selection;
+    if let Some((column, _)) = &opts.filter {
+        if let Err(e) = known_key(ctx.spec, column) {
+            return Summary::unusable(CommandName::Find, e);
+        }
+    }
     if opts.filter.is_some() && sel.whole_apps() {
         return Summary::unusable(CommandName::Find,
             "--where searches the data objects: narrow it with --from/--to or --batch-id (the whole archive would be read)".into(),
@@ -80,6 +87,14 @@ pub async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Observer) 
     };
     if let Err(e) = find(ctx, opts, &apps, observer, &mut run).await {
         summary.error = Some(e.to_string());
+    }
+    if let Some(first) = run.missing_objects.first() {
+        summary.error.get_or_insert_with(|| {
+            format!(
+                "could not read {} data object(s) the receipts name (the first: {first}), so what they hold was not looked at: check --store / OUTBOX_ARCHIVER_STORE, then run verify (a missing object is a finding)",
+                run.missing_objects.len()
+            )
+        });
     }
     summary.store_requests = ctx.store_activity(&before);
     summary.details = Some(RunDetails::Find(run));
@@ -121,7 +136,93 @@ async fn find(
         .filter(|id| !found.contains(id.as_str()))
         .cloned()
         .collect();
+    for id in &run.not_found {
+        for app in apps {
+            if let Some(row) = in_source(ctx, opts, app, id).await? {
+                run.in_source.push(row);
+            }
+        }
+    }
     Ok(())
+}
+
+/// `--where`'s column must be a key of the table's records: one that is not would match no row,
+/// and "not found" would hide the typo.
+fn known_key(spec: &crate::model::table::TableSpec, column: &str) -> Result<(), String> {
+    let keys: Vec<String> = spec
+        .columns
+        .iter()
+        .map(|c| c.json_key.to_string())
+        .collect();
+    if keys.iter().any(|k| k == column) {
+        return Ok(());
+    }
+    let closest = crate::db::apps::closest(column, &keys);
+    let hint = match closest.as_slice() {
+        [] => String::new(),
+        some => format!("; did you mean {}?", some.join(" or ")),
+    };
+    Err(format!(
+        "--where {column}=…: the records of {} have no key {column:?}{hint} (their keys: {})",
+        spec.name,
+        keys.join(", ")
+    ))
+}
+
+/// An id no batch holds, looked up in the source table under `app` (its primary key): its
+/// status, and why it is not archived.
+async fn in_source(
+    ctx: &RunContext,
+    opts: &FindOptions,
+    app: &str,
+    id: &str,
+) -> Result<Option<InSource>, DbError> {
+    let spec = ctx.spec;
+    let cursor = Receipts::new(spec)
+        .latest_cursor(&ctx.db.pool, app)
+        .await?
+        .unwrap_or(crate::model::format::Cursor {
+            updated_at_ms: i64::MIN,
+            event_id: String::new(),
+        });
+    // The comparison with the cursor is the database's (event ids are never ordered in Rust).
+    let sql = format!(
+        "SELECT CAST({status} AS CHAR), {updated}, {updated} > ? OR ({updated} = ? AND {id} > ?) \
+         FROM {table} WHERE {app_code} = ? AND {id} = ?",
+        status = spec.status,
+        updated = spec.updated_at_ms,
+        id = spec.event_id,
+        app_code = spec.app_code,
+        table = spec.name,
+    );
+    let row: Option<(String, i64, bool)> = sqlx::query_as(AssertSqlSafe(sql))
+        .bind(cursor.updated_at_ms)
+        .bind(cursor.updated_at_ms)
+        .bind(&cursor.event_id)
+        .bind(app)
+        .bind(id)
+        .fetch_optional(&ctx.db.pool)
+        .await
+        .map_err(|source| DbError::Query {
+            context: format!("looking up event {id:?} of app {app} in {}", spec.name),
+            source,
+        })?;
+    Ok(row.map(|(status, updated_at_ms, after_cursor)| {
+        let why = if status != opts.delivered_status {
+            format!("not delivered yet (status {status}): only delivered rows are archived")
+        } else if after_cursor {
+            "delivered, after the app's archive cursor: an archive run takes it once it is older than its cutoff".to_string()
+        } else {
+            "delivered, below the app's archive cursor and in no batch: a straggler (verify reports it; archive --stragglers takes it)".to_string()
+        };
+        InSource {
+            event_id: id.to_string(),
+            app_code: app.to_string(),
+            status,
+            updated_at_ms,
+            why,
+        }
+    }))
 }
 
 /// (app, batch) → what to look for in it.

@@ -316,6 +316,14 @@ impl Summary {
                     "could not reach the database or the store",
                 )
             }
+            // A migrate works on no app: whether it applied something is what it says.
+            Some(RunDetails::Migrate(run)) if self.error.is_none() => {
+                return match run.changed() {
+                    true => "done",
+                    false => "nothing to do: the schema is up to date",
+                }
+                .to_string()
+            }
             _ => {}
         }
         let stopped = self

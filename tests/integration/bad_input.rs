@@ -336,7 +336,7 @@ async fn print_config_shows_every_setting_and_its_source_but_no_secret() {
         ("AWS_ACCESS_KEY_ID", "AKIAEXAMPLEKEY".to_string()),
         ("AWS_SECRET_ACCESS_KEY", SECRET_KEY.to_string()),
     ];
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+    let out = tokio::process::Command::new(binary())
         .args(["archive", "--all-apps", "--shard", "2/4", "--print-config"])
         .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
         .output()
@@ -366,7 +366,7 @@ async fn print_config_shows_every_setting_and_its_source_but_no_secret() {
     assert_eq!(config["problems"], Json::Array(vec![]));
 
     // Problems a run would stop on are listed, and exit 2; nothing is contacted.
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+    let out = tokio::process::Command::new(binary())
         .args([
             "archive",
             "--app",
@@ -466,7 +466,7 @@ async fn what_cannot_be_right_is_refused_before_any_work() {
 
     // purge's age: a negative or malformed grace is refused before anything starts, naming it.
     for grace in ["-1h", "soon"] {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+        let out = tokio::process::Command::new(binary())
             .args(["purge", "--app", "a1", "--store", &store])
             .env("DATABASE_URL", &db.url)
             .env("OUTBOX_ARCHIVER_GRACE", grace)

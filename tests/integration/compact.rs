@@ -299,7 +299,7 @@ async fn a_kill_during_compaction_leaves_the_members_or_the_digest_and_a_rerun_c
     for point in ["compact-after-delete", "compact-before-commit"] {
         let mut envs = base.clone();
         envs.push(("OUTBOX_ARCHIVER_FAILPOINT", point.to_string()));
-        let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
+        let mut command = tokio::process::Command::new(binary());
         command
             .args(["compact", "--app", "a1", "--older-than", "0s"])
             .env_clear()

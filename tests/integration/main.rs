@@ -34,6 +34,7 @@ mod replicas;
 mod restore_guard;
 mod resume;
 mod screen;
+mod seams;
 mod server_defaults;
 mod shard;
 mod signals;

@@ -17,7 +17,8 @@ fn binary_envs(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
 /// Runs the binary on a pseudo-terminal (util-linux `script`): its exit status and everything
 /// the terminal received, stdout and stderr together, control sequences and all.
 async fn run_on_terminal(args: &[&str], envs: &[(&str, String)]) -> (i32, String) {
-    let quoted: Vec<String> = std::iter::once(env!("CARGO_BIN_EXE_outbox-archiver"))
+    let binary = binary();
+    let quoted: Vec<String> = std::iter::once(binary.as_str())
         .chain(args.iter().copied())
         .map(|a| format!("'{}'", a.replace('\'', r"'\''")))
         .collect();
@@ -258,7 +259,8 @@ async fn json_logs_on_a_terminal_are_json_and_nothing_else() {
             "--format",
             "json",
         ][..],
-        &["verify", "--all-apps", "--format", "json"],
+        // No --format: --log-format json alone makes everything JSON, the summary too.
+        &["verify", "--all-apps"],
     ] {
         let (code, raw) = run_on_terminal(args, &envs).await;
         assert_eq!(code, 0, "{raw}");
@@ -319,7 +321,16 @@ async fn off_a_terminal_every_long_command_logs_its_progress() {
             assert_eq!(line["unit"], unit, "{line}");
             let message = line["message"].as_str().unwrap_or_default();
             assert!(message.starts_with(&format!("{command} a1: ")), "{line}");
+            // The total is counted first, as on a terminal: N/M, and how long is left.
+            assert!(line["total"].as_u64().is_some(), "{command}: {line}");
+            assert!(message.contains('/') && message.contains('%'), "{line}");
         }
+        assert!(
+            progress
+                .iter()
+                .any(|l| l["message"].as_str().unwrap_or_default().contains("ETA")),
+            "{command}: {progress:?}"
+        );
         assert!(
             !run.all_output.contains("\x1b["),
             "{command}: no terminal codes off a terminal"

@@ -56,7 +56,7 @@ async fn shards_cover_every_app_exactly_once() {
         vec!["archive", "--all-apps", "--shard", "3/3"],
         vec!["archive", "--app", "app-00", "--shard", "0/3"],
     ] {
-        let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+        let out = tokio::process::Command::new(binary())
             .args(&bad)
             .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
             .output()

@@ -35,7 +35,7 @@ async fn sigterm_stops_between_batches() {
         ]);
         args
     };
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+    let mut child = tokio::process::Command::new(binary())
         .args(args("1"))
         .env("DATABASE_URL", &db.url)
         .stdout(Stdio::piped())
@@ -76,7 +76,7 @@ async fn sigterm_stops_between_batches() {
     );
     assert_eq!(db.members("a1").await.len() as u64, batches);
 
-    let rest = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+    let rest = tokio::process::Command::new(binary())
         .args(args("1000"))
         .env("DATABASE_URL", &db.url)
         .output()
@@ -91,14 +91,39 @@ async fn sigterm_stops_between_batches() {
 }
 
 /// Ctrl-C (SIGINT) is a human's abort: the run stops cleanly between batches as for SIGTERM, the
-/// stop reason names the signal, and the exit status is 130, so `archive && purge` stops there.
+/// stop reason names the signal, and the exit status is 130, so `archive && purge` stops there;
+/// the screen says it stopped (and resumes), not that it failed.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn ctrl_c_stops_with_exit_130_and_names_the_signal() {
     let db = TestDb::new().await;
     db.insert(&rows("a1", 200)).await;
     let dir = tempfile::tempdir().unwrap();
     let store = format!("file://{}", dir.path().display());
-    let mut child = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+    let (code, stdout) = interrupted(&db, &store, "json").await;
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
+    assert_eq!(code, Some(130), "{summary}");
+    assert_eq!(
+        summary["ok"], false,
+        "ok is true exactly when the exit status is 0"
+    );
+    let app = &summary["apps"][0];
+    assert_eq!(app["outcome"], "stopped", "{summary}");
+    assert_eq!(app["stop_reason"], "shutdown requested (SIGINT)");
+    // As a person sees it: stopped, and the next run resumes — not FAILED.
+    let (code, screen) = interrupted(&db, &store, "table").await;
+    assert_eq!(code, Some(130), "{screen}");
+    let first = screen.lines().next().unwrap_or_default();
+    assert!(
+        first.starts_with("archive: stopped by Ctrl-C (exit 130; the next run resumes)"),
+        "{screen}"
+    );
+    assert!(!screen.contains("FAILED"), "{screen}");
+}
+
+/// An archive of a1 in one-row batches, interrupted by SIGINT after its first batch: the exit
+/// status and what it printed on stdout in `format`.
+async fn interrupted(db: &TestDb, store: &str, format: &str) -> (Option<i32>, String) {
+    let mut child = tokio::process::Command::new(binary())
         .args([
             "archive",
             "--app",
@@ -109,8 +134,10 @@ async fn ctrl_c_stops_with_exit_130_and_names_the_signal() {
             "2026-01-02T00:00:00Z",
             "--log-format",
             "json",
+            "--format",
+            format,
             "--store",
-            &store,
+            store,
             "--lock-prefix",
             &db.lock_prefix(),
         ])
@@ -138,14 +165,5 @@ async fn ctrl_c_stops_with_exit_130_and_names_the_signal() {
         .read_to_string(&mut stdout)
         .await
         .unwrap();
-    let status = child.wait().await.unwrap();
-    let summary: serde_json::Value = serde_json::from_str(stdout.trim()).unwrap();
-    assert_eq!(status.code(), Some(130), "{summary}");
-    assert_eq!(
-        summary["ok"], false,
-        "ok is true exactly when the exit status is 0"
-    );
-    let app = &summary["apps"][0];
-    assert_eq!(app["outcome"], "stopped", "{summary}");
-    assert_eq!(app["stop_reason"], "shutdown requested (SIGINT)");
+    (child.wait().await.unwrap().code(), stdout)
 }

@@ -370,6 +370,13 @@ pub struct MigrateRun {
     pub chain_linked: u64,
 }
 
+impl MigrateRun {
+    /// Whether this run changed anything (a first run does; a rerun does not).
+    pub fn changed(&self) -> bool {
+        !self.applied.is_empty() || !self.created.is_empty() || self.chain_linked > 0
+    }
+}
+
 /// `find`'s run: every archived row found, where, and where it stands now.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct FindRun {
@@ -383,9 +390,26 @@ pub struct FindRun {
     /// Asked by event id (every id must be found), not by `--where` (one row is enough).
     #[serde(skip)]
     pub by_event_id: bool,
-    /// Data objects of batches in scope that are not in the store (run `verify`).
+    /// Data objects of batches in scope that are not in the store (run `verify`): what they
+    /// hold could not be looked at, so a run with any is "could not look" (exit 2).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub missing_objects: Vec<String>,
+    /// Ids not found in the archive that the source table holds: where each stands, and why
+    /// it is not archived (yet).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub in_source: Vec<InSource>,
+}
+
+/// An event id no batch holds, as the source table has it.
+#[derive(Debug, Clone, Serialize)]
+pub struct InSource {
+    pub event_id: String,
+    pub app_code: String,
+    pub status: String,
+    pub updated_at_ms: i64,
+    /// Why it is not archived: not delivered yet, after the app's cursor (the next runs take
+    /// it), or a straggler below it (verify reports it; `archive --stragglers` takes it).
+    pub why: String,
 }
 
 impl FindRun {

@@ -110,7 +110,7 @@ where
     match err {
         SdkError::ServiceError(e) if code.is_empty() && e.err().message().is_none() => {
             // Nothing modelled: a body the SDK could not read (a non-conforming store).
-            let why = aws_smithy_types::error::display::DisplayErrorContext(e.err()).to_string();
+            let why = in_words(e.err());
             format!(
                 "HTTP {}, an answer the SDK cannot read: {}",
                 status.unwrap_or(0),
@@ -125,8 +125,24 @@ where
         )
         .trim()
         .to_string(),
-        other => aws_smithy_types::error::display::DisplayErrorContext(other).to_string(),
+        other => in_words(other),
     }
+}
+
+/// An error and its sources in words, `outer: inner: innermost` — a message repeated by the
+/// error that wraps it said once. Not the SDK's `DisplayErrorContext`, which appends the whole
+/// error's `Debug` dump (`DispatchFailure(DispatchFailure { source: ConnectorError { … } })`).
+pub(crate) fn in_words(error: &(dyn std::error::Error + 'static)) -> String {
+    let mut said: Vec<String> = Vec::new();
+    let mut next = Some(error);
+    while let Some(e) = next {
+        let text = e.to_string();
+        if !text.is_empty() && !said.iter().any(|s| s.contains(&text)) {
+            said.push(text);
+        }
+        next = e.source();
+    }
+    said.join(": ")
 }
 
 /// Whether a connection failure is the endpoint's TLS certificate (rustls's words).
@@ -278,6 +294,10 @@ mod tests {
             StoreError::Unreachable { endpoint, detail } => {
                 assert_eq!(endpoint, "https://s3.example");
                 assert!(detail.contains("connection refused"), "{detail}");
+                // Words, not the SDK's Debug dump of the error.
+                for dump in ["DispatchFailure", "ConnectorError", "{", "("] {
+                    assert!(!detail.contains(dump), "{detail}");
+                }
             }
             other => panic!("{other:?}"),
         }

@@ -180,7 +180,7 @@ impl S3Store {
             Err(e) if e.code() == Some("NotFoundException") => Ok(None),
             Err(e) => {
                 let code = e.code().unwrap_or_default().to_string();
-                let detail = aws_smithy_types::error::display::DisplayErrorContext(&e).to_string();
+                let detail = super::error::in_words(&e);
                 Err(if code.contains("AccessDenied") {
                     StoreError::AccessDenied { detail }
                 } else {

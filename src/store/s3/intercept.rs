@@ -54,8 +54,7 @@ impl Intercept for CountAttempts {
             _ => return Ok(()),
         };
         Counters::bump(counter);
-        let detail =
-            error.map(|e| aws_smithy_types::error::display::DisplayErrorContext(e).to_string());
+        let detail = error.map(|e| super::error::in_words(e));
         tracing::warn!(
             status,
             detail = detail.as_deref().unwrap_or_default(),

@@ -94,9 +94,7 @@ impl Read {
                         self.offset,
                         self.size.unwrap_or_default()
                     ),
-                    Ok(Some(Err(e))) => {
-                        aws_smithy_types::error::display::DisplayErrorContext(&e).to_string()
-                    }
+                    Ok(Some(Err(e))) => super::error::in_words(&e),
                     Err(_) => format!(
                         "no bytes for {} ms (--s3-read-timeout)",
                         self.fetch.read_timeout.as_millis()

@@ -1,6 +1,14 @@
 //! The real binary, run as an operator would: a clean environment, its exit status, its JSON
 //! summary and everything it printed; and the ports of servers a test starts beside it.
 
+/// The binary under test: the one this build made, or `OUTBOX_ARCHIVER_TEST_BINARY` — another
+/// build's, to see a new test fail on the old code (`OUTBOX_ARCHIVER_TEST_BINARY=/tmp/old-build
+/// cargo test --test integration NAME`).
+pub fn binary() -> String {
+    std::env::var("OUTBOX_ARCHIVER_TEST_BINARY")
+        .unwrap_or_else(|_| env!("CARGO_BIN_EXE_outbox-archiver").to_string())
+}
+
 /// One run of the real binary: its exit status, its JSON summary, and everything it printed.
 pub struct Run {
     pub code: i32,
@@ -12,7 +20,7 @@ pub struct Run {
 /// Runs the binary as [`run_cli`] does and returns its exit status and everything it printed
 /// (stdout, then stderr), for output that is not a summary (`--help`).
 pub async fn run_cli_text(args: &[&str], envs: &[(&str, String)]) -> (i32, String) {
-    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"))
+    let out = tokio::process::Command::new(binary())
         .args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -31,7 +39,7 @@ pub async fn run_cli_text(args: &[&str], envs: &[(&str, String)]) -> (i32, Strin
 }
 
 pub async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
-    let mut cmd = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
+    let mut cmd = tokio::process::Command::new(binary());
     cmd.args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -83,7 +91,7 @@ pub async fn wait_for_port(port: u16, what: &str, limit: std::time::Duration) {
 /// The binary's `archive` of every app below 2026-01-02 in two-row batches into `store_url`: many
 /// small batches, so a run can be interrupted at many moments.
 pub fn archive_in_two_row_batches(store_url: &str) -> tokio::process::Command {
-    let mut command = tokio::process::Command::new(env!("CARGO_BIN_EXE_outbox-archiver"));
+    let mut command = tokio::process::Command::new(binary());
     command.args([
         "archive",
         "--all-apps",
