@@ -274,9 +274,9 @@ pub fn connect_options(url: &str, setting: &str) -> Result<MySqlConnectOptions, 
     // ignored, and the driver would connect to its default server (localhost:3306) instead.
     let scheme = url.split_once("://").map(|(scheme, _)| scheme);
     if !matches!(scheme, Some("mysql" | "mariadb")) {
-        return Err(invalid(format!(
-            "not a MySQL URL (write mysql://user:password@host:3306/database; mariadb:// is read the same)"
-        )));
+        return Err(invalid(
+            "not a MySQL URL (write mysql://user:password@host:3306/database; mariadb:// is read the same)".into(),
+        ));
     }
     // A user or password with `#`, `/` or `?` that was not percent-encoded ends the URL's
     // authority early: the host would be read from the password (and blamed on DNS).
@@ -288,8 +288,8 @@ pub fn connect_options(url: &str, setting: &str) -> Result<MySqlConnectOptions, 
             )));
         }
     }
-    let mut options = MySqlConnectOptions::from_str(url).map_err(|e| invalid(format!("{e}")))?;
-    let parsed = url::Url::parse(url).map_err(|e| invalid(format!("{e}")))?;
+    let mut options = MySqlConnectOptions::from_str(url).map_err(|e| invalid(e.to_string()))?;
+    let parsed = url::Url::parse(url).map_err(|e| invalid(e.to_string()))?;
     let mut ssl_mode_given = false;
     for (key, value) in parsed.query_pairs() {
         if !URL_PARAMETERS.contains(&&*key) {
