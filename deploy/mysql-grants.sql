@@ -11,7 +11,9 @@
 -- rerun (the server asks for UPDATE on every inserted column; a column grant is not enough).
 -- DELETE on the members (only) is for a row delivered again after it was archived: its member
 -- row moves to the batch that archived the new version, and the old version is kept in
--- `_superseded` (README, "Redelivered rows").
+-- `_superseded` (README, "Redelivered rows"). INSERT on the home records the store the first
+-- batch binds the archive to (DELETE takes back a binding whose marker could not be written);
+-- moving it later (`relocate`) is an operator's job, with the same grant, by hand.
 CREATE USER IF NOT EXISTS 'outbox_archiver'@'%' IDENTIFIED BY 'CHANGE-ME';
 GRANT SELECT ON `wallet`.`wallet_outbox` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_archiver'@'%';
@@ -20,6 +22,7 @@ GRANT SELECT, INSERT, UPDATE, DELETE ON `wallet`.`wallet_outbox_archive_members`
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_archiver'@'%';
 
 -- purge (the daily CronJob): delete exactly the archived members from the outbox and record it.
 CREATE USER IF NOT EXISTS 'outbox_purger'@'%' IDENTIFIED BY 'CHANGE-ME';
@@ -30,6 +33,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_purger'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_purger'@'%';
 
 -- restore and restore drills (by hand, by on-call): a separate role again, because it creates
 -- tables. Restoring into the live table (--into-source) additionally needs INSERT on it and
@@ -51,6 +55,7 @@ GRANT SELECT, DELETE ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_comp
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_compactor'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_compactor'@'%';
 
 -- Replica lag (--replica, --replicas-from; README "Replica lag"): on each replica, the roles that
 -- write (archive, purge, compact) read its replication status. The privilege's name depends on

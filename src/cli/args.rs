@@ -368,6 +368,10 @@ pub enum Command {
     Attest(AttestArgs),
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),
+    /// Move the archive's home to another bucket (or folder) under the same prefix, where it was
+    /// copied whole (its marker included): checked there, and recorded with the reason. The old
+    /// home need not be reachable.
+    Relocate(RelocateArgs),
     /// Print the JSON Schema of the table's NDJSON record (--table, or --table-profile: then
     /// the database describes the table's columns).
     Schema,
@@ -810,6 +814,18 @@ pub struct AttestArgs {
 }
 
 #[derive(Debug, Args)]
+pub struct RelocateArgs {
+    /// The archive's new home: s3://bucket/prefix or file:///path, the same prefix as now.
+    #[arg(long, value_name = "URL")]
+    pub to: String,
+    /// Why it moves, kept with the move (history and doctor show it).
+    #[arg(long, value_name = "TEXT")]
+    pub reason: String,
+    #[command(flatten)]
+    pub s3: S3Args,
+}
+
+#[derive(Debug, Args)]
 pub struct DemoArgs {
     /// How many rows to seed.
     #[arg(long, default_value_t = 100_000)]
@@ -834,4 +850,11 @@ pub struct DemoArgs {
     /// Drop the database and empty the folder even if the demo did not make them.
     #[arg(long)]
     pub force: bool,
+    /// Serve the last demo's folder as S3 again (its own server ends with the demo), until
+    /// Ctrl-C: what the settings in {dir}/demo.env reach.
+    #[arg(long, conflicts_with_all = ["force", "file_store"])]
+    pub serve: bool,
+    /// The port --serve listens on (and demo.env names).
+    #[arg(long, env = "OUTBOX_ARCHIVER_DEMO_PORT", default_value_t = 9321)]
+    pub port: u16,
 }

@@ -20,7 +20,8 @@ pub use options::Groups;
 pub use print_config::effective_config;
 
 use crate::commands::{
-    archive, attest, compact, demo, doctor, find, history, migrate, purge, restore, status, verify,
+    archive, attest, compact, demo, doctor, find, history, migrate, purge, relocate, restore,
+    status, verify,
 };
 use crate::output::metrics;
 use crate::pipeline::apps::Apps;
@@ -93,6 +94,7 @@ fn exit_status(command: CommandName) -> Option<&'static str> {
         CommandName::Doctor => "Exit status: 0 no line is a problem (warnings allowed); 1 a line is a problem (each says the fix); 2 the database or the store could not be reached at all (the other lines are still printed).",
         CommandName::Demo => "Exit status: 0 the demo ran end to end; 2 a step failed (the message says which), it would drop a database or empty a folder it did not make (--force), or the database could not be reached.",
         CommandName::Schema => "Exit status: 0 the schema was printed; 2 the table or profile could not be described.",
+        CommandName::Relocate => "Exit status: 0 the archive's home moved (the move is recorded with its reason); 2 nothing moved: the archive has no home yet, --to has another prefix, or the new home lacks the archive's marker or batches (copy it whole first), or the database or the store could not be reached.",
         CommandName::None => return None,
     })
 }
@@ -357,6 +359,7 @@ async fn command_summary(
         Command::Doctor(args) => doctor_command(common, args, now).await,
         Command::Schema => schema_command(common).await,
         Command::Demo(args) => demo_command(common, args, shutdown).await,
+        Command::Relocate(args) => relocate_command(common, connect, &args, shutdown).await,
     }
 }
 
@@ -399,6 +402,8 @@ async fn demo_command(
         dir: std::path::absolute(&args.dir).unwrap_or(args.dir),
         file_store: args.file_store,
         force: args.force,
+        serve: args.serve,
+        port: args.port,
     };
     demo::run(spec, &options, shutdown, system_clock()).await
 }
@@ -454,15 +459,70 @@ async fn open(
         Ok::<_, String>((spec, store, stops))
     }
     .await;
-    match checked {
+    let ctx = match checked {
         Ok((spec, store, stops)) => {
-            Ok(RunContext::new(spec, db, store, shutdown, system_clock()).with_stops(stops))
+            RunContext::new(spec, db, store, shutdown, system_clock()).with_stops(stops)
         }
         Err(e) => {
             db.close().await;
-            Err(e)
+            return Err(e);
+        }
+    };
+    // One archive, one home: --store is held to the store the archive is bound to.
+    match crate::pipeline::home::check(&ctx).await {
+        Ok(checked) => Ok(RunContext {
+            binding: crate::pipeline::home::Binding::found(&checked),
+            ..ctx
+        }),
+        Err(e) => {
+            ctx.db.close().await;
+            Err(e.to_string())
         }
     }
+}
+
+/// `relocate` opens the database and the archive's new home (`--to`), not `--store`: the old
+/// home need not be reachable, and the new one is checked by the move itself.
+async fn relocate_command(
+    common: &Common,
+    connect: &Connect,
+    args: &args::RelocateArgs,
+    shutdown: CancellationToken,
+) -> Summary {
+    let name = CommandName::Relocate;
+    let location = match Location::parse(&args.to) {
+        Ok(location) => location,
+        Err(e) => return Summary::unusable(name, e.replace("--store", "--to")),
+    };
+    if let Err(e) = common.profile() {
+        return Summary::unusable(name, e);
+    }
+    let db = match common.database().await {
+        Ok(db) => db,
+        Err(e) => return Summary::unusable(name, e),
+    };
+    let opened = async {
+        let spec = common.spec_on(&db).await?;
+        db.require_tables(spec).await.map_err(|e| e.to_string())?;
+        let store = store::open(location, &connect.s3)
+            .await
+            .map_err(|e| e.to_string())?;
+        store
+            .confirm_access()
+            .await
+            .map_err(|e| format!("{e} (--to {})", store.location()))?;
+        Ok::<_, String>((spec, store))
+    }
+    .await;
+    let summary = match opened {
+        Ok((spec, store)) => {
+            let ctx = RunContext::new(spec, db.clone(), store, shutdown, system_clock());
+            relocate::run(&ctx, &args.reason).await
+        }
+        Err(e) => Summary::unusable(name, e),
+    };
+    db.close().await;
+    summary
 }
 
 /// `doctor` opens the database and the store itself: that one cannot be reached is a finding it
@@ -618,20 +678,15 @@ where
     summary
 }
 
-/// Records a command that could not start (or failed before its first app) as a run of the
-/// whole command (app code empty), where the database can be reached: `history` shows why last
-/// night's run failed even when it failed before its first app. `doctor` is not recorded: the
-/// preflight writes no row, so that it needs no write grant.
+/// Records, as a run of the whole command (app code empty), a run that has no app of its own
+/// to record it — it could not start, failed before its first app, found no app to work, or
+/// works no app by nature (`find`) — and a run-level error beside its apps, where the database
+/// can be reached: `history` shows every run, and why last night's failed even when it failed
+/// before its first app. Only the commands whose runs are recorded
+/// ([`CommandName::is_recorded`]): `doctor`, the preflight, writes no row, so that it needs no
+/// write grant.
 async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) {
-    const RECORDED: [CommandName; 6] = [
-        CommandName::Archive,
-        CommandName::Purge,
-        CommandName::Verify,
-        CommandName::Restore,
-        CommandName::Compact,
-        CommandName::Find,
-    ];
-    if !summary.apps.is_empty() || !RECORDED.contains(&summary.command) || summary.error.is_none() {
+    if !summary.command.is_recorded() || (!summary.apps.is_empty() && summary.error.is_none()) {
         return;
     }
     let Ok(db) = common.database().await else {
@@ -639,15 +694,26 @@ async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) 
     };
     if let Ok(spec) = common.spec_on(&db).await {
         if db.require_tables(spec).await.is_ok() {
+            let outcome = match summary.exit_code {
+                0 => "done",
+                130 => "stopped",
+                _ => "failed",
+            };
+            let store = summary.store.clone().or_else(|| common.store.clone());
             let record = crate::db::runs::Record {
                 app: "",
                 command: summary.command.as_str(),
-                outcome: "failed",
-                batches: 0,
-                rows: 0,
+                outcome,
+                batches: summary.apps.iter().map(|a| a.batches).sum(),
+                rows: summary.apps.iter().map(|a| a.rows).sum(),
                 error: summary.error.as_deref(),
                 started_at_ms,
                 finished_at_ms: system_clock()(),
+                run_id: summary.run_id,
+                store: store.as_deref(),
+                stop_reason: summary.stop_reason.as_deref(),
+                dry_run: summary.dry_run.unwrap_or(false),
+                findings: None,
             };
             crate::db::runs::Runs::new(spec)
                 .note(&db.pool, &record)
@@ -701,6 +767,7 @@ mod tests {
         &["demo"],
         &["schema"],
         &["doctor"],
+        &["relocate", "--to", "s3://b/p", "--reason", "moved"],
     ];
 
     #[test]

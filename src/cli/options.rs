@@ -410,6 +410,10 @@ impl Command {
                 metrics: Some(&a.metrics),
                 ..none
             },
+            Command::Relocate(a) => Groups {
+                s3: Some(&a.s3),
+                ..none
+            },
             Command::Migrate(_) | Command::History(_) | Command::Demo(_) | Command::Schema => none,
         }
     }

@@ -117,6 +117,7 @@ fn problems(cli: &Cli) -> Vec<String> {
             | Command::Status(_)
             | Command::History(_)
             | Command::Demo(_)
+            | Command::Relocate(_)
             | Command::Schema
     ) {
         problems.push("no archive location: set --store or OUTBOX_ARCHIVER_STORE".to_string());
@@ -160,5 +161,12 @@ fn problems(cli: &Cli) -> Vec<String> {
         _ => None,
     };
     problems.extend(policy);
+    if let Command::Relocate(args) = &cli.command {
+        problems.extend(
+            Location::parse(&args.to)
+                .err()
+                .map(|e| e.replace("--store", "--to")),
+        );
+    }
     problems
 }

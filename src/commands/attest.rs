@@ -72,7 +72,7 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
         }
     }
     let work = Attest::new(ctx, period);
-    let driver = Driver::new(ctx, CommandName::Attest, Gate::Open);
+    let driver = Driver::new(ctx, CommandName::Attest, Gate::Open).noting_runs();
     summary.apps = driver.run(apps, &work).await;
     let (parts, refusals) = work.into_parts();
     let failed = summary.apps.iter().any(|a| a.error.is_some());

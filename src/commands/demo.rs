@@ -41,7 +41,21 @@ pub struct DemoOptions {
     pub file_store: bool,
     /// Drop the database and empty the folder even without the demo's marker.
     pub force: bool,
+    /// Serve the last demo's folder as S3 again, on 127.0.0.1:`port`, until stopped (to explore
+    /// the archive after the demo's own server ended with it).
+    pub serve: bool,
+    /// The port `--serve` listens on, and the one `demo.env` names.
+    pub port: u16,
 }
+
+/// The demo's S3 credentials (a throwaway server on this machine's loopback; not secret).
+#[cfg(feature = "local-s3")]
+const ACCESS_KEY: &str = "demo-access-key";
+#[cfg(feature = "local-s3")]
+const SECRET_KEY: &str = "demo-secret-key-not-secret";
+
+/// The file, in the demo's folder, with the settings that reach the demo's archive.
+const ENV_FILE: &str = "demo.env";
 
 /// The file the demo leaves in its folder, and the table it leaves in its database: what tells
 /// a later demo that emptying or dropping them destroys nothing of anyone else's.
@@ -59,7 +73,11 @@ pub async fn run(
     shutdown: CancellationToken,
     now_ms: Clock,
 ) -> Summary {
-    match demo(spec, opts, shutdown, now_ms).await {
+    let result = match opts.serve {
+        true => serve(opts, shutdown).await,
+        false => demo(spec, opts, shutdown, now_ms).await,
+    };
+    match result {
         Ok(summary) => summary,
         Err(e) => Summary::unusable(CommandName::Demo, e.to_string()),
     }
@@ -77,7 +95,7 @@ async fn demo(
     now_ms: Clock,
 ) -> anyhow::Result<Summary> {
     let now = now_ms();
-    let db = database(spec, opts, now).await?;
+    let (db, db_url) = database(spec, opts, now).await?;
     // Keeps the in-process S3 server (if any) running while the store is used.
     let (store, _server) = archive_location(opts).await?;
     let env = RunContext::new(spec, db.clone(), store.clone(), shutdown, now_ms);
@@ -92,6 +110,8 @@ async fn demo(
     let elapsed = started.elapsed();
     report(&db, spec, &options, &summary, store.as_ref(), opts, elapsed).await?;
     look_around(&env, cutoff_ms).await;
+    let env_file = write_env_file(opts, &db_url, store.location(), &options.lock_prefix)?;
+    hints(spec, opts, &env_file, &summary);
     db.close().await;
     Ok(Summary {
         command: CommandName::Demo,
@@ -99,8 +119,13 @@ async fn demo(
     })
 }
 
-/// A throwaway database, migrated, with realistic rows: three apps, 30 days, mostly delivered.
-async fn database(spec: &'static TableSpec, opts: &DemoOptions, now: i64) -> anyhow::Result<Db> {
+/// A throwaway database, migrated, with realistic rows: three apps, 30 days, mostly delivered;
+/// and its URL.
+async fn database(
+    spec: &'static TableSpec,
+    opts: &DemoOptions,
+    now: i64,
+) -> anyhow::Result<(Db, String)> {
     let db_url = recreate_database(&opts.server_url, &opts.database, opts.force).await?;
     let db = Db::connect(&db_url, 4).await?;
     let migrated = migrate::run(
@@ -135,7 +160,7 @@ async fn database(spec: &'static TableSpec, opts: &DemoOptions, now: i64) -> any
         plan.apps,
         started.elapsed().as_secs_f64()
     ));
-    Ok(db)
+    Ok((db, db_url))
 }
 
 /// An archive location: a real S3 server in this process serving `opts.dir` (returned, to keep
@@ -162,12 +187,8 @@ async fn archive_location(
     )?;
     #[cfg(feature = "local-s3")]
     if !opts.file_store {
-        let server = crate::testkit::local_s3::LocalS3::start(
-            &opts.dir,
-            "demo-access-key",
-            "demo-secret-key-not-secret",
-        )
-        .await?;
+        let server =
+            crate::testkit::local_s3::LocalS3::start(&opts.dir, ACCESS_KEY, SECRET_KEY).await?;
         server.create_bucket(BUCKET)?;
         let location = Location::S3 {
             bucket: BUCKET.into(),
@@ -220,15 +241,139 @@ async fn look_around(env: &RunContext, cutoff_ms: i64) {
     for line in state.text.unwrap_or_default().lines() {
         say(format!("  {line}"));
     }
+}
+
+/// The settings that reach the demo's archive — the database URL (its password included), the
+/// store and, for the S3 server, its endpoint as `--serve` serves it and its credentials — as
+/// `export` lines in `{dir}/demo.env`, readable by its owner only: what the hints source, so
+/// that no password is printed and every hint can be pasted.
+fn write_env_file(
+    opts: &DemoOptions,
+    db_url: &str,
+    location: &Location,
+    lock_prefix: &str,
+) -> anyhow::Result<PathBuf> {
+    let quoted = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+    let mut lines = vec![
+        "# Made by `outbox-archiver demo`: the settings that reach its archive. Source it: . demo.env".to_string(),
+        format!("export DATABASE_URL={}", quoted(db_url)),
+        format!("export OUTBOX_ARCHIVER_STORE={}", quoted(&location.to_string())),
+        format!("export OUTBOX_ARCHIVER_LOCK_PREFIX={}", quoted(lock_prefix)),
+    ];
+    #[cfg(feature = "local-s3")]
+    if matches!(location, Location::S3 { .. }) {
+        lines.extend([
+            "# The demo's S3 server ends with it: `outbox-archiver demo --serve` serves the folder again here.".to_string(),
+            format!("export OUTBOX_ARCHIVER_DEMO_DIR={}", quoted(&opts.dir.display().to_string())),
+            format!("export OUTBOX_ARCHIVER_DEMO_PORT={}", opts.port),
+            format!(
+                "export OUTBOX_ARCHIVER_S3_ENDPOINT={}",
+                quoted(&format!("http://127.0.0.1:{}", opts.port))
+            ),
+            format!("export AWS_ACCESS_KEY_ID={}", quoted(ACCESS_KEY)),
+            format!("export AWS_SECRET_ACCESS_KEY={}", quoted(SECRET_KEY)),
+            "export AWS_REGION='us-east-1'".to_string(),
+        ]);
+    }
+    let path = opts.dir.join(ENV_FILE);
+    let mut text = lines.join("\n");
+    text.push('\n');
+    {
+        use std::io::Write as _;
+        use std::os::unix::fs::OpenOptionsExt as _;
+        let mut file = std::fs::OpenOptions::new()
+            .write(true)
+            .create(true)
+            .truncate(true)
+            .mode(0o600)
+            .open(&path)?;
+        file.write_all(text.as_bytes())?;
+    }
+    Ok(path)
+}
+
+/// How to explore the archive after the demo: commands that can be pasted as they are.
+fn hints(spec: &TableSpec, opts: &DemoOptions, env_file: &std::path::Path, summary: &Summary) {
+    let exe = std::env::current_exe()
+        .ok()
+        .map(|exe| {
+            let here = std::env::current_dir().unwrap_or_default();
+            exe.strip_prefix(&here).map(PathBuf::from).unwrap_or(exe)
+        })
+        .map(|p| p.display().to_string())
+        .unwrap_or_else(|| "outbox-archiver".into());
+    let table = match spec.name {
+        "wallet_outbox" => String::new(),
+        name => format!(" --table {name}"),
+    };
+    let first = summary.apps.iter().find_map(|a| {
+        a.batch_list
+            .first()
+            .map(|b| (a.app_code.clone(), b.clone()))
+    });
     say(format!(
-        "try: DATABASE_URL='{}' outbox-archiver status{}",
-        env.db.url_redacted,
-        match env.spec.name {
-            "wallet_outbox" => String::new(),
-            name => format!(" --table {name}"),
-        }
+        "explore it yourself — the settings, password included, are in {} (only you can read it):",
+        env_file.display()
     ));
+    say(format!("  . {}", env_file.display()));
+    if !opts.file_store {
+        // The demo's S3 server ended with it: this serves the folder again, in the background.
+        say(format!(
+            "  {exe} demo --serve > {} 2>&1 &",
+            opts.dir.join("serve.log").display()
+        ));
+    }
+    say(format!("  {exe} status{table}"));
+    if let Some((app, batch)) = first {
+        say(format!(
+            "  {exe} find{table} --event-id {}",
+            batch.first_cursor.event_id
+        ));
+        say(format!("  {exe} verify{table} --app {app}"));
+    }
+    say(format!("  {exe} history{table}"));
+    if !opts.file_store {
+        say(format!(
+            "  kill %1   # the S3 server on 127.0.0.1:{}, when you are done",
+            opts.port
+        ));
+    }
     say("the archive run's summary follows on stdout (all of it: --format json)".into());
+}
+
+/// `demo --serve`: the last demo's folder served as S3 again, on 127.0.0.1:`port` (what
+/// `demo.env` names), until SIGTERM or Ctrl-C.
+async fn serve(opts: &DemoOptions, shutdown: CancellationToken) -> anyhow::Result<Summary> {
+    if !opts.dir.join(DIR_MARKER).exists() {
+        anyhow::bail!(
+            "--dir {} holds no demo's archive (no {DIR_MARKER}): run `outbox-archiver demo` first",
+            opts.dir.display()
+        );
+    }
+    #[cfg(feature = "local-s3")]
+    {
+        let server = crate::testkit::local_s3::LocalS3::start_on(
+            &opts.dir, ACCESS_KEY, SECRET_KEY, opts.port,
+        )
+        .await
+        .map_err(|e| anyhow::anyhow!("--port {}: {e}", opts.port))?;
+        say(format!(
+            "serving {} as S3 at {} until Ctrl-C; in another terminal: . {}",
+            opts.dir.display(),
+            server.endpoint,
+            opts.dir.join(ENV_FILE).display()
+        ));
+        shutdown.cancelled().await;
+        drop(server);
+        let mut summary = Summary::new(CommandName::Demo);
+        summary.stop_reason = Some(crate::pipeline::shutdown_reason());
+        Ok(summary.settle())
+    }
+    #[cfg(not(feature = "local-s3"))]
+    {
+        let _ = shutdown;
+        anyhow::bail!("this build has no S3 server (the local-s3 feature): its demo uses a file:// folder, which needs no serving")
+    }
 }
 
 /// Drops and creates the demo database; returns its URL.

@@ -7,7 +7,7 @@ use crate::db::Db;
 use crate::model::command::CommandName;
 use crate::model::table::TableSpec;
 use crate::pipeline::doctor::{
-    check_database, check_store, DoctorOptions, DoctorRun, DoctorStore, Status,
+    check_database, check_home, check_store, DoctorOptions, DoctorRun, DoctorStore, Status,
 };
 use crate::pipeline::report::{RunDetails, Summary};
 
@@ -35,6 +35,11 @@ pub async fn run(
     }
     let store = store.as_ref().map(|s| *s).map_err(String::as_str);
     check_store(store, opts, now_ms, &mut run).await;
+    if let (Ok(db), Ok(store)) = (db, store) {
+        if !run.unreachable {
+            check_home(spec, db, store.store(), &mut run).await;
+        }
+    }
     if format == Format::Table {
         summary.text = Some(table(&run));
     }

@@ -11,6 +11,7 @@ pub mod find;
 pub mod history;
 pub mod migrate;
 pub mod purge;
+pub mod relocate;
 pub mod restore;
 pub mod status;
 pub mod verify;

@@ -8,6 +8,7 @@ pub mod apps;
 pub mod chain;
 pub mod compact;
 pub mod drills;
+pub mod home;
 pub mod lock;
 pub mod members;
 pub mod nodelay;

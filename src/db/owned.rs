@@ -51,8 +51,8 @@ fn columns(list: &[(&str, &str)]) -> Vec<(String, String)> {
         .collect()
 }
 
-/// The owned tables of `spec`, in the order they are created: five, and for a profile's table
-/// a sixth that keeps the columns archived so far.
+/// The owned tables of `spec`, in the order they are created: six, and for a profile's table
+/// a seventh that keeps the columns archived so far.
 pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
     let mut tables = vec![
         receipts(spec),
@@ -60,6 +60,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         runs(spec),
         drills(spec),
         superseded(spec),
+        home(spec),
     ];
     if !spec.is_builtin() {
         tables.push(archived_columns(spec));
@@ -257,11 +258,41 @@ fn runs(spec: &TableSpec) -> OwnedTable {
             ("batches", "BIGINT NOT NULL"),
             ("row_count", "BIGINT NOT NULL"),
             ("error", "TEXT NULL"),
-        ]),
+        ])
+        .into_iter()
+        .chain(columns(RUNS_TOLD_COLUMNS))
+        .collect(),
         keys: vec![
             "PRIMARY KEY (id)".into(),
             format!("KEY idx_{prefix}_runs_app (app_code, command, id)"),
         ],
+    }
+}
+
+/// The runs table's columns of migration 11: each run told whole.
+const RUNS_TOLD_COLUMNS: &[(&str, &str)] = &[
+    ("run_id", "VARCHAR(32) CHARACTER SET ascii NULL"),
+    ("store", "VARCHAR(1024) NULL"),
+    ("stop_reason", "VARCHAR(255) NULL"),
+    ("dry_run", "BOOLEAN NOT NULL DEFAULT FALSE"),
+    ("findings", "MEDIUMTEXT NULL"),
+];
+
+/// The archive's home: one row per binding of the archive to a store, the newest current.
+fn home(spec: &TableSpec) -> OwnedTable {
+    OwnedTable {
+        name: spec.home_table(),
+        columns: columns(&[
+            ("id", "BIGINT NOT NULL"),
+            ("store", "VARCHAR(1024) NOT NULL"),
+            ("archive_id", "CHAR(32) CHARACTER SET ascii NOT NULL"),
+            ("marker_key", "VARCHAR(1024) NOT NULL"),
+            ("bound_at_ms", "BIGINT NOT NULL"),
+            ("moved_from", "VARCHAR(1024) NULL"),
+            ("reason", "TEXT NULL"),
+            ("run_id", "VARCHAR(32) CHARACTER SET ascii NULL"),
+        ]),
+        keys: vec!["PRIMARY KEY (id)".into()],
     }
 }
 
@@ -436,6 +467,19 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
         pool.execute(sqlx::AssertSqlSafe(key))
             .await
             .context(|| format!("adding the chain's unique key to {receipts}"))?;
+    }
+    let runs = spec.runs_table();
+    if !has_column(pool, &runs, "run_id").await? {
+        let added: Vec<String> = RUNS_TOLD_COLUMNS
+            .iter()
+            .map(|(name, ty)| format!("ADD COLUMN {name} {ty}"))
+            .collect();
+        pool.execute(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {runs} {}",
+            added.join(", ")
+        )))
+        .await
+        .context(|| format!("adding the run's id, store and findings to {runs}"))?;
     }
     if members_primary_key(pool, spec).await? == ["app_code", "event_id"] {
         tracing::info!(

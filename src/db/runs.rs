@@ -1,13 +1,14 @@
-//! What each run did per app, for `status` ("the last run's outcome") and for operators asking
-//! the database rather than the logs.
+//! What each run did per app, for `history` ("why did last night's run do nothing?") and
+//! `status` ("the last run's outcome"): every run of a command that works on the archive — lock
+//! skips and dry runs included — with its run id, store, why it ended and what it found.
 
 use sqlx::{AssertSqlSafe, MySqlPool};
 
 use super::{Context, DbError};
 use crate::model::table::TableSpec;
 
-/// One recorded run of one app (`app_code` empty: the run as a whole — doctor, or a command that
-/// could not start).
+/// One recorded run of one app (`app_code` empty: the run as a whole — a command that could not
+/// start, or worked no app).
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct Run {
     pub app_code: String,
@@ -18,6 +19,22 @@ pub struct Run {
     pub batches: i64,
     pub row_count: i64,
     pub error: Option<String>,
+    /// `None` on runs recorded before migration 11.
+    pub run_id: Option<String>,
+    pub store: Option<String>,
+    pub stop_reason: Option<String>,
+    pub dry_run: bool,
+    /// What the run found, as recorded: `{"count": n, "first": […]}`.
+    #[serde(serialize_with = "as_json")]
+    pub findings: Option<String>,
+}
+
+/// The recorded findings as the JSON they are, not as a string of it.
+fn as_json<S: serde::Serializer>(text: &Option<String>, s: S) -> Result<S::Ok, S::Error> {
+    use serde::Serialize;
+    text.as_deref()
+        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
+        .serialize(s)
 }
 
 /// One app's run, as it is recorded.
@@ -31,7 +48,31 @@ pub struct Record<'a> {
     pub error: Option<&'a str>,
     pub started_at_ms: i64,
     pub finished_at_ms: i64,
+    pub run_id: &'a str,
+    pub store: Option<&'a str>,
+    pub stop_reason: Option<&'a str>,
+    pub dry_run: bool,
+    /// The findings, as JSON (see [`findings_json`]).
+    pub findings: Option<&'a str>,
 }
+
+/// At most this many findings are kept with a run; the count says how many there were.
+pub const FINDINGS_KEPT: usize = 20;
+
+/// `{"count": n, "first": [the first FINDINGS_KEPT]}`, or `None` for none.
+pub fn findings_json<T: serde::Serialize>(findings: &[T]) -> Option<String> {
+    if findings.is_empty() {
+        return None;
+    }
+    let first = &findings[..findings.len().min(FINDINGS_KEPT)];
+    serde_json::to_string(&serde_json::json!({ "count": findings.len(), "first": first })).ok()
+}
+
+/// What every read of the runs selects, in [`Run`]'s order.
+const COLUMNS: &str =
+    "CAST(app_code AS CHAR) AS app_code, command, started_at_ms, finished_at_ms, \
+     outcome, batches, row_count, error, CAST(run_id AS CHAR) AS run_id, store, stop_reason, \
+     dry_run, findings";
 
 /// The runs table of one outbox table.
 #[derive(Debug, Clone)]
@@ -45,12 +86,14 @@ impl Runs {
     }
 
     pub async fn record(&self, pool: &MySqlPool, run: &Record<'_>) -> Result<(), DbError> {
-        let spec = self.spec;
         let sql = format!(
-        "INSERT INTO {} (app_code, command, started_at_ms, finished_at_ms, outcome, batches, row_count, error) VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
-        spec.runs_table()
-    );
+            "INSERT INTO {} (app_code, command, started_at_ms, finished_at_ms, outcome, batches, \
+             row_count, error, run_id, store, stop_reason, dry_run, findings) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+            self.spec.runs_table()
+        );
         let app: String = run.app.chars().take(32).collect();
+        let reason: Option<String> = run.stop_reason.map(|r| r.chars().take(255).collect());
         sqlx::query(AssertSqlSafe(sql))
             .bind(app)
             .bind(run.command)
@@ -60,6 +103,11 @@ impl Runs {
             .bind(run.batches as i64)
             .bind(run.rows as i64)
             .bind(run.error)
+            .bind(run.run_id)
+            .bind(run.store)
+            .bind(reason)
+            .bind(run.dry_run)
+            .bind(run.findings)
             .execute(pool)
             .await
             .context(|| format!("recording the run of app {}", run.app))?;
@@ -73,25 +121,39 @@ impl Runs {
         }
     }
 
-    /// The app's most recent run of `command`.
+    /// The app's most recent run of `command` that worked it: not a dry run, not a run that
+    /// found the app's lock held by another process.
     pub async fn last(
         &self,
         pool: &MySqlPool,
         app: &str,
         command: &str,
     ) -> Result<Option<Run>, DbError> {
-        let spec = self.spec;
         let sql = format!(
-        "SELECT CAST(app_code AS CHAR) AS app_code, command, started_at_ms, finished_at_ms, outcome, batches, row_count, error FROM {} \
-         WHERE app_code = ? AND command = ? ORDER BY id DESC LIMIT 1",
-        spec.runs_table()
-    );
+            "SELECT {COLUMNS} FROM {} WHERE app_code = ? AND command = ? \
+             AND dry_run = FALSE AND outcome <> 'skipped_locked' ORDER BY id DESC LIMIT 1",
+            self.spec.runs_table()
+        );
         sqlx::query_as(AssertSqlSafe(sql))
             .bind(app)
             .bind(command)
             .fetch_optional(pool)
             .await
             .context(|| format!("reading the last run of app {app}"))
+    }
+
+    /// Whether any run of `app` is recorded (its run-level rows aside).
+    pub async fn knows_app(&self, pool: &MySqlPool, app: &str) -> Result<bool, DbError> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE app_code = ? LIMIT 1) AS r",
+            self.spec.runs_table()
+        );
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .fetch_one(pool)
+            .await
+            .context(|| format!("looking for runs of app {app}"))?;
+        Ok(n > 0)
     }
 
     /// The most recent runs, newest first: of `app` and of `command` where given.
@@ -103,8 +165,7 @@ impl Runs {
         limit: u32,
     ) -> Result<Vec<Run>, DbError> {
         let mut qb = sqlx::QueryBuilder::<sqlx::MySql>::new(format!(
-            "SELECT CAST(app_code AS CHAR) AS app_code, command, started_at_ms, finished_at_ms, outcome, batches, row_count, error \
-             FROM {} WHERE 1 = 1",
+            "SELECT {COLUMNS} FROM {} WHERE 1 = 1",
             self.spec.runs_table()
         ));
         if let Some(app) = app {

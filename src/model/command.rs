@@ -18,12 +18,13 @@ pub enum CommandName {
     Doctor,
     Schema,
     Demo,
+    Relocate,
     /// A command line that names no subcommand (a usage error's summary).
     None,
 }
 
 impl CommandName {
-    const ALL: [CommandName; 13] = [
+    const ALL: [CommandName; 14] = [
         CommandName::Migrate,
         CommandName::Archive,
         CommandName::Verify,
@@ -37,6 +38,7 @@ impl CommandName {
         CommandName::Doctor,
         CommandName::Schema,
         CommandName::Demo,
+        CommandName::Relocate,
     ];
 
     /// The commands whose runs the runs table records (what `history` lists): those that work
@@ -52,6 +54,7 @@ impl CommandName {
                 | CommandName::Compact
                 | CommandName::Find
                 | CommandName::Attest
+                | CommandName::Relocate
         )
     }
 
@@ -75,6 +78,7 @@ impl CommandName {
             CommandName::Doctor => "doctor",
             CommandName::Schema => "schema",
             CommandName::Demo => "demo",
+            CommandName::Relocate => "relocate",
             CommandName::None => "outbox-archiver",
         }
     }

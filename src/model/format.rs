@@ -191,6 +191,42 @@ pub fn table_prefix(prefix: &str, table: &str) -> String {
     }
 }
 
+/// `{table_prefix}_archive.json`: the archive's marker, written once when its first batch is
+/// archived (SPEC §5.13). Outside every app's keys, so no batch ever uses it.
+pub fn home_marker_key(table_prefix: &str) -> String {
+    format!("{table_prefix}_archive.json")
+}
+
+/// What an archive's marker says: which table's archive the store holds, under which id.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
+pub struct HomeMarker {
+    pub archive_id: String,
+    pub table: String,
+    /// The database whose archive it is (its name, as the URL gives it).
+    pub database: String,
+    pub created_at_ms: i64,
+}
+
+impl HomeMarker {
+    /// One compact JSON line, keys in this order.
+    pub fn to_bytes(&self) -> Vec<u8> {
+        let mut text = serde_json::to_string(self).expect("a marker serialises");
+        text.push('\n');
+        text.into_bytes()
+    }
+
+    /// A marker's bytes read back; `None` for anything that is not one.
+    pub fn parse(bytes: &[u8]) -> Option<HomeMarker> {
+        let marker: HomeMarker = serde_json::from_slice(bytes).ok()?;
+        let hex = marker.archive_id.len() == 32
+            && marker
+                .archive_id
+                .bytes()
+                .all(|b| b.is_ascii_digit() || (b'a'..=b'f').contains(&b));
+        hex.then_some(marker)
+    }
+}
+
 /// The key of the object a run writes to find out whether the store honours `If-None-Match: *`
 /// (SPEC §5.11): under the configured prefix (so a prefix-scoped policy allows it) and outside
 /// every table's keys (so `verify` never counts it as an orphan). One fixed key, so a bucket that
@@ -547,6 +583,30 @@ mod tests {
             root.data,
             "wallet_outbox/app_code=a/dt=1970-01-01/b/data.ndjson.gz"
         );
+    }
+
+    #[test]
+    fn the_home_marker_is_one_json_line_under_the_tables_prefix() {
+        let table = table_prefix("outbox", "wallet_outbox");
+        assert_eq!(
+            home_marker_key(&table),
+            "outbox/wallet_outbox/_archive.json"
+        );
+        assert_eq!(app_and_day(&table, &home_marker_key(&table)), None);
+        let marker = HomeMarker {
+            archive_id: "0123456789abcdef0123456789abcdef".into(),
+            table: "wallet_outbox".into(),
+            database: "wallet".into(),
+            created_at_ms: 1_767_225_600_000,
+        };
+        let bytes = marker.to_bytes();
+        assert_eq!(
+            std::str::from_utf8(&bytes).unwrap(),
+            "{\"archive_id\":\"0123456789abcdef0123456789abcdef\",\"table\":\"wallet_outbox\",\"database\":\"wallet\",\"created_at_ms\":1767225600000}\n"
+        );
+        assert_eq!(HomeMarker::parse(&bytes), Some(marker));
+        assert_eq!(HomeMarker::parse(b"{\"archive_id\":\"xyz\"}"), None);
+        assert_eq!(HomeMarker::parse(b"not json"), None);
     }
 
     #[test]

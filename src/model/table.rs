@@ -239,6 +239,11 @@ impl TableSpec {
         format!("{}_runs", self.owned_prefix)
     }
 
+    /// The archive's home: the store it is bound to, and its moves.
+    pub fn home_table(&self) -> String {
+        format!("{}_home", self.owned_prefix)
+    }
+
     pub fn cursor_index(&self) -> String {
         format!("idx_{}_cursor", self.owned_prefix)
     }

@@ -182,7 +182,7 @@ pub async fn resolve(
 }
 
 /// The error for a typed app code that matches no app, naming the closest known ones.
-async fn unknown_app(ctx: &DbContext, typed: &str) -> DbError {
+pub(crate) async fn unknown_app(ctx: &DbContext, typed: &str) -> DbError {
     let pool = &ctx.db.pool;
     let mut known = source::all_apps(pool, ctx.spec).await.unwrap_or_default();
     known.extend(
@@ -318,7 +318,10 @@ impl Driver<'_> {
             .stop_reason
             .get_or_insert_with(|| ended(report.outcome).to_string());
         let dry_run = matches!(self.gate, Gate::Lock { dry_run: true, .. });
-        if self.note_runs && !dry_run && report.outcome != Outcome::SkippedLocked {
+        // Every run is recorded, lock skips and dry runs too: `history` answers "why did last
+        // night's run do nothing", and `status` looks past them to the last run that worked.
+        if self.note_runs {
+            let findings = runs::findings_json(report.findings());
             let record = runs::Record {
                 app: &report.app_code,
                 command: self.command.as_str(),
@@ -328,6 +331,11 @@ impl Driver<'_> {
                 error: report.error.as_deref(),
                 started_at_ms,
                 finished_at_ms: (self.ctx.now_ms)(),
+                run_id: run_id(),
+                store: self.ctx.store_label.as_deref(),
+                stop_reason: report.stop_reason.as_deref(),
+                dry_run,
+                findings: findings.as_deref(),
             };
             runs::Runs::new(self.ctx.spec)
                 .note(&self.ctx.db.pool, &record)

@@ -11,6 +11,7 @@ use super::budget::Budget;
 use super::builder::{self, BuildError, Built};
 use super::chain;
 use super::failure::{Classify, Kind};
+use super::home::HomeError;
 use super::publish::{PublishError, Published, Publisher};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Verifier};
@@ -112,6 +113,9 @@ enum AppError {
     /// batch's objects are written and will be accepted by the next run.
     #[error(transparent)]
     Replica(#[from] LagStop),
+    /// The archive could not be bound to the store before its first batch.
+    #[error(transparent)]
+    Home(#[from] HomeError),
 }
 
 impl Classify for AppError {
@@ -123,6 +127,8 @@ impl Classify for AppError {
             AppError::Record(e) => e.kind(),
             AppError::AlreadyRecorded(_) => Kind::Fatal,
             AppError::Replica(e) => e.kind(),
+            AppError::Home(HomeError::Db(e)) => e.kind(),
+            AppError::Home(_) => Kind::Fatal,
         }
     }
 
@@ -426,6 +432,9 @@ impl<'a> Archiver<'a> {
             }
             return Err(AppError::AlreadyRecorded(planned.batch_id));
         }
+        // The archive's first batch binds it to this store (its home); every later one finds
+        // it bound.
+        self.ctx.binding.ensure(self.ctx, &self.opts.policy).await?;
         let published = publisher
             .publish(&built.batch, planned, (self.ctx.now_ms)())
             .await?;

@@ -25,6 +25,7 @@ pub mod compact;
 pub mod doctor;
 pub mod failure;
 pub mod find;
+pub mod home;
 pub mod publish;
 pub mod purge;
 pub mod replicas;
@@ -76,6 +77,9 @@ pub struct DbContext {
     pub shutdown: CancellationToken,
     pub now_ms: Clock,
     pub stops: Stops,
+    /// The archive location the run works with, as the runs table records it (`None`: a run
+    /// of the database side only).
+    pub store_label: Option<String>,
 }
 
 /// What an operator can stop or pace a run with, besides SIGTERM and the limits.
@@ -100,6 +104,7 @@ impl DbContext {
             shutdown,
             now_ms,
             stops: Stops::default(),
+            store_label: None,
         }
     }
 
@@ -138,11 +143,13 @@ pub fn shutdown_reason() -> String {
     format!("shutdown requested ({})", signal().unwrap_or("SIGTERM"))
 }
 
-/// What a run that touches the archive works with: the database side and the store.
+/// What a run that touches the archive works with: the database side and the store, and
+/// whether the store is the archive's home yet ([`home`]).
 #[derive(Clone)]
 pub struct RunContext {
     pub base: DbContext,
     pub store: Arc<dyn ObjectStore>,
+    pub binding: home::Binding,
 }
 
 impl std::ops::Deref for RunContext {
@@ -161,9 +168,12 @@ impl RunContext {
         shutdown: CancellationToken,
         now_ms: Clock,
     ) -> RunContext {
+        let mut base = DbContext::new(spec, db, shutdown, now_ms);
+        base.store_label = Some(store.location().to_string());
         RunContext {
-            base: DbContext::new(spec, db, shutdown, now_ms),
+            base,
             store,
+            binding: home::Binding::default(),
         }
     }
 

@@ -135,6 +135,17 @@ impl AppReport {
         }
     }
 
+    /// What the app's run found about its batches (purge, compact and verify find; the
+    /// others say so in their errors).
+    pub fn findings(&self) -> &[crate::pipeline::verifier::Finding] {
+        match &self.details {
+            Some(AppDetails::Purge(p)) => &p.findings,
+            Some(AppDetails::Compact(c)) => &c.findings,
+            Some(AppDetails::Verify(v)) => &v.findings,
+            _ => &[],
+        }
+    }
+
     pub fn new(app_code: &str, outcome: Outcome) -> AppReport {
         AppReport {
             app_code: app_code.to_string(),
@@ -316,6 +327,7 @@ impl Summary {
                     "could not reach the database or the store",
                 )
             }
+            Some(RunDetails::Relocate(_)) if self.error.is_none() => return "done".into(),
             // A migrate works on no app: whether it applied something is what it says.
             Some(RunDetails::Migrate(run)) if self.error.is_none() => {
                 return match run.changed() {

@@ -101,6 +101,9 @@ impl AppWork for Verify<'_> {
 
     async fn work(&self, app: &str, _: Access<'_>, mut report: AppReport) -> AppReport {
         let mut details = VerifyApp::default();
+        // The run's findings from here on are this app's: verify works one app at a time (its
+        // parallelism is the batches of one app).
+        let findings_before = self.run.lock().expect("not poisoned").findings.len();
         let look_for_stragglers = self.opts.selection.batch_ids.is_empty()
             && crate::model::appcode::validate(app).is_ok()
             && self.ctx.stop_reason(None).is_none();
@@ -158,6 +161,8 @@ impl AppWork for Verify<'_> {
         if report.error.is_some() {
             report.outcome = Outcome::Failed;
         }
+        details.findings =
+            self.run.lock().expect("not poisoned").findings[findings_before..].to_vec();
         report.details = Some(AppDetails::Verify(details));
         report
     }
@@ -444,10 +449,11 @@ pub async fn orphans_under(
     while let Some(page) = pages.next().await {
         for key in page? {
             let Some((app, day)) = format::app_and_day(table, &key) else {
-                // The chains' checkpoints are the chain audit's to account for.
+                // The chains' checkpoints are the chain audit's to account for, the archive's
+                // marker its home's (every command reads it).
                 let checkpoint = key.starts_with(&format!("{table}_chain/"))
                     && crate::model::chain::checkpoint_of_key(&key).is_some();
-                if !checkpoint {
+                if !checkpoint && key != format::home_marker_key(table) {
                     orphans.push(key);
                 }
                 continue;

@@ -41,9 +41,20 @@ impl LocalS3 {
         access_key: &str,
         secret_key: &str,
     ) -> std::io::Result<LocalS3> {
+        Self::start_on(root, access_key, secret_key, 0).await
+    }
+
+    /// [`LocalS3::start`] on 127.0.0.1:`port` (0: a free one).
+    pub async fn start_on(
+        root: &Path,
+        access_key: &str,
+        secret_key: &str,
+        port: u16,
+    ) -> std::io::Result<LocalS3> {
         let fs =
             s3s_fs::FileSystem::new(root).map_err(|e| std::io::Error::other(format!("{e:?}")))?;
-        Self::start_with(fs, root, access_key, secret_key).await
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], port))).await?;
+        Self::serve(fs, listener, root, access_key, secret_key)
     }
 
     /// Serves any S3 implementation (tests wrap s3s-fs to misbehave on purpose).
@@ -53,10 +64,20 @@ impl LocalS3 {
         access_key: &str,
         secret_key: &str,
     ) -> std::io::Result<LocalS3> {
+        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
+        Self::serve(s3, listener, root, access_key, secret_key)
+    }
+
+    fn serve(
+        s3: impl s3s::S3,
+        listener: TcpListener,
+        root: &Path,
+        access_key: &str,
+        secret_key: &str,
+    ) -> std::io::Result<LocalS3> {
         let mut builder = s3s::service::S3ServiceBuilder::new(s3);
         builder.set_auth(s3s::auth::SimpleAuth::from_single(access_key, secret_key));
         let service = builder.build();
-        let listener = TcpListener::bind(SocketAddr::from(([127, 0, 0, 1], 0))).await?;
         let endpoint = format!("http://{}", listener.local_addr()?);
         let stop = CancellationToken::new();
         let stopped = stop.clone();

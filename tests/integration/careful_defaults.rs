@@ -131,8 +131,9 @@ async fn help_never_prints_a_variables_value() {
         )
         .await;
         assert_eq!(code, 0, "{args:?}");
+        // Each command's help names the variables of its own options.
         assert!(
-            output.contains("OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY"),
+            args.len() == 1 || output.contains("OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY"),
             "{args:?}: the variable is named: {output}"
         );
         assert!(!output.contains(secret), "{args:?}: {output}");

@@ -21,6 +21,7 @@ mod faults;
 mod find;
 mod fresh_proof;
 mod grants;
+mod home;
 mod hostile;
 mod lock;
 mod members_layout;

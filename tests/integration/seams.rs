@@ -37,7 +37,7 @@ async fn archived_through_the_binary() -> (TestDb, TestS3, Vec<(&'static str, St
 
 /// Each subcommand: its smallest real command line against the test servers, and the exit
 /// status it must end with. A subcommand this table lacks fails the test.
-fn real_runs(demo_database: &str) -> Vec<(&'static str, Vec<String>, i32)> {
+fn real_runs(demo_database: &str, relocate_to: &str) -> Vec<(&'static str, Vec<String>, i32)> {
     let owned = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     vec![
         ("migrate", owned(&["migrate"]), 0),
@@ -74,6 +74,13 @@ fn real_runs(demo_database: &str) -> Vec<(&'static str, Vec<String>, i32)> {
         ("schema", owned(&["schema"]), 0),
         // s3s keeps no versions and no Object Lock: doctor names those problems (exit 1).
         ("doctor", owned(&["doctor"]), 1),
+        // A bucket that holds no copy of the archive: nothing moves (exit 2), said (home.rs
+        // moves one for real).
+        (
+            "relocate",
+            owned(&["relocate", "--to", relocate_to, "--reason", "a drill"]),
+            2,
+        ),
         (
             "demo",
             vec![
@@ -91,14 +98,20 @@ fn real_runs(demo_database: &str) -> Vec<(&'static str, Vec<String>, i32)> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn every_command_starts_from_the_binary() {
-    let (db, _s3, mut envs) = archived_through_the_binary().await;
+    let (db, s3, mut envs) = archived_through_the_binary().await;
     let demo_dir = tempfile::tempdir().unwrap();
     envs.push((
         "OUTBOX_ARCHIVER_DEMO_DIR",
         demo_dir.path().display().to_string(),
     ));
     let demo_database = format!("{}_demo", db.name);
-    let runs = real_runs(&demo_database);
+    let outbox_archiver::store::Location::S3 { bucket, prefix } = &s3.location else {
+        unreachable!("the tests' store is S3")
+    };
+    let copy = format!("{bucket}-copy");
+    s3.server.as_ref().unwrap().create_bucket(&copy).unwrap();
+    let relocate_to = format!("s3://{copy}/{prefix}");
+    let runs = real_runs(&demo_database, &relocate_to);
     let names: Vec<String> = outbox_archiver::cli::command()
         .get_subcommands()
         .map(|c| c.get_name().to_string())
@@ -413,4 +426,188 @@ async fn on_screen(args: &[&str], envs: &[(&'static str, String)]) -> (i32, Stri
     let mut args = args.to_vec();
     args.extend(["--format", "table"]);
     run_cli_text(&args, envs).await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn history_tells_every_run_with_its_id_store_and_findings() {
+    use sqlx::Connection;
+    let (db, s3, envs) = archived_through_the_binary().await;
+    db.insert(&[row("a2", "x1", T0)]).await;
+    // A run that found its lock held: recorded, not silent.
+    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let name = outbox_archiver::db::lock::lock_name(&db.lock_prefix(), "wallet_outbox", "a2");
+    let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+        .bind(&name)
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(got, 1);
+    let skipped = run_cli(&["archive", "--app", "a2", "--cutoff", "2026-01-02"], &envs).await;
+    assert_eq!(skipped.code, 0, "{}", skipped.all_output);
+    other.close().await.unwrap();
+    // A purge that fails on a batch whose object is gone: its findings are kept with the run.
+    let store = s3.store().await;
+    for key in batch_keys(store.as_ref()).await {
+        if key.ends_with("data.ndjson.gz") {
+            store.delete(&key).await.unwrap();
+            break;
+        }
+    }
+    let purge = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
+    assert_eq!(purge.code, 1, "{}", purge.all_output);
+    let history = run_cli(&["history", "--last", "10"], &envs).await;
+    assert_eq!(history.code, 0, "{}", history.all_output);
+    let runs = history.summary["runs"].as_array().unwrap();
+    let skip = runs
+        .iter()
+        .find(|r| r["app_code"] == "a2")
+        .unwrap_or_else(|| panic!("the lock skip is recorded: {runs:?}"));
+    assert_eq!(skip["outcome"], "skipped_locked", "{skip}");
+    assert_eq!(skip["run_id"], skipped.summary["run_id"], "{skip}");
+    assert_eq!(skip["store"], s3.location.to_string(), "{skip}");
+    let failed = runs
+        .iter()
+        .find(|r| r["command"] == "purge")
+        .unwrap_or_else(|| panic!("the purge is recorded: {runs:?}"));
+    assert_eq!(failed["outcome"], "failed", "{failed}");
+    assert_eq!(failed["run_id"], purge.summary["run_id"]);
+    assert!(
+        failed["findings"]["count"].as_u64().unwrap_or(0) >= 1,
+        "{failed}"
+    );
+    assert_eq!(
+        failed["findings"]["first"][0]["kind"], "missing_object",
+        "{failed}"
+    );
+    // On the screen too: the run id, the store, the findings.
+    let (code, text) = on_screen(&["history", "--command", "purge"], &envs).await;
+    assert_eq!(code, 0, "{text}");
+    assert!(
+        text.contains(&format!(
+            "run {}",
+            purge.summary["run_id"].as_str().unwrap()
+        )),
+        "{text}"
+    );
+    assert!(text.contains("missing_object"), "{text}");
+    // Filters that match nothing known are mistakes, not empty answers.
+    let run = run_cli(&["history", "--app", "nope"], &envs).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    let run = run_cli(&["history", "--app", "a"], &envs).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    assert!(
+        run.all_output.contains("did you mean"),
+        "{}",
+        run.all_output
+    );
+    let (code, text) = run_cli_text(&["history", "--command", "bogus"], &envs).await;
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("archive, verify"), "{text}");
+    // A run that worked no app is recorded too.
+    let nothing = run_cli(&["find", "--event-id", "e3"], &envs).await;
+    let history = run_cli(&["history", "--command", "find"], &envs).await;
+    let runs = history.summary["runs"].as_array().unwrap();
+    assert_eq!(runs.len(), 1, "{runs:?}");
+    assert_eq!(runs[0]["run_id"], nothing.summary["run_id"], "{runs:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_demos_hints_can_be_pasted_and_its_archive_explored_afterwards() {
+    let server = server_url().await;
+    let n = COUNTER.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+    let database = format!("oat_{}_{n}_demo", std::process::id());
+    let dir = tempfile::tempdir().unwrap();
+    let port = free_port().to_string();
+    let envs = vec![
+        ("DATABASE_URL", server.clone()),
+        ("OUTBOX_ARCHIVER_DEMO_DATABASE", database.clone()),
+        ("OUTBOX_ARCHIVER_DEMO_DIR", dir.path().display().to_string()),
+        ("OUTBOX_ARCHIVER_DEMO_PORT", port.clone()),
+    ];
+    let (code, said) = run_cli_text(&["demo", "--rows", "600"], &envs).await;
+    assert_eq!(code, 0, "{said}");
+    // No masked URL to paste: the hints source a file only its owner can read.
+    let password = url::Url::parse(&server)
+        .unwrap()
+        .password()
+        .unwrap()
+        .to_string();
+    let said: String = said
+        .lines()
+        .filter(|l| l.starts_with("demo:"))
+        .map(|l| format!("{l}\n"))
+        .collect();
+    assert!(!said.contains(&format!(":{password}@")), "{said}");
+    let env_file = dir.path().join("demo.env");
+    let mode = std::os::unix::fs::PermissionsExt::mode(
+        &std::fs::metadata(&env_file).unwrap().permissions(),
+    );
+    assert_eq!(mode & 0o777, 0o600);
+    assert!(
+        said.contains(&format!(". {}", env_file.display())),
+        "{said}"
+    );
+    let hinted: Vec<&str> = said
+        .split("explore it yourself")
+        .nth(1)
+        .unwrap_or_default()
+        .lines()
+        .filter_map(|l| l.strip_prefix("demo:   "))
+        .collect();
+    assert!(
+        hinted.iter().all(|h| !h.contains("***")),
+        "hints paste as they are: {said}"
+    );
+    assert!(
+        hinted.iter().any(|h| h.contains(" find --event-id ")),
+        "{said}"
+    );
+    // Afterwards: the folder served again, and every hinted command run with the file's settings.
+    let settings: Vec<(&'static str, String)> = std::fs::read_to_string(&env_file)
+        .unwrap()
+        .lines()
+        .filter_map(|l| l.strip_prefix("export "))
+        .filter_map(|l| l.split_once('='))
+        .map(|(k, v)| {
+            let key: &'static str = Box::leak(k.to_string().into_boxed_str());
+            (key, v.trim_matches('\'').to_string())
+        })
+        .collect();
+    let mut serving = tokio::process::Command::new(binary())
+        .args(["demo", "--serve"])
+        .env_clear()
+        .envs(settings.iter().map(|(k, v)| (*k, v.as_str())))
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::null())
+        .spawn()
+        .unwrap();
+    wait_for_port(
+        port.parse().unwrap(),
+        "demo --serve",
+        std::time::Duration::from_secs(20),
+    )
+    .await;
+    for hint in &hinted {
+        let words: Vec<&str> = hint.split_whitespace().collect();
+        if words[0] == "." || words[0] == "kill" || words.get(1) == Some(&"demo") {
+            continue;
+        }
+        let run = run_cli(&words[1..], &settings).await;
+        assert_eq!(run.code, 0, "{hint}: {}", run.all_output);
+    }
+    // SAFETY: kill(2) on our own child's pid.
+    unsafe { libc::kill(serving.id().unwrap() as i32, libc::SIGTERM) };
+    assert_eq!(serving.wait().await.unwrap().code(), Some(0));
+    db_drop(&server, &database).await;
+}
+
+/// Drops a database the test made through the binary.
+async fn db_drop(server: &str, database: &str) {
+    use sqlx::{Connection, Executor};
+    let mut conn = sqlx::MySqlConnection::connect(server).await.unwrap();
+    conn.execute(sqlx::AssertSqlSafe(format!(
+        "DROP DATABASE IF EXISTS `{database}`"
+    )))
+    .await
+    .unwrap();
 }

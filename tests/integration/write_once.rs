@@ -126,7 +126,12 @@ async fn the_same_rows_under_other_settings_give_identical_bytes() {
         .await;
         assert!(summary.ok);
         let mut objects = Vec::new();
-        for key in keys(store.as_ref()).await {
+        // The archive's marker holds its own id: one archive is not another, by design.
+        for key in keys(store.as_ref())
+            .await
+            .into_iter()
+            .filter(|k| !is_home_marker(k))
+        {
             let relative = key
                 .strip_prefix(store.location().prefix())
                 .unwrap()

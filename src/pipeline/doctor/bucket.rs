@@ -22,7 +22,7 @@ impl DoctorStore<'_> {
         self.store().location()
     }
 
-    fn store(&self) -> &dyn ObjectStore {
+    pub(crate) fn store(&self) -> &dyn ObjectStore {
         match self {
             DoctorStore::S3(s3) => *s3,
             DoctorStore::Other(store) => *store,

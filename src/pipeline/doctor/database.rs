@@ -40,12 +40,15 @@ impl GrantsFor {
         let source = spec.name.to_string();
         let migrations = "_sqlx_migrations".to_string();
         let mut needs: Vec<(String, &'static [Privilege])> = match self {
+            // The home: its first batch binds the archive (a binding whose marker could not be
+            // written is taken back, DELETE).
             GrantsFor::Archive => vec![
                 (source, &[Select]),
                 (spec.receipts_table(), &[Select, Insert, Update]),
                 (spec.members_table(), &[Select, Insert, Update, Delete]),
                 (spec.superseded_table(), &[Select, Insert]),
                 (spec.runs_table(), &[Select, Insert]),
+                (spec.home_table(), &[Select, Insert, Delete]),
                 (migrations, &[Select]),
             ],
             GrantsFor::Verify => vec![
@@ -53,6 +56,7 @@ impl GrantsFor {
                 (spec.receipts_table(), &[Select]),
                 (spec.members_table(), &[Select]),
                 (spec.superseded_table(), &[Select]),
+                (spec.home_table(), &[Select]),
                 (migrations, &[Select]),
             ],
             GrantsFor::Status => vec![
@@ -69,6 +73,7 @@ impl GrantsFor {
                 (spec.superseded_table(), &[Select]),
                 (spec.runs_table(), &[Select, Insert]),
                 (spec.drills_table(), &[Select]),
+                (spec.home_table(), &[Select]),
                 (migrations, &[Select]),
             ],
             GrantsFor::Restore => vec![
@@ -76,6 +81,7 @@ impl GrantsFor {
                 (spec.members_table(), &[Select]),
                 (spec.superseded_table(), &[Select]),
                 (spec.drills_table(), &[Select, Insert]),
+                (spec.home_table(), &[Select]),
                 (migrations, &[Select]),
                 (format!("{}_restored", spec.name), &[Select, Insert]),
             ],
@@ -85,6 +91,7 @@ impl GrantsFor {
                 (spec.members_table(), &[Select, Delete]),
                 (spec.superseded_table(), &[Select]),
                 (spec.runs_table(), &[Select, Insert]),
+                (spec.home_table(), &[Select]),
                 (migrations, &[Select]),
             ],
             GrantsFor::RestoreIntoSource => vec![
@@ -93,6 +100,7 @@ impl GrantsFor {
                 // A compacted batch's rows get their member rows back (an upsert: UPDATE too).
                 (spec.members_table(), &[Select, Insert, Update]),
                 (spec.superseded_table(), &[Select]),
+                (spec.home_table(), &[Select]),
                 (migrations, &[Select]),
             ],
         };

@@ -179,6 +179,10 @@ pub struct VerifyApp {
     /// first seq, reason and time: not findings, but never out of sight.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub chain_breaks_accepted: Vec<String>,
+    /// This app's share of the run's findings (the summary lists them once, at the run's level;
+    /// the runs table keeps each app's).
+    #[serde(skip)]
+    pub findings: Vec<Finding>,
 }
 
 /// `purge`, per app.
@@ -357,6 +361,7 @@ pub enum RunDetails {
     Find(FindRun),
     History(HistoryRun),
     Migrate(MigrateRun),
+    Relocate(crate::pipeline::home::Relocated),
 }
 
 /// `migrate`'s run: what it changed.

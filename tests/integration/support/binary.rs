@@ -104,3 +104,14 @@ pub fn archive_in_two_row_batches(store_url: &str) -> tokio::process::Command {
     ]);
     command
 }
+
+/// How many migrations `migrations/` holds (what a first `migrate` applies).
+pub fn migrations() -> usize {
+    std::fs::read_dir(concat!(env!("CARGO_MANIFEST_DIR"), "/migrations"))
+        .unwrap()
+        .filter(|e| {
+            e.as_ref()
+                .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "sql"))
+        })
+        .count()
+}

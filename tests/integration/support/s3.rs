@@ -142,13 +142,20 @@ pub async fn keys(store: &dyn ObjectStore) -> Vec<String> {
     store.list(store.location().prefix()).await.unwrap()
 }
 
-/// Every key of the batches' objects: [`keys`] without the chains' checkpoints.
+/// Every key of the batches' objects: [`keys`] without the chains' checkpoints and the
+/// archive's marker.
 pub async fn batch_keys(store: &dyn ObjectStore) -> Vec<String> {
     keys(store)
         .await
         .into_iter()
-        .filter(|k| !k.contains("/_chain/"))
+        .filter(|k| !k.contains("/_chain/") && !is_home_marker(k))
         .collect()
+}
+
+/// Whether `key` is an archive's marker (`{prefix}/{table}/_archive.json`), the one object not
+/// a batch's nor a chain's.
+pub fn is_home_marker(key: &str) -> bool {
+    key.ends_with("/_archive.json")
 }
 
 /// The chains' checkpoints.
