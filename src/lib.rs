@@ -17,7 +17,7 @@
 //!   [`failpoint`] (a named point at which a test stops a run as if it crashed) is the one leaf
 //!   beside it.
 //! * The two I/O boundaries, each behind a narrow interface: [`db`] — one repository per owned
-//!   table ([`db::receipts`], [`db::members`], [`db::runs`], [`db::drills`]), the receipt +
+//!   table ([`db::receipts`], [`db::members`], [`db::runs`], [`db::drills`], [`db::home`]), the receipt +
 //!   members transaction ([`db::record`]), the source table's keyset pages ([`db::source`]),
 //!   purge's delete transactions ([`db::purge`]), restore's target table ([`db::restore`]),
 //!   compaction's transaction ([`db::compact`]), start-up checks (`db/schema.rs`), doctor's
@@ -31,7 +31,9 @@
 //!   retries with jitter, the run history), one verifier ([`pipeline::verifier`]: its findings,
 //!   what a receipt expects, the comparisons, cold objects) that [`pipeline::publish`],
 //!   [`pipeline::verify`], [`pipeline::purge`], [`pipeline::restore`], [`pipeline::compact`]
-//!   and [`pipeline::find`] share, the replicas' pacing of writes ([`pipeline::replicas`]), each
+//!   and [`pipeline::find`] share, the replicas' pacing of writes ([`pipeline::replicas`]), the
+//!   archive's home — `--store` held to the store the archive is bound to, and its moves
+//!   ([`pipeline::home`]) — each
 //!   command's per-app work, the preflight ([`pipeline::doctor`]: the database, the bucket, the
 //!   write probe), and the typed report every command returns ([`pipeline::report`],
 //!   per-command details in [`pipeline::report::details`]) with the exit status it implies,

@@ -828,7 +828,7 @@ pub struct RelocateArgs {
 #[derive(Debug, Args)]
 pub struct DemoArgs {
     /// How many rows to seed.
-    #[arg(long, default_value_t = 100_000)]
+    #[arg(long, env = "OUTBOX_ARCHIVER_DEMO_ROWS", default_value_t = 100_000)]
     pub rows: u64,
     /// Where the archive's objects go (emptied first, if the demo made it).
     #[arg(

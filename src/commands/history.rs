@@ -88,7 +88,7 @@ fn table(runs: &[Run], now: i64) -> String {
         let ago = (now - r.finished_at_ms).max(0) / 1000;
         let took = (r.finished_at_ms - r.started_at_ms).max(0) as f64 / 1000.0;
         out.push_str(&format!(
-            "{}  {:<8} {:<14} {:<14} {:>9} rows {:>5} batches {:>7.1}s ({} ago){}\n",
+            "{}  {:<8} {:<14} {:<20} {:>9} rows {:>5} batches {:>7.1}s ({} ago){}\n",
             timespec::rfc3339(r.finished_at_ms),
             r.command,
             if r.app_code.is_empty() {

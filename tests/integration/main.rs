@@ -29,6 +29,7 @@ mod metrics;
 mod operator;
 mod purge_restore;
 mod races;
+mod readme;
 mod receipts;
 mod relay;
 mod replicas;
