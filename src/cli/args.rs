@@ -296,6 +296,10 @@ pub struct LogArgs {
     /// unless --log-format json is given, json otherwise; attest: json]
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_FORMAT", value_enum)]
     pub format: Option<FormatArg>,
+    /// Whether `--format` came from `OUTBOX_ARCHIVER_FORMAT` (a preference for every command)
+    /// rather than the command line (an instruction to this one).
+    #[arg(skip)]
+    pub format_from_environment: bool,
     /// Log format on stderr [default: json when stderr is not a terminal, text otherwise]
     #[arg(long, global = true, env = "OUTBOX_ARCHIVER_LOG_FORMAT", value_enum)]
     pub log_format: Option<LogFormat>,

@@ -156,7 +156,11 @@ pub fn parse_or_exit() -> (Cli, String) {
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m).map(|_| m))
         .unwrap_or_else(|e| usage_error(e, &names));
-    let cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| usage_error(e, &names));
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| usage_error(e, &names));
+    cli.common.log.format_from_environment = matches!(
+        matches.value_source("format"),
+        Some(clap::parser::ValueSource::EnvVariable)
+    );
     if cli.common.print_config {
         let (config, ok) = effective_config(&cli, &matches);
         println!("{}", serde_json::to_string_pretty(&config).expect("JSON"));
@@ -315,6 +319,17 @@ async fn command_summary(
 ) -> Summary {
     let connect = command.groups().connect();
     let connect = &connect;
+    // csv is attest's statement; asked of another command on its command line, it is a mistake
+    // (from the environment, a preference every command shares, it reads as json).
+    if common.log.format == Some(args::FormatArg::Csv)
+        && !common.log.format_from_environment
+        && !matches!(command, Command::Attest(_))
+    {
+        return Summary::unusable(
+            CommandName::parse(command_name(&command)).unwrap_or(CommandName::None),
+            "--format csv is attest's (its statement per app and day); this command prints table or json".into(),
+        );
+    }
     match command {
         Command::Migrate(args) => migrate_command(common, args.with_source_table).await,
         Command::Archive(args) => match args.into_options(common, now) {
@@ -360,6 +375,26 @@ async fn command_summary(
         Command::Schema => schema_command(common).await,
         Command::Demo(args) => demo_command(common, args, shutdown).await,
         Command::Relocate(args) => relocate_command(common, connect, &args, shutdown).await,
+    }
+}
+
+/// The subcommand's name, as the command line spells it.
+fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Migrate(_) => "migrate",
+        Command::Archive(_) => "archive",
+        Command::Verify(_) => "verify",
+        Command::Status(_) => "status",
+        Command::Find(_) => "find",
+        Command::History(_) => "history",
+        Command::Purge(_) => "purge",
+        Command::Restore(_) => "restore",
+        Command::Compact(_) => "compact",
+        Command::Attest(_) => "attest",
+        Command::Demo(_) => "demo",
+        Command::Schema => "schema",
+        Command::Doctor(_) => "doctor",
+        Command::Relocate(_) => "relocate",
     }
 }
 
@@ -704,8 +739,9 @@ async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) 
                 app: "",
                 command: summary.command.as_str(),
                 outcome,
-                batches: summary.apps.iter().map(|a| a.batches).sum(),
-                rows: summary.apps.iter().map(|a| a.rows).sum(),
+                // The apps' own rows count their batches and rows; this one says the error.
+                batches: 0,
+                rows: 0,
                 error: summary.error.as_deref(),
                 started_at_ms,
                 finished_at_ms: system_clock()(),

@@ -287,6 +287,9 @@ impl AttestArgs {
         let format = match common.log.format {
             None | Some(FormatArg::Json) => attest::Format::Json,
             Some(FormatArg::Csv) => attest::Format::Csv,
+            // OUTBOX_ARCHIVER_FORMAT=table is a person's preference for summaries: the
+            // statement stays the document it is.
+            Some(FormatArg::Table) if common.log.format_from_environment => attest::Format::Json,
             Some(FormatArg::Table) => {
                 return Err("attest prints the auditor's statement: --format json (the default, canonical) or csv, not table".into())
             }

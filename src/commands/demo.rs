@@ -287,6 +287,8 @@ fn write_env_file(
             .truncate(true)
             .mode(0o600)
             .open(&path)?;
+        // `mode` holds for a file created now; one already there is made private too.
+        file.set_permissions(std::os::unix::fs::PermissionsExt::from_mode(0o600))?;
         file.write_all(text.as_bytes())?;
     }
     Ok(path)

@@ -26,6 +26,8 @@ pub async fn run(ctx: &RunContext, reason: &str) -> Summary {
                 "the archive's home moved: every command now holds --store to the new one; run `outbox-archiver verify --store {}` to re-read every batch there",
                 moved.to
             );
+            // What history shows of the move: where from, and why.
+            summary.stop_reason = Some(format!("moved from {}: {}", moved.from, moved.reason));
             summary.details = Some(RunDetails::Relocate(moved));
             summary.settle()
         }

@@ -95,17 +95,49 @@ impl Homes {
         Ok(())
     }
 
-    /// The data object keys of up to `n` receipts, by the receipts' primary key (a bounded read,
-    /// whatever the archive's age): what a store that holds this archive must hold.
-    pub async fn some_data_keys(&self, pool: &MySqlPool, n: u32) -> Result<Vec<String>, DbError> {
+    /// The newest receipt's data object (key and size) of up to `apps` apps (all with `None`):
+    /// what a store that holds this archive must hold. Bounded reads whatever the archive's age
+    /// — the apps by the primary key's prefix, each app's newest receipt by the cursor index —
+    /// and the newest batches, the last a lifecycle rule would expire or move to a cold class.
+    pub async fn newest_data_objects(
+        &self,
+        pool: &MySqlPool,
+        apps: Option<u32>,
+    ) -> Result<Vec<(String, u64)>, DbError> {
+        let table = self.spec.receipts_table();
+        let listed: Vec<String> = match apps {
+            Some(n) => {
+                sqlx::query_scalar(AssertSqlSafe(format!(
+                    "SELECT DISTINCT CAST(app_code AS CHAR) FROM {table} LIMIT ?"
+                )))
+                .bind(n)
+                .fetch_all(pool)
+                .await
+            }
+            None => {
+                sqlx::query_scalar(AssertSqlSafe(format!(
+                    "SELECT DISTINCT CAST(app_code AS CHAR) FROM {table}"
+                )))
+                .fetch_all(pool)
+                .await
+            }
+        }
+        .context(|| format!("listing the apps of {table}"))?;
         let sql = format!(
-            "SELECT CAST(data_object_key AS CHAR) FROM {} LIMIT ?",
-            self.spec.receipts_table()
+            "SELECT CAST(data_object_key AS CHAR), compressed_bytes FROM {table} FORCE INDEX ({}) \
+             WHERE app_code = ? AND state = ? ORDER BY last_updated_at_ms DESC, last_event_id DESC LIMIT 1",
+            self.spec.cursor_index()
         );
-        sqlx::query_scalar(AssertSqlSafe(sql))
-            .bind(n)
-            .fetch_all(pool)
-            .await
-            .context(|| format!("reading receipts of {}", self.spec.name))
+        let mut out = Vec::new();
+        for app in listed {
+            let newest: Option<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql.clone()))
+                .bind(&app)
+                .bind(super::receipts::STATE_VERIFIED)
+                .fetch_optional(pool)
+                .await
+                .context(|| format!("reading the newest receipt of app {app}"))?;
+            out.extend(newest.map(|(key, size)| (key, size.max(0) as u64)));
+        }
+        Ok(out)
     }
 }

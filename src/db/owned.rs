@@ -265,8 +265,17 @@ fn runs(spec: &TableSpec) -> OwnedTable {
         keys: vec![
             "PRIMARY KEY (id)".into(),
             format!("KEY idx_{prefix}_runs_app (app_code, command, id)"),
+            runs_worked_key(spec),
         ],
     }
+}
+
+/// The runs table's key of migration 11: an app's last run that worked it, however many skips.
+fn runs_worked_key(spec: &TableSpec) -> String {
+    format!(
+        "KEY idx_{}_runs_worked (app_code, command, worked, id)",
+        spec.owned_prefix
+    )
 }
 
 /// The runs table's columns of migration 11: each run told whole.
@@ -275,6 +284,7 @@ const RUNS_TOLD_COLUMNS: &[(&str, &str)] = &[
     ("store", "VARCHAR(1024) NULL"),
     ("stop_reason", "VARCHAR(255) NULL"),
     ("dry_run", "BOOLEAN NOT NULL DEFAULT FALSE"),
+    ("worked", "BOOLEAN NOT NULL DEFAULT TRUE"),
     ("findings", "MEDIUMTEXT NULL"),
 ];
 
@@ -470,10 +480,11 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
     }
     let runs = spec.runs_table();
     if !has_column(pool, &runs, "run_id").await? {
-        let added: Vec<String> = RUNS_TOLD_COLUMNS
+        let mut added: Vec<String> = RUNS_TOLD_COLUMNS
             .iter()
             .map(|(name, ty)| format!("ADD COLUMN {name} {ty}"))
             .collect();
+        added.push(format!("ADD {}", runs_worked_key(spec)));
         pool.execute(sqlx::AssertSqlSafe(format!(
             "ALTER TABLE {runs} {}",
             added.join(", ")

@@ -88,12 +88,17 @@ impl Runs {
     pub async fn record(&self, pool: &MySqlPool, run: &Record<'_>) -> Result<(), DbError> {
         let sql = format!(
             "INSERT INTO {} (app_code, command, started_at_ms, finished_at_ms, outcome, batches, \
-             row_count, error, run_id, store, stop_reason, dry_run, findings) \
-             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+             row_count, error, run_id, store, stop_reason, dry_run, worked, findings) \
+             VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             self.spec.runs_table()
         );
+        // Within the columns, whatever a message holds (strict mode refuses a longer value, and
+        // the run would go unrecorded).
         let app: String = run.app.chars().take(32).collect();
         let reason: Option<String> = run.stop_reason.map(|r| r.chars().take(255).collect());
+        let store: Option<String> = run.store.map(|s| s.chars().take(1024).collect());
+        let error: Option<String> = run.error.map(|e| e.chars().take(16_000).collect());
+        let worked = !run.dry_run && run.outcome != "skipped_locked";
         sqlx::query(AssertSqlSafe(sql))
             .bind(app)
             .bind(run.command)
@@ -102,11 +107,12 @@ impl Runs {
             .bind(run.outcome)
             .bind(run.batches as i64)
             .bind(run.rows as i64)
-            .bind(run.error)
+            .bind(error)
             .bind(run.run_id)
-            .bind(run.store)
+            .bind(store)
             .bind(reason)
             .bind(run.dry_run)
+            .bind(worked)
             .bind(run.findings)
             .execute(pool)
             .await
@@ -130,8 +136,8 @@ impl Runs {
         command: &str,
     ) -> Result<Option<Run>, DbError> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM {} WHERE app_code = ? AND command = ? \
-             AND dry_run = FALSE AND outcome <> 'skipped_locked' ORDER BY id DESC LIMIT 1",
+            "SELECT {COLUMNS} FROM {} WHERE app_code = ? AND command = ? AND worked = TRUE \
+             ORDER BY id DESC LIMIT 1",
             self.spec.runs_table()
         );
         sqlx::query_as(AssertSqlSafe(sql))

@@ -7,9 +7,16 @@
 /// the same way, whatever stands before it (`odd:secret@host/db`, a URL missing its `mysql://`,
 /// is `odd:***@host/db`): a setting mistyped is no less secret.
 pub fn url(text: &str) -> String {
+    // A scheme is letters, digits, `+`, `-` and `.`, from a letter: `u:pa://ss@host` has none
+    // (its password holds the `://`).
+    let is_scheme = |s: &str| {
+        s.chars().next().is_some_and(|c| c.is_ascii_alphabetic())
+            && s.chars()
+                .all(|c| c.is_ascii_alphanumeric() || matches!(c, '+' | '-' | '.'))
+    };
     let (scheme, rest) = match text.split_once("://") {
-        Some((scheme, rest)) => (Some(scheme), rest),
-        None => (None, text),
+        Some((scheme, rest)) if is_scheme(scheme) => (Some(scheme), rest),
+        _ => (None, text),
     };
     if let Some(at) = rest.rfind('@') {
         let (userinfo, host) = (&rest[..at], &rest[at + 1..]);
@@ -99,6 +106,7 @@ mod tests {
             ("http://u:secret@gw:9091", "http://u:***@gw:9091/"),
             ("secret@host", "***@host"),
             ("u:se@cret@host", "u:***@host"),
+            ("u:pa://ss@host", "u:***@host"),
         ] {
             assert_eq!(super::url(raw), shown, "{raw}");
         }

@@ -306,13 +306,20 @@ impl<'a> Archiver<'a> {
         report: &mut AppReport,
         details: &mut ArchiveApp,
     ) -> Result<Outcome, AppError> {
+        if let Access::Locked(_) = access {
+            // Under the app's lock: the home may have moved since the run opened the store.
+            super::home::still_home(self.ctx).await?;
+        }
         let Some(source) = self.source(app, report).await? else {
             return Ok(Outcome::UpToDate);
         };
+        // The total of the progress lines: worth a count, never worth failing the app over.
         let total = match &source {
-            Source::After(after) if self.observer.wants_totals() => {
-                Some(self.backlog(app, after.as_ref()).await?.rows.max(0) as u64)
-            }
+            Source::After(after) if self.observer.wants_totals() => self
+                .backlog(app, after.as_ref())
+                .await
+                .ok()
+                .map(|b| b.rows.max(0) as u64),
             _ => None,
         };
         self.observer.start(app, "rows", total);

@@ -136,10 +136,14 @@ async fn find(
         .filter(|id| !found.contains(id.as_str()))
         .cloned()
         .collect();
-    for id in &run.not_found {
+    // Where the ids not found stand in the source: a diagnosis, never a reason to fail.
+    if !run.not_found.is_empty() {
         for app in apps {
-            if let Some(row) = in_source(ctx, opts, app, id).await? {
-                run.in_source.push(row);
+            match in_source(ctx, opts, app, &run.not_found).await {
+                Ok(rows) => run.in_source.extend(rows),
+                Err(e) => {
+                    tracing::warn!(app, error = %e, "could not look the ids not found up in the source table")
+                }
             }
         }
     }
@@ -169,14 +173,16 @@ fn known_key(spec: &crate::model::table::TableSpec, column: &str) -> Result<(), 
     ))
 }
 
-/// An id no batch holds, looked up in the source table under `app` (its primary key): its
-/// status, and why it is not archived.
+/// The ids no batch holds that the source table has under `app` (primary-key lookups, 500 at a
+/// time): their status, and why they are not archived — whether the status is the delivered one
+/// and where the row lies against the app's cursor are the database's comparisons, as archive
+/// makes them (event ids are never ordered in Rust).
 async fn in_source(
     ctx: &RunContext,
     opts: &FindOptions,
     app: &str,
-    id: &str,
-) -> Result<Option<InSource>, DbError> {
+    ids: &[String],
+) -> Result<Vec<InSource>, DbError> {
     let spec = ctx.spec;
     let cursor = Receipts::new(spec)
         .latest_cursor(&ctx.db.pool, app)
@@ -185,44 +191,60 @@ async fn in_source(
             updated_at_ms: i64::MIN,
             event_id: String::new(),
         });
-    // The comparison with the cursor is the database's (event ids are never ordered in Rust).
-    let sql = format!(
-        "SELECT CAST({status} AS CHAR), {updated}, {updated} > ? OR ({updated} = ? AND {id} > ?) \
-         FROM {table} WHERE {app_code} = ? AND {id} = ?",
-        status = spec.status,
-        updated = spec.updated_at_ms,
-        id = spec.event_id,
-        app_code = spec.app_code,
-        table = spec.name,
-    );
-    let row: Option<(String, i64, bool)> = sqlx::query_as(AssertSqlSafe(sql))
-        .bind(cursor.updated_at_ms)
-        .bind(cursor.updated_at_ms)
-        .bind(&cursor.event_id)
-        .bind(app)
-        .bind(id)
-        .fetch_optional(&ctx.db.pool)
-        .await
-        .map_err(|source| DbError::Query {
-            context: format!("looking up event {id:?} of app {app} in {}", spec.name),
-            source,
-        })?;
-    Ok(row.map(|(status, updated_at_ms, after_cursor)| {
-        let why = if status != opts.delivered_status {
-            format!("not delivered yet (status {status}): only delivered rows are archived")
-        } else if after_cursor {
-            "delivered, after the app's archive cursor: an archive run takes it once it is older than its cutoff".to_string()
-        } else {
-            "delivered, below the app's archive cursor and in no batch: a straggler (verify reports it; archive --stragglers takes it)".to_string()
-        };
-        InSource {
-            event_id: id.to_string(),
-            app_code: app.to_string(),
-            status,
-            updated_at_ms,
-            why,
+    let mut out = Vec::new();
+    for chunk in ids.chunks(500) {
+        let mut qb = sqlx::QueryBuilder::<sqlx::MySql>::new(format!(
+            "SELECT CAST({id} AS CHAR), CAST({status} AS CHAR), {updated}, {status} = ",
+            id = spec.event_id,
+            status = spec.status,
+            updated = spec.updated_at_ms,
+        ));
+        qb.push_bind(&opts.delivered_status);
+        qb.push(format!(", {updated} > ", updated = spec.updated_at_ms))
+            .push_bind(cursor.updated_at_ms)
+            .push(format!(" OR ({} = ", spec.updated_at_ms))
+            .push_bind(cursor.updated_at_ms)
+            .push(format!(" AND {} > ", spec.event_id))
+            .push_bind(&cursor.event_id)
+            .push(format!(") FROM {} WHERE {} = ", spec.name, spec.app_code))
+            .push_bind(app)
+            .push(format!(" AND {} IN (", spec.event_id));
+        let mut listed = qb.separated(", ");
+        for id in chunk {
+            listed.push_bind(id);
         }
-    }))
+        qb.push(")");
+        let rows: Vec<(String, String, i64, bool, bool)> = qb
+            .build_query_as()
+            .fetch_all(&ctx.db.pool)
+            .await
+            .map_err(|source| DbError::Query {
+                context: format!("looking up ids of app {app} in {}", spec.name),
+                source,
+            })?;
+        for (event_id, status, updated_at_ms, delivered, after_cursor) in rows {
+            let why = if !delivered {
+                format!("not delivered yet (status {status}): only delivered rows are archived")
+            } else if after_cursor {
+                "delivered, after the app's archive cursor: an archive run takes it once it is older than its cutoff".to_string()
+            } else {
+                "delivered, below the app's archive cursor and in no batch: a straggler (verify reports it; archive --stragglers takes it)".to_string()
+            };
+            out.push(InSource {
+                event_id,
+                app_code: app.to_string(),
+                status,
+                updated_at_ms,
+                why,
+            });
+        }
+    }
+    out.sort_by(|a, b| {
+        ids.iter()
+            .position(|i| *i == a.event_id)
+            .cmp(&ids.iter().position(|i| *i == b.event_id))
+    });
+    Ok(out)
 }
 
 /// (app, batch) → what to look for in it.

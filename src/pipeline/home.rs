@@ -91,8 +91,9 @@ pub enum Checked {
     Unbound { receipts: bool },
 }
 
-/// How many receipts' objects are looked for by HEAD where the marker cannot vouch for a store.
-const RECEIPTS_LOOKED_AT: u32 = 3;
+/// Of how many apps the newest batch is looked for by HEAD where the marker cannot vouch for a
+/// store.
+const APPS_LOOKED_AT: u32 = 3;
 
 /// Holds the store `ctx` opened to the archive's home: one read of the home, one GET of the
 /// marker (a few HEADs for an archive not bound yet).
@@ -118,19 +119,32 @@ pub async fn check_in(
             run: home.run_id.clone().unwrap_or_else(|| "?".into()),
         }),
         Some(home) => match read_marker(store, &home.marker_key).await? {
-            Some(marker) if marker.archive_id == home.archive_id => Ok(Checked::Home(home)),
-            Some(marker) => Err(foreign(
+            Marker::Found(marker) if marker.archive_id == home.archive_id => {
+                Ok(Checked::Home(home))
+            }
+            Marker::Found(marker) => Err(foreign(
                 spec,
                 store,
                 &home.marker_key,
                 marker,
                 &home.archive_id,
             )),
-            None => {
+            // A lifecycle rule moved it to a cold class: the batches vouch for the store.
+            Marker::Cold => {
+                batches_here(
+                    spec,
+                    pool,
+                    store,
+                    "its marker cannot be read now (a cold class)",
+                )
+                .await?;
+                Ok(Checked::Home(home))
+            }
+            Marker::Absent => {
                 batches_here(spec, pool, store, "its marker is missing").await?;
                 tracing::warn!(
                     key = home.marker_key,
-                    "the archive's marker is missing while its batches are in the store: the next archive writes it again"
+                    "the archive's marker is missing: the next archive writes it again"
                 );
                 Ok(Checked::MarkerMissing(home))
             }
@@ -143,15 +157,17 @@ pub async fn check_in(
                 store.location().prefix(),
                 spec.name,
             ));
-            if let Some(marker) = read_marker(store, &marker_key).await? {
+            if let Marker::Found(marker) = read_marker(store, &marker_key).await? {
                 return Err(foreign(spec, store, &marker_key, marker, "not bound yet"));
             }
-            let keys = homes.some_data_keys(pool, RECEIPTS_LOOKED_AT).await?;
-            if keys.is_empty() {
+            let objects = homes
+                .newest_data_objects(pool, Some(APPS_LOOKED_AT))
+                .await?;
+            if objects.is_empty() {
                 return Ok(Checked::Unbound { receipts: false });
             }
             let expected = format::table_prefix(store.location().prefix(), spec.name);
-            if let Some(off) = keys.iter().find(|k| !k.starts_with(&expected)) {
+            if let Some((off, _)) = objects.iter().find(|(k, _)| !k.starts_with(&expected)) {
                 return Err(HomeError::PrefixMismatch {
                     table,
                     given,
@@ -169,18 +185,22 @@ fn table_prefix(ctx: &RunContext) -> String {
     format::table_prefix(ctx.store.location().prefix(), ctx.spec.name)
 }
 
-/// A store without the marker is the archive's only if it holds its batches: a few receipts'
-/// data objects are looked for by HEAD, and one found is enough.
+/// A store without a readable marker is the archive's only if it holds its batches: the newest
+/// receipt's data object of a few apps is looked for by HEAD, and one found is enough. An
+/// archive without a batch has nothing to look for: its store is taken at its word.
 async fn batches_here(
     spec: &'static TableSpec,
     pool: &MySqlPool,
     store: &dyn ObjectStore,
     why: &str,
 ) -> Result<(), HomeError> {
-    let keys = Homes::new(spec)
-        .some_data_keys(pool, RECEIPTS_LOOKED_AT)
+    let objects = Homes::new(spec)
+        .newest_data_objects(pool, Some(APPS_LOOKED_AT))
         .await?;
-    for key in &keys {
+    if objects.is_empty() {
+        return Ok(());
+    }
+    for (key, _) in &objects {
         match store.head(key).await {
             Ok(Some(_)) => return Ok(()),
             Ok(None) => {}
@@ -195,13 +215,11 @@ async fn batches_here(
     Err(HomeError::NotHere {
         table: spec.name.to_string(),
         given: store.location().to_string(),
-        detail: match keys.first() {
-            Some(first) => format!(
-                "{why}, and none of {} of its batches' objects is there (such as {first})",
-                keys.len()
-            ),
-            None => format!("{why}, and it has no batch to look for"),
-        },
+        detail: format!(
+            "{why}, and none of the newest batches of {} of its apps is there (such as {})",
+            objects.len(),
+            objects[0].0
+        ),
     })
 }
 
@@ -223,22 +241,35 @@ fn foreign(
     }
 }
 
-async fn read_marker(store: &dyn ObjectStore, key: &str) -> Result<Option<HomeMarker>, HomeError> {
-    let bytes = store::get_all(store, key)
-        .await
-        .map_err(|source| HomeError::Store {
-            key: key.to_string(),
-            source,
-        })?;
-    Ok(bytes.map(|b| {
+/// What is at a marker's key.
+enum Marker {
+    Found(HomeMarker),
+    Absent,
+    /// In a storage class that cannot be read at once (a lifecycle rule moved it).
+    Cold,
+}
+
+async fn read_marker(store: &dyn ObjectStore, key: &str) -> Result<Marker, HomeError> {
+    let bytes = match store::get_all(store, key).await {
+        Ok(bytes) => bytes,
+        Err(StoreError::NotReadable { .. }) => return Ok(Marker::Cold),
+        Err(source) => {
+            return Err(HomeError::Store {
+                key: key.to_string(),
+                source,
+            })
+        }
+    };
+    Ok(match bytes {
+        None => Marker::Absent,
         // Bytes that are no marker are some other archive's business, never ours.
-        HomeMarker::parse(&b).unwrap_or(HomeMarker {
+        Some(b) => Marker::Found(HomeMarker::parse(&b).unwrap_or(HomeMarker {
             archive_id: "(not a marker)".into(),
             table: "?".into(),
             database: "?".into(),
             created_at_ms: 0,
-        })
-    }))
+        })),
+    })
 }
 
 /// The binding of a run that archives: set once, when its first batch is about to be written
@@ -263,6 +294,22 @@ impl Binding {
     }
 }
 
+/// Whether the archive still lives where the run opened it, read again under an app's lock:
+/// `relocate` moves the home holding every app's lock, so a run that took one after a move
+/// learns of it here and writes nothing to the old home.
+pub async fn still_home(ctx: &RunContext) -> Result<(), HomeError> {
+    match Homes::new(ctx.spec).current(&ctx.db.pool).await? {
+        Some(home) if home.store != ctx.store.location().to_string() => Err(HomeError::Elsewhere {
+            table: ctx.spec.name.to_string(),
+            home: home.store.clone(),
+            given: ctx.store.location().to_string(),
+            bound: crate::model::timespec::rfc3339(home.bound_at_ms),
+            run: home.run_id.unwrap_or_else(|| "?".into()),
+        }),
+        _ => Ok(()),
+    }
+}
+
 /// Binds the archive to the run's store (or confirms the binding another run just made), its
 /// marker written once under the batches' retention and read back.
 async fn bind(ctx: &RunContext, policy: &WritePolicy) -> Result<Home, HomeError> {
@@ -271,32 +318,22 @@ async fn bind(ctx: &RunContext, policy: &WritePolicy) -> Result<Home, HomeError>
     loop {
         let home = match check(ctx).await? {
             Checked::Home(home) => return Ok(home),
+            // Lost, or never written (a run that recorded the home died before its marker, or
+            // another run's binding is a moment ahead of its marker): written now, once.
             Checked::MarkerMissing(home) => {
                 put_marker(ctx, &home, policy).await?;
                 return Ok(home);
             }
-            Checked::Unbound { .. } => {
-                let marker_key = format::home_marker_key(&table_prefix(ctx));
-                if let Some(marker) = read_marker(ctx.store.as_ref(), &marker_key).await? {
-                    return Err(foreign(
-                        ctx.spec,
-                        ctx.store.as_ref(),
-                        &marker_key,
-                        marker,
-                        "not bound yet",
-                    ));
-                }
-                Home {
-                    id: 1,
-                    store: ctx.store.location().to_string(),
-                    archive_id: new_archive_id(),
-                    marker_key,
-                    bound_at_ms: (ctx.now_ms)(),
-                    moved_from: None,
-                    reason: None,
-                    run_id: Some(crate::pipeline::report::run_id().to_string()),
-                }
-            }
+            Checked::Unbound { .. } => Home {
+                id: 1,
+                store: ctx.store.location().to_string(),
+                archive_id: new_archive_id(),
+                marker_key: format::home_marker_key(&table_prefix(ctx)),
+                bound_at_ms: (ctx.now_ms)(),
+                moved_from: None,
+                reason: None,
+                run_id: Some(crate::pipeline::report::run_id().to_string()),
+            },
         };
         if !homes.insert(pool, &home).await? {
             continue; // another run bound it first: hold to what it bound
@@ -311,12 +348,15 @@ async fn bind(ctx: &RunContext, policy: &WritePolicy) -> Result<Home, HomeError>
                 );
                 return Ok(home);
             }
-            Err(e) => {
-                // Nothing is archived under this binding yet: take it back, so that the next
-                // run binds afresh (or is refused, if the store is another archive's).
+            // Another archive's marker is there (it came between the check and the put):
+            // nothing is archived under this binding, and it cannot stand — taken back.
+            Err(e @ HomeError::Foreign { .. }) => {
                 homes.withdraw(pool, &home).await?;
                 return Err(e);
             }
+            // Any other failure leaves the binding: the marker's put may have landed, and the
+            // next run finds the home without it (or with it) and writes it then.
+            Err(e) => return Err(e),
         }
     }
 }
@@ -359,18 +399,18 @@ async fn put_marker(ctx: &RunContext, home: &Home, policy: &WritePolicy) -> Resu
         Err(e) => return Err(stored(e)),
     }
     match read_marker(ctx.store.as_ref(), key).await? {
-        Some(found) if found.archive_id == home.archive_id => Ok(()),
-        Some(found) => Err(foreign(
+        Marker::Found(found) if found.archive_id == home.archive_id => Ok(()),
+        Marker::Found(found) => Err(foreign(
             ctx.spec,
             ctx.store.as_ref(),
             key,
             found,
             &home.archive_id,
         )),
-        None => Err(stored(StoreError::Other {
+        Marker::Absent | Marker::Cold => Err(stored(StoreError::Other {
             op: "get",
             key: key.clone(),
-            detail: "written, but not there when read back".into(),
+            detail: "written, but not readable when read back".into(),
         })),
     }
 }
@@ -395,6 +435,66 @@ fn new_archive_id() -> String {
     hex::encode(bytes)
 }
 
+/// The objects that tie a copy at `to` to this database's archive: the newest batch of every app
+/// (its data object by HEAD, at its recorded size). A copy missing one — a batch archived during
+/// or after the copy — is not whole.
+async fn copy_holds_every_app(ctx: &RunContext) -> Result<Vec<String>, String> {
+    let to = ctx.store.as_ref();
+    let target = to.location().to_string();
+    let objects = Homes::new(ctx.spec)
+        .newest_data_objects(&ctx.db.pool, None)
+        .await
+        .map_err(|e| e.to_string())?;
+    let mut checked = Vec::new();
+    for (key, size) in objects {
+        match to.head(&key).await {
+            Ok(Some(meta)) if meta.size == size => checked.push(key),
+            Ok(Some(meta)) => {
+                return Err(format!(
+                    "{target} holds {key} at {} bytes, not the {size} its receipt records: copy the archive whole and byte for byte first",
+                    meta.size
+                ))
+            }
+            Ok(None) => {
+                return Err(format!(
+                    "{target} lacks {key}, the newest batch of its app: copy the whole archive there first (stop the archive CronJob meanwhile, so that no batch is written after the copy), then relocate"
+                ))
+            }
+            Err(e) => return Err(format!("{target}: {e}")),
+        }
+    }
+    Ok(checked)
+}
+
+/// Every app's lock (the one every `--lock-prefix` shares on this database), so that no archive,
+/// purge or compaction works an app while its home moves; a run that takes an app's lock after
+/// the move reads the new home ([`still_home`]) and writes nothing to the old one.
+async fn lock_every_app(ctx: &RunContext) -> Result<Option<crate::db::lock::AppLock>, String> {
+    let apps = crate::db::receipts::Receipts::new(ctx.spec)
+        .apps_with_receipts(&ctx.db.pool)
+        .await
+        .map_err(|e| e.to_string())?;
+    if apps.is_empty() {
+        return Ok(None);
+    }
+    let database = ctx.db.options.get_database().unwrap_or_default();
+    let names: Vec<String> = apps
+        .iter()
+        .map(|app| crate::db::lock::database_lock_name(database, ctx.spec.name, app))
+        .collect();
+    match crate::db::lock::AppLock::try_acquire_all(&ctx.db, &names)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        Some(lock) => Ok(Some(lock)),
+        None => Err(format!(
+            "another run holds the lock of one of the {} apps ({}): stop the archive, purge and compact jobs (the sentinel, or suspend the CronJobs), then relocate",
+            apps.len(),
+            apps.join(", ")
+        )),
+    }
+}
+
 /// `relocate` where the database has no home: the store `ctx` opened holds an archive's marker
 /// and this database's batches (a database restored from before its archive's first batch, or
 /// one whose home row was lost): the home is recorded with that marker's id, and the reason.
@@ -403,12 +503,12 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
     let to = ctx.store.as_ref();
     let target = to.location().to_string();
     let marker_key = format::home_marker_key(&table_prefix(ctx));
-    let Some(marker) = read_marker(to, &marker_key)
+    let Marker::Found(marker) = read_marker(to, &marker_key)
         .await
         .map_err(|e| e.to_string())?
     else {
         return Err(format!(
-            "{}'s archive has no home yet and {target} holds no archive's marker: there is nothing to relocate (its first archive binds it)",
+            "{}'s archive has no home yet and {target} holds no readable archive's marker: there is nothing to relocate (its first archive binds it)",
             ctx.spec.name
         ));
     };
@@ -418,28 +518,15 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
             marker.table, ctx.spec.name
         ));
     }
-    let keys = homes
-        .some_data_keys(&ctx.db.pool, RECEIPTS_LOOKED_AT)
-        .await
-        .map_err(|e| e.to_string())?;
-    if keys.is_empty() {
+    let mut checked = vec![marker_key.clone()];
+    let batches = copy_holds_every_app(ctx).await?;
+    if batches.is_empty() {
         return Err(format!(
-            "this database has no receipt of {}: nothing ties it to the archive at {target}",
-            ctx.spec.name
+            "this database has no receipt of {}: nothing ties it to the archive at {target} (marker of database {})",
+            ctx.spec.name, marker.database
         ));
     }
-    let mut checked = vec![marker_key.clone()];
-    for key in keys {
-        match to.head(&key).await {
-            Ok(Some(_)) => checked.push(key),
-            Ok(None) => {
-                return Err(format!(
-                    "{target} holds an archive's marker but not this database's batch {key}: it is another database's archive"
-                ))
-            }
-            Err(e) => return Err(format!("{target}: {e}")),
-        }
-    }
+    checked.extend(batches);
     let home = Home {
         id: 1,
         store: target.clone(),
@@ -463,6 +550,7 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
         from: "(no home: taken back)".into(),
         to: target,
         archive_id: marker.archive_id,
+        reason: reason.to_string(),
         checked,
     })
 }
@@ -473,16 +561,26 @@ pub struct Relocated {
     pub from: String,
     pub to: String,
     pub archive_id: String,
-    /// The objects looked for at the new home (the marker, and a few receipts' data objects).
+    pub reason: String,
+    /// The objects looked for at the new home (the marker, and every app's newest batch).
     pub checked: Vec<String>,
 }
 
 /// Moves the archive's home to the store `ctx` opened (`--to`), where an operator copied it
 /// (its marker included): under the same prefix (object keys are part of what every receipt,
-/// manifest and chain link recorded), holding this archive's marker and a few of its batches.
-/// Recorded with the operator's reason; the old home need not be reachable (a lost bucket's
-/// archive restored from a replica moves too).
+/// manifest and chain link recorded), holding this archive's marker and every app's newest
+/// batch. Every app's lock is held meanwhile. Recorded with the operator's reason; the old home
+/// need not be reachable (a lost bucket's archive restored from a replica moves too).
 pub async fn relocate(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
+    let lock = lock_every_app(ctx).await?;
+    let moved = relocate_locked(ctx, reason).await;
+    if let Some(lock) = lock {
+        lock.release().await;
+    }
+    moved
+}
+
+async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
     let homes = Homes::new(ctx.spec);
     let pool = &ctx.db.pool;
     let to = ctx.store.as_ref();
@@ -504,36 +602,27 @@ pub async fn relocate(ctx: &RunContext, reason: &str) -> Result<Relocated, Strin
         ));
     }
     let mut checked = Vec::new();
-    match read_marker(to, &home.marker_key).await.map_err(|e| e.to_string())? {
-        Some(marker) if marker.archive_id == home.archive_id => checked.push(home.marker_key.clone()),
-        Some(marker) => {
+    match read_marker(to, &home.marker_key)
+        .await
+        .map_err(|e| e.to_string())?
+    {
+        Marker::Found(marker) if marker.archive_id == home.archive_id => {
+            checked.push(home.marker_key.clone())
+        }
+        Marker::Found(marker) => {
             return Err(format!(
                 "{target} holds another archive's marker ({}: archive {}), not this one's ({})",
                 home.marker_key, marker.archive_id, home.archive_id
             ))
         }
-        None => {
+        Marker::Absent | Marker::Cold => {
             return Err(format!(
-                "{target} does not hold the archive's marker {}: copy the whole archive there first, the marker included (aws s3 sync {} {target}), then relocate",
+                "{target} does not hold the archive's marker {} readable: copy the whole archive there first, the marker included (aws s3 sync {} {target}), then relocate",
                 home.marker_key, home.store
             ))
         }
     }
-    let keys = homes
-        .some_data_keys(pool, RECEIPTS_LOOKED_AT)
-        .await
-        .map_err(|e| e.to_string())?;
-    for key in keys {
-        match to.head(&key).await {
-            Ok(Some(_)) => checked.push(key),
-            Ok(None) => {
-                return Err(format!(
-                    "{target} lacks {key}, a batch's data object: copy the whole archive there first, then relocate (and verify it there)"
-                ))
-            }
-            Err(e) => return Err(format!("{target}: {e}")),
-        }
-    }
+    checked.extend(copy_holds_every_app(ctx).await?);
     let moved = Home {
         id: home.id + 1,
         store: target.clone(),
@@ -555,6 +644,7 @@ pub async fn relocate(ctx: &RunContext, reason: &str) -> Result<Relocated, Strin
         from: home.store,
         to: target,
         archive_id: home.archive_id,
+        reason: reason.to_string(),
         checked,
     })
 }

@@ -310,7 +310,10 @@ impl Location {
             if !path.starts_with('/') {
                 return Err(format!("--store {text:?} needs an absolute path ({HELP})"));
             }
-            Ok(Location::Local { root: path.into() })
+            // One spelling per folder (`/a//b/` is `/a/b`): the archive's home is compared as
+            // the location prints.
+            let root: std::path::PathBuf = std::path::Path::new(path).components().collect();
+            Ok(Location::Local { root })
         } else {
             Err(format!("--store {text:?} is not a store URL ({HELP})"))
         }
@@ -460,6 +463,13 @@ mod tests {
                 root: "/tmp/x".into()
             }
         );
+        for same in ["file:///tmp/x/", "file:///tmp//x", "file:///tmp/./x"] {
+            assert_eq!(
+                Location::parse(same).unwrap().to_string(),
+                "file:///tmp/x",
+                "{same}"
+            );
+        }
         assert!(Location::parse("s3://").is_err());
         assert!(Location::parse("s3://b/a//c").is_err());
         assert!(Location::parse("file://rel").is_err());

@@ -307,7 +307,12 @@ async fn relocate_moves_the_home_to_a_whole_copy_and_records_why() {
     let runs = history.summary["runs"].as_array().unwrap();
     assert_eq!(runs.len(), 3, "{}", history.summary);
     assert_eq!(runs[0]["outcome"], "done", "{}", history.summary);
-    assert_eq!(runs[0]["stop_reason"], "done", "{}", history.summary);
+    let ended = runs[0]["stop_reason"].as_str().unwrap();
+    assert!(
+        ended.contains("moved from") && ended.contains("region move"),
+        "{}",
+        history.summary
+    );
     assert_eq!(runs[1]["outcome"], "failed", "{}", history.summary);
     let run = run_cli(&["doctor"], &moved).await;
     let line = run.summary["checks"]
@@ -345,3 +350,137 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
 }
 
 use outbox_archiver::store as outbox;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_home_recorded_without_its_marker_gets_it_from_the_next_archive() {
+    // A run recorded the home and died before writing the marker (or lost the race to it).
+    let (db, s3, _store) = fixture().await;
+    db.insert(&rows("a1", 5)).await;
+    let envs = envs_for(&db, &s3);
+    let marker_key = outbox_archiver::model::format::home_marker_key(
+        &outbox_archiver::model::format::table_prefix(s3.location.prefix(), "wallet_outbox"),
+    );
+    db.exec(&format!(
+        "INSERT INTO wallet_outbox_archive_home (id, store, archive_id, marker_key, bound_at_ms) \
+         VALUES (1, '{}', '0123456789abcdef0123456789abcdef', '{marker_key}', 0)",
+        s3.location
+    ))
+    .await;
+    let run = run_cli(&["verify"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(ARCHIVE, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let store = s3.store().await;
+    let marker = String::from_utf8(read(store.as_ref(), &marker_key).await).unwrap();
+    assert!(
+        marker.contains("0123456789abcdef0123456789abcdef"),
+        "{marker}"
+    );
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_marker_a_lifecycle_rule_moved_to_a_cold_class_still_lets_every_command_run() {
+    use crate::support::moto::{Bucket, MotoS3};
+    use outbox_archiver::store::{PutMode, PutOptions};
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 25)).await;
+    let moto = MotoS3::new(Bucket::Plain).await;
+    let mut envs = moto.env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    envs.push(("OUTBOX_ARCHIVER_STORE", moto.location.to_string()));
+    let run = run_cli(ARCHIVE, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let store = moto.store().await;
+    let marker = keys(store.as_ref())
+        .await
+        .into_iter()
+        .find(|k| is_home_marker(k))
+        .unwrap();
+    let bytes = read(store.as_ref(), &marker).await;
+    store
+        .put_with(
+            &marker,
+            bytes.into(),
+            PutMode::Overwrite,
+            &PutOptions {
+                storage_class: Some("GLACIER".into()),
+                ..PutOptions::default()
+            },
+        )
+        .await
+        .unwrap();
+    assert!(store.get(&marker).await.is_err(), "the marker is cold now");
+    let run = run_cli(&["verify", "--metadata-only"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["purge", "--all-apps", "--dry-run"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relocate_waits_for_no_run_and_a_run_that_opened_before_the_move_writes_nothing() {
+    use sqlx::Connection;
+    let (db, s3, envs) = archived().await;
+    let outbox::Location::S3 { bucket, prefix } = &s3.location else {
+        unreachable!()
+    };
+    let server = s3.server.as_ref().unwrap();
+    let new_bucket = format!("{bucket}-moved");
+    server.create_bucket(&new_bucket).unwrap();
+    copy_tree(&server.root.join(bucket), &server.root.join(&new_bucket));
+    let new_home = format!("s3://{new_bucket}/{prefix}");
+    // An archive of a1 is working: relocate refuses, naming the fix.
+    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    let database_lock =
+        outbox_archiver::db::lock::database_lock_name(&db.name, "wallet_outbox", "a1");
+    let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+        .bind(&database_lock)
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(got, 1);
+    let run = run_cli(&["relocate", "--to", &new_home, "--reason", "x"], &envs).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    assert!(
+        run.summary["error"]
+            .as_str()
+            .unwrap()
+            .contains("stop the archive"),
+        "{}",
+        run.summary
+    );
+    other.close().await.unwrap();
+    // A run that opened the old home before the move, and takes the app's lock after it.
+    db.insert(&rows_after("a1", 25, 10)).await;
+    let old = env(&db, s3.store().await, ARCHIVED_CUTOFF + DAY);
+    let checked = outbox_archiver::pipeline::home::check(&old).await.unwrap();
+    let old = outbox_archiver::pipeline::RunContext {
+        binding: outbox_archiver::pipeline::home::Binding::found(&checked),
+        ..old
+    };
+    let run = run_cli(&["relocate", "--to", &new_home, "--reason", "x"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let receipts = db
+        .count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
+        .await;
+    let summary = archive(&old, &options(&db, &["a1"], ARCHIVED_CUTOFF)).await;
+    assert_eq!(
+        summary.apps[0].outcome,
+        outbox_archiver::pipeline::report::Outcome::Failed
+    );
+    assert!(
+        summary.apps[0]
+            .error
+            .as_deref()
+            .unwrap_or_default()
+            .contains(&new_home),
+        "{}",
+        summary.to_json()
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
+            .await,
+        receipts,
+        "nothing recorded against the old home"
+    );
+}

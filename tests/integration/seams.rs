@@ -263,6 +263,31 @@ async fn every_time_flag_takes_a_day_rfc3339_or_epoch_ms() {
         let (code, text) = run_cli_text(args, &envs).await;
         assert_eq!(code, 0, "{args:?}: {text}");
     }
+    // A person's OUTBOX_ARCHIVER_FORMAT=table leaves the statement a document; asked for on
+    // the command line, a table is refused.
+    let mut table_env = envs.clone();
+    table_env.push(("OUTBOX_ARCHIVER_FORMAT", "table".into()));
+    let (code, text) = run_cli_text(
+        &["attest", "--from", "2026-01-01", "--to", "2026-01-01"],
+        &table_env,
+    )
+    .await;
+    assert_eq!(code, 0, "{text}");
+    assert!(text.trim_start().starts_with('{'), "{text}");
+    let (code, text) = run_cli_text(
+        &[
+            "attest",
+            "--from",
+            "2026-01-01",
+            "--to",
+            "2026-01-01",
+            "--format",
+            "table",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(code, 2, "{text}");
     // A day is a whole day: an instant that is not a UTC midnight is refused, naming it.
     let (code, text) = run_cli_text(
         &[
@@ -301,6 +326,10 @@ async fn find_says_when_it_could_not_look_and_where_an_unarchived_id_stands() {
         .unwrap()
         .contains("after the app's archive cursor"));
     // A column the records do not have: a typo, not "not found".
+    // (first: --format csv is attest's; from the environment it reads as json for the others)
+    let (code, text) = run_cli_text(&["find", "--event-id", "e3", "--format", "csv"], &envs).await;
+    assert_eq!(code, 2, "{text}");
+    assert!(text.contains("--format csv is attest's"), "{text}");
     let run = run_cli(
         &[
             "find",
@@ -444,6 +473,26 @@ async fn history_tells_every_run_with_its_id_store_and_findings() {
     assert_eq!(got, 1);
     let skipped = run_cli(&["archive", "--app", "a2", "--cutoff", "2026-01-02"], &envs).await;
     assert_eq!(skipped.code, 0, "{}", skipped.all_output);
+    // a1's lock held too: its skip is recorded, and status still shows its last real run.
+    let name_a1 = outbox_archiver::db::lock::lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
+    let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
+        .bind(&name_a1)
+        .fetch_one(&mut other)
+        .await
+        .unwrap();
+    assert_eq!(got, 1);
+    let run = run_cli(&["archive", "--app", "a1", "--cutoff", "2026-01-02"], &envs).await;
+    assert_eq!(
+        run.summary["apps"][0]["outcome"], "skipped_locked",
+        "{}",
+        run.summary
+    );
+    let status = run_cli(&["status", "--app", "a1"], &envs).await;
+    assert_eq!(
+        status.summary["apps"][0]["last_run"]["outcome"], "archived",
+        "{}",
+        status.summary
+    );
     other.close().await.unwrap();
     // A purge that fails on a batch whose object is gone: its findings are kept with the run.
     let store = s3.store().await;
