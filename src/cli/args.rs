@@ -40,6 +40,9 @@ pub struct Common {
     /// redacted) and the problems found in it, then exit without connecting to anything.
     #[arg(long, global = true, help_heading = "Common options")]
     pub print_config: bool,
+    /// `OUTBOX_ARCHIVER_*` variables in the environment that no option reads (logged).
+    #[arg(skip)]
+    pub unknown_variables: Vec<String>,
 }
 
 /// The database and the table: every command's.

@@ -147,12 +147,12 @@ fn usage_error(e: clap::Error, subcommands: &[String]) -> ! {
 /// without connecting to anything. Returns the command line and the subcommand's name.
 pub fn parse_or_exit() -> (Cli, String) {
     use clap::FromArgMatches;
-    let command = command();
-    let names: Vec<String> = command
+    let line = command();
+    let names: Vec<String> = line
         .get_subcommands()
         .map(|c| c.get_name().to_string())
         .collect();
-    let matches = command
+    let matches = line
         .try_get_matches()
         .and_then(|m| Cli::from_arg_matches(&m).map(|_| m))
         .unwrap_or_else(|e| usage_error(e, &names));
@@ -161,19 +161,93 @@ pub fn parse_or_exit() -> (Cli, String) {
         matches.value_source("format"),
         Some(clap::parser::ValueSource::EnvVariable)
     );
+    let (mistyped, unknown) = unknown_variables(&command(), std::env::vars().map(|(k, _)| k));
     if cli.common.print_config {
-        let (config, ok) = effective_config(&cli, &matches);
+        let (mut config, ok) = effective_config(&cli, &matches);
+        if let Some(problems) = config["problems"].as_array_mut() {
+            problems.extend(mistyped.iter().map(|m| serde_json::Value::from(m.as_str())));
+        }
+        config["unknown_variables"] = serde_json::json!(unknown);
         println!("{}", serde_json::to_string_pretty(&config).expect("JSON"));
-        std::process::exit(if ok { 0 } else { 2 });
+        std::process::exit(if ok && mistyped.is_empty() { 0 } else { 2 });
     }
+    // A setting whose name is one or two letters off is a typo that would be ignored without a
+    // word (a retention not applied, a store not read): refused, naming the one meant.
+    if let Some(first) = mistyped.first() {
+        eprintln!("error: {first}");
+        let name = matches
+            .subcommand_name()
+            .and_then(CommandName::parse)
+            .unwrap_or(CommandName::None);
+        println!("{}", Summary::unusable(name, first.clone()).to_json());
+        std::process::exit(2);
+    }
+    cli.common.unknown_variables = unknown;
     let name = matches.subcommand_name().unwrap_or_default().to_string();
     (cli, name)
+}
+
+/// Variables the binary reads besides its options' (`OUTBOX_ARCHIVER_TEST_*` are the test
+/// suite's).
+const OTHER_VARIABLES: [&str; 1] = ["OUTBOX_ARCHIVER_FAILPOINT"];
+
+/// Of the `OUTBOX_ARCHIVER_*` variables in `names` that no option of any command reads: those
+/// within two letters of one that does (a typo: the message names it), and the rest (a setting
+/// of another version, say: warned about).
+fn unknown_variables(
+    command: &clap::Command,
+    names: impl Iterator<Item = String>,
+) -> (Vec<String>, Vec<String>) {
+    fn known(command: &clap::Command, out: &mut Vec<String>) {
+        out.extend(
+            command
+                .get_arguments()
+                .filter_map(|a| a.get_env())
+                .map(|e| e.to_string_lossy().into_owned()),
+        );
+        for sub in command.get_subcommands() {
+            known(sub, out);
+        }
+    }
+    let mut read = Vec::new();
+    known(command, &mut read);
+    read.extend(OTHER_VARIABLES.map(str::to_string));
+    read.sort();
+    read.dedup();
+    let (mut mistyped, mut unknown) = (Vec::new(), Vec::new());
+    for name in names {
+        if !name.starts_with("OUTBOX_ARCHIVER_")
+            || name.starts_with("OUTBOX_ARCHIVER_TEST_")
+            || read.contains(&name)
+        {
+            continue;
+        }
+        let closest = read
+            .iter()
+            .map(|k| (crate::model::appcode::distance(&name, k), k))
+            .min();
+        match closest {
+            Some((d, meant)) if d <= 2 => mistyped.push(format!(
+                "{name} is not a setting of outbox-archiver: did you mean {meant}? (as it is, it would be ignored)"
+            )),
+            _ => unknown.push(name),
+        }
+    }
+    mistyped.sort();
+    unknown.sort();
+    (mistyped, unknown)
 }
 
 /// Runs the parsed command line, then sends its metrics where configured; the summary says how
 /// it went.
 pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
     let started = std::time::Instant::now();
+    for name in &cli.common.unknown_variables {
+        tracing::warn!(
+            variable = name.as_str(),
+            "not a setting of this outbox-archiver (of another version?): ignored"
+        );
+    }
     let target = cli.command.groups().metrics_target();
     let table = cli.common.db.table.clone();
     let shard = match &cli.command {
@@ -861,6 +935,31 @@ mod tests {
         // An option of another command is refused, not ignored.
         let refused = command.try_get_matches_from_mut(["x", "history", "--retention", "7y"]);
         assert!(refused.is_err());
+    }
+
+    #[test]
+    fn a_variable_a_letter_or_two_off_a_setting_is_a_typo() {
+        let names = [
+            "OUTBOX_ARCHIVER_RETENTON",
+            "OUTBOX_ARCHIVER_RETENTION",
+            "OUTBOX_ARCHIVER_STOR",
+            "OUTBOX_ARCHIVER_SOMETHING_NEWER",
+            "OUTBOX_ARCHIVER_TEST_SERVER",
+            "OUTBOX_ARCHIVER_FAILPOINT",
+            "PATH",
+        ]
+        .map(str::to_string);
+        let (mistyped, unknown) = unknown_variables(&command(), names.into_iter());
+        assert_eq!(mistyped.len(), 2, "{mistyped:?}");
+        assert!(
+            mistyped[0].contains("did you mean OUTBOX_ARCHIVER_RETENTION?"),
+            "{mistyped:?}"
+        );
+        assert!(
+            mistyped[1].contains("did you mean OUTBOX_ARCHIVER_STORE?"),
+            "{mistyped:?}"
+        );
+        assert_eq!(unknown, ["OUTBOX_ARCHIVER_SOMETHING_NEWER"]);
     }
 
     #[test]

@@ -660,3 +660,32 @@ async fn db_drop(server: &str, database: &str) {
     .await
     .unwrap();
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_mistyped_setting_is_refused_not_ignored() {
+    let (db, s3, mut envs) = archived_through_the_binary().await;
+    let _ = (&db, &s3);
+    envs.push(("OUTBOX_ARCHIVER_RETENTON", "7y".into()));
+    for args in [
+        &["archive", "--all-apps"][..],
+        &["archive", "--all-apps", "--print-config"],
+    ] {
+        let (code, text) = run_cli_text(args, &envs).await;
+        assert_eq!(code, 2, "{args:?}: {text}");
+        assert!(
+            text.contains("OUTBOX_ARCHIVER_RETENTON is not a setting")
+                && text.contains("did you mean OUTBOX_ARCHIVER_RETENTION?"),
+            "{text}"
+        );
+    }
+    // A variable far from every setting (another version's) is said, not refused.
+    envs.pop();
+    envs.push(("OUTBOX_ARCHIVER_SOMETHING_NEWER", "1".into()));
+    let run = run_cli(&["verify"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert!(
+        run.all_output.contains("OUTBOX_ARCHIVER_SOMETHING_NEWER"),
+        "{}",
+        run.all_output
+    );
+}
