@@ -7,7 +7,8 @@ use std::time::Instant;
 
 use crate::output::progress::Progress;
 use crate::pipeline::apps::{self, Driver, Gate, Population};
-use crate::pipeline::archive::{probe_write_once, Archiver};
+use crate::pipeline::archive::Archiver;
+use crate::pipeline::publish::probe_write_once;
 use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
 

@@ -7,7 +7,7 @@ use crate::db::Db;
 use crate::model::command::CommandName;
 use crate::model::table::TableSpec;
 use crate::pipeline::doctor::{
-    check_database, check_home, check_store, DoctorOptions, DoctorRun, DoctorStore, Status,
+    check_database, check_store, DoctorOptions, DoctorRun, DoctorStore, Status,
 };
 use crate::pipeline::report::{RunDetails, Summary};
 
@@ -37,7 +37,8 @@ pub async fn run(
     check_store(store, opts, now_ms, &mut run).await;
     if let (Ok(db), Ok(store)) = (db, store) {
         if !run.unreachable {
-            check_home(spec, db, store.store(), &mut run).await;
+            let line = crate::pipeline::home::doctor_line(spec, db, store.store()).await;
+            run.checks.push(line);
         }
     }
     if format == Format::Table {

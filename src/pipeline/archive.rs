@@ -23,11 +23,10 @@ use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::model::batch::{EncodedBatch, Limits, Superseded};
-use crate::model::format::{self, Cursor};
+use crate::model::format::Cursor;
 use crate::model::protection::WritePolicy;
 use crate::pipeline::report::details::{self, ArchiveApp};
 use crate::pipeline::report::{AppDetails, AppReport, BatchReport, Outcome};
-use crate::store::{ConditionalPut, StoreError};
 
 #[derive(Debug, Clone)]
 pub struct ArchiveOptions {
@@ -140,17 +139,6 @@ impl Classify for AppError {
     }
 }
 
-/// SPEC §5.11: whether the store refuses a create-only put at an existing key is found out, not
-/// assumed, before anything is written; `None` for stores that create atomically by themselves.
-pub async fn probe_write_once(ctx: &RunContext) -> Result<Option<ConditionalPut>, StoreError> {
-    let probe = format::conditional_put_probe_key(ctx.store.location().prefix());
-    match ctx.store.probe_conditional_put(&probe).await {
-        Ok(ConditionalPut::Native) => Ok(None),
-        Ok(found) => Ok(Some(found)),
-        Err(e) => Err(e),
-    }
-}
-
 /// The archive's work for one app.
 pub struct Archiver<'a> {
     ctx: &'a RunContext,
@@ -250,6 +238,19 @@ impl<'a> Archiver<'a> {
     }
 
     /// Delivered rows of `app` below the cutoff after `after`: one index range count.
+    /// The total of the progress lines, where they want one: worth a count, never worth failing
+    /// the app over.
+    async fn progress_total(&self, app: &str, source: &Source) -> Option<u64> {
+        match source {
+            Source::After(after) if self.observer.wants_totals() => self
+                .backlog(app, after.as_ref())
+                .await
+                .ok()
+                .map(|b| b.rows.max(0) as u64),
+            _ => None,
+        }
+    }
+
     async fn backlog(&self, app: &str, after: Option<&Cursor>) -> Result<Backlog, DbError> {
         let status = &self.opts.delivered_status;
         let pool = &self.ctx.db.pool;
@@ -313,16 +314,8 @@ impl<'a> Archiver<'a> {
         let Some(source) = self.source(app, report).await? else {
             return Ok(Outcome::UpToDate);
         };
-        // The total of the progress lines: worth a count, never worth failing the app over.
-        let total = match &source {
-            Source::After(after) if self.observer.wants_totals() => self
-                .backlog(app, after.as_ref())
-                .await
-                .ok()
-                .map(|b| b.rows.max(0) as u64),
-            _ => None,
-        };
-        self.observer.start(app, "rows", total);
+        self.observer
+            .start(app, "rows", self.progress_total(app, &source).await);
         let rows = RowStream::spawn(
             self.ctx.db.pool.clone(),
             self.pages.clone(),
@@ -468,7 +461,7 @@ impl<'a> Archiver<'a> {
         let batch = &built.batch;
         let (recorded, publish, record) = match (step, access) {
             (Step::Planned(planned), _) => {
-                let report = batch_report(
+                let report = BatchReport::of(
                     planned.batch_id,
                     planned.keys.data,
                     batch,
@@ -617,7 +610,7 @@ impl<'a> Archiver<'a> {
             .await?;
         warn_superseded(app, &receipt.batch_id, &superseded);
         Ok(Recorded {
-            batch_report: batch_report(
+            batch_report: BatchReport::of(
                 receipt.batch_id,
                 receipt.keys.data,
                 batch,
@@ -735,7 +728,7 @@ impl Archiver<'_> {
             "stragglers formed a batch already recorded: its member rows were recorded again"
         );
         Ok(Recorded {
-            batch_report: batch_report(
+            batch_report: BatchReport::of(
                 receipt.batch_id.clone(),
                 receipt.keys.data.clone(),
                 batch,
@@ -794,22 +787,4 @@ struct Recorded {
     replaced: Vec<String>,
     adopted: Vec<String>,
     replica_wait: Duration,
-}
-
-fn batch_report(
-    batch_id: String,
-    data_object_key: String,
-    batch: &EncodedBatch,
-    compressed_bytes: u64,
-) -> BatchReport {
-    let c = &batch.content;
-    BatchReport {
-        batch_id,
-        rows: c.row_count,
-        first_cursor: c.first.clone(),
-        last_cursor: c.last.clone(),
-        data_object_key,
-        uncompressed_bytes: c.uncompressed_bytes,
-        compressed_bytes,
-    }
 }

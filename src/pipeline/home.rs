@@ -20,6 +20,8 @@ use crate::db::DbError;
 use crate::model::format::{self, HomeMarker};
 use crate::model::protection::{PutOptions, WritePolicy};
 use crate::model::table::TableSpec;
+use crate::pipeline::doctor::Check;
+use crate::pipeline::report::details::RelocateRun;
 use crate::store::{self, Location, ObjectStore, PutMode, StoreError};
 
 /// Why a store is not the archive's home (each message names the setting and the fix).
@@ -238,6 +240,55 @@ fn foreign(
         found_table: marker.table,
         found_database: marker.database,
         ours: ours.to_string(),
+    }
+}
+
+/// The archive's home (SPEC §5.13): whether `--store` is the store the archive is bound to, its
+/// marker there; or that it is not bound yet.
+pub async fn doctor_line(
+    spec: &'static TableSpec,
+    db: &crate::db::Db,
+    store: &dyn ObjectStore,
+) -> Check {
+    match check_in(spec, &db.pool, store).await {
+        Ok(Checked::Home(home)) => Check::ok(
+            "archive_home",
+            format!(
+                "{}'s archive lives here (bound {}{}); its marker {} holds archive {}",
+                spec.name,
+                crate::model::timespec::rfc3339(home.bound_at_ms),
+                home.moved_from
+                    .as_deref()
+                    .map(|from| format!(", moved from {from}: {}", home.reason.as_deref().unwrap_or("")))
+                    .unwrap_or_default(),
+                home.marker_key,
+                home.archive_id
+            ),
+        ),
+        Ok(Checked::MarkerMissing(home)) => Check::warning(
+            "archive_home",
+            format!(
+                "{}'s archive lives here and its batches are here, but its marker {} is gone",
+                spec.name, home.marker_key
+            ),
+            "the next archive writes it again; find who deleted it (a lifecycle rule?)",
+        ),
+        Ok(Checked::Unbound { receipts: false }) => Check::ok(
+            "archive_home",
+            format!("{}'s archive has no batch yet: its first binds it to this store", spec.name),
+        ),
+        Ok(Checked::Unbound { receipts: true }) => Check::ok(
+            "archive_home",
+            format!(
+                "{}'s archive (from before the home was recorded) is here, as its receipts say: its next batch binds it",
+                spec.name
+            ),
+        ),
+        Err(e) => Check::problem(
+            "archive_home",
+            e.to_string(),
+            "point --store at the archive's home (README, \"Moving an archive\")",
+        ),
     }
 }
 
@@ -498,7 +549,7 @@ async fn lock_every_app(ctx: &RunContext) -> Result<Option<crate::db::lock::AppL
 /// `relocate` where the database has no home: the store `ctx` opened holds an archive's marker
 /// and this database's batches (a database restored from before its archive's first batch, or
 /// one whose home row was lost): the home is recorded with that marker's id, and the reason.
-async fn adopt(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
+async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
     let homes = Homes::new(ctx.spec);
     let to = ctx.store.as_ref();
     let target = to.location().to_string();
@@ -546,7 +597,7 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
             "another run bound the archive at the same moment: look at it again (doctor)".into(),
         );
     }
-    Ok(Relocated {
+    Ok(RelocateRun {
         from: "(no home: taken back)".into(),
         to: target,
         archive_id: marker.archive_id,
@@ -555,23 +606,12 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
     })
 }
 
-/// What `relocate` did: the archive's old and new home.
-#[derive(Debug, Clone, serde::Serialize)]
-pub struct Relocated {
-    pub from: String,
-    pub to: String,
-    pub archive_id: String,
-    pub reason: String,
-    /// The objects looked for at the new home (the marker, and every app's newest batch).
-    pub checked: Vec<String>,
-}
-
 /// Moves the archive's home to the store `ctx` opened (`--to`), where an operator copied it
 /// (its marker included): under the same prefix (object keys are part of what every receipt,
 /// manifest and chain link recorded), holding this archive's marker and every app's newest
 /// batch. Every app's lock is held meanwhile. Recorded with the operator's reason; the old home
 /// need not be reachable (a lost bucket's archive restored from a replica moves too).
-pub async fn relocate(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
+pub async fn relocate(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
     let lock = lock_every_app(ctx).await?;
     let moved = relocate_locked(ctx, reason).await;
     if let Some(lock) = lock {
@@ -580,7 +620,7 @@ pub async fn relocate(ctx: &RunContext, reason: &str) -> Result<Relocated, Strin
     moved
 }
 
-async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<Relocated, String> {
+async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
     let homes = Homes::new(ctx.spec);
     let pool = &ctx.db.pool;
     let to = ctx.store.as_ref();
@@ -640,7 +680,7 @@ async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<Relocated, St
     {
         return Err("another run moved or bound the archive at the same moment: look at it again (doctor), then relocate again if still needed".into());
     }
-    Ok(Relocated {
+    Ok(RelocateRun {
         from: home.store,
         to: target,
         archive_id: home.archive_id,

@@ -368,3 +368,17 @@ impl Publisher<'_> {
         }
     }
 }
+
+/// SPEC §5.11: whether the store refuses a create-only put at an existing key is found out, not
+/// assumed, before anything is written; `None` for stores that create atomically by themselves.
+pub async fn probe_write_once(
+    ctx: &super::RunContext,
+) -> Result<Option<crate::store::ConditionalPut>, StoreError> {
+    use crate::store::ConditionalPut;
+    let probe = crate::model::format::conditional_put_probe_key(ctx.store.location().prefix());
+    match ctx.store.probe_conditional_put(&probe).await {
+        Ok(ConditionalPut::Native) => Ok(None),
+        Ok(found) => Ok(Some(found)),
+        Err(e) => Err(e),
+    }
+}

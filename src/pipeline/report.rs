@@ -64,6 +64,27 @@ pub struct BatchReport {
     pub compressed_bytes: u64,
 }
 
+impl BatchReport {
+    /// One batch as the summary lists it: its id, rows, range, key and sizes.
+    pub fn of(
+        batch_id: String,
+        data_object_key: String,
+        batch: &crate::model::batch::EncodedBatch,
+        compressed_bytes: u64,
+    ) -> BatchReport {
+        let c = &batch.content;
+        BatchReport {
+            batch_id,
+            rows: c.row_count,
+            first_cursor: c.first.clone(),
+            last_cursor: c.last.clone(),
+            data_object_key,
+            uncompressed_bytes: c.uncompressed_bytes,
+            compressed_bytes,
+        }
+    }
+}
+
 fn is_zero(n: &u32) -> bool {
     *n == 0
 }

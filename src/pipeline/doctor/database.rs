@@ -104,8 +104,15 @@ impl GrantsFor {
                 (migrations, &[Select]),
             ],
         };
-        // Tables made from the description have no migrations history; a profile's table has
-        // the record of its archived columns (read at every start, added to by archive).
+        self.of_table(spec, &mut needs);
+        needs
+    }
+
+    /// What the table's kind changes: tables made from the description have no migrations
+    /// history; a profile's table has the record of its archived columns (read at every start,
+    /// added to by archive).
+    fn of_table(self, spec: &TableSpec, needs: &mut Vec<(String, &'static [Privilege])>) {
+        use Privilege::*;
         if spec.owned_by == crate::model::table::OwnedBy::Spec {
             needs.retain(|(table, _)| table != "_sqlx_migrations");
         }
@@ -116,7 +123,6 @@ impl GrantsFor {
             };
             needs.push((spec.columns_table(), privileges));
         }
-        needs
     }
 }
 

@@ -44,7 +44,7 @@ pub struct Check {
 }
 
 impl Check {
-    pub(super) fn ok(check: &str, detail: impl Into<String>) -> Check {
+    pub(crate) fn ok(check: &str, detail: impl Into<String>) -> Check {
         Check {
             check: check.into(),
             status: Status::Ok,
@@ -53,7 +53,7 @@ impl Check {
         }
     }
 
-    pub(super) fn warning(check: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    pub(crate) fn warning(check: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
         Check {
             check: check.into(),
             status: Status::Warning,
@@ -62,7 +62,7 @@ impl Check {
         }
     }
 
-    pub(super) fn problem(check: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
+    pub(crate) fn problem(check: &str, detail: impl Into<String>, fix: impl Into<String>) -> Check {
         Check {
             check: check.into(),
             status: Status::Problem,
@@ -91,58 +91,6 @@ pub struct DoctorRun {
     /// commands).
     #[serde(skip)]
     pub unreachable: bool,
-}
-
-/// The archive's home (SPEC §5.13): whether `--store` is the store the archive is bound to, its
-/// marker there; or that it is not bound yet.
-pub async fn check_home(
-    spec: &'static crate::model::table::TableSpec,
-    db: &crate::db::Db,
-    store: &dyn crate::store::ObjectStore,
-    run: &mut DoctorRun,
-) {
-    use crate::pipeline::home::{check_in, Checked};
-    let check = match check_in(spec, &db.pool, store).await {
-        Ok(Checked::Home(home)) => Check::ok(
-            "archive_home",
-            format!(
-                "{}'s archive lives here (bound {}{}); its marker {} holds archive {}",
-                spec.name,
-                crate::model::timespec::rfc3339(home.bound_at_ms),
-                home.moved_from
-                    .as_deref()
-                    .map(|from| format!(", moved from {from}: {}", home.reason.as_deref().unwrap_or("")))
-                    .unwrap_or_default(),
-                home.marker_key,
-                home.archive_id
-            ),
-        ),
-        Ok(Checked::MarkerMissing(home)) => Check::warning(
-            "archive_home",
-            format!(
-                "{}'s archive lives here and its batches are here, but its marker {} is gone",
-                spec.name, home.marker_key
-            ),
-            "the next archive writes it again; find who deleted it (a lifecycle rule?)",
-        ),
-        Ok(Checked::Unbound { receipts: false }) => Check::ok(
-            "archive_home",
-            format!("{}'s archive has no batch yet: its first binds it to this store", spec.name),
-        ),
-        Ok(Checked::Unbound { receipts: true }) => Check::ok(
-            "archive_home",
-            format!(
-                "{}'s archive (from before the home was recorded) is here, as its receipts say: its next batch binds it",
-                spec.name
-            ),
-        ),
-        Err(e) => Check::problem(
-            "archive_home",
-            e.to_string(),
-            "point --store at the archive's home (README, \"Moving an archive\")",
-        ),
-    };
-    run.checks.push(check);
 }
 
 impl DoctorRun {

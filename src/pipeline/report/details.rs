@@ -361,7 +361,18 @@ pub enum RunDetails {
     Find(FindRun),
     History(HistoryRun),
     Migrate(MigrateRun),
-    Relocate(crate::pipeline::home::Relocated),
+    Relocate(RelocateRun),
+}
+
+/// What `relocate` did: the archive's old and new home.
+#[derive(Debug, Clone, Serialize)]
+pub struct RelocateRun {
+    pub from: String,
+    pub to: String,
+    pub archive_id: String,
+    pub reason: String,
+    /// The objects looked for at the new home (the marker, and every app's newest batch).
+    pub checked: Vec<String>,
 }
 
 /// `migrate`'s run: what it changed.

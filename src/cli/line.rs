@@ -1,0 +1,368 @@
+//! The command line as the binary reads it: the derived shape with each command's own words
+//! (its `--all-apps`, its exit status), environment values never shown in help, a usage error as
+//! one JSON summary, and the `OUTBOX_ARCHIVER_*` variables no option reads — a typo refused, any
+//! other warned about.
+
+use super::{effective_config, Cli, Command};
+use crate::model::command::CommandName;
+use crate::pipeline::report::Summary;
+
+/// The command line as the binary parses it: the derived shape, environment values never shown
+/// in help, each command's own words.
+pub fn command() -> clap::Command {
+    use clap::CommandFactory;
+    per_command_help(without_env_values(Cli::command()))
+}
+
+/// What each command's help says where one shared option means something of its own, and
+/// every command's exit status.
+fn per_command_help(command: clap::Command) -> clap::Command {
+    command.mut_subcommands(|sub| {
+        let Some(name) = CommandName::parse(sub.get_name()) else {
+            return sub;
+        };
+        let all_apps = match name {
+            CommandName::Archive => Some("Every app code with rows in the source table"),
+            CommandName::Purge => Some(
+                "Every app with VERIFIED receipts not purged yet (its rows may already be gone from the source)",
+            ),
+            CommandName::Compact => Some("Every app with receipts"),
+            _ => None,
+        };
+        let sub = match all_apps {
+            Some(text) if sub.get_arguments().any(|a| a.get_id() == "all_apps") => {
+                sub.mut_arg("all_apps", |a| a.help(text))
+            }
+            _ => sub,
+        };
+        match exit_status(name) {
+            Some(text) => sub.after_help(text),
+            None => sub,
+        }
+    })
+}
+
+/// The "Exit status" paragraph of a command's help.
+fn exit_status(command: CommandName) -> Option<&'static str> {
+    Some(match command {
+        CommandName::Migrate => "Exit status: 0 the schema is up to date (what was applied is in the summary); 2 the database could not be reached or a migration failed.",
+        CommandName::Archive => "Exit status: 0 every app archived, up to date, skipped because another archiver holds its lock, or stopped by a limit or SIGTERM; 1 an app failed or was refused (the others still ran); 2 bad usage or configuration, an --app that matches nothing, or the apps could not be listed (nothing was done); 130 stopped by Ctrl-C (SIGINT) between batches.",
+        CommandName::Verify => "Exit status: 0 clean (orphans are listed, not failed); 1 a finding (README, \"Recovering from a finding\", says what to do for each kind); 2 could not look (the store or database unreachable, --store pointing elsewhere, a --batch-id or --app that matches nothing); 130 Ctrl-C.",
+        CommandName::Status => "Exit status: 0 the figures were read; 2 the database could not be reached or an --app matches nothing.",
+        CommandName::Find => "Exit status: 0 every event asked for was found (or, with --where, at least one row); 1 not found; 2 could not look (bad usage, the store or database unreachable, a --batch-id that matches nothing).",
+        CommandName::History => "Exit status: 0 the runs were read (also when there is none yet); 2 the database could not be reached.",
+        CommandName::Purge => "Exit status: 0 every eligible batch purged (nothing eligible yet — rows in --grace — is 0 too; the summary says when they become eligible), or stopped by a limit or SIGTERM; 1 a batch was not purged because its objects or member rows disagree with its receipt (see findings), or an app failed; 2 bad usage or configuration, an --app that matches nothing; 130 Ctrl-C.",
+        CommandName::Restore => "Exit status: 0 every batch restored (or drilled and matching); 1 a batch failed verification or loading, or a drill did not match; 2 bad usage or configuration, a --batch-id or --app that matches nothing; 130 Ctrl-C.",
+        CommandName::Compact => "Exit status: 0 every eligible receipt compacted, or stopped by a limit or SIGTERM; 1 a batch was not compacted (its objects or member rows disagree with its receipt) or an app failed; 2 bad usage or configuration; 130 Ctrl-C.",
+        CommandName::Attest => "Exit status: 0 the statement was printed (every app's chain whole and anchored up to the period's end); 1 an app's period is not attested (its chain has a gap, a mismatch or a fork, or a batch is not anchored yet: the summary names the finding) or could not be read; 2 bad usage or configuration, an --app that matches nothing.",
+        CommandName::Doctor => "Exit status: 0 no line is a problem (warnings allowed); 1 a line is a problem (each says the fix); 2 the database or the store could not be reached at all (the other lines are still printed).",
+        CommandName::Demo => "Exit status: 0 the demo ran end to end; 2 a step failed (the message says which), it would drop a database or empty a folder it did not make (--force), or the database could not be reached.",
+        CommandName::Schema => "Exit status: 0 the schema was printed; 2 the table or profile could not be described.",
+        CommandName::Relocate => "Exit status: 0 the archive's home moved (the move is recorded with its reason); 2 nothing moved: the archive has no home yet, --to has another prefix, or the new home lacks the archive's marker or batches (copy it whole first), or the database or the store could not be reached.",
+        CommandName::None => return None,
+    })
+}
+
+/// The command with no environment variable's value shown in `--help` (the names stay): a
+/// value may hold a password (`OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY=http://user:pw@…`, a
+/// replica's URL), and help is printed to terminals and CI logs (SPEC §5.8).
+fn without_env_values(command: clap::Command) -> clap::Command {
+    command
+        .mut_args(|arg| arg.hide_env_values(true))
+        .mut_subcommands(without_env_values)
+}
+
+/// Bad usage: clap's message on stderr as always, and — as every run ends — one JSON summary on
+/// stdout (`ok: false`, the message), for the CronJob's log parser; exit 2. Help and version are
+/// printed as they are, exit 0.
+fn usage_error(e: clap::Error, subcommands: &[String]) -> ! {
+    use clap::error::ErrorKind;
+    if matches!(
+        e.kind(),
+        ErrorKind::DisplayHelp
+            | ErrorKind::DisplayVersion
+            | ErrorKind::DisplayHelpOnMissingArgumentOrSubcommand
+    ) {
+        e.exit();
+    }
+    let _ = e.print();
+    // The subcommand the arguments name, if they name one.
+    let named = std::env::args()
+        .skip(1)
+        .find(|a| subcommands.iter().any(|s| s == a));
+    let command = named
+        .as_deref()
+        .and_then(CommandName::parse)
+        .unwrap_or(CommandName::None);
+    let text = e.render().to_string();
+    let first = text
+        .lines()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("bad usage")
+        .trim_start_matches("error: ")
+        .to_string();
+    let summary = Summary::unusable(command, format!("usage: {first} (see --help)"));
+    println!("{}", summary.to_json());
+    std::process::exit(2);
+}
+
+/// Parses the process's arguments and environment, exiting with clap's message on bad usage.
+/// With `--print-config` it prints every setting and exits (0, or 2 when a setting is wrong)
+/// without connecting to anything. Returns the command line and the subcommand's name.
+pub fn parse_or_exit() -> (Cli, String) {
+    use clap::FromArgMatches;
+    let line = command();
+    let names: Vec<String> = line
+        .get_subcommands()
+        .map(|c| c.get_name().to_string())
+        .collect();
+    let matches = line
+        .try_get_matches()
+        .and_then(|m| Cli::from_arg_matches(&m).map(|_| m))
+        .unwrap_or_else(|e| usage_error(e, &names));
+    let mut cli = Cli::from_arg_matches(&matches).unwrap_or_else(|e| usage_error(e, &names));
+    cli.common.log.format_from_environment = matches!(
+        matches.value_source("format"),
+        Some(clap::parser::ValueSource::EnvVariable)
+    );
+    let (mistyped, unknown) = unknown_variables(&command(), std::env::vars().map(|(k, _)| k));
+    if cli.common.print_config {
+        let (mut config, ok) = effective_config(&cli, &matches);
+        if let Some(problems) = config["problems"].as_array_mut() {
+            problems.extend(mistyped.iter().map(|m| serde_json::Value::from(m.as_str())));
+        }
+        config["unknown_variables"] = serde_json::json!(unknown);
+        println!("{}", serde_json::to_string_pretty(&config).expect("JSON"));
+        std::process::exit(if ok && mistyped.is_empty() { 0 } else { 2 });
+    }
+    // A setting whose name is one or two letters off is a typo that would be ignored without a
+    // word (a retention not applied, a store not read): refused, naming the one meant.
+    if let Some(first) = mistyped.first() {
+        eprintln!("error: {first}");
+        let name = matches
+            .subcommand_name()
+            .and_then(CommandName::parse)
+            .unwrap_or(CommandName::None);
+        println!("{}", Summary::unusable(name, first.clone()).to_json());
+        std::process::exit(2);
+    }
+    cli.common.unknown_variables = unknown;
+    let name = matches.subcommand_name().unwrap_or_default().to_string();
+    (cli, name)
+}
+
+/// Variables the binary reads besides its options' (`OUTBOX_ARCHIVER_TEST_*` are the test
+/// suite's).
+const OTHER_VARIABLES: [&str; 1] = ["OUTBOX_ARCHIVER_FAILPOINT"];
+
+/// Of the `OUTBOX_ARCHIVER_*` variables in `names` that no option of any command reads: those
+/// within two letters of one that does (a typo: the message names it), and the rest (a setting
+/// of another version, say: warned about).
+fn unknown_variables(
+    command: &clap::Command,
+    names: impl Iterator<Item = String>,
+) -> (Vec<String>, Vec<String>) {
+    fn known(command: &clap::Command, out: &mut Vec<String>) {
+        out.extend(
+            command
+                .get_arguments()
+                .filter_map(|a| a.get_env())
+                .map(|e| e.to_string_lossy().into_owned()),
+        );
+        for sub in command.get_subcommands() {
+            known(sub, out);
+        }
+    }
+    let mut read = Vec::new();
+    known(command, &mut read);
+    read.extend(OTHER_VARIABLES.map(str::to_string));
+    read.sort();
+    read.dedup();
+    let (mut mistyped, mut unknown) = (Vec::new(), Vec::new());
+    for name in names {
+        if !name.starts_with("OUTBOX_ARCHIVER_")
+            || name.starts_with("OUTBOX_ARCHIVER_TEST_")
+            || read.contains(&name)
+        {
+            continue;
+        }
+        let closest = read
+            .iter()
+            .map(|k| (crate::model::appcode::distance(&name, k), k))
+            .min();
+        match closest {
+            Some((d, meant)) if d <= 2 => mistyped.push(format!(
+                "{name} is not a setting of outbox-archiver: did you mean {meant}? (as it is, it would be ignored)"
+            )),
+            _ => unknown.push(name),
+        }
+    }
+    mistyped.sort();
+    unknown.sort();
+    (mistyped, unknown)
+}
+
+/// The subcommand's name, as the command line spells it.
+pub(super) fn command_name(command: &Command) -> &'static str {
+    match command {
+        Command::Migrate(_) => "migrate",
+        Command::Archive(_) => "archive",
+        Command::Verify(_) => "verify",
+        Command::Status(_) => "status",
+        Command::Find(_) => "find",
+        Command::History(_) => "history",
+        Command::Purge(_) => "purge",
+        Command::Restore(_) => "restore",
+        Command::Compact(_) => "compact",
+        Command::Attest(_) => "attest",
+        Command::Demo(_) => "demo",
+        Command::Schema => "schema",
+        Command::Doctor(_) => "doctor",
+        Command::Relocate(_) => "relocate",
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::Parser;
+
+    #[test]
+    fn cli_is_well_formed_and_hides_the_database_url() {
+        use clap::CommandFactory;
+        Cli::command().debug_assert();
+        let help = Cli::command().render_long_help().to_string();
+        assert!(help.contains("DATABASE_URL"));
+        // The value a variable would have is never rendered: hide_env_values on the argument.
+        let database_url = Cli::command()
+            .get_arguments()
+            .find(|a| a.get_id() == "database_url")
+            .map(|a| a.is_hide_env_values_set());
+        assert_eq!(database_url, Some(true));
+    }
+
+    /// The smallest command line of each subcommand. Parsing it runs clap's `FromArgMatches`,
+    /// which is where a shared option and a command's own one under the same id clash (attest's
+    /// `--format` did: every `attest` panicked) — `debug_assert` does not look there.
+    const SMALLEST: &[&[&str]] = &[
+        &["migrate"],
+        &["archive", "--all-apps"],
+        &["verify"],
+        &["status"],
+        &["find", "--event-id", "e1"],
+        &["history"],
+        &["purge", "--all-apps"],
+        &["restore"],
+        &["compact", "--all-apps"],
+        &["attest", "--from", "2026-11-01", "--to", "2026-11-02"],
+        &[
+            "attest",
+            "--from",
+            "2026-11-01",
+            "--to",
+            "2026-11-02",
+            "--format",
+            "csv",
+        ],
+        &["demo"],
+        &["schema"],
+        &["doctor"],
+        &["relocate", "--to", "s3://b/p", "--reason", "moved"],
+    ];
+
+    #[test]
+    fn every_subcommand_parses_into_its_arguments() {
+        use clap::FromArgMatches;
+        let names: Vec<String> = command()
+            .get_subcommands()
+            .map(|c| c.get_name().to_string())
+            .collect();
+        for name in &names {
+            assert!(
+                SMALLEST.iter().any(|args| args[0] == name),
+                "no smallest command line for {name}: add one to SMALLEST"
+            );
+        }
+        for args in SMALLEST {
+            let argv = std::iter::once("outbox-archiver").chain(args.iter().copied());
+            let matches = command()
+                .try_get_matches_from(argv)
+                .unwrap_or_else(|e| panic!("{args:?}: {e}"));
+            Cli::from_arg_matches(&matches).unwrap_or_else(|e| panic!("{args:?}: {e}"));
+        }
+    }
+
+    #[test]
+    fn a_commands_help_shows_its_own_options_first_and_only_what_applies() {
+        let mut command = command();
+        command.build();
+        let help = |name: &str, command: &mut clap::Command| {
+            command
+                .find_subcommand_mut(name)
+                .unwrap()
+                .render_help()
+                .to_string()
+        };
+        let history = help("history", &mut command);
+        for absent in [
+            "--replica",
+            "--sse-kms-key-id",
+            "--object-lock-mode",
+            "--s3-endpoint",
+        ] {
+            assert!(
+                !history.contains(absent),
+                "history --help lists {absent}:\n{history}"
+            );
+        }
+        assert!(history.lines().count() < 40, "{history}");
+        let archive = help("archive", &mut command);
+        let own = archive.find("--batch-rows").unwrap();
+        let shared = archive.find("--s3-endpoint").unwrap();
+        let common = archive.find("Common options:").unwrap();
+        assert!(own < shared && shared < common, "{archive}");
+        assert!(archive.contains("--object-lock-mode"));
+        // An option of another command is refused, not ignored.
+        let refused = command.try_get_matches_from_mut(["x", "history", "--retention", "7y"]);
+        assert!(refused.is_err());
+    }
+
+    #[test]
+    fn a_variable_a_letter_or_two_off_a_setting_is_a_typo() {
+        let names = [
+            "OUTBOX_ARCHIVER_RETENTON",
+            "OUTBOX_ARCHIVER_RETENTION",
+            "OUTBOX_ARCHIVER_STOR",
+            "OUTBOX_ARCHIVER_SOMETHING_NEWER",
+            "OUTBOX_ARCHIVER_TEST_SERVER",
+            "OUTBOX_ARCHIVER_FAILPOINT",
+            "PATH",
+        ]
+        .map(str::to_string);
+        let (mistyped, unknown) = unknown_variables(&command(), names.into_iter());
+        assert_eq!(mistyped.len(), 2, "{mistyped:?}");
+        assert!(
+            mistyped[0].contains("did you mean OUTBOX_ARCHIVER_RETENTION?"),
+            "{mistyped:?}"
+        );
+        assert!(
+            mistyped[1].contains("did you mean OUTBOX_ARCHIVER_STORE?"),
+            "{mistyped:?}"
+        );
+        assert_eq!(unknown, ["OUTBOX_ARCHIVER_SOMETHING_NEWER"]);
+    }
+
+    #[test]
+    fn options_go_before_or_after_the_subcommand() {
+        let a =
+            Cli::try_parse_from(["x", "--store", "file:///a", "archive", "--app", "a1"]).unwrap();
+        let b =
+            Cli::try_parse_from(["x", "archive", "--app", "a1", "--store", "file:///a"]).unwrap();
+        assert_eq!(a.common.store, b.common.store);
+        assert!(
+            Cli::try_parse_from(["x", "archive"]).is_err(),
+            "--app or --all-apps is required"
+        );
+        assert!(Cli::try_parse_from(["x", "archive", "--app", "a", "--all-apps"]).is_err());
+    }
+}
