@@ -15,6 +15,7 @@ use std::collections::HashMap;
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Transaction};
 
 use super::lock::{AppLock, Doing, LockLost};
+use super::preflight::{Flavour, Server};
 use super::receipts::STATE_VERIFIED;
 use super::source::SourceTable;
 use super::{Context, DbError};
@@ -54,6 +55,8 @@ pub struct PurgeQueries {
     spec: &'static TableSpec,
     /// How the archive encodes a row: purge encodes each row as it is now the same way.
     source: SourceTable,
+    /// The server's kind, read once: how a delete is held to the unique key differs.
+    flavour: tokio::sync::OnceCell<Flavour>,
 }
 
 /// The rows of a chunk as they are now, held to their members: which are exactly what was
@@ -65,12 +68,186 @@ struct Compared {
     busy: u64,
 }
 
+/// A statement purge runs on the source table, and how the server plans it (`EXPLAIN`).
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+pub struct Plan {
+    /// What the statement does (`lock and read`, `delete`, …).
+    pub statement: &'static str,
+    /// Per table the plan touches: its access type (`range`, `ref`, `ALL`…), its index, the rows
+    /// it estimates.
+    pub access: Vec<(String, Option<String>, Option<i64>)>,
+}
+
+/// What a statement over a chunk's rows does with them.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Over {
+    /// Read them, locking those no other transaction holds.
+    Lock,
+    /// Read them as they are (the dry run).
+    Read,
+    /// Count those that exist.
+    Count,
+    /// Delete them.
+    Delete,
+}
+
 impl PurgeQueries {
     pub fn new(spec: &'static TableSpec) -> PurgeQueries {
         PurgeQueries {
             spec,
             source: SourceTable::new(spec),
+            flavour: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The server's kind (one query, the first time).
+    async fn flavour(&self, pool: &MySqlPool) -> Result<Flavour, DbError> {
+        self.flavour
+            .get_or_try_init(|| async {
+                let version: String = sqlx::query_scalar("SELECT VERSION()")
+                    .fetch_one(pool)
+                    .await
+                    .context(|| "reading the server version".into())?;
+                Ok::<_, DbError>(Server::of(&version, "").flavour)
+            })
+            .await
+            .copied()
+    }
+
+    /// A statement over the rows of `ids` of `app`, as purge runs it on a `flavour` server
+    /// (`explain`: prefixed with it, for [`PurgeQueries::plans`]).
+    fn over_rows<'q>(
+        &self,
+        over: Over,
+        flavour: Flavour,
+        app: &'q str,
+        ids: impl IntoIterator<Item = &'q str>,
+        explain: Option<&str>,
+    ) -> QueryBuilder<MySql> {
+        let s = self.spec;
+        // Held to the unique key: on a small table, or for a chunk that is a large share of it,
+        // the optimizer would scan the whole table, locking and waiting for other apps' rows.
+        // A single-table DELETE takes no index hint: on MySQL (8.0.20 and later) it takes an
+        // optimizer hint. (MariaDB deletes row by row: [`PurgeQueries::point_deletes`].)
+        let (name, key) = (s.name, s.event_key);
+        let table = format!("{name} FORCE INDEX ({key})");
+        let head = match (over, flavour) {
+            (Over::Lock | Over::Read, _) => format!("SELECT {} FROM {table}", s.select_list()),
+            (Over::Count, _) => format!("SELECT COUNT(*) FROM {table}"),
+            (Over::Delete, _) => format!("DELETE /*+ INDEX({name} {key}) */ FROM {name}"),
+        };
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "{}{head} WHERE {} = ",
+            explain.unwrap_or_default(),
+            s.app_code
+        ));
+        qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
+        let mut listed = qb.separated(", ");
+        for id in ids {
+            listed.push_bind(id);
+        }
+        // SKIP LOCKED: purge never waits for a row the relay (or anyone) holds, so it can never
+        // be one side of a deadlock with it; such rows are counted and left for the next run.
+        qb.push(match over {
+            Over::Lock => ") FOR UPDATE SKIP LOCKED",
+            _ => ")",
+        });
+        qb
+    }
+
+    /// MariaDB's deletes of a chunk's rows: one statement per row, by its full unique key, sent
+    /// together (one round trip). A multi-row `DELETE … IN (…)` held to the key still reads the
+    /// record after each row it deletes, and so waits for a row the relay holds next to one
+    /// purge deletes (measured: 50 s, the server's lock timeout, three times over); a point
+    /// delete reads the one row it names. (On MySQL, its hinted multi-row delete reads no
+    /// other row — and MySQL's multi-table form, which MariaDB's hint needs, deadlocked two
+    /// apps purged side by side in 3 of 3 runs.) The values are hexadecimal string literals in
+    /// the columns' character set: nothing in an event id can change the statement.
+    fn point_deletes(&self, app: &str, ids: &[String]) -> String {
+        let s = self.spec;
+        let literal = |v: &str| format!("_utf8mb4 X'{}'", hex::encode(v.as_bytes()));
+        let app = literal(app);
+        ids.iter()
+            .map(|id| {
+                format!(
+                    "DELETE FROM {} WHERE {} = {app} AND {} = {};",
+                    s.name,
+                    s.app_code,
+                    s.event_id,
+                    literal(id)
+                )
+            })
+            .collect()
+    }
+
+    /// How the server plans each statement purge runs on the source for `ids` of `app` (what
+    /// SPEC §5.14 holds them to: the rows named, by the unique key, and no other).
+    pub async fn plans(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        ids: &[String],
+    ) -> Result<Vec<Plan>, DbError> {
+        use sqlx::Row;
+        let flavour = self.flavour(pool).await?;
+        let mut plans = Vec::new();
+        for (statement, over) in [
+            ("lock and read", Over::Lock),
+            ("read (dry run)", Over::Read),
+            ("count", Over::Count),
+            ("delete", Over::Delete),
+        ] {
+            // MariaDB deletes one row a statement: its plan is that of a delete of one id.
+            let ids = match (over, flavour) {
+                (Over::Delete, Flavour::MariaDb) => &ids[..ids.len().min(1)],
+                _ => ids,
+            };
+            // MySQL 9 explains as a tree unless asked for the table; MariaDB knows no FORMAT=
+            // but that table.
+            let mut rows = Vec::new();
+            for how in ["EXPLAIN FORMAT=TRADITIONAL ", "EXPLAIN "] {
+                if !rows.is_empty() {
+                    break;
+                }
+                let mut qb = self.over_rows(
+                    over,
+                    flavour,
+                    app,
+                    ids.iter().map(String::as_str),
+                    Some(how),
+                );
+                match qb.build().fetch_all(pool).await {
+                    Ok(found) => {
+                        rows = found;
+                        break;
+                    }
+                    Err(e) if how == "EXPLAIN " => {
+                        return Err(e).context(|| format!("explaining purge's {statement}"))
+                    }
+                    Err(_) => {}
+                }
+            }
+            let access = rows
+                .iter()
+                .map(|r| {
+                    // The servers type EXPLAIN's columns each their own way: read as text.
+                    let text = |name: &str| {
+                        r.try_get_unchecked::<Option<Vec<u8>>, _>(name)
+                            .ok()
+                            .flatten()
+                            .map(|b: Vec<u8>| String::from_utf8_lossy(&b).into_owned())
+                    };
+                    let estimated = r
+                        .try_get_unchecked::<Option<i64>, _>("rows")
+                        .ok()
+                        .flatten()
+                        .or_else(|| text("rows").and_then(|n| n.parse::<i64>().ok()));
+                    (text("type").unwrap_or_default(), text("key"), estimated)
+                })
+                .collect();
+            plans.push(Plan { statement, access });
+        }
+        Ok(plans)
     }
 
     /// Reads the rows of these members (of `app`) as they are now — `FOR UPDATE` inside a
@@ -81,6 +258,7 @@ impl PurgeQueries {
     async fn compare<'e, E>(
         &self,
         executor: E,
+        flavour: Flavour,
         app: &str,
         members: &[Member],
         for_update: bool,
@@ -88,26 +266,10 @@ impl PurgeQueries {
     where
         E: sqlx::Executor<'e, Database = MySql>,
     {
-        let s = self.spec;
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT {} FROM {} WHERE {} = ",
-            s.select_list(),
-            s.name,
-            s.app_code
-        ));
-        qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
-        let mut ids = qb.separated(", ");
-        for m in members {
-            ids.push_bind(m.event_id.as_str());
-        }
-        // SKIP LOCKED: purge never waits for a row the relay (or anyone) holds, so it can never
-        // be one side of a deadlock with it; such rows are counted and left for the next run.
-        qb.push(if for_update {
-            ") FOR UPDATE SKIP LOCKED"
-        } else {
-            ")"
-        });
-        let rows = qb
+        let over = if for_update { Over::Lock } else { Over::Read };
+        let ids = members.iter().map(|m| m.event_id.as_str());
+        let rows = self
+            .over_rows(over, flavour, app, ids, None)
             .build()
             .fetch_all(executor)
             .await
@@ -142,7 +304,12 @@ impl PurgeQueries {
         app: &str,
         members: &[Member],
     ) -> Result<u64, DbError> {
-        Ok(self.compare(pool, app, members, false).await?.exact.len() as u64)
+        let flavour = self.flavour(pool).await?;
+        Ok(self
+            .compare(pool, flavour, app, members, false)
+            .await?
+            .exact
+            .len() as u64)
     }
 
     /// Deletes one chunk of a batch's members in one transaction: the receipt is locked and must
@@ -163,6 +330,7 @@ impl PurgeQueries {
             members.len() <= PURGE_CHUNK,
             "purge chunks hold at most {PURGE_CHUNK} rows"
         );
+        let flavour = self.flavour(pool).await?;
         let mut tx = pool
             .begin()
             .await
@@ -174,7 +342,7 @@ impl PurgeQueries {
                 ..Chunk::default()
             });
         }
-        let mut compared = self.compare(&mut *tx, app, members, true).await?;
+        let mut compared = self.compare(&mut *tx, flavour, app, members, true).await?;
         let seen = compared.exact.len() + compared.changed.len();
         if seen < members.len() {
             // Gone, or locked by another transaction (skipped): a plain read tells them apart.
@@ -186,7 +354,7 @@ impl PurgeQueries {
         let deleted = if compared.exact.is_empty() {
             0
         } else {
-            self.delete_exact(&mut tx, app, batch_id, &compared.exact)
+            self.delete_exact(&mut tx, flavour, app, batch_id, &compared.exact)
                 .await?
         };
         let sql = format!(
@@ -252,25 +420,32 @@ impl PurgeQueries {
     async fn delete_exact(
         &self,
         tx: &mut Transaction<'_, MySql>,
+        flavour: Flavour,
         app: &str,
         batch_id: &str,
         exact: &[String],
     ) -> Result<u64, PurgeError> {
-        let s = self.spec;
-        let mut qb =
-            QueryBuilder::<MySql>::new(format!("DELETE FROM {} WHERE {} = ", s.name, s.app_code));
-        qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
-        let mut ids = qb.separated(", ");
-        for id in exact {
-            ids.push_bind(id.as_str());
+        let deleted = match flavour {
+            Flavour::MySql => {
+                self.over_rows(
+                    Over::Delete,
+                    flavour,
+                    app,
+                    exact.iter().map(String::as_str),
+                    None,
+                )
+                .build()
+                .execute(&mut **tx)
+                .await
+            }
+            Flavour::MariaDb => {
+                sqlx::raw_sql(AssertSqlSafe(self.point_deletes(app, exact)))
+                    .execute(&mut **tx)
+                    .await
+            }
         }
-        qb.push(")");
-        let deleted = qb
-            .build()
-            .execute(&mut **tx)
-            .await
-            .context(|| format!("deleting members of batch {batch_id}"))?
-            .rows_affected();
+        .context(|| format!("deleting members of batch {batch_id}"))?
+        .rows_affected();
         if deleted != exact.len() as u64 {
             // The rows were locked: another count means something this code does not know.
             return Err(PurgeError::Db(DbError::Query {
@@ -292,18 +467,10 @@ impl PurgeQueries {
         app: &str,
         members: &[Member],
     ) -> Result<u64, DbError> {
-        let s = self.spec;
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT COUNT(*) FROM {} WHERE {} = ",
-            s.name, s.app_code
-        ));
-        qb.push_bind(app).push(format!(" AND {} IN (", s.event_id));
-        let mut ids = qb.separated(", ");
-        for m in members {
-            ids.push_bind(m.event_id.as_str());
-        }
-        qb.push(")");
-        let n: i64 = qb
+        let ids = members.iter().map(|m| m.event_id.as_str());
+        let flavour = self.flavour(pool).await?;
+        let n: i64 = self
+            .over_rows(Over::Count, flavour, app, ids, None)
             .build_query_scalar()
             .fetch_one(pool)
             .await

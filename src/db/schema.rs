@@ -63,8 +63,14 @@ impl Db {
         ];
         profile::retention_index(spec.name, roles, Some(spec.retention_index), &indexes)
             .map_err(DbError::SourceShape)?;
-        profile::require_unique_key(spec.name, spec.app_code, spec.event_id, &indexes)
-            .map_err(DbError::SourceShape)?;
+        profile::require_unique_key(
+            spec.name,
+            spec.app_code,
+            spec.event_id,
+            &indexes,
+            Some(spec.event_key),
+        )
+        .map_err(DbError::SourceShape)?;
         Ok(())
     }
 

@@ -300,6 +300,13 @@ pub fn resolve(
         source_ddl: "",
         owned_prefix: leak(owned_prefix),
         owned_by: OwnedBy::Spec,
+        event_key: leak(require_unique_key(
+            table,
+            roles.app_code,
+            roles.event_id,
+            indexes,
+            None,
+        )?),
     })))
 }
 
@@ -431,7 +438,7 @@ fn resolve_roles(
     let updated_at_ms = role(&roles.updated_at_ms, "updated_at_ms", Kind::Int)?;
     let created_at_ms = role(&roles.created_at_ms, "created_at_ms", Kind::Int)?;
     let status = role(&roles.status, "status", Kind::Text)?;
-    require_unique_key(table, app_code, event_id, indexes)?;
+    require_unique_key(table, app_code, event_id, indexes, None)?;
     let lengths = [
         (app_code, MAX_APP_CODE_CHARS, "app codes"),
         (event_id, MAX_EVENT_ID_CHARS, "event ids"),
@@ -570,22 +577,41 @@ pub struct Index {
 /// Refuses a table in which two rows may share an (app code, event id): keyset paging would
 /// skip the second, and purge, which deletes by (app code, event id, updated-at), would delete
 /// both. A PRIMARY KEY or UNIQUE index on those columns (or on the event id alone) says so.
+/// Returns its name (`named`, where the spec names one: it must be such an index; else the
+/// primary key where it is one, or the first): the index every statement purge runs on the
+/// source is held to, so that it touches the rows it means to and no other.
 pub fn require_unique_key(
     table: &str,
     app_code: &str,
     event_id: &str,
     indexes: &[Index],
-) -> Result<(), String> {
+    named: Option<&str>,
+) -> Result<String, String> {
     let (app, id) = (app_code.to_ascii_lowercase(), event_id.to_ascii_lowercase());
-    let keyed = indexes.iter().any(|i| {
+    let keys = |i: &&Index| {
         i.unique && !i.columns.is_empty() && i.columns.iter().all(|c| *c == app || *c == id)
-    });
-    if keyed {
-        return Ok(());
+    };
+    let found = match named {
+        Some(name) => indexes
+            .iter()
+            .filter(keys)
+            .find(|i| i.name.eq_ignore_ascii_case(name)),
+        None => indexes
+            .iter()
+            .filter(keys)
+            .min_by_key(|i| i.name != "PRIMARY"),
+    };
+    if let Some(index) = found {
+        return Ok(index.name.clone());
     }
-    Err(format!(
-        "{table} has no PRIMARY KEY or UNIQUE index on ({app_code}, {event_id}): two rows with one event id would make the archiver skip one and purge delete both; ALTER TABLE {table} ADD UNIQUE KEY uk_{table}_event ({app_code}, {event_id})"
-    ))
+    match named {
+        Some(name) => Err(format!(
+            "{table} has no unique index {name} on ({app_code}, {event_id}), which purge deletes by: add it back, or ALTER TABLE {table} ADD PRIMARY KEY ({app_code}, {event_id})"
+        )),
+        None => Err(format!(
+            "{table} has no PRIMARY KEY or UNIQUE index on ({app_code}, {event_id}): two rows with one event id would make the archiver skip one and purge delete both; ALTER TABLE {table} ADD UNIQUE KEY uk_{table}_event ({app_code}, {event_id})"
+        )),
+    }
 }
 
 /// The index every archiver scan forces: `named` if the table has it on (app code, status,

@@ -144,6 +144,10 @@ pub struct TableSpec {
     pub owned_prefix: &'static str,
     /// How the archiver's own tables are made.
     pub owned_by: OwnedBy,
+    /// The unique index on `(app_code, event_id)` every statement purge runs on the source is
+    /// held to (`FORCE INDEX`): it touches exactly the rows it names, whatever the optimizer
+    /// thinks of a small table (SPEC §5.14).
+    pub event_key: &'static str,
 }
 
 /// How a table's owned tables are made and kept up to date.
@@ -368,6 +372,7 @@ pub static WALLET_OUTBOX: TableSpec = TableSpec {
         Total::sum("frozen_delta", "frozen_delta_total"),
     ],
     retention_index: "idx_wallet_outbox_retention",
+    event_key: "PRIMARY",
     source_ddl: include_str!("../../migrations/reference/wallet_outbox.sql"),
     owned_prefix: "wallet_outbox_archive",
     owned_by: OwnedBy::Migrations,
@@ -402,6 +407,7 @@ pub static ROOM_OUTBOX: TableSpec = TableSpec {
         Total::sha256("envelope", "envelope_sha256"),
     ],
     retention_index: "idx_room_outbox_retention",
+    event_key: "PRIMARY",
     source_ddl: include_str!("../../migrations/reference/room_outbox.sql"),
     owned_prefix: "room_outbox_archive",
     owned_by: OwnedBy::Spec,

@@ -272,6 +272,12 @@ fn app_samples(app: &AppReport, seconds: f64) -> Vec<Sample> {
             1000.0,
         ),
         (
+            figures.left_locked_rows.map(|n| n as f64),
+            "outbox_archiver_purge_left_locked_rows",
+            "Rows the last purge skipped because another transaction held them (their batches stay unfinished; the next purge takes them).",
+            1.0,
+        ),
+        (
             figures.replica_wait_ms.map(|ms| ms as f64),
             "outbox_archiver_replica_wait_seconds",
             "Time the last archive or purge run's writes waited for lagging replicas (--replica).",

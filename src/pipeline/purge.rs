@@ -210,6 +210,15 @@ fn conclude(app: &str, result: Result<(), AppError>, tally: &mut Tally, report: 
             report.outcome = Outcome::Stopped;
             report.stop_reason = tally.stop_reason.take();
         }
+        // Work left: rows another transaction held were skipped, their receipts unfinished. Not
+        // a failure (exit 0: the relay holds rows for seconds), and never "done".
+        Ok(()) if tally.details.left_locked_rows > 0 => {
+            report.outcome = Outcome::Stopped;
+            report.stop_reason = Some(format!(
+                "left {} row(s) another transaction held locked (the relay claiming them, an open transaction): their batches stay unfinished, and the next purge takes them",
+                tally.details.left_locked_rows
+            ));
+        }
         Ok(()) => {}
         Err(e) => {
             tracing::error!(app, error = %e, "purge failed");
@@ -465,13 +474,14 @@ impl<'a> Purger<'a> {
         let include_restored = self.opts.include_restored;
         if busy > 0 {
             // Rows another transaction held (the relay, an operator): the receipt stays
-            // unfinished and the next run looks at them again.
-            tracing::info!(
+            // unfinished and the next run looks at them again; the summary says how many.
+            tracing::warn!(
                 app,
                 batch_id = batch,
                 busy,
                 "rows locked by another transaction were left for the next run"
             );
+            tally.details.left_locked_rows += busy;
             tally.details.kept_changed.extend(kept);
             return Ok(Step::Done);
         }

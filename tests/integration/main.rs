@@ -27,6 +27,7 @@ mod lock;
 mod members_layout;
 mod metrics;
 mod operator;
+mod purge_beside;
 mod purge_restore;
 mod races;
 mod readme;

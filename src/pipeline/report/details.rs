@@ -45,6 +45,7 @@ impl AppDetails {
             },
             AppDetails::Purge(p) => Figures {
                 replica_wait_ms: Some(p.replica_wait.replica_wait_ms),
+                left_locked_rows: Some(p.left_locked_rows),
                 ..Figures::default()
             },
             AppDetails::Compact(c) => Figures {
@@ -60,7 +61,7 @@ impl AppDetails {
                 oldest_backlog_age_ms: Some(s.oldest_backlog_age_ms),
                 awaiting_purge_rows: Some(s.awaiting_purge_rows),
                 cursor_age_ms: Some(s.cursor_age_ms),
-                replica_wait_ms: None,
+                ..Figures::default()
             },
             _ => Figures::default(),
         }
@@ -77,6 +78,8 @@ pub struct Figures {
     pub cursor_age_ms: Option<Option<i64>>,
     /// Time this run's writes waited for lagging replicas.
     pub replica_wait_ms: Option<u64>,
+    /// Rows a purge left because another transaction held them.
+    pub left_locked_rows: Option<u64>,
 }
 
 fn is_zero(n: &u64) -> bool {
@@ -201,6 +204,11 @@ pub struct PurgeApp {
     /// Receipts left alone because they were restored into the source.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub restored_batches_left: Option<u64>,
+    /// Rows another transaction held locked (the relay claiming, an operator's open
+    /// transaction): skipped at once, never waited for, and left — their receipts stay
+    /// unfinished and the next purge takes them.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub left_locked_rows: u64,
     /// Rows of receipts verified too recently for `--grace`: they wait.
     pub in_grace_rows: u64,
     /// When the first of them becomes purgeable (its receipt's verification time + the grace).
@@ -228,6 +236,7 @@ pub struct PlannedPurge {
 impl PurgeApp {
     fn then(mut self, next: PurgeApp) -> PurgeApp {
         self.purged_rows += next.purged_rows;
+        self.left_locked_rows += next.left_locked_rows;
         self.would_purge_rows = match (self.would_purge_rows, next.would_purge_rows) {
             (None, None) => None,
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),

@@ -1,0 +1,159 @@
+//! Purge beside itself and beside the live service (SPEC §5.14, issue 34): every statement it
+//! runs on the source touches only the rows it names, by the unique key, whatever the table's
+//! size and statistics (its plans held to that on a small table, where the optimizer prefers a
+//! scan); apps purged side by side neither deadlock nor leave rows; a row another transaction
+//! holds is skipped at once and said — in the summary, the metrics and status — never waited for
+//! and never hidden behind "done"; and a receipt is finished only when every member is proven gone.
+
+use outbox_archiver::commands::purge;
+use outbox_archiver::db::purge::PurgeQueries;
+use outbox_archiver::model::table::WALLET_OUTBOX;
+use outbox_archiver::pipeline::report::Outcome;
+
+use crate::support::*;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_statement_purge_runs_on_the_source_goes_by_the_unique_key() {
+    // A small table (600 rows, four apps) and a chunk of 100 of one app's ids: a share large
+    // enough that the optimizer would rather scan the whole table.
+    let mut all = Vec::new();
+    for app in ["a1", "a2", "a3", "a4"] {
+        all.extend(rows(app, 150));
+    }
+    let db = TestDb::new().await;
+    db.insert(&all).await;
+    db.exec("ANALYZE TABLE wallet_outbox").await;
+    let ids: Vec<String> = (0..100).map(|i| format!("e{i}")).collect();
+    let plans = PurgeQueries::new(&WALLET_OUTBOX)
+        .plans(&db.db.pool, "a1", &ids)
+        .await
+        .unwrap();
+    assert_eq!(plans.len(), 4);
+    for plan in &plans {
+        for (access, key, _) in &plan.access {
+            assert_ne!(access, "ALL", "{plan:?}: a scan of the whole table");
+            assert_eq!(key.as_deref(), Some("PRIMARY"), "{plan:?}");
+            assert!(
+                ["range", "eq_ref", "const", "ref"].contains(&access.as_str()),
+                "{plan:?}"
+            );
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_purged_side_by_side_neither_deadlock_nor_leave_rows() {
+    let apps = ["a1", "a2", "a3", "a4"];
+    let mut all = Vec::new();
+    for app in apps {
+        all.extend(rows(app, 300));
+    }
+    let (db, _s3, _store, env) = archived_env(&all, &apps, 100).await;
+    for round in 0..5 {
+        let purged = purge::run(
+            &env,
+            &purge::PurgeOptions {
+                parallel_apps: 4,
+                include_restored: round > 0,
+                ..purge_options(&db, &apps)
+            },
+        )
+        .await;
+        assert!(purged.ok, "round {round}: {}", purged.to_json());
+        for app in &purged.apps {
+            assert_eq!(app.retries, 0, "round {round}: {}", purged.to_json());
+            assert_eq!(
+                app.outcome,
+                Outcome::Done,
+                "round {round}: {}",
+                purged.to_json()
+            );
+            assert_eq!(app.rows, 300, "round {round}: {}", purged.to_json());
+        }
+        assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+        // Back into the source, for the next round.
+        let restored = outbox_archiver::commands::restore::run(
+            &env,
+            &outbox_archiver::commands::restore::RestoreOptions {
+                into_source: true,
+                selection: outbox_archiver::pipeline::apps::Selection::of_apps(&apps),
+                lock_prefix: db.lock_prefix(),
+                parallel_apps: 4,
+                ..Default::default()
+            },
+        )
+        .await;
+        assert!(restored.ok, "{}", restored.to_json());
+        assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 1_200);
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_row_another_transaction_holds_is_skipped_at_once_and_said() {
+    use sqlx::{Connection, Executor};
+    let (db, s3, _store) = fixture().await;
+    db.insert(&rows("a1", 30)).await;
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let run = run_cli(&["archive", "--app", "a1", "--cutoff", "2026-01-02"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    // The relay holds one row (a claim in flight), for the whole purge.
+    let mut relay = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    relay.execute("BEGIN").await.unwrap();
+    relay
+        .execute("SELECT * FROM wallet_outbox WHERE app_code = 'a1' AND event_id = 'e7' FOR UPDATE")
+        .await
+        .unwrap();
+    let metrics = tempfile::tempdir().unwrap();
+    let textfile = metrics.path().join("purge.prom");
+    let run = run_cli(
+        &[
+            "purge",
+            "--app",
+            "a1",
+            "--grace",
+            "0s",
+            "--metrics-textfile",
+            textfile.to_str().unwrap(),
+        ],
+        &envs,
+    )
+    .await;
+    // Not waited for (a wait would end in the server's lock timeout, an error), not hidden.
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let app = &run.summary["apps"][0];
+    assert_eq!(app["outcome"], "stopped", "{}", run.summary);
+    assert_eq!(app["purged_rows"], 29, "{}", run.summary);
+    assert_eq!(app["left_locked_rows"], 1, "{}", run.summary);
+    assert!(
+        app["stop_reason"].as_str().unwrap().contains("held locked"),
+        "{}",
+        run.summary
+    );
+    let prom = std::fs::read_to_string(&textfile).unwrap();
+    assert!(
+        prom.contains("outbox_archiver_purge_left_locked_rows{command=\"purge\",table=\"wallet_outbox\",app=\"a1\"} 1"),
+        "{prom}"
+    );
+    let status = run_cli(&["status", "--app", "a1"], &envs).await;
+    let last = &status.summary["apps"][0]["last_purge"];
+    assert_eq!(last["outcome"], "stopped", "{}", status.summary);
+    assert!(
+        last["stop_reason"].as_str().unwrap().contains("left 1 row"),
+        "{last}"
+    );
+    assert_eq!(
+        status.summary["apps"][0]["awaiting_purge_rows"], 1,
+        "{}",
+        status.summary
+    );
+    // Released: the next purge takes it, and is done.
+    relay.execute("ROLLBACK").await.unwrap();
+    relay.close().await.unwrap();
+    let run = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(run.summary["apps"][0]["outcome"], "done", "{}", run.summary);
+    assert_eq!(run.summary["apps"][0]["purged_rows"], 1, "{}", run.summary);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+}
