@@ -38,6 +38,16 @@ pub enum PurgeError {
     Failpoint(#[from] Tripped),
 }
 
+/// Whether a batch could be marked purged.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Finished {
+    Done,
+    /// Rows of it are back in the source: the batch stays open.
+    Back(u64),
+    /// Another transaction holds a row of it (one put back, not committed yet): it stays open.
+    Held,
+}
+
 /// What one chunk did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
 pub struct Chunk {
@@ -478,17 +488,52 @@ impl PurgeQueries {
         Ok(n.max(0) as u64)
     }
 
-    /// Marks a batch done: every member deleted or kept. A rerun skips it. `include_restored`:
-    /// a restored batch purged again on purpose is no longer restored.
+    /// Marks a batch done — only once every member it did not keep is proven gone: in the
+    /// transaction that marks it, each is looked for by the unique key with a shared lock that
+    /// does not wait. A row there (put back since its chunk was deleted) or one another
+    /// transaction holds (put back and not committed yet) keeps the batch open, and the next
+    /// purge looks at it again. A rerun skips a finished batch. `include_restored`: a restored
+    /// batch purged again on purpose is no longer restored.
+    #[allow(clippy::too_many_arguments)]
     pub async fn finish(
         &self,
         pool: &MySqlPool,
         app: &str,
         batch_id: &str,
+        gone: &[&str],
         kept: u64,
         include_restored: bool,
         now_ms: i64,
-    ) -> Result<(), PurgeError> {
+    ) -> Result<Finished, PurgeError> {
+        let flavour = self.flavour(pool).await?;
+        let mut tx = pool
+            .begin()
+            .await
+            .context(|| format!("starting the transaction that finishes batch {batch_id}"))?;
+        for chunk in gone.chunks(PURGE_CHUNK) {
+            let mut qb = self.over_rows(Over::Read, flavour, app, chunk.iter().copied(), None);
+            qb.push(match flavour {
+                Flavour::MySql => " FOR SHARE NOWAIT",
+                Flavour::MariaDb => " LOCK IN SHARE MODE NOWAIT",
+            });
+            match qb.build().fetch_all(&mut *tx).await {
+                Ok(rows) if rows.is_empty() => {}
+                Ok(rows) => return Ok(Finished::Back(rows.len() as u64)),
+                // NOWAIT: another transaction holds one of them (MySQL 3572, MariaDB 1205).
+                Err(sqlx::Error::Database(e))
+                    if e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+                        .is_some_and(|e| matches!(e.number(), 3572 | 1205)) =>
+                {
+                    return Ok(Finished::Held);
+                }
+                Err(e) => {
+                    return Err(PurgeError::Db(DbError::Query {
+                        context: format!("proving the rows of batch {batch_id} gone"),
+                        source: e,
+                    }))
+                }
+            }
+        }
         let sql = format!(
             "UPDATE {} SET purged_at_ms = ?, kept_rows = ?{} WHERE app_code = ? AND batch_id = ? AND state = ?",
             self.spec.receipts_table(),
@@ -504,7 +549,7 @@ impl PurgeQueries {
             .bind(app)
             .bind(batch_id)
             .bind(STATE_VERIFIED)
-            .execute(pool)
+            .execute(&mut *tx)
             .await
             .context(|| format!("marking batch {batch_id} purged"))?
             .rows_affected();
@@ -514,6 +559,9 @@ impl PurgeQueries {
                 now: "no longer VERIFIED when it was to be marked purged".into(),
             });
         }
-        Ok(())
+        tx.commit()
+            .await
+            .context(|| format!("marking batch {batch_id} purged"))?;
+        Ok(Finished::Done)
     }
 }

@@ -25,7 +25,7 @@ use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifi
 use super::{Observer, RunContext};
 use crate::db::lock::AppLock;
 use crate::db::members::Members;
-use crate::db::purge::{PurgeError, PurgeQueries, PURGE_CHUNK};
+use crate::db::purge::{Finished, PurgeError, PurgeQueries, PURGE_CHUNK};
 use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
@@ -215,7 +215,7 @@ fn conclude(app: &str, result: Result<(), AppError>, tally: &mut Tally, report: 
         Ok(()) if tally.details.left_locked_rows > 0 => {
             report.outcome = Outcome::Stopped;
             report.stop_reason = Some(format!(
-                "left {} row(s) another transaction held locked (the relay claiming them, an open transaction): their batches stay unfinished, and the next purge takes them",
+                "left {} row(s) another transaction held (locked by the relay claiming them or an open transaction, or put back since their delete): their batches stay unfinished, and the next purge takes them",
                 tally.details.left_locked_rows
             ));
         }
@@ -453,7 +453,8 @@ impl<'a> Purger<'a> {
                 return Ok(Step::Stop(reason));
             }
         }
-        self.finish_receipt(receipt, kept, busy, tally).await
+        self.finish_receipt(receipt, members, kept, busy, tally)
+            .await
     }
 
     /// After the last chunk: marks the receipt purged — unless rows another transaction held
@@ -462,6 +463,7 @@ impl<'a> Purger<'a> {
     async fn finish_receipt(
         &self,
         receipt: &StoredReceipt,
+        members: &[Member],
         kept: Vec<String>,
         busy: u64,
         tally: &mut Tally,
@@ -486,12 +488,48 @@ impl<'a> Purger<'a> {
             return Ok(Step::Done);
         }
         let now = (self.ctx.now_ms)();
+        let kept_ids: std::collections::HashSet<&str> = kept.iter().map(String::as_str).collect();
+        let gone: Vec<&str> = members
+            .iter()
+            .map(|m| m.event_id.as_str())
+            .filter(|id| !kept_ids.contains(id))
+            .collect();
         match self
             .purge
-            .finish(pool, app, batch, kept.len() as u64, include_restored, now)
+            .finish(
+                pool,
+                app,
+                batch,
+                &gone,
+                kept.len() as u64,
+                include_restored,
+                now,
+            )
             .await
         {
-            Ok(()) => {}
+            Ok(Finished::Done) => {}
+            // Put back since its chunk was deleted: the batch stays open for the next purge.
+            Ok(Finished::Back(n)) => {
+                tracing::warn!(
+                    app,
+                    batch_id = batch,
+                    rows = n,
+                    "rows of the batch are back in the source since their delete: the batch stays open, the next purge looks at them"
+                );
+                tally.details.left_locked_rows += n;
+                tally.details.kept_changed.extend(kept);
+                return Ok(Step::Done);
+            }
+            Ok(Finished::Held) => {
+                tracing::warn!(
+                    app,
+                    batch_id = batch,
+                    "another transaction holds a row of the batch (put back, not committed): the batch stays open"
+                );
+                tally.details.left_locked_rows += 1;
+                tally.details.kept_changed.extend(kept);
+                return Ok(Step::Done);
+            }
             Err(PurgeError::Withdrawn { batch_id, now }) => {
                 tally.details.kept_changed.extend(kept);
                 return Ok(self.withdrawn(tally, batch_id, now));

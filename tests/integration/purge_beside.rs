@@ -157,3 +157,121 @@ async fn a_row_another_transaction_holds_is_skipped_at_once_and_said() {
     assert_eq!(run.summary["apps"][0]["purged_rows"], 1, "{}", run.summary);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_put_back_by_a_transaction_open_while_purge_ran_is_purged_later_not_lost_sight_of()
+{
+    use sqlx::{Connection, Executor};
+    let (db, _s3, _store, env) = archived_env(&rows("a1", 30), &["a1"], 100).await;
+    // A transaction deletes a member row and puts it back as it was, and stays open while
+    // purge runs.
+    let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    other.execute("BEGIN").await.unwrap();
+    let original: Vec<(String,)> = sqlx::query_as(
+        "SELECT CAST(payload AS CHAR) FROM wallet_outbox WHERE app_code = 'a1' AND event_id = 'e7'",
+    )
+    .fetch_all(&mut other)
+    .await
+    .unwrap();
+    assert_eq!(original.len(), 1);
+    other
+        .execute(
+            "CREATE TEMPORARY TABLE keep AS SELECT * FROM wallet_outbox WHERE app_code = 'a1' AND event_id = 'e7'",
+        )
+        .await
+        .unwrap();
+    other
+        .execute("DELETE FROM wallet_outbox WHERE app_code = 'a1' AND event_id = 'e7'")
+        .await
+        .unwrap();
+    other
+        .execute("INSERT INTO wallet_outbox SELECT * FROM keep")
+        .await
+        .unwrap();
+    let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    other.execute("COMMIT").await.unwrap();
+    other.close().await.unwrap();
+    // The row is there again: its batch is not finished, and the next purge takes it.
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 1);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts WHERE purged_at_ms IS NULL")
+            .await,
+        1,
+        "{}",
+        purged.to_json()
+    );
+    let again = purge::run(&env, &purge_options(&db, &["a1"])).await;
+    assert!(again.ok, "{}", again.to_json());
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+}
+
+/// A member row that comes back between purge's delete and the end of its batch — put back by
+/// another transaction, committed or still open — keeps the batch unfinished: the next purge
+/// takes it. (Marked finished, the batch would never be looked at again, and the row would stay
+/// in the source with nothing reporting it.)
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_member_back_before_its_batch_is_finished_keeps_the_batch_open() {
+    for committed in [true, false] {
+        let (db, _s3, _store, env) = archived_env(&rows("a1", 30), &["a1"], 100).await;
+        db.exec("CREATE TABLE keep AS SELECT * FROM wallet_outbox WHERE app_code = 'a1' AND event_id = 'e7'")
+            .await;
+        let url = db.url.clone();
+        let open: std::sync::Arc<std::sync::Mutex<Option<std::thread::JoinHandle<()>>>> =
+            Default::default();
+        let holder = open.clone();
+        let mut opts = purge_options(&db, &["a1"]);
+        opts.failpoints = outbox_archiver::failpoint::FailPoints::new(move |point| {
+            if point == "after-purge-chunk" {
+                let sql = "INSERT INTO wallet_outbox SELECT * FROM keep".to_string();
+                if committed {
+                    execute_from_failpoint(&url, sql);
+                } else {
+                    // Put back in a transaction left open for a few seconds.
+                    let url = url.clone();
+                    let (ready, inserted) = std::sync::mpsc::channel();
+                    let thread = std::thread::spawn(move || {
+                        let rt = tokio::runtime::Runtime::new().unwrap();
+                        rt.block_on(async {
+                            use sqlx::{Connection, Executor};
+                            let mut c = sqlx::MySqlConnection::connect(&url).await.unwrap();
+                            c.execute("BEGIN").await.unwrap();
+                            c.execute(sqlx::AssertSqlSafe(sql)).await.unwrap();
+                            ready.send(()).unwrap();
+                            tokio::time::sleep(std::time::Duration::from_secs(3)).await;
+                            c.execute("COMMIT").await.unwrap();
+                        });
+                    });
+                    inserted.recv().unwrap();
+                    *holder.lock().unwrap() = Some(thread);
+                }
+            }
+            false
+        });
+        let purged = purge::run(&env, &opts).await;
+        assert!(purged.ok, "{}", purged.to_json());
+        if let Some(thread) = open.lock().unwrap().take() {
+            thread.join().unwrap();
+        }
+        assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 1);
+        assert_eq!(
+            db.count(
+                "SELECT COUNT(*) FROM wallet_outbox_archive_receipts WHERE purged_at_ms IS NULL"
+            )
+            .await,
+            1,
+            "committed {committed}: the batch stays open: {}",
+            purged.to_json()
+        );
+        let again = purge::run(&env, &purge_options(&db, &["a1"])).await;
+        assert!(again.ok, "{}", again.to_json());
+        assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+        assert_eq!(
+            db.count(
+                "SELECT COUNT(*) FROM wallet_outbox_archive_receipts WHERE purged_at_ms IS NULL"
+            )
+            .await,
+            0
+        );
+    }
+}
