@@ -127,7 +127,10 @@ async fn a_row_another_transaction_holds_is_skipped_at_once_and_said() {
     assert_eq!(app["purged_rows"], 29, "{}", run.summary);
     assert_eq!(app["left_locked_rows"], 1, "{}", run.summary);
     assert!(
-        app["stop_reason"].as_str().unwrap().contains("another transaction held"),
+        app["stop_reason"]
+            .as_str()
+            .unwrap()
+            .contains("another transaction held"),
         "{}",
         run.summary
     );
