@@ -19,7 +19,12 @@ const RECEIPT_PAGE: u32 = 500;
 /// A receipt as recorded, for `verify`, `purge`, `restore` and `status`.
 #[derive(Debug, Clone)]
 pub struct StoredReceipt {
+    /// The app's one spelling (SPEC §5.4): the one its member rows, lock and cursor use, read
+    /// through an app's scope. A receipt an older build recorded under another spelling of the
+    /// app keeps that one in [`StoredReceipt::recorded_app_code`].
     pub app_code: String,
+    /// The app code as the receipt row spells it: what its manifest and object keys say.
+    pub recorded_app_code: String,
     pub batch_id: String,
     pub keys: ObjectKeys,
     pub content: ContentFacts,
@@ -44,6 +49,26 @@ pub struct StoredReceipt {
     pub chain: Option<(u64, String)>,
     /// When `verify` last read its objects in full and found them whole, and how (migration 10).
     pub full_verified: Option<(i64, String)>,
+}
+
+impl StoredReceipt {
+    /// The receipt as read for one of `apps` (their one spellings): `app_code` becomes the app's
+    /// spelling — exactly, else the one it is a spelling of — so that member rows, which
+    /// migration 9 keyed by the app's one spelling, are found under it. A receipt of none of
+    /// them (a scope without apps) keeps its own.
+    fn of_app(mut self, apps: &[String]) -> StoredReceipt {
+        let app = apps
+            .iter()
+            .find(|a| **a == self.recorded_app_code)
+            .or_else(|| {
+                apps.iter()
+                    .find(|a| crate::model::appcode::same_app(a, &self.recorded_app_code))
+            });
+        if let Some(app) = app {
+            self.app_code = app.clone();
+        }
+        self
+    }
 }
 
 /// What identified each of a batch's objects in the store when it was read back (the manifest's
@@ -374,7 +399,7 @@ impl Receipts {
             .await
             .context(|| "listing receipts".into())?;
         rows.iter()
-            .map(|row| decode(self.spec, row))
+            .map(|row| decode(self.spec, row).map(|r| r.of_app(&scope.apps)))
             .collect::<Result<_, sqlx::Error>>()
             .context(|| "decoding a receipt".into())
     }
@@ -397,8 +422,9 @@ impl Receipts {
         .fetch_all(pool)
         .await
         .context(|| format!("reading the chain of app {app}"))?;
+        let apps = [app.to_string()];
         rows.iter()
-            .map(|row| decode(self.spec, row))
+            .map(|row| decode(self.spec, row).map(|r| r.of_app(&apps)))
             .collect::<Result<_, sqlx::Error>>()
             .context(|| "decoding a receipt".into())
     }
@@ -417,8 +443,9 @@ impl Receipts {
         .fetch_all(pool)
         .await
         .context(|| format!("reading the unlinked receipts of app {app}"))?;
+        let apps = [app.to_string()];
         rows.iter()
-            .map(|row| decode(self.spec, row))
+            .map(|row| decode(self.spec, row).map(|r| r.of_app(&apps)))
             .collect::<Result<_, sqlx::Error>>()
             .context(|| "decoding a receipt".into())
     }
@@ -596,6 +623,7 @@ fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error
     };
     Ok(StoredReceipt {
         app_code: text("app_code")?,
+        recorded_app_code: text("app_code")?,
         batch_id: text("batch_id")?,
         keys: ObjectKeys {
             data: text("data_object_key")?,

@@ -315,3 +315,271 @@ async fn a_profiles_older_members_table_is_brought_over_by_migrate() {
         .await
         .unwrap();
 }
+
+/// 200 rows of `app` spelled as given, over the two days from `from_ms` (batches never span a
+/// UTC date), event ids `{tag}-…` in no particular order, every 37th not delivered.
+fn rows_spelled(app: &str, tag: &str, from_ms: i64) -> Vec<outbox_archiver::model::codec::Row> {
+    (0..200i64)
+        .map(|i| {
+            let id = format!(
+                "{tag}-{:016x}",
+                (i as u64).wrapping_mul(0x9E37_79B9_7F4A_7C15)
+            );
+            let mut r = row(app, &id, from_ms + i * (2 * DAY / 200));
+            if i % 37 == 0 {
+                r[at("status")] = outbox_archiver::model::codec::Value::Text("PENDING".into());
+            }
+            r
+        })
+        .collect()
+}
+
+/// The store as a build from before the home and the chain left it: no marker, no checkpoint.
+async fn without_marker_and_checkpoints(store: &dyn outbox_archiver::store::ObjectStore) {
+    let marker = outbox_archiver::model::format::home_marker_key(
+        &outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox"),
+    );
+    store.delete(&marker).await.unwrap();
+    for key in checkpoint_keys(store).await {
+        store.delete(&key).await.unwrap();
+    }
+    assert!(checkpoint_keys(store).await.is_empty());
+}
+
+/// The distinct spellings (bytes) of app_code in `table` of `db`, in byte order.
+async fn spellings_in(db: &TestDb, table: &str) -> Vec<Vec<u8>> {
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT DISTINCT CAST(app_code AS BINARY) FROM {table} ORDER BY 1"
+    )))
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap()
+}
+
+/// Copies `from`'s receipts (the `columns` an older build's migrations made) and member rows
+/// (each under its own receipt's spelling, with the receipt's manifest hash and verification
+/// time, as migrations 1-8 kept them) into `older`.
+async fn copy_as_an_older_build_recorded(older: &TestDb, columns: &[String], from: &TestDb) {
+    older
+        .exec(&format!(
+            "INSERT INTO wallet_outbox_archive_receipts ({columns}) SELECT {columns} FROM `{db}`.wallet_outbox_archive_receipts",
+            columns = columns.join(", "),
+            db = from.name
+        ))
+        .await;
+    older
+        .exec(&format!(
+            "INSERT INTO wallet_outbox_archive_members \
+             (app_code, event_id, updated_at_ms, batch_id, manifest_sha256, receipt_verified_at_ms, row_sha256) \
+             SELECT m.app_code, m.event_id, m.updated_at_ms, m.batch_id, r.manifest_sha256, r.verified_at_ms, m.row_sha256 \
+             FROM `{db}`.wallet_outbox_archive_members m JOIN `{db}`.wallet_outbox_archive_receipts r \
+             ON r.app_code = m.app_code AND r.batch_id = m.batch_id",
+            db = from.name
+        ))
+        .await;
+}
+
+/// An older build took the app code as typed after `--app`, and the receipts table's
+/// case-insensitive collation held `A2` and `a2` one app: one archive, its receipts (and their
+/// object keys and manifests) under two spellings. Migration 9 gives the member rows the app's
+/// first spelling and makes them compare by bytes; the receipts keep their own. After
+/// `migrate` nothing is damaged, and every command says so and goes on: verify (library and
+/// binary) is clean, every restore drill is ok, and purge deletes exactly the archived rows —
+/// every member row is found under the app's one spelling, whichever spelling its receipt has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn receipts_an_older_build_left_under_two_spellings_are_one_app_after_migrate() {
+    use outbox_archiver::commands::restore::{self, RestoreOptions};
+
+    let s3 = TestS3::new().await;
+    let store = s3.store().await;
+
+    // Days 1-2 archived by one run typed `--app A2`, days 3-4 by one typed `--app a2`: each is
+    // today's code on a database holding only that spelling, so each records what it archived
+    // under that spelling (receipts, keys, manifests), into the one store.
+    let upper = rows_spelled("A2", "up", T0);
+    let lower = rows_spelled("a2", "low", T0 + 2 * DAY);
+    let x = TestDb::new().await;
+    x.insert(&upper).await;
+    let mut opts = options(&x, &["A2"], CUT1);
+    opts.limits.max_rows = 90;
+    let first = archive(&env(&x, store.clone(), CUT2 + DAY), &opts).await;
+    assert!(first.ok, "{}", first.to_json());
+    without_marker_and_checkpoints(store.as_ref()).await;
+    let y = TestDb::new().await;
+    y.insert(&lower).await;
+    let mut opts = options(&y, &["a2"], CUT2);
+    opts.limits.max_rows = 90;
+    let second = archive(&env(&y, store.clone(), CUT2 + DAY), &opts).await;
+    assert!(second.ok, "{}", second.to_json());
+    without_marker_and_checkpoints(store.as_ref()).await;
+    for (db, spelling) in [(&x, "A2"), (&y, "a2")] {
+        assert_eq!(
+            spellings_in(db, "wallet_outbox_archive_receipts").await,
+            [spelling.as_bytes().to_vec()],
+            "{spelling}"
+        );
+        let receipts = db.receipts(spelling).await;
+        assert!(receipts.len() > 2, "{spelling}: several batches");
+        for (_, data_key, _, _) in &receipts {
+            assert!(
+                data_key.contains(&format!("/app_code={spelling}/")),
+                "{data_key}"
+            );
+        }
+    }
+    let x_members = x
+        .count("SELECT COUNT(*) FROM wallet_outbox_archive_members")
+        .await;
+    let y_members = y
+        .count("SELECT COUNT(*) FROM wallet_outbox_archive_members")
+        .await;
+    let archived_rows = x_members + y_members;
+    let all_rows = (upper.len() + lower.len()) as i64;
+
+    // The database an older build keeps: migrations 1-8, both runs' rows, receipts and member
+    // rows, each as it was recorded.
+    let older = TestDb::empty(&server_url().await).await;
+    first_migrations(&older, 8).await;
+    outbox_archiver::db::create_source_table(&older.db.pool, &WALLET_OUTBOX)
+        .await
+        .unwrap();
+    older.insert(&upper).await;
+    older.insert(&lower).await;
+    let columns: Vec<String> = sqlx::query_scalar(
+        "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
+         WHERE table_schema = DATABASE() AND table_name = 'wallet_outbox_archive_receipts' \
+         ORDER BY ordinal_position",
+    )
+    .fetch_all(&older.db.pool)
+    .await
+    .unwrap();
+    copy_as_an_older_build_recorded(&older, &columns, &x).await;
+    copy_as_an_older_build_recorded(&older, &columns, &y).await;
+    let receipts = older
+        .count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
+        .await;
+    assert_eq!(
+        older
+            .count("SELECT COUNT(*) FROM wallet_outbox_archive_members")
+            .await,
+        archived_rows
+    );
+    assert_eq!(
+        older
+            .count("SELECT COUNT(*) FROM wallet_outbox WHERE status = 'DELIVERED'")
+            .await,
+        archived_rows,
+        "every delivered row is archived"
+    );
+
+    // migrate: the member rows take the app's first spelling, the receipts keep both.
+    let migrated = run_cli(&["migrate"], &[("DATABASE_URL", older.url.clone())]).await;
+    assert_eq!(migrated.code, 0, "{}", migrated.all_output);
+    assert_eq!(
+        migrated.summary["chain_linked"], receipts,
+        "{}",
+        migrated.all_output
+    );
+    assert_eq!(
+        spellings_in(&older, "wallet_outbox_archive_receipts").await,
+        [b"A2".to_vec(), b"a2".to_vec()]
+    );
+    assert_eq!(
+        spellings_in(&older, "wallet_outbox_archive_members").await,
+        [b"A2".to_vec()]
+    );
+    assert_eq!(
+        older
+            .count("SELECT COUNT(*) FROM wallet_outbox_archive_members")
+            .await,
+        archived_rows,
+        "every member row kept"
+    );
+
+    // The next archive run (nothing new below the cutoff) anchors the chain migrate linked.
+    let env = env(&older, store.clone(), CUT2 + DAY);
+    let anchored = archive(&env, &options(&older, &["a2"], CUT2)).await;
+    assert!(anchored.ok, "{}", anchored.to_json());
+    assert_eq!(anchored.apps.len(), 1, "{}", anchored.to_json());
+    assert_eq!(anchored.apps[0].rows, 0, "{}", anchored.to_json());
+    let one = anchored.apps[0].app_code.clone();
+    assert_eq!(
+        archive_of(&anchored, &one).chain_head,
+        Some(receipts as u64),
+        "{}",
+        anchored.to_json()
+    );
+
+    // verify: every batch whole, its member rows found and matching its proof, no straggler.
+    let clean = verify::run(
+        &env,
+        &VerifyOptions {
+            parallel: 2,
+            ..VerifyOptions::everything(CUT2, "DELIVERED")
+        },
+    )
+    .await;
+    assert_eq!(clean.exit_code, 0, "{}", clean.to_json());
+    assert_eq!(
+        verify_run(&clean).checked_batches.len() as i64,
+        receipts,
+        "{}",
+        clean.to_json()
+    );
+    // And through the binary, as the operator runs it.
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", older.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", older.lock_prefix()));
+    let verified = run_cli(
+        &["verify", "--all-apps", "--cutoff", "2026-01-05T00:00:00Z"],
+        &envs,
+    )
+    .await;
+    assert_eq!(verified.code, 0, "{}", verified.all_output);
+
+    // Every batch's restore drill is ok.
+    let drilled = restore::run(
+        &env,
+        &RestoreOptions {
+            drill: true,
+            lock_prefix: older.lock_prefix(),
+            ..RestoreOptions::default()
+        },
+    )
+    .await;
+    assert!(drilled.ok, "{}", drilled.to_json());
+    let mut drills = 0;
+    for app in &drilled.apps {
+        let restored = restore_of(&drilled, &app.app_code);
+        assert!(restored.failed_batches.is_empty(), "{}", drilled.to_json());
+        let each = restored.drills.as_ref().expect("drills");
+        assert!(each.iter().all(|d| d.ok), "{}", drilled.to_json());
+        drills += each.len() as i64;
+    }
+    assert_eq!(drills, receipts, "{}", drilled.to_json());
+
+    // purge deletes every archived row, of both spellings' batches, and nothing else.
+    let purged = purge::run(&env, &purge_options(&older, &["a2"])).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    assert_eq!(purged.apps.len(), 1, "{}", purged.to_json());
+    let figures = purge_of(&purged, &purged.apps[0].app_code);
+    assert!(figures.failed_batches.is_empty(), "{}", purged.to_json());
+    assert_eq!(
+        figures.purged_rows as i64,
+        archived_rows,
+        "{}",
+        purged.to_json()
+    );
+    assert_eq!(
+        older.count("SELECT COUNT(*) FROM wallet_outbox").await,
+        all_rows - archived_rows,
+        "exactly the archived rows went"
+    );
+    assert_eq!(
+        older
+            .count("SELECT COUNT(*) FROM wallet_outbox WHERE status = 'DELIVERED'")
+            .await,
+        0,
+        "only the rows never delivered stay"
+    );
+}

@@ -89,7 +89,7 @@ impl Expected {
         let members_digest = receipt.compaction.as_ref().map(|c| c.digest.clone());
         let manifest = Manifest {
             table: spec.name.to_string(),
-            app_code: receipt.app_code.clone(),
+            app_code: receipt.recorded_app_code.clone(),
             batch_id: receipt.batch_id.clone(),
             data_object_key: receipt.keys.data.clone(),
             content: receipt.content.clone(),
