@@ -59,7 +59,24 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
     }
     let deadline = opts.max_runtime.map(|d| Instant::now() + d);
     let progress = Progress::new(CommandName::Archive);
-    let archiver = Archiver::new(ctx, opts, &progress, deadline);
+    // A built-in table's format is fixed: a column added to the table is held to its default.
+    let unarchived = match ctx.db.unarchived(ctx.spec).await {
+        Ok(unarchived) => unarchived,
+        Err(e) => return summary.without_apps(e),
+    };
+    if !unarchived.is_empty() {
+        tracing::warn!(
+            table = ctx.spec.name,
+            columns = unarchived
+                .columns
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            "the table has columns its built-in format has no key for: rows are archived only while each holds its default (describe the table with --table-profile to archive them)"
+        );
+    }
+    let archiver = Archiver::new(ctx, opts, &progress, deadline).holding(unarchived);
     let gate = Gate::Lock {
         prefix: &opts.lock_prefix,
         dry_run: opts.dry_run,

@@ -424,6 +424,25 @@ impl Db {
         )))
     }
 
+    /// When each column of a profile's table was first archived (`<prefix>_columns`): a batch
+    /// recorded before a column was first archived cannot hold it. Empty for a built-in table,
+    /// whose columns are fixed.
+    pub async fn first_archived_columns(
+        &self,
+        spec: &TableSpec,
+    ) -> Result<Vec<(String, i64)>, DbError> {
+        if spec.is_builtin() {
+            return Ok(Vec::new());
+        }
+        sqlx::query_as(sqlx::AssertSqlSafe(format!(
+            "SELECT CAST(column_name AS CHAR), first_archived_at_ms FROM {}",
+            spec.columns_table()
+        )))
+        .fetch_all(&self.pool)
+        .await
+        .context(|| format!("reading {}", spec.columns_table()))
+    }
+
     /// Records the columns `archive` is about to write (a profile's table; new ones only).
     pub async fn record_archived_columns(
         &self,

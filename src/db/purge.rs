@@ -12,16 +12,17 @@
 
 use std::collections::HashMap;
 
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Transaction};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _, Transaction};
 
 use super::lock::{AppLock, Doing, LockLost};
 use super::preflight::{Flavour, Server};
 use super::receipts::STATE_VERIFIED;
-use super::source::SourceTable;
 use super::{Context, DbError};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::model::batch::Member;
+use crate::model::profile::LiveColumn;
 use crate::model::table::TableSpec;
+use crate::model::unarchived::Unarchived;
 
 /// At most this many rows per delete transaction.
 pub const PURGE_CHUNK: usize = 500;
@@ -54,6 +55,9 @@ pub struct Chunk {
     pub purged: u64,
     /// Members whose row is still there: changed since it was archived, so kept.
     pub kept: Vec<String>,
+    /// Columns the batch's lines lack that kept rows of it — each holding something a restore
+    /// would not put back ([`crate::model::unarchived::why`]'s words).
+    pub kept_for_columns: std::collections::BTreeSet<String>,
     /// The receipt is marked restored into the source: nothing was deleted.
     pub restored: bool,
     /// Rows another transaction held locked: not looked at, so the receipt is not finished.
@@ -63,10 +67,11 @@ pub struct Chunk {
 #[derive(Debug, Clone)]
 pub struct PurgeQueries {
     spec: &'static TableSpec,
-    /// How the archive encodes a row: purge encodes each row as it is now the same way.
-    source: SourceTable,
     /// The server's kind, read once: how a delete is held to the unique key differs.
     flavour: tokio::sync::OnceCell<Flavour>,
+    /// The source table's columns as the server describes them, read once: a batch's lines may
+    /// lack some of them (SPEC §5.14).
+    live: tokio::sync::OnceCell<Vec<LiveColumn>>,
 }
 
 /// The rows of a chunk as they are now, held to their members: which are exactly what was
@@ -76,6 +81,8 @@ struct Compared {
     exact: Vec<String>,
     changed: Vec<String>,
     busy: u64,
+    /// Why rows were kept that encode to their archived lines: columns the lines lack.
+    kept_for_columns: std::collections::BTreeSet<String>,
 }
 
 /// A statement purge runs on the source table, and how the server plans it (`EXPLAIN`).
@@ -105,9 +112,19 @@ impl PurgeQueries {
     pub fn new(spec: &'static TableSpec) -> PurgeQueries {
         PurgeQueries {
             spec,
-            source: SourceTable::new(spec),
             flavour: tokio::sync::OnceCell::new(),
+            live: tokio::sync::OnceCell::new(),
         }
+    }
+
+    /// The columns of the source table that the lines of a batch of `batch` (the table as they
+    /// hold it) lack, and what a restore would put into each (one query, the first time).
+    async fn unarchived(&self, pool: &MySqlPool, batch: &TableSpec) -> Result<Unarchived, DbError> {
+        let live = self
+            .live
+            .get_or_try_init(|| super::schema::live_columns(pool, self.spec.name))
+            .await?;
+        Ok(Unarchived::of(batch, live))
     }
 
     /// The server's kind (one query, the first time).
@@ -134,6 +151,19 @@ impl PurgeQueries {
         ids: impl IntoIterator<Item = &'q str>,
         explain: Option<&str>,
     ) -> QueryBuilder<MySql> {
+        self.selecting_over_rows(&self.spec.select_list(), over, flavour, app, ids, explain)
+    }
+
+    /// [`PurgeQueries::over_rows`], reading `list` (a lock or a read).
+    fn selecting_over_rows<'q>(
+        &self,
+        list: &str,
+        over: Over,
+        flavour: Flavour,
+        app: &'q str,
+        ids: impl IntoIterator<Item = &'q str>,
+        explain: Option<&str>,
+    ) -> QueryBuilder<MySql> {
         let s = self.spec;
         // Held to the unique key: on a small table, or for a chunk that is a large share of it,
         // the optimizer would scan the whole table, locking and waiting for other apps' rows.
@@ -142,7 +172,7 @@ impl PurgeQueries {
         let (name, key) = (s.name, s.event_key);
         let table = format!("{name} FORCE INDEX ({key})");
         let head = match (over, flavour) {
-            (Over::Lock | Over::Read, _) => format!("SELECT {} FROM {table}", s.select_list()),
+            (Over::Lock | Over::Read, _) => format!("SELECT {list} FROM {table}"),
             (Over::Count, _) => format!("SELECT COUNT(*) FROM {table}"),
             (Over::Delete, _) => format!("DELETE /*+ INDEX({name} {key}) */ FROM {name}"),
         };
@@ -262,9 +292,12 @@ impl PurgeQueries {
 
     /// Reads the rows of these members (of `app`) as they are now — `FOR UPDATE` inside a
     /// delete transaction, so that they cannot change before they are deleted — encodes each as
-    /// the archive does and compares its line's fingerprint with the member's. A row is exact
-    /// only if every column is what was archived: status, `updated_at_ms`, payload, all of it.
-    /// Members without a fingerprint never reach here (purge fills them from the data object).
+    /// the archive encoded the batch (`batch`: the table as its lines hold it) and compares its
+    /// line's fingerprint with the member's. A row is exact only if every column is what was
+    /// archived — status, `updated_at_ms`, payload, all of it — and every column the lines lack
+    /// holds what a restore would put back ([`Unarchived`]). Members without a fingerprint never
+    /// reach here (purge fills them from the data object).
+    #[allow(clippy::too_many_arguments)]
     async fn compare<'e, E>(
         &self,
         executor: E,
@@ -272,14 +305,17 @@ impl PurgeQueries {
         app: &str,
         members: &[Member],
         for_update: bool,
+        batch: &'static TableSpec,
+        unarchived: &Unarchived,
     ) -> Result<Compared, DbError>
     where
         E: sqlx::Executor<'e, Database = MySql>,
     {
         let over = if for_update { Over::Lock } else { Over::Read };
         let ids = members.iter().map(|m| m.event_id.as_str());
+        let list = format!("{}{}", batch.select_list(), unarchived.select_items());
         let rows = self
-            .over_rows(over, flavour, app, ids, None)
+            .selecting_over_rows(&list, over, flavour, app, ids, None)
             .build()
             .fetch_all(executor)
             .await
@@ -290,33 +326,48 @@ impl PurgeQueries {
             exact: Vec::new(),
             changed: Vec::new(),
             busy: 0,
+            kept_for_columns: Default::default(),
         };
-        for row in self.source.encode(app, &rows)? {
+        let encoded = super::source::encode_rows(batch, &batch.layout(), app, &rows)?;
+        for (row, raw) in encoded.into_iter().zip(&rows) {
             let now = row.cursor();
-            let exact = want.get(now.event_id.as_str()).is_some_and(|m| {
+            let same = want.get(now.event_id.as_str()).is_some_and(|m| {
                 m.updated_at_ms == now.updated_at_ms
                     && m.fingerprint == Some(crate::model::digest::row_fingerprint(&row.line))
             });
-            if exact {
+            let held = (0..unarchived.columns.len())
+                .map(|k| raw.try_get::<i64, _>(batch.columns.len() + k))
+                .collect::<Result<Vec<i64>, _>>()
+                .context(|| format!("reading the rows of app {app} to compare before a delete"))?;
+            let differing = unarchived.differing(&held);
+            if same && differing.is_empty() {
                 compared.exact.push(now.event_id);
-            } else {
-                compared.changed.push(now.event_id);
+                continue;
             }
+            if same {
+                compared
+                    .kept_for_columns
+                    .insert(crate::model::unarchived::why(&differing));
+            }
+            compared.changed.push(now.event_id);
         }
         compared.changed.sort();
         Ok(compared)
     }
 
-    /// How many of these members would be deleted now (`--dry-run`): rows exactly as archived.
+    /// How many of these members (of a batch of `batch`) would be deleted now (`--dry-run`):
+    /// rows exactly as archived.
     pub async fn count(
         &self,
         pool: &MySqlPool,
         app: &str,
         members: &[Member],
+        batch: &'static TableSpec,
     ) -> Result<u64, DbError> {
         let flavour = self.flavour(pool).await?;
+        let unarchived = self.unarchived(pool, batch).await?;
         Ok(self
-            .compare(pool, flavour, app, members, false)
+            .compare(pool, flavour, app, members, false, batch, &unarchived)
             .await?
             .exact
             .len() as u64)
@@ -324,7 +375,8 @@ impl PurgeQueries {
 
     /// Deletes one chunk of a batch's members in one transaction: the receipt is locked and must
     /// still be VERIFIED (and not restored into the source), the rows are locked and compared
-    /// with their members, and only rows exactly as archived are deleted, by primary key.
+    /// with their members (`batch`: the table as the batch's lines hold it), and only rows
+    /// exactly as archived are deleted, by primary key.
     #[allow(clippy::too_many_arguments)]
     pub async fn purge_chunk(
         &self,
@@ -332,6 +384,7 @@ impl PurgeQueries {
         app: &str,
         batch_id: &str,
         members: &[Member],
+        batch: &'static TableSpec,
         lock: &AppLock,
         include_restored: bool,
         failpoints: &FailPoints,
@@ -341,6 +394,7 @@ impl PurgeQueries {
             "purge chunks hold at most {PURGE_CHUNK} rows"
         );
         let flavour = self.flavour(pool).await?;
+        let unarchived = self.unarchived(pool, batch).await?;
         let mut tx = pool
             .begin()
             .await
@@ -352,7 +406,9 @@ impl PurgeQueries {
                 ..Chunk::default()
             });
         }
-        let mut compared = self.compare(&mut *tx, flavour, app, members, true).await?;
+        let mut compared = self
+            .compare(&mut *tx, flavour, app, members, true, batch, &unarchived)
+            .await?;
         let seen = compared.exact.len() + compared.changed.len();
         if seen < members.len() {
             // Gone, or locked by another transaction (skipped): a plain read tells them apart.
@@ -389,6 +445,7 @@ impl PurgeQueries {
         Ok(Chunk {
             purged: deleted,
             kept: compared.changed,
+            kept_for_columns: compared.kept_for_columns,
             restored: false,
             busy: compared.busy,
         })

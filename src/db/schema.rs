@@ -8,6 +8,7 @@ use sqlx::{MySql, QueryBuilder};
 use super::{Context, Db, DbError, MIGRATOR};
 use crate::model::profile::{self, Index, LiveColumn, Profile};
 use crate::model::table::{OwnedBy, TableSpec};
+use crate::model::unarchived::Unarchived;
 
 impl Db {
     /// Fails with a message naming the next step if the source table is not there or the
@@ -74,15 +75,20 @@ impl Db {
         Ok(())
     }
 
-    /// Refuses to go on when the source table's columns are no longer the ones `spec` reads (a
-    /// column added or removed while the job runs).
-    pub async fn check_columns_unchanged(&self, spec: &TableSpec) -> Result<(), DbError> {
+    /// Refuses to go on when the source table's columns are no longer the ones `spec` reads and
+    /// `unarchived` holds to their defaults (a column added or removed while the job runs).
+    pub async fn check_columns_unchanged(
+        &self,
+        spec: &TableSpec,
+        unarchived: &Unarchived,
+    ) -> Result<(), DbError> {
         let live = self.describe(spec.name).await?;
-        let same = live.len() == spec.columns.len()
+        let mut seen: Vec<&str> = spec.columns.iter().map(|c| c.name).collect();
+        seen.extend(unarchived.columns.iter().map(|c| c.name.as_str()));
+        let same = live.len() == seen.len()
             && live
                 .iter()
-                .zip(spec.columns)
-                .all(|(l, c)| l.name.eq_ignore_ascii_case(c.name));
+                .all(|l| seen.iter().any(|s| l.name.eq_ignore_ascii_case(s)));
         if same {
             return Ok(());
         }
@@ -94,6 +100,12 @@ impl Db {
         )))
     }
 
+    /// The columns of `spec`'s table that its format has no key for (a built-in table's), and
+    /// what a restore would put into each.
+    pub async fn unarchived(&self, spec: &TableSpec) -> Result<Unarchived, DbError> {
+        Ok(Unarchived::of(spec, &self.describe(spec.name).await?))
+    }
+
     /// A profile's table, resolved against the live schema (`profile::resolve`).
     pub async fn resolve_profile(&self, profile: &Profile) -> Result<&'static TableSpec, DbError> {
         let live = self.describe(&profile.table).await?;
@@ -103,45 +115,8 @@ impl Db {
     }
 
     /// `table`'s columns in table order (none: no such table).
-    async fn describe(&self, table: &str) -> Result<Vec<LiveColumn>, DbError> {
-        type Described = (
-            String,
-            String,
-            String,
-            String,
-            Option<String>,
-            Option<u64>,
-            String,
-        );
-        let rows: Vec<Described> = sqlx::query_as(
-            "SELECT CAST(column_name AS CHAR), CAST(LOWER(data_type) AS CHAR), CAST(LOWER(column_type) AS CHAR), \
-             CAST(is_nullable AS CHAR), CAST(collation_name AS CHAR), CAST(character_maximum_length AS UNSIGNED), \
-             CAST(UPPER(extra) AS CHAR) \
-             FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? \
-             ORDER BY ordinal_position",
-        )
-        .bind(table)
-        .fetch_all(&self.pool)
-        .await
-        .context(|| format!("reading the columns of {table}"))?;
-        Ok(rows
-            .into_iter()
-            .map(
-                |(name, data_type, column_type, nullable, collation, max_chars, extra)| {
-                    LiveColumn {
-                        name,
-                        data_type,
-                        column_type,
-                        nullable: nullable == "YES",
-                        collation,
-                        max_chars,
-                        // Not MySQL 8's DEFAULT_GENERATED (a default expression): computed columns.
-                        generated: extra.contains("VIRTUAL GENERATED")
-                            || extra.contains("STORED GENERATED"),
-                    }
-                },
-            )
-            .collect())
+    pub(crate) async fn describe(&self, table: &str) -> Result<Vec<LiveColumn>, DbError> {
+        live_columns(&self.pool, table).await
     }
 
     /// `table`'s indexes, each with its columns in order (lowercase).
@@ -439,4 +414,53 @@ impl ColumnInfo {
         let charset = self.charset.as_deref().unwrap_or("utf8mb4");
         self.alter_to(Some(charset), Some(&format!("{charset}_bin")))
     }
+}
+
+/// `table`'s columns in table order, as `information_schema` describes them (none: no such
+/// table).
+pub(crate) async fn live_columns(
+    pool: &sqlx::MySqlPool,
+    table: &str,
+) -> Result<Vec<LiveColumn>, DbError> {
+    type Described = (
+        String,
+        String,
+        String,
+        String,
+        Option<String>,
+        Option<u64>,
+        String,
+        Option<String>,
+    );
+    let rows: Vec<Described> = sqlx::query_as(
+        "SELECT CAST(column_name AS CHAR), CAST(LOWER(data_type) AS CHAR), CAST(LOWER(column_type) AS CHAR), \
+         CAST(is_nullable AS CHAR), CAST(collation_name AS CHAR), CAST(character_maximum_length AS UNSIGNED), \
+         CAST(UPPER(extra) AS CHAR), CAST(column_default AS CHAR) \
+         FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? \
+         ORDER BY ordinal_position",
+    )
+    .bind(table)
+    .fetch_all(pool)
+    .await
+    .context(|| format!("reading the columns of {table}"))?;
+    Ok(rows
+        .into_iter()
+        .map(
+            |(name, data_type, column_type, nullable, collation, max_chars, extra, default)| {
+                LiveColumn {
+                    name,
+                    data_type,
+                    column_type,
+                    nullable: nullable == "YES",
+                    collation,
+                    max_chars,
+                    // Not MySQL 8's DEFAULT_GENERATED (a default expression): computed columns.
+                    generated: extra.contains("VIRTUAL GENERATED")
+                        || extra.contains("STORED GENERATED"),
+                    default_value: default,
+                    default_expression: extra.contains("DEFAULT_GENERATED"),
+                }
+            },
+        )
+        .collect())
 }

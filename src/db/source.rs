@@ -18,6 +18,7 @@ use crate::model::batch::EncodedRow;
 use crate::model::codec::{Row, ValueRef};
 use crate::model::format::Cursor;
 use crate::model::table::{Kind, Layout, TableSpec};
+use crate::model::unarchived::Unarchived;
 
 /// The most rows one page query returns (SPEC §5.6).
 const PAGE_ROWS: u32 = 500;
@@ -57,10 +58,25 @@ pub struct SourceTable {
     oldest_first: String,
     oldest_after: String,
     members: Members,
+    /// Columns of the table the format has no key for (a built-in table's columns are fixed):
+    /// a row is archived only where each holds what a restore would put back.
+    unarchived: Unarchived,
 }
 
 impl SourceTable {
     pub fn new(spec: &'static TableSpec) -> SourceTable {
+        SourceTable::reading(spec, Unarchived::default())
+    }
+
+    /// The columns outside the format each row is held to.
+    pub fn unarchived(&self) -> &Unarchived {
+        &self.unarchived
+    }
+
+    /// The table's pages, each row also held to `unarchived` (SPEC §5.14): a row whose column
+    /// outside the format holds anything a restore would not write back is not archived — the
+    /// run stops there, naming the column, since purge would otherwise lose it.
+    pub fn reading(spec: &'static TableSpec, unarchived: Unarchived) -> SourceTable {
         let (upd, id) = (spec.updated_at_ms, spec.event_id);
         let from = format!(
             "FROM {table} FORCE INDEX ({index}) WHERE {app} = ? AND {status} = ? AND {upd} < ?",
@@ -77,7 +93,7 @@ impl SourceTable {
         let select = |what: &str, conditions: &str, order: &str| {
             format!("SELECT {what} {from}{conditions}{order}")
         };
-        let list = spec.select_list();
+        let list = format!("{}{}", spec.select_list(), unarchived.select_items());
         // Keys only (the retention index covers them): the straggler scan and the backlog.
         let keys = format!("{upd}, {id}");
         SourceTable {
@@ -92,6 +108,7 @@ impl SourceTable {
             oldest_after: select(upd, &after, &order),
             members: Members::new(spec),
             layout: spec.layout(),
+            unarchived,
         }
     }
 
@@ -133,17 +150,57 @@ impl SourceTable {
     /// Encodes rows of `app` straight from the protocol rows (no `String` per column), as the
     /// archive encodes them.
     pub(crate) fn encode(&self, app: &str, rows: &[MySqlRow]) -> Result<Vec<EncodedRow>, DbError> {
-        let spec = self.spec;
-        let context = || format!("decoding a row of {} for app {app}", spec.name);
-        rows.iter()
-            .map(|r| {
-                let values = values_of(spec, r).context(context)?;
-                EncodedRow::of(spec, &self.layout, app, &values)
-                    .map_err(|e| sqlx::Error::Decode(e.into()))
-                    .context(context)
-            })
-            .collect()
+        let encoded = encode_rows(self.spec, &self.layout, app, rows)?;
+        if !self.unarchived.is_empty() {
+            for (row, raw) in encoded.iter().zip(rows) {
+                self.held_to_unarchived(app, row, raw)?;
+            }
+        }
+        Ok(encoded)
     }
+
+    /// Refuses a row whose column outside the format holds what a restore would not write back.
+    fn held_to_unarchived(
+        &self,
+        app: &str,
+        row: &EncodedRow,
+        raw: &MySqlRow,
+    ) -> Result<(), DbError> {
+        let first = self.spec.columns.len();
+        let held = (0..self.unarchived.columns.len())
+            .map(|k| raw.try_get::<i64, _>(first + k))
+            .collect::<Result<Vec<i64>, _>>()
+            .context(|| format!("reading a row of {} for app {app}", self.spec.name))?;
+        let differing = self.unarchived.differing(&held);
+        if differing.is_empty() {
+            return Ok(());
+        }
+        Err(DbError::SourceShape(format!(
+            "row {} of app {app} holds a value in a column the built-in format of {} has no key for — {}: archived without it, a purge would lose it, so the app stops here. Describe the table with --table-profile (every column is archived), or set the column back to its default",
+            row.cursor().event_id,
+            self.spec.name,
+            crate::model::unarchived::why(&differing),
+        )))
+    }
+}
+
+/// Encodes rows of `app` (whose first columns are `spec`'s, in its order) as the archive encodes
+/// them, straight from the protocol rows.
+pub(crate) fn encode_rows(
+    spec: &TableSpec,
+    layout: &Layout,
+    app: &str,
+    rows: &[MySqlRow],
+) -> Result<Vec<EncodedRow>, DbError> {
+    let context = || format!("decoding a row of {} for app {app}", spec.name);
+    rows.iter()
+        .map(|r| {
+            let values = values_of(spec, r).context(context)?;
+            EncodedRow::of(spec, layout, app, &values)
+                .map_err(|e| sqlx::Error::Decode(e.into()))
+                .context(context)
+        })
+        .collect()
 }
 
 impl SourceTable {

@@ -301,6 +301,9 @@ pub struct DataRead {
     /// The lines, in order, when the reader was asked to keep them and the object is a
     /// well-formed data object.
     pub lines: Option<KeptLines>,
+    /// The table as the batch's lines hold it (its first line's keys: fewer columns than
+    /// today's table for a batch written before columns were added).
+    pub spec: &'static TableSpec,
 }
 
 /// The lines of a verified data object, kept as they were read, for a caller that loads exactly
@@ -560,8 +563,8 @@ impl DataReader {
     pub fn finish(mut self) -> DataRead {
         let digest = std::mem::take(&mut self.digester).finish();
         let crc64nvme = self.nvme.finish();
-        let (content, lines) = match self.failed.take() {
-            Some(e) => (Err(e), None),
+        let (content, lines, spec) = match self.failed.take() {
+            Some(e) => (Err(e), None, self.decoder.get_ref().spec),
             None => self.finish_content(),
         };
         DataRead {
@@ -569,28 +572,37 @@ impl DataReader {
             crc64nvme,
             content,
             lines,
+            spec,
         }
     }
 
-    /// The facts, and the lines kept (after the last of the gzip stream has been decoded).
-    fn finish_content(mut self) -> (Content, Option<KeptLines>) {
+    /// The facts, the lines kept and the table as the lines hold it (after the last of the
+    /// gzip stream has been decoded).
+    fn finish_content(mut self) -> (Content, Option<KeptLines>, &'static TableSpec) {
+        let spec = self.decoder.get_ref().spec;
         if let Err(e) = self.decoder.try_finish() {
             let error = self.decoder.get_mut().error.take();
-            return (Err(error.unwrap_or(DataError::Gzip(e.to_string()))), None);
+            return (
+                Err(error.unwrap_or(DataError::Gzip(e.to_string()))),
+                None,
+                spec,
+            );
         }
         let mut sink = match self.decoder.finish() {
             Ok(sink) => sink,
-            Err(e) => return (Err(DataError::Gzip(e.to_string())), None),
+            Err(e) => return (Err(DataError::Gzip(e.to_string())), None, spec),
         };
+        let spec = sink.spec;
         if !sink.partial.is_empty() {
-            return (Err(DataError::UnterminatedLine), None);
+            return (Err(DataError::UnterminatedLine), None, spec);
         }
         let kept = sink.kept.take();
         match sink.acc.finish() {
-            Some(facts) => (Ok(facts), kept),
+            Some(facts) => (Ok(facts), kept, spec),
             None => (
                 Err(DataError::Line("data object holds no rows".into())),
                 None,
+                spec,
             ),
         }
     }

@@ -18,3 +18,4 @@ pub mod redact;
 pub mod shard;
 pub mod table;
 pub mod timespec;
+pub mod unarchived;

@@ -25,6 +25,7 @@ use crate::failpoint::FailPoints;
 use crate::model::batch::{EncodedBatch, Limits, Superseded};
 use crate::model::format::Cursor;
 use crate::model::protection::WritePolicy;
+use crate::model::unarchived::Unarchived;
 use crate::pipeline::report::details::{self, ArchiveApp};
 use crate::pipeline::report::{AppDetails, AppReport, BatchReport, Outcome};
 
@@ -203,6 +204,13 @@ impl<'a> Archiver<'a> {
             deadline,
             budget: Budget::new(opts.memory_budget),
         }
+    }
+
+    /// The archiver of a built-in table with columns its format has no key for: a row is
+    /// archived only where each holds what a restore would put back (SPEC §5.14).
+    pub fn holding(mut self, unarchived: Unarchived) -> Archiver<'a> {
+        self.pages = SourceTable::reading(self.ctx.spec, unarchived);
+        self
     }
 
     /// Anchors the app's new links in the store, whatever the run's outcome: what was recorded
@@ -597,7 +605,9 @@ impl<'a> Archiver<'a> {
         // Every page of this batch has been read: a column added to the table since the run
         // started is missing from the batch's rows, which purge would then delete. The batch
         // is not recorded (its objects are replaced by the next run, which archives the column).
-        ctx.db.check_columns_unchanged(ctx.spec).await?;
+        ctx.db
+            .check_columns_unchanged(ctx.spec, self.pages.unarchived())
+            .await?;
         // The receipt transaction writes (and is replicated): not while a replica lags.
         let replica_wait = match &ctx.stops.replicas {
             Some(gate) => gate.wait(app, Some(lock), &ctx.shutdown).await?,

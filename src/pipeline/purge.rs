@@ -32,6 +32,7 @@ use crate::failpoint::FailPoints;
 use crate::model::batch::Member;
 use crate::model::chain::Audit;
 use crate::model::digest::RowFingerprint;
+use crate::model::table::TableSpec;
 use crate::pipeline::report::details::{PlannedPurge, PurgeApp};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 
@@ -132,6 +133,9 @@ pub struct Purger<'a> {
     /// Rows deleted so far in this run, for `--max-rows-per-second`.
     throttle_rows: AtomicU64,
     observer: &'a dyn Observer,
+    /// When each column of a profile's table was first archived (read once): a batch recorded
+    /// before a column was is read to learn which columns its lines hold.
+    first_archived: tokio::sync::OnceCell<Vec<(String, i64)>>,
 }
 
 #[async_trait::async_trait]
@@ -245,6 +249,7 @@ impl<'a> Purger<'a> {
             started,
             throttle_rows: AtomicU64::new(0),
             observer,
+            first_archived: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -350,7 +355,7 @@ impl<'a> Purger<'a> {
             .members
             .members_of(pool, app, &receipt.batch_id)
             .await?;
-        let (findings, members) = self.proven(receipt, members).await?;
+        let (findings, members, batch) = self.proven(receipt, members).await?;
         if !findings.is_empty() {
             for f in &findings {
                 tracing::error!(
@@ -365,11 +370,14 @@ impl<'a> Purger<'a> {
             return Ok(Step::Done);
         }
         match access {
-            Access::Locked(lock) => self.delete_members(receipt, &members, lock, tally).await,
+            Access::Locked(lock) => {
+                self.delete_members(receipt, &members, batch, lock, tally)
+                    .await
+            }
             Access::DryRun | Access::Reading => {
                 let mut rows = 0;
                 for chunk in members.chunks(PURGE_CHUNK) {
-                    rows += self.purge.count(pool, app, chunk).await?;
+                    rows += self.purge.count(pool, app, chunk, batch).await?;
                 }
                 *tally.details.would_purge_rows.get_or_insert(0) += rows;
                 let c = &receipt.content;
@@ -392,10 +400,11 @@ impl<'a> Purger<'a> {
         &self,
         receipt: &StoredReceipt,
         members: &[Member],
+        batch: &'static TableSpec,
         lock: &AppLock,
         tally: &mut Tally,
     ) -> Result<Step, AppError> {
-        let (pool, app, batch) = (
+        let (pool, app, batch_id) = (
             &self.ctx.db.pool,
             receipt.app_code.as_str(),
             &receipt.batch_id,
@@ -420,7 +429,16 @@ impl<'a> Purger<'a> {
             }
             let done = match self
                 .purge
-                .purge_chunk(pool, app, batch, chunk, lock, include_restored, failpoints)
+                .purge_chunk(
+                    pool,
+                    app,
+                    batch_id,
+                    chunk,
+                    batch,
+                    lock,
+                    include_restored,
+                    failpoints,
+                )
                 .await
             {
                 Ok(done) => done,
@@ -434,7 +452,7 @@ impl<'a> Purger<'a> {
                 // Restored into the source since this run listed it: leave it.
                 tracing::info!(
                     app,
-                    batch_id = batch,
+                    batch_id,
                     "batch restored into the source meanwhile; its rows stay"
                 );
                 tally.details.kept_changed.extend(kept);
@@ -442,6 +460,17 @@ impl<'a> Purger<'a> {
             }
             tally.details.purged_rows += done.purged;
             kept.extend(done.kept);
+            for why in done.kept_for_columns {
+                tracing::warn!(
+                    app,
+                    batch_id,
+                    columns = why,
+                    "rows kept: a column the batch's lines lack holds what a restore would not put back"
+                );
+                if !tally.details.kept_for_columns.contains(&why) {
+                    tally.details.kept_for_columns.push(why);
+                }
+            }
             busy += done.busy;
             failpoints
                 .pass("after-purge-chunk")
@@ -579,12 +608,16 @@ impl<'a> Purger<'a> {
     /// checksum of the store's own, no ETag to hold to the one recorded), and where the member
     /// rows cannot be proven without it: a receipt recorded before migration 8 (no proof, member
     /// rows without fingerprints — the fingerprints are then taken from the data object) or a
-    /// compacted one (some member rows deleted on purpose).
+    /// compacted one (some member rows deleted on purpose) — and where the batch may have been
+    /// written before a column was added to the table: its lines then say which columns it
+    /// holds, and the rows are compared through them (SPEC §5.14).
+    ///
+    /// Also returns the table as the batch's lines hold it.
     async fn proven(
         &self,
         receipt: &StoredReceipt,
         members: Vec<Member>,
-    ) -> Result<(Vec<Finding>, Vec<Member>), AppError> {
+    ) -> Result<(Vec<Finding>, Vec<Member>, &'static TableSpec), AppError> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
         // What the batch's data object must hold: its members and any older versions of rows
         // a later batch superseded.
@@ -594,18 +627,43 @@ impl<'a> Purger<'a> {
         let provable_by_rows = expected.members_proof.is_some()
             && receipt.compaction.is_none()
             && members.iter().all(|m| m.fingerprint.is_some());
+        let spec = self.ctx.spec;
+        let predates = self.predates_a_column(receipt).await?;
         let depth = match self.opts.objects {
             ObjectCheck::Trusted => {
-                return Ok((trusted(&expected, batch, provable_by_rows), members))
+                return Ok((trusted(&expected, batch, provable_by_rows), members, spec))
             }
-            ObjectCheck::Head if provable_by_rows => Depth::Head,
+            ObjectCheck::Head if provable_by_rows && !predates => Depth::Head,
             ObjectCheck::Head | ObjectCheck::Read => Depth::Read,
         };
         let (verified, depth) = self.verified(receipt, &expected, depth).await?;
+        let read_as = verified.data_spec.unwrap_or(spec);
         if !verified.findings.is_empty() || depth == Depth::Head {
-            return Ok((verified.findings, members));
+            return Ok((verified.findings, members, read_as));
         }
-        Ok(with_archived_fingerprints(verified, members))
+        let (findings, members) = with_archived_fingerprints(verified, members);
+        Ok((findings, members, read_as))
+    }
+
+    /// Whether a batch may have been written before a column of its (profile's) table was first
+    /// archived: recorded before the column's first archive run started, or the column not
+    /// archived yet at all (added since the last archive run). A built-in table's columns are
+    /// fixed.
+    async fn predates_a_column(&self, receipt: &StoredReceipt) -> Result<bool, AppError> {
+        let spec = self.ctx.spec;
+        if spec.is_builtin() {
+            return Ok(false);
+        }
+        let first = self
+            .first_archived
+            .get_or_try_init(|| self.ctx.db.first_archived_columns(spec))
+            .await?;
+        Ok(spec.columns.iter().any(|c| {
+            first
+                .iter()
+                .find(|(name, _)| name.eq_ignore_ascii_case(c.name))
+                .is_none_or(|(_, at)| *at > receipt.verified_at_ms)
+        }))
     }
 
     /// The batch's objects verified to `depth` — or read in full after all, where HEAD could

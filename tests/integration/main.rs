@@ -36,6 +36,7 @@ mod relay;
 mod replicas;
 mod restore_guard;
 mod resume;
+mod schema_change;
 mod screen;
 mod seams;
 mod server_defaults;

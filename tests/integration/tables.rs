@@ -329,21 +329,21 @@ async fn room_outbox_round_trips_its_envelopes_through_every_command() {
 }
 
 /// The third table's profile and DDL, test fixtures: no Rust code knows ledger_outbox.
-const LEDGER_PROFILE: &str = concat!(
+pub(crate) const LEDGER_PROFILE: &str = concat!(
     env!("CARGO_MANIFEST_DIR"),
     "/tests/fixtures/ledger_outbox.toml"
 );
 const LEDGER_DDL: &str = include_str!("../fixtures/ledger_outbox.sql");
 
 /// A database with ledger_outbox (no owned tables yet).
-async fn ledger_db() -> TestDb {
+pub(crate) async fn ledger_db() -> TestDb {
     let db = TestDb::empty(&server_url().await).await;
     db.exec(LEDGER_DDL).await;
     db
 }
 
 /// The binary's environment for `db` with `profile` as --table-profile.
-fn ledger_env(db: &TestDb, s3: &TestS3, profile: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn ledger_env(db: &TestDb, s3: &TestS3, profile: &str) -> Vec<(&'static str, String)> {
     let mut env = s3.binary_env();
     env.push(("DATABASE_URL", db.url.clone()));
     env.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
@@ -353,7 +353,7 @@ fn ledger_env(db: &TestDb, s3: &TestS3, profile: &str) -> Vec<(&'static str, Str
 
 /// A delivered (`SENT`) ledger_outbox row, in the table's column order.
 #[allow(clippy::too_many_arguments)]
-fn ledger_row(
+pub(crate) fn ledger_row(
     tenant: &str,
     id: &str,
     amount: &str,
@@ -637,12 +637,14 @@ async fn a_table_that_does_not_fit_its_description_is_refused_at_start_up() {
     let run = run_cli(&archive, &envs).await;
     refused(&run, "room_outbox has no column last_error");
     room.exec("ALTER TABLE room_outbox ADD COLUMN last_error TEXT NULL, ADD COLUMN region VARCHAR(8) NULL").await;
+    // A column the built-in format has no key for is not refused: each row is held to what a
+    // restore would put back into it (tests/integration/schema_change.rs).
     let run = run_cli(&archive, &envs).await;
-    refused(&run, "does not archive (region)");
+    assert_eq!(run.code, 0, "{}", run.all_output);
     // The same check archive makes before recording each receipt: a column added mid-run.
     let e = room
         .db
-        .check_columns_unchanged(&ROOM_OUTBOX)
+        .check_columns_unchanged(&ROOM_OUTBOX, &Default::default())
         .await
         .unwrap_err()
         .to_string();

@@ -197,6 +197,11 @@ pub struct PurgeApp {
     pub would_purge_rows: Option<u64>,
     /// Members whose row changed since it was archived: kept, correctly.
     pub kept_changed: Vec<String>,
+    /// Why rows that encode to their archived lines were kept anyway: a column the lines lack
+    /// (added to the table since, or one a built-in table's format has no key for) that holds
+    /// what a restore would not put back — `region (holds other than its default)`.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub kept_for_columns: Vec<String>,
     /// Batches not purged because their objects or members disagree with the receipt.
     pub failed_batches: Vec<String>,
     /// What was found about them.
@@ -242,6 +247,11 @@ impl PurgeApp {
             (a, b) => Some(a.unwrap_or(0) + b.unwrap_or(0)),
         };
         self.kept_changed.extend(next.kept_changed);
+        for why in next.kept_for_columns {
+            if !self.kept_for_columns.contains(&why) {
+                self.kept_for_columns.push(why);
+            }
+        }
         self.failed_batches.extend(next.failed_batches);
         self.findings.extend(next.findings);
         self.restored_batches_left = next.restored_batches_left.or(self.restored_batches_left);

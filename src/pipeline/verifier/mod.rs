@@ -66,6 +66,9 @@ pub struct Verified {
     pub stored: StoredAs,
     /// The data object's rows as read (key, version and fingerprint), when it was read.
     pub data_members: Option<Vec<Member>>,
+    /// The table as the data object's lines hold it, when it was read: fewer columns than
+    /// today's for a batch written before columns were added (purge compares rows through it).
+    pub data_spec: Option<&'static TableSpec>,
     /// What HEAD reported of the data object, when it exists.
     pub data_head: Option<ObjectMeta>,
 }
@@ -227,6 +230,7 @@ impl Verifier<'_> {
             other => other?,
         };
         verified.data_crc64nvme = read.as_ref().map(|r| r.crc64nvme);
+        verified.data_spec = read.as_ref().map(|r| r.spec);
         let (mut data_findings, lines, digest, data_members) =
             compare_data(expected, head.as_ref(), read);
         verified.findings.append(&mut data_findings);

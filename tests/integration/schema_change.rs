@@ -1,0 +1,255 @@
+//! A routine schema change of the source strands no archived row (SPEC §5.14, issue 34), through
+//! the binary: a column added with a default to a profile's table (whose batches written before
+//! it lack the column) and to a built-in table (whose fixed format has no key for it). A row
+//! whose added column holds what a restore would put back — its default, compared byte for byte —
+//! is exactly what was archived, and purge deletes it; one holding anything else, or a column a
+//! restore could not write back (NOT NULL without a default), is kept and said. verify, find and
+//! restore follow; a widened column changes nothing.
+
+use outbox_archiver::model::codec::Value;
+use sqlx::AssertSqlSafe;
+
+use crate::support::*;
+use crate::tables::{ledger_db, ledger_env, ledger_row, LEDGER_PROFILE};
+
+const CUTOFF: &str = "2026-01-04T00:00:00Z";
+
+/// The ids of an app's rows in `table` (by `id`, `tenant` or `app_code` as the table calls them).
+async fn ids(db: &TestDb, sql: &str) -> Vec<String> {
+    sqlx::query_scalar(AssertSqlSafe(sql.to_string()))
+        .fetch_all(&db.db.pool)
+        .await
+        .unwrap()
+}
+
+fn purge_app(run: &Run) -> &serde_json::Value {
+    &run.summary["apps"][0]
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_added_to_a_profiles_table_strands_no_archived_row() {
+    let mut db = ledger_db().await;
+    let s3 = TestS3::new().await;
+    let envs = ledger_env(&db, &s3, LEDGER_PROFILE);
+    let run = run_cli(&["migrate"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let profile = outbox_archiver::model::profile::Profile::load(LEDGER_PROFILE.as_ref()).unwrap();
+    db.spec = db.db.resolve_profile(&profile).await.unwrap();
+    db.delivered_status = "SENT";
+    let rows: Vec<_> = (0..30)
+        .map(|i| {
+            ledger_row(
+                "l1",
+                &format!("m{i:02}"),
+                &format!("{i}.0000"),
+                None,
+                None,
+                None,
+                "memo",
+                T0 + i,
+            )
+        })
+        .collect();
+    db.insert(&rows).await;
+    let archive = [
+        "archive",
+        "--all-apps",
+        "--batch-rows",
+        "7",
+        "--cutoff",
+        CUTOFF,
+    ];
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert!(run.summary["apps"][0]["batches"].as_u64().unwrap() >= 4);
+
+    // The service adds a column with a default (every row gets it), widens one, and writes the
+    // new column on two archived rows: one a value of its own, one the default in another case.
+    db.exec("ALTER TABLE ledger_outbox ADD COLUMN region VARCHAR(8) NULL DEFAULT 'eu' AFTER memo")
+        .await;
+    db.exec("ALTER TABLE ledger_outbox MODIFY state VARCHAR(32) NOT NULL")
+        .await;
+    db.exec("UPDATE ledger_outbox SET region = 'us' WHERE message_id = 'm03'")
+        .await;
+    db.exec("UPDATE ledger_outbox SET region = 'EU' WHERE message_id = 'm11'")
+        .await;
+    // New rows after the change: archived with the column, one batch of their own.
+    db.exec(&format!(
+        "INSERT INTO ledger_outbox (tenant, message_id, amount, booked_at, memo, region, sequence_no, ledger_counter, state, created_ms, changed_ms) \
+         VALUES ('l1', 'n1', 1, '2026-01-03 00:00:00', '', 'apac', 1, 1, 'SENT', {t}, {t}), \
+                ('l1', 'n2', 2, '2026-01-03 00:00:00', '', 'eu', 1, 1, 'SENT', {u}, {u})",
+        t = T0 + 2 * DAY,
+        u = T0 + 2 * DAY + 1
+    ))
+    .await;
+
+    // The batches written before the column still verify, and find reads their lines.
+    let run = run_cli(&["verify", "--all-apps", "--cutoff", CUTOFF], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["find", "--event-id", "m05"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert!(
+        run.summary["found"][0]["row"]["region"].is_null(),
+        "{}",
+        run.summary
+    );
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+
+    // Purge: every archived row goes but the two whose region is not what a restore would put
+    // back; they are kept and the summary says which column kept them.
+    let run = run_cli(&["purge", "--all-apps", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let details = purge_app(&run);
+    assert_eq!(details["purged_rows"], 30, "{}", run.summary);
+    assert_eq!(details["kept_changed"], serde_json::json!(["m03", "m11"]));
+    assert_eq!(
+        details["kept_for_columns"],
+        serde_json::json!(["region (holds other than its default)"]),
+        "{}",
+        run.summary
+    );
+    assert_eq!(
+        ids(
+            &db,
+            "SELECT message_id FROM ledger_outbox ORDER BY message_id"
+        )
+        .await,
+        ["m03", "m11"]
+    );
+
+    // Restored: the rows come back, each column as a restore puts it back — the default where
+    // the line lacks the column, the archived value where it holds it.
+    let run = run_cli(&["restore", "--all-apps", "--into-source"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let regions: Vec<(String, Option<String>)> = sqlx::query_as(
+        "SELECT message_id, region FROM ledger_outbox WHERE message_id IN ('m00', 'm03', 'm11', 'n1', 'n2') ORDER BY message_id",
+    )
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap();
+    let region = |s: &str| Some(s.to_string());
+    assert_eq!(
+        regions,
+        [
+            ("m00".to_string(), region("eu")),
+            ("m03".to_string(), region("us")),
+            ("m11".to_string(), region("EU")),
+            ("n1".to_string(), region("apac")),
+            ("n2".to_string(), region("eu")),
+        ]
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM ledger_outbox").await, 32);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_added_to_a_built_in_table_is_held_to_what_a_restore_puts_back() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    db.insert(&rows("a1", 30)).await;
+    let archive = [
+        "archive",
+        "--app",
+        "a1",
+        "--batch-rows",
+        "10",
+        "--cutoff",
+        CUTOFF,
+    ];
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+
+    // A column wallet_outbox's fixed format has no key for: every command still runs.
+    db.exec("ALTER TABLE wallet_outbox ADD COLUMN region VARCHAR(8) NULL DEFAULT 'eu'")
+        .await;
+    db.exec("UPDATE wallet_outbox SET region = 'us' WHERE app_code = 'a1' AND event_id = 'e7'")
+        .await;
+    for command in [
+        vec!["status", "--app", "a1"],
+        vec!["verify", "--app", "a1", "--cutoff", CUTOFF],
+        vec!["find", "--event-id", "e3"],
+        vec!["restore", "--app", "a1", "--drill"],
+    ] {
+        let run = run_cli(&command, &envs).await;
+        assert_eq!(run.code, 0, "{command:?}: {}", run.all_output);
+    }
+    // New rows holding the default are archived (a restore puts the default back); a row
+    // holding anything else stops the app there, naming the column and the fix.
+    let mut late = row("a1", "late1", T0 + DAY);
+    late[at("payload")] = Value::Text("{\"late\":1}".into());
+    db.insert(&[late, row("a1", "late2", T0 + DAY + 1)]).await;
+    db.exec("UPDATE wallet_outbox SET region = 'apac' WHERE event_id = 'late2'")
+        .await;
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    let error = run.summary["apps"][0]["error"].as_str().unwrap();
+    assert!(
+        error.contains("row late2")
+            && error.contains("region (holds other than its default)")
+            && error.contains("--table-profile"),
+        "{error}"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_members WHERE event_id LIKE 'late%'")
+            .await,
+        0,
+        "the batch holding late2 is not recorded"
+    );
+    db.exec("UPDATE wallet_outbox SET region = 'eu' WHERE event_id = 'late2'")
+        .await;
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_members WHERE event_id LIKE 'late%'")
+            .await,
+        2
+    );
+
+    // Purge deletes every archived row but e7, which it keeps, saying why.
+    let run = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let details = purge_app(&run);
+    assert_eq!(details["purged_rows"], 31, "{}", run.summary);
+    assert_eq!(details["kept_changed"], serde_json::json!(["e7"]));
+    assert_eq!(
+        details["kept_for_columns"],
+        serde_json::json!(["region (holds other than its default)"])
+    );
+    let run = run_cli(&["restore", "--app", "a1", "--into-source"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        ids(&db, "SELECT CONCAT(event_id, '=', region) FROM wallet_outbox WHERE event_id IN ('e6', 'e7', 'late2') ORDER BY event_id").await,
+        ["e6=eu", "e7=us", "late2=eu"]
+    );
+
+    // A column a restore could not write back (NOT NULL, no default: the ALTER filled in 0):
+    // nothing of the table is purged, and purge says why.
+    db.exec("ALTER TABLE wallet_outbox ADD COLUMN flag INT NOT NULL")
+        .await;
+    let run = run_cli(
+        &[
+            "purge",
+            "--app",
+            "a1",
+            "--grace",
+            "0s",
+            "--include-restored",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let details = purge_app(&run);
+    assert_eq!(details["purged_rows"], 0, "{}", run.summary);
+    assert!(
+        details["kept_for_columns"][0]
+            .as_str()
+            .unwrap()
+            .contains("flag (it is NOT NULL without a default"),
+        "{}",
+        run.summary
+    );
+}
