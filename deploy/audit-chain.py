@@ -5,9 +5,11 @@ Needs nothing of the archiver: Python 3's standard library and a copy of the arc
 (`aws s3 sync s3://BUCKET/PREFIX ./copy`, or a file:// store as it is). For every app of the
 table, it
 
-  1. reads the app's checkpoints (`{table}/_chain/app_code={app}/*.json`) and recomputes every
-     link from the one before it: link(seq) = SHA-256 of
-     "outbox-archive-chain/v1\\n{table}\\n{app}\\n{seq}\\n{link(seq-1)}\\n{batch_id}\\n{manifest_sha256}\\n"
+  1. reads the app's checkpoints (`{table}/_chain/app_code={app}/*.json`: one folder per app, its
+     code in lowercase — or exactly, where the table's app codes compare case-sensitively and
+     `Pay` and `pay` are two apps) and recomputes every link from the one before it:
+     link(seq) = SHA-256 of
+     "outbox-archive-chain/v1\\n{table}\\n{app in lowercase}\\n{seq}\\n{link(seq-1)}\\n{batch_id}\\n{manifest_sha256}\\n"
      with link(0) = 64 zeros — checkpoints that disagree on a seq are a fork;
   2. finds each linked batch's manifest.json and `_SUCCESS` in the copy and checks that the
      manifest hashes to what its link binds, and the data object to what the manifest says;
@@ -49,7 +51,8 @@ def main(root, table):
     table_dir = os.path.join(root, table)
     chain_dir = os.path.join(table_dir, "_chain")
     problems = []
-    # Every batch folder of the copy: app (lowercase) -> batch id -> folder.
+    # Every batch folder of the copy: app (lowercase) -> batch id -> folder. A batch id names
+    # its app's exact spelling, so looking one up among every spelling of a code is exact.
     batches = {}
     for name in sorted(os.listdir(table_dir)):
         if not name.startswith("app_code="):
@@ -61,9 +64,13 @@ def main(root, table):
                 continue
             for batch_id in sorted(os.listdir(day_dir)):
                 batches.setdefault(app, {})[batch_id] = os.path.join(day_dir, batch_id)
-    apps = sorted(set(batches) | {
+    # The apps: one per chain folder (named as the archiver names it), and a code with batches
+    # but no chain folder in any case.
+    chained = sorted(
         n[len("app_code="):] for n in (os.listdir(chain_dir) if os.path.isdir(chain_dir) else [])
-    })
+    )
+    apps = chained + sorted(a for a in batches if a not in {c.lower() for c in chained})
+    bound = {}  # lowercase app -> batch ids some link binds
     for app in apps:
         links = {}  # seq -> (batch_id, manifest_sha256, link)
         folder = os.path.join(chain_dir, f"app_code={app}")
@@ -97,7 +104,7 @@ def main(root, table):
             if before and before[2] != prev:
                 problems.append(f"chain_fork: {app} seq {c['from_seq']}: {name} continues from another link")
             for l in c["links"]:
-                want = link(table, app, l["seq"], prev, l["batch_id"], l["manifest_sha256"])
+                want = link(table, app.lower(), l["seq"], prev, l["batch_id"], l["manifest_sha256"])
                 if want != l["link"]:
                     problems.append(f"chain_mismatch: {app} seq {l['seq']} in {name} does not recompute")
                 seen = links.get(l["seq"])
@@ -109,11 +116,10 @@ def main(root, table):
         missing = sorted(set(range(1, seqs[-1] + 1)) - set(seqs)) if seqs else []
         if missing:
             problems.append(f"chain_gap: {app} seqs {missing} are in no checkpoint")
-        bound = set()
         for seq in seqs:
             batch_id, manifest_sha256, _ = links[seq]
-            bound.add(batch_id)
-            where = batches.get(app, {}).get(batch_id)
+            bound.setdefault(app.lower(), set()).add(batch_id)
+            where = batches.get(app.lower(), {}).get(batch_id)
             if where is None:
                 problems.append(f"chain_gap: {app} seq {seq}: batch {batch_id} is not in the store")
                 continue
@@ -130,12 +136,13 @@ def main(root, table):
                 whole = False
             if not whole:
                 problems.append(f"{app} seq {seq}: the data object of batch {batch_id} is not the one its manifest hashes")
-        for batch_id in sorted(set(batches.get(app, {})) - bound):
-            print(f"{app}: note: batch {batch_id} is in the store but in no checkpoint (its run ended before its receipt or before anchoring; verify lists orphans)")
         if seqs:
             print(f"{app}: anchored head seq {seqs[-1]} link {links[seqs[-1]][2]} ({len(seqs)} links)")
         else:
             print(f"{app}: no checkpoints")
+    for code in sorted(batches):
+        for batch_id in sorted(set(batches[code]) - bound.get(code, set())):
+            print(f"{code}: note: batch {batch_id} is in the store but in no checkpoint (its run ended before its receipt or before anchoring; verify lists orphans)")
     for p in problems:
         print(f"PROBLEM {p}")
     return 1 if problems else 0

@@ -66,8 +66,12 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
     };
     // An app whose receipts are all gone still has its checkpoints: it is audited too.
     if matches!(opts.apps, Apps::All) {
+        let case_matters = match ctx.app_case_matters().await {
+            Ok(matters) => matters,
+            Err(e) => return summary.without_apps(e),
+        };
         match chain::apps_in_store(ctx).await {
-            Ok(anchored) => apps::add_missing(&mut apps, anchored),
+            Ok(anchored) => apps::add_missing(&mut apps, anchored, case_matters),
             Err(e) => return summary.without_apps(format!("listing the chains' checkpoints: {e}")),
         }
     }

@@ -36,8 +36,12 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     // An app whose receipts and rows are all gone still has its chain's checkpoints: its
     // chain is audited too (every seq a gap).
     if matches!(which, Apps::All) && opts.selection.batch_ids.is_empty() {
+        let case_matters = match ctx.app_case_matters().await {
+            Ok(matters) => matters,
+            Err(e) => return summary.without_apps(e),
+        };
         match crate::pipeline::chain::apps_in_store(ctx).await {
-            Ok(anchored) => apps::add_missing(&mut apps, anchored),
+            Ok(anchored) => apps::add_missing(&mut apps, anchored, case_matters),
             Err(e) => return summary.without_apps(format!("listing the chains' checkpoints: {e}")),
         }
     }

@@ -49,10 +49,13 @@ impl Drills {
         app: &str,
     ) -> Result<Option<(String, i64)>, DbError> {
         let sql = format!(
-            "SELECT batch_id, drilled_at_ms FROM {} WHERE app_code = ? AND ok = TRUE ORDER BY id DESC LIMIT 1",
+            "SELECT batch_id, drilled_at_ms FROM {} WHERE app_code = ? AND CAST(app_code AS BINARY) = CAST(? AS BINARY) \
+             AND ok = TRUE ORDER BY id DESC LIMIT 1",
             self.spec.drills_table()
         );
+        // Byte for byte, as the runs (`Runs::last`).
         sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
             .bind(app)
             .fetch_optional(pool)
             .await

@@ -136,11 +136,14 @@ impl Runs {
         command: &str,
     ) -> Result<Option<Run>, DbError> {
         let sql = format!(
-            "SELECT {COLUMNS} FROM {} WHERE app_code = ? AND command = ? AND worked = TRUE \
-             ORDER BY id DESC LIMIT 1",
+            "SELECT {COLUMNS} FROM {} WHERE app_code = ? AND CAST(app_code AS BINARY) = CAST(? AS BINARY) \
+             AND command = ? AND worked = TRUE ORDER BY id DESC LIMIT 1",
             self.spec.runs_table()
         );
+        // Byte for byte: apps whose codes differ only in case are two where the source's app
+        // codes compare case-sensitively (runs are recorded under the app's one spelling).
         sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
             .bind(app)
             .bind(command)
             .fetch_optional(pool)

@@ -106,6 +106,13 @@ impl Db {
         Ok(Unarchived::of(spec, &self.describe(spec.name).await?))
     }
 
+    /// Whether the source table's app code column tells codes apart by case (a binary, `_bin`
+    /// or `_cs` collation): `Pay` and `pay` are then two apps.
+    pub async fn app_codes_tell_case_apart(&self, spec: &TableSpec) -> Result<bool, DbError> {
+        let columns = self.columns(spec).await?;
+        Ok(find(&columns, spec.name, spec.app_code).is_some_and(ColumnInfo::tells_case_apart))
+    }
+
     /// A profile's table, resolved against the live schema (`profile::resolve`).
     pub async fn resolve_profile(&self, profile: &Profile) -> Result<&'static TableSpec, DbError> {
         let live = self.describe(&profile.table).await?;

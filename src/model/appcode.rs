@@ -32,6 +32,23 @@ pub fn same_app(row: &str, app: &str) -> bool {
             .eq_ignore_ascii_case(app.trim_end_matches(' '))
 }
 
+/// The apps of `apps` in groups of those whose codes differ only in ASCII case (indices into
+/// `apps`, each group in the order given, groups in the order of their first app). Where app
+/// codes compare case-sensitively such apps are two, but their lock names are one on a server
+/// that compares lock names case-insensitively (MySQL's `GET_LOCK`): one group's apps are worked
+/// one after the other, so that neither finds the other's lock held.
+pub fn case_groups(apps: &[String]) -> Vec<Vec<usize>> {
+    let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
+    for (i, app) in apps.iter().enumerate() {
+        let key = app.to_ascii_lowercase();
+        match groups.iter_mut().find(|(k, _)| *k == key) {
+            Some((_, group)) => group.push(i),
+            None => groups.push((key, vec![i])),
+        }
+    }
+    groups.into_iter().map(|(_, group)| group).collect()
+}
+
 /// The edit distance of two codes (insertions, deletions, substitutions), for "did you mean".
 pub fn distance(a: &str, b: &str) -> usize {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
@@ -49,7 +66,17 @@ pub fn distance(a: &str, b: &str) -> usize {
 
 #[cfg(test)]
 mod tests {
-    use super::{distance, same_app, validate};
+    use super::{case_groups, distance, same_app, validate};
+
+    #[test]
+    fn apps_that_differ_only_in_case_are_grouped_in_order() {
+        let apps: Vec<String> = ["Pay", "a1", "pay", "PAY", "b2", "A1"]
+            .iter()
+            .map(|s| s.to_string())
+            .collect();
+        assert_eq!(case_groups(&apps), [vec![0, 2, 3], vec![1, 5], vec![4]]);
+        assert!(case_groups(&[]).is_empty());
+    }
 
     #[test]
     fn an_app_is_its_spelling_but_for_case_and_trailing_spaces() {

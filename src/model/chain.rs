@@ -105,15 +105,14 @@ impl Checkpoint {
         json_line(self)
     }
 
-    /// Reads a checkpoint and holds it to itself: of `app_code`'s chain in `table`, numbered
-    /// without a gap, every link the hash of the one before it and its batch.
-    pub fn parse(bytes: &[u8], table: &str, app_code: &str) -> Result<Checkpoint, CheckpointError> {
+    /// Reads a checkpoint and holds it to itself: of the chain in `table` of the app whose
+    /// [`folder_name`] is `folder`, numbered without a gap, every link the hash of the one
+    /// before it and its batch.
+    pub fn parse(bytes: &[u8], table: &str, folder: &str) -> Result<Checkpoint, CheckpointError> {
         let c: Checkpoint = serde_json::from_slice(bytes)
             .map_err(|e| CheckpointError::Unreadable(e.to_string()))?;
-        of_chain(
-            (SCHEMA, table, app_code),
-            (&c.schema, &c.table, &c.app_code),
-        )?;
+        of_chain((SCHEMA, table, folder), (&c.schema, &c.table, &c.app_code))?;
+        let app_code = &chain_app(folder);
         let numbered = !c.links.is_empty()
             && c.links.first().map(|l| l.seq) == Some(c.from_seq)
             && c.links.last().map(|l| l.seq) == Some(c.to_seq)
@@ -150,20 +149,20 @@ impl Checkpoint {
     }
 }
 
-/// The folder of an app's checkpoints: `{table prefix}_chain/app_code={app}/`, beside the
+/// The folder of an app's checkpoints: `{table prefix}_chain/app_code={folder}/`, beside the
 /// apps' folders (a name query engines skip, and no batch's key can take: app codes start
-/// with a letter or digit), the app code in lowercase as in the links.
-pub fn checkpoint_prefix(table_prefix: &str, app_code: &str) -> String {
-    format!("{table_prefix}_chain/app_code={}/", chain_app(app_code))
+/// with a letter or digit); `folder` is the app's [`folder_name`].
+pub fn checkpoint_prefix(table_prefix: &str, folder: &str) -> String {
+    format!("{table_prefix}_chain/app_code={folder}/")
 }
 
 /// Where the checkpoint that ends at `head` is kept: named by its seq (20 digits, so that
 /// listing the folder gives the checkpoints in chain order) and the first 16 hex digits of its
 /// link, so that two branches of a forked chain never share a key.
-pub fn checkpoint_key(table_prefix: &str, app_code: &str, head: &Link) -> String {
+pub fn checkpoint_key(table_prefix: &str, folder: &str, head: &Link) -> String {
     format!(
         "{}{:020}-{}.json",
-        checkpoint_prefix(table_prefix, app_code),
+        checkpoint_prefix(table_prefix, folder),
         head.seq,
         &head.link[..KEY_LINK_DIGITS]
     )
@@ -182,10 +181,22 @@ pub fn checkpoint_of_key(key: &str) -> Option<(u64, &str)> {
     ok.then(|| Some((digits.parse().ok()?, link))).flatten()
 }
 
-/// How an app is named in its chain: its code in lowercase (the database holds an app's
-/// spellings equal, so its chain is one).
+/// How an app is named in its links: its code in lowercase (the encoding of v1; a link also
+/// binds its batch id, which holds the app's exact spelling, so two apps whose codes differ
+/// only in case never share a link).
 pub fn chain_app(app_code: &str) -> String {
     app_code.to_ascii_lowercase()
+}
+
+/// How an app names its checkpoints' folder and their `app_code`: its code as the database
+/// tells apps apart — exactly where the source's app codes compare case-sensitively (`Pay` and
+/// `pay` are two apps, two chains), else in lowercase (the database holds an app's spellings
+/// equal, so its chain is one).
+pub fn folder_name(app_code: &str, case_matters: bool) -> String {
+    match case_matters {
+        true => app_code.to_string(),
+        false => chain_app(app_code),
+    }
 }
 
 /// One receipt as the database holds it, for [`audit`]: its place in the chain (none: not
@@ -270,11 +281,12 @@ impl Break {
         json_line(self)
     }
 
-    pub fn parse(bytes: &[u8], table: &str, app_code: &str) -> Result<Break, CheckpointError> {
+    /// Reads a break record of the app whose [`folder_name`] is `folder`.
+    pub fn parse(bytes: &[u8], table: &str, folder: &str) -> Result<Break, CheckpointError> {
         let b: Break = serde_json::from_slice(bytes)
             .map_err(|e| CheckpointError::Unreadable(e.to_string()))?;
         of_chain(
-            (BREAK_SCHEMA, table, app_code),
+            (BREAK_SCHEMA, table, folder),
             (&b.schema, &b.table, &b.app_code),
         )?;
         Ok(b)
@@ -300,10 +312,10 @@ fn of_chain(wanted: (&str, &str, &str), found: (&str, &str, &str)) -> Result<(),
 }
 
 /// Where a break is kept: beside the checkpoints, named by its first seq and the head's link.
-pub fn break_key(table_prefix: &str, app_code: &str, b: &Break) -> String {
+pub fn break_key(table_prefix: &str, folder: &str, b: &Break) -> String {
     format!(
         "{}{:020}-break-{}.json",
-        checkpoint_prefix(table_prefix, app_code),
+        checkpoint_prefix(table_prefix, folder),
         b.from_seq,
         &b.head_link[..KEY_LINK_DIGITS]
     )
@@ -715,9 +727,25 @@ mod tests {
     }
 
     #[test]
+    fn an_app_of_a_case_sensitive_table_names_its_checkpoints_exactly_and_links_as_ever() {
+        // The links of app "Pay" are those of v1 (lowercase in the link text): the same bytes
+        // for an app whatever its table; only the folder and the record's app_code keep case.
+        let links = chain(3);
+        assert_eq!(chain_app("A1"), "a1", "the link text is the lowercase code");
+        let c = Checkpoint::new("t", "A1", GENESIS, links);
+        let bytes = c.to_bytes();
+        assert_eq!(Checkpoint::parse(&bytes, "t", "A1").unwrap(), c);
+        assert!(matches!(
+            Checkpoint::parse(&bytes, "t", "a1"),
+            Err(CheckpointError::Other { .. })
+        ));
+    }
+
+    #[test]
     fn checkpoint_keys_sort_in_chain_order_and_parse_back() {
         let links = chain(10);
-        let key = checkpoint_key("outbox/wallet_outbox/", "Wallet-SG", &links[4]);
+        let folder = folder_name("Wallet-SG", false);
+        let key = checkpoint_key("outbox/wallet_outbox/", &folder, &links[4]);
         assert_eq!(
             key,
             format!(
@@ -725,6 +753,13 @@ mod tests {
                 &links[4].link[..16]
             )
         );
+        // Where app codes compare case-sensitively, Wallet-SG and wallet-sg are two apps.
+        let exact = checkpoint_key(
+            "outbox/wallet_outbox/",
+            &folder_name("Wallet-SG", true),
+            &links[4],
+        );
+        assert!(exact.contains("/_chain/app_code=Wallet-SG/"), "{exact}");
         assert_eq!(checkpoint_of_key(&key), Some((5, &links[4].link[..16])));
         assert!(checkpoint_key("p/", "a", &links[8]) < checkpoint_key("p/", "a", &links[9]));
         assert_eq!(checkpoint_of_key("outbox/x/_chain/42.json"), None);

@@ -1,7 +1,9 @@
 //! `--shard I/N`: a run takes only the apps whose stable hash falls in shard `I` of `N`, so a
 //! platform team scales out with an Indexed Job (the completion index as `I`) or `N` CronJobs,
-//! and the per-app locks keep any overlap safe. The hash is the first 8 bytes of the app code's
-//! SHA-256, big-endian, modulo `N`: the same on every machine and in every release.
+//! and the per-app locks keep any overlap safe. The hash is the first 8 bytes of the SHA-256 of
+//! the app code in ASCII lowercase, big-endian, modulo `N`: the same on every machine and in
+//! every release (since 2026-12-03 an app code with capitals is hashed in lowercase; lowercase
+//! ones never moved).
 
 use std::fmt;
 use std::str::FromStr;
@@ -21,9 +23,11 @@ impl Shard {
     }
 }
 
-/// The shard (`0..count`) an app code falls in.
+/// The shard (`0..count`) an app code falls in: by its ASCII lowercase, so that two apps whose
+/// codes differ only in case (two apps on a case-sensitive table) fall in one shard — MySQL
+/// compares their lock names as one, and apart they would find each other's lock held.
 fn shard_of(app: &str, count: u32) -> u32 {
-    let digest = Sha256::digest(app.as_bytes());
+    let digest = Sha256::digest(app.to_ascii_lowercase().as_bytes());
     let head = u64::from_be_bytes(digest[..8].try_into().expect("8 bytes"));
     (head % u64::from(count.max(1))) as u32
 }
@@ -68,6 +72,7 @@ mod tests {
         let got: Vec<u32> = apps.iter().map(|app| shard_of(app, 4)).collect();
         assert_eq!(got, FIXED);
         assert_eq!(shard_of("anything", 1), 0);
+        assert_eq!(shard_of("WALLET", 4), shard_of("wallet", 4));
     }
 
     const FIXED: [u32; 5] = [2, 0, 1, 1, 2];

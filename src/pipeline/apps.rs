@@ -115,11 +115,23 @@ impl Selection {
     }
 }
 
-/// Adds to `apps` each of `more` that none of them is (ASCII case aside: the apps' spellings
-/// are one app), keeping the list sorted.
-pub fn add_missing(apps: &mut Vec<String>, more: Vec<String>) {
+/// Adds to `apps` each of `more` (the apps the store holds chains of, by their folders' names)
+/// that none of them is, keeping the list sorted: ASCII case aside (the apps' spellings are one
+/// app), or — `case_matters`, where the source's app codes compare case-sensitively — exactly.
+/// There, a lowercase folder of an app spelled otherwise, with no lowercase app of its own, is
+/// not another app: a build before 2026-12-03 named every app's folder in lowercase, and that
+/// app's chain is anchored in its own folder since.
+pub fn add_missing(apps: &mut Vec<String>, more: Vec<String>, case_matters: bool) {
     for app in more {
-        if !apps.iter().any(|a| a.eq_ignore_ascii_case(&app)) {
+        let known = match case_matters {
+            true => {
+                apps.contains(&app)
+                    || (app == app.to_ascii_lowercase()
+                        && apps.iter().any(|a| a.to_ascii_lowercase() == app))
+            }
+            false => apps.iter().any(|a| a.eq_ignore_ascii_case(&app)),
+        };
+        if !known {
             apps.push(app);
         }
     }
@@ -298,13 +310,35 @@ pub const LOST_LOCK: &str = "lost the lock to another archiver";
 
 impl Driver<'_> {
     /// Works the apps, `parallel` at a time (each under its own lock); the reports come back
-    /// in the apps' order.
+    /// in the apps' order. Apps whose codes differ only in case (two apps, where the source's
+    /// app codes compare case-sensitively) are worked one after the other: MySQL compares lock
+    /// names case-insensitively, so at once one would find the other's lock held on every run.
     pub async fn run(&self, apps: Vec<String>, work: &dyn AppWork) -> Vec<AppReport> {
-        futures_util::stream::iter(apps)
-            .map(|app| self.one(app, work))
+        let groups = crate::model::appcode::case_groups(&apps);
+        let mut apps: Vec<Option<String>> = apps.into_iter().map(Some).collect();
+        let groups: Vec<Vec<(usize, String)>> = groups
+            .into_iter()
+            .map(|group| {
+                group
+                    .into_iter()
+                    .map(|i| (i, apps[i].take().expect("each app in one group")))
+                    .collect()
+            })
+            .collect();
+        let mut reports: Vec<(usize, AppReport)> = futures_util::stream::iter(groups)
+            .map(|group| async move {
+                let mut done = Vec::with_capacity(group.len());
+                for (i, app) in group {
+                    done.push((i, self.one(app, work).await));
+                }
+                done
+            })
             .buffered(self.parallel.max(1))
+            .flat_map(futures_util::stream::iter)
             .collect()
-            .await
+            .await;
+        reports.sort_by_key(|(i, _)| *i);
+        reports.into_iter().map(|(_, report)| report).collect()
     }
 
     async fn one(&self, app: String, work: &dyn AppWork) -> AppReport {

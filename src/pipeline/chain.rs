@@ -45,9 +45,19 @@ fn table_prefix(ctx: &RunContext) -> String {
     format::table_prefix(ctx.store.location().prefix(), ctx.spec.name)
 }
 
-/// The keys of an app's checkpoints, in chain order, and of its accepted breaks: one LIST.
-async fn chain_keys(ctx: &RunContext, app: &str) -> Result<(Vec<String>, Vec<String>), StoreError> {
-    let prefix = chain::checkpoint_prefix(&table_prefix(ctx), app);
+/// How an app names its chain in the store ([`chain::folder_name`]): exactly, where the
+/// source's app codes compare case-sensitively.
+async fn folder(ctx: &RunContext, app: &str) -> Result<String, DbError> {
+    Ok(chain::folder_name(app, ctx.app_case_matters().await?))
+}
+
+/// The keys of an app's checkpoints (the app's [`folder`]), in chain order, and of its accepted
+/// breaks: one LIST.
+async fn chain_keys(
+    ctx: &RunContext,
+    folder: &str,
+) -> Result<(Vec<String>, Vec<String>), StoreError> {
+    let prefix = chain::checkpoint_prefix(&table_prefix(ctx), folder);
     let mut keys = ctx.store.list(&prefix).await?;
     keys.sort();
     let (breaks, checkpoints) = keys
@@ -61,14 +71,13 @@ async fn chain_keys(ctx: &RunContext, app: &str) -> Result<(Vec<String>, Vec<Str
 /// checkpoint (the audit names it).
 async fn read_breaks(
     ctx: &RunContext,
-    app: &str,
+    folder: &str,
     keys: &[String],
 ) -> Result<(Vec<Break>, Vec<Anchored>), StoreError> {
-    let chain_app = chain::chain_app(app);
     let (mut breaks, mut unreadable) = (Vec::new(), Vec::new());
     for key in keys {
         let parsed = match store::get_all(ctx.store.as_ref(), key).await? {
-            Some(bytes) => Break::parse(&bytes, ctx.spec.name, &chain_app),
+            Some(bytes) => Break::parse(&bytes, ctx.spec.name, folder),
             None => Err(chain::CheckpointError::Unreadable("gone while read".into())),
         };
         match parsed {
@@ -82,8 +91,8 @@ async fn read_breaks(
     Ok((breaks, unreadable))
 }
 
-/// The apps the store holds checkpoints of (lowercase, as the chain names them): an app whose
-/// receipts are all gone is still audited.
+/// The apps the store holds checkpoints of (by their folders' names, [`chain::folder_name`]):
+/// an app whose receipts are all gone is still audited.
 pub async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
     let prefix = format!("{}_chain/", table_prefix(ctx));
     let mut apps: Vec<String> = ctx
@@ -100,19 +109,19 @@ pub async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> 
     Ok(apps)
 }
 
-/// Every checkpoint of an app, read and held to itself, and the breaks accepted.
-pub async fn anchored(
+/// Every checkpoint of an app (its [`folder`]), read and held to itself, and the breaks
+/// accepted.
+async fn anchored(
     ctx: &RunContext,
-    app: &str,
+    folder: &str,
 ) -> Result<(Vec<Anchored>, Vec<Break>), StoreError> {
-    let (keys, break_keys) = chain_keys(ctx, app).await?;
-    let (breaks, mut unreadable) = read_breaks(ctx, app, &break_keys).await?;
+    let (keys, break_keys) = chain_keys(ctx, folder).await?;
+    let (breaks, mut unreadable) = read_breaks(ctx, folder, &break_keys).await?;
     let table = ctx.spec.name;
-    let chain_app = &chain::chain_app(app);
     futures_util::stream::iter(keys)
         .map(|key| async move {
             let checkpoint = match store::get_all(ctx.store.as_ref(), &key).await? {
-                Some(bytes) => Checkpoint::parse(&bytes, table, chain_app),
+                Some(bytes) => Checkpoint::parse(&bytes, table, folder),
                 None => Err(chain::CheckpointError::Unreadable("gone while read".into())),
             };
             Ok::<_, StoreError>(Anchored { key, checkpoint })
@@ -173,7 +182,7 @@ pub async fn recorded(
 /// the database has and the store does not (not anchored yet), never the other way round (a
 /// false gap).
 pub async fn audit(ctx: &RunContext, app: &str) -> Result<AppChain, ChainError> {
-    let (anchored, breaks) = anchored(ctx, app).await?;
+    let (anchored, breaks) = anchored(ctx, &folder(ctx, app).await?).await?;
     let (recorded, receipts): (Vec<Recorded>, Vec<StoredReceipt>) =
         recorded(ctx, app).await?.into_iter().unzip();
     Ok(AppChain {
@@ -199,9 +208,11 @@ pub struct Anchoring {
 
 /// Records a break the operator accepted: the checkpoints `abandoned` (newest first) are an
 /// abandoned branch, and the chain is anchored again after `anchored_to`. Returns its key.
+#[allow(clippy::too_many_arguments)]
 async fn accept(
     ctx: &RunContext,
     app: &str,
+    folder: &str,
     head: &Link,
     anchored_to: Option<&Link>,
     abandoned: Vec<String>,
@@ -211,7 +222,7 @@ async fn accept(
     let accepted = Break {
         schema: chain::BREAK_SCHEMA.into(),
         table: ctx.spec.name.into(),
-        app_code: chain::chain_app(app),
+        app_code: folder.to_string(),
         from_seq: anchored_to.map_or(1, |l| l.seq + 1),
         prev_link: anchored_to.map_or(GENESIS.to_string(), |l| l.link.clone()),
         abandoned: abandoned.into_iter().rev().collect(),
@@ -220,7 +231,7 @@ async fn accept(
         reason: reason.to_string(),
         accepted_at_ms: (ctx.now_ms)(),
     };
-    let key = chain::break_key(&table_prefix(ctx), app, &accepted);
+    let key = chain::break_key(&table_prefix(ctx), folder, &accepted);
     write_once(ctx, &key, accepted.to_bytes(), options, app).await?;
     tracing::warn!(
         app,
@@ -239,11 +250,11 @@ async fn accept(
 async fn last_agreeing(
     ctx: &RunContext,
     app: &str,
+    folder: &str,
     head: &Link,
     keys: &[&String],
 ) -> Result<(Option<Link>, Vec<String>), ChainError> {
     let table = ChainTable::new(ctx.spec);
-    let chain_app = chain::chain_app(app);
     let mut others = Vec::new();
     for key in keys.iter().rev() {
         let (seq, prefix) = chain::checkpoint_of_key(key).expect("filtered");
@@ -259,7 +270,7 @@ async fn last_agreeing(
         let bytes = store::get_all(ctx.store.as_ref(), key).await?;
         let whole = bytes
             .as_deref()
-            .map(|b| Checkpoint::parse(b, ctx.spec.name, &chain_app))
+            .map(|b| Checkpoint::parse(b, ctx.spec.name, folder))
             .is_some_and(|c| c.is_ok_and(|c| c.head() == Some(&link)));
         if whole {
             return Ok((Some(link), others));
@@ -318,11 +329,12 @@ pub async fn anchor(
         head: head.seq,
         ..Anchoring::default()
     };
-    let (keys, break_keys) = chain_keys(ctx, app).await?;
-    let (breaks, _) = read_breaks(ctx, app, &break_keys).await?;
+    let folder = &folder(ctx, app).await?;
+    let (keys, break_keys) = chain_keys(ctx, folder).await?;
+    let (breaks, _) = read_breaks(ctx, folder, &break_keys).await?;
     let abandoned: HashSet<&String> = breaks.iter().flat_map(|b| &b.abandoned).collect();
     let live: Vec<&String> = keys.iter().filter(|k| !abandoned.contains(k)).collect();
-    let (anchored_to, others) = last_agreeing(ctx, app, &head, &live).await?;
+    let (anchored_to, others) = last_agreeing(ctx, app, folder, &head, &live).await?;
     let options = PutOptions {
         storage_class: None,
         lock: policy.lock_at((ctx.now_ms)()),
@@ -342,6 +354,7 @@ pub async fn anchor(
         let key = accept(
             ctx,
             app,
+            folder,
             &head,
             anchored_to.as_ref(),
             others,
@@ -351,17 +364,16 @@ pub async fn anchor(
         .await?;
         out.break_accepted = Some(key);
     }
-    let chain_app = chain::chain_app(app);
     let from = anchored_to.as_ref().map_or(1, |l| l.seq + 1);
     if from > head.seq {
         return Ok(out);
     }
     let links = table.links(pool, app, from, head.seq).await?;
     let prev = anchored_to.map_or(GENESIS.to_string(), |l| l.link);
-    let checkpoint = Checkpoint::new(ctx.spec.name, &chain_app, &prev, links);
+    let checkpoint = Checkpoint::new(ctx.spec.name, folder, &prev, links);
     let bytes = checkpoint.to_bytes();
     // Only a stretch that holds itself is anchored: a broken one is verify's to name.
-    if let Err(e) = Checkpoint::parse(&bytes, ctx.spec.name, &chain_app) {
+    if let Err(e) = Checkpoint::parse(&bytes, ctx.spec.name, folder) {
         return Err(ChainError::Refused {
             app: app.to_string(),
             detail: format!("links {from}..{}: {e}", head.seq),
@@ -369,7 +381,7 @@ pub async fn anchor(
     }
     let key = chain::checkpoint_key(
         &table_prefix(ctx),
-        app,
+        folder,
         checkpoint.head().expect("at least one link"),
     );
     write_once(ctx, &key, bytes, &options, app).await?;

@@ -80,6 +80,9 @@ pub struct DbContext {
     /// The archive location the run works with, as the runs table records it (`None`: a run
     /// of the database side only).
     pub store_label: Option<String>,
+    /// Whether the source's app codes compare case-sensitively (`Pay` and `pay` two apps), read
+    /// once.
+    case_matters: Arc<tokio::sync::OnceCell<bool>>,
 }
 
 /// What an operator can stop or pace a run with, besides SIGTERM and the limits.
@@ -105,7 +108,17 @@ impl DbContext {
             now_ms,
             stops: Stops::default(),
             store_label: None,
+            case_matters: Arc::default(),
         }
+    }
+
+    /// Whether the source table's app codes compare case-sensitively: two codes that differ
+    /// only in case are two apps, with two chains (one query, the first time).
+    pub async fn app_case_matters(&self) -> Result<bool, crate::db::DbError> {
+        self.case_matters
+            .get_or_try_init(|| self.db.app_codes_tell_case_apart(self.spec))
+            .await
+            .copied()
     }
 
     /// Whether a loop over batches (or chunks) must stop now, and why: shutdown, the sentinel

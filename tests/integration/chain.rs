@@ -608,3 +608,110 @@ async fn an_auditor_recomputes_the_chain_from_a_copy_of_the_store_alone() {
     assert!(out.contains("PROBLEM chain_mismatch: a1 seq 1"), "{out}");
     assert!(out.contains("PROBLEM chain_gap: a1 seq 2"), "{out}");
 }
+
+/// The source's and the archiver's app codes made case-sensitive (a `_bin` collation): `Pay`
+/// and `pay` are then two apps (the members table's app code is `ascii_bin` already).
+async fn case_sensitive_apps(db: &TestDb) {
+    for table in [
+        "wallet_outbox",
+        "wallet_outbox_archive_receipts",
+        "wallet_outbox_archive_superseded",
+    ] {
+        db.exec(&format!(
+            "ALTER TABLE {table} MODIFY app_code VARCHAR(32) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL"
+        ))
+        .await;
+    }
+}
+
+/// Two apps whose codes differ only in case, on a table whose app codes compare
+/// case-sensitively (issue 34): two locks that never find each other held (MySQL compares
+/// lock names case-insensitively), two chains in two folders — on both servers, through the
+/// binary, with as many apps at once as the machine has cores: every run archives both, verify
+/// and the auditor's script find both chains whole, and purge deletes exactly both apps' rows.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn apps_that_differ_only_in_case_are_two_apps_with_two_chains() {
+    let db = TestDb::new().await;
+    case_sensitive_apps(&db).await;
+    let s3 = TestS3::new().await;
+    let store = s3.store().await;
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let batch = |app: &str, from: i64| -> Vec<outbox_archiver::model::codec::Row> {
+        (from..from + 25)
+            .map(|i| row(app, &format!("e{i:03}"), T0 + i))
+            .collect()
+    };
+    for app in ["Pay", "pay"] {
+        db.insert(&batch(app, 0)).await;
+    }
+    let archive = [
+        "archive",
+        "--all-apps",
+        "--parallel-apps",
+        "2",
+        "--batch-rows",
+        "10",
+        "--cutoff",
+        "2026-01-04T00:00:00Z",
+    ];
+    for round in 0..2 {
+        if round == 1 {
+            for app in ["Pay", "pay"] {
+                db.insert(&batch(app, 100)).await;
+            }
+        }
+        let run = run_cli(&archive, &envs).await;
+        assert_eq!(run.code, 0, "round {round}: {}", run.all_output);
+        let apps = run.summary["apps"].as_array().unwrap();
+        assert_eq!(apps.len(), 2, "{}", run.summary);
+        for app in apps {
+            assert_eq!(app["outcome"], "archived", "round {round}: {}", run.summary);
+            assert_eq!(app["rows"], 25, "round {round}: {}", run.summary);
+        }
+    }
+    let prefix =
+        outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox");
+    for folder in ["Pay", "pay"] {
+        let checkpoints = store
+            .list(&format!("{prefix}_chain/app_code={folder}/"))
+            .await
+            .unwrap();
+        assert_eq!(checkpoints.len(), 2, "{folder}: {checkpoints:?}");
+    }
+    let run = run_cli(
+        &["verify", "--all-apps", "--cutoff", "2026-01-04T00:00:00Z"],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    for app in run.summary["apps"].as_array().unwrap() {
+        assert_eq!(app["chain_head"], 6, "{}", run.summary);
+        assert_eq!(app["chain_anchored_to"], 6, "{}", run.summary);
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let copy = copy_of(store.as_ref(), dir.path()).await;
+    let (code, out) = audit_script(&copy);
+    assert_eq!(code, 0, "{out}");
+    for app in ["Pay", "pay"] {
+        assert!(
+            out.contains(&format!("{app}: anchored head seq 6 ")),
+            "{out}"
+        );
+    }
+    let run = run_cli(&["purge", "--all-apps", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    for app in run.summary["apps"].as_array().unwrap() {
+        assert_eq!(app["purged_rows"], 50, "{}", run.summary);
+    }
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+    // status tells each app its own runs.
+    let run = run_cli(&["status", "--all-apps"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    for app in run.summary["apps"].as_array().unwrap() {
+        for last in ["last_run", "last_purge"] {
+            assert_eq!(app[last]["app_code"], app["app_code"], "{}", run.summary);
+        }
+    }
+}
