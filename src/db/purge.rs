@@ -72,6 +72,8 @@ pub struct PurgeQueries {
     /// The source table's columns as the server describes them, read once: a batch's lines may
     /// lack some of them (SPEC §5.14).
     live: tokio::sync::OnceCell<Vec<LiveColumn>>,
+    /// What the lines of a batch of each table as archived lack, probed once each (by spec).
+    unarchived: std::sync::Arc<tokio::sync::Mutex<HashMap<usize, Unarchived>>>,
 }
 
 /// The rows of a chunk as they are now, held to their members: which are exactly what was
@@ -114,17 +116,25 @@ impl PurgeQueries {
             spec,
             flavour: tokio::sync::OnceCell::new(),
             live: tokio::sync::OnceCell::new(),
+            unarchived: Default::default(),
         }
     }
 
     /// The columns of the source table that the lines of a batch of `batch` (the table as they
     /// hold it) lack, and what a restore would put into each (one query, the first time).
     async fn unarchived(&self, pool: &MySqlPool, batch: &TableSpec) -> Result<Unarchived, DbError> {
+        let mut known = self.unarchived.lock().await;
+        let at = batch as *const TableSpec as usize;
+        if let Some(found) = known.get(&at) {
+            return Ok(found.clone());
+        }
         let live = self
             .live
             .get_or_try_init(|| super::schema::live_columns(pool, self.spec.name))
             .await?;
-        Ok(Unarchived::of(batch, live))
+        let unarchived = super::schema::unarchived_of(pool, batch, live).await?;
+        known.insert(at, unarchived.clone());
+        Ok(unarchived)
     }
 
     /// The server's kind (one query, the first time).

@@ -3,12 +3,12 @@
 //! (event ids byte for byte; app codes at least as finely as the source). A listed app code set
 //! with two codes the source holds equal is refused.
 
-use sqlx::{MySql, QueryBuilder};
+use sqlx::{AssertSqlSafe, MySql, QueryBuilder};
 
 use super::{Context, Db, DbError, MIGRATOR};
 use crate::model::profile::{self, Index, LiveColumn, Profile};
 use crate::model::table::{OwnedBy, TableSpec};
-use crate::model::unarchived::Unarchived;
+use crate::model::unarchived::{Restores, Unarchived};
 
 impl Db {
     /// Fails with a message naming the next step if the source table is not there or the
@@ -103,7 +103,8 @@ impl Db {
     /// The columns of `spec`'s table that its format has no key for (a built-in table's), and
     /// what a restore would put into each.
     pub async fn unarchived(&self, spec: &TableSpec) -> Result<Unarchived, DbError> {
-        Ok(Unarchived::of(spec, &self.describe(spec.name).await?))
+        let live = self.describe(spec.name).await?;
+        unarchived_of(&self.pool, spec, &live).await
     }
 
     /// Whether the source table's app code column tells codes apart by case (a binary, `_bin`
@@ -437,12 +438,11 @@ pub(crate) async fn live_columns(
         Option<String>,
         Option<u64>,
         String,
-        Option<String>,
     );
     let rows: Vec<Described> = sqlx::query_as(
         "SELECT CAST(column_name AS CHAR), CAST(LOWER(data_type) AS CHAR), CAST(LOWER(column_type) AS CHAR), \
          CAST(is_nullable AS CHAR), CAST(collation_name AS CHAR), CAST(character_maximum_length AS UNSIGNED), \
-         CAST(UPPER(extra) AS CHAR), CAST(column_default AS CHAR) \
+         CAST(UPPER(extra) AS CHAR) \
          FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? \
          ORDER BY ordinal_position",
     )
@@ -453,7 +453,7 @@ pub(crate) async fn live_columns(
     Ok(rows
         .into_iter()
         .map(
-            |(name, data_type, column_type, nullable, collation, max_chars, extra, default)| {
+            |(name, data_type, column_type, nullable, collation, max_chars, extra)| {
                 LiveColumn {
                     name,
                     data_type,
@@ -464,10 +464,50 @@ pub(crate) async fn live_columns(
                     // Not MySQL 8's DEFAULT_GENERATED (a default expression): computed columns.
                     generated: extra.contains("VIRTUAL GENERATED")
                         || extra.contains("STORED GENERATED"),
-                    default_value: default,
-                    default_expression: extra.contains("DEFAULT_GENERATED"),
                 }
             },
         )
         .collect())
+}
+
+/// The columns of `live` that `batch` (the table as a batch's lines hold it) has no key for,
+/// each probed for what a restore would put into it: `DEFAULT(column)`, which the server
+/// refuses for a NOT NULL column without a default and (MySQL) for a default that is an
+/// expression — such a column keeps every row that lacks it. One query per such column, and
+/// none for a table that has none (the common case). The default is not read from
+/// `information_schema.columns.COLUMN_DEFAULT`: selecting it crashed MariaDB 10.11.19 once
+/// (signal 11 freeing the query's temporary table), and the server's own `DEFAULT()` is what
+/// an `INSERT` without the column writes.
+pub(crate) async fn unarchived_of(
+    pool: &sqlx::MySqlPool,
+    batch: &TableSpec,
+    live: &[LiveColumn],
+) -> Result<Unarchived, DbError> {
+    let mut unarchived = Unarchived::of(batch, live);
+    for column in &mut unarchived.columns {
+        if column.restores != Restores::Default {
+            continue;
+        }
+        let probe = format!(
+            "SELECT CAST(DEFAULT({n}) AS BINARY) FROM {t} LIMIT 1",
+            n = column.name,
+            t = batch.name
+        );
+        match sqlx::query(AssertSqlSafe(probe)).fetch_optional(pool).await {
+            Ok(_) => {}
+            Err(sqlx::Error::Database(e)) => {
+                column.restores = Restores::Never(format!(
+                    "a restore could not write it back: the server says {}",
+                    e.message()
+                ))
+            }
+            Err(e) => {
+                return Err(DbError::Query {
+                    context: format!("reading the default of {}.{}", batch.name, column.name),
+                    source: e,
+                })
+            }
+        }
+    }
+    Ok(unarchived)
 }

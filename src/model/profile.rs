@@ -163,11 +163,6 @@ pub struct LiveColumn {
     pub max_chars: Option<u64>,
     /// A generated (computed) column: `EXTRA` says `VIRTUAL GENERATED` / `STORED GENERATED`.
     pub generated: bool,
-    /// `COLUMN_DEFAULT` as the server says it (`None`: no default — or, on MySQL, a nullable
-    /// column's default NULL).
-    pub default_value: Option<String>,
-    /// The default is an expression MySQL evaluates on each insert (`EXTRA`: `DEFAULT_GENERATED`).
-    pub default_expression: bool,
 }
 
 impl LiveColumn {
@@ -787,8 +782,6 @@ mod tests {
             }),
             max_chars: character.then_some(32),
             generated: false,
-            default_value: None,
-            default_expression: false,
         }
     }
 

@@ -8,10 +8,12 @@
 //! What restore would put back is the server's own `DEFAULT(column)`, compared byte for byte
 //! (`CAST(… AS BINARY)`: a case-insensitive collation would take `'EU'` for the default `'eu'`).
 //! Where restore could not write the column at all, or would write something new, the row is
-//! never taken for unchanged: a `NOT NULL` column without a default (the row holds the value the
-//! `ALTER` filled in, which an `INSERT` without the column is refused), a default that is an
-//! expression MySQL evaluates anew (`DEFAULT_GENERATED`: `CURRENT_TIMESTAMP`, `(UUID())`), and a
-//! column whose name this archiver would have to quote.
+//! never taken for unchanged: a column whose `DEFAULT()` the server refuses (`NOT NULL` without
+//! a default — the row holds what the `ALTER` filled in, which an `INSERT` without the column is
+//! refused — or, on MySQL, a default that is an expression evaluated anew), found by the
+//! database layer's probe, and a column whose name this archiver would have to quote. A default
+//! the server evaluates anew on MariaDB (`CURRENT_TIMESTAMP`) differs from what the row holds,
+//! and keeps it too.
 
 use crate::model::ident;
 use crate::model::profile::LiveColumn;
@@ -23,7 +25,7 @@ pub enum Restores {
     /// The column's default, as the server computes `DEFAULT(column)`.
     Default,
     /// Nothing the row could be held to: why.
-    Never(&'static str),
+    Never(String),
 }
 
 /// One column a batch's lines lack.
@@ -41,7 +43,8 @@ pub struct Unarchived {
 
 impl Unarchived {
     /// The columns of `live` that `batch` (the table as the batch's lines hold it) has no key
-    /// for.
+    /// for: held to their defaults, but for one whose name would need quoting (the database
+    /// layer then probes each default the server may refuse).
     pub fn of(batch: &TableSpec, live: &[LiveColumn]) -> Unarchived {
         let columns = live
             .iter()
@@ -53,7 +56,10 @@ impl Unarchived {
             })
             .map(|l| UnarchivedColumn {
                 name: l.name.clone(),
-                restores: restores(l),
+                restores: match ident::is_plain(&l.name) {
+                    true => Restores::Default,
+                    false => Restores::Never("its name would need quoting".into()),
+                },
             })
             .collect();
         Unarchived { columns }
@@ -90,27 +96,11 @@ impl Unarchived {
     }
 }
 
-/// What restore puts into `column` when a line lacks it.
-fn restores(column: &LiveColumn) -> Restores {
-    if !ident::is_plain(&column.name) {
-        return Restores::Never("its name would need quoting");
-    }
-    if column.default_expression {
-        return Restores::Never("its default is an expression a restore would evaluate anew");
-    }
-    if column.default_value.is_none() && !column.nullable {
-        return Restores::Never(
-            "it is NOT NULL without a default: a restore could not write it back",
-        );
-    }
-    Restores::Default
-}
-
 /// Why each of `columns` keeps a row, for a person: `region (holds other than its default)`.
 pub fn why(columns: &[&UnarchivedColumn]) -> String {
     columns
         .iter()
-        .map(|c| match c.restores {
+        .map(|c| match &c.restores {
             Restores::Default => format!("{} (holds other than its default)", c.name),
             Restores::Never(why) => format!("{} ({why})", c.name),
         })
@@ -123,7 +113,7 @@ mod tests {
     use super::*;
     use crate::model::table::WALLET_OUTBOX;
 
-    fn live(name: &str, nullable: bool, default: Option<&str>, expression: bool) -> LiveColumn {
+    fn live(name: &str, nullable: bool) -> LiveColumn {
         LiveColumn {
             name: name.into(),
             data_type: "varchar".into(),
@@ -132,8 +122,6 @@ mod tests {
             collation: Some("utf8mb4_unicode_ci".into()),
             max_chars: Some(8),
             generated: false,
-            default_value: default.map(str::to_string),
-            default_expression: expression,
         }
     }
 
@@ -142,45 +130,29 @@ mod tests {
         let mut table: Vec<LiveColumn> = WALLET_OUTBOX
             .columns
             .iter()
-            .map(|c| live(&c.name.to_uppercase(), c.nullable, None, false))
+            .map(|c| live(&c.name.to_uppercase(), c.nullable))
             .collect();
         assert!(Unarchived::of(&WALLET_OUTBOX, &table).is_empty());
-        table.push(live("region", true, Some("eu"), false));
-        table.push(live("note", true, None, false));
-        table.push(live("flag", false, None, false));
-        table.push(live("stamp", false, Some("current_timestamp()"), true));
-        table.push(live("odd-name", true, None, false));
-        let unarchived = Unarchived::of(&WALLET_OUTBOX, &table);
-        let restores: Vec<(&str, &Restores)> = unarchived
-            .columns
-            .iter()
-            .map(|c| (c.name.as_str(), &c.restores))
-            .collect();
-        assert!(matches!(
-            restores[..],
-            [
-                ("region", Restores::Default),
-                ("note", Restores::Default),
-                ("flag", Restores::Never(_)),
-                ("stamp", Restores::Never(_)),
-                ("odd-name", Restores::Never(_)),
-            ]
-        ));
+        table.push(live("region", true));
+        table.push(live("note", true));
+        table.push(live("odd-name", true));
+        let mut unarchived = Unarchived::of(&WALLET_OUTBOX, &table);
+        let names: Vec<&str> = unarchived.columns.iter().map(|c| c.name.as_str()).collect();
+        assert_eq!(names, ["region", "note", "odd-name"]);
+        assert_eq!(unarchived.columns[0].restores, Restores::Default);
+        assert!(matches!(unarchived.columns[2].restores, Restores::Never(_)));
+        // What the database layer's probe found: the server refuses note's DEFAULT().
+        unarchived.columns[1].restores = Restores::Never("no default".into());
         assert_eq!(
             unarchived.select_items(),
             ", CAST((CAST(region AS BINARY) <=> CAST(DEFAULT(region) AS BINARY)) AS SIGNED)\
-             , CAST((CAST(note AS BINARY) <=> CAST(DEFAULT(note) AS BINARY)) AS SIGNED)\
-             , CAST(0 AS SIGNED), CAST(0 AS SIGNED), CAST(0 AS SIGNED)"
+             , CAST(0 AS SIGNED), CAST(0 AS SIGNED)"
         );
-        let differing = unarchived.differing(&[1, 0, 0, 0, 0]);
+        assert!(unarchived.differing(&[1, 0, 0]).len() == 2);
+        let differing = unarchived.differing(&[0, 0, 0]);
         assert_eq!(
             why(&differing[..2]),
-            "note (holds other than its default), flag (it is NOT NULL without a default: a restore could not write it back)"
+            "region (holds other than its default), note (no default)"
         );
-        assert_eq!(differing.len(), 4);
-        assert!(unarchived
-            .differing(&[1, 1, 0, 0, 0])
-            .iter()
-            .all(|c| c.restores != Restores::Default));
     }
 }

@@ -248,7 +248,7 @@ async fn a_column_added_to_a_built_in_table_is_held_to_what_a_restore_puts_back(
         details["kept_for_columns"][0]
             .as_str()
             .unwrap()
-            .contains("flag (it is NOT NULL without a default"),
+            .contains("flag (a restore could not write it back"),
         "{}",
         run.summary
     );
