@@ -16,7 +16,9 @@ table, it
   3. lists every batch folder the copy holds that no link binds — a batch whose run ended before
      its receipt (an orphan `verify` lists too) or before anchoring — as a note, not a problem;
   4. honours the breaks operators accepted (`*-break-*.json`: the checkpoints of an abandoned
-     branch) and prints each, with its reason.
+     branch, and receipts removed from the database on purpose — a batch whose objects were
+     lost, archived again — whose objects need not be in the copy) and prints each, with its
+     reason.
 
 It prints, per app, the anchored head (seq and link; of the branch that goes on) — the statement's
 `chain_head_at_end` must be at or before it on the same chain — and exits 1 on any problem, 0
@@ -31,6 +33,7 @@ import os
 import sys
 
 SCHEMA = "outbox-archive-chain/v1"
+BREAK_SCHEMA = "outbox-archive-chain-break/v1"
 GENESIS = "0" * 64
 
 
@@ -76,12 +79,22 @@ def main(root, table):
         folder = os.path.join(chain_dir, f"app_code={app}")
         names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
         abandoned = set()
+        dropped = {}  # seq -> (batch_id, link): receipts removed from the database on purpose
         for name in [n for n in names if "-break-" in n]:
             try:
                 with open(os.path.join(folder, name), "rb") as f:
                     b = json.loads(f.read())
+                if (b.get("schema"), b.get("table"), b.get("app_code")) != (BREAK_SCHEMA, table, app):
+                    problems.append(f"{app}: break record {name} is not one of this chain")
+                    continue
                 abandoned.update(k.rsplit("/", 1)[-1] for k in b["abandoned"])
-                print(f"{app}: break accepted from seq {b['from_seq']} ({len(b['abandoned'])} checkpoint(s) abandoned): {b['reason']}")
+                for l in b.get("dropped", []):
+                    dropped[l["seq"]] = (l["batch_id"], l["link"])
+                removed = "".join(
+                    f", receipt removed on purpose at seq {l['seq']} (batch {l['batch_id']})"
+                    for l in b.get("dropped", [])
+                )
+                print(f"{app}: break accepted from seq {b['from_seq']} ({len(b['abandoned'])} checkpoint(s) abandoned{removed}): {b['reason']}")
             except (OSError, ValueError, KeyError, TypeError) as e:
                 problems.append(f"{app}: break record {name} cannot be read: {e}")
         for name in [n for n in names if "-break-" not in n and n not in abandoned]:
@@ -120,6 +133,8 @@ def main(root, table):
             batch_id, manifest_sha256, _ = links[seq]
             bound.setdefault(app.lower(), set()).add(batch_id)
             where = batches.get(app.lower(), {}).get(batch_id)
+            if where is None and dropped.get(seq) == (batch_id, links[seq][2]):
+                continue  # removed on purpose, accepted: its objects may be gone
             if where is None:
                 problems.append(f"chain_gap: {app} seq {seq}: batch {batch_id} is not in the store")
                 continue

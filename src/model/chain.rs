@@ -253,8 +253,11 @@ pub struct Anchored {
 /// A break of an app's chain an operator accepted (`archive --accept-chain-break REASON`),
 /// after a database restored from an older backup or another cause they investigated: the
 /// checkpoints it names are an abandoned branch, and the chain goes on from `from_seq` after
-/// `prev_link`. Written once to the store beside the checkpoints, never removed: every
-/// `verify` lists it and every statement that covers it shows it.
+/// `prev_link`; the receipts it names as `dropped` were removed from the database on purpose
+/// (a batch whose objects were lost, so that its rows could be archived again) — each a link
+/// the store anchors, which the chain goes on from. Written once to the store beside the
+/// checkpoints, never removed: every `verify` lists it and every statement that covers it
+/// shows it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Break {
     pub schema: String,
@@ -266,6 +269,10 @@ pub struct Break {
     pub prev_link: String,
     /// The checkpoints of the abandoned branch.
     pub abandoned: Vec<String>,
+    /// Receipts removed from the database on purpose, each its link as the store anchors it:
+    /// no gap where they were (absent from records written before 2026-12-03).
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub dropped: Vec<Link>,
     /// The database's head when the break was accepted.
     pub head_seq: u64,
     pub head_link: String,
@@ -384,10 +391,18 @@ pub fn audit(
         .iter()
         .filter(|a| !abandoned.contains(a.key.as_str()))
         .collect();
+    let dropped = dropped_links(breaks);
     let by_seq = linked(recorded, &mut out.findings);
     let store = StoreView::of(&anchored, &mut out.findings);
-    walk_database(table, &chain_app(app_code), &by_seq, &store, &mut out);
-    missing_in_database(&store, &by_seq, &mut out.findings);
+    walk_database(
+        table,
+        &chain_app(app_code),
+        &by_seq,
+        &store,
+        &dropped,
+        &mut out,
+    );
+    missing_in_database(&store, &by_seq, &dropped, &mut out.findings);
     out.store_head = store.links.keys().next_back().copied().unwrap_or(0);
     // From the first fork on, nothing is sound: which branch is the archive's is for a person
     // to decide, not for purge. An unreadable checkpoint counts as one at its seq.
@@ -402,6 +417,16 @@ pub fn audit(
     }
     out.findings.sort_by_key(|f| f.seq);
     out
+}
+
+/// The receipts operators accepted as removed from the database on purpose, by seq (their links
+/// as the store anchors them).
+pub fn dropped_links(breaks: &[Break]) -> BTreeMap<u64, &Link> {
+    breaks
+        .iter()
+        .flat_map(|b| &b.dropped)
+        .map(|l| (l.seq, l))
+        .collect()
 }
 
 /// The linked receipts by seq; each receipt not linked yet is a finding.
@@ -502,6 +527,7 @@ fn walk_database(
     app: &str,
     by_seq: &BTreeMap<u64, &Recorded>,
     store: &StoreView<'_>,
+    dropped: &BTreeMap<u64, &Link>,
     out: &mut Audit,
 ) {
     let mut expected_seq = 1;
@@ -509,9 +535,20 @@ fn walk_database(
     let mut whole = true; // no gap or mismatch from the genesis so far
     for (&seq, r) in by_seq {
         if seq != expected_seq {
-            skipped(expected_seq, seq, store, &mut out.findings);
-            whole = false;
-            prev = store.only(seq - 1);
+            // Receipts removed on purpose, accepted as such, each the link the store anchors:
+            // the chain goes on from the last of them, whole.
+            let accepted = (expected_seq..seq).all(|s| {
+                dropped
+                    .get(&s)
+                    .is_some_and(|l| store.only(s).is_none_or(|anchored| anchored == l.link))
+            });
+            if accepted {
+                prev = dropped.get(&(seq - 1)).map(|l| l.link.as_str());
+            } else {
+                skipped(expected_seq, seq, store, dropped, &mut out.findings);
+                whole = false;
+                prev = store.only(seq - 1);
+            }
         }
         expected_seq = seq + 1;
         let stored = r.link.as_deref().unwrap_or_default();
@@ -570,10 +607,22 @@ fn walk_database(
 }
 
 /// Seqs `from..to` the database skips that the store does not know either (the store's own are
-/// named by [`missing_in_database`]), run by run.
-fn skipped(from: u64, to: u64, store: &StoreView<'_>, findings: &mut Vec<ChainFinding>) {
+/// named by [`missing_in_database`]; accepted drops are no gap), run by run.
+fn skipped(
+    from: u64,
+    to: u64,
+    store: &StoreView<'_>,
+    dropped: &BTreeMap<u64, &Link>,
+    findings: &mut Vec<ChainFinding>,
+) {
     let mut start = from;
-    let known: Vec<u64> = store.links.range(from..to).map(|(s, _)| *s).collect();
+    // Ranges of the maps, not a walk over every seq: a seq edited to a huge number is one gap.
+    let known: std::collections::BTreeSet<u64> = store
+        .links
+        .range(from..to)
+        .map(|(s, _)| *s)
+        .chain(dropped.range(from..to).map(|(s, _)| *s))
+        .collect();
     for s in known.into_iter().chain([to]) {
         if s > start {
             findings.push(db_gap(start, s - 1));
@@ -587,6 +636,7 @@ fn skipped(from: u64, to: u64, store: &StoreView<'_>, findings: &mut Vec<ChainFi
 fn missing_in_database(
     store: &StoreView<'_>,
     by_seq: &BTreeMap<u64, &Recorded>,
+    dropped: &BTreeMap<u64, &Link>,
     findings: &mut Vec<ChainFinding>,
 ) {
     let missing: Vec<u64> = store
@@ -594,6 +644,11 @@ fn missing_in_database(
         .keys()
         .copied()
         .filter(|s| !by_seq.contains_key(s))
+        .filter(|s| {
+            dropped
+                .get(s)
+                .is_none_or(|l| store.only(*s).is_some_and(|anchored| anchored != l.link))
+        })
         .collect();
     for run in runs(&missing) {
         let (first, last) = (run[0], run[run.len() - 1]);
@@ -603,7 +658,7 @@ fn missing_in_database(
             seq: Some(first),
             batch_id: Some(l.batch_id.clone()),
             expected: format!("receipts at seq {first}..{last}, which the store anchors ({key})"),
-            actual: "no receipt in the database (a batch deleted with its receipt, or the database restored from an older backup)".into(),
+            actual: "no receipt in the database (a batch deleted with its receipt, or the database restored from an older backup); if it was removed on purpose, `outbox-archiver archive --app APP --accept-chain-break REASON` records that, and the chain goes on".into(),
         });
     }
 }
@@ -912,6 +967,7 @@ mod tests {
             from_seq: 4,
             prev_link: other[2].link.clone(),
             abandoned: vec![store[0].key.clone()],
+            dropped: Vec::new(),
             head_seq: 6,
             head_link: other[5].link.clone(),
             reason: "restored from the 03:00 backup, INC-42".into(),
@@ -948,5 +1004,66 @@ mod tests {
         };
         let a = audit("t", "a1", &recorded(&links), &[bad], &[]);
         assert_eq!(problems(&a), [(Problem::Mismatch, Some(2))]);
+    }
+
+    #[test]
+    fn a_receipt_removed_on_purpose_is_a_gap_until_accepted_then_the_chain_goes_on() {
+        let links = chain(5);
+        let store = [
+            anchored(GENESIS, &links[..3]),
+            anchored(&links[2].link, &links[3..]),
+        ];
+        let without_2: Vec<Link> = links.iter().filter(|l| l.seq != 2).cloned().collect();
+        let a = audit("t", "a1", &recorded(&without_2), &store, &[]);
+        assert_eq!(problems(&a), [(Problem::Gap, Some(2))]);
+        assert!(a.is_sound(Some(1)) && !a.is_sound(Some(3)) && !a.is_sound(Some(5)));
+        // Accepted as removed on purpose: its link as the store anchors it, and the chain is
+        // whole again after it — every later batch sound, the drop kept in the audit.
+        let accepted = Break {
+            schema: BREAK_SCHEMA.into(),
+            table: "t".into(),
+            app_code: "a1".into(),
+            from_seq: 2,
+            prev_link: links[0].link.clone(),
+            abandoned: Vec::new(),
+            dropped: vec![links[1].clone()],
+            head_seq: 5,
+            head_link: links[4].link.clone(),
+            reason: "objects lost, INC-7".into(),
+            accepted_at_ms: 1,
+        };
+        let a = audit(
+            "t",
+            "a1",
+            &recorded(&without_2),
+            &store,
+            std::slice::from_ref(&accepted),
+        );
+        assert!(a.findings.is_empty(), "{:?}", a.findings);
+        assert!(a.is_sound(Some(3)) && a.is_sound(Some(5)) && !a.is_sound(Some(2)));
+        assert_eq!(a.breaks[0].dropped, [links[1].clone()]);
+        // Only the seq it names: another receipt removed is still a gap.
+        let without_2_and_4: Vec<Link> = without_2.iter().filter(|l| l.seq != 4).cloned().collect();
+        let a = audit(
+            "t",
+            "a1",
+            &recorded(&without_2_and_4),
+            &store,
+            std::slice::from_ref(&accepted),
+        );
+        assert_eq!(problems(&a), [(Problem::Gap, Some(4))]);
+        assert!(a.is_sound(Some(3)) && !a.is_sound(Some(5)));
+        // A drop whose link is not the one the store anchors accepts nothing.
+        let mut forged = accepted.clone();
+        forged.dropped[0].link = "f".repeat(64);
+        let a = audit("t", "a1", &recorded(&without_2), &store, &[forged]);
+        assert!(
+            problems(&a).contains(&(Problem::Gap, Some(2))),
+            "{:?}",
+            problems(&a)
+        );
+        // A break record of an older build (no `dropped`) still reads.
+        let old = br#"{"schema":"outbox-archive-chain-break/v1","table":"t","app_code":"a1","from_seq":4,"prev_link":"00","abandoned":[],"head_seq":6,"head_link":"11","reason":"r","accepted_at_ms":1}"#;
+        assert!(Break::parse(old, "t", "a1").unwrap().dropped.is_empty());
     }
 }

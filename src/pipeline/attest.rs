@@ -227,6 +227,7 @@ pub fn app_statement(chain: &AppChain, spec: &TableSpec, period: &Period) -> Val
                 "from_seq": b.from_seq,
                 "prev_link": b.prev_link,
                 "abandoned_checkpoints": b.abandoned,
+                "removed_receipts": b.dropped,
                 "reason": b.reason,
                 "accepted_at": timespec::rfc3339(b.accepted_at_ms),
             })

@@ -6,7 +6,7 @@
 //! costs one LIST, one PUT and one GET (the read-back) in all, where an object per batch would
 //! add a PUT and a GET to each batch's requests.
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
@@ -216,16 +216,22 @@ async fn accept(
     head: &Link,
     anchored_to: Option<&Link>,
     abandoned: Vec<String>,
+    dropped: Vec<Link>,
     reason: &str,
     options: &PutOptions,
 ) -> Result<String, ChainError> {
+    let from_seq = match dropped.first() {
+        Some(first) if abandoned.is_empty() => first.seq,
+        _ => anchored_to.map_or(1, |l| l.seq + 1),
+    };
     let accepted = Break {
         schema: chain::BREAK_SCHEMA.into(),
         table: ctx.spec.name.into(),
         app_code: folder.to_string(),
-        from_seq: anchored_to.map_or(1, |l| l.seq + 1),
+        from_seq,
         prev_link: anchored_to.map_or(GENESIS.to_string(), |l| l.link.clone()),
         abandoned: abandoned.into_iter().rev().collect(),
+        dropped,
         head_seq: head.seq,
         head_link: head.link.clone(),
         reason: reason.to_string(),
@@ -237,8 +243,10 @@ async fn accept(
         app,
         key,
         from_seq = accepted.from_seq,
+        abandoned = accepted.abandoned.len(),
+        dropped = accepted.dropped.len(),
         reason,
-        "chain break accepted: the checkpoints it names are kept as an abandoned branch"
+        "chain break accepted: the checkpoints it names are kept as an abandoned branch, the receipts it names as removed on purpose"
     );
     Ok(key)
 }
@@ -253,6 +261,7 @@ async fn last_agreeing(
     folder: &str,
     head: &Link,
     keys: &[&String],
+    dropped: &BTreeMap<u64, Link>,
 ) -> Result<(Option<Link>, Vec<String>), ChainError> {
     let table = ChainTable::new(ctx.spec);
     let mut others = Vec::new();
@@ -260,6 +269,8 @@ async fn last_agreeing(
         let (seq, prefix) = chain::checkpoint_of_key(key).expect("filtered");
         let ours = match seq {
             s if s == head.seq => Some(head.clone()),
+            // A receipt removed on purpose: the link accepted for it is the chain's.
+            s if dropped.contains_key(&s) => dropped.get(&s).cloned(),
             s if s < head.seq => table.links(&ctx.db.pool, app, s, s).await?.pop(),
             _ => None,
         };
@@ -334,13 +345,24 @@ pub async fn anchor(
     let (breaks, _) = read_breaks(ctx, folder, &break_keys).await?;
     let abandoned: HashSet<&String> = breaks.iter().flat_map(|b| &b.abandoned).collect();
     let live: Vec<&String> = keys.iter().filter(|k| !abandoned.contains(k)).collect();
-    let (anchored_to, others) = last_agreeing(ctx, app, folder, &head, &live).await?;
+    let mut dropped: BTreeMap<u64, Link> = chain::dropped_links(&breaks)
+        .into_iter()
+        .map(|(seq, l)| (seq, l.clone()))
+        .collect();
+    // Receipts removed from the database on purpose are recorded only when the operator says
+    // so; until then they are a gap (verify names it, purge keeps every batch after it).
+    let newly_dropped = match accept_break {
+        Some(_) => removed_receipts(ctx, app, folder, &head, &dropped, &abandoned).await?,
+        None => Vec::new(),
+    };
+    dropped.extend(newly_dropped.iter().map(|l| (l.seq, l.clone())));
+    let (anchored_to, others) = last_agreeing(ctx, app, folder, &head, &live, &dropped).await?;
     let options = PutOptions {
         storage_class: None,
         lock: policy.lock_at((ctx.now_ms)()),
         legal_hold: policy.legal_hold,
     };
-    if !others.is_empty() {
+    if !others.is_empty() || !newly_dropped.is_empty() {
         let Some(reason) = accept_break else {
             return Err(ChainError::Refused {
                 app: app.to_string(),
@@ -358,6 +380,7 @@ pub async fn anchor(
             &head,
             anchored_to.as_ref(),
             others,
+            newly_dropped,
             reason,
             &options,
         )
@@ -388,4 +411,73 @@ pub async fn anchor(
     out.links = checkpoint.links.len() as u64;
     out.written = Some(key);
     Ok(out)
+}
+
+/// The receipts the database's chain skips below its head that the store anchors (one link
+/// each, in checkpoints not abandoned) and no accepted break names yet: what
+/// `--accept-chain-break` records as removed on purpose. A seq the database skips that the store
+/// never anchored cannot be: its link is gone with its receipt, and nothing after it could be
+/// recomputed — the receipt is to be restored from a backup of the database instead.
+async fn removed_receipts(
+    ctx: &RunContext,
+    app: &str,
+    folder: &str,
+    head: &Link,
+    accepted: &BTreeMap<u64, Link>,
+    abandoned: &HashSet<&String>,
+) -> Result<Vec<Link>, ChainError> {
+    let (anchored, _) = anchored(ctx, folder).await?;
+    let mut store: BTreeMap<u64, Vec<&Link>> = BTreeMap::new();
+    for a in anchored.iter().filter(|a| !abandoned.contains(&a.key)) {
+        if let Ok(c) = &a.checkpoint {
+            for l in &c.links {
+                store.entry(l.seq).or_default().push(l);
+            }
+        }
+    }
+    let recorded: BTreeSet<u64> = ChainTable::new(ctx.spec)
+        .links(&ctx.db.pool, app, 1, head.seq)
+        .await?
+        .iter()
+        .map(|l| l.seq)
+        .collect();
+    let mut removed = Vec::new();
+    let mut expected = 1;
+    for &seq in recorded.iter().chain([head.seq + 1].iter()) {
+        // Each seq the database skips must be anchored or accepted: the first that is neither
+        // is found from the maps' ranges, not by walking every seq (one edited to a huge
+        // number is one gap).
+        let known = store.range(expected..seq).count()
+            + accepted
+                .range(expected..seq)
+                .filter(|(s, _)| !store.contains_key(s))
+                .count();
+        if known as u64 != seq - expected {
+            let unknown = (expected..seq)
+                .find(|s| !store.contains_key(s) && !accepted.contains_key(s))
+                .expect("a seq neither anchored nor accepted");
+            return Err(ChainError::Refused {
+                app: app.to_string(),
+                detail: format!("the receipt at seq {unknown} is gone from the database and no checkpoint anchors it (it was removed before its archive run anchored it): its link is gone with it, so the chain after it cannot be proven — restore that receipt row from a backup of the database"),
+            });
+        }
+        for (&gap, at) in store.range(expected..seq) {
+            if accepted.contains_key(&gap) {
+                continue;
+            }
+            match at.as_slice() {
+                [l, rest @ ..] if rest.iter().all(|o| o.link == l.link) => {
+                    removed.push((*l).clone())
+                }
+                _ => {
+                    return Err(ChainError::Refused {
+                        app: app.to_string(),
+                        detail: format!("seq {gap}, which the database no longer has, is anchored with two links (a fork): accept the fork first"),
+                    })
+                }
+            }
+        }
+        expected = seq + 1;
+    }
+    Ok(removed)
 }

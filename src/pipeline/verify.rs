@@ -217,8 +217,19 @@ impl<'a> Verify<'a> {
                     .breaks
                     .iter()
                     .map(|b| {
+                        let dropped = match b.dropped.as_slice() {
+                            [] => String::new(),
+                            dropped => format!(
+                                ", receipt(s) removed on purpose at seq {}",
+                                dropped
+                                    .iter()
+                                    .map(|l| format!("{} (batch {})", l.seq, l.batch_id))
+                                    .collect::<Vec<_>>()
+                                    .join(", ")
+                            ),
+                        };
                         format!(
-                            "from seq {} ({} checkpoint(s) abandoned), accepted {}: {}",
+                            "from seq {} ({} checkpoint(s) abandoned{dropped}), accepted {}: {}",
                             b.from_seq,
                             b.abandoned.len(),
                             crate::model::timespec::rfc3339(b.accepted_at_ms),

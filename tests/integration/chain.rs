@@ -715,3 +715,158 @@ async fn apps_that_differ_only_in_case_are_two_apps_with_two_chains() {
         }
     }
 }
+
+/// A batch removed on purpose (issue 34): its objects lost, an operator deletes its receipt and
+/// member rows so that its rows are archived again. Until someone says so it is a gap — verify
+/// names it, purge keeps every batch after it and says how to accept it; `archive
+/// --accept-chain-break REASON` records it, write-once, beside the checkpoints; then verify
+/// lists it, purge takes every later batch and the rows archived again, and the auditor's
+/// script honours it from a copy of the store. A receipt removed before its run anchored it
+/// cannot be accepted (its link is gone with it): refused, naming the backup to restore it from.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_batch_removed_on_purpose_is_accepted_once_and_the_chain_goes_on() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    let store = s3.store().await;
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let cutoff = "2026-01-04T00:00:00Z";
+    let archive = [
+        "archive",
+        "--app",
+        "a1",
+        "--batch-rows",
+        "100",
+        "--cutoff",
+        cutoff,
+    ];
+    let later = |from: i64, n: i64| -> Vec<outbox_archiver::model::codec::Row> {
+        (from..from + n)
+            .map(|i| row("a1", &format!("e{i:04}"), T0 + i))
+            .collect()
+    };
+    db.insert(&later(0, 300)).await;
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let chain = chain_of(&db, "a1").await;
+    assert_eq!(chain.len(), 3);
+    let dropped = chain[1].1.clone();
+    delete_batch(&db, store.as_ref(), &dropped).await;
+    db.insert(&later(1000, 100)).await;
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+
+    // A gap until accepted: verify names it, purge keeps every batch after it.
+    let verify = [
+        "verify",
+        "--app",
+        "a1",
+        "--metadata-only",
+        "--cutoff",
+        cutoff,
+    ];
+    let run = run_cli(&verify, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert!(run.all_output.contains("chain_gap"), "{}", run.all_output);
+    let purge = ["purge", "--app", "a1", "--grace", "0s"];
+    let run = run_cli(&purge, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    let app = &run.summary["apps"][0];
+    assert_eq!(
+        app["purged_rows"], 100,
+        "only the batch before the gap: {}",
+        run.summary
+    );
+    assert_eq!(app["failed_batches"].as_array().unwrap().len(), 2);
+    assert!(
+        run.all_output.contains("--accept-chain-break"),
+        "says the way out: {}",
+        run.all_output
+    );
+
+    // Accepted, with the operator's reason: one write-once record.
+    let mut accept = archive.to_vec();
+    accept.extend([
+        "--accept-chain-break",
+        "INC-7: batch 2's objects lost, re-archived",
+    ]);
+    let run = run_cli(&accept, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let record = run.summary["apps"][0]["chain_break"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    assert!(record.contains("-break-"), "{record}");
+    let bytes = read(store.as_ref(), &record).await;
+    let accepted: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
+    assert_eq!(accepted["dropped"][0]["seq"], 2, "{accepted}");
+    assert_eq!(accepted["dropped"][0]["batch_id"], dropped.as_str());
+    // A second acceptance records nothing new.
+    let run = run_cli(&accept, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert!(
+        run.summary["apps"][0]["chain_break"].is_null(),
+        "{}",
+        run.summary
+    );
+
+    // The dropped batch's rows are archived again (stragglers below the cursor, which verify
+    // reports until then).
+    let mut stragglers = archive.to_vec();
+    stragglers.push("--stragglers");
+    let run = run_cli(&stragglers, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(run.summary["apps"][0]["rows"], 100, "{}", run.summary);
+    let run = run_cli(&verify, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let breaks = run.summary["apps"][0]["chain_breaks_accepted"][0]
+        .as_str()
+        .unwrap();
+    assert!(
+        breaks.contains(&format!("removed on purpose at seq 2 (batch {dropped})"))
+            && breaks.contains("INC-7"),
+        "{breaks}"
+    );
+    // purge takes every batch after the gap, and the rows archived again.
+    let run = run_cli(&purge, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        run.summary["apps"][0]["purged_rows"], 300,
+        "{}",
+        run.summary
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+
+    // The auditor's script, from a copy of the store alone, honours the record.
+    let dir = tempfile::tempdir().unwrap();
+    let copy = copy_of(store.as_ref(), dir.path()).await;
+    let (code, out) = audit_script(&copy);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains(&format!(
+            "receipt removed on purpose at seq 2 (batch {dropped})"
+        )),
+        "{out}"
+    );
+
+    // Removed before its run anchored it: no link to go on from — refused, naming the backup.
+    db.insert(&later(2000, 200)).await;
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let checkpoint = run.summary["apps"][0]["chain_checkpoint"]
+        .as_str()
+        .unwrap()
+        .to_string();
+    store.delete(&checkpoint).await.unwrap();
+    let chain = chain_of(&db, "a1").await;
+    forget_batch(&db, &chain[chain.len() - 2].1).await;
+    let run = run_cli(&accept, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert!(
+        run.all_output
+            .contains("restore that receipt row from a backup"),
+        "{}",
+        run.all_output
+    );
+}
