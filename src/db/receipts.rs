@@ -232,24 +232,47 @@ impl Receipts {
         Ok(())
     }
 
-    /// Whether a receipt for this batch id exists already.
-    pub async fn exists(
+    /// The state of the receipt for this batch id, if one exists already (any state: this
+    /// tool writes only VERIFIED, an operator may have set another).
+    pub async fn state_of(
         &self,
         pool: &MySqlPool,
         app: &str,
         batch_id: &str,
-    ) -> Result<bool, DbError> {
+    ) -> Result<Option<String>, DbError> {
         let sql = format!(
-            "SELECT 1 FROM {} WHERE app_code = ? AND batch_id = ?",
+            "SELECT CAST(state AS CHAR) FROM {} WHERE app_code = ? AND batch_id = ?",
             self.table()
         );
-        let found: Option<i32> = sqlx::query_scalar(AssertSqlSafe(sql))
+        sqlx::query_scalar(AssertSqlSafe(sql))
             .bind(app)
             .bind(batch_id)
             .fetch_optional(pool)
             .await
-            .context(|| format!("looking up receipt {batch_id}"))?;
-        Ok(found.is_some())
+            .context(|| format!("looking up receipt {batch_id}"))
+    }
+
+    /// An app's receipts in a state other than VERIFIED — set by hand: this tool writes no
+    /// other — as `(batch_id, state)`: one range of the cursor index per state (`state < ?`
+    /// and `state > ?`), so the cost is theirs, not the archive's.
+    pub async fn not_verified(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+    ) -> Result<Vec<(String, String)>, DbError> {
+        let sql = format!(
+            "SELECT CAST(batch_id AS CHAR), CAST(state AS CHAR) FROM {} FORCE INDEX ({}) \
+             WHERE app_code = ? AND (state < ? OR state > ?) ORDER BY batch_id LIMIT 1000",
+            self.table(),
+            self.spec.cursor_index()
+        );
+        sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(STATE_VERIFIED)
+            .bind(STATE_VERIFIED)
+            .fetch_all(pool)
+            .await
+            .context(|| format!("looking for receipts of app {app} not VERIFIED"))
     }
 
     /// The VERIFIED receipts in scope, by app and cursor: every one (small scopes, tests).

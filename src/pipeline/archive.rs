@@ -17,7 +17,7 @@ use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
 use crate::db::lock::AppLock;
-use crate::db::receipts::Receipts;
+use crate::db::receipts::{Receipts, STATE_VERIFIED};
 use crate::db::record::{Cut, Receipt, RecordError, Recorder};
 use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
@@ -109,6 +109,10 @@ enum AppError {
     Record(#[from] RecordError),
     #[error("batch {0} already has a VERIFIED receipt although its rows lie after the cursor; nothing written — run `outbox-archiver verify --batch-id {0}`")]
     AlreadyRecorded(String),
+    /// The batch's receipt was set by hand to a state this tool never writes: its rows lie
+    /// after the cursor (which counts VERIFIED receipts only) and are that batch again.
+    #[error("batch {batch_id} has a receipt in state {state}, which this tool never writes (someone set it by hand): the app's cursor counts only VERIFIED receipts, so its rows come round as that batch again and the app stops there, writing nothing. Check the batch (`outbox-archiver verify --app APP` reports receipts not VERIFIED), then set its state back to VERIFIED — or, to archive its rows again, delete the receipt and its member rows and accept the removal with `outbox-archiver archive --accept-chain-break REASON` (README, Recovering from a finding)")]
+    NotVerified { batch_id: String, state: String },
     /// Waiting for the replicas before the receipt transaction ended the app's work; the
     /// batch's objects are written and will be accepted by the next run.
     #[error(transparent)]
@@ -125,7 +129,7 @@ impl Classify for AppError {
             AppError::Build(e) => e.kind(),
             AppError::Publish(e) => e.kind(),
             AppError::Record(e) => e.kind(),
-            AppError::AlreadyRecorded(_) => Kind::Fatal,
+            AppError::AlreadyRecorded(_) | AppError::NotVerified { .. } => Kind::Fatal,
             AppError::Replica(e) => e.kind(),
             AppError::Home(HomeError::Db(e)) => e.kind(),
             AppError::Home(_) => Kind::Fatal,
@@ -427,7 +431,13 @@ impl<'a> Archiver<'a> {
             });
         }
         let pool = &self.ctx.db.pool;
-        if self.receipts.exists(pool, app, &planned.batch_id).await? {
+        if let Some(state) = self.receipts.state_of(pool, app, &planned.batch_id).await? {
+            if state != STATE_VERIFIED {
+                return Err(AppError::NotVerified {
+                    batch_id: planned.batch_id,
+                    state,
+                });
+            }
             if cut == Cut::Stragglers {
                 // The stragglers are exactly a batch already recorded (its member rows went,
                 // as compaction deletes them, and its rows came back as they were): its objects

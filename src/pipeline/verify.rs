@@ -19,7 +19,7 @@ use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifi
 use super::{Observer, RunContext};
 use crate::db::chain::ChainTable;
 use crate::db::members::Members;
-use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
+use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt, STATE_VERIFIED};
 use crate::db::source::SourceTable;
 use crate::db::DbError;
 use crate::model::digest::sha256_hex;
@@ -136,6 +136,7 @@ impl AppWork for Verify<'_> {
         if let Some(chained) = chained {
             self.note_chain(app, chained, &mut details, &mut report);
         }
+        self.note_not_verified(app, &mut report).await;
         match scanned {
             Some(Ok((found, more))) => {
                 details.stragglers = found.len() as u64;
@@ -199,6 +200,28 @@ impl<'a> Verify<'a> {
         run.pending_thaw
             .sort_by(|a, b| (&a.batch_id, &a.key).cmp(&(&b.batch_id, &b.key)));
         run
+    }
+
+    /// The app's receipts set by hand to a state this tool never writes: each a finding (the
+    /// app's archive stops at its rows, and purge leaves them).
+    async fn note_not_verified(&self, app: &str, report: &mut AppReport) {
+        match self.receipts.not_verified(&self.ctx.db.pool, app).await {
+            Ok(found) => {
+                let mut run = self.run.lock().expect("not poisoned");
+                run.findings.extend(found.into_iter().map(|(batch_id, state)| Finding {
+                    kind: FindingKind::ReceiptNotVerified,
+                    batch_id: Some(batch_id),
+                    key: None,
+                    event_id: None,
+                    expected: Some(format!("a {STATE_VERIFIED} receipt (the only state this tool writes)")),
+                    actual: Some(format!("state {state}, set by hand: the app's archive stops at the batch's rows and purge leaves them — set it back to VERIFIED after checking it, or remove the batch (README, Recovering from a finding)")),
+                    seq: None,
+                }));
+            }
+            Err(e) => {
+                report.error.get_or_insert(e.to_string());
+            }
+        }
     }
 
     /// An app's chain audited: its findings join the run's, its head and breaks its details.

@@ -278,3 +278,87 @@ async fn receipts_stream_in_pages_in_cursor_order() {
         assert_eq!(got, want, "pages of {page}");
     }
 }
+
+/// A receipt set by hand to a state this tool never writes (issue 34): the app's cursor counts
+/// only VERIFIED receipts, so when it is the app's newest the next run builds that batch again.
+/// Every run then stops the app there with the state named and the way out — not "already has a
+/// VERIFIED receipt" — and writes nothing; verify reports the receipt (exit 1); set back to
+/// VERIFIED, the app goes on.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_receipt_set_to_another_state_by_hand_is_named_and_stops_only_its_app() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    db.insert(&rows("a1", 30)).await;
+    db.insert(&rows("a2", 10)).await;
+    let cutoff = "2026-01-04T00:00:00Z";
+    let archive = [
+        "archive",
+        "--all-apps",
+        "--batch-rows",
+        "10",
+        "--cutoff",
+        cutoff,
+    ];
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let newest: String = sqlx::query_scalar(
+        "SELECT CAST(batch_id AS CHAR) FROM wallet_outbox_archive_receipts WHERE app_code = 'a1' \
+         ORDER BY last_updated_at_ms DESC LIMIT 1",
+    )
+    .fetch_one(&db.db.pool)
+    .await
+    .unwrap();
+    db.exec(&format!(
+        "UPDATE wallet_outbox_archive_receipts SET state = 'WITHDRAWN' WHERE batch_id = '{newest}'"
+    ))
+    .await;
+    let before = keys(s3.store().await.as_ref()).await;
+    for _ in 0..2 {
+        let run = run_cli(&archive, &envs).await;
+        assert_eq!(run.code, 1, "{}", run.all_output);
+        let a1 = &run.summary["apps"][0];
+        assert_eq!(a1["outcome"], "failed", "{}", run.summary);
+        let error = a1["error"].as_str().unwrap();
+        assert!(
+            error.contains(&format!("batch {newest} has a receipt in state WITHDRAWN"))
+                && error.contains("set its state back to VERIFIED"),
+            "{error}"
+        );
+        assert_eq!(
+            run.summary["apps"][1]["outcome"], "up_to_date",
+            "a2 goes on"
+        );
+    }
+    assert_eq!(
+        keys(s3.store().await.as_ref()).await,
+        before,
+        "nothing written"
+    );
+    let verify = [
+        "verify",
+        "--all-apps",
+        "--metadata-only",
+        "--cutoff",
+        cutoff,
+    ];
+    let run = run_cli(&verify, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    let finding = &run.summary["findings"][0];
+    assert_eq!(finding["kind"], "receipt_not_verified", "{}", run.summary);
+    assert_eq!(finding["batch_id"], newest.as_str());
+    assert!(finding["actual"]
+        .as_str()
+        .unwrap()
+        .contains("state WITHDRAWN"));
+    db.exec(&format!(
+        "UPDATE wallet_outbox_archive_receipts SET state = 'VERIFIED' WHERE batch_id = '{newest}'"
+    ))
+    .await;
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&verify, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+}

@@ -54,6 +54,9 @@ pub enum FindingKind {
     ObjectReplaced,
     /// The receipt a purge deletes under is no longer VERIFIED (changed or deleted meanwhile).
     ReceiptWithdrawn,
+    /// A receipt in a state this tool never writes (set by hand): the app's archive stops at
+    /// its rows, and purge leaves them.
+    ReceiptNotVerified,
     /// A link of the app's chain is missing: a seq the store anchors with no receipt (a batch
     /// deleted with its receipt, a database restored from an older backup), a seq the database
     /// skips, or a receipt never linked.
