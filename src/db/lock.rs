@@ -177,6 +177,8 @@ pub enum Doing {
     Restoring,
     /// Compaction's digest and deletes.
     Compacting,
+    /// Archive's puts of a batch's objects.
+    Publishing,
 }
 
 /// The app's advisory lock was found lost before a commit (a killed connection, a server
@@ -196,6 +198,7 @@ impl std::fmt::Display for LockLost {
             Doing::Purging => write!(f, "lost advisory lock {lock} while purging batch {batch_id}; the chunk was rolled back"),
             Doing::Restoring => write!(f, "lost advisory lock {lock} while restoring batch {batch_id} into the source (killed connection, server restart or a proxy's idle timeout); the chunk was rolled back — run restore again"),
             Doing::Compacting => write!(f, "lost advisory lock {lock} while compacting batch {batch_id}; rolled back"),
+            Doing::Publishing => write!(f, "lost advisory lock {lock} before writing an object of batch {batch_id} (killed connection, server restart or another archiver); nothing more written, nothing recorded — the archiver that holds the lock writes the batch"),
         }
     }
 }

@@ -481,9 +481,9 @@ impl SourceTable {
         after: Option<&Cursor>,
         upper_ms: i64,
     ) -> Result<Backlog, DbError> {
-        let (count_sql, oldest_sql) = match after {
-            None => (&self.count_first, &self.oldest_first),
-            Some(_) => (&self.count_after, &self.oldest_after),
+        let count_sql = match after {
+            None => &self.count_first,
+            Some(_) => &self.count_after,
         };
         let bind = |q: sqlx::query::QueryScalar<
             'static,
@@ -508,12 +508,40 @@ impl SourceTable {
             .fetch_one(pool)
             .await
             .context(|| format!("counting the backlog of app {app}"))?;
-        let oldest_ms = bind(sqlx::query_scalar(AssertSqlSafe(oldest_sql.clone())))
-            .bind(1u32)
+        let oldest_ms = self.oldest(pool, app, status, after, upper_ms).await?;
+        Ok(Backlog { rows, oldest_ms })
+    }
+
+    /// The oldest delivered row's `updated_at_ms` after `after` and below `upper_ms` (one
+    /// index dive; `None`: caught up).
+    pub async fn oldest(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        status: &str,
+        after: Option<&Cursor>,
+        upper_ms: i64,
+    ) -> Result<Option<i64>, DbError> {
+        let sql = match after {
+            None => &self.oldest_first,
+            Some(_) => &self.oldest_after,
+        };
+        let q = sqlx::query_scalar::<_, i64>(AssertSqlSafe(sql.clone()))
+            .bind(app)
+            .bind(status)
+            .bind(upper_ms);
+        let q = match after {
+            None => q,
+            Some(c) => q
+                .bind(c.updated_at_ms)
+                .bind(c.updated_at_ms)
+                .bind(c.updated_at_ms)
+                .bind(&c.event_id),
+        };
+        q.bind(1u32)
             .fetch_optional(pool)
             .await
-            .context(|| format!("finding the oldest backlog row of app {app}"))?;
-        Ok(Backlog { rows, oldest_ms })
+            .context(|| format!("finding the oldest backlog row of app {app}"))
     }
 }
 
@@ -597,6 +625,10 @@ impl RowStream {
                     Source::After(_) => queries
                         .page(&pool, &app, &status, after.as_ref(), upper_ms, limit)
                         .await
+                        .and_then(|rows| match failpoints.pass("after-page") {
+                            Ok(()) => Ok(rows),
+                            Err(tripped) => Err(tripped.into()),
+                        })
                         .map(|rows| {
                             let full = rows.len() == limit as usize;
                             let next = rows.last().filter(|_| full).map(EncodedRow::cursor);

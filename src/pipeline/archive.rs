@@ -165,6 +165,7 @@ impl AppWork for Archiver<'_> {
 
     async fn work(&self, app: &str, access: Access<'_>, mut report: AppReport) -> AppReport {
         let mut details = ArchiveApp::default();
+        let mut lost_lock = false;
         match self.archive(app, access, &mut report, &mut details).await {
             Ok(outcome) => {
                 report.outcome = outcome;
@@ -180,10 +181,12 @@ impl AppWork for Archiver<'_> {
             }
             Err(e) => {
                 tracing::error!(app, error = %e, "archiving failed");
+                lost_lock = e.kind() == Kind::LostLock;
                 report.fail(&e);
             }
         }
-        if !self.opts.dry_run {
+        // Anchoring writes too: not once the lock is lost (the archiver that holds it anchors).
+        if !self.opts.dry_run && !lost_lock {
             self.anchor(app, &mut report, &mut details).await;
         }
         report.details = Some(AppDetails::Archive(details));
@@ -358,30 +361,56 @@ impl<'a> Archiver<'a> {
             let stop = self.stop_reason(started);
             let batches = &mut batches;
             let more = stop.is_none();
+            let shutdown = &self.ctx.shutdown;
             let take_next = async {
                 match more {
-                    true => batches.recv().await.transpose(),
+                    // A shutdown while the next batch is built ends the wait, and a batch
+                    // built as it came is not written: a stop starts no new batch (the next
+                    // run builds it again).
+                    true => tokio::select! {
+                        built = batches.recv() => match shutdown.is_cancelled() {
+                            true => Ok(None),
+                            false => built.transpose(),
+                        },
+                        _ = shutdown.cancelled() => Ok(None),
+                    },
                     false => Ok(None),
                 }
             };
             let Some(ready) = staged.take() else {
                 match take_next.await? {
                     Some(built) => staged = Some(self.stage(app, access, built, cut).await?),
-                    None => break self.ended(app, stop, batches, report).await?,
+                    None => {
+                        let stop = stop.or_else(|| self.ctx.stop_reason(None));
+                        break self.ended(app, stop, batches, report).await?;
+                    }
                 }
                 continue;
             };
-            // The staged batch is recorded while the next one is taken and published.
+            // The staged batch is recorded while the next one is taken and published — and a
+            // commit that fails (its lock lost, say) ends the next one where it is: a process
+            // that lost the lock must not go on writing a batch another archiver now writes.
             let next = async {
                 match take_next.await? {
                     Some(built) => self.stage(app, access, built, cut).await.map(Some),
                     None => Ok(None),
                 }
             };
-            let (done, next) = tokio::join!(self.commit(app, access, ready, cut), next);
+            let commit = self.commit(app, access, ready, cut);
+            tokio::pin!(commit, next);
+            let mut taken = None;
+            let done = loop {
+                tokio::select! {
+                    done = &mut commit => break done,
+                    n = &mut next, if taken.is_none() => taken = Some(n),
+                }
+            };
             let superseded = self.account(app, done?, report, details);
             details.note_superseded(superseded);
-            staged = next?;
+            staged = match taken {
+                Some(n) => n?,
+                None => next.await?,
+            };
         };
         self.observer.finish(app);
         Ok(match outcome {
@@ -392,7 +421,9 @@ impl<'a> Archiver<'a> {
     }
 
     /// How a run that takes no more batches ends: stopped with work left (a stop said so, and
-    /// the builder, a batch ahead, has one), or caught up.
+    /// there are rows it did not take), or caught up. Whether rows are left is never found by
+    /// waiting for the builder to finish another batch — a shutdown must end within the
+    /// termination grace period: a batch it finished already says so, else one index dive.
     async fn ended(
         &self,
         app: &str,
@@ -400,10 +431,30 @@ impl<'a> Archiver<'a> {
         batches: &mut tokio::sync::mpsc::Receiver<Result<Built, BuildError>>,
         report: &mut AppReport,
     ) -> Result<Outcome, AppError> {
+        use tokio::sync::mpsc::error::TryRecvError;
         let Some(reason) = stop else {
             return Ok(Outcome::UpToDate);
         };
-        if batches.recv().await.transpose()?.is_none() {
+        let left = match batches.try_recv() {
+            Ok(built) => built.map(|_| true)?,
+            Err(TryRecvError::Disconnected) => false,
+            // The builder is on a batch: are there rows after the last one recorded?
+            Err(TryRecvError::Empty) => match self.opts.stragglers {
+                true => true,
+                false => self
+                    .pages
+                    .oldest(
+                        &self.ctx.db.pool,
+                        app,
+                        &self.opts.delivered_status,
+                        report.cursor_after.as_ref(),
+                        self.opts.cutoff_ms,
+                    )
+                    .await?
+                    .is_some(),
+            },
+        };
+        if !left {
             return Ok(Outcome::UpToDate);
         }
         tracing::info!(app, reason, "stopping with work left");
@@ -421,7 +472,11 @@ impl<'a> Archiver<'a> {
         cut: Cut,
     ) -> Result<Staged, AppError> {
         let started = Instant::now();
-        let publisher = self.publisher(app);
+        let lock = match access {
+            Access::Locked(lock) => Some(lock),
+            Access::DryRun | Access::Reading => None,
+        };
+        let publisher = self.publisher(app, lock);
         let planned = publisher.plan(&built.batch);
         if matches!(access, Access::DryRun | Access::Reading) {
             return Ok(Staged {
@@ -591,13 +646,14 @@ impl<'a> Archiver<'a> {
         recorded.superseded
     }
 
-    fn publisher<'p>(&'p self, app: &'p str) -> Publisher<'p> {
+    fn publisher<'p>(&'p self, app: &'p str, lock: Option<&'p AppLock>) -> Publisher<'p> {
         Publisher {
             store: self.ctx.store.as_ref(),
             spec: self.ctx.spec,
             app_code: app,
             policy: &self.opts.policy,
             failpoints: &self.opts.failpoints,
+            lock,
         }
     }
 

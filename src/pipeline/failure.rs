@@ -137,6 +137,7 @@ impl Classify for PublishError {
     fn kind(&self) -> Kind {
         match self {
             PublishError::Store(e) => e.kind(),
+            PublishError::LockLost(e) => e.kind(),
             PublishError::Mismatch { .. } | PublishError::Failpoint(_) => Kind::Fatal,
         }
     }

@@ -16,6 +16,7 @@
 use super::verifier::{
     read_data, ColdObjects, Depth, Encryption, Expected, Finding, Verified, Verifier,
 };
+use crate::db::lock::{AppLock, Doing, LockLost};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::model::batch::{DataRead, EncodedBatch};
 use crate::model::digest::{self, ObjectDigest};
@@ -32,6 +33,10 @@ pub enum PublishError {
     Mismatch { first: Box<Finding>, count: usize },
     #[error(transparent)]
     Failpoint(#[from] Tripped),
+    /// The app's lock was found lost right before a put: another archiver may hold it now and
+    /// write the same keys.
+    #[error(transparent)]
+    LockLost(#[from] LockLost),
 }
 
 /// What publishing did: the batch's facts as written, for its receipt.
@@ -72,6 +77,9 @@ pub struct Publisher<'a> {
     pub app_code: &'a str,
     pub policy: &'a WritePolicy,
     pub failpoints: &'a FailPoints,
+    /// The app's lock, confirmed right before each put: a process that lost it (to another
+    /// archiver, which then writes the same keys) writes nothing more. `None`: a probe.
+    pub lock: Option<&'a AppLock>,
 }
 
 impl Publisher<'_> {
@@ -143,6 +151,8 @@ impl Publisher<'_> {
         };
         let mut replaced = Vec::new();
         let mut adopted = Vec::new();
+        let batch_id = planned.batch_id.clone();
+        self.still_locked(&batch_id).await?;
         let data = match self
             .place_data(&planned.keys.data, batch, &data_options)
             .await?
@@ -167,6 +177,7 @@ impl Publisher<'_> {
         expected.guard.lock = lock;
         expected.guard.encryption = self.store.encryption().cloned().map(Encryption::Asked);
         let keys = &expected.keys;
+        self.still_locked(&batch_id).await?;
         if let Placement::Replaced = self
             .place_exact(&keys.manifest, &expected.manifest, &documents)
             .await?
@@ -174,6 +185,7 @@ impl Publisher<'_> {
             replaced.push(keys.manifest.clone());
         }
         self.failpoints.pass("after-manifest-put")?;
+        self.still_locked(&batch_id).await?;
         if let Placement::Replaced = self
             .place_exact(&keys.success, &expected.success, &documents)
             .await?
@@ -186,6 +198,20 @@ impl Publisher<'_> {
             replaced,
             adopted,
         })
+    }
+
+    /// Refuses to put anything more once the app's lock is gone: on a store without conditional
+    /// writes (COS), another archiver that took the lock could otherwise find a key empty and
+    /// write it, then have its recorded object overwritten by this one's put (with other bytes,
+    /// under other settings). One query on the lock's connection per object; what no fence can
+    /// close is a put already in flight when the lock goes.
+    async fn still_locked(&self, batch_id: &str) -> Result<(), PublishError> {
+        match self.lock {
+            Some(lock) if !lock.keep_alive().await => {
+                Err(lock.lost(batch_id, Doing::Publishing).into())
+            }
+            _ => Ok(()),
+        }
     }
 
     /// Reads the batch's objects back in full (a cold data object: its bytes as uploaded and

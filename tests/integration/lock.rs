@@ -354,3 +354,83 @@ async fn apps_in_parallel_each_take_their_own_lock() {
     }
     other.close().await.unwrap();
 }
+
+/// After its lock is lost, an app writes nothing more (issue 34): the archive of the next batch,
+/// which overlaps the commit that found the lock lost, ends where it is, and every put checks the
+/// lock first — on a store without conditional writes (COS) another archiver that took the lock
+/// could otherwise find a key empty, write and record it, and then have its recorded object
+/// overwritten by this one's put. Here the next batch's data put is held in the store until the
+/// commit before it has found the lock lost: nothing of that batch is written after it.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_app_that_lost_its_lock_writes_no_more_objects() {
+    use std::sync::atomic::{AtomicBool, AtomicU32, Ordering};
+    use std::sync::{Arc, Mutex};
+    let db = TestDb::new().await;
+    db.insert(&rows("a1", 30)).await;
+    let lost = Arc::new(AtomicBool::new(false));
+    let written_after: Arc<Mutex<Vec<String>>> = Default::default();
+    let data_puts = Arc::new(AtomicU32::new(0));
+    let (held, after) = (lost.clone(), written_after.clone());
+    let s3 = crate::support::misbehaving::watching_puts(move |input| {
+        let key = input.key.clone();
+        if key.ends_with("/data.ndjson.gz") && data_puts.fetch_add(1, Ordering::SeqCst) == 2 {
+            // The third batch's data object: held until the second batch's commit lost the lock.
+            tokio::task::block_in_place(|| {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while !held.load(Ordering::SeqCst) && std::time::Instant::now() < until {
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            });
+            return;
+        }
+        if held.load(Ordering::SeqCst) {
+            after.lock().unwrap().push(key);
+        }
+    })
+    .await;
+    let name = lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
+    let mut opts = options(&db, &["a1"], T0 + DAY);
+    opts.limits.max_rows = 10;
+    let thief: Arc<Mutex<Option<MySqlConnection>>> = Default::default();
+    let holder = thief.clone();
+    let seen = AtomicU32::new(0);
+    let (kill_url, kill_name, flag) = (db.url.clone(), name.clone(), lost.clone());
+    opts.failpoints = FailPoints::new(move |point| {
+        if point == "after-members" && seen.fetch_add(1, Ordering::SeqCst) == 1 {
+            kill_all(
+                &kill_url,
+                "SELECT CAST(IS_USED_LOCK(?) AS SIGNED)",
+                &kill_name,
+            );
+            let taken = tokio::task::block_in_place(|| {
+                tokio::runtime::Handle::current().block_on(async {
+                    let mut conn = MySqlConnection::connect(&kill_url).await.unwrap();
+                    let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 5)")
+                        .bind(&kill_name)
+                        .fetch_one(&mut conn)
+                        .await
+                        .unwrap();
+                    assert_eq!(got, 1);
+                    conn
+                })
+            });
+            *holder.lock().unwrap() = Some(taken);
+            flag.store(true, Ordering::SeqCst);
+        }
+        false
+    });
+    let summary = archive(&env(&db, s3.store().await, T0 + DAY), &opts).await;
+    let a1 = &summary.apps[0];
+    assert_eq!(a1.outcome, Outcome::Stopped, "{}", summary.to_json());
+    assert_eq!(
+        a1.stop_reason.as_deref(),
+        Some("lost the lock to another archiver")
+    );
+    assert_eq!(a1.batches, 1, "{}", summary.to_json());
+    let written = written_after.lock().unwrap().clone();
+    assert!(
+        written.is_empty(),
+        "objects written after the lock was lost: {written:?}"
+    );
+    drop(thief.lock().unwrap().take());
+}

@@ -144,3 +144,72 @@ async fn every_app_of_every_command_says_why_its_run_ended() {
     let purged = purge::run(&ctx, &purge_options(&db, &["a1"])).await;
     assert_eq!(why(&purged, "a1"), "done");
 }
+
+/// A shutdown while a batch is being built (issue 34): the app stops without writing that
+/// batch and without building another one to learn whether work is left — a CronJob's
+/// termination grace period bounds a stop — and the next run goes on from the cursor. Every
+/// page read from the source after the shutdown is held until the run has ended: a run that
+/// needed one (to finish a batch) would wait for it, and the page says so.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shutdown_while_a_batch_is_built_ends_the_run_without_another() {
+    use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+    use std::sync::Arc;
+    let (db, _s3, store) = fixture().await;
+    db.insert(&rows("a1", 9_000)).await;
+    let ctx = env(&db, store.clone(), CUTOFF + DAY);
+    let token = ctx.shutdown.clone();
+    let pages = Arc::new(AtomicU64::new(0));
+    let ended = Arc::new(AtomicBool::new(false));
+    let waited_for = Arc::new(AtomicBool::new(false));
+    let mut opts = options(&db, &["a1"], CUTOFF);
+    opts.limits.max_rows = 3_000;
+    let (seen, run_ended, needed) = (pages.clone(), ended.clone(), waited_for.clone());
+    // Pages of 8, 32, 128, then 500 rows: the 10th is well into the second batch.
+    opts.failpoints = FailPoints::new(move |point| {
+        if point != "after-page" {
+            return false;
+        }
+        if token.is_cancelled() {
+            tokio::task::block_in_place(|| {
+                let until = std::time::Instant::now() + std::time::Duration::from_secs(10);
+                while !run_ended.load(Ordering::SeqCst) {
+                    if std::time::Instant::now() > until {
+                        needed.store(true, Ordering::SeqCst);
+                        return;
+                    }
+                    std::thread::sleep(std::time::Duration::from_millis(5));
+                }
+            });
+        } else if seen.fetch_add(1, Ordering::SeqCst) + 1 == 10 {
+            token.cancel();
+        }
+        false
+    });
+    let summary = archive(&ctx, &opts).await;
+    ended.store(true, Ordering::SeqCst);
+    let a1 = report(&summary, "a1");
+    assert_eq!(
+        a1.outcome,
+        outbox_archiver::pipeline::report::Outcome::Stopped,
+        "{}",
+        summary.to_json()
+    );
+    // The first batch is recorded unless the stop came before it was built whole.
+    assert!(
+        a1.batches <= 1 && a1.rows == a1.batches * 3_000,
+        "{}",
+        summary.to_json()
+    );
+    assert!(
+        !waited_for.load(Ordering::SeqCst),
+        "the run waited for rows read after the shutdown"
+    );
+    // The next run goes on from the cursor and archives the rest.
+    let next = archive(
+        &env(&db, store.clone(), CUTOFF + DAY),
+        &options(&db, &["a1"], CUTOFF),
+    )
+    .await;
+    assert!(next.ok, "{}", next.to_json());
+    assert_eq!(db.members("a1").await.len(), 9_000);
+}

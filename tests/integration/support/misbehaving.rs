@@ -111,6 +111,18 @@ pub async fn misreporting(
     .await
 }
 
+/// A bucket on an in-process S3 server that shows `on_put` every PUT before it is stored (it
+/// may hold it there a while).
+pub async fn watching_puts(on_put: impl Fn(&mut PutObjectInput) + Send + Sync + 'static) -> TestS3 {
+    with_hooks(
+        Box::new(|_| Ok(())),
+        Box::new(|_, bytes| bytes),
+        Box::new(|_| {}),
+        Box::new(on_put),
+    )
+    .await
+}
+
 /// A bucket on an in-process S3 server that accepts `If-None-Match: *` and overwrites anyway,
 /// as Tencent COS and some self-hosted stores do.
 pub async fn ignoring_if_none_match() -> TestS3 {
