@@ -9,6 +9,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
 use outbox_archiver::commands::purge;
+use outbox_archiver::commands::verify::{self, VerifyOptions};
 use outbox_archiver::failpoint::FailPoints;
 use outbox_archiver::pipeline::report::Outcome;
 use outbox_archiver::store::{LocalStore, Location, ObjectStore, PutMode};
@@ -195,6 +196,49 @@ async fn a_receipt_withdrawn_while_purge_works_stops_its_deletion() {
             "{how}: never marked purged"
         );
     }
+}
+
+/// Member rows and the members proof edited while purge works on a batch (issue 34, reasoned
+/// in the review and dismissed): purge deletes by the members it proved before the first chunk,
+/// each row held to its member's fingerprint under a row lock in the delete's own transaction,
+/// so a member row pointed elsewhere, stripped of its fingerprint or deleted meanwhile, and the
+/// proof itself changed, decide nothing: every row deleted is exactly an archived line, a row
+/// edited meanwhile is kept, and the edits are verify's to report.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn member_rows_edited_while_purge_works_decide_nothing() {
+    // One batch of 1,200 rows: three delete transactions.
+    let (db, _s3, _store, env) = archived_env(&rows("a1", 1_200), &["a1"], 5_000).await;
+    let mut opts = purge_options(&db, &["a1"]);
+    let (url, chunks) = (db.url.clone(), Arc::new(AtomicU32::new(0)));
+    let seen = chunks.clone();
+    opts.failpoints = FailPoints::new(move |point| {
+        if point == "after-purge-chunk" && seen.fetch_add(1, Ordering::SeqCst) == 0 {
+            for sql in [
+                // A row of a later chunk corrected by hand.
+                "UPDATE wallet_outbox SET worker_id = 'edited' WHERE event_id = 'e999'",
+                // The member rows and the proof tampered with.
+                "UPDATE wallet_outbox_archive_members SET row_sha256 = NULL WHERE event_id LIKE 'e7%'",
+                "DELETE FROM wallet_outbox_archive_members WHERE event_id LIKE 'e8%'",
+                "UPDATE wallet_outbox_archive_receipts SET members_proof_sha256 = REPEAT('0', 64)",
+            ] {
+                execute_from_failpoint(&url, sql.to_string());
+            }
+        }
+        false
+    });
+    let summary = purge::run(&env, &opts).await;
+    assert!(summary.ok, "{}", summary.to_json());
+    let purged = purge_of(&summary, "a1");
+    assert_eq!(purged.purged_rows, 1_199, "{}", summary.to_json());
+    assert_eq!(purged.kept_changed, ["e999"]);
+    assert_eq!(left(&db).await, ["e999"]);
+    // verify names the tampering.
+    let verify = verify::run(
+        &env,
+        &VerifyOptions::everything(ARCHIVED_CUTOFF, "DELIVERED"),
+    )
+    .await;
+    assert_eq!(verify.exit_code, 1, "{}", verify.to_json());
 }
 
 /// The file store's HEAD reports a size and nothing else: a data object overwritten with other
