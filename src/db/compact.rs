@@ -10,7 +10,7 @@
 //! source table is only read, without locks; one receipt is one transaction of as many 500-row
 //! deletes of its members as the batch has (a 50,000-row batch: 100).
 
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _, Transaction};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Transaction};
 
 use super::lock::{AppLock, Doing, LockLost};
 use super::{Context, DbError};
@@ -274,19 +274,17 @@ impl CompactQueries {
     /// Bytes per member row, data and indexes, as information_schema estimates the members
     /// table (for `status`'s bytes saved); `None` on an empty table.
     pub async fn bytes_per_member(&self, pool: &MySqlPool) -> Result<Option<f64>, DbError> {
-        let row = sqlx::query(
+        let sized: Vec<(u64, u64)> = super::schema_rows(
+            pool,
             "SELECT CAST(COALESCE(table_rows, 0) AS UNSIGNED), \
              CAST(COALESCE(data_length, 0) + COALESCE(index_length, 0) AS UNSIGNED) \
              FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+            &[&self.spec.members_table()],
         )
-        .bind(self.spec.members_table())
-        .fetch_optional(pool)
         .await
         .context(|| "sizing the members table".into())?;
-        Ok(row.and_then(|r| {
-            let rows: u64 = r.try_get(0).ok()?;
-            let bytes: u64 = r.try_get(1).ok()?;
-            (rows > 0).then(|| bytes as f64 / rows as f64)
-        }))
+        Ok(sized
+            .first()
+            .and_then(|&(rows, bytes)| (rows > 0).then(|| bytes as f64 / rows as f64)))
     }
 }

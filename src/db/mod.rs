@@ -493,6 +493,46 @@ pub async fn migrate(pool: &Pool<MySql>) -> Result<(), DbError> {
     })
 }
 
+/// The rows of a query of `information_schema`, sent as text (`COM_QUERY`) with `values` in
+/// place of its `?`s as hexadecimal string literals (nothing in a value can change the
+/// statement), decoded as `T`. Never a prepared statement: MariaDB 10.11.19 crashed (signal 11,
+/// `ha_maria::drop_table` freeing the temporary table an `information_schema` query fills)
+/// executing such a statement prepared — twice in the suite, on two of these queries — and
+/// sqlx prepares every query and executes it again from its cache.
+pub(crate) async fn schema_rows<'e, T, E>(
+    executor: E,
+    sql: &str,
+    values: &[&str],
+) -> Result<Vec<T>, sqlx::Error>
+where
+    T: for<'r> sqlx::FromRow<'r, sqlx::mysql::MySqlRow> + Send + Unpin,
+    E: Executor<'e, Database = MySql>,
+{
+    let rows = sqlx::raw_sql(sqlx::AssertSqlSafe(inline_values(sql, values)))
+        .fetch_all(executor)
+        .await?;
+    rows.iter().map(T::from_row).collect()
+}
+
+/// `sql` with each `?` replaced by the next of `values` as `_utf8mb4 X'…'`.
+fn inline_values(sql: &str, values: &[&str]) -> String {
+    let mut out = String::with_capacity(sql.len() + values.len() * 24);
+    let mut values = values.iter();
+    for c in sql.chars() {
+        match c {
+            '?' => {
+                let value = values.next().expect("a value for every placeholder");
+                out.push_str("_utf8mb4 X'");
+                out.push_str(&hex::encode(value.as_bytes()));
+                out.push('\'');
+            }
+            c => out.push(c),
+        }
+    }
+    assert!(values.next().is_none(), "a placeholder for every value");
+    out
+}
+
 /// Every distinct value of `column` (the first column of `table`'s primary key), by repeated
 /// index dives (`MIN(column) … WHERE column > ?`): cost grows with the number of values, not of
 /// rows.
@@ -546,16 +586,16 @@ pub async fn recreate_database(
         .connect()
         .await
         .map_err(|e| classify_connect_error(e, &redacted, &secrets_of(server_url), &options))?;
-    let (exists, marked): (i64, i64) = sqlx::query_as(
+    let (exists, marked): (i64, i64) = schema_rows(
+        &mut conn,
         "SELECT (SELECT COUNT(*) FROM information_schema.schemata WHERE schema_name = ?), \
          (SELECT COUNT(*) FROM information_schema.tables WHERE table_schema = ? AND table_name = ?)",
+        &[database, database, marker],
     )
-    .bind(database)
-    .bind(database)
-    .bind(marker)
-    .fetch_one(&mut conn)
     .await
-    .context(|| format!("looking for database {database}"))?;
+    .context(|| format!("looking for database {database}"))?
+    .pop()
+    .unwrap_or_default();
     if exists > 0 && marked == 0 && !force {
         let _ = conn.close().await;
         return Err(DbError::NotOurs(format!(
@@ -583,4 +623,18 @@ pub async fn create_source_table(pool: &Pool<MySql>, spec: &TableSpec) -> Result
         .await
         .context(|| format!("creating source table {}", spec.name))?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::inline_values;
+
+    #[test]
+    fn values_are_inlined_as_hexadecimal_literals_that_nothing_in_them_can_escape() {
+        assert_eq!(
+            inline_values("SELECT 1 WHERE a = ? AND b IN (?, ?)", &["t", "it's", "x\\' OR 1"]),
+            "SELECT 1 WHERE a = _utf8mb4 X'74' AND b IN (_utf8mb4 X'69742773', _utf8mb4 X'785c27204f522031')"
+        );
+        assert_eq!(inline_values("SELECT 1", &[]), "SELECT 1");
+    }
 }

@@ -543,32 +543,33 @@ async fn in_schema(
     table: &str,
     name: &str,
 ) -> Result<bool, DbError> {
-    let found: i64 = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
-        "SELECT COUNT(*) FROM information_schema.{view} \
-         WHERE table_schema = DATABASE() AND table_name = ? AND {named} = ?"
-    )))
-    .bind(table)
-    .bind(name)
-    .fetch_one(pool)
+    let found: Vec<(i64,)> = super::schema_rows(
+        pool,
+        &format!(
+            "SELECT COUNT(*) FROM information_schema.{view} \
+             WHERE table_schema = DATABASE() AND table_name = ? AND {named} = ?"
+        ),
+        &[table, name],
+    )
     .await
     .context(|| format!("reading the {view} of {table}"))?;
-    Ok(found > 0)
+    Ok(found.first().is_some_and(|(n,)| *n > 0))
 }
 
 /// The columns of the members table's primary key, in order (empty: no such table).
 async fn members_primary_key(pool: &Pool<MySql>, spec: &TableSpec) -> Result<Vec<String>, DbError> {
-    let columns: Vec<String> = sqlx::query_scalar(
+    let columns: Vec<(String,)> = super::schema_rows(
+        pool,
         "SELECT CAST(column_name AS CHAR) FROM information_schema.statistics \
          WHERE table_schema = DATABASE() AND table_name = ? AND index_name = 'PRIMARY' \
          ORDER BY seq_in_index",
+        &[&spec.members_table()],
     )
-    .bind(spec.members_table())
-    .fetch_all(pool)
     .await
     .context(|| format!("reading the primary key of {}", spec.members_table()))?;
     Ok(columns
         .into_iter()
-        .map(|c| c.to_ascii_lowercase())
+        .map(|(c,)| c.to_ascii_lowercase())
         .collect())
 }
 
@@ -592,20 +593,18 @@ impl Db {
     pub async fn check_owned_tables(&self, spec: &TableSpec) -> Result<(), DbError> {
         // The exact names (a LIKE pattern's escapes break under NO_BACKSLASH_ESCAPES).
         let tables = owned_tables(spec);
-        let mut qb = sqlx::QueryBuilder::<MySql>::new(
-            "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(data_type AS CHAR) \
-             FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN (",
-        );
-        let mut names = qb.separated(", ");
-        for table in &tables {
-            names.push_bind(table.name.clone());
-        }
-        qb.push(")");
-        let found: Vec<(String, String, String)> = qb
-            .build_query_as()
-            .fetch_all(&self.pool)
-            .await
-            .context(|| "reading the archiver's tables' columns".into())?;
+        let names: Vec<&str> = tables.iter().map(|t| t.name.as_str()).collect();
+        let found: Vec<(String, String, String)> = super::schema_rows(
+            &self.pool,
+            &format!(
+                "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(data_type AS CHAR) \
+                 FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name IN ({})",
+                vec!["?"; names.len()].join(", ")
+            ),
+            &names,
+        )
+        .await
+        .context(|| "reading the archiver's tables' columns".into())?;
         for table in tables {
             let of_table: Vec<_> = found
                 .iter()

@@ -162,12 +162,14 @@ impl Db {
 
     /// The tables of this database, by name.
     pub async fn existing_tables(&self) -> Result<Vec<String>, DbError> {
-        sqlx::query_scalar(
+        let tables: Vec<(String,)> = super::schema_rows(
+            &self.pool,
             "SELECT CAST(table_name AS CHAR) FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY 1",
+            &[],
         )
-        .fetch_all(&self.pool)
         .await
-        .context(|| "listing the tables".into())
+        .context(|| "listing the tables".into())?;
+        Ok(tables.into_iter().map(|(t,)| t).collect())
     }
 
     /// The migrations `migrate` has applied here (`version description`); none before the first.
@@ -259,23 +261,17 @@ impl Db {
 
     /// The table's estimated rows and bytes (data and indexes).
     pub async fn table_size(&self, table: &str) -> Result<Option<TableSize>, DbError> {
-        let row = sqlx::query(
+        let row = super::schema_rows::<(u64, u64), _>(
+            &self.pool,
             "SELECT CAST(COALESCE(table_rows, 0) AS UNSIGNED), \
              CAST(COALESCE(data_length, 0) + COALESCE(index_length, 0) AS UNSIGNED) \
              FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name = ?",
+            &[table],
         )
-        .bind(table)
-        .fetch_optional(&self.pool)
         .await
-        .context(|| format!("reading the size of {table}"))?;
-        row.map(|r| {
-            Ok(TableSize {
-                rows: r.try_get(0)?,
-                bytes: r.try_get(1)?,
-            })
-        })
-        .transpose()
-        .context(|| format!("decoding the size of {table}"))
+        .context(|| format!("reading the size of {table}"))?
+        .pop();
+        Ok(row.map(|(rows, bytes)| TableSize { rows, bytes }))
     }
 }
 

@@ -299,12 +299,14 @@ fn reported_host(r: &MySqlRow) -> Result<(String, u16), DbError> {
 /// The hosts of the primary's binlog dump threads, each on the primary's port (the processlist
 /// does not say the replica's).
 async fn dump_thread_hosts(db: &Db, primary_port: u16) -> Result<Vec<(String, u16)>, DbError> {
-    let hosts: Vec<String> = sqlx::query_scalar(
-        "SELECT HOST FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Binlog Dump', 'Binlog Dump GTID')",
+    let hosts: Vec<(String,)> = super::schema_rows(
+        &db.pool,
+        "SELECT CAST(HOST AS CHAR) FROM information_schema.PROCESSLIST WHERE COMMAND IN ('Binlog Dump', 'Binlog Dump GTID')",
+        &[],
     )
-    .fetch_all(&db.pool)
     .await
     .context(|| "listing the replicas (the processlist's Binlog Dump threads)".into())?;
+    let hosts: Vec<String> = hosts.into_iter().map(|(h,)| h).collect();
     Ok(hosts
         .into_iter()
         .map(|h| {

@@ -14,14 +14,14 @@ impl Db {
     /// Fails with a message naming the next step if the source table is not there or the
     /// archiver's migrations are not all applied.
     pub async fn require_tables(&self, spec: &TableSpec) -> Result<(), DbError> {
-        let tables: Vec<String> = sqlx::query_scalar(
-            "SELECT table_name FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?, ?)",
+        let tables: Vec<(String,)> = super::schema_rows(
+            &self.pool,
+            "SELECT CAST(table_name AS CHAR) FROM information_schema.tables WHERE table_schema = DATABASE() AND table_name IN (?, ?)",
+            &[spec.name, "_sqlx_migrations"],
         )
-        .bind(spec.name)
-        .bind("_sqlx_migrations")
-        .fetch_all(&self.pool)
         .await
         .context(|| "looking for the source and migrations tables".into())?;
+        let tables: Vec<String> = tables.into_iter().map(|(t,)| t).collect();
         if !tables.iter().any(|t| t == spec.name) {
             return Err(DbError::NoSourceTable {
                 table: spec.name.to_string(),
@@ -129,13 +129,13 @@ impl Db {
 
     /// `table`'s indexes, each with its columns in order (lowercase).
     pub async fn indexes(&self, table: &str) -> Result<Vec<Index>, DbError> {
-        let rows: Vec<(String, String, i64)> = sqlx::query_as(
+        let rows: Vec<(String, String, i64)> = super::schema_rows(
+            &self.pool,
             "SELECT CAST(index_name AS CHAR), CAST(LOWER(column_name) AS CHAR), CAST(non_unique AS SIGNED) \
              FROM information_schema.statistics \
              WHERE table_schema = DATABASE() AND table_name = ? ORDER BY index_name, seq_in_index",
+            &[table],
         )
-        .bind(table)
-        .fetch_all(&self.pool)
         .await
         .context(|| format!("listing the indexes of {table}"))?;
         let mut indexes: Vec<Index> = Vec::new();
@@ -290,19 +290,16 @@ impl Db {
             Option<String>,
             String,
         );
-        let rows: Vec<Described> =
-            sqlx::query_as(
-                "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(column_type AS CHAR), \
-                 CAST(character_set_name AS CHAR), CAST(collation_name AS CHAR), CAST(is_nullable AS CHAR) \
-                 FROM information_schema.columns WHERE table_schema = DATABASE() \
-                 AND (column_name LIKE '%event\\_id' OR column_name = 'app_code' \
-                 OR (table_name = ? AND column_name IN (?, ?)))",
-            )
-            .bind(spec.name)
-            .bind(spec.event_id)
-            .bind(spec.app_code)
-            .fetch_all(&self.pool)
-            .await
+        let rows: Vec<Described> = super::schema_rows(
+            &self.pool,
+            "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(column_type AS CHAR), \
+             CAST(character_set_name AS CHAR), CAST(collation_name AS CHAR), CAST(is_nullable AS CHAR) \
+             FROM information_schema.columns WHERE table_schema = DATABASE() \
+             AND (column_name LIKE '%event\\_id' OR column_name = 'app_code' \
+             OR (table_name = ? AND column_name IN (?, ?)))",
+            &[spec.name, spec.event_id, spec.app_code],
+        )
+        .await
             .context(|| "reading the tables' column definitions".into())?;
         Ok(rows
             .into_iter()
@@ -439,15 +436,15 @@ pub(crate) async fn live_columns(
         Option<u64>,
         String,
     );
-    let rows: Vec<Described> = sqlx::query_as(
+    let rows: Vec<Described> = super::schema_rows(
+        pool,
         "SELECT CAST(column_name AS CHAR), CAST(LOWER(data_type) AS CHAR), CAST(LOWER(column_type) AS CHAR), \
          CAST(is_nullable AS CHAR), CAST(collation_name AS CHAR), CAST(character_maximum_length AS UNSIGNED), \
          CAST(UPPER(extra) AS CHAR) \
          FROM information_schema.columns WHERE table_schema = DATABASE() AND table_name = ? \
          ORDER BY ordinal_position",
+        &[table],
     )
-    .bind(table)
-    .fetch_all(pool)
     .await
     .context(|| format!("reading the columns of {table}"))?;
     Ok(rows
