@@ -87,6 +87,22 @@ pub enum Command {
     /// configured class and retention) without writing a row; each line ok / warning / problem,
     /// with the fix.
     Doctor(DoctorArgs),
+    /// Make a signing key for the log's checkpoints (C2SP signed-note, Ed25519; the text form
+    /// of Go's golang.org/x/mod/sumdb/note): the signing key goes to --out (mode 0600, for a
+    /// Kubernetes secret and --log-key-file), its verifier is printed (for --log-verifier and
+    /// the auditors). Touches no database and no store.
+    LogKey(LogKeyArgs),
+}
+
+#[derive(Debug, Args)]
+pub struct LogKeyArgs {
+    /// The key's name, as signatures carry it: a name the auditors recognise, without '+' or
+    /// spaces (say archive.example.com/wallet).
+    #[arg(long)]
+    pub name: String,
+    /// Where the signing key is written: a new file (an existing one is never replaced).
+    #[arg(long, value_name = "PATH")]
+    pub out: PathBuf,
 }
 
 #[derive(Debug, Args)]
@@ -294,6 +310,8 @@ pub struct ArchiveArgs {
     #[command(flatten)]
     pub stops: StopArgs,
     #[command(flatten)]
+    pub log_keys: LogSigningArgs,
+    #[command(flatten)]
     pub metrics: MetricsArgs,
 }
 
@@ -326,6 +344,8 @@ pub struct VerifyArgs {
     pub s3: S3Args,
     #[command(flatten)]
     pub stops: StopArgs,
+    #[command(flatten)]
+    pub log_keys: LogSigningArgs,
     #[command(flatten)]
     pub metrics: MetricsArgs,
 }
@@ -424,6 +444,8 @@ pub struct PurgeArgs {
     #[command(flatten)]
     pub stops: StopArgs,
     #[command(flatten)]
+    pub log_keys: LogSigningArgs,
+    #[command(flatten)]
     pub metrics: MetricsArgs,
 }
 
@@ -516,6 +538,8 @@ pub struct AttestArgs {
     pub to: i64,
     #[command(flatten)]
     pub s3: S3Args,
+    #[command(flatten)]
+    pub log_keys: LogSigningArgs,
     #[command(flatten)]
     pub metrics: MetricsArgs,
 }

@@ -312,3 +312,49 @@ pub enum FormatArg {
     // attest's statement only (a plain comment: see UploadChecksumArg).
     Csv,
 }
+
+/// The log's keys: the commands that append to the log or prove from it (README, "The log of
+/// batches").
+#[derive(Debug, Clone, Args)]
+#[command(next_help_heading = "Log")]
+pub struct LogSigningArgs {
+    /// The log's signing key, a file holding `PRIVATE+KEY+name+hash+key` (as `outbox-archiver
+    /// log-key` writes it; a Kubernetes secret): archive signs each checkpoint with it, and
+    /// every command holds the store's checkpoint to it.
+    #[arg(long, env = "OUTBOX_ARCHIVER_LOG_KEY_FILE", value_name = "PATH")]
+    pub log_key_file: Option<PathBuf>,
+    /// The log's verifier key (`name+hash+key`, public): a checkpoint without its signature is
+    /// refused — a store rewritten by someone without the signing key.
+    #[arg(long, env = "OUTBOX_ARCHIVER_LOG_VERIFIER", value_name = "KEY")]
+    pub log_verifier: Option<String>,
+}
+
+impl LogSigningArgs {
+    /// The keys, read and parsed (an error names the setting, never the key).
+    pub fn keys(&self) -> Result<crate::pipeline::log::LogKeys, String> {
+        use crate::model::note::{Signer, Verifier};
+        let signer = match &self.log_key_file {
+            None => None,
+            Some(path) => {
+                let text = std::fs::read_to_string(path).map_err(|e| {
+                    format!("--log-key-file {}: cannot be read: {e}", path.display())
+                })?;
+                let signer = Signer::parse(&text)
+                    .map_err(|e| format!("--log-key-file {}: {e}", path.display()))?;
+                Some(std::sync::Arc::new(signer))
+            }
+        };
+        let verifier = match &self.log_verifier {
+            None => None,
+            Some(text) => Some(
+                Verifier::parse(text).map_err(|e| format!("--log-verifier: {e}"))?,
+            ),
+        };
+        if let (Some(s), Some(v)) = (&signer, &verifier) {
+            if s.verifier() != *v {
+                return Err(format!("--log-key-file is key {}, and --log-verifier is another key ({}): give the verifier of the signing key", s.name(), v.name));
+            }
+        }
+        Ok(crate::pipeline::log::LogKeys { signer, verifier })
+    }
+}

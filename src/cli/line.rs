@@ -59,6 +59,7 @@ fn exit_status(command: CommandName) -> Option<&'static str> {
         CommandName::Demo => "Exit status: 0 the demo ran end to end; 2 a step failed (the message says which), it would drop a database or empty a folder it did not make (--force), or the database could not be reached.",
         CommandName::Schema => "Exit status: 0 the schema was printed; 2 the table or profile could not be described.",
         CommandName::Relocate => "Exit status: 0 the archive's home moved (the move is recorded with its reason); 2 nothing moved: the archive has no home yet, --to has another prefix, or the new home lacks the archive's marker or batches (copy it whole first), or the database or the store could not be reached.",
+        CommandName::LogKey => "Exit status: 0 the key was written (its verifier printed); 2 the name is not a key name, or the file exists already or cannot be written.",
         CommandName::None => return None,
     })
 }
@@ -219,6 +220,7 @@ pub(super) fn command_name(command: &Command) -> &'static str {
         Command::Schema => "schema",
         Command::Doctor(_) => "doctor",
         Command::Relocate(_) => "relocate",
+        Command::LogKey(_) => "log-key",
     }
 }
 
@@ -268,6 +270,7 @@ mod tests {
         &["schema"],
         &["doctor"],
         &["relocate", "--to", "s3://b/p", "--reason", "moved"],
+        &["log-key", "--name", "archive.example.com/wallet", "--out", "key"],
     ];
 
     #[test]

@@ -257,7 +257,37 @@ async fn command_summary(
         Command::Schema => schema_command(common).await,
         Command::Demo(args) => demo_command(common, args, shutdown).await,
         Command::Relocate(args) => relocate_command(common, connect, &args, shutdown).await,
+        Command::LogKey(args) => log_key_command(&args),
     }
+}
+
+/// `log-key`: a new signing key written to a new file, readable by its owner only, and its
+/// verifier printed.
+fn log_key_command(args: &args::LogKeyArgs) -> Summary {
+    let name = CommandName::LogKey;
+    let (signing, verifier) = match crate::model::note::Signer::generate(&args.name) {
+        Ok(keys) => keys,
+        Err(e) => return Summary::unusable(name, format!("--name: {e}")),
+    };
+    let written = {
+        use std::io::Write;
+        let mut options = std::fs::OpenOptions::new();
+        options.write(true).create_new(true);
+        #[cfg(unix)]
+        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
+        options
+            .open(&args.out)
+            .and_then(|mut f| f.write_all(format!("{signing}\n").as_bytes()))
+    };
+    if let Err(e) = written {
+        return Summary::unusable(
+            name,
+            format!("--out {}: cannot write the key there ({e}); an existing file is never replaced", args.out.display()),
+        );
+    }
+    let mut summary = Summary::new(name);
+    summary.text = Some(format!("{verifier}\n"));
+    summary.settle()
 }
 
 /// `migrate`: the table's spec needs the database (a profile's columns are read from it).
@@ -358,7 +388,18 @@ async fn open(
     .await;
     let ctx = match checked {
         Ok((spec, store, stops)) => {
-            RunContext::new(spec, db, store, shutdown, system_clock()).with_stops(stops)
+            let mut ctx =
+                RunContext::new(spec, db, store, shutdown, system_clock()).with_stops(stops);
+            if let Some(keys) = &connect.log_keys {
+                match keys.keys() {
+                    Ok(keys) => ctx.log_keys = keys,
+                    Err(e) => {
+                        ctx.db.close().await;
+                        return Err(e);
+                    }
+                }
+            }
+            ctx
         }
         Err(e) => {
             db.close().await;

@@ -349,6 +349,7 @@ pub struct Groups<'a> {
     pub replicas: Option<&'a ReplicaArgs>,
     pub stops: Option<&'a StopArgs>,
     pub metrics: Option<&'a MetricsArgs>,
+    pub log_keys: Option<&'a super::groups::LogSigningArgs>,
 }
 
 impl Command {
@@ -362,11 +363,13 @@ impl Command {
                 protection: Some(&a.protection),
                 replicas: Some(&a.replicas),
                 stops: Some(&a.stops),
+                log_keys: Some(&a.log_keys),
                 metrics: Some(&a.metrics),
             },
             Command::Verify(a) => Groups {
                 s3: Some(&a.s3),
                 stops: Some(&a.stops),
+                log_keys: Some(&a.log_keys),
                 metrics: Some(&a.metrics),
                 ..none
             },
@@ -380,6 +383,7 @@ impl Command {
                 s3: Some(&a.s3),
                 replicas: Some(&a.replicas),
                 stops: Some(&a.stops),
+                log_keys: Some(&a.log_keys),
                 metrics: Some(&a.metrics),
                 ..none
             },
@@ -399,6 +403,7 @@ impl Command {
             },
             Command::Attest(a) => Groups {
                 s3: Some(&a.s3),
+                log_keys: Some(&a.log_keys),
                 metrics: Some(&a.metrics),
                 ..none
             },
@@ -417,7 +422,11 @@ impl Command {
                 s3: Some(&a.s3),
                 ..none
             },
-            Command::Migrate(_) | Command::History(_) | Command::Demo(_) | Command::Schema => none,
+            Command::Migrate(_)
+            | Command::History(_)
+            | Command::Demo(_)
+            | Command::Schema
+            | Command::LogKey(_) => none,
         }
     }
 }
@@ -463,6 +472,7 @@ impl Groups<'_> {
             s3: self.s3_settings(),
             sentinel: self.stops.and_then(|s| s.sentinel.clone()),
             replicas: self.replicas.cloned(),
+            log_keys: self.log_keys.cloned(),
         }
     }
 
@@ -486,6 +496,7 @@ pub struct Connect {
     pub s3: S3Settings,
     pub sentinel: Option<std::path::PathBuf>,
     pub replicas: Option<ReplicaArgs>,
+    pub log_keys: Option<super::groups::LogSigningArgs>,
 }
 
 fn default_s3_args() -> S3Args {

@@ -119,11 +119,12 @@ fn problems(cli: &Cli) -> Vec<String> {
             | Command::Demo(_)
             | Command::Relocate(_)
             | Command::Schema
+            | Command::LogKey(_)
     ) {
         problems.push("no archive location: set --store or OUTBOX_ARCHIVER_STORE".to_string());
     }
     let needs_no_database = match cli.command {
-        Command::Demo(_) => true,
+        Command::Demo(_) | Command::LogKey(_) => true,
         Command::Schema => common.db.table_profile.is_none(),
         _ => false,
     };

@@ -1,5 +1,5 @@
 //! `attest` — the auditor's statement for a period ([`crate::pipeline::attest`]): every app in
-//! scope through the driver, each app's chain audited against the store's checkpoints; printed
+//! scope through the driver, each app's period proven in its log (inclusion and consistency proofs); printed
 //! as canonical JSON or CSV when every app's period is whole, refused (exit 1, each app's
 //! finding named in the summary) when any is not.
 
@@ -7,7 +7,6 @@ use crate::model::command::CommandName;
 use crate::model::timespec;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
 use crate::pipeline::attest::{self, Attest, Period};
-use crate::pipeline::chain;
 use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
 
@@ -70,9 +69,9 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
             Ok(matters) => matters,
             Err(e) => return summary.without_apps(e),
         };
-        match chain::apps_in_store(ctx).await {
+        match crate::pipeline::log::apps_in_store(ctx).await {
             Ok(anchored) => apps::add_missing(&mut apps, anchored, case_matters),
-            Err(e) => return summary.without_apps(format!("listing the chains' checkpoints: {e}")),
+            Err(e) => return summary.without_apps(format!("listing the apps' logs: {e}")),
         }
     }
     let work = Attest::new(ctx, period);

@@ -40,9 +40,9 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
             Ok(matters) => matters,
             Err(e) => return summary.without_apps(e),
         };
-        match crate::pipeline::chain::apps_in_store(ctx).await {
+        match crate::pipeline::log::apps_in_store(ctx).await {
             Ok(anchored) => apps::add_missing(&mut apps, anchored, case_matters),
-            Err(e) => return summary.without_apps(format!("listing the chains' checkpoints: {e}")),
+            Err(e) => return summary.without_apps(format!("listing the apps' logs: {e}")),
         }
     }
     let progress = Progress::new(CommandName::Verify);

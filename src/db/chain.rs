@@ -172,6 +172,64 @@ impl ChainTable {
         Ok(rows.into_iter().map(to_link).collect())
     }
 
+    /// The app's last leaf the database knows: its index and the chain seq of its receipt.
+    pub async fn last_logged(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+    ) -> Result<Option<(u64, u64)>, DbError> {
+        let row: Option<(i64, Option<i64>)> = sqlx::query_as(AssertSqlSafe(format!(
+            "SELECT log_index, chain_seq FROM {} WHERE app_code = ? AND log_index IS NOT NULL \
+             ORDER BY log_index DESC LIMIT 1",
+            self.spec.receipts_table()
+        )))
+        .bind(app)
+        .fetch_optional(pool)
+        .await
+        .context(|| format!("reading the last leaf of app {app}'s log"))?;
+        Ok(row.map(|(i, seq)| (i.max(0) as u64, seq.unwrap_or(0).max(0) as u64)))
+    }
+
+    /// Records the leaves the store's log now holds: `(batch id, leaf)` of the app's receipts,
+    /// each only if it has none yet; in one transaction. Returns the receipts given a leaf.
+    pub async fn set_leaves(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        leaves: &[(String, u64)],
+    ) -> Result<u64, DbError> {
+        let table = self.spec.receipts_table();
+        let mut tx = pool
+            .begin()
+            .await
+            .context(|| format!("starting to record app {app}'s leaves"))?;
+        let mut set = 0;
+        for chunk in leaves.chunks(500) {
+            let cases = "WHEN ? THEN ? ".repeat(chunk.len());
+            let ids = vec!["?"; chunk.len()].join(", ");
+            let mut q = sqlx::query(AssertSqlSafe(format!(
+                "UPDATE {table} SET log_index = CASE batch_id {cases}END \
+                 WHERE app_code = ? AND log_index IS NULL AND batch_id IN ({ids})"
+            )));
+            for (batch, leaf) in chunk {
+                q = q.bind(batch).bind(*leaf as i64);
+            }
+            q = q.bind(app);
+            for (batch, _) in chunk {
+                q = q.bind(batch);
+            }
+            set += q
+                .execute(&mut *tx)
+                .await
+                .context(|| format!("recording app {app}'s leaves"))?
+                .rows_affected();
+        }
+        tx.commit()
+            .await
+            .context(|| format!("committing app {app}'s leaves"))?;
+        Ok(set)
+    }
+
     /// Records that `verify` read the batch's objects in full at `at_ms` and found them whole.
     pub async fn record_full_verification(
         &self,

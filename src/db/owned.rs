@@ -85,6 +85,8 @@ fn receipts(spec: &TableSpec) -> OwnedTable {
                 "KEY idx_{prefix}_unpurged (app_code, state, purged_at_ms, restored_at_ms, last_updated_at_ms, last_event_id)"
             ),
             format!("UNIQUE KEY {} (app_code, chain_seq)", spec.chain_index()),
+            format!("UNIQUE KEY {} (app_code, log_index)", spec.log_index()),
+            format!("KEY idx_{prefix}_recorded (app_code, verified_at_ms)"),
         ],
     }
 }
@@ -154,8 +156,12 @@ fn receipt_columns(spec: &TableSpec) -> Vec<(String, String)> {
         ("data_version_id", "VARCHAR(1024) CHARACTER SET ascii NULL"),
     ]));
     receipts.extend(columns(CHAIN_COLUMNS));
+    receipts.extend(columns(LOG_COLUMNS));
     receipts
 }
+
+/// The receipts column of migration 13: the batch's leaf in its app's log.
+const LOG_COLUMNS: &[(&str, &str)] = &[("log_index", "BIGINT NULL")];
 
 /// The receipts columns of migration 10: the chain, and the last verification in full.
 const CHAIN_COLUMNS: &[(&str, &str)] = &[
@@ -496,6 +502,23 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
         pool.execute(sqlx::AssertSqlSafe(key))
             .await
             .context(|| format!("adding the chain's unique key to {receipts}"))?;
+    }
+    if !has_column(pool, &receipts, "log_index").await? {
+        tracing::info!(table = receipts, "adding the log of batches to the receipts table");
+        pool.execute(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {receipts} ADD COLUMN log_index BIGINT NULL"
+        )))
+        .await
+        .context(|| format!("adding the log to {receipts}"))?;
+    }
+    if !has_index(pool, &receipts, &spec.log_index()).await? {
+        pool.execute(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {receipts} ADD UNIQUE KEY {} (app_code, log_index), ADD KEY idx_{}_recorded (app_code, verified_at_ms)",
+            spec.log_index(),
+            spec.owned_prefix
+        )))
+        .await
+        .context(|| format!("adding the log's unique key to {receipts}"))?;
     }
     let runs = spec.runs_table();
     if !has_column(pool, &runs, "run_id").await? {

@@ -49,6 +49,8 @@ pub struct StoredReceipt {
     pub chain: Option<(u64, String)>,
     /// When `verify` last read its objects in full and found them whole, and how (migration 10).
     pub full_verified: Option<(i64, String)>,
+    /// Its leaf in its app's log (migration 13; none until an archive run appended it).
+    pub log_index: Option<u64>,
 }
 
 impl StoredReceipt {
@@ -427,24 +429,24 @@ impl Receipts {
             .context(|| "decoding a receipt".into())
     }
 
-    /// One page of an app's linked receipts (any state), by chain seq after `after_seq`.
-    pub async fn chain_page(
+    /// Receipts of an app by `query` (its `?`s bound to `app` and then `binds`), decoded for it.
+    async fn of_app_where(
         &self,
         pool: &MySqlPool,
         app: &str,
-        after_seq: u64,
-        limit: u32,
+        query: &str,
+        binds: &[i64],
+        what: &str,
     ) -> Result<Vec<StoredReceipt>, DbError> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT * FROM {} WHERE app_code = ? AND chain_seq > ? ORDER BY chain_seq LIMIT ?",
-            self.table()
-        )))
-        .bind(app)
-        .bind(after_seq as i64)
-        .bind(limit)
-        .fetch_all(pool)
-        .await
-        .context(|| format!("reading the chain of app {app}"))?;
+        let sql = format!("SELECT * FROM {} WHERE app_code = ? AND {query}", self.table());
+        let mut q = sqlx::query(AssertSqlSafe(sql)).bind(app);
+        for b in binds {
+            q = q.bind(*b);
+        }
+        let rows = q
+            .fetch_all(pool)
+            .await
+            .context(|| format!("reading {what} of app {app}"))?;
         let apps = [app.to_string()];
         rows.iter()
             .map(|row| decode(self.spec, row).map(|r| r.of_app(&apps)))
@@ -452,25 +454,92 @@ impl Receipts {
             .context(|| "decoding a receipt".into())
     }
 
-    /// An app's receipts not linked into its chain yet (any state).
-    pub async fn unlinked(
+    /// One page of an app's logged receipts (any state), by leaf from `from` on.
+    pub async fn log_page(
         &self,
         pool: &MySqlPool,
         app: &str,
+        from: u64,
+        limit: u32,
     ) -> Result<Vec<StoredReceipt>, DbError> {
-        let rows = sqlx::query(AssertSqlSafe(format!(
-            "SELECT * FROM {} WHERE app_code = ? AND chain_seq IS NULL ORDER BY created_at_ms, last_updated_at_ms, last_event_id, batch_id",
+        self.of_app_where(
+            pool,
+            app,
+            "log_index >= ? ORDER BY log_index LIMIT ?",
+            &[from as i64, i64::from(limit)],
+            "the log",
+        )
+        .await
+    }
+
+    /// The app's receipt at leaf `index` of its log, if one is.
+    pub async fn at_leaf(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        index: u64,
+    ) -> Result<Option<StoredReceipt>, DbError> {
+        Ok(self
+            .of_app_where(pool, app, "log_index = ?", &[index as i64], "a leaf")
+            .await?
+            .pop())
+    }
+
+    /// Up to `limit` of an app's receipts not in its log yet, by chain seq after `after_seq`.
+    pub async fn unlogged(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        after_seq: u64,
+        limit: u32,
+    ) -> Result<Vec<StoredReceipt>, DbError> {
+        self.of_app_where(
+            pool,
+            app,
+            "chain_seq > ? AND log_index IS NULL ORDER BY chain_seq LIMIT ?",
+            &[after_seq as i64, i64::from(limit)],
+            "the receipts not logged yet",
+        )
+        .await
+    }
+
+    /// An app's receipts recorded in `[from_ms, until_ms)`, by leaf (unlogged ones last).
+    pub async fn recorded_in(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        from_ms: i64,
+        until_ms: i64,
+    ) -> Result<Vec<StoredReceipt>, DbError> {
+        self.of_app_where(
+            pool,
+            app,
+            "verified_at_ms >= ? AND verified_at_ms < ? ORDER BY log_index IS NULL, log_index, chain_seq",
+            &[from_ms, until_ms],
+            "the receipts of the period",
+        )
+        .await
+    }
+
+    /// The leaf of the app's last logged receipt recorded before `until_ms` (leaves are given
+    /// in the order receipts are recorded): read backwards on the recorded key, one row.
+    pub async fn last_leaf_before(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        until_ms: i64,
+    ) -> Result<Option<u64>, DbError> {
+        let leaf: Option<Option<i64>> = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT log_index FROM {} WHERE app_code = ? AND verified_at_ms < ? AND log_index IS NOT NULL \
+             ORDER BY verified_at_ms DESC LIMIT 1",
             self.table()
         )))
         .bind(app)
-        .fetch_all(pool)
+        .bind(until_ms)
+        .fetch_optional(pool)
         .await
-        .context(|| format!("reading the unlinked receipts of app {app}"))?;
-        let apps = [app.to_string()];
-        rows.iter()
-            .map(|row| decode(self.spec, row).map(|r| r.of_app(&apps)))
-            .collect::<Result<_, sqlx::Error>>()
-            .context(|| "decoding a receipt".into())
+        .context(|| format!("reading app {app}'s log at the period's end"))?;
+        Ok(leaf.flatten().map(|i| i.max(0) as u64))
     }
 
     /// The first `n` receipts, by app and cursor.
@@ -696,6 +765,9 @@ fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error
         },
         chain: chain_place(row)?,
         full_verified: full_verification(row)?,
+        log_index: row
+            .try_get::<Option<i64>, _>("log_index")?
+            .map(|i| i.max(0) as u64),
     })
 }
 

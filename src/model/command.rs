@@ -19,12 +19,13 @@ pub enum CommandName {
     Schema,
     Demo,
     Relocate,
+    LogKey,
     /// A command line that names no subcommand (a usage error's summary).
     None,
 }
 
 impl CommandName {
-    const ALL: [CommandName; 14] = [
+    const ALL: [CommandName; 15] = [
         CommandName::Migrate,
         CommandName::Archive,
         CommandName::Verify,
@@ -39,6 +40,7 @@ impl CommandName {
         CommandName::Schema,
         CommandName::Demo,
         CommandName::Relocate,
+        CommandName::LogKey,
     ];
 
     /// The commands whose runs the runs table records (what `history` lists): those that work
@@ -79,6 +81,7 @@ impl CommandName {
             CommandName::Schema => "schema",
             CommandName::Demo => "demo",
             CommandName::Relocate => "relocate",
+            CommandName::LogKey => "log-key",
             CommandName::None => "outbox-archiver",
         }
     }

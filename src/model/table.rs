@@ -256,6 +256,11 @@ impl TableSpec {
     pub fn chain_index(&self) -> String {
         format!("idx_{}_chain", self.owned_prefix)
     }
+
+    /// The receipts' unique key on an app's leaves in its log (migration 13).
+    pub fn log_index(&self) -> String {
+        format!("idx_{}_log", self.owned_prefix)
+    }
 }
 
 /// `spec` as a batch written before columns were added to the table holds it: only the columns

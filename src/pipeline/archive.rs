@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use super::apps::{Access, AppWork, Apps};
 use super::budget::Budget;
 use super::builder::{self, BuildError, Built};
-use super::chain;
+use super::log;
 use super::failure::{Classify, Kind};
 use super::home::HomeError;
 use super::publish::{PublishError, Published, Publisher};
@@ -220,20 +220,20 @@ impl<'a> Archiver<'a> {
         self
     }
 
-    /// Anchors the app's new links in the store, whatever the run's outcome: what was recorded
-    /// is anchored. A failure fails the app (the next run anchors them); a store that holds
-    /// links the database's chain does not continue is said, and left as it is.
+    /// Appends the app's new receipts to its log in the store, whatever the run's outcome: what
+    /// was recorded is logged. A failure fails the app (the next run appends them); a log that
+    /// holds leaves the database does not is said, and left as it is.
     async fn anchor(&self, app: &str, report: &mut AppReport, details: &mut ArchiveApp) {
         let accept = self.opts.accept_chain_break.as_deref();
-        match chain::anchor(self.ctx, app, &self.opts.policy, accept).await {
+        match log::append(self.ctx, app, &self.opts.policy, accept).await {
             Ok(anchoring) => {
                 if let Some(key) = &anchoring.written {
                     tracing::info!(
                         app,
                         key,
-                        links = anchoring.links,
-                        head = anchoring.head,
-                        "chain anchored"
+                        leaves = anchoring.links,
+                        size = anchoring.head,
+                        "log appended"
                     );
                 }
                 details.chain_head = (anchoring.head > 0).then_some(anchoring.head);
@@ -241,8 +241,8 @@ impl<'a> Archiver<'a> {
                 details.chain_break = anchoring.break_accepted;
             }
             Err(e) => {
-                tracing::error!(app, error = %e, "could not anchor the chain");
-                if let chain::ChainError::Refused { detail, .. } = &e {
+                tracing::error!(app, error = %e, "could not append to the log");
+                if let log::ChainError::Refused { detail, .. } = &e {
                     details.chain_disagreement = Some(detail.clone());
                 }
                 if report.error.is_none() {

@@ -1,36 +1,30 @@
 //! The auditor's statement (`attest`): per app and UTC day of a period, what was archived —
-//! rows, batches, control totals, first and last cursor — with the app's chain head at the
-//! period's end and the checkpoint that anchors it, and per batch when it was last verified in
-//! full and how, its retention and storage class. Built from the receipts and the store's
-//! checkpoints once [`super::chain::audit`] found that they agree; an app whose chain has a
-//! problem up to the period's end, or whose batches of the period are not all anchored, is not
-//! attested.
+//! rows, batches, control totals, first and last cursor — and what proves it in the app's log:
+//! each batch's inclusion proof in the tree head at the period's end, that head's consistency
+//! proofs from the head at the period's start (the previous statement's end) and to the store's
+//! checkpoint, signed where a log key is configured (README, "The log of batches"). Per batch
+//! too, when it was last verified in full and how, its retention and storage class. An app
+//! whose period cannot be proven — a batch not appended yet, a leaf without its receipt, a
+//! proof that fails — is not attested. Reads the period's receipts and the tiles on their
+//! paths, not the app's history.
 //!
 //! A batch belongs to the day its receipt was recorded (UTC): the day it entered the archive.
 //! The JSON is canonical — keys sorted at every level, no insignificant whitespace, one
 //! trailing newline — so the same statement always has the same bytes and hash.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{json, Map, Value};
 
-use crate::db::receipts::StoredReceipt;
-use crate::model::chain::{Anchored, Audit, ChainFinding};
+use super::log::{self, ChainError, Log, PeriodProof};
+use crate::db::receipts::{Receipts, StoredReceipt};
+use crate::model::chain::{ChainFinding, Problem};
 use crate::model::format::TotalValue;
 use crate::model::table::TableSpec;
-use crate::model::timespec;
+use crate::model::{timespec, tlog};
 
 /// The statement's schema name.
-pub const SCHEMA: &str = "outbox-archive-attestation/v1";
-
-/// One app's chain and receipts, audited.
-#[derive(Debug, Clone)]
-pub struct AppChain {
-    pub app_code: String,
-    pub audit: Audit,
-    pub receipts: Vec<StoredReceipt>,
-    pub anchored: Vec<Anchored>,
-}
+pub const SCHEMA: &str = "outbox-archive-attestation/v2";
 
 /// The period attested: UTC days `from..=to`.
 #[derive(Debug, Clone, Copy)]
@@ -48,68 +42,13 @@ pub struct Refusal {
     pub finding: Option<Box<ChainFinding>>,
 }
 
-/// The app's receipts recorded within the period, in chain order.
-fn in_period<'a>(chain: &'a AppChain, period: &Period) -> Vec<&'a StoredReceipt> {
-    let mut out: Vec<&StoredReceipt> = chain
-        .receipts
-        .iter()
-        .filter(|r| (period.from_ms..period.until_ms).contains(&r.verified_at_ms))
-        .collect();
-    out.sort_by_key(|r| r.chain.as_ref().map_or(u64::MAX, |(seq, _)| *seq));
-    out
-}
-
-/// The head of the app's chain at the period's end: its last link recorded before then.
-fn head_at_end<'a>(chain: &'a AppChain, period: &Period) -> Option<&'a StoredReceipt> {
-    chain
-        .receipts
-        .iter()
-        .filter(|r| r.verified_at_ms < period.until_ms && r.chain.is_some())
-        .max_by_key(|r| r.chain.as_ref().map(|(seq, _)| *seq))
-}
-
-/// Whether the app's period can be attested: no chain problem up to its head at the period's
-/// end, every batch of the period linked and anchored.
-pub fn check(chain: &AppChain, period: &Period) -> Result<(), Refusal> {
-    let refuse = |reason: String, finding: Option<ChainFinding>| Refusal {
-        app_code: chain.app_code.clone(),
-        reason,
-        finding: finding.map(Box::new),
-    };
-    // Up to the head at the period's end — or further, to the last seq the store anchors: a
-    // database that lost its last receipts has an earlier head, and the loss must not pass.
-    let head = head_at_end(chain, period).map_or(0, |r| r.chain.as_ref().map_or(0, |(s, _)| *s));
-    let bound = head.max(chain.audit.store_head);
-    if let Some(problem) = chain.audit.first_problem_to(bound) {
-        return Err(refuse(
-            format!(
-                "its chain has a problem at or before seq {bound} (the head at the period's end, or the last seq the store anchors)"
-            ),
-            Some(problem.clone()),
-        ));
-    }
-    for r in in_period(chain, period) {
-        let seq = r.chain.as_ref().map(|(seq, _)| *seq);
-        if !chain.audit.is_sound(seq) {
-            let why = match seq {
-                Some(seq) => format!("batch {} (seq {seq}) is not anchored in the store yet: the next `outbox-archiver archive` of the app anchors it", r.batch_id),
-                None => format!("batch {} is not linked into the chain: run `outbox-archiver migrate`", r.batch_id),
-            };
-            return Err(refuse(why, None));
-        }
-    }
-    Ok(())
-}
-
-/// The key of the checkpoint that anchors `seq` with `link`.
-fn anchored_in<'a>(chain: &'a AppChain, seq: u64, link: &str) -> Option<&'a str> {
-    chain.anchored.iter().find_map(|a| {
-        let c = a.checkpoint.as_ref().ok()?;
-        c.links
-            .iter()
-            .any(|l| l.seq == seq && l.link == link)
-            .then_some(a.key.as_str())
-    })
+/// One app's period, proven.
+struct Proven<'r> {
+    folder: String,
+    origin: String,
+    receipts: &'r [StoredReceipt],
+    proof: PeriodProof,
+    breaks: Vec<log::LogBreak>,
 }
 
 fn cursor(updated_at_ms: i64, event_id: &str) -> Value {
@@ -127,9 +66,8 @@ fn last_full_verification(r: &StoredReceipt) -> (i64, String) {
     }
 }
 
-fn batch(chain: &AppChain, spec: &TableSpec, r: &StoredReceipt) -> Value {
+fn batch(spec: &TableSpec, r: &StoredReceipt, inclusion: &(u64, Vec<tlog::Hash>)) -> Value {
     let c = &r.content;
-    let (seq, link) = r.chain.clone().unwrap_or_default();
     let (verified_at, how) = last_full_verification(r);
     let totals: Map<String, Value> = spec
         .totals
@@ -139,15 +77,17 @@ fn batch(chain: &AppChain, spec: &TableSpec, r: &StoredReceipt) -> Value {
         .collect();
     json!({
         "batch_id": r.batch_id,
-        "seq": seq,
-        "link": link,
-        "anchored_in": anchored_in(chain, seq, &link),
+        "leaf_index": inclusion.0,
+        "inclusion_proof": inclusion.1.iter().map(log::hash_text).collect::<Vec<_>>(),
         "recorded_at": timespec::rfc3339(r.verified_at_ms),
         "rows": c.row_count,
         "first_cursor": cursor(c.first.updated_at_ms, &c.first.event_id),
         "last_cursor": cursor(c.last.updated_at_ms, &c.last.event_id),
         "totals": totals,
-        "manifest_sha256": r.manifest_sha256,
+        // The hash the receipt's fields imply: what its leaf binds (its proof passed).
+        "manifest_sha256": crate::model::digest::sha256_hex(
+            &super::verifier::Expected::of_receipt(spec, r, Vec::new()).manifest
+        ),
         "data_sha256": r.data.sha256,
         "data_object_key": r.keys.data,
         "last_full_verification": { "at": timespec::rfc3339(verified_at), "how": how },
@@ -160,16 +100,16 @@ fn batch(chain: &AppChain, spec: &TableSpec, r: &StoredReceipt) -> Value {
     })
 }
 
-/// One app's days of the period, and its chain head at the period's end.
-pub fn app_statement(chain: &AppChain, spec: &TableSpec, period: &Period) -> Value {
-    let receipts = in_period(chain, period);
-    // The period's seqs: consecutive statements must join (one's last + 1 is the next's first).
-    let seqs: Vec<u64> = receipts
+/// One app's days of the period, and the proofs of its log.
+fn app_statement(p: &Proven<'_>, spec: &TableSpec, period: &Period) -> Value {
+    let inclusions: BTreeMap<&str, &(u64, Vec<tlog::Hash>)> = p
+        .receipts
         .iter()
-        .filter_map(|r| r.chain.as_ref().map(|(s, _)| *s))
+        .map(|r| r.batch_id.as_str())
+        .zip(&p.proof.inclusions)
         .collect();
     let mut days: BTreeMap<String, Vec<&StoredReceipt>> = BTreeMap::new();
-    for r in receipts {
+    for r in p.receipts {
         days.entry(timespec::utc_date(r.verified_at_ms))
             .or_default()
             .push(r);
@@ -204,39 +144,31 @@ pub fn app_statement(chain: &AppChain, spec: &TableSpec, period: &Period) -> Val
                 "totals": sums.into_iter().map(|(k, v)| (k.to_string(), Value::String(v.to_string()))).collect::<Map<_, _>>(),
                 "first_cursor": cursor(first.updated_at_ms, &first.event_id),
                 "last_cursor": cursor(last.updated_at_ms, &last.event_id),
-                "batch_list": receipts.iter().map(|r| batch(chain, spec, r)).collect::<Vec<_>>(),
+                "batch_list": receipts.iter().map(|r| batch(spec, r, inclusions[r.batch_id.as_str()])).collect::<Vec<_>>(),
             })
         })
         .collect();
-    let head = head_at_end(chain, period).and_then(|r| {
-        let (seq, link) = r.chain.clone()?;
-        Some(json!({
-            "seq": seq,
-            "link": link,
-            "batch_id": r.batch_id,
-            "anchored_in": anchored_in(chain, seq, &link),
-        }))
-    });
-    let breaks: Vec<Value> = chain
-        .audit
+    let breaks: Vec<Value> = p
         .breaks
         .iter()
         .filter(|b| b.accepted_at_ms < period.until_ms)
         .map(|b| {
             json!({
-                "from_seq": b.from_seq,
-                "prev_link": b.prev_link,
-                "abandoned_checkpoints": b.abandoned,
-                "removed_receipts": b.dropped,
+                "leaves": b.leaves,
                 "reason": b.reason,
                 "accepted_at": timespec::rfc3339(b.accepted_at_ms),
             })
         })
         .collect();
+    let mut proofs = p.proof.to_json(&p.origin);
+    proofs["app_code"] = Value::String(p.folder.clone());
+    proofs["entry"] = Value::String(format!(
+        "{}\\n{{table}}\\n{{app_code}}\\n{{batch_id}}\\n{{manifest_sha256}}\\n",
+        tlog::ENTRY_SCHEMA
+    ));
     json!({
-        "app_code": chain.app_code,
-        "chain_head_at_end": head,
-        "seqs": { "first": seqs.first(), "last": seqs.last() },
+        "app_code": p.receipts.first().map_or(p.folder.clone(), |r| r.app_code.clone()),
+        "log": proofs,
         "chain_breaks_accepted": breaks,
         "days": days,
     })
@@ -303,9 +235,9 @@ fn csv_header(sums: &[&str]) -> Vec<String> {
     header.extend(sums.iter().map(|s| s.to_string()));
     header.extend(
         [
-            "chain_head_seq",
-            "chain_head_link",
-            "chain_head_anchored_in",
+            "log_size_at_end",
+            "log_root_at_end",
+            "log_checkpoint_size",
             "oldest_full_verification",
             "verified_how",
             "earliest_retain_until",
@@ -330,7 +262,7 @@ pub fn csv(spec: &TableSpec, statement: &Value) -> String {
     line(&mut out, &header);
     let empty = Vec::new();
     for app in statement["apps"].as_array().unwrap_or(&empty) {
-        let head = &app["chain_head_at_end"];
+        let head = &app["log"];
         for day in app["days"].as_array().unwrap_or(&empty) {
             let batches = day["batch_list"].as_array().unwrap_or(&empty);
             let text = |v: &Value| match v {
@@ -354,9 +286,9 @@ pub fn csv(spec: &TableSpec, statement: &Value) -> String {
             ];
             row.extend(sums.iter().map(|s| text(&day["totals"][*s])));
             row.extend([
-                text(&head["seq"]),
-                text(&head["link"]),
-                text(&head["anchored_in"]),
+                text(&head["at_end"]["size"]),
+                text(&head["at_end"]["root"]),
+                text(&head["size"]),
                 batches
                     .iter()
                     .map(|b| text(&b["last_full_verification"]["at"]))
@@ -423,6 +355,61 @@ impl<'a> Attest<'a> {
     }
 }
 
+impl Attest<'_> {
+    /// The app's period proven in its log, or why it cannot be.
+    async fn prove<'r>(
+        &self,
+        app: &str,
+        receipts: &'r [StoredReceipt],
+    ) -> Result<Result<Proven<'r>, Refusal>, ChainError> {
+        let (ctx, period) = (self.ctx, &self.period);
+        let refuse = |reason: String, finding: Option<ChainFinding>| Refusal {
+            app_code: app.to_string(),
+            reason,
+            finding: finding.map(Box::new),
+        };
+        if let Some(r) = receipts.iter().find(|r| r.log_index.is_none()) {
+            return Ok(Err(refuse(format!("batch {} is not appended to the log yet: the next `outbox-archiver archive` of the app appends it", r.batch_id), None)));
+        }
+        let log = Log::open(ctx, app).await?;
+        let table = Receipts::new(ctx.spec);
+        let before = |until| table.last_leaf_before(&ctx.db.pool, app, until);
+        let first = receipts.iter().filter_map(|r| r.log_index).min();
+        let last = receipts.iter().filter_map(|r| r.log_index).max();
+        let start = before(period.from_ms).await?.map_or(0, |i| i + 1);
+        let start = first.map_or(start, |f| f.min(start));
+        let end = match last {
+            Some(l) => l + 1,
+            None => before(period.until_ms).await?.map_or(0, |i| i + 1),
+        }
+        .max(start);
+        // Every leaf of the period is one of its receipts, or accepted as gone.
+        let breaks = log.breaks().await?;
+        let accepted: BTreeSet<u64> = breaks.iter().flat_map(|b| b.leaves.iter().map(|(i, _)| *i)).collect();
+        let ours: BTreeSet<u64> = receipts.iter().filter_map(|r| r.log_index).collect();
+        if let Some(gap) = (start..end).find(|i| !ours.contains(i) && !accepted.contains(i)) {
+            let finding = ChainFinding {
+                problem: Problem::Gap,
+                seq: Some(gap),
+                batch_id: None,
+                expected: format!("a receipt of the period for leaf {gap}"),
+                actual: "the database has none (removed, or lost in a restore)".into(),
+            };
+            return Ok(Err(refuse(format!("leaf {gap}, within the period's leaves {start}..{end}, has no receipt recorded in the period"), Some(finding))));
+        }
+        Ok(match log::prove_period(&log, receipts, start, end).await? {
+            Ok(proof) => Ok(Proven {
+                folder: log.folder.clone(),
+                origin: log.origin.clone(),
+                receipts,
+                proof,
+                breaks,
+            }),
+            Err(finding) => Err(refuse("its log does not prove the period".into(), Some(finding))),
+        })
+    }
+}
+
 #[async_trait::async_trait]
 impl super::apps::AppWork for Attest<'_> {
     fn start(&self, app: &str) -> super::report::AppReport {
@@ -435,17 +422,21 @@ impl super::apps::AppWork for Attest<'_> {
         _: super::apps::Access<'_>,
         mut report: super::report::AppReport,
     ) -> super::report::AppReport {
-        let chain = match super::chain::audit(self.ctx, app).await {
-            Ok(chain) => chain,
+        let period = &self.period;
+        let receipts = match Receipts::new(self.ctx.spec)
+            .recorded_in(&self.ctx.db.pool, app, period.from_ms, period.until_ms)
+            .await
+        {
+            Ok(r) => r,
             Err(e) => {
                 report.fail(&e);
                 return report;
             }
         };
-        match check(&chain, &self.period) {
-            Ok(()) => {
-                let part = app_statement(&chain, self.ctx.spec, &self.period);
-                let receipts = in_period(&chain, &self.period);
+        match self.prove(app, &receipts).await {
+            Err(e) => report.fail(&e),
+            Ok(Ok(proven)) => {
+                let part = app_statement(&proven, self.ctx.spec, period);
                 report.batches = receipts.len() as u64;
                 report.rows = receipts.iter().map(|r| r.content.row_count).sum();
                 self.parts
@@ -453,11 +444,11 @@ impl super::apps::AppWork for Attest<'_> {
                     .expect("not poisoned")
                     .push((app.to_string(), part));
             }
-            Err(refusal) => {
+            Ok(Err(refusal)) => {
                 report.outcome = super::report::Outcome::Failed;
                 report.error = Some(match &refusal.finding {
                     Some(f) => format!(
-                        "not attested: {} — {} at seq {}: expected {}, found {}",
+                        "not attested: {} — {} at leaf {}: expected {}, found {}",
                         refusal.reason,
                         f.problem.kind(),
                         f.seq.map_or("-".into(), |s| s.to_string()),

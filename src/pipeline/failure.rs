@@ -123,12 +123,12 @@ impl Classify for StoreError {
     }
 }
 
-impl Classify for super::chain::ChainError {
+impl Classify for super::log::ChainError {
     fn kind(&self) -> Kind {
         match self {
-            super::chain::ChainError::Db(e) => e.kind(),
-            super::chain::ChainError::Store(e) => e.kind(),
-            super::chain::ChainError::Refused { .. } => Kind::Fatal,
+            super::log::ChainError::Db(e) => e.kind(),
+            super::log::ChainError::Store(e) => e.kind(),
+            super::log::ChainError::Refused { .. } => Kind::Fatal,
         }
     }
 }

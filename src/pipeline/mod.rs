@@ -20,12 +20,12 @@ pub mod archive;
 pub mod attest;
 pub mod budget;
 mod builder;
-pub mod chain;
 pub mod compact;
 pub mod doctor;
 pub mod failure;
 pub mod find;
 pub mod home;
+pub mod log;
 pub mod publish;
 pub mod purge;
 pub mod replicas;
@@ -163,6 +163,8 @@ pub struct RunContext {
     pub base: DbContext,
     pub store: Arc<dyn ObjectStore>,
     pub binding: home::Binding,
+    /// The log key checkpoints are signed with and held to (`--log-key`, `--log-verifier`).
+    pub log_keys: log::LogKeys,
 }
 
 impl std::ops::Deref for RunContext {
@@ -187,6 +189,7 @@ impl RunContext {
             base,
             store,
             binding: home::Binding::default(),
+            log_keys: log::LogKeys::default(),
         }
     }
 

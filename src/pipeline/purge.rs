@@ -18,7 +18,7 @@ use std::collections::HashMap;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
-use super::chain::{self, ChainError};
+use super::log::{ChainError, Log, Prover};
 use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
@@ -30,7 +30,7 @@ use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::model::batch::Member;
-use crate::model::chain::Audit;
+use crate::model::chain::{ChainFinding, Problem};
 use crate::model::digest::RowFingerprint;
 use crate::model::table::TableSpec;
 use crate::pipeline::report::details::{PlannedPurge, PurgeApp};
@@ -83,7 +83,7 @@ enum AppError {
     Store(String, crate::store::StoreError),
     #[error(transparent)]
     Replica(#[from] LagStop),
-    #[error("auditing the chain before purging: {0}")]
+    #[error("proving the batches' leaves in the log before purging: {0}")]
     Chain(#[from] ChainError),
 }
 
@@ -169,28 +169,19 @@ impl AppWork for Purger<'_> {
     }
 }
 
-/// Why a batch's link is not sound: the first problem of the chain up to it, or, where there is
-/// none, that it is not anchored yet.
-fn unsound(app: &str, receipt: &StoredReceipt, audit: &Audit) -> Finding {
-    let seq = receipt.chain.as_ref().map(|(seq, _)| *seq);
-    let problem = match seq {
-        Some(seq) => audit.first_problem_to(seq).cloned(),
-        None => None,
-    };
-    let mut finding = match problem {
-        Some(problem) => Finding::of_chain(app, problem),
-        None => Finding {
+/// Why a batch's leaf is not proven: not logged yet, or the finding its proof made.
+fn unsound(app: &str, receipt: &StoredReceipt, f: ChainFinding) -> Finding {
+    let mut finding = match (f.problem, f.seq) {
+        (Problem::Gap, None) => Finding {
             kind: FindingKind::ChainUnanchored,
             batch_id: Some(receipt.batch_id.clone()),
             key: None,
             event_id: None,
-            expected: Some(format!("app {app}: its link anchored in the store")),
-            actual: Some(match seq {
-                Some(_) => "a link no checkpoint holds yet (the archive run that recorded it ended before anchoring it); the next `outbox-archiver archive` of the app anchors it".into(),
-                None => "a receipt not linked into the chain yet; run `outbox-archiver migrate`, then archive the app".into(),
-            }),
-            seq,
+            expected: Some(format!("app {app}: {}", f.expected)),
+            actual: Some(f.actual),
+            seq: None,
         },
+        _ => Finding::of_chain(app, f),
     };
     finding
         .batch_id
@@ -306,9 +297,10 @@ impl<'a> Purger<'a> {
         tally: &mut Tally,
     ) -> Result<(), AppError> {
         let pool = &self.ctx.db.pool;
-        // Only batches whose link is sound are purged: the chain from the genesis to it whole
-        // in the database, and that very link anchored in the store.
-        let audit = chain::audit(self.ctx, app).await?.audit;
+        // Only batches whose receipt is proven to be the leaf at its index in the tree head the
+        // store holds are purged: an inclusion proof each, the tiles on its path read once.
+        let log = Log::open(self.ctx, app).await.map_err(ChainError::from)?;
+        let mut prover = Prover::open(&log).await?;
         let receipts = self.receipts.stream(pool, self.scope(app));
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
@@ -317,10 +309,9 @@ impl<'a> Purger<'a> {
                 tally.stop_reason = Some(reason);
                 return Ok(());
             }
-            let seq = receipt.chain.as_ref().map(|(seq, _)| *seq);
-            if !audit.is_sound(seq) {
-                let finding = unsound(app, &receipt, &audit);
-                tracing::error!(app, batch_id = receipt.batch_id, finding = %finding, "the batch's link in its app's chain is not sound; batch not purged");
+            if let Some(problem) = prover.prove(&receipt).await? {
+                let finding = unsound(app, &receipt, problem);
+                tracing::error!(app, batch_id = receipt.batch_id, finding = %finding, "the batch's leaf in its app's log is not proven; batch not purged");
                 tally.details.failed_batches.push(receipt.batch_id.clone());
                 tally.details.findings.push(finding);
                 continue;

@@ -14,7 +14,7 @@ use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Selection};
-use super::chain;
+use super::log;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
 use super::{Observer, RunContext};
 use crate::db::chain::ChainTable;
@@ -119,12 +119,12 @@ impl AppWork for Verify<'_> {
                 _ = self.ctx.shutdown.cancelled() => None,
             }
         };
-        // The app's chain, unless the run checks listed batches only: its receipts recomputed
-        // and held to the store's checkpoints (cheap: one read of its receipts, one of each
-        // checkpoint).
+        // The app's log, unless the run checks listed batches only: the whole tree proven once
+        // and each leaf held to its receipt (a tile and an entry bundle per 256 batches, the
+        // receipts a page at a time).
         let chain = async {
             match self.opts.selection.batch_ids.is_empty() {
-                true => Some(chain::audit(self.ctx, app).await),
+                true => Some(log::audit(self.ctx, app).await),
                 false => None,
             }
         };
@@ -224,37 +224,30 @@ impl<'a> Verify<'a> {
         }
     }
 
-    /// An app's chain audited: its findings join the run's, its head and breaks its details.
+    /// An app's log audited: its findings join the run's, its head and breaks its details.
     fn note_chain(
         &self,
         app: &str,
-        chained: Result<super::attest::AppChain, chain::ChainError>,
+        audited: Result<log::LogAudit, log::ChainError>,
         details: &mut VerifyApp,
         report: &mut AppReport,
     ) {
-        match chained {
-            Ok(super::attest::AppChain { audit, .. }) => {
-                details.chain_head = audit.head.as_ref().map(|(seq, _)| *seq);
-                details.chain_anchored_to = audit.head.as_ref().map(|_| audit.anchored_to);
+        match audited {
+            Ok(audit) => {
+                details.chain_head = audit.size;
+                details.chain_root = audit.root.as_ref().map(log::hash_text);
+                details.chain_anchored_to = audit.size.map(|_| audit.known);
                 details.chain_breaks_accepted = audit
                     .breaks
                     .iter()
                     .map(|b| {
-                        let dropped = match b.dropped.as_slice() {
-                            [] => String::new(),
-                            dropped => format!(
-                                ", receipt(s) removed on purpose at seq {}",
-                                dropped
-                                    .iter()
-                                    .map(|l| format!("{} (batch {})", l.seq, l.batch_id))
-                                    .collect::<Vec<_>>()
-                                    .join(", ")
-                            ),
-                        };
                         format!(
-                            "from seq {} ({} checkpoint(s) abandoned{dropped}), accepted {}: {}",
-                            b.from_seq,
-                            b.abandoned.len(),
+                            "leaves {} accepted as gone {}: {}",
+                            b.leaves
+                                .iter()
+                                .map(|(i, batch)| format!("{i} (batch {batch})"))
+                                .collect::<Vec<_>>()
+                                .join(", "),
                             crate::model::timespec::rfc3339(b.accepted_at_ms),
                             b.reason
                         )
@@ -273,7 +266,7 @@ impl<'a> Verify<'a> {
             Err(e) => {
                 report
                     .error
-                    .get_or_insert(format!("auditing the chain: {e}"));
+                    .get_or_insert(format!("auditing the log: {e}"));
             }
         }
     }
@@ -483,10 +476,12 @@ pub async fn orphans_under(
     while let Some(page) = pages.next().await {
         for key in page? {
             let Some((app, day)) = format::app_and_day(table, &key) else {
-                // The chains' checkpoints are the chain audit's to account for, the archive's
-                // marker its home's (every command reads it).
-                let checkpoint = key.starts_with(&format!("{table}_chain/"))
-                    && crate::model::chain::checkpoint_of_key(&key).is_some();
+                // The logs are the log audit's to account for (and the linear chains of older
+                // builds, which a log's transition record names), the archive's marker its
+                // home's (every command reads it).
+                let checkpoint = key.starts_with(&format!("{table}_log/"))
+                    || (key.starts_with(&format!("{table}_chain/"))
+                        && crate::model::chain::checkpoint_of_key(&key).is_some());
                 if !checkpoint && key != format::home_marker_key(table) {
                     orphans.push(key);
                 }

@@ -100,14 +100,14 @@ pub struct ArchiveApp {
     pub superseded: Vec<Superseded>,
     #[serde(flatten)]
     pub replica_wait: ReplicaWait,
-    /// The app's chain head after the run (its last seq), if it has one.
+    /// The size of the app's log after the run (its leaves), if it has one.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain_head: Option<u64>,
-    /// The checkpoint this run wrote to anchor its links.
+    /// The log's checkpoint, where this run appended to it.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain_checkpoint: Option<String>,
-    /// Checkpoints in the store the database's chain does not continue (a fork, receipts lost):
-    /// nothing was anchored.
+    /// Leaves of the log the database's receipts do not have (receipts lost, a fork), or
+    /// another reason the log could not be appended to: nothing was appended.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain_disagreement: Option<String>,
     /// The break record this run wrote (`--accept-chain-break`).
@@ -172,14 +172,17 @@ pub struct Backlog {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct VerifyApp {
     pub stragglers: u64,
-    /// The app's last seq in the database's chain.
+    /// The size of the app's log in the store (its checkpoint's tree size).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain_head: Option<u64>,
-    /// The greatest seq the store anchors with the database's link.
+    /// The root of that tree (base64, as the checkpoint spells it), proven from its tiles.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub chain_root: Option<String>,
+    /// The leaves the database's receipts are logged up to (the rest: not appended yet).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub chain_anchored_to: Option<u64>,
-    /// Breaks of the chain operators accepted (`archive --accept-chain-break`), each with its
-    /// first seq, reason and time: not findings, but never out of sight.
+    /// Leaves operators accepted as gone (`archive --accept-chain-break`), each with its
+    /// leaves, reason and time: not findings, but never out of sight.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub chain_breaks_accepted: Vec<String>,
     /// This app's share of the run's findings (the summary lists them once, at the run's level;

@@ -57,18 +57,17 @@ pub enum FindingKind {
     /// A receipt in a state this tool never writes (set by hand): the app's archive stops at
     /// its rows, and purge leaves them.
     ReceiptNotVerified,
-    /// A link of the app's chain is missing: a seq the store anchors with no receipt (a batch
-    /// deleted with its receipt, a database restored from an older backup), a seq the database
-    /// skips, or a receipt never linked.
+    /// A leaf of the app's log without its receipt (a batch deleted with its receipt, a
+    /// database restored from an older backup), or a receipt logged beyond the store's tree
+    /// (its checkpoint written back).
     ChainGap,
-    /// A receipt or its manifest changed since it was linked: its link does not recompute (or a
-    /// checkpoint in the store is not a stretch of the chain).
+    /// A receipt or its manifest changed since it was logged (its entry is not the leaf at its
+    /// index), or a tile or entry bundle of the log rewritten.
     ChainMismatch,
-    /// Two links for one seq: the database's chain departs from the one the store anchors, or
-    /// two checkpoints disagree.
+    /// The store's tree head is not the tree of its tiles, or not signed by the log key: the
+    /// log was rewritten.
     ChainFork,
-    /// A batch's link that no checkpoint in the store holds yet: purge waits for the next
-    /// archive run to anchor it.
+    /// A batch not appended to the log yet: purge waits for the next archive run to append it.
     ChainUnanchored,
 }
 
@@ -81,7 +80,7 @@ pub struct Finding {
     pub event_id: Option<String>,
     pub expected: Option<String>,
     pub actual: Option<String>,
-    /// The seq in the app's chain (chain findings).
+    /// The leaf in the app's log, from 0 (log findings).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
 }
@@ -142,7 +141,7 @@ impl std::fmt::Display for Finding {
             write!(f, " (event {event})")?;
         }
         if let Some(seq) = self.seq {
-            write!(f, " at chain seq {seq}")?;
+            write!(f, " at leaf {seq}")?;
         }
         if let (Some(e), Some(a)) = (&self.expected, &self.actual) {
             write!(f, ": expected {e}, found {a}")?;
