@@ -1,45 +1,109 @@
 #!/usr/bin/env python3
-"""Recompute an outbox archive's chains from the store alone, as an auditor does.
+"""Recompute an outbox archive's logs of batches from the store alone, as an auditor does.
 
 Needs nothing of the archiver: Python 3's standard library and a copy of the archive's objects
 (`aws s3 sync s3://BUCKET/PREFIX ./copy`, or a file:// store as it is). For every app of the
-table, it
+table (`{table}/_log/app_code={app}/`: one folder per app, its code in lowercase — or exactly,
+where the table's app codes compare case-sensitively and `Pay` and `pay` are two apps), it
 
-  1. reads the app's checkpoints (`{table}/_chain/app_code={app}/*.json`: one folder per app, its
-     code in lowercase — or exactly, where the table's app codes compare case-sensitively and
-     `Pay` and `pay` are two apps) and recomputes every link from the one before it:
-     link(seq) = SHA-256 of
-     "outbox-archive-chain/v1\\n{table}\\n{app in lowercase}\\n{seq}\\n{link(seq-1)}\\n{batch_id}\\n{manifest_sha256}\\n"
-     with link(0) = 64 zeros — checkpoints that disagree on a seq are a fork;
-  2. finds each linked batch's manifest.json and `_SUCCESS` in the copy and checks that the
-     manifest hashes to what its link binds, and the data object to what the manifest says;
-  3. lists every batch folder the copy holds that no link binds — a batch whose run ended before
-     its receipt (an orphan `verify` lists too) or before anchoring — as a note, not a problem;
-  4. honours the breaks operators accepted (`*-break-*.json`: the checkpoints of an abandoned
-     branch, and receipts removed from the database on purpose — a batch whose objects were
-     lost, archived again — whose objects need not be in the copy) and prints each, with its
-     reason.
+  1. reads the checkpoint (C2SP tlog-checkpoint: origin, tree size, base64 root; a signature
+     line after a blank line when a log key signs it — check it with Go's note package or
+     deploy/verify-log.go, this script does not);
+  2. reads every hash tile and entry bundle (C2SP tlog-tiles, height 8) the tree of that size
+     has, recomputes each leaf hash SHA-256(0x00 || entry) from its entry, every tile of the
+     levels above from the tiles below (SHA-256(0x01 || left || right)), and the root, and holds
+     it to the checkpoint's — RFC 6962's Merkle tree hash;
+  3. reads each entry — "outbox-archive-log/v1\\n{table}\\n{app}\\n{batch_id}\\n{manifest_sha256}\\n"
+     — and checks that its batch's manifest.json is in the copy and hashes to what the entry
+     binds, and the data object to what the manifest says;
+  4. where the log carries on a linear chain of an older build (transition.json), recomputes
+     that chain's links from the log's first leaves and holds the last to the chain's newest
+     checkpoint;
+  5. honours the breaks operators accepted (breaks/*.json: leaves whose receipts are gone on
+     purpose — a batch whose objects were lost, archived again — whose objects need not be in
+     the copy) and prints each, with its reason;
+  6. lists every batch folder the copy holds that no leaf names (a batch whose run ended before
+     its receipt, or before appending) as a note, not a problem.
 
-It prints, per app, the anchored head (seq and link; of the branch that goes on) — the statement's
-`chain_head_at_end` must be at or before it on the same chain — and exits 1 on any problem, 0
-when every chain recomputes.
+It prints, per app, the tree head (size and root) — a statement's `log.size` and `log.root` in
+its checkpoint must be this one or, with a consistency proof, an earlier head of the same tree
+— and exits 1 on any problem, 0 when every log recomputes.
 
     deploy/audit-chain.py ./copy wallet_outbox
 """
 
+import base64
 import hashlib
 import json
 import os
 import sys
 
-SCHEMA = "outbox-archive-chain/v1"
-BREAK_SCHEMA = "outbox-archive-chain-break/v1"
+ENTRY_SCHEMA = "outbox-archive-log/v1"
+BREAK_SCHEMA = "outbox-archive-log-break/v1"
+LEGACY_SCHEMA = "outbox-archive-chain/v1"
 GENESIS = "0" * 64
+WIDTH = 256
 
 
-def link(table, app, seq, prev, batch_id, manifest_sha256):
-    text = f"{SCHEMA}\n{table}\n{app}\n{seq}\n{prev}\n{batch_id}\n{manifest_sha256}\n"
-    return hashlib.sha256(text.encode()).hexdigest()
+def leaf_hash(entry):
+    return hashlib.sha256(b"\x00" + entry).digest()
+
+
+def node_hash(left, right):
+    return hashlib.sha256(b"\x01" + left + right).digest()
+
+
+def subtree(hashes):
+    while len(hashes) > 1:
+        hashes = [node_hash(hashes[i], hashes[i + 1]) for i in range(0, len(hashes), 2)]
+    return hashes[0]
+
+
+def tree_hash(leaves):
+    """RFC 6962 MTH, from a list of leaf hashes, without recursion depth limits."""
+    if not leaves:
+        return hashlib.sha256(b"").digest()
+    stack = []  # (height, hash) of complete subtrees, largest first
+    for h in leaves:
+        node = (0, h)
+        while stack and stack[-1][0] == node[0]:
+            height, left = stack.pop()
+            node = (height + 1, node_hash(left, node[1]))
+        stack.append(node)
+    root = stack[-1][1]
+    for _, left in reversed(stack[:-1]):
+        root = node_hash(left, root)
+    return root
+
+
+def index_path(n):
+    groups = [f"{n % 1000:03d}"]
+    n //= 1000
+    while n > 0:
+        groups.append(f"x{n % 1000:03d}")
+        n //= 1000
+    return "/".join(reversed(groups))
+
+
+def tile_path(level, n, width):
+    return f"tile/{level}/{index_path(n)}" + ("" if width == WIDTH else f".p/{width}")
+
+
+def entries_path(n, width):
+    return f"tile/entries/{index_path(n)}" + ("" if width == WIDTH else f".p/{width}")
+
+
+def unbundle(data):
+    out, at = [], 0
+    while at < len(data):
+        if at + 2 > len(data):
+            raise ValueError("a truncated entry length")
+        size = int.from_bytes(data[at:at + 2], "big")
+        out.append(data[at + 2:at + 2 + size])
+        at += 2 + size
+    if at != len(data):
+        raise ValueError("a truncated entry")
+    return out
 
 
 def sha256_file(path):
@@ -50,9 +114,137 @@ def sha256_file(path):
     return h.hexdigest()
 
 
+def legacy_link(table, app, seq, prev, batch_id, manifest_sha256):
+    text = f"{LEGACY_SCHEMA}\n{table}\n{app}\n{seq}\n{prev}\n{batch_id}\n{manifest_sha256}\n"
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def read(path):
+    with open(path, "rb") as f:
+        return f.read()
+
+
+def audit_log(table, app, folder, batches, problems):
+    """One app's log: its leaves as (index, batch_id, manifest_sha256)."""
+    origin = f"outbox-archive/{table}/app_code={app}"
+    try:
+        text = read(os.path.join(folder, "checkpoint")).decode()
+        body = text.split("\n\n", 1)[0].split("\n")
+        if body[0] != origin:
+            problems.append(f"chain_fork: {app}: the checkpoint is of log {body[0]!r}, not {origin!r}")
+            return []
+        size, root = int(body[1]), base64.b64decode(body[2], validate=True)
+    except (OSError, ValueError, IndexError, UnicodeDecodeError) as e:
+        problems.append(f"chain_fork: {app}: the checkpoint cannot be read: {e}")
+        return []
+    accepted = {}
+    breaks_dir = os.path.join(folder, "breaks")
+    for name in sorted(os.listdir(breaks_dir)) if os.path.isdir(breaks_dir) else []:
+        try:
+            b = json.loads(read(os.path.join(breaks_dir, name)))
+            if (b.get("schema"), b.get("table"), b.get("app_code")) != (BREAK_SCHEMA, table, app):
+                problems.append(f"{app}: break record {name} is not one of this log")
+                continue
+            for index, batch_id in b["leaves"]:
+                accepted[index] = batch_id
+            leaves = ", ".join(f"{i} (batch {batch})" for i, batch in b["leaves"])
+            print(f"{app}: leaves {leaves} accepted as gone: {b['reason']}")
+        except (OSError, ValueError, KeyError, TypeError) as e:
+            problems.append(f"{app}: break record {name} cannot be read: {e}")
+    transition = None
+    if os.path.exists(os.path.join(folder, "transition.json")):
+        try:
+            transition = json.loads(read(os.path.join(folder, "transition.json")))
+        except (OSError, ValueError) as e:
+            problems.append(f"chain_mismatch: {app}: transition.json cannot be read: {e}")
+    leaves, full = [], [[]]
+    entries_out = []
+    for n in range((size + WIDTH - 1) // WIDTH):
+        width = min(WIDTH, size - n * WIDTH)
+        try:
+            data = read(os.path.join(folder, tile_path(0, n, width)))
+            hashes = [data[i:i + 32] for i in range(0, len(data), 32)]
+            entries = unbundle(read(os.path.join(folder, entries_path(n, width))))
+        except (OSError, ValueError) as e:
+            problems.append(f"chain_mismatch: {app} leaf {n * WIDTH}: tile {n} cannot be read: {e}")
+            return []
+        if len(hashes) != width or len(entries) != width:
+            problems.append(f"chain_mismatch: {app} leaf {n * WIDTH}: tile {n} does not hold {width} leaves")
+            return []
+        for i, (h, e) in enumerate(zip(hashes, entries)):
+            index = n * WIDTH + i
+            if leaf_hash(e) != h:
+                problems.append(f"chain_mismatch: {app} leaf {index}: its hash in the tile is not its entry's (rewritten)")
+            fields = e.decode(errors="replace").split("\n")
+            if len(fields) != 6 or fields[0] != ENTRY_SCHEMA or fields[1] != table or fields[2] != app or fields[5] != "":
+                problems.append(f"chain_mismatch: {app} leaf {index}: not an entry of this log")
+                fields = [None, None, None, "?", "?", ""]
+            entries_out.append((index, fields[3], fields[4]))
+            leaves.append(h)
+        if width == WIDTH:
+            full[0].append(subtree(hashes))
+    level = 1
+    while size >> (8 * level):
+        count = size >> (8 * level)
+        below, this = full[level - 1], []
+        for n in range((count + WIDTH - 1) // WIDTH):
+            width = min(WIDTH, count - n * WIDTH)
+            try:
+                data = read(os.path.join(folder, tile_path(level, n, width)))
+            except OSError as e:
+                problems.append(f"chain_mismatch: {app}: tile {level}/{n} cannot be read: {e}")
+                return entries_out
+            stored = [data[i:i + 32] for i in range(0, len(data), 32)]
+            if stored != below[n * WIDTH:n * WIDTH + width]:
+                problems.append(f"chain_mismatch: {app}: tile {level}/{n} is not the hashes of the tiles below it (rewritten)")
+            if width == WIDTH:
+                this.append(subtree(stored))
+        full.append(this)
+        level += 1
+    computed = tree_hash(leaves)
+    if computed != root:
+        problems.append(f"chain_fork: {app}: the checkpoint's root {base64.b64encode(root).decode()} is not the tree of its tiles ({base64.b64encode(computed).decode()})")
+    if transition and transition.get("legacy_head_seq"):
+        head_seq, link = transition["legacy_head_seq"], GENESIS
+        for index, batch_id, manifest in entries_out[:head_seq]:
+            link = legacy_link(table, app.lower(), index + 1, link, batch_id, manifest)
+        if len(entries_out) < head_seq or link != transition.get("legacy_head_link"):
+            problems.append(f"chain_mismatch: {app}: the log's first {head_seq} leaves do not recompute the linear chain's head link (chain seq {head_seq}: {transition.get('legacy_head_link')}, is not the log's leaf {head_seq - 1})")
+        key = transition.get("legacy_checkpoint") or ""
+        legacy = os.path.join(folder, "..", "..", "_chain", f"app_code={app}", key.rsplit("/", 1)[-1])
+        try:
+            c = json.loads(read(legacy))
+            if c["links"][-1]["seq"] != head_seq or c["links"][-1]["link"] != transition.get("legacy_head_link"):
+                problems.append(f"chain_mismatch: {app}: the linear chain's checkpoint {key} does not end at the head transition.json names")
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            problems.append(f"chain_mismatch: {app}: the linear chain's checkpoint {key} cannot be read: {e}")
+        print(f"{app}: carries on the linear chain to seq {head_seq} link {link}")
+    for index, batch_id, manifest_sha256 in entries_out:
+        where = batches.get(app.lower(), {}).get(batch_id)
+        if where is None and accepted.get(index) == batch_id:
+            continue  # removed on purpose, accepted: its objects may be gone
+        if where is None:
+            problems.append(f"chain_gap: {app} leaf {index}: batch {batch_id} is not in the store")
+            continue
+        manifest_path = os.path.join(where, "manifest.json")
+        if not os.path.exists(manifest_path) or sha256_file(manifest_path) != manifest_sha256:
+            problems.append(f"chain_mismatch: {app} leaf {index}: manifest of batch {batch_id} is not the one logged")
+            continue
+        try:
+            manifest = json.loads(read(manifest_path))
+            data_path = os.path.join(where, os.path.basename(manifest["data_object_key"]))
+            whole = os.path.exists(data_path) and sha256_file(data_path) == manifest["gzip_sha256"]
+        except (OSError, ValueError, KeyError, TypeError):
+            whole = False
+        if not whole:
+            problems.append(f"{app} leaf {index}: the data object of batch {batch_id} is not the one its manifest hashes")
+    print(f"{app}: tree of {size} leaves, root {base64.b64encode(root).decode()}")
+    return entries_out
+
+
 def main(root, table):
     table_dir = os.path.join(root, table)
-    chain_dir = os.path.join(table_dir, "_chain")
+    log_dir = os.path.join(table_dir, "_log")
     problems = []
     # Every batch folder of the copy: app (lowercase) -> batch id -> folder. A batch id names
     # its app's exact spelling, so looking one up among every spelling of a code is exact.
@@ -67,97 +259,18 @@ def main(root, table):
                 continue
             for batch_id in sorted(os.listdir(day_dir)):
                 batches.setdefault(app, {})[batch_id] = os.path.join(day_dir, batch_id)
-    # The apps: one per chain folder (named as the archiver names it), and a code with batches
-    # but no chain folder in any case.
-    chained = sorted(
-        n[len("app_code="):] for n in (os.listdir(chain_dir) if os.path.isdir(chain_dir) else [])
+    logged = sorted(
+        n[len("app_code="):] for n in (os.listdir(log_dir) if os.path.isdir(log_dir) else [])
     )
-    apps = chained + sorted(a for a in batches if a not in {c.lower() for c in chained})
-    bound = {}  # lowercase app -> batch ids some link binds
-    for app in apps:
-        links = {}  # seq -> (batch_id, manifest_sha256, link)
-        folder = os.path.join(chain_dir, f"app_code={app}")
-        names = sorted(os.listdir(folder)) if os.path.isdir(folder) else []
-        abandoned = set()
-        dropped = {}  # seq -> (batch_id, link): receipts removed from the database on purpose
-        for name in [n for n in names if "-break-" in n]:
-            try:
-                with open(os.path.join(folder, name), "rb") as f:
-                    b = json.loads(f.read())
-                if (b.get("schema"), b.get("table"), b.get("app_code")) != (BREAK_SCHEMA, table, app):
-                    problems.append(f"{app}: break record {name} is not one of this chain")
-                    continue
-                abandoned.update(k.rsplit("/", 1)[-1] for k in b["abandoned"])
-                for l in b.get("dropped", []):
-                    dropped[l["seq"]] = (l["batch_id"], l["link"])
-                removed = "".join(
-                    f", receipt removed on purpose at seq {l['seq']} (batch {l['batch_id']})"
-                    for l in b.get("dropped", [])
-                )
-                print(f"{app}: break accepted from seq {b['from_seq']} ({len(b['abandoned'])} checkpoint(s) abandoned{removed}): {b['reason']}")
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                problems.append(f"{app}: break record {name} cannot be read: {e}")
-        for name in [n for n in names if "-break-" not in n and n not in abandoned]:
-            try:
-                with open(os.path.join(folder, name), "rb") as f:
-                    c = json.loads(f.read())
-                ok = (c.get("schema"), c.get("table"), c.get("app_code")) == (SCHEMA, table, app)
-                seqs_in = [l["seq"] for l in c["links"]]
-                numbered = bool(seqs_in) and seqs_in == list(range(c["from_seq"], c["to_seq"] + 1))
-            except (OSError, ValueError, KeyError, TypeError) as e:
-                problems.append(f"chain_mismatch: {app}: {name} cannot be read as a checkpoint: {e}")
-                continue
-            if not ok or not numbered:
-                problems.append(f"chain_mismatch: {app}: {name} is not a stretch of this chain")
-                continue
-            prev = c["prev_link"]
-            if c["from_seq"] == 1 and prev != GENESIS:
-                problems.append(f"chain_mismatch: {app}: {name} starts at seq 1 but not from the genesis")
-            before = links.get(c["from_seq"] - 1)
-            if before and before[2] != prev:
-                problems.append(f"chain_fork: {app} seq {c['from_seq']}: {name} continues from another link")
-            for l in c["links"]:
-                want = link(table, app.lower(), l["seq"], prev, l["batch_id"], l["manifest_sha256"])
-                if want != l["link"]:
-                    problems.append(f"chain_mismatch: {app} seq {l['seq']} in {name} does not recompute")
-                seen = links.get(l["seq"])
-                if seen and seen[2] != l["link"]:
-                    problems.append(f"chain_fork: {app} seq {l['seq']}: batch {seen[0]} and batch {l['batch_id']}")
-                links.setdefault(l["seq"], (l["batch_id"], l["manifest_sha256"], l["link"]))
-                prev = l["link"]
-        seqs = sorted(links)
-        missing = sorted(set(range(1, seqs[-1] + 1)) - set(seqs)) if seqs else []
-        if missing:
-            problems.append(f"chain_gap: {app} seqs {missing} are in no checkpoint")
-        for seq in seqs:
-            batch_id, manifest_sha256, _ = links[seq]
+    bound = {}
+    for app in logged:
+        for _, batch_id, _ in audit_log(table, app, os.path.join(log_dir, f"app_code={app}"), batches, problems):
             bound.setdefault(app.lower(), set()).add(batch_id)
-            where = batches.get(app.lower(), {}).get(batch_id)
-            if where is None and dropped.get(seq) == (batch_id, links[seq][2]):
-                continue  # removed on purpose, accepted: its objects may be gone
-            if where is None:
-                problems.append(f"chain_gap: {app} seq {seq}: batch {batch_id} is not in the store")
-                continue
-            manifest_path = os.path.join(where, "manifest.json")
-            if not os.path.exists(manifest_path) or sha256_file(manifest_path) != manifest_sha256:
-                problems.append(f"chain_mismatch: {app} seq {seq}: manifest of batch {batch_id} is not the one linked")
-                continue
-            try:
-                with open(manifest_path, "rb") as f:
-                    manifest = json.loads(f.read())
-                data_path = os.path.join(where, os.path.basename(manifest["data_object_key"]))
-                whole = os.path.exists(data_path) and sha256_file(data_path) == manifest["gzip_sha256"]
-            except (OSError, ValueError, KeyError, TypeError):
-                whole = False
-            if not whole:
-                problems.append(f"{app} seq {seq}: the data object of batch {batch_id} is not the one its manifest hashes")
-        if seqs:
-            print(f"{app}: anchored head seq {seqs[-1]} link {links[seqs[-1]][2]} ({len(seqs)} links)")
-        else:
-            print(f"{app}: no checkpoints")
     for code in sorted(batches):
+        if code not in {a.lower() for a in logged}:
+            print(f"{code}: no log")
         for batch_id in sorted(set(batches[code]) - bound.get(code, set())):
-            print(f"{code}: note: batch {batch_id} is in the store but in no checkpoint (its run ended before its receipt or before anchoring; verify lists orphans)")
+            print(f"{code}: note: batch {batch_id} is in the store but in no leaf (its run ended before its receipt or before appending; verify lists orphans)")
     for p in problems:
         print(f"PROBLEM {p}")
     return 1 if problems else 0

@@ -515,7 +515,7 @@ where
 }
 
 /// `sql` with each `?` replaced by the next of `values` as `_utf8mb4 X'…'`.
-fn inline_values(sql: &str, values: &[&str]) -> String {
+pub(crate) fn inline_values(sql: &str, values: &[&str]) -> String {
     let mut out = String::with_capacity(sql.len() + values.len() * 24);
     let mut values = values.iter();
     for c in sql.chars() {

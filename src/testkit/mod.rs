@@ -4,4 +4,5 @@
 
 #[cfg(feature = "local-s3")]
 pub mod local_s3;
+pub mod history;
 pub mod seed;

@@ -182,17 +182,13 @@ async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
     }
     referenced.sort();
     assert_eq!(batch_keys(store.as_ref()).await, referenced);
-    // Each app's chain anchored by one checkpoint, at its head.
+    // Each app's batches in its log: a checkpoint per app, at the tree of its batches.
     let anchored = checkpoint_keys(store.as_ref()).await;
     assert_eq!(anchored.len(), 2, "{anchored:?}");
-    assert!(
-        anchored[0].contains("/_chain/app_code=a1/00000000000000000007-"),
-        "{anchored:?}"
-    );
-    assert!(
-        anchored[1].contains("/_chain/app_code=a2/00000000000000000001-"),
-        "{anchored:?}"
-    );
+    assert!(anchored[0].ends_with("/_log/app_code=a1/checkpoint"), "{anchored:?}");
+    assert!(anchored[1].ends_with("/_log/app_code=a2/checkpoint"), "{anchored:?}");
+    assert_eq!(log_size(store.as_ref(), "a1").await, 7);
+    assert_eq!(log_size(store.as_ref(), "a2").await, 1);
 
     // Idempotent: a second run archives nothing and writes nothing.
     let again = archive(&env, &opts).await;

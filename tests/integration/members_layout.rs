@@ -496,7 +496,8 @@ async fn receipts_an_older_build_left_under_two_spellings_are_one_app_after_migr
         "every member row kept"
     );
 
-    // The next archive run (nothing new below the cutoff) anchors the chain migrate linked.
+    // The next archive run (nothing new below the cutoff) appends to the log the receipts
+    // migrate linked.
     let env = env(&older, store.clone(), CUT2 + DAY);
     let anchored = archive(&env, &options(&older, &["a2"], CUT2)).await;
     assert!(anchored.ok, "{}", anchored.to_json());

@@ -142,13 +142,13 @@ pub async fn keys(store: &dyn ObjectStore) -> Vec<String> {
     store.list(store.location().prefix()).await.unwrap()
 }
 
-/// Every key of the batches' objects: [`keys`] without the chains' checkpoints and the
-/// archive's marker.
+/// Every key of the batches' objects: [`keys`] without the apps' logs (and the linear chains
+/// of older builds) and the archive's marker.
 pub async fn batch_keys(store: &dyn ObjectStore) -> Vec<String> {
     keys(store)
         .await
         .into_iter()
-        .filter(|k| !k.contains("/_chain/") && !is_home_marker(k))
+        .filter(|k| !is_log_key(k) && !is_home_marker(k))
         .collect()
 }
 
@@ -158,13 +158,31 @@ pub fn is_home_marker(key: &str) -> bool {
     key.ends_with("/_archive.json")
 }
 
-/// The chains' checkpoints.
+/// Whether `key` is an object of an app's log (or of an older build's linear chain).
+pub fn is_log_key(key: &str) -> bool {
+    key.contains("/_log/") || key.contains("/_chain/")
+}
+
+/// The apps' logs' checkpoints (their tree heads).
 pub async fn checkpoint_keys(store: &dyn ObjectStore) -> Vec<String> {
     keys(store)
         .await
         .into_iter()
-        .filter(|k| k.contains("/_chain/"))
+        .filter(|k| k.contains("/_log/") && k.ends_with("/checkpoint"))
         .collect()
+}
+
+/// The tree size of the app's log in the store (0: none).
+pub async fn log_size(store: &dyn ObjectStore, folder: &str) -> u64 {
+    let table = outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox");
+    let key = format!("{table}_log/app_code={folder}/checkpoint");
+    match store.get(&key).await.unwrap() {
+        None => 0,
+        Some(_) => {
+            let text = String::from_utf8(read(store, &key).await).unwrap();
+            text.lines().nth(1).unwrap().parse().unwrap()
+        }
+    }
 }
 
 /// Reads a whole object.

@@ -1,0 +1,179 @@
+// Command verify-log checks an outbox archive's statement (`outbox-archiver attest --format
+// json`) with Go's own transparency-log code — golang.org/x/mod/sumdb/tlog and
+// golang.org/x/mod/sumdb/note, the checksum database's — not this project's: for every app, the
+// checkpoint it carries (its signature, with -verifier), that the tree head at the period's end
+// is a prefix of the checkpoint's tree and the head at its start a prefix of that one
+// (consistency proofs), and that every batch of the period is the leaf its statement says it is
+// (an inclusion proof of the entry rebuilt from the batch's fields). With -previous, the
+// previous statement's heads at its end must be this one's at its start: nothing removed or
+// rewritten since.
+//
+//	go run deploy/verify-log.go -verifier 'NAME+HASH+KEY' [-previous last.json] statement.json
+//
+// With golang.org/x/mod in GOPATH (Debian: golang-golang-x-mod-dev; GO111MODULE=off
+// GOPATH=/usr/share/gocode), or in a module that requires it.
+package main
+
+import (
+	"encoding/base64"
+	"encoding/json"
+	"flag"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+
+	"golang.org/x/mod/sumdb/note"
+	"golang.org/x/mod/sumdb/tlog"
+)
+
+type head struct {
+	Size int64  `json:"size"`
+	Root string `json:"root"`
+}
+
+type batch struct {
+	BatchID        string   `json:"batch_id"`
+	ManifestSHA256 string   `json:"manifest_sha256"`
+	LeafIndex      int64    `json:"leaf_index"`
+	InclusionProof []string `json:"inclusion_proof"`
+}
+
+type app struct {
+	AppCode string `json:"app_code"`
+	Log     struct {
+		AppCode         string   `json:"app_code"`
+		Origin          string   `json:"origin"`
+		Checkpoint      string   `json:"checkpoint"`
+		Size            int64    `json:"size"`
+		AtStart         head     `json:"at_start"`
+		AtEnd           head     `json:"at_end"`
+		StartToEnd      []string `json:"start_to_end"`
+		EndToCheckpoint []string `json:"end_to_checkpoint"`
+	} `json:"log"`
+	Days []struct {
+		BatchList []batch `json:"batch_list"`
+	} `json:"days"`
+}
+
+type statement struct {
+	Table string `json:"table"`
+	Apps  []app  `json:"apps"`
+}
+
+func load(path string) statement {
+	data, err := os.ReadFile(path)
+	if err != nil {
+		fail("%v", err)
+	}
+	var s statement
+	if err := json.Unmarshal(data, &s); err != nil {
+		fail("%s: not a statement: %v", path, err)
+	}
+	return s
+}
+
+func fail(format string, args ...any) {
+	fmt.Fprintf(os.Stderr, "verify-log: "+format+"\n", args...)
+	os.Exit(1)
+}
+
+func hash(text string) tlog.Hash {
+	b, err := base64.StdEncoding.DecodeString(text)
+	if err != nil || len(b) != tlog.HashSize {
+		fail("%q is not a base64 SHA-256 hash", text)
+	}
+	var h tlog.Hash
+	copy(h[:], b)
+	return h
+}
+
+func hashes(texts []string) []tlog.Hash {
+	out := make([]tlog.Hash, len(texts))
+	for i, t := range texts {
+		out[i] = hash(t)
+	}
+	return out
+}
+
+// checkpoint reads a C2SP checkpoint: with a verifier, note.Open checks its signature.
+func checkpoint(text, origin string, verifiers note.Verifiers) (int64, tlog.Hash) {
+	body := text
+	if verifiers != nil {
+		n, err := note.Open([]byte(text), verifiers)
+		if err != nil {
+			fail("%s: the checkpoint's signature does not verify: %v", origin, err)
+		}
+		body = n.Text
+	}
+	lines := strings.SplitN(body, "\n", 4)
+	if len(lines) < 4 || lines[0] != origin {
+		fail("%s: not a checkpoint of this log: %q", origin, body)
+	}
+	size, err := strconv.ParseInt(lines[1], 10, 64)
+	if err != nil {
+		fail("%s: the checkpoint's size %q", origin, lines[1])
+	}
+	return size, hash(lines[2])
+}
+
+func main() {
+	verifierKey := flag.String("verifier", "", "the log's verifier key (name+hash+key): the checkpoint must carry its signature")
+	previous := flag.String("previous", "", "the previous statement: its heads at the end must be this one's at the start")
+	flag.Parse()
+	if flag.NArg() != 1 {
+		fail("usage: verify-log [-verifier KEY] [-previous STATEMENT] STATEMENT")
+	}
+	var verifiers note.Verifiers
+	if *verifierKey != "" {
+		v, err := note.NewVerifier(*verifierKey)
+		if err != nil {
+			fail("-verifier: %v", err)
+		}
+		verifiers = note.VerifierList(v)
+	}
+	s := load(flag.Arg(0))
+	ends := map[string]head{}
+	if *previous != "" {
+		for _, a := range load(*previous).Apps {
+			ends[a.Log.AppCode] = a.Log.AtEnd
+		}
+	}
+	for _, a := range s.Apps {
+		l := a.Log
+		size, root := checkpoint(l.Checkpoint, l.Origin, verifiers)
+		if size != l.Size {
+			fail("%s: the checkpoint holds %d leaves, the statement says %d", l.AppCode, size, l.Size)
+		}
+		end, start := hash(l.AtEnd.Root), hash(l.AtStart.Root)
+		if l.AtEnd.Size > 0 {
+			if err := tlog.CheckTree(hashes(l.EndToCheckpoint), size, root, l.AtEnd.Size, end); err != nil {
+				fail("%s: the head at the period's end (%d leaves) is not a prefix of the checkpoint's tree: %v", l.AppCode, l.AtEnd.Size, err)
+			}
+		}
+		if l.AtStart.Size > 0 {
+			if err := tlog.CheckTree(hashes(l.StartToEnd), l.AtEnd.Size, end, l.AtStart.Size, start); err != nil {
+				fail("%s: the head at the period's start (%d leaves) is not a prefix of the head at its end: %v", l.AppCode, l.AtStart.Size, err)
+			}
+		}
+		if prev, ok := ends[l.AppCode]; ok && prev != l.AtStart {
+			fail("%s: the previous statement ends at %d leaves (root %s), this one starts at %d (root %s): the log was rewritten in between", l.AppCode, prev.Size, prev.Root, l.AtStart.Size, l.AtStart.Root)
+		}
+		proven := 0
+		for _, d := range a.Days {
+			for _, b := range d.BatchList {
+				entry := fmt.Sprintf("outbox-archive-log/v1\n%s\n%s\n%s\n%s\n", s.Table, l.AppCode, b.BatchID, b.ManifestSHA256)
+				leaf := tlog.RecordHash([]byte(entry))
+				if err := tlog.CheckRecord(hashes(b.InclusionProof), l.AtEnd.Size, end, b.LeafIndex, leaf); err != nil {
+					fail("%s: batch %s is not leaf %d of the tree at the period's end: %v", l.AppCode, b.BatchID, b.LeafIndex, err)
+				}
+				proven++
+			}
+		}
+		fmt.Printf("%s: %d batches proven in the tree of %d leaves (root %s), a prefix of the checkpoint's %d leaves", l.AppCode, proven, l.AtEnd.Size, l.AtEnd.Root, size)
+		if _, ok := ends[l.AppCode]; ok {
+			fmt.Printf("; the previous statement's end is this one's start")
+		}
+		fmt.Println()
+	}
+}
