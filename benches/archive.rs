@@ -13,7 +13,10 @@
 //!         find       `find --event-id`, `find --where` over one day
 //!         restore    `restore`, `purge` beside pt-archiver --purge, `restore --into-source`
 //!         memory     the largest batches and the most apps at once, at both tables (peak RSS)
-//!       (default: all but memory)
+//!         history    one cron run's cost after 10, 10,000 and 1,000,000 batches of history
+//!                    (BENCH_HISTORY=10,10000 for other sizes): archive of one batch, purge of
+//!                    it, `verify --metadata-only`, `attest` of one day, the auditor's script
+//!       (default: all but memory and history)
 //!     BENCH_ARGS="--gzip-level 1" cargo bench --bench archive   # added to every archive run
 //!     BENCH_BINARY=/path/to/outbox-archiver cargo bench --bench archive   # another build, A/B
 //!     BENCH_EVENT_IDS=sequential cargo bench --bench archive   # default random (UUID-like)
@@ -39,6 +42,9 @@ use outbox_archiver::model::table::WALLET_OUTBOX;
 use outbox_archiver::testkit::local_s3::LocalS3;
 use outbox_archiver::testkit::seed::{self, EventIds, SeedPlan};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
+
+#[path = "archive/history.rs"]
+mod history;
 
 const USER: &str = "outbox_bench";
 const PASSWORD: &str = "outbox_bench";
@@ -229,7 +235,8 @@ async fn bench(rows: u64) {
     };
     let steps = std::env::var("BENCH_STEPS").unwrap_or_else(|_| "all".into());
     let step = |name: &str| {
-        (steps == "all" && name != "memory") || steps.split(',').any(|s| s.trim() == name)
+        (steps == "all" && name != "memory" && name != "history")
+            || steps.split(',').any(|s| s.trim() == name)
     };
     let mut admin = server.admin().await;
     // A buffer pool that holds both databases (about 1.3 KiB a row each: the table, its
@@ -372,6 +379,9 @@ async fn bench(rows: u64) {
         }
     }
     table.print();
+    if step("history") {
+        history::run(&server, &s3, &runner, dir.path()).await;
+    }
     let mut admin = server.admin().await;
     set_buffer_pool(&mut admin, pool_before).await;
 }

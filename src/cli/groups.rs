@@ -346,9 +346,7 @@ impl LogSigningArgs {
         };
         let verifier = match &self.log_verifier {
             None => None,
-            Some(text) => Some(
-                Verifier::parse(text).map_err(|e| format!("--log-verifier: {e}"))?,
-            ),
+            Some(text) => Some(Verifier::parse(text).map_err(|e| format!("--log-verifier: {e}"))?),
         };
         if let (Some(s), Some(v)) = (&signer, &verifier) {
             if s.verifier() != *v {

@@ -270,7 +270,13 @@ mod tests {
         &["schema"],
         &["doctor"],
         &["relocate", "--to", "s3://b/p", "--reason", "moved"],
-        &["log-key", "--name", "archive.example.com/wallet", "--out", "key"],
+        &[
+            "log-key",
+            "--name",
+            "archive.example.com/wallet",
+            "--out",
+            "key",
+        ],
     ];
 
     #[test]

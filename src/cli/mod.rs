@@ -282,7 +282,10 @@ fn log_key_command(args: &args::LogKeyArgs) -> Summary {
     if let Err(e) = written {
         return Summary::unusable(
             name,
-            format!("--out {}: cannot write the key there ({e}); an existing file is never replaced", args.out.display()),
+            format!(
+                "--out {}: cannot write the key there ({e}); an existing file is never replaced",
+                args.out.display()
+            ),
         );
     }
     let mut summary = Summary::new(name);

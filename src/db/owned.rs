@@ -504,7 +504,10 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
             .context(|| format!("adding the chain's unique key to {receipts}"))?;
     }
     if !has_column(pool, &receipts, "log_index").await? {
-        tracing::info!(table = receipts, "adding the log of batches to the receipts table");
+        tracing::info!(
+            table = receipts,
+            "adding the log of batches to the receipts table"
+        );
         pool.execute(sqlx::AssertSqlSafe(format!(
             "ALTER TABLE {receipts} ADD COLUMN log_index BIGINT NULL"
         )))

@@ -438,7 +438,10 @@ impl Receipts {
         binds: &[i64],
         what: &str,
     ) -> Result<Vec<StoredReceipt>, DbError> {
-        let sql = format!("SELECT * FROM {} WHERE app_code = ? AND {query}", self.table());
+        let sql = format!(
+            "SELECT * FROM {} WHERE app_code = ? AND {query}",
+            self.table()
+        );
         let mut q = sqlx::query(AssertSqlSafe(sql)).bind(app);
         for b in binds {
             q = q.bind(*b);

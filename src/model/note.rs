@@ -43,14 +43,22 @@ pub enum NoteError {
 impl Checkpoint {
     /// The checkpoint's body: three lines.
     pub fn body(&self) -> String {
-        format!("{}\n{}\n{}\n", self.origin, self.size, B64.encode(self.root))
+        format!(
+            "{}\n{}\n{}\n",
+            self.origin,
+            self.size,
+            B64.encode(self.root)
+        )
     }
 
     /// Parses a checkpoint's body (the note's text before its signatures).
     pub fn parse_body(text: &str) -> Result<Checkpoint, NoteError> {
         let bad = |why: &str| NoteError::Malformed(why.to_string());
         let mut lines = text.split('\n');
-        let origin = lines.next().filter(|o| !o.is_empty()).ok_or_else(|| bad("no origin line"))?;
+        let origin = lines
+            .next()
+            .filter(|o| !o.is_empty())
+            .ok_or_else(|| bad("no origin line"))?;
         let size: u64 = lines
             .next()
             .and_then(|s| s.parse().ok())
@@ -129,7 +137,9 @@ pub struct KeyError(String);
 fn key_parts(text: &str) -> Option<(&str, u32, Vec<u8>)> {
     let mut parts = text.trim().splitn(3, '+');
     let (name, hash, key) = (parts.next()?, parts.next()?, parts.next()?);
-    let hash = u32::from_str_radix(hash, 16).ok().filter(|_| hash.len() == 8)?;
+    let hash = u32::from_str_radix(hash, 16)
+        .ok()
+        .filter(|_| hash.len() == 8)?;
     let key = B64.decode(key).ok()?;
     (!name.is_empty() && !name.contains(char::is_whitespace)).then_some((name, hash, key))
 }
@@ -150,8 +160,13 @@ impl std::fmt::Debug for Signer {
 impl Signer {
     /// Parses a signing key's text.
     pub fn parse(text: &str) -> Result<Signer, KeyError> {
-        let refuse = || KeyError("not a signed-note signing key (PRIVATE+KEY+name+hash+key, as `outbox-archiver log-key` or Go's note.GenerateKey writes it)".into());
-        let rest = text.trim().strip_prefix("PRIVATE+KEY+").ok_or_else(refuse)?;
+        let refuse = || {
+            KeyError("not a signed-note signing key (PRIVATE+KEY+name+hash+key, as `outbox-archiver log-key` or Go's note.GenerateKey writes it)".into())
+        };
+        let rest = text
+            .trim()
+            .strip_prefix("PRIVATE+KEY+")
+            .ok_or_else(refuse)?;
         let (name, hash, key) = key_parts(rest).ok_or_else(refuse)?;
         let [alg, seed @ ..] = key.as_slice() else {
             return Err(refuse());
@@ -162,7 +177,9 @@ impl Signer {
         let pair = Ed25519KeyPair::from_seed_unchecked(seed).map_err(|_| refuse())?;
         let public = pair.public_key().as_ref().to_vec();
         if key_hash(name, &public) != hash.to_be_bytes() {
-            return Err(KeyError("the signing key's hash does not match its name and key (damaged?)".into()));
+            return Err(KeyError(
+                "the signing key's hash does not match its name and key (damaged?)".into(),
+            ));
         }
         Ok(Signer {
             name: name.to_string(),
@@ -174,11 +191,14 @@ impl Signer {
     /// A new key named `name`: its signing key's text and its verifier's.
     pub fn generate(name: &str) -> Result<(String, String), KeyError> {
         if name.is_empty() || name.contains(['+', ' ', '\n', '\t']) {
-            return Err(KeyError(format!("a key's name cannot be empty or hold '+' or white space: {name:?}")));
+            return Err(KeyError(format!(
+                "a key's name cannot be empty or hold '+' or white space: {name:?}"
+            )));
         }
         let mut seed = [0u8; 32];
         aws_lc_rs::rand::fill(&mut seed).map_err(|_| KeyError("no random bytes".into()))?;
-        let pair = Ed25519KeyPair::from_seed_unchecked(&seed).map_err(|_| KeyError("key".into()))?;
+        let pair =
+            Ed25519KeyPair::from_seed_unchecked(&seed).map_err(|_| KeyError("key".into()))?;
         let public = pair.public_key().as_ref().to_vec();
         let hash = hex::encode(key_hash(name, &public));
         let with_alg = |k: &[u8]| B64.encode([&[ED25519_ALG][..], k].concat());
@@ -221,7 +241,9 @@ pub struct Verifier {
 impl Verifier {
     /// Parses a verifier key's text.
     pub fn parse(text: &str) -> Result<Verifier, KeyError> {
-        let refuse = || KeyError("not a signed-note verifier key (name+hash+key, as `outbox-archiver log-key` prints it)".into());
+        let refuse = || {
+            KeyError("not a signed-note verifier key (name+hash+key, as `outbox-archiver log-key` prints it)".into())
+        };
         if text.trim().starts_with("PRIVATE+KEY+") {
             return Err(KeyError("a signing key where a verifier key belongs: give the verifier (the line `outbox-archiver log-key` printed), and keep the signing key secret".into()));
         }
@@ -233,7 +255,9 @@ impl Verifier {
             return Err(KeyError("the verifier key is not an Ed25519 key".into()));
         }
         if key_hash(name, public) != hash.to_be_bytes() {
-            return Err(KeyError("the verifier key's hash does not match its name and key (damaged?)".into()));
+            return Err(KeyError(
+                "the verifier key's hash does not match its name and key (damaged?)".into(),
+            ));
         }
         Ok(Verifier {
             name: name.to_string(),
@@ -294,8 +318,13 @@ mod tests {
     /// parsed, and its verifier's text derived from it.
     #[test]
     fn gos_key_texts_parse() {
-        let signer = Signer::parse("PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz").unwrap();
-        let verifier = Verifier::parse("PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW").unwrap();
+        let signer = Signer::parse(
+            "PRIVATE+KEY+PeterNeumann+c74f20a3+AYEKFALVFGyNhPJEMzD1QIDr+Y7hfZx09iUvxdXHKDFz",
+        )
+        .unwrap();
+        let verifier =
+            Verifier::parse("PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW")
+                .unwrap();
         assert_eq!(signer.verifier(), verifier);
         // Go's signature of its test note "If you think cryptography is the answer to your
         // problem,\nthen you don't know what your problem is.\n" by this key.
@@ -312,14 +341,23 @@ mod tests {
         let verifier = Verifier::parse(&verifying).unwrap();
         let c = checkpoint();
         let note = c.to_note(Some(&signer));
-        assert_eq!(Checkpoint::open(&note, &c.origin, Some(&verifier)), Ok(c.clone()));
-        assert!(matches!(Checkpoint::open(&c.to_note(None), &c.origin, Some(&verifier)), Err(NoteError::Unsigned(_))));
+        assert_eq!(
+            Checkpoint::open(&note, &c.origin, Some(&verifier)),
+            Ok(c.clone())
+        );
+        assert!(matches!(
+            Checkpoint::open(&c.to_note(None), &c.origin, Some(&verifier)),
+            Err(NoteError::Unsigned(_))
+        ));
         let (_, other) = Signer::generate("archive.example.com/wallet").unwrap();
         let other = Verifier::parse(&other).unwrap();
         assert!(Checkpoint::open(&note, &c.origin, Some(&other)).is_err());
         let forged = String::from_utf8(note).unwrap().replace("\n42\n", "\n41\n");
         assert!(Checkpoint::open(forged.as_bytes(), &c.origin, Some(&verifier)).is_err());
-        assert!(Verifier::parse(&signing).unwrap_err().0.contains("signing key where a verifier"));
+        assert!(Verifier::parse(&signing)
+            .unwrap_err()
+            .0
+            .contains("signing key where a verifier"));
         assert!(Signer::generate("a b").is_err());
     }
 }

@@ -707,6 +707,7 @@ const RECEIPT_COLUMNS: &[&str] = &[
     "chain_link",
     "full_verified_at_ms",
     "full_verified_how",
+    "log_index",
 ];
 
 /// Manifest fields a total cannot be called.

@@ -389,7 +389,9 @@ mod tests {
     }
 
     fn leaves(n: u64) -> Vec<Hash> {
-        (0..n).map(|i| leaf_hash(format!("{i}").as_bytes())).collect()
+        (0..n)
+            .map(|i| leaf_hash(format!("{i}").as_bytes()))
+            .collect()
     }
 
     fn range(leaves: &[Hash], (lo, hi): (u64, u64)) -> Hash {
@@ -418,9 +420,15 @@ mod tests {
         let e = entry("wallet_outbox", "pay", "b1", &"0".repeat(64));
         assert_eq!(
             String::from_utf8(e.clone()).unwrap(),
-            format!("outbox-archive-log/v1\nwallet_outbox\npay\nb1\n{}\n", "0".repeat(64))
+            format!(
+                "outbox-archive-log/v1\nwallet_outbox\npay\nb1\n{}\n",
+                "0".repeat(64)
+            )
         );
-        assert_eq!(parse_entry(&e), Some(["wallet_outbox", "pay", "b1", &"0".repeat(64)]));
+        assert_eq!(
+            parse_entry(&e),
+            Some(["wallet_outbox", "pay", "b1", &"0".repeat(64)])
+        );
         assert_eq!(parse_entry(b"other\n"), None);
     }
 
@@ -453,20 +461,38 @@ mod tests {
             assert_eq!(f.root(), root, "frontier of {n}");
             assert_eq!(range(&ls, (0, n)), root, "range of {n}");
             for i in 0..n {
-                let proof: Vec<Hash> = inclusion_ranges(i, n).into_iter().map(|r| range(&ls, r)).collect();
-                assert!(check_inclusion(&proof, i, n, &ls[i as usize], &root), "leaf {i} of {n}");
+                let proof: Vec<Hash> = inclusion_ranges(i, n)
+                    .into_iter()
+                    .map(|r| range(&ls, r))
+                    .collect();
+                assert!(
+                    check_inclusion(&proof, i, n, &ls[i as usize], &root),
+                    "leaf {i} of {n}"
+                );
                 assert!(!check_inclusion(&proof, i, n, &leaf_hash(b"other"), &root));
                 if n > 1 {
-                    assert!(!check_inclusion(&proof, (i + 1) % n, n, &ls[i as usize], &root));
+                    assert!(!check_inclusion(
+                        &proof,
+                        (i + 1) % n,
+                        n,
+                        &ls[i as usize],
+                        &root
+                    ));
                 }
             }
             for m in 1..=n {
                 let old = mth(&ls[..m as usize]);
-                let proof: Vec<Hash> = consistency_ranges(m, n).into_iter().map(|r| range(&ls, r)).collect();
+                let proof: Vec<Hash> = consistency_ranges(m, n)
+                    .into_iter()
+                    .map(|r| range(&ls, r))
+                    .collect();
                 assert!(check_consistency(&proof, m, &old, n, &root), "{m} to {n}");
                 if m < n {
                     let forged = mth(&leaves(m + 1)[1..]);
-                    assert!(!check_consistency(&proof, m, &forged, n, &root), "forged {m} to {n}");
+                    assert!(
+                        !check_consistency(&proof, m, &forged, n, &root),
+                        "forged {m} to {n}"
+                    );
                 }
             }
         }
@@ -474,17 +500,57 @@ mod tests {
 
     #[test]
     fn a_subtree_is_found_in_its_tile() {
-        assert_eq!(Subtree { height: 0, index: 300 }.in_tile(), (0, 1, 44, 1));
-        assert_eq!(Subtree { height: 3, index: 33 }.in_tile(), (0, 1, 8, 8));
-        assert_eq!(Subtree { height: 8, index: 2 }.in_tile(), (1, 0, 2, 1));
-        assert_eq!(Subtree { height: 17, index: 1 }.in_tile(), (2, 0, 2, 2));
+        assert_eq!(
+            Subtree {
+                height: 0,
+                index: 300
+            }
+            .in_tile(),
+            (0, 1, 44, 1)
+        );
+        assert_eq!(
+            Subtree {
+                height: 3,
+                index: 33
+            }
+            .in_tile(),
+            (0, 1, 8, 8)
+        );
+        assert_eq!(
+            Subtree {
+                height: 8,
+                index: 2
+            }
+            .in_tile(),
+            (1, 0, 2, 1)
+        );
+        assert_eq!(
+            Subtree {
+                height: 17,
+                index: 1
+            }
+            .in_tile(),
+            (2, 0, 2, 2)
+        );
         assert_eq!(
             subtrees(0, 300),
             vec![
-                Subtree { height: 8, index: 0 },
-                Subtree { height: 5, index: 8 },
-                Subtree { height: 3, index: 36 },
-                Subtree { height: 2, index: 74 },
+                Subtree {
+                    height: 8,
+                    index: 0
+                },
+                Subtree {
+                    height: 5,
+                    index: 8
+                },
+                Subtree {
+                    height: 3,
+                    index: 36
+                },
+                Subtree {
+                    height: 2,
+                    index: 74
+                },
             ]
         );
     }

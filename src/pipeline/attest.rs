@@ -385,7 +385,10 @@ impl Attest<'_> {
         .max(start);
         // Every leaf of the period is one of its receipts, or accepted as gone.
         let breaks = log.breaks().await?;
-        let accepted: BTreeSet<u64> = breaks.iter().flat_map(|b| b.leaves.iter().map(|(i, _)| *i)).collect();
+        let accepted: BTreeSet<u64> = breaks
+            .iter()
+            .flat_map(|b| b.leaves.iter().map(|(i, _)| *i))
+            .collect();
         let ours: BTreeSet<u64> = receipts.iter().filter_map(|r| r.log_index).collect();
         if let Some(gap) = (start..end).find(|i| !ours.contains(i) && !accepted.contains(i)) {
             let finding = ChainFinding {
@@ -405,7 +408,10 @@ impl Attest<'_> {
                 proof,
                 breaks,
             }),
-            Err(finding) => Err(refuse("its log does not prove the period".into(), Some(finding))),
+            Err(finding) => Err(refuse(
+                "its log does not prove the period".into(),
+                Some(finding),
+            )),
         })
     }
 }

@@ -18,8 +18,8 @@ use std::collections::HashMap;
 use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
-use super::log::{ChainError, Log, Prover};
 use super::failure::{Classify, Kind};
+use super::log::{ChainError, Log, Prover};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
 use super::{Observer, RunContext};

@@ -264,9 +264,7 @@ impl<'a> Verify<'a> {
                     .extend(findings);
             }
             Err(e) => {
-                report
-                    .error
-                    .get_or_insert(format!("auditing the log: {e}"));
+                report.error.get_or_insert(format!("auditing the log: {e}"));
             }
         }
     }

@@ -39,7 +39,9 @@ pub async fn synthesize(ctx: &RunContext, app: &str, n: u64) -> Result<u64, Chai
     let select: Vec<String> = columns
         .iter()
         .map(|(c,)| match c.to_ascii_lowercase().as_str() {
-            "batch_id" => "CONCAT(LEFT(t.batch_id, 20), LOWER(LPAD(HEX(s.n), 12, '0')))".to_string(),
+            "batch_id" => {
+                "CONCAT(LEFT(t.batch_id, 20), LOWER(LPAD(HEX(s.n), 12, '0')))".to_string()
+            }
             "chain_seq" => format!("{base} + s.n"),
             "chain_link" => "SHA2(CONCAT(t.batch_id, s.n), 256)".to_string(),
             "log_index" => "NULL".to_string(),

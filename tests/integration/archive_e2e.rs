@@ -185,8 +185,14 @@ async fn archives_exactly_the_delivered_rows_below_the_cutoff_once() {
     // Each app's batches in its log: a checkpoint per app, at the tree of its batches.
     let anchored = checkpoint_keys(store.as_ref()).await;
     assert_eq!(anchored.len(), 2, "{anchored:?}");
-    assert!(anchored[0].ends_with("/_log/app_code=a1/checkpoint"), "{anchored:?}");
-    assert!(anchored[1].ends_with("/_log/app_code=a2/checkpoint"), "{anchored:?}");
+    assert!(
+        anchored[0].ends_with("/_log/app_code=a1/checkpoint"),
+        "{anchored:?}"
+    );
+    assert!(
+        anchored[1].ends_with("/_log/app_code=a2/checkpoint"),
+        "{anchored:?}"
+    );
     assert_eq!(log_size(store.as_ref(), "a1").await, 7);
     assert_eq!(log_size(store.as_ref(), "a2").await, 1);
 

@@ -316,8 +316,9 @@ async fn a_deep_archive_batch_is_verified_by_the_store_checksum_then_thawed_and_
     let verified = verify::run(&ctx, &everything).await;
     assert!(verified.ok, "{}", verified.to_json());
     assert!(verify_run(&verified).pending_thaw.is_empty());
-    // The batch's three objects, and the app's chain checkpoint.
-    assert_eq!(store.stats().unwrap().since(&before).by_operation.get, 4);
+    // The batch's three objects, and the app's log: its checkpoint, its one tile and entry
+    // bundle, and the look for a transition record.
+    assert_eq!(store.stats().unwrap().since(&before).by_operation.get, 7);
     let restored = restore::run(
         &ctx,
         &RestoreOptions {

@@ -98,13 +98,13 @@ async fn purge_keeps_the_rows_of_a_batch_whose_objects_are_gone_or_different() {
         "{kinds:?}"
     );
     // The cost is bounded: three HEADs per batch, not a read, not a request per row — and, once
-    // per app, the read of its chain's checkpoint.
+    // per app, the read of its log's checkpoint and of the tile the batches' proofs share.
     let json = serde_json::to_value(&summary).unwrap();
     assert_eq!(json["object_check"], "head");
     let ops = &json["store_requests"]["by_operation"];
     assert_eq!(
         (ops["head"].as_u64(), ops["get"].as_u64()),
-        (Some(9), Some(1)),
+        (Some(9), Some(2)),
         "{ops}"
     );
 

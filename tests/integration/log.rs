@@ -209,7 +209,10 @@ async fn a_whole_log_is_proven_and_attested_as_canonical_json_and_csv() {
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 2, "{csv}");
     assert!(lines[0].starts_with("app_code,day,rows,batches,"), "{csv}");
-    assert!(lines[0].contains(",log_size_at_end,log_root_at_end,log_checkpoint_size,"), "{csv}");
+    assert!(
+        lines[0].contains(",log_size_at_end,log_root_at_end,log_checkpoint_size,"),
+        "{csv}"
+    );
     assert!(
         lines[1].starts_with(&format!("a1,{RECORDED_DAY},300,3,")),
         "{csv}"
@@ -277,7 +280,10 @@ async fn a_batch_deleted_with_its_receipt_is_a_gap_at_its_leaf_and_its_neighbour
         .unwrap();
     assert_eq!(gap.batch_id.as_deref(), Some(log[1].1.as_str()));
     assert!(
-        gap.actual.as_deref().unwrap().contains("--accept-chain-break"),
+        gap.actual
+            .as_deref()
+            .unwrap()
+            .contains("--accept-chain-break"),
         "{gap:?}"
     );
 
@@ -659,7 +665,11 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
     let archived = archive(&env, &options(&db, &["a1"], ARCHIVED_CUTOFF)).await;
     assert!(archived.ok, "{}", archived.to_json());
     let transition: serde_json::Value = serde_json::from_slice(
-        &read(store.as_ref(), &log_key(store.as_ref(), "a1", "transition.json")).await,
+        &read(
+            store.as_ref(),
+            &log_key(store.as_ref(), "a1", "transition.json"),
+        )
+        .await,
     )
     .unwrap();
     assert_eq!(transition["legacy_head_seq"], 3);
@@ -681,7 +691,9 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
 
     // A log whose first leaves are not the chain's (a transition record naming another head,
     // as a forger would write it): verify and the script name it.
-    let forged = dir.path().join(&log_key(store.as_ref(), "a1", "transition.json"));
+    let forged = dir
+        .path()
+        .join(&log_key(store.as_ref(), "a1", "transition.json"));
     let text = std::fs::read_to_string(&forged)
         .unwrap()
         .replace(&links[2].link, &"f".repeat(64));
@@ -706,7 +718,14 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
             seq: 1,
             batch_id: "b1-elsewhere".into(),
             manifest_sha256: "0".repeat(64),
-            link: chain::link("wallet_outbox", "b1", 1, chain::GENESIS, "b1-elsewhere", &"0".repeat(64)),
+            link: chain::link(
+                "wallet_outbox",
+                "b1",
+                1,
+                chain::GENESIS,
+                "b1-elsewhere",
+                &"0".repeat(64),
+            ),
         }],
     );
     store
@@ -728,7 +747,11 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
     let accepted = archive(&env, &b1).await;
     assert!(accepted.ok, "{}", accepted.to_json());
     let transition: serde_json::Value = serde_json::from_slice(
-        &read(store.as_ref(), &log_key(store.as_ref(), "b1", "transition.json")).await,
+        &read(
+            store.as_ref(),
+            &log_key(store.as_ref(), "b1", "transition.json"),
+        )
+        .await,
     )
     .unwrap();
     assert_eq!(transition["legacy_head_seq"], 0);
@@ -776,16 +799,27 @@ async fn an_auditor_recomputes_the_log_from_a_copy_of_the_store_alone() {
     .unwrap();
     std::fs::remove_dir_all(dir.path().join(&data).parent().unwrap()).unwrap();
     // A tile rewritten in the copy.
-    let tile = dir.path().join(log_key(store.as_ref(), "a1", "tile/0/000.p/3"));
+    let tile = dir
+        .path()
+        .join(log_key(store.as_ref(), "a1", "tile/0/000.p/3"));
     let mut bytes = std::fs::read(&tile).unwrap();
     bytes[64] ^= 1;
     std::fs::write(&tile, bytes).unwrap();
     let (code, out) = audit_script(&copy);
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("PROBLEM chain_mismatch: a1 leaf 0: manifest"), "{out}");
+    assert!(
+        out.contains("PROBLEM chain_mismatch: a1 leaf 0: manifest"),
+        "{out}"
+    );
     assert!(out.contains("PROBLEM chain_gap: a1 leaf 1"), "{out}");
-    assert!(out.contains("PROBLEM chain_mismatch: a1 leaf 2: its hash in the tile"), "{out}");
-    assert!(out.contains("PROBLEM chain_fork: a1: the checkpoint's root"), "{out}");
+    assert!(
+        out.contains("PROBLEM chain_mismatch: a1 leaf 2: its hash in the tile"),
+        "{out}"
+    );
+    assert!(
+        out.contains("PROBLEM chain_fork: a1: the checkpoint's root"),
+        "{out}"
+    );
 }
 
 /// The source's and the archiver's app codes made case-sensitive (a `_bin` collation): `Pay`
@@ -945,7 +979,11 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
     let purge = ["purge", "--app", "a1", "--grace", "0s"];
     let run = run_cli(&purge, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
-    assert_eq!(run.summary["apps"][0]["purged_rows"], 300, "{}", run.summary);
+    assert_eq!(
+        run.summary["apps"][0]["purged_rows"], 300,
+        "{}",
+        run.summary
+    );
 
     // Accepted, with the operator's reason: one write-once record.
     let mut accept = archive.to_vec();
@@ -959,7 +997,10 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
         .as_str()
         .unwrap()
         .to_string();
-    assert!(record.ends_with("/breaks/00000000000000000001-1.json"), "{record}");
+    assert!(
+        record.ends_with("/breaks/00000000000000000001-1.json"),
+        "{record}"
+    );
     let bytes = read(store.as_ref(), &record).await;
     let accepted: serde_json::Value = serde_json::from_slice(&bytes).unwrap();
     assert_eq!(accepted["leaves"], serde_json::json!([[1, dropped]]));
@@ -991,7 +1032,11 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
     );
     let run = run_cli(&purge, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
-    assert_eq!(run.summary["apps"][0]["purged_rows"], 100, "{}", run.summary);
+    assert_eq!(
+        run.summary["apps"][0]["purged_rows"], 100,
+        "{}",
+        run.summary
+    );
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
 
     // The auditor's script, from a copy of the store alone, honours the record.
@@ -1000,7 +1045,9 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
     let (code, out) = audit_script(&copy);
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains(&format!("a1: leaves 1 (batch {dropped}) accepted as gone: INC-7")),
+        out.contains(&format!(
+            "a1: leaves 1 (batch {dropped}) accepted as gone: INC-7"
+        )),
         "{out}"
     );
 }
@@ -1032,11 +1079,8 @@ async fn statement_to(
     dir: &std::path::Path,
     name: &str,
 ) -> std::path::PathBuf {
-    let (code, text) = run_cli_stdout(
-        &["attest", "--app", "a1", "--from", day, "--to", day],
-        envs,
-    )
-    .await;
+    let (code, text) =
+        run_cli_stdout(&["attest", "--app", "a1", "--from", day, "--to", day], envs).await;
     assert_eq!(code, 0, "{text}");
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -1103,7 +1147,10 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
     .await;
     assert_eq!(code, 0, "{verifier}");
     let verifier = verifier.trim().to_string();
-    assert!(verifier.starts_with("archive.example.com/wallet+"), "{verifier}");
+    assert!(
+        verifier.starts_with("archive.example.com/wallet+"),
+        "{verifier}"
+    );
     let mut envs = s3.binary_env();
     envs.push(("DATABASE_URL", db.url.clone()));
     envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
@@ -1123,14 +1170,18 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
         "2026-01-04T00:00:00Z",
     ];
     let day = |ago: i64| {
-        outbox_archiver::model::timespec::utc_date(chrono::Utc::now().timestamp_millis() - ago * DAY)
+        outbox_archiver::model::timespec::utc_date(
+            chrono::Utc::now().timestamp_millis() - ago * DAY,
+        )
     };
     // Two days' runs: 30 rows the day before yesterday, 50 more yesterday.
     db.insert(&rows("a1", 30)).await;
     let run = run_cli(&archive, &signing).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     recorded_days_ago(&db, 2).await;
-    let more: Vec<_> = (100..150).map(|i| row("a1", &format!("f{i}"), T0 + i)).collect();
+    let more: Vec<_> = (100..150)
+        .map(|i| row("a1", &format!("f{i}"), T0 + i))
+        .collect();
     db.insert(&more).await;
     let run = run_cli(&archive, &signing).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
@@ -1160,7 +1211,10 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
         out.contains("a1: 3 batches proven in the tree of 3 leaves"),
         "{out}"
     );
-    let (code, out) = go_verifier(&second, &["-verifier", &verifier, "-previous", first.to_str().unwrap()]);
+    let (code, out) = go_verifier(
+        &second,
+        &["-verifier", &verifier, "-previous", first.to_str().unwrap()],
+    );
     assert_eq!(code, 0, "{out}");
     assert!(
         out.contains("a1: 5 batches proven in the tree of 8 leaves")
@@ -1168,7 +1222,8 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
         "{out}"
     );
     // Another key's verifier: Go's note package refuses the signature.
-    let (_, other) = outbox_archiver::model::note::Signer::generate("archive.example.com/wallet").unwrap();
+    let (_, other) =
+        outbox_archiver::model::note::Signer::generate("archive.example.com/wallet").unwrap();
     let (code, out) = go_verifier(&second, &["-verifier", &other]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("signature does not verify"), "{out}");
@@ -1176,7 +1231,9 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
     let edited = dir.path().join("edited.json");
     let text = std::fs::read_to_string(&second).unwrap();
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
-    let batch = doc["apps"][0]["days"][0]["batch_list"][0]["batch_id"].as_str().unwrap();
+    let batch = doc["apps"][0]["days"][0]["batch_list"][0]["batch_id"]
+        .as_str()
+        .unwrap();
     std::fs::write(&edited, text.replace(batch, &format!("{batch}x"))).unwrap();
     let (code, out) = go_verifier(&edited, &["-verifier", &verifier]);
     assert_eq!(code, 1, "{out}");
@@ -1192,7 +1249,8 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(run.all_output.contains("chain_fork"), "{}", run.all_output);
     assert!(
-        run.all_output.contains("carries no valid signature by archive.example.com/wallet"),
+        run.all_output
+            .contains("carries no valid signature by archive.example.com/wallet"),
         "{}",
         run.all_output
     );
@@ -1212,10 +1270,17 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
     let bad = dir.path().join("bad.key");
     std::fs::write(&bad, "PRIVATE+KEY+x+00000000+AAAA").unwrap();
     let mut broken = envs.clone();
-    broken.push(("OUTBOX_ARCHIVER_LOG_KEY_FILE", bad.to_str().unwrap().to_string()));
+    broken.push((
+        "OUTBOX_ARCHIVER_LOG_KEY_FILE",
+        bad.to_str().unwrap().to_string(),
+    ));
     let run = run_cli(&archive, &broken).await;
     assert_eq!(run.code, 2, "{}", run.all_output);
-    assert!(run.all_output.contains("--log-key-file"), "{}", run.all_output);
+    assert!(
+        run.all_output.contains("--log-key-file"),
+        "{}",
+        run.all_output
+    );
     assert!(!run.all_output.contains("AAAA"), "{}", run.all_output);
 }
 
@@ -1232,13 +1297,20 @@ async fn purge_after_thousands_of_runs_reads_what_one_batch_needs() {
             .unwrap();
         assert_eq!(made, history);
         assert_eq!(log_size(store.as_ref(), "a1").await, history + 1);
-        let more: Vec<_> = (500..600).map(|i| row("a1", &format!("n{i}"), T0 + i)).collect();
+        let more: Vec<_> = (500..600)
+            .map(|i| row("a1", &format!("n{i}"), T0 + i))
+            .collect();
         db.insert(&more).await;
         let archived = archive(&env, &options(&db, &["a1"], ARCHIVED_CUTOFF)).await;
         assert!(archived.ok, "{}", archived.to_json());
         let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
         assert!(purged.ok, "{}", purged.to_json());
-        assert_eq!(purge_of(&purged, "a1").purged_rows, 200, "{}", purged.to_json());
+        assert_eq!(
+            purge_of(&purged, "a1").purged_rows,
+            200,
+            "{}",
+            purged.to_json()
+        );
         let ops = |s: &Summary| s.store_requests.clone().unwrap().by_operation;
         requests.push((history, ops(&archived), ops(&purged)));
     }

@@ -334,13 +334,13 @@ fn rows_spelled(app: &str, tag: &str, from_ms: i64) -> Vec<outbox_archiver::mode
         .collect()
 }
 
-/// The store as a build from before the home and the chain left it: no marker, no checkpoint.
+/// The store as a build from before the home and the log left it: no marker, no log.
 async fn without_marker_and_checkpoints(store: &dyn outbox_archiver::store::ObjectStore) {
     let marker = outbox_archiver::model::format::home_marker_key(
         &outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox"),
     );
     store.delete(&marker).await.unwrap();
-    for key in checkpoint_keys(store).await {
+    for key in keys(store).await.into_iter().filter(|k| is_log_key(k)) {
         store.delete(&key).await.unwrap();
     }
     assert!(checkpoint_keys(store).await.is_empty());

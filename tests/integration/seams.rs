@@ -37,7 +37,11 @@ async fn archived_through_the_binary() -> (TestDb, TestS3, Vec<(&'static str, St
 
 /// Each subcommand: its smallest real command line against the test servers, and the exit
 /// status it must end with. A subcommand this table lacks fails the test.
-fn real_runs(demo_database: &str, relocate_to: &str) -> Vec<(&'static str, Vec<String>, i32)> {
+fn real_runs(
+    demo_database: &str,
+    relocate_to: &str,
+    key_file: &str,
+) -> Vec<(&'static str, Vec<String>, i32)> {
     let owned = |args: &[&str]| args.iter().map(|a| a.to_string()).collect::<Vec<_>>();
     vec![
         ("migrate", owned(&["migrate"]), 0),
@@ -82,6 +86,17 @@ fn real_runs(demo_database: &str, relocate_to: &str) -> Vec<(&'static str, Vec<S
             2,
         ),
         (
+            "log-key",
+            owned(&[
+                "log-key",
+                "--name",
+                "archive.example.com/wallet",
+                "--out",
+                key_file,
+            ]),
+            0,
+        ),
+        (
             "demo",
             vec![
                 "demo".into(),
@@ -111,7 +126,9 @@ async fn every_command_starts_from_the_binary() {
     let copy = format!("{bucket}-copy");
     s3.server.as_ref().unwrap().create_bucket(&copy).unwrap();
     let relocate_to = format!("s3://{copy}/{prefix}");
-    let runs = real_runs(&demo_database, &relocate_to);
+    let key_dir = tempfile::tempdir().unwrap();
+    let key_file = key_dir.path().join("log.key").display().to_string();
+    let runs = real_runs(&demo_database, &relocate_to, &key_file);
     let names: Vec<String> = outbox_archiver::cli::command()
         .get_subcommands()
         .map(|c| c.get_name().to_string())
@@ -139,8 +156,9 @@ async fn every_command_starts_from_the_binary() {
         assert_eq!(parsed["command"], name, "{config}");
         assert_eq!(parsed["problems"], serde_json::json!([]), "{config}");
         let argv: Vec<&str> = args.iter().map(String::as_str).collect();
-        if name == "attest" || name == "schema" {
-            // Their stdout is the statement or the schema: no summary to parse.
+        if name == "attest" || name == "schema" || name == "log-key" {
+            // Their stdout is the statement, the schema or the verifier key: no summary to
+            // parse.
             let (got, text) = run_cli_text(&argv, &envs).await;
             assert_eq!(got, code, "{argv:?}: {text}");
             assert!(!text.contains("panicked"), "{argv:?}: {text}");

@@ -174,7 +174,8 @@ pub async fn checkpoint_keys(store: &dyn ObjectStore) -> Vec<String> {
 
 /// The tree size of the app's log in the store (0: none).
 pub async fn log_size(store: &dyn ObjectStore, folder: &str) -> u64 {
-    let table = outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox");
+    let table =
+        outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox");
     let key = format!("{table}_log/app_code={folder}/checkpoint");
     match store.get(&key).await.unwrap() {
         None => 0,
