@@ -1160,7 +1160,7 @@ async fn audit_log(log: &Log<'_>) -> Result<LogAudit, ChainError> {
             if stored.as_slice() != &below[first..first + stored.len()] {
                 out.findings.push(finding(
                     Problem::Mismatch,
-                    Some(n * TILE_WIDTH << (tlog::TILE_HEIGHT * level)),
+                    Some((n * TILE_WIDTH) << (tlog::TILE_HEIGHT * level)),
                     None,
                     format!("tile {level}/{n} the hashes of the tiles below it"),
                     "it holds others: the tile was rewritten".into(),

@@ -693,7 +693,7 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
     // as a forger would write it): verify and the script name it.
     let forged = dir
         .path()
-        .join(&log_key(store.as_ref(), "a1", "transition.json"));
+        .join(log_key(store.as_ref(), "a1", "transition.json"));
     let text = std::fs::read_to_string(&forged)
         .unwrap()
         .replace(&links[2].link, &"f".repeat(64));
@@ -1311,7 +1311,7 @@ async fn purge_after_thousands_of_runs_reads_what_one_batch_needs() {
             "{}",
             purged.to_json()
         );
-        let ops = |s: &Summary| s.store_requests.clone().unwrap().by_operation;
+        let ops = |s: &Summary| s.store_requests.unwrap().by_operation;
         requests.push((history, ops(&archived), ops(&purged)));
     }
     let (_, archive_small, purge_small) = requests[0];
