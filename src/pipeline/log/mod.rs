@@ -1,0 +1,351 @@
+//! An app's log of batches against the store (README, "The log of batches"; the encoding is
+//! [`crate::model::tlog`], the checkpoint [`crate::model::note`]): appending the app's new
+//! receipts at the end of each archive run, proving one batch's leaf for `purge` and `attest`,
+//! and auditing the whole tree for `verify`.
+//!
+//! In the store, beside the apps' folders, per app (its [`chain::folder_name`]):
+//!
+//! ```text
+//! {table prefix}_log/app_code={app}/checkpoint          the tree head: origin, size, root (signed with a log key)
+//! {table prefix}_log/app_code={app}/tile/{L}/{N}[.p/W]  hash tiles (C2SP tlog-tiles), write-once
+//! {table prefix}_log/app_code={app}/tile/entries/{N}…   the leaves' entries, write-once
+//! {table prefix}_log/app_code={app}/breaks/{first}-{n}.json  leaves an operator accepted as gone
+//! {table prefix}_log/app_code={app}/transition.json     the linear chain this log carries on
+//! ```
+//!
+//! Every cost is the run's own: an append reads the checkpoint and the right edge (one partial
+//! tile per level, at most four at a billion batches) and writes what changed; a proof reads
+//! the tiles on one leaf's path. Only `verify` reads the whole tree, a tile per 256 batches.
+
+use std::sync::Arc;
+
+use bytes::Bytes;
+use serde::{Deserialize, Serialize};
+
+use super::verifier::Expected;
+use super::RunContext;
+use crate::db::receipts::StoredReceipt;
+use crate::db::DbError;
+use crate::model::chain;
+use crate::model::digest::sha256_hex;
+use crate::model::format;
+use crate::model::note::{Checkpoint, Signer, Verifier};
+use crate::model::protection::PutOptions;
+use crate::model::tlog::{self, Hash, TILE_WIDTH};
+use crate::store::{self, PutMode, StoreError};
+
+mod append;
+mod audit;
+mod proof;
+
+pub use append::{append, Anchoring};
+pub use audit::LogAudit;
+pub use proof::{prove_period, PeriodProof, Prover, Tiles};
+
+/// Why a log could not be read, proven or appended to.
+#[derive(Debug, thiserror::Error)]
+pub enum ChainError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error("app {app}'s log: {detail}; nothing appended — run `outbox-archiver verify --app {app} --metadata-only`")]
+    Refused { app: String, detail: String },
+}
+
+/// The log keys of a run: the signing key checkpoints are signed with (`--log-key`), and the
+/// verifier they are held to (`--log-verifier`, else the signing key's own).
+#[derive(Debug, Clone, Default)]
+pub struct LogKeys {
+    pub signer: Option<Arc<Signer>>,
+    pub verifier: Option<Verifier>,
+}
+
+impl LogKeys {
+    /// The key a checkpoint read must be signed by, if any is configured.
+    pub fn verifier(&self) -> Option<Verifier> {
+        self.verifier
+            .clone()
+            .or_else(|| self.signer.as_ref().map(|s| s.verifier()))
+    }
+}
+
+/// Receipts appended per write of tiles (a first append of a long chain goes in steps).
+const APPEND_CHUNK: u32 = 4096;
+
+/// Tiles read at once by the whole-tree audit.
+const PARALLEL_GETS: usize = 16;
+
+/// Receipts read per page by the audit.
+const PAGE: u32 = 1000;
+
+/// The schema of a break record.
+pub const BREAK_SCHEMA: &str = "outbox-archive-log-break/v1";
+
+/// The schema of the transition record.
+pub const TRANSITION_SCHEMA: &str = "outbox-archive-log-transition/v1";
+
+/// Leaves an operator accepted as gone from the database (`archive --accept-chain-break`):
+/// a batch removed on purpose, or receipts lost in a restore of the database from a backup.
+/// Written once, never removed: every `verify` lists it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LogBreak {
+    pub schema: String,
+    pub table: String,
+    pub app_code: String,
+    /// `[leaf, batch id]` of each leaf accepted.
+    pub leaves: Vec<(u64, String)>,
+    pub reason: String,
+    pub accepted_at_ms: i64,
+}
+
+/// How the log carries on the linear chain of issue 27: its first `legacy_head_seq` leaves are
+/// the chain's seqs 1…, in order, and the chain's link at its head — recomputed from those
+/// leaves — is the one its newest checkpoint anchored. Written once, when the log starts.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Transition {
+    pub schema: String,
+    pub table: String,
+    pub app_code: String,
+    /// The chain's newest checkpoint (none: no chain was carried, see `reason`).
+    pub legacy_checkpoint: Option<String>,
+    pub legacy_head_seq: u64,
+    pub legacy_head_link: Option<String>,
+    /// Why no chain was carried, when none was (the operator's `--accept-chain-break`).
+    pub reason: Option<String>,
+    pub at_ms: i64,
+}
+
+/// One app's log in the store.
+pub struct Log<'a> {
+    ctx: &'a RunContext,
+    app: String,
+    /// How the app is named in the store and its entries ([`chain::folder_name`]).
+    pub folder: String,
+    prefix: String,
+    pub origin: String,
+}
+
+/// The table's prefix in the store.
+fn table_prefix(ctx: &RunContext) -> String {
+    format::table_prefix(ctx.store.location().prefix(), ctx.spec.name)
+}
+
+/// The folder the apps' logs are kept under.
+fn logs_prefix(ctx: &RunContext) -> String {
+    format!("{}_log/", table_prefix(ctx))
+}
+
+/// The apps the store holds a log of (by their folders' names): an app whose receipts are all
+/// gone is still audited. One delimited LIST (a page per thousand apps).
+pub async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
+    let prefix = logs_prefix(ctx);
+    let mut apps: Vec<String> = ctx
+        .store
+        .list(&prefix)
+        .await?
+        .iter()
+        .filter_map(|k| {
+            let app = k.strip_prefix(&prefix)?.strip_prefix("app_code=")?;
+            Some(app.split('/').next()?.to_string())
+        })
+        .collect();
+    apps.dedup();
+    Ok(apps)
+}
+
+/// The entry of a receipt's batch: its manifest hash as the receipt's fields imply it
+/// (recomputed, not the column), so a receipt edited since it was logged is another leaf.
+pub fn entry_of(ctx: &RunContext, folder: &str, r: &StoredReceipt) -> Vec<u8> {
+    let manifest = sha256_hex(&Expected::of_receipt(ctx.spec, r, Vec::new()).manifest);
+    tlog::entry(ctx.spec.name, folder, &r.batch_id, &manifest)
+}
+
+fn b64(h: &Hash) -> String {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD.encode(h)
+}
+
+impl<'a> Log<'a> {
+    pub async fn open(ctx: &'a RunContext, app: &str) -> Result<Log<'a>, DbError> {
+        let folder = chain::folder_name(app, ctx.app_case_matters().await?);
+        Ok(Log::of_folder(ctx, app, folder))
+    }
+
+    /// The log kept under `folder`, for an app the database may no longer know.
+    pub fn of_folder(ctx: &'a RunContext, app: &str, folder: String) -> Log<'a> {
+        Log {
+            prefix: format!("{}app_code={folder}/", logs_prefix(ctx)),
+            origin: format!("outbox-archive/{}/app_code={folder}", ctx.spec.name),
+            ctx,
+            app: app.to_string(),
+            folder,
+        }
+    }
+
+    fn key(&self, path: &str) -> String {
+        format!("{}{path}", self.prefix)
+    }
+
+    fn refused(&self, detail: String) -> ChainError {
+        ChainError::Refused {
+            app: self.app.clone(),
+            detail,
+        }
+    }
+
+    /// The log's head, held to the log key where one is configured (none: an empty log).
+    pub async fn checkpoint(&self) -> Result<Option<Checkpoint>, ChainError> {
+        let key = self.key("checkpoint");
+        let Some(bytes) = store::get_all(self.ctx.store.as_ref(), &key).await? else {
+            return Ok(None);
+        };
+        Checkpoint::open(&bytes, &self.origin, self.ctx.log_keys.verifier().as_ref())
+            .map(Some)
+            .map_err(|e| self.refused(format!("{key}: {e}")))
+    }
+
+    /// The bytes of the tile at `path` (full, or a partial tile's `.p/{width}` path) as a tree of
+    /// that width reads it: the object itself or, where a later append replaced that partial
+    /// tile, the first `width` items of a wider one (C2SP tlog-tiles: a tile's first hashes
+    /// never change) — the full tile, else the narrowest wider partial one.
+    async fn tile_bytes(
+        &self,
+        full: &str,
+        width: u64,
+    ) -> Result<Option<(Vec<u8>, u64)>, ChainError> {
+        let store = self.ctx.store.as_ref();
+        let exact = match width {
+            TILE_WIDTH => full.to_string(),
+            w => format!("{full}.p/{w}"),
+        };
+        if let Some(bytes) = store::get_all(store, &self.key(&exact)).await? {
+            return Ok(Some((bytes, width)));
+        }
+        if width == TILE_WIDTH {
+            return Ok(None);
+        }
+        if let Some(bytes) = store::get_all(store, &self.key(full)).await? {
+            return Ok(Some((bytes, TILE_WIDTH)));
+        }
+        let partials = self
+            .ctx
+            .store
+            .list(&self.key(&format!("{full}.p/")))
+            .await?;
+        let wider = partials
+            .iter()
+            .filter_map(|k| Some((k.rsplit('/').next()?.parse::<u64>().ok()?, k)))
+            .filter(|(w, _)| *w > width)
+            .min();
+        match wider {
+            None => Ok(None),
+            Some((w, key)) => Ok(store::get_all(store, key).await?.map(|b| (b, w))),
+        }
+    }
+
+    /// The hashes of the tile at `level`, `index` in the tree of `size` leaves.
+    async fn tile(&self, level: u32, index: u64, size: u64) -> Result<Vec<Hash>, ChainError> {
+        let width = tlog::tile_width(level, index, size);
+        let full = tlog::tile_path(level, index, TILE_WIDTH);
+        let key = self.key(&tlog::tile_path(level, index, width));
+        let (bytes, found) = self
+            .tile_bytes(&full, width)
+            .await?
+            .ok_or_else(|| self.refused(format!("tile {key} is missing")))?;
+        match tlog::tile_hashes(&bytes) {
+            Some(mut h) if h.len() as u64 == found => {
+                h.truncate(width as usize);
+                Ok(h)
+            }
+            _ => Err(self.refused(format!("tile {key} does not hold {found} hashes"))),
+        }
+    }
+
+    /// The entries of bundle `index` in the tree of `size` leaves.
+    async fn entries(&self, index: u64, size: u64) -> Result<Vec<Vec<u8>>, ChainError> {
+        let width = tlog::tile_width(0, index, size);
+        let full = tlog::entries_path(index, TILE_WIDTH);
+        let key = self.key(&tlog::entries_path(index, width));
+        let (bytes, found) = self
+            .tile_bytes(&full, width)
+            .await?
+            .ok_or_else(|| self.refused(format!("entry bundle {key} is missing")))?;
+        match tlog::unbundle(&bytes) {
+            Some(mut e) if e.len() as u64 == found => {
+                e.truncate(width as usize);
+                Ok(e)
+            }
+            _ => Err(self.refused(format!("entry bundle {key} does not hold {found} entries"))),
+        }
+    }
+
+    /// The breaks accepted for this log (one LIST; they are few).
+    pub async fn breaks(&self) -> Result<Vec<LogBreak>, ChainError> {
+        let mut out = Vec::new();
+        for key in self.ctx.store.list(&self.key("breaks/")).await? {
+            let bytes = store::get_all(self.ctx.store.as_ref(), &key).await?;
+            match bytes.map(|b| serde_json::from_slice::<LogBreak>(&b)) {
+                Some(Ok(b)) if b.schema == BREAK_SCHEMA => out.push(b),
+                _ => return Err(self.refused(format!("break record {key} cannot be read"))),
+            }
+        }
+        Ok(out)
+    }
+
+    /// The transition record, if the log carries on a linear chain.
+    pub async fn transition(&self) -> Result<Option<Transition>, ChainError> {
+        let key = self.key("transition.json");
+        match store::get_all(self.ctx.store.as_ref(), &key).await? {
+            None => Ok(None),
+            Some(b) => serde_json::from_slice(&b)
+                .map(Some)
+                .map_err(|e| self.refused(format!("{key} cannot be read: {e}"))),
+        }
+    }
+
+    /// Writes `bytes` at `key` once: an object already there is accepted only if it holds
+    /// these very bytes (a retry).
+    async fn write_once(
+        &self,
+        key: &str,
+        bytes: Vec<u8>,
+        options: &PutOptions,
+    ) -> Result<(), ChainError> {
+        let store = self.ctx.store.as_ref();
+        match store
+            .put_with(key, Bytes::from(bytes.clone()), PutMode::Create, options)
+            .await
+        {
+            Ok(()) => Ok(()),
+            Err(StoreError::AlreadyExists { .. }) => {
+                if store::get_all(store, key).await?.as_deref() == Some(bytes.as_slice()) {
+                    return Ok(());
+                }
+                // A partial tile past the checkpoint is no part of the log yet: one left by a
+                // writer that failed (or raced without the app's lock) is replaced.
+                if key.contains(".p/") {
+                    let bytes = Bytes::from(bytes);
+                    return Ok(store
+                        .put_with(key, bytes, PutMode::Overwrite, options)
+                        .await?);
+                }
+                Err(self.refused(format!(
+                    "{key} already holds other bytes (a tile of another tree: the log forked)"
+                )))
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+}
+
+/// The whole tree proven once ([`audit::audit_log`]): every leaf, tile and the root, each leaf
+/// held to the receipt at its index.
+pub async fn audit(ctx: &RunContext, app: &str) -> Result<LogAudit, ChainError> {
+    audit::audit_log(&Log::open(ctx, app).await?).await
+}
+
+/// Base64 of a hash, as checkpoints and statements spell them.
+pub fn hash_text(h: &Hash) -> String {
+    b64(h)
+}

@@ -1,0 +1,237 @@
+//! Proofs from a tree head's tiles: the inclusion of one batch's leaf for `purge`, and for
+//! `attest` a period's heads, their consistency proofs and its batches' inclusion — each
+//! reading only the tiles on the paths it needs, kept for the run.
+
+use std::collections::HashMap;
+
+use super::{b64, entry_of, ChainError, Log};
+use crate::db::receipts::StoredReceipt;
+use crate::model::chain::{ChainFinding, Problem};
+use crate::model::note::Checkpoint;
+use crate::model::tlog::{self, Hash, Subtree};
+use crate::store;
+
+/// A tree head's tiles, read as a proof needs them and kept for the run.
+pub struct Tiles<'l, 'a> {
+    log: &'l Log<'a>,
+    pub size: u64,
+    cache: HashMap<(u32, u64), Vec<Hash>>,
+}
+
+impl<'l, 'a> Tiles<'l, 'a> {
+    pub fn new(log: &'l Log<'a>, size: u64) -> Self {
+        Tiles {
+            log,
+            size,
+            cache: HashMap::new(),
+        }
+    }
+
+    async fn subtree(&mut self, s: Subtree) -> Result<Hash, ChainError> {
+        let (level, index, offset, count) = s.in_tile();
+        if !self.cache.contains_key(&(level, index)) {
+            let hashes = self.log.tile(level, index, self.size).await?;
+            self.cache.insert((level, index), hashes);
+        }
+        let hashes = &self.cache[&(level, index)];
+        let part = hashes
+            .get(offset as usize..(offset + count) as usize)
+            .ok_or_else(|| self.log.refused(format!("tile {level}/{index} is short")))?;
+        Ok(tlog::subtree_of(part))
+    }
+
+    async fn range(&mut self, (lo, hi): (u64, u64)) -> Result<Hash, ChainError> {
+        let mut parts = Vec::new();
+        for s in tlog::subtrees(lo, hi) {
+            parts.push(self.subtree(s).await?);
+        }
+        Ok(tlog::range_hash(&parts))
+    }
+
+    /// The root of the tree of the first `n` leaves (n ≤ size).
+    pub async fn root_at(&mut self, n: u64) -> Result<Hash, ChainError> {
+        match n {
+            0 => Ok(tlog::empty_root()),
+            n => self.range((0, n)).await,
+        }
+    }
+
+    /// The inclusion proof of leaf `index` in the tree of the first `n` leaves.
+    pub async fn inclusion(&mut self, index: u64, n: u64) -> Result<Vec<Hash>, ChainError> {
+        let mut out = Vec::new();
+        for r in tlog::inclusion_ranges(index, n) {
+            out.push(self.range(r).await?);
+        }
+        Ok(out)
+    }
+
+    /// The consistency proof from the tree of `old` leaves to the tree of `new`.
+    pub async fn consistency(&mut self, old: u64, new: u64) -> Result<Vec<Hash>, ChainError> {
+        let mut out = Vec::new();
+        for r in tlog::consistency_ranges(old, new) {
+            out.push(self.range(r).await?);
+        }
+        Ok(out)
+    }
+}
+
+/// Proves batches' leaves for `purge`: each receipt held to the leaf at its index in the tree
+/// head the store holds, by an inclusion proof (O(log n) hashes, tiles read once per run).
+pub struct Prover<'l, 'a> {
+    log: &'l Log<'a>,
+    head: Option<Checkpoint>,
+    tiles: Tiles<'l, 'a>,
+}
+
+impl<'l, 'a> Prover<'l, 'a> {
+    pub async fn open(log: &'l Log<'a>) -> Result<Prover<'l, 'a>, ChainError> {
+        let head = log.checkpoint().await?;
+        let size = head.as_ref().map_or(0, |c| c.size);
+        Ok(Prover {
+            log,
+            head,
+            tiles: Tiles::new(log, size),
+        })
+    }
+
+    /// Whether `receipt` is the leaf at its index: none when it is, else the finding.
+    pub async fn prove(
+        &mut self,
+        receipt: &StoredReceipt,
+    ) -> Result<Option<ChainFinding>, ChainError> {
+        let Some(index) = receipt.log_index else {
+            return Ok(Some(ChainFinding {
+                problem: Problem::Gap,
+                seq: None,
+                batch_id: Some(receipt.batch_id.clone()),
+                expected: "its batch in the store's log".into(),
+                actual: "not appended to the log yet (the archive run that recorded it ended before appending it); the next `outbox-archiver archive` of the app appends it".into(),
+            }));
+        };
+        let size = self.tiles.size;
+        let Some(head) = self.head.as_ref().filter(|_| index < size) else {
+            return Ok(Some(ChainFinding {
+                problem: Problem::Gap,
+                seq: Some(index),
+                batch_id: Some(receipt.batch_id.clone()),
+                expected: format!("leaf {index} in the store's log"),
+                actual: format!("the store's log holds {size} leaves (its checkpoint written back, or the log lost)"),
+            }));
+        };
+        let entry = entry_of(self.log.ctx, &self.log.folder, receipt);
+        let proof = match self.tiles.inclusion(index, size).await {
+            Ok(p) => p,
+            Err(ChainError::Refused { detail, .. }) => {
+                return Ok(Some(ChainFinding {
+                    problem: Problem::Mismatch,
+                    seq: Some(index),
+                    batch_id: Some(receipt.batch_id.clone()),
+                    expected: format!("the tiles that prove leaf {index}"),
+                    actual: detail,
+                }))
+            }
+            Err(e) => return Err(e),
+        };
+        if tlog::check_inclusion(&proof, index, size, &tlog::leaf_hash(&entry), &head.root) {
+            return Ok(None);
+        }
+        Ok(Some(ChainFinding {
+            problem: Problem::Mismatch,
+            seq: Some(index),
+            batch_id: Some(receipt.batch_id.clone()),
+            expected: format!("the receipt's entry the leaf at {index} of the tree of {size} leaves (root {})", b64(&head.root)),
+            actual: "its inclusion proof fails: the receipt changed since it was logged, or the store's tiles were rewritten".into(),
+        }))
+    }
+}
+
+/// The proofs a statement carries for one app's period: the tree heads at the period's start
+/// and end, the consistency proofs start → end → the checkpoint, and each batch's inclusion in
+/// the head at the end.
+pub struct PeriodProof {
+    pub checkpoint: String,
+    pub size: u64,
+    pub start: (u64, Hash),
+    pub end: (u64, Hash),
+    pub start_to_end: Vec<Hash>,
+    pub end_to_checkpoint: Vec<Hash>,
+    /// Per batch of the period (in the order given): its leaf and inclusion proof.
+    pub inclusions: Vec<(u64, Vec<Hash>)>,
+}
+
+impl PeriodProof {
+    pub fn to_json(&self, origin: &str) -> serde_json::Value {
+        let list = |p: &[Hash]| p.iter().map(b64).collect::<Vec<_>>();
+        serde_json::json!({
+            "origin": origin,
+            "checkpoint": self.checkpoint,
+            "size": self.size,
+            "at_start": { "size": self.start.0, "root": b64(&self.start.1) },
+            "at_end": { "size": self.end.0, "root": b64(&self.end.1) },
+            "start_to_end": list(&self.start_to_end),
+            "end_to_checkpoint": list(&self.end_to_checkpoint),
+        })
+    }
+}
+
+/// Proves a period for `attest`: `receipts` (the period's, logged) in the tree head at the
+/// period's end (`end` leaves), consistent with the head at its start (`start` leaves) and
+/// with the store's checkpoint. Reads the tiles on those paths only.
+pub async fn prove_period(
+    log: &Log<'_>,
+    receipts: &[StoredReceipt],
+    start: u64,
+    end: u64,
+) -> Result<Result<PeriodProof, ChainFinding>, ChainError> {
+    let Some(head) = log.checkpoint().await? else {
+        return Ok(Err(ChainFinding {
+            problem: Problem::Gap,
+            seq: None,
+            batch_id: None,
+            expected: "a log in the store".into(),
+            actual: "the store holds no checkpoint of the app".into(),
+        }));
+    };
+    if end > head.size {
+        return Ok(Err(ChainFinding {
+            problem: Problem::Gap,
+            seq: Some(end),
+            batch_id: None,
+            expected: format!("{end} leaves in the store's log"),
+            actual: format!("its checkpoint holds {}", head.size),
+        }));
+    }
+    let note = store::get_all(log.ctx.store.as_ref(), &log.key("checkpoint"))
+        .await?
+        .unwrap_or_default();
+    let mut tiles = Tiles::new(log, head.size);
+    let (start_root, end_root) = (tiles.root_at(start).await?, tiles.root_at(end).await?);
+    let start_to_end = tiles.consistency(start, end).await?;
+    let end_to_checkpoint = tiles.consistency(end, head.size).await?;
+    let consistent = (start == 0
+        || tlog::check_consistency(&start_to_end, start, &start_root, end, &end_root))
+        && (end == 0
+            || tlog::check_consistency(&end_to_checkpoint, end, &end_root, head.size, &head.root));
+    if !consistent {
+        return Ok(Err(ChainFinding { problem: Problem::Fork, seq: Some(end), batch_id: None, expected: "the period's tree heads prefixes of the checkpoint's tree".into(), actual: "a consistency proof from the tiles fails: the tiles or the checkpoint were rewritten".into() }));
+    }
+    let mut inclusions = Vec::new();
+    for r in receipts {
+        let index = r.log_index.expect("the period's receipts are logged");
+        let proof = tiles.inclusion(index, end).await?;
+        let leaf = tlog::leaf_hash(&entry_of(log.ctx, &log.folder, r));
+        if !tlog::check_inclusion(&proof, index, end, &leaf, &end_root) {
+            return Ok(Err(ChainFinding { problem: Problem::Mismatch, seq: Some(index), batch_id: Some(r.batch_id.clone()), expected: format!("batch {}'s entry the leaf at {index}", r.batch_id), actual: "its inclusion proof fails: the receipt changed since it was logged, or the tiles were rewritten".into() }));
+        }
+        inclusions.push((index, proof));
+    }
+    Ok(Ok(PeriodProof {
+        checkpoint: String::from_utf8_lossy(&note).into_owned(),
+        size: head.size,
+        start: (start, start_root),
+        end: (end, end_root),
+        start_to_end,
+        end_to_checkpoint,
+        inclusions,
+    }))
+}
