@@ -10,10 +10,16 @@
 --
 -- The recorded key: `attest` of a day reads that day's receipts, not the app's whole history.
 --
+-- app_code_bytes and the spellings key: the app code's bytes beside it, so that the spellings
+-- an app's receipts are recorded under (SPEC §5.4: an older build took the spelling typed) are
+-- found with one index dive each, not by reading every receipt of the app on every run.
+--
 -- The column is added at the end and NULL (an instant ALTER); the keys are built in place.
 ALTER TABLE wallet_outbox_archive_receipts
-    ADD COLUMN log_index BIGINT NULL;
+    ADD COLUMN log_index BIGINT NULL,
+    ADD COLUMN app_code_bytes VARBINARY(128) AS (CAST(app_code AS BINARY)) VIRTUAL;
 
 ALTER TABLE wallet_outbox_archive_receipts
     ADD UNIQUE KEY idx_wallet_outbox_archive_log (app_code, log_index),
-    ADD KEY idx_wallet_outbox_archive_recorded (app_code, verified_at_ms);
+    ADD KEY idx_wallet_outbox_archive_recorded (app_code, verified_at_ms),
+    ADD KEY idx_wallet_outbox_archive_spellings (app_code, app_code_bytes);

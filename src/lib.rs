@@ -33,8 +33,10 @@
 //!   [`pipeline::verify`], [`pipeline::purge`], [`pipeline::restore`], [`pipeline::compact`]
 //!   and [`pipeline::find`] share, the replicas' pacing of writes ([`pipeline::replicas`]), the
 //!   archive's home — `--store` held to the store the archive is bound to, and its moves
-//!   ([`pipeline::home`]) — each
-//!   command's per-app work, the preflight ([`pipeline::doctor`]: the database, the bucket, the
+//!   ([`pipeline::home`]) — the log of batches, a transparency log of each app's batches in the
+//!   store ([`pipeline::log`]: appended by archive, proven from by purge and attest, audited
+//!   whole by verify; its tree math in [`model::tlog`], its checkpoints in [`model::note`]) —
+//!   each command's per-app work, the preflight ([`pipeline::doctor`]: the database, the bucket, the
 //!   write probe), and the typed report every command returns ([`pipeline::report`],
 //!   per-command details in [`pipeline::report::details`]) with the exit status it implies,
 //!   decided in one place ([`pipeline::report::Summary::settle`]). No clap, no terminal in here;
@@ -47,7 +49,7 @@
 //!   place that knows clap: arguments and environment → each command's options, logging
 //!   ([`cli::logs`]), opening and always closing the database and the store, `--print-config`.
 //! * [`testkit`] — for the demo, tests and benchmarks: [`testkit::seed`] generates realistic
-//!   outbox rows; with the default `local-s3` feature, `testkit::local_s3` is a real S3 server in
+//!   outbox rows, [`testkit::history`] years of history in a few statements; with the default `local-s3` feature, `testkit::local_s3` is a real S3 server in
 //!   this process. The release image is built with `--no-default-features`, so the production
 //!   binary carries no S3 server (its `demo` then writes to a folder).
 //!

@@ -33,8 +33,8 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    // An app whose receipts and rows are all gone still has its chain's checkpoints: its
-    // chain is audited too (every seq a gap).
+    // An app whose receipts and rows are all gone still has its log in the store: its
+    // log is audited too (every leaf a gap).
     if matches!(which, Apps::All) && opts.selection.batch_ids.is_empty() {
         let case_matters = match ctx.app_case_matters().await {
             Ok(matters) => matters,

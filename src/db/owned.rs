@@ -87,6 +87,7 @@ fn receipts(spec: &TableSpec) -> OwnedTable {
             format!("UNIQUE KEY {} (app_code, chain_seq)", spec.chain_index()),
             format!("UNIQUE KEY {} (app_code, log_index)", spec.log_index()),
             format!("KEY idx_{prefix}_recorded (app_code, verified_at_ms)"),
+            format!("KEY idx_{prefix}_spellings (app_code, app_code_bytes)"),
         ],
     }
 }
@@ -161,7 +162,13 @@ fn receipt_columns(spec: &TableSpec) -> Vec<(String, String)> {
 }
 
 /// The receipts column of migration 13: the batch's leaf in its app's log.
-const LOG_COLUMNS: &[(&str, &str)] = &[("log_index", "BIGINT NULL")];
+const LOG_COLUMNS: &[(&str, &str)] = &[
+    ("log_index", "BIGINT NULL"),
+    (
+        "app_code_bytes",
+        "VARBINARY(128) AS (CAST(app_code AS BINARY)) VIRTUAL",
+    ),
+];
 
 /// The receipts columns of migration 10: the chain, and the last verification in full.
 const CHAIN_COLUMNS: &[(&str, &str)] = &[
@@ -509,16 +516,19 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
             "adding the log of batches to the receipts table"
         );
         pool.execute(sqlx::AssertSqlSafe(format!(
-            "ALTER TABLE {receipts} ADD COLUMN log_index BIGINT NULL"
+            "ALTER TABLE {receipts} ADD COLUMN log_index BIGINT NULL, \
+             ADD COLUMN app_code_bytes VARBINARY(128) AS (CAST(app_code AS BINARY)) VIRTUAL"
         )))
         .await
         .context(|| format!("adding the log to {receipts}"))?;
     }
     if !has_index(pool, &receipts, &spec.log_index()).await? {
         pool.execute(sqlx::AssertSqlSafe(format!(
-            "ALTER TABLE {receipts} ADD UNIQUE KEY {} (app_code, log_index), ADD KEY idx_{}_recorded (app_code, verified_at_ms)",
+            "ALTER TABLE {receipts} ADD UNIQUE KEY {} (app_code, log_index), \
+             ADD KEY idx_{prefix}_recorded (app_code, verified_at_ms), \
+             ADD KEY idx_{prefix}_spellings (app_code, app_code_bytes)",
             spec.log_index(),
-            spec.owned_prefix
+            prefix = spec.owned_prefix
         )))
         .await
         .context(|| format!("adding the log's unique key to {receipts}"))?;

@@ -708,6 +708,7 @@ const RECEIPT_COLUMNS: &[&str] = &[
     "full_verified_at_ms",
     "full_verified_how",
     "log_index",
+    "app_code_bytes",
 ];
 
 /// Manifest fields a total cannot be called.

@@ -113,7 +113,7 @@ impl DbContext {
     }
 
     /// Whether the source table's app codes compare case-sensitively: two codes that differ
-    /// only in case are two apps, with two chains (one query, the first time).
+    /// only in case are two apps, with two logs (one query, the first time).
     pub async fn app_case_matters(&self) -> Result<bool, crate::db::DbError> {
         self.case_matters
             .get_or_try_init(|| self.db.app_codes_tell_case_apart(self.spec))

@@ -24,7 +24,8 @@ pub async fn synthesize(ctx: &RunContext, app: &str, n: u64) -> Result<u64, Chai
     let columns: Vec<(String,)> = crate::db::schema_rows(
         pool,
         "SELECT CAST(column_name AS CHAR) FROM information_schema.columns \
-         WHERE table_schema = DATABASE() AND table_name = ? ORDER BY ordinal_position",
+         WHERE table_schema = DATABASE() AND table_name = ? AND extra NOT LIKE '%GENERATED%' \
+         ORDER BY ordinal_position",
         &[&table],
     )
     .await
