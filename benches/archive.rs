@@ -771,7 +771,7 @@ impl Table {
             _ => field("rows"),
         };
         let batches = match name.split_whitespace().next() {
-            Some("verify") => summary["checked_batches"].as_array().map_or(0, Vec::len) as u64,
+            Some("verify") => summary["checked_batch_count"].as_u64().unwrap_or(0),
             _ => field("batches"),
         };
         let requests = summary["store_requests"]["attempts"].as_u64();

@@ -222,7 +222,7 @@ async fn look_around(env: &RunContext, cutoff_ms: i64) {
     if let Some(crate::pipeline::report::RunDetails::Verify(run)) = &verified.details {
         say(format!(
             "verify re-read {} batches in {:.1}s: {} findings, {} orphans (exit status {})",
-            run.checked_batches.len(),
+            run.checked_batch_count,
             started.elapsed().as_secs_f64(),
             run.findings.len(),
             run.orphans.len(),

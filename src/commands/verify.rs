@@ -101,7 +101,7 @@ async fn wrong_location(
         .iter()
         .filter_map(|f| f.batch_id.as_deref())
         .collect();
-    if missing.len() != run.checked_batches.len() {
+    if missing.len() as u64 != run.checked_batch_count {
         return None;
     }
     let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
@@ -117,7 +117,7 @@ async fn wrong_location(
     }
     Some(format!(
         "none of the {} batches checked has an object in the store, and nothing lies under {table} at {}: --store / OUTBOX_ARCHIVER_STORE most likely names another bucket or prefix than the archive was written to (the receipts' keys look like {}). If it is the right one, the archive is gone: escalate",
-        run.checked_batches.len(),
+        run.checked_batch_count,
         ctx.store.location(),
         run.findings.first().and_then(|f| f.key.as_deref()).unwrap_or("?")
     ))

@@ -215,7 +215,7 @@ fn list<'a>(json: &'a Value, key: &str) -> Option<&'a Vec<Value>> {
 /// verify's: the batches checked, the findings, the orphan objects.
 fn verify_lists(out: &mut String, json: &Value) {
     let list = |key: &str| list(json, key);
-    if let Some(checked) = list("checked_batches") {
+    if let Some(checked) = json.get("checked_batch_count").and_then(Value::as_u64) {
         let sample = json
             .get("sample")
             .filter(|s| !s.is_null())
@@ -228,11 +228,7 @@ fn verify_lists(out: &mut String, json: &Value) {
                 )
             })
             .unwrap_or_default();
-        let _ = writeln!(
-            out,
-            "checked {} batches{sample}",
-            thousands(checked.len() as u64)
-        );
+        let _ = writeln!(out, "checked {} batches{sample}", thousands(checked));
     }
     if let Some(findings) = list("findings").filter(|f| !f.is_empty()) {
         let _ = writeln!(out, "{} findings:", findings.len());

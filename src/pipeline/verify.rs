@@ -24,7 +24,7 @@ use crate::db::source::SourceTable;
 use crate::db::DbError;
 use crate::model::digest::sha256_hex;
 use crate::model::format;
-use crate::pipeline::report::details::{Sample, VerifyApp, VerifyRun};
+use crate::pipeline::report::details::{Sample, VerifyApp, VerifyRun, CHECKED_LISTED};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 use crate::store::{StoreError, Thaw};
 
@@ -323,7 +323,10 @@ impl<'a> Verify<'a> {
                     report.rows += receipt.content.row_count;
                     found_so_far += verified.findings.len();
                     let mut run = self.run.lock().expect("not poisoned");
-                    run.checked_batches.push(receipt.batch_id.clone());
+                    run.checked_batch_count += 1;
+                    if run.checked_batches.len() < CHECKED_LISTED {
+                        run.checked_batches.push(receipt.batch_id.clone());
+                    }
                     run.findings.extend(verified.findings);
                     run.pending_thaw.extend(verified.cold);
                 }

@@ -486,13 +486,20 @@ pub struct HistoryRun {
     pub runs: Vec<crate::db::runs::Run>,
 }
 
+/// The most batch ids a verify summary lists.
+pub const CHECKED_LISTED: usize = 1000;
+
 /// `verify`'s run.
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct VerifyRun {
     pub metadata_only: bool,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub sample: Option<Sample>,
+    /// The batches checked: every one, or the first [`CHECKED_LISTED`] (by id) of a run that
+    /// checked more — `checked_batch_count` says how many (a summary's size, like the run's
+    /// memory, must not grow with the archive).
     pub checked_batches: Vec<String>,
+    pub checked_batch_count: u64,
     pub findings: Vec<Finding>,
     /// Apps with more stragglers than `--max-stragglers` listed.
     #[serde(skip_serializing_if = "Vec::is_empty")]
