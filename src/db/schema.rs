@@ -290,7 +290,7 @@ impl Db {
             Option<String>,
             String,
         );
-        let rows: Vec<Described> = super::schema_rows(
+        let rows: Vec<Described> = super::schema_rows_on(
             &self.pool,
             "SELECT CAST(table_name AS CHAR), CAST(column_name AS CHAR), CAST(column_type AS CHAR), \
              CAST(character_set_name AS CHAR), CAST(collation_name AS CHAR), CAST(is_nullable AS CHAR) \
@@ -436,7 +436,7 @@ pub(crate) async fn live_columns(
         Option<u64>,
         String,
     );
-    let rows: Vec<Described> = super::schema_rows(
+    let rows: Vec<Described> = super::schema_rows_on(
         pool,
         "SELECT CAST(column_name AS CHAR), CAST(LOWER(data_type) AS CHAR), CAST(LOWER(column_type) AS CHAR), \
          CAST(is_nullable AS CHAR), CAST(collation_name AS CHAR), CAST(character_maximum_length AS UNSIGNED), \
