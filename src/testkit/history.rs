@@ -76,9 +76,17 @@ pub async fn synthesize(ctx: &RunContext, app: &str, n: u64) -> Result<u64, Chai
         .context(|| "copying the template receipt".into())?;
         made += count;
     }
-    // Each copy's manifest hash, as its fields imply it (its batch id is in its manifest).
+    imply_manifests(ctx, app, base.max(0) as u64).await?;
+    log::append(ctx, app, &WritePolicy::default(), None).await?;
+    Ok(made)
+}
+
+/// Sets each copy's manifest hash (after chain seq `after_seq`) to the one its fields imply: its
+/// batch id is in its manifest, so every copy's differs from its template's.
+async fn imply_manifests(ctx: &RunContext, app: &str, after_seq: u64) -> Result<(), ChainError> {
     let receipts = Receipts::new(ctx.spec);
-    let mut after = base.max(0) as u64;
+    let (pool, table) = (&ctx.db.pool, ctx.spec.receipts_table());
+    let mut after = after_seq;
     loop {
         let page = receipts.unlogged(pool, app, after, 2_000).await?;
         let Some(last) = page.last() else { break };
@@ -106,6 +114,5 @@ pub async fn synthesize(ctx: &RunContext, app: &str, n: u64) -> Result<u64, Chai
             .await
             .context(|| "setting the copies' manifest hashes".into())?;
     }
-    log::append(ctx, app, &WritePolicy::default(), None).await?;
-    Ok(made)
+    Ok(())
 }

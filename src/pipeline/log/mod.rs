@@ -196,13 +196,19 @@ impl<'a> Log<'a> {
 
     /// The log's head, held to the log key where one is configured (none: an empty log).
     pub async fn checkpoint(&self) -> Result<Option<Checkpoint>, ChainError> {
+        Ok(self.checkpoint_note().await?.map(|(c, _)| c))
+    }
+
+    /// The log's head and the note it was read from (signatures included).
+    async fn checkpoint_note(&self) -> Result<Option<(Checkpoint, Vec<u8>)>, ChainError> {
         let key = self.key("checkpoint");
         let Some(bytes) = store::get_all(self.ctx.store.as_ref(), &key).await? else {
             return Ok(None);
         };
-        Checkpoint::open(&bytes, &self.origin, self.ctx.log_keys.verifier().as_ref())
-            .map(Some)
-            .map_err(|e| self.refused(format!("{key}: {e}")))
+        match Checkpoint::open(&bytes, &self.origin, self.ctx.log_keys.verifier().as_ref()) {
+            Ok(c) => Ok(Some((c, bytes))),
+            Err(e) => Err(self.refused(format!("{key}: {e}"))),
+        }
     }
 
     /// The bytes of the tile at `path` (full, or a partial tile's `.p/{width}` path) as a tree of
@@ -244,40 +250,42 @@ impl<'a> Log<'a> {
         }
     }
 
+    /// The items of the tile `path_of(width)` (hashes or entries, split by `parse`) as a tree of
+    /// `width` items there reads it.
+    async fn items<T>(
+        &self,
+        what: &str,
+        path_of: impl Fn(u64) -> String,
+        width: u64,
+        parse: impl Fn(&[u8]) -> Option<Vec<T>>,
+    ) -> Result<Vec<T>, ChainError> {
+        let key = self.key(&path_of(width));
+        let (bytes, found) = self
+            .tile_bytes(&path_of(TILE_WIDTH), width)
+            .await?
+            .ok_or_else(|| self.refused(format!("{what} {key} is missing")))?;
+        match parse(&bytes) {
+            Some(mut items) if items.len() as u64 == found => {
+                items.truncate(width as usize);
+                Ok(items)
+            }
+            _ => Err(self.refused(format!("{what} {key} does not hold {found} items"))),
+        }
+    }
+
     /// The hashes of the tile at `level`, `index` in the tree of `size` leaves.
     async fn tile(&self, level: u32, index: u64, size: u64) -> Result<Vec<Hash>, ChainError> {
         let width = tlog::tile_width(level, index, size);
-        let full = tlog::tile_path(level, index, TILE_WIDTH);
-        let key = self.key(&tlog::tile_path(level, index, width));
-        let (bytes, found) = self
-            .tile_bytes(&full, width)
-            .await?
-            .ok_or_else(|| self.refused(format!("tile {key} is missing")))?;
-        match tlog::tile_hashes(&bytes) {
-            Some(mut h) if h.len() as u64 == found => {
-                h.truncate(width as usize);
-                Ok(h)
-            }
-            _ => Err(self.refused(format!("tile {key} does not hold {found} hashes"))),
-        }
+        let path = |w| tlog::tile_path(level, index, w);
+        self.items("tile", path, width, tlog::tile_hashes).await
     }
 
     /// The entries of bundle `index` in the tree of `size` leaves.
     async fn entries(&self, index: u64, size: u64) -> Result<Vec<Vec<u8>>, ChainError> {
         let width = tlog::tile_width(0, index, size);
-        let full = tlog::entries_path(index, TILE_WIDTH);
-        let key = self.key(&tlog::entries_path(index, width));
-        let (bytes, found) = self
-            .tile_bytes(&full, width)
-            .await?
-            .ok_or_else(|| self.refused(format!("entry bundle {key} is missing")))?;
-        match tlog::unbundle(&bytes) {
-            Some(mut e) if e.len() as u64 == found => {
-                e.truncate(width as usize);
-                Ok(e)
-            }
-            _ => Err(self.refused(format!("entry bundle {key} does not hold {found} entries"))),
-        }
+        let path = |w| tlog::entries_path(index, w);
+        self.items("entry bundle", path, width, tlog::unbundle)
+            .await
     }
 
     /// The breaks accepted for this log (one LIST; they are few).

@@ -9,7 +9,6 @@ use crate::db::receipts::StoredReceipt;
 use crate::model::chain::{ChainFinding, Problem};
 use crate::model::note::Checkpoint;
 use crate::model::tlog::{self, Hash, Subtree};
-use crate::store;
 
 /// A tree head's tiles, read as a proof needs them and kept for the run.
 pub struct Tiles<'l, 'a> {
@@ -183,7 +182,7 @@ pub async fn prove_period(
     start: u64,
     end: u64,
 ) -> Result<Result<PeriodProof, ChainFinding>, ChainError> {
-    let Some(head) = log.checkpoint().await? else {
+    let Some((head, note)) = log.checkpoint_note().await? else {
         return Ok(Err(ChainFinding {
             problem: Problem::Gap,
             seq: None,
@@ -201,9 +200,6 @@ pub async fn prove_period(
             actual: format!("its checkpoint holds {}", head.size),
         }));
     }
-    let note = store::get_all(log.ctx.store.as_ref(), &log.key("checkpoint"))
-        .await?
-        .unwrap_or_default();
     let mut tiles = Tiles::new(log, head.size);
     let (start_root, end_root) = (tiles.root_at(start).await?, tiles.root_at(end).await?);
     let start_to_end = tiles.consistency(start, end).await?;
