@@ -38,9 +38,9 @@
 use std::process::Command;
 use std::time::Instant;
 
-use outbox_archiver::model::table::WALLET_OUTBOX;
-use outbox_archiver::testkit::local_s3::LocalS3;
-use outbox_archiver::testkit::seed::{self, EventIds, SeedPlan};
+use outbox_archiver::testing::LocalS3;
+use outbox_archiver::testing::{seed, EventIds, SeedPlan};
+use outbox_archiver::WALLET_OUTBOX;
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 
 #[path = "archive/history.rs"]
@@ -86,10 +86,7 @@ impl Server {
                 };
                 (out("start"), Some(out("root")))
             }
-            Err(_) => (
-                outbox_archiver::commands::demo::DEFAULT_SERVER_URL.to_string(),
-                None,
-            ),
+            Err(_) => (outbox_archiver::demo::DEFAULT_SERVER_URL.to_string(), None),
         };
         let options: sqlx::mysql::MySqlConnectOptions = admin.parse().unwrap();
         let mut conn = options.connect().await.unwrap();
@@ -176,8 +173,8 @@ impl Bench {
             ] {
                 admin.execute(AssertSqlSafe(sql)).await.unwrap();
             }
-            let pool = outbox_archiver::db::Db::connect(&url, 4).await.unwrap();
-            outbox_archiver::db::create_source_table(&pool.pool, &WALLET_OUTBOX)
+            let pool = outbox_archiver::Db::connect(&url, 4).await.unwrap();
+            outbox_archiver::create_source_table(&pool.pool, &WALLET_OUTBOX)
                 .await
                 .unwrap();
             let plan = SeedPlan {
@@ -220,8 +217,8 @@ impl Bench {
                 .await
                 .unwrap();
         }
-        let pool = outbox_archiver::db::Db::connect(&url, 2).await.unwrap();
-        outbox_archiver::db::migrate(&pool.pool).await.unwrap();
+        let pool = outbox_archiver::Db::connect(&url, 2).await.unwrap();
+        outbox_archiver::migrate_database(&pool.pool).await.unwrap();
         pool.close().await;
         admin.close().await.unwrap();
     }

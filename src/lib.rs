@@ -55,12 +55,82 @@
 //!
 //! The contract lives in `SPEC.md` (§ references in comments point there).
 
-pub mod cli;
-pub mod commands;
-pub mod db;
-pub mod failpoint;
-pub mod model;
-pub mod output;
-pub mod pipeline;
-pub mod store;
-pub mod testkit;
+#![warn(unreachable_pub)]
+
+mod cli;
+mod commands;
+mod db;
+mod failpoint;
+mod model;
+mod output;
+mod pipeline;
+mod store;
+mod testkit;
+
+// The public surface: what the binary, the tests and the benchmarks use, and nothing else. Every
+// other item is the crate's own (`pub` inside a private module is `pub(crate)` in effect, and the
+// `unreachable_pub` lint holds that to what is re-exported here).
+
+// ── The binary: the command line, run as a process (src/main.rs), and its shape.
+pub use cli::{command as command_line, main};
+
+// ── The commands as a library: each module's options and its `run` (tests, benchmarks).
+pub use commands::{archive, attest, compact, demo, migrate, purge, restore, status, verify};
+
+// ── What a command runs with: the table, the database, the store, the clock and the stops.
+pub use pipeline::apps::{Apps, Selection};
+pub use pipeline::home::{check as check_home, Binding};
+pub use pipeline::replicas::ReplicaGate;
+pub use pipeline::{note_signal, DbContext, RunContext, Stops};
+
+// ── What a command reports.
+pub use pipeline::report::details::{
+    ArchiveApp, CompactApp, PurgeApp, RestoreApp, StatusApp, VerifyRun,
+};
+pub use pipeline::report::{run_id, AppDetails, AppReport, Outcome, RunDetails, Summary};
+pub use pipeline::verifier::{Finding, FindingKind};
+
+// ── The pure core: the table and its rows, batches, the archive's format, the log's math.
+pub use model::batch::{BatchEncoder, EncodedRow, Limits, Member};
+pub use model::codec::{decode_line, encode_line, Row, Value};
+pub use model::digest::{crc64nvme, sha256_hex, ObjectDigest};
+pub use model::note::Signer;
+pub use model::profile::Profile;
+pub use model::protection::{
+    LockMode, ObjectLock, Retention, Sse, SseAlgorithm, Thaw, ThawTier, VerifiedBy, WritePolicy,
+};
+pub use model::record_schema::to_text as record_schema;
+pub use model::shard::Shard;
+pub use model::table::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
+pub use model::timespec::utc_date;
+pub use model::{chain, format, tlog};
+
+// ── The database: the connection, the owned tables, the repositories tests hold to their plans.
+pub use db::chain::ChainTable;
+pub use db::compact::CompactQueries;
+pub use db::lock::{database_lock_name, lock_name, AppLock};
+pub use db::owned::{create_owned_tables, owned_tables};
+pub use db::purge::PurgeQueries;
+pub use db::receipts::{ReceiptScope, Receipts};
+pub use db::record::{Cut, Receipt, RecordError, Recorder};
+pub use db::replica::{Lag, Replica};
+pub use db::source::{decode_row, SourceTable};
+pub use db::{create_source_table, insert_rows, migrate as migrate_database, Db, IfPresent};
+
+// ── The object store.
+pub use store::{
+    get_all, open as open_store, ConditionalPut, ConditionalPutSetting, LocalStore, Location,
+    ObjectStore, PutMode, PutOptions, S3Settings, StoreError, StoreStats, ThawState,
+    UploadChecksum,
+};
+
+/// For tests, benchmarks and the demo: fail points, the sockets' hook, generated rows and
+/// history, and (with the `local-s3` feature) an S3 server in this process.
+pub mod testing {
+    pub use crate::db::nodelay::sockets_to;
+    pub use crate::failpoint::{FailPoints, ARCHIVE as ARCHIVE_FAIL_POINTS};
+    pub use crate::testkit::history::synthesize;
+    #[cfg(feature = "local-s3")]
+    pub use crate::testkit::local_s3::LocalS3;
+    pub use crate::testkit::seed::{self, insert_rows, EventIds, Rng, SeedPlan};
+}

@@ -5,10 +5,10 @@
 
 use std::path::PathBuf;
 
-use outbox_archiver::model::batch::{BatchEncoder, EncodedRow, Limits};
-use outbox_archiver::model::codec::{Row, Value};
-use outbox_archiver::model::format;
-use outbox_archiver::model::table::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
+use outbox_archiver::format;
+use outbox_archiver::{BatchEncoder, EncodedRow, Limits};
+use outbox_archiver::{Row, Value};
+use outbox_archiver::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
 
 #[path = "integration/support/rows.rs"]
 mod rows;
@@ -132,7 +132,7 @@ fn golden_batch(spec: &'static TableSpec, rows: Vec<Row>, dir: &str) {
 fn the_room_record_schema_is_the_commands_output_and_accepts_real_lines() {
     let path =
         PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("schemas/room_outbox.record.schema.json");
-    let text = outbox_archiver::model::record_schema::to_text(&ROOM_OUTBOX);
+    let text = outbox_archiver::record_schema(&ROOM_OUTBOX);
     if std::env::var_os("UPDATE_GOLDEN").is_some() {
         std::fs::write(&path, &text).unwrap();
     }

@@ -10,9 +10,9 @@ use std::process::Command;
 use std::sync::Arc;
 use std::time::Instant;
 
-use outbox_archiver::model::table::WALLET_OUTBOX;
-use outbox_archiver::testkit::local_s3::LocalS3;
-use outbox_archiver::testkit::seed::{self, EventIds, SeedPlan};
+use outbox_archiver::testing::LocalS3;
+use outbox_archiver::testing::{seed, EventIds, SeedPlan};
+use outbox_archiver::WALLET_OUTBOX;
 use sqlx::{AssertSqlSafe, Executor};
 
 use super::{measured, settle, Runner, Server, CUTOFF, CUTOFF_MS, PASSWORD, USER};
@@ -46,7 +46,7 @@ async fn rows_read(server: &Server) -> u64 {
 }
 
 /// A fresh database with 300 delivered rows of one app and the archiver's tables.
-async fn prepare(server: &Server) -> outbox_archiver::db::Db {
+async fn prepare(server: &Server) -> outbox_archiver::Db {
     let mut admin = server.admin().await;
     for sql in [
         format!("DROP DATABASE IF EXISTS {DATABASE}"),
@@ -56,13 +56,13 @@ async fn prepare(server: &Server) -> outbox_archiver::db::Db {
     ] {
         admin.execute(AssertSqlSafe(sql)).await.unwrap();
     }
-    let db = outbox_archiver::db::Db::connect(&server.url(DATABASE), 4)
+    let db = outbox_archiver::Db::connect(&server.url(DATABASE), 4)
         .await
         .unwrap();
-    outbox_archiver::db::create_source_table(&db.pool, &WALLET_OUTBOX)
+    outbox_archiver::create_source_table(&db.pool, &WALLET_OUTBOX)
         .await
         .unwrap();
-    outbox_archiver::db::migrate(&db.pool).await.unwrap();
+    outbox_archiver::migrate_database(&db.pool).await.unwrap();
     let plan = SeedPlan {
         apps: vec![APP.into()],
         rows: 300,
@@ -83,7 +83,7 @@ pub async fn run(server: &Server, s3: &LocalS3, runner: &Runner<'_>, dir: &std::
         .filter_map(|s| s.trim().parse().ok())
         .collect();
     let now = chrono::Utc::now().timestamp_millis();
-    let yesterday = outbox_archiver::model::timespec::utc_date(now - 86_400_000);
+    let yesterday = outbox_archiver::utc_date(now - 86_400_000);
     // Yesterday noon: the newest batch of history; the rest five minutes apart before it.
     let end_ms = (now / 86_400_000 - 1) * 86_400_000 + 43_200_000;
     let mut lines = Vec::new();
@@ -117,20 +117,20 @@ pub async fn run(server: &Server, s3: &LocalS3, runner: &Runner<'_>, dir: &std::
         assert!(first.success, "{}", String::from_utf8_lossy(&first.stdout));
         // The history.
         let started = Instant::now();
-        let store = outbox_archiver::store::open(
-            outbox_archiver::store::Location::parse(&prefix).unwrap(),
+        let store = outbox_archiver::open_store(
+            outbox_archiver::Location::parse(&prefix).unwrap(),
             &s3.settings(),
         )
         .await
         .unwrap();
-        let ctx = outbox_archiver::pipeline::RunContext::new(
+        let ctx = outbox_archiver::RunContext::new(
             &WALLET_OUTBOX,
             db.clone(),
             store,
             tokio_util::sync::CancellationToken::new(),
             Arc::new(move || now),
         );
-        let made = outbox_archiver::testkit::history::synthesize(&ctx, APP, n)
+        let made = outbox_archiver::testing::synthesize(&ctx, APP, n)
             .await
             .unwrap();
         db.pool

@@ -7,7 +7,7 @@ use std::path::PathBuf;
 
 use clap::{Args, Subcommand, ValueEnum};
 
-pub use super::groups::*;
+pub(crate) use super::groups::*;
 
 use super::parse::{
     parse_bytes, parse_day, parse_duration, parse_parallel_apps, parse_percent,
@@ -20,7 +20,7 @@ use crate::model::shard::Shard;
 /// (each subcommand flattens the groups below that apply to it), so a command's help lists only
 /// what does something there, and an option given to a command it means nothing to is refused.
 #[derive(Debug, Args)]
-pub struct Common {
+pub(crate) struct Common {
     #[command(flatten)]
     pub db: DbArgs,
     /// Archive location: s3://bucket/prefix, or file:///absolute/path. A table's archive has one
@@ -45,7 +45,7 @@ pub struct Common {
 }
 
 #[derive(Debug, Subcommand)]
-pub enum Command {
+pub(crate) enum Command {
     /// Apply migrations/ (receipts and members tables).
     Migrate(MigrateArgs),
     /// Archive delivered rows below the cutoff (the CronJob).
@@ -95,7 +95,7 @@ pub enum Command {
 }
 
 #[derive(Debug, Args)]
-pub struct LogKeyArgs {
+pub(crate) struct LogKeyArgs {
     /// The key's name, as signatures carry it: a name the auditors recognise, without '+' or
     /// spaces (say archive.example.com/wallet).
     #[arg(long)]
@@ -106,14 +106,14 @@ pub struct LogKeyArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct MigrateArgs {
+pub(crate) struct MigrateArgs {
     /// Also create the reference source table (demos and tests).
     #[arg(long, env = "OUTBOX_ARCHIVER_WITH_SOURCE_TABLE")]
     pub with_source_table: bool,
 }
 
 #[derive(Debug, Args)]
-pub struct DoctorArgs {
+pub(crate) struct DoctorArgs {
     /// The commands this login is meant to run, whose grants are checked (archive, verify,
     /// status, purge, restore, restore-into-source, compact): the archive role runs archive,
     /// verify and status, the purge role purge, the compaction role compact
@@ -138,7 +138,7 @@ pub struct DoctorArgs {
 
 /// A command, for `doctor --grants-for`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum CommandArg {
+pub(crate) enum CommandArg {
     Archive,
     Verify,
     Status,
@@ -151,7 +151,7 @@ pub enum CommandArg {
 }
 
 #[derive(Debug, Args)]
-pub struct AppArgs {
+pub(crate) struct AppArgs {
     /// An app code to work on (repeatable; in OUTBOX_ARCHIVER_APPS separated by commas or
     /// spaces).
     #[arg(
@@ -174,7 +174,7 @@ pub struct AppArgs {
 
 /// `--app`/`--all-apps` where neither means every app.
 #[derive(Debug, Args)]
-pub struct AnyAppArgs {
+pub(crate) struct AnyAppArgs {
     /// An app code to look at (repeatable; in OUTBOX_ARCHIVER_APPS separated by commas or
     /// spaces) [default: every app]
     #[arg(
@@ -191,7 +191,7 @@ pub struct AnyAppArgs {
 
 /// Which rows are old enough to archive.
 #[derive(Debug, Args)]
-pub struct CutoffArgs {
+pub(crate) struct CutoffArgs {
     /// Rows delivered longer ago than this are old enough (30s, 15m, 24h, 7d).
     #[arg(long, env = "OUTBOX_ARCHIVER_OLDER_THAN", default_value = "7d", value_parser = parse_duration)]
     pub older_than: i64,
@@ -203,7 +203,7 @@ pub struct CutoffArgs {
 
 /// Which receipts `verify` and `restore` work on.
 #[derive(Debug, Args)]
-pub struct BatchScopeArgs {
+pub(crate) struct BatchScopeArgs {
     #[command(flatten)]
     pub apps: AnyAppArgs,
     /// Only this batch (repeatable).
@@ -225,7 +225,7 @@ pub struct BatchScopeArgs {
 
 /// What to do with batches whose objects are in a storage class that cannot be read at once.
 #[derive(Debug, Args)]
-pub struct ThawArgs {
+pub(crate) struct ThawArgs {
     /// Ask the store to restore objects in GLACIER / DEEP_ARCHIVE for this many days, so that a
     /// later run can read them in full (this run checks them by HEAD and reports them pending).
     #[arg(long, value_name = "DAYS", env = "OUTBOX_ARCHIVER_THAW", value_parser = clap::value_parser!(u32).range(1..=365))]
@@ -243,14 +243,14 @@ pub struct ThawArgs {
 
 /// `--thaw-tier`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum ThawTierArg {
+pub(crate) enum ThawTierArg {
     Bulk,
     Standard,
     Expedited,
 }
 
 #[derive(Debug, Args)]
-pub struct ArchiveArgs {
+pub(crate) struct ArchiveArgs {
     #[command(flatten)]
     pub apps: AppArgs,
     #[command(flatten)]
@@ -316,7 +316,7 @@ pub struct ArchiveArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct VerifyArgs {
+pub(crate) struct VerifyArgs {
     #[command(flatten)]
     pub scope: BatchScopeArgs,
     /// Check a random sample of about this percent of the batches in scope.
@@ -351,7 +351,7 @@ pub struct VerifyArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct HistoryArgs {
+pub(crate) struct HistoryArgs {
     /// Only this app's runs (an app no run and no row names is an error).
     #[arg(long)]
     pub app: Option<String>,
@@ -364,7 +364,7 @@ pub struct HistoryArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct FindArgs {
+pub(crate) struct FindArgs {
     #[command(flatten)]
     pub scope: BatchScopeArgs,
     /// An event id to find (repeatable).
@@ -395,7 +395,7 @@ pub struct FindArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct PurgeArgs {
+pub(crate) struct PurgeArgs {
     #[command(flatten)]
     pub apps: AppArgs,
     /// Only batches verified longer ago than this (30s, 15m, 24h, 7d).
@@ -450,7 +450,7 @@ pub struct PurgeArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RestoreArgs {
+pub(crate) struct RestoreArgs {
     #[command(flatten)]
     pub scope: BatchScopeArgs,
     /// Target table [default: {table}_restored], created like the source if missing.
@@ -482,7 +482,7 @@ pub struct RestoreArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct CompactArgs {
+pub(crate) struct CompactArgs {
     #[command(flatten)]
     pub apps: AppArgs,
     /// Only receipts whose rows purge finished deleting longer ago than this (30d, 90d).
@@ -511,7 +511,7 @@ pub struct CompactArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct StatusArgs {
+pub(crate) struct StatusArgs {
     #[command(flatten)]
     pub apps: AnyAppArgs,
     #[command(flatten)]
@@ -527,7 +527,7 @@ pub struct StatusArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct AttestArgs {
+pub(crate) struct AttestArgs {
     #[command(flatten)]
     pub apps: AnyAppArgs,
     /// The period's first UTC day: 2026-11-01 (or RFC 3339 / epoch ms of its midnight, UTC).
@@ -545,7 +545,7 @@ pub struct AttestArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct RelocateArgs {
+pub(crate) struct RelocateArgs {
     /// The archive's new home: s3://bucket/prefix or file:///path, the same prefix as now.
     #[arg(long, value_name = "URL")]
     pub to: String,
@@ -557,7 +557,7 @@ pub struct RelocateArgs {
 }
 
 #[derive(Debug, Args)]
-pub struct DemoArgs {
+pub(crate) struct DemoArgs {
     /// How many rows to seed.
     #[arg(long, env = "OUTBOX_ARCHIVER_DEMO_ROWS", default_value_t = 100_000)]
     pub rows: u64,

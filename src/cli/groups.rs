@@ -17,7 +17,7 @@ use crate::store::{self, ConditionalPutSetting};
 /// The database and the table: every command's.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Common options")]
-pub struct DbArgs {
+pub(crate) struct DbArgs {
     /// MySQL URL: mysql://user:password@host:3306/database (mariadb:// too)
     #[arg(long, global = true, env = "DATABASE_URL", hide_env_values = true)]
     pub database_url: Option<String>,
@@ -44,7 +44,7 @@ pub struct DbArgs {
 /// Which source rows count as delivered: the commands that read the source table's rows.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Database")]
-pub struct SourceArgs {
+pub(crate) struct SourceArgs {
     /// The status value that means delivered [default: DELIVERED, or the profile's
     /// delivered_status].
     #[arg(long, env = "OUTBOX_ARCHIVER_DELIVERED_STATUS")]
@@ -54,7 +54,7 @@ pub struct SourceArgs {
 /// The advisory lock of each app: the commands that take it.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Database")]
-pub struct LockArgs {
+pub(crate) struct LockArgs {
     /// Prepended to advisory lock names, for servers that host several databases.
     #[arg(long, env = "OUTBOX_ARCHIVER_LOCK_PREFIX", default_value = "")]
     pub lock_prefix: String,
@@ -63,7 +63,7 @@ pub struct LockArgs {
 /// Trying an app again after a transient database error: the commands that write in batches.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Database")]
-pub struct RetryArgs {
+pub(crate) struct RetryArgs {
     /// After a transient database error (restart, failover, killed connection), try the app
     /// again up to this many times, waiting about 1 s, 2 s, 4 s, … (with jitter) in between.
     #[arg(long, env = "OUTBOX_ARCHIVER_DB_RETRIES", default_value_t = 5, value_parser = clap::value_parser!(u32).range(0..=20))]
@@ -73,7 +73,7 @@ pub struct RetryArgs {
 /// How to talk to an S3-compatible store: every command that reads or writes the archive.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Object store")]
-pub struct S3Args {
+pub(crate) struct S3Args {
     /// S3 endpoint for MinIO, COS and other compatible stores [default: AWS_ENDPOINT_URL, else
     /// AWS]
     #[arg(long, env = "OUTBOX_ARCHIVER_S3_ENDPOINT")]
@@ -104,7 +104,7 @@ pub struct S3Args {
 /// How objects are written: the commands that write them.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Object store")]
-pub struct UploadArgs {
+pub(crate) struct UploadArgs {
     /// Checksum sent with each upload, checked by the store on arrival: md5 (Content-MD5,
     /// understood by practically every S3-compatible store, COS included), sha256
     /// (x-amz-checksum-sha256), crc64nvme (AWS S3's full-object checksum), or none (the read-back
@@ -136,7 +136,7 @@ impl Default for UploadArgs {
 /// data objects' storage class, server-side encryption (see README, "Compliance and cost").
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Object protection and cost")]
-pub struct ProtectionArgs {
+pub(crate) struct ProtectionArgs {
     /// Object Lock mode of every object archive writes; needs --retention and a bucket with
     /// Object Lock enabled. compliance: nobody, root included, can delete an object version or
     /// shorten its retention before it ends; governance: users with
@@ -176,7 +176,7 @@ pub struct ProtectionArgs {
 /// The replicas whose lag paces a command's writes to the database.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Replicas")]
-pub struct ReplicaArgs {
+pub(crate) struct ReplicaArgs {
     /// A replica whose lag paces the writes (repeatable; in OUTBOX_ARCHIVER_REPLICAS separated
     /// by spaces): mysql://user:password@replica:3306/database
     #[arg(
@@ -208,7 +208,7 @@ pub struct ReplicaArgs {
 /// What stops a command that works in batches or chunks, besides its limits.
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Stops and progress")]
-pub struct StopArgs {
+pub(crate) struct StopArgs {
     /// Stop cleanly before the next batch or chunk while this file exists (outcome stopped,
     /// stop_reason "sentinel file PATH exists"): `touch` it to stop every job that names it.
     #[arg(long, env = "OUTBOX_ARCHIVER_SENTINEL")]
@@ -226,21 +226,21 @@ pub struct StopArgs {
 
 /// `--replicas-from`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum DiscoveryArg {
+pub(crate) enum DiscoveryArg {
     Hosts,
     Processlist,
 }
 
 /// `--object-lock-mode`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LockModeArg {
+pub(crate) enum LockModeArg {
     Governance,
     Compliance,
 }
 
 /// `--sse`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum SseArg {
+pub(crate) enum SseArg {
     #[value(name = "aws:kms")]
     Kms,
     #[value(name = "AES256", alias = "aes256")]
@@ -250,7 +250,7 @@ pub enum SseArg {
 /// Where the run's metrics go: the commands a CronJob or a Job runs.
 #[derive(Debug, Clone, Default, Args)]
 #[command(next_help_heading = "Metrics")]
-pub struct MetricsArgs {
+pub(crate) struct MetricsArgs {
     /// Push the run's metrics to this Prometheus Pushgateway (http://host:9091).
     #[arg(long, env = "OUTBOX_ARCHIVER_METRICS_PUSHGATEWAY")]
     pub metrics_pushgateway: Option<String>,
@@ -262,7 +262,7 @@ pub struct MetricsArgs {
 /// The summary on stdout, and the logs on stderr: every command's.
 #[derive(Debug, Args)]
 #[command(next_help_heading = "Common options")]
-pub struct LogArgs {
+pub(crate) struct LogArgs {
     /// The summary on stdout: table (short, for people; alias text), json (one object, for
     /// programs and CronJob logs), or csv (attest's statement) [default: table on a terminal
     /// unless --log-format json is given, json otherwise; attest: json]
@@ -286,7 +286,7 @@ pub struct LogArgs {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum LogFormat {
+pub(crate) enum LogFormat {
     Json,
     Text,
 }
@@ -305,7 +305,7 @@ pub enum UploadChecksumArg {
 
 /// `--format`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
-pub enum FormatArg {
+pub(crate) enum FormatArg {
     #[value(alias = "text")]
     Table,
     Json,
@@ -317,7 +317,7 @@ pub enum FormatArg {
 /// batches").
 #[derive(Debug, Clone, Args)]
 #[command(next_help_heading = "Log")]
-pub struct LogSigningArgs {
+pub(crate) struct LogSigningArgs {
     /// The log's signing key, a file holding `PRIVATE+KEY+name+hash+key` (as `outbox-archiver
     /// log-key` writes it; a Kubernetes secret): archive signs each checkpoint with it, and
     /// every command holds the store's checkpoint to it.
@@ -331,7 +331,7 @@ pub struct LogSigningArgs {
 
 impl LogSigningArgs {
     /// The keys, read and parsed (an error names the setting, never the key).
-    pub fn keys(&self) -> Result<crate::pipeline::log::LogKeys, String> {
+    pub(crate) fn keys(&self) -> Result<crate::pipeline::log::LogKeys, String> {
         use crate::model::note::{Signer, Verifier};
         let signer = match &self.log_key_file {
             None => None,

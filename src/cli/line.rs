@@ -110,7 +110,7 @@ fn usage_error(e: clap::Error, subcommands: &[String]) -> ! {
 /// Parses the process's arguments and environment, exiting with clap's message on bad usage.
 /// With `--print-config` it prints every setting and exits (0, or 2 when a setting is wrong)
 /// without connecting to anything. Returns the command line and the subcommand's name.
-pub fn parse_or_exit() -> (Cli, String) {
+pub(crate) fn parse_or_exit() -> (Cli, String) {
     use clap::FromArgMatches;
     let line = command();
     let names: Vec<String> = line

@@ -15,7 +15,7 @@ use super::{LogArgs, LogFormat};
 use crate::output::progress;
 
 /// Sets up logging (and progress, which has to know how the log is written) for the process.
-pub fn init(format: LogFormat, log: &LogArgs, progress_every_ms: i64) {
+pub(crate) fn init(format: LogFormat, log: &LogArgs, progress_every_ms: i64) {
     // Progress lines only with text logs on a terminal; log lines are written above them.
     let every = std::time::Duration::from_millis(progress_every_ms.max(0) as u64);
     progress::init(format == LogFormat::Json, every);

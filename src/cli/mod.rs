@@ -4,23 +4,26 @@
 //! the run's context (database, store), runs the command, always closes the database, and sends
 //! the metrics; the work is in [`crate::commands`] and [`crate::pipeline`].
 
-pub mod args;
+pub(crate) mod args;
 mod groups;
 mod line;
-pub mod logs;
+pub(crate) mod logs;
 mod options;
 mod parse;
-pub mod print_config;
+pub(crate) mod print_config;
+mod process;
 
 use crate::model::command::CommandName;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
-pub use args::{Command, Common, LogArgs, LogFormat};
-pub use line::{command, parse_or_exit};
+pub(crate) use args::{Command, Common, LogArgs, LogFormat};
+pub use line::command;
+pub(crate) use line::parse_or_exit;
 use options::Connect;
-pub use options::Groups;
-pub use print_config::effective_config;
+pub(crate) use options::Groups;
+pub(crate) use print_config::effective_config;
+pub use process::main;
 
 use crate::commands::{
     archive, attest, compact, demo, doctor, find, history, migrate, purge, relocate, restore,
@@ -39,7 +42,7 @@ use crate::store::{self, Location};
     version,
     about = "Moves old delivered outbox rows to S3-compatible storage, with proof."
 )]
-pub struct Cli {
+pub(crate) struct Cli {
     #[command(flatten)]
     pub common: Common,
     #[command(subcommand)]
@@ -48,7 +51,7 @@ pub struct Cli {
 
 /// Runs the parsed command line, then sends its metrics where configured; the summary says how
 /// it went.
-pub async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
+pub(crate) async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
     let started = std::time::Instant::now();
     for name in &cli.common.unknown_variables {
         tracing::warn!(

@@ -39,7 +39,7 @@ impl From<UploadChecksumArg> for UploadChecksum {
 }
 
 impl AppArgs {
-    pub fn apps(&self) -> Result<Apps, String> {
+    pub(crate) fn apps(&self) -> Result<Apps, String> {
         match (self.all_apps, self.shard) {
             (true, Some(shard)) => Ok(Apps::Shard(shard)),
             (true, None) => Ok(Apps::All),
@@ -52,7 +52,7 @@ impl AppArgs {
 }
 
 impl AnyAppArgs {
-    pub fn apps(&self) -> Apps {
+    pub(crate) fn apps(&self) -> Apps {
         match split_apps(&self.apps) {
             apps if apps.is_empty() => Apps::All,
             apps => Apps::Listed(apps),
@@ -72,7 +72,7 @@ fn split_apps(values: &[String]) -> Vec<String> {
 }
 
 impl BatchScopeArgs {
-    pub fn selection(self) -> Selection {
+    pub(crate) fn selection(self) -> Selection {
         Selection {
             apps: Some(self.apps.apps()),
             batch_ids: self.batch_ids,
@@ -83,7 +83,7 @@ impl BatchScopeArgs {
 }
 
 impl CutoffArgs {
-    pub fn cutoff_ms(&self, now_ms: i64) -> i64 {
+    pub(crate) fn cutoff_ms(&self, now_ms: i64) -> i64 {
         timespec::cutoff_ms(now_ms, self.older_than, self.cutoff)
     }
 }
@@ -96,7 +96,7 @@ fn failpoints_from_env() -> FailPoints {
 }
 
 impl ArchiveArgs {
-    pub fn into_options(
+    pub(crate) fn into_options(
         self,
         common: &Common,
         now_ms: i64,
@@ -130,7 +130,7 @@ impl ArchiveArgs {
 }
 
 impl VerifyArgs {
-    pub fn into_options(self, common: &Common, now_ms: i64) -> verify::VerifyOptions {
+    pub(crate) fn into_options(self, common: &Common, now_ms: i64) -> verify::VerifyOptions {
         verify::VerifyOptions {
             selection: self.scope.selection(),
             sample_percent: self.sample_percent,
@@ -147,7 +147,7 @@ impl VerifyArgs {
 }
 
 impl PurgeArgs {
-    pub fn into_options(self, common: &Common) -> Result<purge::PurgeOptions, String> {
+    pub(crate) fn into_options(self, common: &Common) -> Result<purge::PurgeOptions, String> {
         Ok(purge::PurgeOptions {
             apps: self.apps.apps()?,
             grace_ms: self.grace,
@@ -170,7 +170,7 @@ impl PurgeArgs {
 }
 
 impl HistoryArgs {
-    pub fn into_options(self, common: &Common) -> history::HistoryOptions {
+    pub(crate) fn into_options(self, common: &Common) -> history::HistoryOptions {
         history::HistoryOptions {
             app: self.app,
             command: self.command,
@@ -181,7 +181,7 @@ impl HistoryArgs {
 }
 
 impl FindArgs {
-    pub fn into_options(self, common: &Common) -> Result<find::FindOptions, String> {
+    pub(crate) fn into_options(self, common: &Common) -> Result<find::FindOptions, String> {
         let mut event_ids = self.event_ids;
         if let Some(path) = &self.event_ids_from {
             let text = if path.as_os_str() == "-" {
@@ -217,7 +217,7 @@ impl FindArgs {
 }
 
 impl RestoreArgs {
-    pub fn into_options(self) -> restore::RestoreOptions {
+    pub(crate) fn into_options(self) -> restore::RestoreOptions {
         restore::RestoreOptions {
             selection: self.scope.selection(),
             into: self.into,
@@ -232,7 +232,7 @@ impl RestoreArgs {
 }
 
 impl DoctorArgs {
-    pub fn options(&self, policy: WritePolicy) -> DoctorOptions {
+    pub(crate) fn options(&self, policy: WritePolicy) -> DoctorOptions {
         let mut grants_for: Vec<GrantsFor> = self
             .grants_for
             .iter()
@@ -253,7 +253,7 @@ impl DoctorArgs {
 }
 
 impl ThawArgs {
-    pub fn thaw(&self) -> Option<Thaw> {
+    pub(crate) fn thaw(&self) -> Option<Thaw> {
         self.thaw.map(|days| Thaw {
             days,
             tier: match self.thaw_tier {
@@ -266,7 +266,7 @@ impl ThawArgs {
 }
 
 impl CompactArgs {
-    pub fn into_options(self) -> Result<compact::CompactOptions, String> {
+    pub(crate) fn into_options(self) -> Result<compact::CompactOptions, String> {
         Ok(compact::CompactOptions {
             apps: self.apps.apps()?,
             older_than_ms: self.older_than,
@@ -283,7 +283,7 @@ impl CompactArgs {
 impl AttestArgs {
     /// The statement is printed as `--format` asks: canonical JSON (the default, also on a
     /// terminal: it is a document to hash and sign) or CSV; a table is not a statement.
-    pub fn into_options(self, common: &Common) -> Result<attest::AttestOptions, String> {
+    pub(crate) fn into_options(self, common: &Common) -> Result<attest::AttestOptions, String> {
         let format = match common.log.format {
             None | Some(FormatArg::Json) => attest::Format::Json,
             Some(FormatArg::Csv) => attest::Format::Csv,
@@ -304,7 +304,7 @@ impl AttestArgs {
 }
 
 impl StatusArgs {
-    pub fn into_options(self, common: &Common, now_ms: i64) -> status::StatusOptions {
+    pub(crate) fn into_options(self, common: &Common, now_ms: i64) -> status::StatusOptions {
         status::StatusOptions {
             apps: self.apps.apps(),
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
@@ -321,7 +321,7 @@ impl StatusArgs {
 impl Common {
     /// Whether the summary is printed as a table: `--format`; by default on a terminal, unless
     /// the logs were asked for as JSON (`--log-format json`: then everything is JSON).
-    pub fn table_output(&self) -> bool {
+    pub(crate) fn table_output(&self) -> bool {
         match self.log.format {
             Some(FormatArg::Table) => true,
             Some(FormatArg::Json | FormatArg::Csv) => false,
@@ -329,7 +329,7 @@ impl Common {
         }
     }
 
-    pub fn log_format(&self) -> LogFormat {
+    pub(crate) fn log_format(&self) -> LogFormat {
         self.log
             .log_format
             .unwrap_or(if std::io::stderr().is_terminal() {
@@ -342,7 +342,7 @@ impl Common {
 
 /// The shared option groups a subcommand accepts (each `None` where it has no such group).
 #[derive(Debug, Clone, Copy, Default)]
-pub struct Groups<'a> {
+pub(crate) struct Groups<'a> {
     pub s3: Option<&'a S3Args>,
     pub upload: Option<&'a UploadArgs>,
     pub protection: Option<&'a ProtectionArgs>,
@@ -354,7 +354,7 @@ pub struct Groups<'a> {
 
 impl Command {
     /// The shared groups this subcommand accepts.
-    pub fn groups(&self) -> Groups<'_> {
+    pub(crate) fn groups(&self) -> Groups<'_> {
         let none = Groups::default();
         match self {
             Command::Archive(a) => Groups {
@@ -434,7 +434,7 @@ impl Command {
 impl Groups<'_> {
     /// How to reach the store: `--s3-*` (defaults where the command has none), the upload
     /// settings and encryption of a command that writes.
-    pub fn s3_settings(&self) -> S3Settings {
+    pub(crate) fn s3_settings(&self) -> S3Settings {
         let defaults;
         let s3 = match self.s3 {
             Some(s3) => s3,
@@ -467,7 +467,7 @@ impl Groups<'_> {
 
     /// What opening the run needs of the groups, owned (the arguments become the command's
     /// options).
-    pub fn connect(&self) -> Connect {
+    pub(crate) fn connect(&self) -> Connect {
         Connect {
             s3: self.s3_settings(),
             sentinel: self.stops.and_then(|s| s.sentinel.clone()),
@@ -477,7 +477,7 @@ impl Groups<'_> {
     }
 
     /// Where the run's metrics go.
-    pub fn metrics_target(&self) -> crate::output::metrics::MetricsTarget {
+    pub(crate) fn metrics_target(&self) -> crate::output::metrics::MetricsTarget {
         crate::output::metrics::MetricsTarget {
             pushgateway: self.metrics.and_then(|m| m.metrics_pushgateway.clone()),
             textfile: self.metrics.and_then(|m| m.metrics_textfile.clone()),
@@ -485,14 +485,14 @@ impl Groups<'_> {
     }
 
     /// How often progress is logged where it is not drawn (commands without progress: never).
-    pub fn progress_every(&self) -> i64 {
+    pub(crate) fn progress_every(&self) -> i64 {
         self.stops.map_or(0, |s| s.progress_every)
     }
 }
 
 /// How a command reaches the store and what stops or paces it.
 #[derive(Debug, Clone)]
-pub struct Connect {
+pub(crate) struct Connect {
     pub s3: S3Settings,
     pub sentinel: Option<std::path::PathBuf>,
     pub replicas: Option<ReplicaArgs>,
@@ -512,7 +512,7 @@ fn default_s3_args() -> S3Args {
 }
 
 /// The encryption every put asks for: `--sse`, or aws:kms when only a key is named.
-pub fn sse(p: &ProtectionArgs) -> Option<Sse> {
+pub(super) fn sse(p: &ProtectionArgs) -> Option<Sse> {
     let algorithm = match (p.sse, &p.sse_kms_key_id) {
         (Some(SseArg::Aes256), _) => SseAlgorithm::Aes256,
         (Some(SseArg::Kms), _) | (None, Some(_)) => SseAlgorithm::Kms,
@@ -526,7 +526,7 @@ pub fn sse(p: &ProtectionArgs) -> Option<Sse> {
 }
 
 /// What `archive` writes each batch with, or the setting that cannot be right (exit 2).
-pub fn write_policy(
+pub(super) fn write_policy(
     store: Option<&str>,
     upload: &UploadArgs,
     p: &ProtectionArgs,
@@ -567,7 +567,7 @@ pub fn write_policy(
 
 impl Common {
     /// The profile file `--table-profile` names, read (not yet checked against the database).
-    pub fn profile(&self) -> Result<Option<Profile>, String> {
+    pub(crate) fn profile(&self) -> Result<Option<Profile>, String> {
         self.db
             .table_profile
             .as_deref()
@@ -576,7 +576,7 @@ impl Common {
     }
 
     /// `--delivered-status`, else the profile's, else `DELIVERED`.
-    pub fn delivered_status(&self, source: &SourceArgs) -> String {
+    pub(crate) fn delivered_status(&self, source: &SourceArgs) -> String {
         source
             .delivered_status
             .clone()
@@ -586,7 +586,7 @@ impl Common {
 
     /// The table: `--table-profile`'s, resolved against the live schema, or the built-in
     /// `--table`.
-    pub async fn spec_on(&self, db: &Db) -> Result<&'static TableSpec, String> {
+    pub(crate) async fn spec_on(&self, db: &Db) -> Result<&'static TableSpec, String> {
         match self.profile()? {
             Some(profile) => db
                 .resolve_profile(&profile)
@@ -605,7 +605,7 @@ impl Common {
     }
 
     /// The built-in `--table` (a profile needs the database: [`Common::spec_on`]).
-    pub fn spec(&self) -> Result<&'static TableSpec, String> {
+    pub(crate) fn spec(&self) -> Result<&'static TableSpec, String> {
         if self.db.table_profile.is_some() {
             self.profile()?;
             return Err(format!(
@@ -626,7 +626,12 @@ impl Common {
     /// The operator's stops: the sentinel for every command that works in batches, and, for
     /// commands that write (`writes`), the replicas whose lag paces them — listed, or found on
     /// the primary with the database URL's credentials.
-    pub async fn stops(&self, db: &Db, connect: &Connect, writes: bool) -> Result<Stops, String> {
+    pub(crate) async fn stops(
+        &self,
+        db: &Db,
+        connect: &Connect,
+        writes: bool,
+    ) -> Result<Stops, String> {
         let mut stops = Stops {
             sentinel: connect.sentinel.clone(),
             replicas: None,
@@ -690,7 +695,7 @@ impl Common {
         Ok(stops)
     }
 
-    pub async fn database(&self) -> Result<Db, String> {
+    pub(crate) async fn database(&self) -> Result<Db, String> {
         let url = self
             .db
             .database_url

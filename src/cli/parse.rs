@@ -8,19 +8,19 @@ use crate::model::protection::Retention;
 use crate::model::timespec;
 use crate::store::ConditionalPutSetting;
 
-pub fn parse_duration(text: &str) -> Result<i64, String> {
+pub(super) fn parse_duration(text: &str) -> Result<i64, String> {
     timespec::parse_duration_ms(text)
 }
 
 /// A positive duration such as `500ms` or `30s`.
-pub fn parse_timeout(text: &str) -> Result<Duration, String> {
+pub(super) fn parse_timeout(text: &str) -> Result<Duration, String> {
     match timespec::parse_duration_ms(text)? {
         0 => Err(format!("timeout {text:?} must be more than zero")),
         ms => Ok(Duration::from_millis(ms as u64)),
     }
 }
 
-pub fn parse_conditional_put(text: &str) -> Result<ConditionalPutSetting, String> {
+pub(super) fn parse_conditional_put(text: &str) -> Result<ConditionalPutSetting, String> {
     match text.trim().to_ascii_lowercase().as_str() {
         "auto" => Ok(ConditionalPutSetting::Auto),
         "true" | "on" | "yes" => Ok(ConditionalPutSetting::On),
@@ -31,13 +31,13 @@ pub fn parse_conditional_put(text: &str) -> Result<ConditionalPutSetting, String
     }
 }
 
-pub fn parse_retention(text: &str) -> Result<Retention, String> {
+pub(super) fn parse_retention(text: &str) -> Result<Retention, String> {
     Retention::parse(text)
 }
 
 /// A storage class as S3 spells it: upper-case letters, digits and `_` (passed to the store as
 /// it is, so a class this build does not know still works).
-pub fn parse_storage_class(text: &str) -> Result<String, String> {
+pub(super) fn parse_storage_class(text: &str) -> Result<String, String> {
     let class = text.trim().to_ascii_uppercase();
     if class.is_empty()
         || !class
@@ -53,7 +53,7 @@ pub fn parse_storage_class(text: &str) -> Result<String, String> {
 
 /// A table name, optionally with its database (`heartbeat`, `percona.heartbeat`), each part
 /// plain ([`ident`]) so that it can be put into SQL as it is.
-pub fn parse_table_name(text: &str) -> Result<String, String> {
+pub(super) fn parse_table_name(text: &str) -> Result<String, String> {
     let ok = ident::is_plain;
     let text = text.trim();
     match text.split_once('.') {
@@ -65,18 +65,18 @@ pub fn parse_table_name(text: &str) -> Result<String, String> {
     }
 }
 
-pub fn parse_time(text: &str) -> Result<i64, String> {
+pub(super) fn parse_time(text: &str) -> Result<i64, String> {
     timespec::parse_time_ms(text)
 }
 
 /// A whole UTC day, written as any time is (`2026-11-01`, its midnight in RFC 3339, or in epoch
 /// ms), as the epoch ms it starts at.
-pub fn parse_day(text: &str) -> Result<i64, String> {
+pub(super) fn parse_day(text: &str) -> Result<i64, String> {
     timespec::parse_day_start_ms(text)
 }
 
 /// `history --command`: a command whose runs are recorded.
-pub fn parse_recorded_command(text: &str) -> Result<String, String> {
+pub(super) fn parse_recorded_command(text: &str) -> Result<String, String> {
     use crate::model::command::CommandName;
     match CommandName::parse(text.trim()) {
         Some(c) if c.is_recorded() => Ok(c.as_str().to_string()),
@@ -90,7 +90,7 @@ pub fn parse_recorded_command(text: &str) -> Result<String, String> {
     }
 }
 
-pub fn parse_percent(text: &str) -> Result<f64, String> {
+pub(super) fn parse_percent(text: &str) -> Result<f64, String> {
     let p: f64 = text
         .trim()
         .trim_end_matches('%')
@@ -103,7 +103,7 @@ pub fn parse_percent(text: &str) -> Result<f64, String> {
     }
 }
 
-pub fn parse_bytes(text: &str) -> Result<u64, String> {
+pub(super) fn parse_bytes(text: &str) -> Result<u64, String> {
     let text = text.trim();
     let digits = text.bytes().take_while(u8::is_ascii_digit).count();
     let number: u64 = text[..digits]
@@ -128,7 +128,7 @@ pub fn parse_bytes(text: &str) -> Result<u64, String> {
 /// A non-negative count of milliseconds as a duration.
 /// `--parallel-apps` of archive: a number of apps, or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum ParallelApps {
+pub(crate) enum ParallelApps {
     /// One app per CPU core this process may use (its cgroup's quota, where it has one), at
     /// most [`ParallelApps::AUTO_MAX`].
     Auto,
@@ -137,11 +137,11 @@ pub enum ParallelApps {
 
 impl ParallelApps {
     /// The most apps `auto` works at once: beyond four, the database's inserts are the bound.
-    pub const AUTO_MAX: usize = 4;
-    pub const MAX: u32 = 8;
+    pub(crate) const AUTO_MAX: usize = 4;
+    pub(crate) const MAX: u32 = 8;
 
     /// How many apps at once, on a machine where this process may use `cores` cores.
-    pub fn resolve(self, cores: usize) -> usize {
+    pub(crate) fn resolve(self, cores: usize) -> usize {
         match self {
             ParallelApps::Auto => cores.clamp(1, Self::AUTO_MAX),
             ParallelApps::Fixed(n) => n as usize,
@@ -149,7 +149,7 @@ impl ParallelApps {
     }
 }
 
-pub fn parse_parallel_apps(text: &str) -> Result<ParallelApps, String> {
+pub(super) fn parse_parallel_apps(text: &str) -> Result<ParallelApps, String> {
     let text = text.trim();
     if text.eq_ignore_ascii_case("auto") {
         return Ok(ParallelApps::Auto);
@@ -165,11 +165,11 @@ pub fn parse_parallel_apps(text: &str) -> Result<ParallelApps, String> {
 
 /// The CPU cores this process may use (`std::thread::available_parallelism`: the affinity mask
 /// and the cgroup's CPU quota, as a Kubernetes CPU limit sets it).
-pub fn cores() -> usize {
+pub(super) fn cores() -> usize {
     std::thread::available_parallelism().map_or(1, |n| n.get())
 }
 
-pub fn millis(ms: i64) -> Duration {
+pub(super) fn millis(ms: i64) -> Duration {
     Duration::from_millis(ms.max(0) as u64)
 }
 

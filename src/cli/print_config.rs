@@ -11,7 +11,7 @@ use super::{Cli, Command};
 use crate::store::Location;
 
 /// The configuration as JSON, and whether it has no problems.
-pub fn effective_config(cli: &Cli, matches: &ArgMatches) -> (Value, bool) {
+pub(crate) fn effective_config(cli: &Cli, matches: &ArgMatches) -> (Value, bool) {
     let command = Cli::command();
     let (name, sub_matches) = matches.subcommand().expect("clap requires a subcommand");
     let sub = command

@@ -10,6 +10,8 @@ use crate::pipeline::attest::{self, Attest, Period};
 use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
 
+pub use crate::pipeline::attest::canonical;
+
 /// How the statement is printed.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Format {

@@ -13,12 +13,12 @@ use crate::pipeline::report::{RunDetails, Summary};
 
 /// How `doctor` prints.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
+pub(crate) enum Format {
     Table,
     Json,
 }
 
-pub async fn run(
+pub(crate) async fn run(
     spec: &'static TableSpec,
     db: Result<&Db, String>,
     store: Result<DoctorStore<'_>, String>,

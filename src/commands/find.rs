@@ -10,9 +10,9 @@ use crate::output::progress::Progress;
 use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
 
-pub use crate::pipeline::find::FindOptions;
+pub(crate) use crate::pipeline::find::FindOptions;
 
-pub async fn run(ctx: &RunContext, opts: &FindOptions) -> Summary {
+pub(crate) async fn run(ctx: &RunContext, opts: &FindOptions) -> Summary {
     let progress = Progress::new(CommandName::Find);
     crate::pipeline::find::run(ctx, opts, &progress).await
 }

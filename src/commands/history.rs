@@ -15,7 +15,7 @@ use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::DbContext;
 
 #[derive(Debug, Clone)]
-pub struct HistoryOptions {
+pub(crate) struct HistoryOptions {
     pub app: Option<String>,
     pub command: Option<String>,
     pub last: u32,
@@ -23,7 +23,7 @@ pub struct HistoryOptions {
     pub table: bool,
 }
 
-pub async fn run(ctx: &DbContext, opts: &HistoryOptions) -> Summary {
+pub(crate) async fn run(ctx: &DbContext, opts: &HistoryOptions) -> Summary {
     let mut summary = Summary::new(CommandName::History);
     summary.table = Some(ctx.spec.name.to_string());
     // The app as the data spells it, where it is given (its runs are recorded so); one that

@@ -8,7 +8,7 @@ use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::RunContext;
 
 /// Moves the home to the store `ctx` opened (`--to`).
-pub async fn run(ctx: &RunContext, reason: &str) -> Summary {
+pub(crate) async fn run(ctx: &RunContext, reason: &str) -> Summary {
     let mut summary = Summary::new(CommandName::Relocate);
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());

@@ -19,7 +19,7 @@ use crate::model::table::TableSpec;
 const MAX_SPELLINGS: usize = 64;
 
 /// The spelling of the app `typed` names, under the tables' collations.
-pub async fn canonical(
+pub(crate) async fn canonical(
     pool: &MySqlPool,
     spec: &TableSpec,
     typed: &str,
@@ -78,7 +78,7 @@ pub async fn canonical(
 }
 
 /// The known apps closest to `typed` (by edit distance, case aside), at most three.
-pub fn closest<'a>(typed: &str, known: &'a [String]) -> Vec<&'a str> {
+pub(crate) fn closest<'a>(typed: &str, known: &'a [String]) -> Vec<&'a str> {
     let mut scored: Vec<(usize, &str)> = known
         .iter()
         .map(|k| {

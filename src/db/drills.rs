@@ -8,17 +8,17 @@ use crate::model::table::TableSpec;
 
 /// The drills table of one outbox table.
 #[derive(Debug, Clone)]
-pub struct Drills {
+pub(crate) struct Drills {
     spec: &'static TableSpec,
 }
 
 impl Drills {
-    pub fn new(spec: &'static TableSpec) -> Drills {
+    pub(crate) fn new(spec: &'static TableSpec) -> Drills {
         Drills { spec }
     }
 
     /// Records a drill's result (`detail`: what failed; none when it passed).
-    pub async fn record(
+    pub(crate) async fn record(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -43,7 +43,7 @@ impl Drills {
     }
 
     /// The app's last successful drill: `(batch_id, drilled_at_ms)`.
-    pub async fn last_good(
+    pub(crate) async fn last_good(
         &self,
         pool: &MySqlPool,
         app: &str,

@@ -27,17 +27,17 @@ pub struct Home {
 
 /// The home table of one outbox table.
 #[derive(Debug, Clone)]
-pub struct Homes {
+pub(crate) struct Homes {
     spec: &'static TableSpec,
 }
 
 impl Homes {
-    pub fn new(spec: &'static TableSpec) -> Homes {
+    pub(crate) fn new(spec: &'static TableSpec) -> Homes {
         Homes { spec }
     }
 
     /// The archive's home now: the newest binding, or `None` before the first batch.
-    pub async fn current(&self, pool: &MySqlPool) -> Result<Option<Home>, DbError> {
+    pub(crate) async fn current(&self, pool: &MySqlPool) -> Result<Option<Home>, DbError> {
         let sql = format!(
             "SELECT id, CAST(store AS CHAR) AS store, CAST(archive_id AS CHAR) AS archive_id, \
              CAST(marker_key AS CHAR) AS marker_key, bound_at_ms, CAST(moved_from AS CHAR) AS moved_from, \
@@ -53,7 +53,7 @@ impl Homes {
 
     /// Records `home` (its `id` one more than the current one's, or 1). `Ok(false)`: another run
     /// recorded that id first — read [`Homes::current`] again.
-    pub async fn insert(&self, pool: &MySqlPool, home: &Home) -> Result<bool, DbError> {
+    pub(crate) async fn insert(&self, pool: &MySqlPool, home: &Home) -> Result<bool, DbError> {
         let sql = format!(
             "INSERT INTO {} (id, store, archive_id, marker_key, bound_at_ms, moved_from, reason, run_id) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -81,7 +81,7 @@ impl Homes {
 
     /// Takes back a first binding that turned out to be another archive's store (its marker was
     /// there already): nothing was archived under it yet.
-    pub async fn withdraw(&self, pool: &MySqlPool, home: &Home) -> Result<(), DbError> {
+    pub(crate) async fn withdraw(&self, pool: &MySqlPool, home: &Home) -> Result<(), DbError> {
         let sql = format!(
             "DELETE FROM {} WHERE id = ? AND archive_id = ?",
             self.spec.home_table()
@@ -99,7 +99,7 @@ impl Homes {
     /// what a store that holds this archive must hold. Bounded reads whatever the archive's age
     /// — the apps by the primary key's prefix, each app's newest receipt by the cursor index —
     /// and the newest batches, the last a lifecycle rule would expire or move to a cold class.
-    pub async fn newest_data_objects(
+    pub(crate) async fn newest_data_objects(
         &self,
         pool: &MySqlPool,
         apps: Option<u32>,

@@ -19,7 +19,7 @@ use crate::model::table::TableSpec;
 
 /// A member row as the receipt transaction reads it back.
 #[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
-pub struct MemberRow {
+pub(crate) struct MemberRow {
     pub event_id: String,
     pub updated_at_ms: i64,
     pub batch_id: String,
@@ -27,7 +27,7 @@ pub struct MemberRow {
 }
 
 impl MemberRow {
-    pub fn fingerprint(&self) -> Option<RowFingerprint> {
+    pub(crate) fn fingerprint(&self) -> Option<RowFingerprint> {
         self.row_sha256
             .as_deref()
             .and_then(RowFingerprint::from_slice)
@@ -37,14 +37,14 @@ impl MemberRow {
 /// What a member row records besides its key and version: the batch that owns it (whose
 /// receipt holds the manifest hash and verification time).
 #[derive(Debug, Clone, Copy)]
-pub struct Owner<'a> {
+pub(crate) struct Owner<'a> {
     pub app_code: &'a str,
     pub batch_id: &'a str,
 }
 
 /// Whether an insert of member rows stops at a row another batch owns, or keeps it as it is.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OnDuplicate {
+pub(crate) enum OnDuplicate {
     /// Plain `INSERT`: a key that exists fails the statement (error 1062), which InnoDB rolls
     /// back alone — the transaction goes on. The common case, and the cheapest statement.
     Fail,
@@ -54,17 +54,17 @@ pub enum OnDuplicate {
 
 /// The members and superseded tables of one outbox table.
 #[derive(Debug, Clone)]
-pub struct Members {
+pub(crate) struct Members {
     spec: &'static TableSpec,
 }
 
 impl Members {
-    pub fn new(spec: &'static TableSpec) -> Members {
+    pub(crate) fn new(spec: &'static TableSpec) -> Members {
         Members { spec }
     }
 
     /// The members a receipt recorded, as `(event_id, updated_at_ms)`.
-    pub async fn members_of(
+    pub(crate) async fn members_of(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -76,7 +76,7 @@ impl Members {
     }
 
     /// The older versions of rows in a batch that later batches superseded.
-    pub async fn superseded_of(
+    pub(crate) async fn superseded_of(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -90,7 +90,7 @@ impl Members {
     /// Every row version a batch holds and the database vouches for: its members, and the older
     /// versions a later batch superseded. What `verify` and `restore` compare a data object's
     /// rows with.
-    pub async fn proven_members_of(
+    pub(crate) async fn proven_members_of(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -127,7 +127,7 @@ impl Members {
     }
 
     /// Of these event ids of an app, the `(event_id, updated_at_ms)` versions members hold.
-    pub async fn versions_among(
+    pub(crate) async fn versions_among(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -140,7 +140,7 @@ impl Members {
 
     /// Of these event ids of an app, those whose member row belongs to another batch than
     /// `batch_id`, with the version that batch holds.
-    pub async fn owned_elsewhere(
+    pub(crate) async fn owned_elsewhere(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -180,7 +180,7 @@ impl Members {
 
     /// Inserts member rows owned by `owner`, in the order given (a batch's rows come in archive
     /// order, its primary key's: each goes in after the one before).
-    pub async fn insert(
+    pub(crate) async fn insert(
         &self,
         tx: &mut Transaction<'_, MySql>,
         owner: Owner<'_>,
@@ -206,7 +206,7 @@ impl Members {
 
     /// Every member row a batch owns — key, version and fingerprint — as they are inside `tx`:
     /// one range of the primary key.
-    pub async fn versions_of_batch(
+    pub(crate) async fn versions_of_batch(
         &self,
         tx: &mut Transaction<'_, MySql>,
         app: &str,
@@ -217,7 +217,7 @@ impl Members {
     }
 
     /// The member rows of these event ids of an app, as they are inside `tx`.
-    pub async fn read_back(
+    pub(crate) async fn read_back(
         &self,
         tx: &mut Transaction<'_, MySql>,
         app: &str,
@@ -238,7 +238,7 @@ impl Members {
 
     /// Keeps `older` versions as their own batches' in the superseded table and deletes their
     /// member rows (exactly those versions); returns how many member rows went.
-    pub async fn retire(
+    pub(crate) async fn retire(
         &self,
         tx: &mut Transaction<'_, MySql>,
         app: &str,

@@ -4,24 +4,24 @@
 //!
 //! Every connection runs READ COMMITTED. SQL stays portable between MySQL 8 and MariaDB ≥ 10.6.
 
-pub mod apps;
-pub mod chain;
-pub mod compact;
-pub mod drills;
-pub mod home;
-pub mod lock;
-pub mod members;
-pub mod nodelay;
-pub mod owned;
-pub mod preflight;
-pub mod purge;
-pub mod receipts;
-pub mod record;
-pub mod replica;
-pub mod restore;
-pub mod runs;
+pub(crate) mod apps;
+pub(crate) mod chain;
+pub(crate) mod compact;
+pub(crate) mod drills;
+pub(crate) mod home;
+pub(crate) mod lock;
+pub(crate) mod members;
+pub(crate) mod nodelay;
+pub(crate) mod owned;
+pub(crate) mod preflight;
+pub(crate) mod purge;
+pub(crate) mod receipts;
+pub(crate) mod record;
+pub(crate) mod replica;
+pub(crate) mod restore;
+pub(crate) mod runs;
 mod schema;
-pub mod source;
+pub(crate) mod source;
 
 use std::str::FromStr;
 use std::time::Duration;
@@ -118,7 +118,7 @@ pub enum DbError {
 }
 
 /// Adds what was being done to a query error.
-pub trait Context<T> {
+pub(crate) trait Context<T> {
     fn context(self, context: impl FnOnce() -> String) -> Result<T, DbError>;
 }
 
@@ -265,7 +265,7 @@ const URL_PARAMETERS: [&str; 13] = [
 /// unix socket connects without TLS unless `ssl-mode` asks for it — MySQL offers TLS on its
 /// socket too, and sqlx's TLS handshake over it fails ("Broken pipe"); the mysql client never
 /// uses TLS on a socket, which the server already counts as secure transport.
-pub fn connect_options(url: &str, setting: &str) -> Result<MySqlConnectOptions, DbError> {
+pub(crate) fn connect_options(url: &str, setting: &str) -> Result<MySqlConnectOptions, DbError> {
     let invalid = |detail: String| DbError::InvalidUrl {
         setting: setting.to_string(),
         url: redact::url(url),
@@ -565,7 +565,7 @@ pub(crate) fn inline_values(sql: &str, values: &[&str]) -> String {
 /// Every distinct value of `column` (the first column of `table`'s primary key), by repeated
 /// index dives (`MIN(column) … WHERE column > ?`): cost grows with the number of values, not of
 /// rows.
-pub async fn distinct_by_dives(
+pub(crate) async fn distinct_by_dives(
     pool: &MySqlPool,
     table: &str,
     column: &str,
@@ -589,7 +589,7 @@ pub async fn distinct_by_dives(
 /// Drops and creates `database` on the server at `server_url` (the demo's throwaway database),
 /// leaving a table named `marker` in it; returns the database's URL. An existing database
 /// without that table is refused unless `force`: it is not the demo's to drop.
-pub async fn recreate_database(
+pub(crate) async fn recreate_database(
     server_url: &str,
     database: &str,
     marker: &str,

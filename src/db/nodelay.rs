@@ -20,7 +20,7 @@ pub struct Socket {
 }
 
 /// Sets `TCP_NODELAY` on every socket of this process connected to `port`; returns how many.
-pub fn set(port: u16) -> usize {
+pub(crate) fn set(port: u16) -> usize {
     sockets_to(port)
         .into_iter()
         .filter(|s| !s.nodelay)

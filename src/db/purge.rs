@@ -25,7 +25,7 @@ use crate::model::table::TableSpec;
 use crate::model::unarchived::Unarchived;
 
 /// At most this many rows per delete transaction.
-pub const PURGE_CHUNK: usize = 500;
+pub(crate) const PURGE_CHUNK: usize = 500;
 
 #[derive(Debug, thiserror::Error)]
 pub enum PurgeError {

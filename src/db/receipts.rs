@@ -11,7 +11,7 @@ use crate::model::format::{ContentFacts, Cursor, MembersDigest, ObjectKeys, Tota
 use crate::model::protection::{LockMode, ObjectLock, Protection, VerifiedBy};
 use crate::model::table::{TableSpec, TotalKind};
 
-pub const STATE_VERIFIED: &str = "VERIFIED";
+pub(crate) const STATE_VERIFIED: &str = "VERIFIED";
 
 /// Receipts are listed in pages of this many.
 const RECEIPT_PAGE: u32 = 500;

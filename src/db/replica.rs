@@ -184,7 +184,7 @@ fn lag_of(row: &MySqlRow) -> Lag {
 
 /// How `--replicas-from` finds the replicas on the primary.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Discovery {
+pub(crate) enum Discovery {
     /// `SHOW REPLICA HOSTS`: replicas that set `report_host` (and `report_port`).
     Hosts,
     /// The primary's binlog dump threads: the replica's host, on the primary's port.
@@ -192,7 +192,7 @@ pub enum Discovery {
 }
 
 /// This server's `server_id`: the primary's, whose pt-heartbeat rows are the ones that count.
-pub async fn server_id(db: &Db) -> Result<u32, sqlx::Error> {
+pub(crate) async fn server_id(db: &Db) -> Result<u32, sqlx::Error> {
     sqlx::query_scalar("SELECT CAST(@@server_id AS UNSIGNED)")
         .fetch_one(&db.pool)
         .await
@@ -200,7 +200,7 @@ pub async fn server_id(db: &Db) -> Result<u32, sqlx::Error> {
 
 /// The URLs of the primary's replicas: the primary's URL (`url`, its credentials and database)
 /// with each replica's host and port.
-pub async fn discover(db: &Db, url: &str, how: Discovery) -> Result<Vec<String>, DbError> {
+pub(crate) async fn discover(db: &Db, url: &str, how: Discovery) -> Result<Vec<String>, DbError> {
     let base = url::Url::parse(url).map_err(|e| DbError::InvalidUrl {
         setting: "--database-url / DATABASE_URL".into(),
         url: redact::url(url),

@@ -20,12 +20,12 @@ use crate::model::ident;
 use crate::model::table::{TableSpec, TotalKind};
 
 /// Rows per insert transaction.
-pub const RESTORE_CHUNK: usize = 500;
+pub(crate) const RESTORE_CHUNK: usize = 500;
 
 /// At most this many bytes of NDJSON per `INSERT` (about as many bytes of row values): far below
 /// MySQL 8's default 64 MiB `max_allowed_packet`, so a batch of large envelopes loads in smaller
 /// statements instead of failing. A single larger row still needs a packet as large as it.
-pub const RESTORE_CHUNK_BYTES: usize = 8 << 20;
+pub(crate) const RESTORE_CHUNK_BYTES: usize = 8 << 20;
 
 /// A table name the archiver may create and write ([`ident`]).
 fn check_table_name(name: &str) -> Result<(), String> {
@@ -61,7 +61,7 @@ pub struct Conflict {
 /// (which reads the mark under a row lock in each of its own transactions) never deletes them
 /// again, and the app's lock is confirmed before the commit.
 #[derive(Debug, Clone, Copy)]
-pub struct IntoSource<'a> {
+pub(crate) struct IntoSource<'a> {
     pub lock: &'a AppLock,
     pub batch_id: &'a str,
     pub now_ms: i64,
@@ -106,7 +106,7 @@ impl IntoSource<'_> {
 
 /// Why a chunk was not loaded.
 #[derive(Debug, thiserror::Error)]
-pub enum LoadError {
+pub(crate) enum LoadError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -117,7 +117,7 @@ pub enum LoadError {
 
 /// What loading one chunk did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Loaded {
+pub(crate) struct Loaded {
     pub inserted: u64,
     /// Already there, identical.
     pub present: u64,
@@ -127,7 +127,7 @@ pub struct Loaded {
 
 /// What a drill found in its scratch table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct TableFacts {
+pub(crate) struct TableFacts {
     pub rows: u64,
     /// The control totals as the database computes them (a sum) or as its rows in cursor order
     /// hash (a hashed total).
@@ -138,24 +138,20 @@ pub struct TableFacts {
 /// A table rows are restored into (`{table}_restored`, a drill's scratch table, `--into`, or
 /// the live source table), created with the source's definition.
 #[derive(Debug, Clone, Copy)]
-pub struct TargetTable<'a> {
+pub(crate) struct TargetTable<'a> {
     spec: &'static TableSpec,
     name: &'a str,
 }
 
 impl<'a> TargetTable<'a> {
     /// `name`, if it is a plain table name the archiver may create and write.
-    pub fn new(spec: &'static TableSpec, name: &'a str) -> Result<TargetTable<'a>, String> {
+    pub(crate) fn new(spec: &'static TableSpec, name: &'a str) -> Result<TargetTable<'a>, String> {
         check_table_name(name)?;
         Ok(TargetTable { spec, name })
     }
 
-    pub fn name(&self) -> &str {
-        self.name
-    }
-
     /// Creates the table like the source table if it does not exist.
-    pub async fn create_like(&self, pool: &MySqlPool) -> Result<(), DbError> {
+    pub(crate) async fn create_like(&self, pool: &MySqlPool) -> Result<(), DbError> {
         let (spec, table) = (self.spec, self.name);
         let sql = format!("CREATE TABLE IF NOT EXISTS {table} LIKE {}", spec.name);
         sqlx::query(AssertSqlSafe(sql))
@@ -166,7 +162,7 @@ impl<'a> TargetTable<'a> {
     }
 
     /// Drops the table, if it exists.
-    pub async fn drop(&self, pool: &MySqlPool) -> Result<(), DbError> {
+    pub(crate) async fn drop(&self, pool: &MySqlPool) -> Result<(), DbError> {
         let table = self.name;
         sqlx::query(AssertSqlSafe(format!("DROP TABLE IF EXISTS {table}")))
             .execute(pool)
@@ -179,7 +175,7 @@ impl<'a> TargetTable<'a> {
     /// before committing; compares the others. A row that reads back other than it was archived is
     /// taken out, and the chunk is done again without it. `into_source`: the live table, under the
     /// lock.
-    pub async fn load_chunk(
+    pub(crate) async fn load_chunk(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -318,7 +314,7 @@ impl<'a> TargetTable<'a> {
     }
 
     /// Every row of the table (a drill's scratch table: one batch), whole.
-    pub async fn rows(&self, pool: &MySqlPool) -> Result<Vec<Row>, DbError> {
+    pub(crate) async fn rows(&self, pool: &MySqlPool) -> Result<Vec<Row>, DbError> {
         let (spec, table) = (self.spec, self.name);
         let sql = format!("SELECT {} FROM {table}", spec.select_list());
         sqlx::query(AssertSqlSafe(sql))
@@ -380,7 +376,7 @@ impl<'a> TargetTable<'a> {
     }
 
     /// Counts, sums and lists the rows of `table` (a drill's scratch table: one batch).
-    pub async fn facts(&self, pool: &MySqlPool) -> Result<TableFacts, DbError> {
+    pub(crate) async fn facts(&self, pool: &MySqlPool) -> Result<TableFacts, DbError> {
         let (spec, table) = (self.spec, self.name);
         // A hashed total's place is taken by a constant; it is hashed from its rows below.
         let sums: Vec<String> = spec
@@ -628,7 +624,7 @@ fn rows_query<'q>(
 
 /// How the rows a table holds differ from the archived ones, whole rows compared by event id:
 /// the first difference found, or `None` when they are the same rows.
-pub fn first_difference(spec: &TableSpec, archived: &[Row], held: &[Row]) -> Option<String> {
+pub(crate) fn first_difference(spec: &TableSpec, archived: &[Row], held: &[Row]) -> Option<String> {
     let layout = spec.layout();
     let id = |r: &Row| r[layout.event_id].as_str().unwrap_or_default().to_string();
     let held: HashMap<String, &Row> = held.iter().map(|r| (id(r), r)).collect();

@@ -39,7 +39,7 @@ fn as_json<S: serde::Serializer>(text: &Option<String>, s: S) -> Result<S::Ok, S
 
 /// One app's run, as it is recorded.
 #[derive(Debug, Clone, Copy)]
-pub struct Record<'a> {
+pub(crate) struct Record<'a> {
     pub app: &'a str,
     pub command: &'a str,
     pub outcome: &'a str,
@@ -57,10 +57,10 @@ pub struct Record<'a> {
 }
 
 /// At most this many findings are kept with a run; the count says how many there were.
-pub const FINDINGS_KEPT: usize = 20;
+pub(crate) const FINDINGS_KEPT: usize = 20;
 
 /// `{"count": n, "first": [the first FINDINGS_KEPT]}`, or `None` for none.
-pub fn findings_json<T: serde::Serialize>(findings: &[T]) -> Option<String> {
+pub(crate) fn findings_json<T: serde::Serialize>(findings: &[T]) -> Option<String> {
     if findings.is_empty() {
         return None;
     }
@@ -76,16 +76,16 @@ const COLUMNS: &str =
 
 /// The runs table of one outbox table.
 #[derive(Debug, Clone)]
-pub struct Runs {
+pub(crate) struct Runs {
     spec: &'static TableSpec,
 }
 
 impl Runs {
-    pub fn new(spec: &'static TableSpec) -> Runs {
+    pub(crate) fn new(spec: &'static TableSpec) -> Runs {
         Runs { spec }
     }
 
-    pub async fn record(&self, pool: &MySqlPool, run: &Record<'_>) -> Result<(), DbError> {
+    pub(crate) async fn record(&self, pool: &MySqlPool, run: &Record<'_>) -> Result<(), DbError> {
         let sql = format!(
             "INSERT INTO {} (app_code, command, started_at_ms, finished_at_ms, outcome, batches, \
              row_count, error, run_id, store, stop_reason, dry_run, worked, findings) \
@@ -121,7 +121,7 @@ impl Runs {
     }
 
     /// Records a run, logging (not returning) a failure: bookkeeping must not change an outcome.
-    pub async fn note(&self, pool: &MySqlPool, run: &Record<'_>) {
+    pub(crate) async fn note(&self, pool: &MySqlPool, run: &Record<'_>) {
         if let Err(e) = self.record(pool, run).await {
             tracing::warn!(app = run.app, error = %e, "could not record the run");
         }
@@ -129,7 +129,7 @@ impl Runs {
 
     /// The app's most recent run of `command` that worked it: not a dry run, not a run that
     /// found the app's lock held by another process.
-    pub async fn last(
+    pub(crate) async fn last(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -152,7 +152,7 @@ impl Runs {
     }
 
     /// Whether any run of `app` is recorded (its run-level rows aside).
-    pub async fn knows_app(&self, pool: &MySqlPool, app: &str) -> Result<bool, DbError> {
+    pub(crate) async fn knows_app(&self, pool: &MySqlPool, app: &str) -> Result<bool, DbError> {
         let sql = format!(
             "SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE app_code = ? LIMIT 1) AS r",
             self.spec.runs_table()
@@ -166,7 +166,7 @@ impl Runs {
     }
 
     /// The most recent runs, newest first: of `app` and of `command` where given.
-    pub async fn recent(
+    pub(crate) async fn recent(
         &self,
         pool: &MySqlPool,
         app: Option<&str>,

@@ -547,7 +547,7 @@ impl SourceTable {
 
 /// Where a [`RowStream`]'s rows come from.
 #[derive(Debug, Clone)]
-pub enum Source {
+pub(crate) enum Source {
     /// Delivered rows after the cursor (from the start when `None`).
     After(Option<Cursor>),
     /// Delivered rows at or below the cursor that no receipt owns (stragglers).
@@ -555,7 +555,7 @@ pub enum Source {
 }
 
 /// A row's values, borrowed from the protocol row, by the table's column kinds.
-pub fn values_of<'r>(
+pub(crate) fn values_of<'r>(
     spec: &TableSpec,
     row: &'r MySqlRow,
 ) -> Result<Vec<ValueRef<'r>>, sqlx::Error> {
@@ -596,14 +596,14 @@ pub fn decode_row(spec: &TableSpec, row: &MySqlRow) -> Result<Row, sqlx::Error> 
 
 /// Rows of one app in cursor order, fetched a page ahead of the consumer by a
 /// background task (bounded: at most two pages wait).
-pub struct RowStream {
+pub(crate) struct RowStream {
     pages: mpsc::Receiver<Result<Vec<EncodedRow>, DbError>>,
     current: std::vec::IntoIter<EncodedRow>,
     peeked: Option<EncodedRow>,
 }
 
 impl RowStream {
-    pub fn spawn(
+    pub(crate) fn spawn(
         pool: MySqlPool,
         queries: SourceTable,
         app: String,
@@ -676,7 +676,7 @@ impl RowStream {
     }
 
     /// The next row without consuming it; `None` when the app is caught up.
-    pub async fn peek(&mut self) -> Result<Option<&EncodedRow>, DbError> {
+    pub(crate) async fn peek(&mut self) -> Result<Option<&EncodedRow>, DbError> {
         if self.peeked.is_none() {
             self.peeked = match self.current.next() {
                 Some(row) => Some(row),
@@ -693,13 +693,13 @@ impl RowStream {
     }
 
     /// Takes the row [`RowStream::peek`] returned.
-    pub fn take(&mut self) -> Option<EncodedRow> {
+    pub(crate) fn take(&mut self) -> Option<EncodedRow> {
         self.peeked.take()
     }
 }
 
 /// An app's rows: delivered below the cutoff (what archive takes), and all the others.
-pub async fn archivable_and_other(
+pub(crate) async fn archivable_and_other(
     pool: &MySqlPool,
     spec: &TableSpec,
     app: &str,
@@ -727,7 +727,7 @@ pub async fn archivable_and_other(
 
 /// Every app code present in the source table, by repeated index dives on the primary key
 /// (`MIN(app_code) … WHERE app_code > ?`): cost grows with the number of apps, not of rows.
-pub async fn all_apps(pool: &MySqlPool, spec: &TableSpec) -> Result<Vec<String>, DbError> {
+pub(crate) async fn all_apps(pool: &MySqlPool, spec: &TableSpec) -> Result<Vec<String>, DbError> {
     super::distinct_by_dives(pool, spec.name, spec.app_code)
         .await
         .context(|| format!("listing the apps of {}", spec.name))

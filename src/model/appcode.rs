@@ -3,7 +3,7 @@
 //! reported, never archived — so a key can never leave its prefix.
 
 /// Why an app code is refused, for the summary and the log.
-pub fn validate(code: &str) -> Result<(), String> {
+pub(crate) fn validate(code: &str) -> Result<(), String> {
     let bytes = code.as_bytes();
     let ok = !bytes.is_empty()
         && bytes.len() <= 32
@@ -25,7 +25,7 @@ pub fn validate(code: &str) -> Result<(), String> {
 /// ASCII case and trailing spaces — what the case-insensitive, PAD SPACE collations of an app
 /// code column hold equal (the database put the row in the app's pages; a relay bug wrote it in
 /// another case). The row keeps its own spelling in the archive.
-pub fn same_app(row: &str, app: &str) -> bool {
+pub(crate) fn same_app(row: &str, app: &str) -> bool {
     row == app
         || row
             .trim_end_matches(' ')
@@ -37,7 +37,7 @@ pub fn same_app(row: &str, app: &str) -> bool {
 /// codes compare case-sensitively such apps are two, but their lock names are one on a server
 /// that compares lock names case-insensitively (MySQL's `GET_LOCK`): one group's apps are worked
 /// one after the other, so that neither finds the other's lock held.
-pub fn case_groups(apps: &[String]) -> Vec<Vec<usize>> {
+pub(crate) fn case_groups(apps: &[String]) -> Vec<Vec<usize>> {
     let mut groups: Vec<(String, Vec<usize>)> = Vec::new();
     for (i, app) in apps.iter().enumerate() {
         let key = app.to_ascii_lowercase();
@@ -50,7 +50,7 @@ pub fn case_groups(apps: &[String]) -> Vec<Vec<usize>> {
 }
 
 /// The edit distance of two codes (insertions, deletions, substitutions), for "did you mean".
-pub fn distance(a: &str, b: &str) -> usize {
+pub(crate) fn distance(a: &str, b: &str) -> usize {
     let (a, b): (Vec<char>, Vec<char>) = (a.chars().collect(), b.chars().collect());
     let mut previous: Vec<usize> = (0..=b.len()).collect();
     for (i, ca) in a.iter().enumerate() {

@@ -293,7 +293,7 @@ type Content = Result<(ContentFacts, Vec<Member>), DataError>;
 
 /// What an object's bytes turned out to be.
 #[derive(Debug)]
-pub struct DataRead {
+pub(crate) struct DataRead {
     pub digest: ObjectDigest,
     /// CRC-64/NVME of the bytes, to compare with what AWS S3 reports.
     pub crc64nvme: u64,
@@ -310,7 +310,7 @@ pub struct DataRead {
 /// the bytes it verified: one buffer of NDJSON and where each line ends — about the NDJSON's
 /// size, half what the decoded rows would take — decoded a few at a time when they are loaded.
 #[derive(Debug, Clone)]
-pub struct KeptLines {
+pub(crate) struct KeptLines {
     /// The table as this batch holds it (fewer columns than today's table for a batch written
     /// before columns were added: [`crate::model::table::projected`]).
     spec: &'static TableSpec,
@@ -348,24 +348,20 @@ impl KeptLines {
         self.ends.push(self.text.len());
     }
 
-    pub fn len(&self) -> usize {
+    pub(crate) fn len(&self) -> usize {
         self.ends.len()
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.ends.is_empty()
     }
 
     /// The table as this batch's lines hold it: the rows [`KeptLines::decode`] gives have these
     /// columns.
-    pub fn spec(&self) -> &'static TableSpec {
+    pub(crate) fn spec(&self) -> &'static TableSpec {
         self.spec
     }
 
     /// The lines in consecutive ranges of at most `max_rows` lines and `max_bytes` bytes each (a
     /// longer line alone): what one `INSERT` loads, so that a batch of large rows never makes a
     /// statement bigger than the server's `max_allowed_packet`.
-    pub fn chunks(&self, max_rows: usize, max_bytes: usize) -> Vec<std::ops::Range<usize>> {
+    pub(crate) fn chunks(&self, max_rows: usize, max_bytes: usize) -> Vec<std::ops::Range<usize>> {
         let mut chunks = Vec::new();
         let (mut start, mut bytes) = (0, 0);
         for i in 0..self.ends.len() {
@@ -383,7 +379,10 @@ impl KeptLines {
     }
 
     /// Lines `range` (0-based), decoded into rows of [`KeptLines::spec`].
-    pub fn decode(&self, range: std::ops::Range<usize>) -> Result<Vec<Row>, codec::DecodeError> {
+    pub(crate) fn decode(
+        &self,
+        range: std::ops::Range<usize>,
+    ) -> Result<Vec<Row>, codec::DecodeError> {
         let spec = self.spec;
         range
             .map(|i| {
@@ -396,7 +395,7 @@ impl KeptLines {
 
 /// Why an object's bytes are not a well-formed data object of this app.
 #[derive(Debug, thiserror::Error)]
-pub enum DataError {
+pub(crate) enum DataError {
     #[error("not a valid gzip stream: {0}")]
     Gzip(String),
     #[error("bytes follow the end of the gzip member")]
@@ -489,7 +488,7 @@ fn memchr(needle: u8, haystack: &[u8]) -> Option<usize> {
 
 /// Reads a data object chunk by chunk: digests the gzip bytes and recomputes the content facts
 /// and members from the decompressed lines.
-pub struct DataReader {
+pub(crate) struct DataReader {
     digester: Digester,
     nvme: Crc64Nvme,
     decoder: GzDecoder<LineSink>,
@@ -497,13 +496,13 @@ pub struct DataReader {
 }
 
 impl DataReader {
-    pub fn new(spec: &'static TableSpec, app_code: &str) -> DataReader {
+    pub(crate) fn new(spec: &'static TableSpec, app_code: &str) -> DataReader {
         DataReader::reading(spec, app_code, None)
     }
 
     /// A reader that also keeps the lines it reads, for a caller that loads exactly the bytes it
     /// verified; `expected` (the receipt's) sizes the buffer.
-    pub fn keeping_lines(
+    pub(crate) fn keeping_lines(
         spec: &'static TableSpec,
         app_code: &str,
         expected: &ContentFacts,
@@ -531,7 +530,7 @@ impl DataReader {
         }
     }
 
-    pub fn update(&mut self, chunk: &[u8]) {
+    pub(crate) fn update(&mut self, chunk: &[u8]) {
         self.digester.update(chunk);
         self.nvme.update(chunk);
         if self.failed.is_some() {
@@ -560,7 +559,7 @@ impl DataReader {
     }
 
     /// The digest of the bytes, and the facts or why the bytes are not a valid data object.
-    pub fn finish(mut self) -> DataRead {
+    pub(crate) fn finish(mut self) -> DataRead {
         let digest = std::mem::take(&mut self.digester).finish();
         let crc64nvme = self.nvme.finish();
         let (content, lines, spec) = match self.failed.take() {

@@ -96,7 +96,7 @@ pub fn encode_line(spec: &TableSpec, row: &[Value], out: &mut Vec<u8>) {
 }
 
 /// [`encode_line`] over borrowed values, in the table's column order.
-pub fn encode_values<'a>(
+pub(crate) fn encode_values<'a>(
     spec: &TableSpec,
     values: impl IntoIterator<Item = ValueRef<'a>>,
     out: &mut Vec<u8>,
@@ -231,7 +231,7 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
 
 /// The keys of one NDJSON line (without its `\n`), in order; the values are only checked to be
 /// JSON.
-pub fn line_keys(line: &[u8]) -> Result<Vec<String>, String> {
+pub(crate) fn line_keys(line: &[u8]) -> Result<Vec<String>, String> {
     struct Keys;
     impl<'de> Visitor<'de> for Keys {
         type Value = Vec<String>;
@@ -254,7 +254,7 @@ pub fn line_keys(line: &[u8]) -> Result<Vec<String>, String> {
 }
 
 /// At most this many control-total columns per table (checked by [`crate::model::table`]'s tests).
-pub const MAX_TOTALS: usize = 4;
+pub(crate) const MAX_TOTALS: usize = 4;
 
 /// What a batch folds in from one row besides its line: the member key, the cursor's and the
 /// created-at column's values, and the control-total columns, in the table's totals order: a
@@ -270,7 +270,7 @@ pub struct RowFacts {
 }
 
 /// The facts of a row of `app_code` whose values `value(i)` gives by column position.
-pub fn facts_of<'a>(
+pub(crate) fn facts_of<'a>(
     spec: &TableSpec,
     layout: &Layout,
     app_code: &str,
@@ -320,7 +320,7 @@ pub fn facts_of<'a>(
 /// Reads one NDJSON line (without its `\n`) of `app_code` as strictly as [`decode_line`] — the
 /// keys exactly the table's, in order, each value of its column's JSON type, base64 that decodes
 /// — but builds no row: only the [`RowFacts`]. A string without escapes is never copied.
-pub fn scan_line(
+pub(crate) fn scan_line(
     spec: &TableSpec,
     layout: &Layout,
     app_code: &str,

@@ -32,7 +32,7 @@ impl ObjectDigest {
 
 /// Incremental SHA-256 + CRC-64/XZ + length.
 #[derive(Clone)]
-pub struct Digester {
+pub(crate) struct Digester {
     sha256: Sha256,
     crc64: crc64fast::Digest,
     size: u64,
@@ -45,7 +45,7 @@ impl Default for Digester {
 }
 
 impl Digester {
-    pub fn new() -> Digester {
+    pub(crate) fn new() -> Digester {
         Digester {
             sha256: Sha256::new(),
             crc64: crc64fast::Digest::new(),
@@ -53,17 +53,13 @@ impl Digester {
         }
     }
 
-    pub fn update(&mut self, bytes: &[u8]) {
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
         self.sha256.update(bytes);
         self.crc64.write(bytes);
         self.size += bytes.len() as u64;
     }
 
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
-    pub fn finish(self) -> ObjectDigest {
+    pub(crate) fn finish(self) -> ObjectDigest {
         ObjectDigest {
             sha256: hex::encode(self.sha256.finalize()),
             crc64: self.crc64.sum64(),
@@ -99,7 +95,7 @@ impl RowFingerprint {
 }
 
 /// The fingerprint of an NDJSON line (with or without its `\n`).
-pub fn row_fingerprint(line: &[u8]) -> RowFingerprint {
+pub(crate) fn row_fingerprint(line: &[u8]) -> RowFingerprint {
     let body = line.strip_suffix(b"\n").unwrap_or(line);
     let hash = Sha256::digest(body);
     let mut out = [0u8; 16];
@@ -120,7 +116,7 @@ pub fn crc64nvme(bytes: &[u8]) -> u64 {
 }
 
 /// Incremental CRC-64/NVME.
-pub struct Crc64Nvme(crc_fast::Digest);
+pub(crate) struct Crc64Nvme(crc_fast::Digest);
 
 impl Default for Crc64Nvme {
     fn default() -> Self {
@@ -129,34 +125,34 @@ impl Default for Crc64Nvme {
 }
 
 impl Crc64Nvme {
-    pub fn new() -> Crc64Nvme {
+    pub(crate) fn new() -> Crc64Nvme {
         Crc64Nvme(crc_fast::Digest::new(crc_fast::CrcAlgorithm::Crc64Nvme))
     }
 
-    pub fn update(&mut self, bytes: &[u8]) {
+    pub(crate) fn update(&mut self, bytes: &[u8]) {
         self.0.update(bytes);
     }
 
-    pub fn finish(&self) -> u64 {
+    pub(crate) fn finish(&self) -> u64 {
         self.0.finalize()
     }
 }
 
 /// A writer that digests everything written through it.
-pub struct DigestWriter<W> {
+pub(crate) struct DigestWriter<W> {
     inner: W,
     digester: Digester,
 }
 
 impl<W: Write> DigestWriter<W> {
-    pub fn new(inner: W) -> Self {
+    pub(crate) fn new(inner: W) -> Self {
         DigestWriter {
             inner,
             digester: Digester::new(),
         }
     }
 
-    pub fn finish(self) -> (W, ObjectDigest) {
+    pub(crate) fn finish(self) -> (W, ObjectDigest) {
         (self.inner, self.digester.finish())
     }
 }

@@ -4,7 +4,7 @@
 use std::time::Duration;
 
 /// `1234567` as `1,234,567`.
-pub fn thousands(n: u64) -> String {
+pub(crate) fn thousands(n: u64) -> String {
     let digits = n.to_string();
     let mut out = String::new();
     for (i, c) in digits.chars().enumerate() {
@@ -17,7 +17,7 @@ pub fn thousands(n: u64) -> String {
 }
 
 /// How long a command took: `0.4s`, `12.8s`, `2m05s`.
-pub fn seconds(d: Duration) -> String {
+pub(crate) fn seconds(d: Duration) -> String {
     match d.as_secs() {
         0..=59 => format!("{:.1}s", d.as_secs_f64()),
         s => format!("{}m{:02}s", s / 60, s % 60),
@@ -25,7 +25,7 @@ pub fn seconds(d: Duration) -> String {
 }
 
 /// A time left: `28s`, `16m39s`, `1h06m`.
-pub fn clock(d: Duration) -> String {
+pub(crate) fn clock(d: Duration) -> String {
     let s = d.as_secs();
     match (s / 3600, s / 60 % 60, s % 60) {
         (0, 0, s) => format!("{s}s"),

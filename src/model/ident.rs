@@ -5,10 +5,10 @@
 //! table and columns, replicas' `--heartbeat-table`, demo's database).
 
 /// The rule, as error messages say it.
-pub const RULE: &str = "letters, digits, _ and $, at most 64";
+pub(crate) const RULE: &str = "letters, digits, _ and $, at most 64";
 
 /// Whether `name` may go into SQL unquoted.
-pub fn is_plain(name: &str) -> bool {
+pub(crate) fn is_plain(name: &str) -> bool {
     (1..=64).contains(&name.len())
         && name
             .bytes()

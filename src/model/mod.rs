@@ -2,22 +2,22 @@
 //! named, what a receipt records. No I/O, no clock of its own; unit-tested with fixed vectors.
 //! Every layer above uses it; it uses none of them.
 
-pub mod appcode;
-pub mod batch;
+pub(crate) mod appcode;
+pub(crate) mod batch;
 pub mod chain;
-pub mod codec;
-pub mod command;
-pub mod digest;
+pub(crate) mod codec;
+pub(crate) mod command;
+pub(crate) mod digest;
 pub mod format;
-pub mod human;
-pub mod ident;
-pub mod note;
-pub mod profile;
-pub mod protection;
-pub mod record_schema;
-pub mod redact;
-pub mod shard;
-pub mod table;
-pub mod timespec;
+pub(crate) mod human;
+pub(crate) mod ident;
+pub(crate) mod note;
+pub(crate) mod profile;
+pub(crate) mod protection;
+pub(crate) mod record_schema;
+pub(crate) mod redact;
+pub(crate) mod shard;
+pub(crate) mod table;
+pub(crate) mod timespec;
 pub mod tlog;
-pub mod unarchived;
+pub(crate) mod unarchived;

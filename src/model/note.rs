@@ -23,7 +23,7 @@ const ED25519_ALG: u8 = 1;
 
 /// A log's head: its origin (which log), size and root.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Checkpoint {
+pub(crate) struct Checkpoint {
     pub origin: String,
     pub size: u64,
     pub root: Hash,
@@ -31,7 +31,7 @@ pub struct Checkpoint {
 
 /// Why a checkpoint's bytes were not accepted.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum NoteError {
+pub(crate) enum NoteError {
     #[error("not a checkpoint: {0}")]
     Malformed(String),
     #[error("the checkpoint is of log {found}, not {wanted}")]
@@ -42,7 +42,7 @@ pub enum NoteError {
 
 impl Checkpoint {
     /// The checkpoint's body: three lines.
-    pub fn body(&self) -> String {
+    pub(crate) fn body(&self) -> String {
         format!(
             "{}\n{}\n{}\n",
             self.origin,
@@ -52,7 +52,7 @@ impl Checkpoint {
     }
 
     /// Parses a checkpoint's body (the note's text before its signatures).
-    pub fn parse_body(text: &str) -> Result<Checkpoint, NoteError> {
+    pub(crate) fn parse_body(text: &str) -> Result<Checkpoint, NoteError> {
         let bad = |why: &str| NoteError::Malformed(why.to_string());
         let mut lines = text.split('\n');
         let origin = lines
@@ -77,7 +77,7 @@ impl Checkpoint {
     }
 
     /// The checkpoint as a note: its body, then (with a signer) a blank line and its signature.
-    pub fn to_note(&self, signer: Option<&Signer>) -> Vec<u8> {
+    pub(crate) fn to_note(&self, signer: Option<&Signer>) -> Vec<u8> {
         let body = self.body();
         match signer {
             None => body.into_bytes(),
@@ -87,7 +87,7 @@ impl Checkpoint {
 
     /// Reads a note: its body must be a checkpoint of `origin`; with a verifier, one of its
     /// signatures must be that key's over the body.
-    pub fn open(
+    pub(crate) fn open(
         bytes: &[u8],
         origin: &str,
         verifier: Option<&Verifier>,

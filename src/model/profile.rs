@@ -244,7 +244,7 @@ impl LiveColumn {
 
 /// A name that needs no quoting as a JSON key, manifest field or table-name prefix: lowercase
 /// letters, digits and `_`, not empty.
-pub fn snake_name(name: &str) -> bool {
+pub(crate) fn snake_name(name: &str) -> bool {
     !name.is_empty()
         && name
             .bytes()
@@ -266,7 +266,7 @@ fn leak(s: impl Into<String>) -> &'static str {
 /// A profile's table as a [`TableSpec`], its columns those of `live` (in table order). Every
 /// problem is a message that names the column and the fix. The spec is leaked: a process
 /// resolves one table, once.
-pub fn resolve(
+pub(crate) fn resolve(
     profile: &Profile,
     live: &[LiveColumn],
     indexes: &[Index],
@@ -580,7 +580,7 @@ pub struct Index {
 /// Returns its name (`named`, where the spec names one: it must be such an index; else the
 /// primary key where it is one, or the first): the index every statement purge runs on the
 /// source is held to, so that it touches the rows it means to and no other.
-pub fn require_unique_key(
+pub(crate) fn require_unique_key(
     table: &str,
     app_code: &str,
     event_id: &str,
@@ -616,7 +616,7 @@ pub fn require_unique_key(
 
 /// The index every archiver scan forces: `named` if the table has it on (app code, status,
 /// updated-at, event id), or — unnamed — the first index that leads with those columns.
-pub fn retention_index(
+pub(crate) fn retention_index(
     table: &str,
     roles: [&str; 4],
     named: Option<&str>,
@@ -650,7 +650,7 @@ pub fn retention_index(
 /// Whether a total cannot be called `field`: it is one of the manifest's own fields, or one of
 /// the receipts table's own columns (each total is a column there too; `db::owned` holds its
 /// receipts to this list in a test).
-pub fn is_reserved_field(field: &str) -> bool {
+pub(crate) fn is_reserved_field(field: &str) -> bool {
     RESERVED_FIELDS.contains(&field) || RECEIPT_COLUMNS.contains(&field)
 }
 
@@ -732,7 +732,7 @@ const RESERVED_FIELDS: &[&str] = &[
 
 /// Holds a table's spec to its live columns: every column the spec reads is there with a type
 /// its kind fits and no NULLs where the spec expects none.
-pub fn check_live(spec: &TableSpec, live: &[LiveColumn]) -> Result<(), String> {
+pub(crate) fn check_live(spec: &TableSpec, live: &[LiveColumn]) -> Result<(), String> {
     let table = spec.name;
     for column in spec.columns {
         let Some(c) = live

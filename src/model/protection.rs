@@ -220,7 +220,7 @@ impl Sse {
 /// Everything else (GLACIER_IR included) is read at once.
 const COLD_CLASSES: &[&str] = &["GLACIER", "DEEP_ARCHIVE", "ARCHIVE"];
 
-pub fn is_cold_class(class: &str) -> bool {
+pub(crate) fn is_cold_class(class: &str) -> bool {
     COLD_CLASSES.contains(&class)
 }
 
@@ -334,7 +334,7 @@ pub struct Protection {
 }
 
 /// An epoch-ms instant as the S3 header writes it (`2033-03-01T00:00:00Z`).
-pub fn header_time(ms: i64) -> String {
+pub(crate) fn header_time(ms: i64) -> String {
     Utc.timestamp_millis_opt(ms)
         .single()
         .map(|t| t.format("%Y-%m-%dT%H:%M:%SZ").to_string())

@@ -8,7 +8,7 @@ use serde_json::{json, Map, Value};
 use crate::model::table::{Column, Kind, TableSpec, TotalKind};
 
 /// The record schema of `spec`'s NDJSON lines.
-pub fn record_schema(spec: &TableSpec) -> Value {
+pub(crate) fn record_schema(spec: &TableSpec) -> Value {
     let mut properties = Map::new();
     for column in spec.columns {
         properties.insert(column.json_key.to_string(), column_property(spec, column));

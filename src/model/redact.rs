@@ -6,7 +6,7 @@
 /// `password=` query parameter is masked too. Text without `//` that still has an `@` is read
 /// the same way, whatever stands before it (`odd:secret@host/db`, a URL missing its `mysql://`,
 /// is `odd:***@host/db`): a setting mistyped is no less secret.
-pub fn url(text: &str) -> String {
+pub(crate) fn url(text: &str) -> String {
     // A scheme is letters, digits, `+`, `-` and `.`, from a letter: `u:pa://ss@host` has none
     // (its password holds the `://`).
     let is_scheme = |s: &str| {
@@ -35,7 +35,7 @@ pub fn url(text: &str) -> String {
 
 /// The user and password of a URL as written (before any percent-decoding): what lies between
 /// `//` and the last `@`.
-pub fn userinfo(text: &str) -> Option<&str> {
+pub(crate) fn userinfo(text: &str) -> Option<&str> {
     let (_, rest) = text.split_once("://")?;
     rest.rfind('@').map(|at| &rest[..at])
 }
@@ -61,7 +61,7 @@ fn query_masked(text: &str) -> String {
 
 /// Removes every occurrence of each secret from `text` (a last line of defence for messages
 /// that come from libraries).
-pub fn scrub<S: AsRef<str>>(text: &str, secrets: &[S]) -> String {
+pub(crate) fn scrub<S: AsRef<str>>(text: &str, secrets: &[S]) -> String {
     let mut out = text.to_string();
     for secret in secrets.iter().map(AsRef::as_ref).filter(|s| s.len() >= 3) {
         out = out.replace(secret, "***");

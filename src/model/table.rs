@@ -268,7 +268,10 @@ impl TableSpec {
 /// out — never one it does not have (a column removed stops the run before anything is
 /// archived; a line with a key the table does not have is not this table's) and never a role or
 /// control-total column. Each distinct projection is built once per process and kept.
-pub fn projected(spec: &'static TableSpec, keys: &[&str]) -> Result<&'static TableSpec, String> {
+pub(crate) fn projected(
+    spec: &'static TableSpec,
+    keys: &[&str],
+) -> Result<&'static TableSpec, String> {
     use std::collections::HashMap;
     use std::sync::{Mutex, OnceLock};
     if spec.columns.len() == keys.len()
@@ -329,7 +332,7 @@ pub fn projected(spec: &'static TableSpec, keys: &[&str]) -> Result<&'static Tab
 }
 
 /// A `NOT NULL` column archived under its own name.
-pub const fn col(name: &'static str, kind: Kind) -> Column {
+pub(crate) const fn col(name: &'static str, kind: Kind) -> Column {
     col_as(name, name, kind)
 }
 
@@ -419,10 +422,10 @@ pub static ROOM_OUTBOX: TableSpec = TableSpec {
 };
 
 /// Every table this build can archive.
-pub static TABLES: &[&TableSpec] = &[&WALLET_OUTBOX, &ROOM_OUTBOX];
+pub(crate) static TABLES: &[&TableSpec] = &[&WALLET_OUTBOX, &ROOM_OUTBOX];
 
 /// Looks up `--table`.
-pub fn find(name: &str) -> Option<&'static TableSpec> {
+pub(crate) fn find(name: &str) -> Option<&'static TableSpec> {
     TABLES.iter().copied().find(|t| t.name == name)
 }
 

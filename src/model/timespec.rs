@@ -8,7 +8,7 @@ const DAY_MS: i64 = 86_400_000;
 
 /// Parses `30s`, `15m`, `24h`, `7d` (also `500ms` and compound forms such as `1h30m`) into
 /// milliseconds.
-pub fn parse_duration_ms(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_duration_ms(text: &str) -> Result<i64, String> {
     let text = text.trim();
     if text.is_empty() {
         return Err("empty duration (write 30s, 15m, 24h or 7d)".into());
@@ -52,7 +52,7 @@ pub fn parse_duration_ms(text: &str) -> Result<i64, String> {
 
 /// Parses a point in time, as every time flag takes one: RFC 3339 (`2026-11-01T00:00:00Z`),
 /// epoch milliseconds, or a plain UTC day (`2026-11-01`, its midnight).
-pub fn parse_time_ms(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_time_ms(text: &str) -> Result<i64, String> {
     let text = text.trim();
     if let Ok(ms) = text.parse::<i64>() {
         return Ok(ms);
@@ -67,7 +67,7 @@ pub fn parse_time_ms(text: &str) -> Result<i64, String> {
 
 /// Parses the start of a whole UTC day, written as any time is ([`parse_time_ms`]): an instant
 /// that is not a UTC midnight is refused, naming the day it falls in.
-pub fn parse_day_start_ms(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_day_start_ms(text: &str) -> Result<i64, String> {
     let ms = parse_time_ms(text)?;
     match ms.rem_euclid(DAY_MS) {
         0 => Ok(ms),
@@ -88,7 +88,7 @@ fn midnight_ms(day: NaiveDate) -> i64 {
 }
 
 /// The archive cutoff: rows with `updated_at_ms` strictly below it are old enough.
-pub fn cutoff_ms(now_ms: i64, older_than_ms: i64, explicit: Option<i64>) -> i64 {
+pub(crate) fn cutoff_ms(now_ms: i64, older_than_ms: i64, explicit: Option<i64>) -> i64 {
     explicit.unwrap_or(now_ms.saturating_sub(older_than_ms))
 }
 
@@ -99,7 +99,7 @@ const FRESH_CUTOFF_MS: i64 = 60_000;
 /// (rows the relay has not finished with would be archived, and the cursor would pass rows
 /// still to be delivered); one less than a minute old is allowed (tests and drains use it) with
 /// the warning returned.
-pub fn check_cutoff(now_ms: i64, cutoff_ms: i64) -> Result<Option<String>, String> {
+pub(crate) fn check_cutoff(now_ms: i64, cutoff_ms: i64) -> Result<Option<String>, String> {
     if cutoff_ms > now_ms {
         return Err(format!(
             "--cutoff / OUTBOX_ARCHIVER_CUTOFF {} is in the future (now is {}): rows still being \
@@ -121,7 +121,7 @@ pub fn check_cutoff(now_ms: i64, cutoff_ms: i64) -> Result<Option<String>, Strin
 }
 
 /// Parses a UTC day, `YYYY-MM-DD`, to the epoch milliseconds it starts at.
-pub fn parse_day_ms(text: &str) -> Result<i64, String> {
+pub(crate) fn parse_day_ms(text: &str) -> Result<i64, String> {
     let text = text.trim();
     NaiveDate::parse_from_str(text, "%Y-%m-%d")
         .map(midnight_ms)
@@ -129,7 +129,7 @@ pub fn parse_day_ms(text: &str) -> Result<i64, String> {
 }
 
 /// The UTC day an epoch-millisecond instant falls in, as a day number since 1970-01-01.
-pub fn utc_day(ms: i64) -> i64 {
+pub(crate) fn utc_day(ms: i64) -> i64 {
     ms.div_euclid(DAY_MS)
 }
 
@@ -144,7 +144,7 @@ pub fn utc_date(ms: i64) -> String {
 }
 
 /// RFC 3339 text for epoch milliseconds, for humans.
-pub fn rfc3339(ms: i64) -> String {
+pub(crate) fn rfc3339(ms: i64) -> String {
     Utc.timestamp_millis_opt(ms)
         .single()
         .map(|t| t.to_rfc3339_opts(chrono::SecondsFormat::Millis, true))

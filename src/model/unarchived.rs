@@ -97,7 +97,7 @@ impl Unarchived {
 }
 
 /// Why each of `columns` keeps a row, for a person: `region (holds other than its default)`.
-pub fn why(columns: &[&UnarchivedColumn]) -> String {
+pub(crate) fn why(columns: &[&UnarchivedColumn]) -> String {
     columns
         .iter()
         .map(|c| match &c.restores {

@@ -23,7 +23,7 @@ use crate::store::StoreStats;
 
 /// Where metrics go; both may be set.
 #[derive(Debug, Clone, Default)]
-pub struct MetricsTarget {
+pub(crate) struct MetricsTarget {
     /// The Pushgateway's base URL, e.g. `http://pushgateway.monitoring:9091`.
     pub pushgateway: Option<String>,
     /// A `.prom` file for node_exporter's textfile collector, replaced atomically.
@@ -31,7 +31,7 @@ pub struct MetricsTarget {
 }
 
 impl MetricsTarget {
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.pushgateway.is_none() && self.textfile.is_none()
     }
 }
@@ -40,7 +40,7 @@ impl MetricsTarget {
 const JOB: &str = "outbox_archiver";
 
 /// One run as metrics see it.
-pub struct Run<'a> {
+pub(crate) struct Run<'a> {
     pub summary: &'a Summary,
     pub table: &'a str,
     pub shard: Option<String>,
@@ -56,7 +56,7 @@ struct Group {
 }
 
 #[derive(Debug, Clone, PartialEq)]
-pub struct Sample {
+pub(crate) struct Sample {
     pub name: &'static str,
     pub help: &'static str,
     /// Labels beyond the group's (e.g. `kind`).
@@ -353,7 +353,7 @@ fn format_families(families: &[Family]) -> String {
 }
 
 /// The text exposition format of `samples`, each with `labels` first; HELP and TYPE once per name.
-pub fn render<'a>(
+pub(crate) fn render<'a>(
     samples: impl IntoIterator<Item = (&'a [(&'static str, String)], &'a Sample)>,
 ) -> String {
     format_families(&families(samples))
@@ -361,7 +361,7 @@ pub fn render<'a>(
 
 /// Sends the run's metrics where `target` says. Returns what went wrong, in the operator's
 /// words; a metrics failure never changes what the run did.
-pub async fn publish(target: &MetricsTarget, run: &Run<'_>) -> Vec<String> {
+pub(crate) async fn publish(target: &MetricsTarget, run: &Run<'_>) -> Vec<String> {
     let groups = groups(run);
     let mut errors = Vec::new();
     if let Some(gateway) = &target.pushgateway {

@@ -2,6 +2,6 @@
 //! summary for a terminal ([`text`]), the progress lines and log writer ([`progress`]), and the
 //! Prometheus metrics ([`metrics`]). Nothing here decides anything about the archive.
 
-pub mod metrics;
-pub mod progress;
-pub mod text;
+pub(crate) mod metrics;
+pub(crate) mod progress;
+pub(crate) mod text;

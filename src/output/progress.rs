@@ -20,7 +20,7 @@ const LOG_EVERY: Duration = Duration::from_secs(30);
 
 /// How progress is shown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Mode {
+pub(crate) enum Mode {
     /// Lines at the bottom of a terminal (text logs on a terminal).
     Terminal,
     /// Progress log lines now and then (JSON logs, or not a terminal).
@@ -39,7 +39,7 @@ static SCREEN: Mutex<Vec<String>> = Mutex::new(Vec::new());
 
 /// Sets how progress is shown: drawn on a terminal only with text logs on a terminal, logged
 /// `every` so often otherwise.
-pub fn init(json_logs: bool, every: Duration) {
+pub(crate) fn init(json_logs: bool, every: Duration) {
     let _ = LOG_INTERVAL.set(every);
     let mode = if !json_logs && std::io::stderr().is_terminal() {
         Mode::Terminal
@@ -107,12 +107,12 @@ fn show(lines: Vec<String>) {
 }
 
 /// Writes a line of text on stderr above the progress lines (as a log line is).
-pub fn say(line: &str) {
+pub(crate) fn say(line: &str) {
     let _ = LogWriter.write_all(format!("{line}\n").as_bytes());
 }
 
 /// The log's writer: a log line is written above the progress lines, never into them.
-pub struct LogWriter;
+pub(crate) struct LogWriter;
 
 impl Write for LogWriter {
     fn write(&mut self, buf: &[u8]) -> std::io::Result<usize> {
@@ -153,7 +153,7 @@ struct Task {
 
 /// The pipeline's [`Observer`](crate::pipeline::Observer) for one command: a line per app in
 /// flight and a total line on a terminal, progress log lines elsewhere.
-pub struct Progress {
+pub(crate) struct Progress {
     command: CommandName,
     tasks: Mutex<BTreeMap<String, Task>>,
     drawn: Mutex<Option<Instant>>,
@@ -163,7 +163,7 @@ pub struct Progress {
 }
 
 impl Progress {
-    pub fn new(command: CommandName) -> Progress {
+    pub(crate) fn new(command: CommandName) -> Progress {
         Progress {
             command,
             tasks: Mutex::new(BTreeMap::new()),
@@ -294,7 +294,13 @@ impl Drop for Progress {
 }
 
 /// `archive a1: 12,345/100,000 rows (12%), 3,200 rows/s, ETA 26s`
-pub fn line(label: &str, unit: &str, done: u64, total: Option<u64>, elapsed: Duration) -> String {
+pub(crate) fn line(
+    label: &str,
+    unit: &str,
+    done: u64,
+    total: Option<u64>,
+    elapsed: Duration,
+) -> String {
     let rate = done as f64 / elapsed.as_secs_f64().max(0.001);
     let mut text = format!("{label}: {}", thousands(done));
     if let Some(total) = total.filter(|&t| t > 0) {

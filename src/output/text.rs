@@ -15,7 +15,7 @@ use crate::pipeline::report::Summary;
 const LIST: usize = 20;
 
 /// `summary` as a few lines of text, `elapsed` being how long the command took.
-pub fn render(summary: &Summary, elapsed: Duration) -> String {
+pub(crate) fn render(summary: &Summary, elapsed: Duration) -> String {
     let json = serde_json::to_value(summary).expect("a summary always serialises");
     let mut out = String::new();
     let reason = summary.stop_reason.as_deref();

@@ -84,7 +84,7 @@ impl Selection {
 
 /// Where `--all-apps` finds its apps.
 #[derive(Debug, Clone)]
-pub enum Population {
+pub(crate) enum Population {
     /// The app codes present in the source table (archive).
     Source,
     /// Apps with receipts purge may still work on (an app whose rows are all gone from the
@@ -121,7 +121,7 @@ impl Selection {
 /// There, a lowercase folder of an app spelled otherwise, with no lowercase app of its own, is
 /// not another app: a build before 2026-12-03 named every app's folder in lowercase, and that
 /// app's chain is anchored in its own folder since.
-pub fn add_missing(apps: &mut Vec<String>, more: Vec<String>, case_matters: bool) {
+pub(crate) fn add_missing(apps: &mut Vec<String>, more: Vec<String>, case_matters: bool) {
     for app in more {
         let known = match case_matters {
             true => {
@@ -139,7 +139,7 @@ pub fn add_missing(apps: &mut Vec<String>, more: Vec<String>, case_matters: bool
 }
 
 /// The apps of `apps` (listed ones once each, in the order given).
-pub async fn resolve(
+pub(crate) async fn resolve(
     ctx: &DbContext,
     apps: &Apps,
     population: &Population,
@@ -226,7 +226,7 @@ pub(crate) async fn unknown_app(ctx: &DbContext, typed: &str) -> DbError {
 
 /// What must hold before an app is worked.
 #[derive(Debug, Clone, Copy)]
-pub enum Gate<'a> {
+pub(crate) enum Gate<'a> {
     /// A safe app code, and the app's lock — unless `dry_run`, which writes nothing.
     Lock { prefix: &'a str, dry_run: bool },
     /// Nothing: the command only reads.
@@ -235,7 +235,7 @@ pub enum Gate<'a> {
 
 /// What an app's work may do, as the gate let it in.
 #[derive(Debug, Clone, Copy)]
-pub enum Access<'l> {
+pub(crate) enum Access<'l> {
     /// The app's lock is held: the work may write.
     Locked(&'l AppLock),
     /// A dry run: plan, write nothing.
@@ -246,7 +246,7 @@ pub enum Access<'l> {
 
 /// One command's work for one app.
 #[async_trait::async_trait]
-pub trait AppWork: Sync {
+pub(crate) trait AppWork: Sync {
     /// The report an app starts from (its outcome when there is nothing to do).
     fn start(&self, app: &str) -> AppReport;
 
@@ -254,7 +254,7 @@ pub trait AppWork: Sync {
 }
 
 /// Runs apps through the gate, their work, retries and the runs table.
-pub struct Driver<'a> {
+pub(crate) struct Driver<'a> {
     ctx: &'a DbContext,
     /// The command, as the runs table records it.
     command: CommandName,
@@ -272,7 +272,7 @@ pub struct Driver<'a> {
 impl<'a> Driver<'a> {
     /// A driver for `command` through `gate`: one app at a time, no retry, no deadline, runs not
     /// recorded — each command adds what it does ([`Driver::retries`], …).
-    pub fn new(ctx: &'a DbContext, command: CommandName, gate: Gate<'a>) -> Self {
+    pub(crate) fn new(ctx: &'a DbContext, command: CommandName, gate: Gate<'a>) -> Self {
         Driver {
             ctx,
             command,
@@ -284,36 +284,36 @@ impl<'a> Driver<'a> {
         }
     }
 
-    pub fn retries(self, db_retries: u32) -> Self {
+    pub(crate) fn retries(self, db_retries: u32) -> Self {
         Driver { db_retries, ..self }
     }
 
-    pub fn until(self, deadline: Option<Instant>) -> Self {
+    pub(crate) fn until(self, deadline: Option<Instant>) -> Self {
         Driver { deadline, ..self }
     }
 
     /// Records each app's run in the runs table (what `status` and `history` show).
-    pub fn noting_runs(self) -> Self {
+    pub(crate) fn noting_runs(self) -> Self {
         Driver {
             note_runs: true,
             ..self
         }
     }
 
-    pub fn parallel(self, parallel: usize) -> Self {
+    pub(crate) fn parallel(self, parallel: usize) -> Self {
         Driver { parallel, ..self }
     }
 }
 
 /// The stop reason of an app whose lock another process took while it was being worked.
-pub const LOST_LOCK: &str = "lost the lock to another archiver";
+pub(crate) const LOST_LOCK: &str = "lost the lock to another archiver";
 
 impl Driver<'_> {
     /// Works the apps, `parallel` at a time (each under its own lock); the reports come back
     /// in the apps' order. Apps whose codes differ only in case (two apps, where the source's
     /// app codes compare case-sensitively) are worked one after the other: MySQL compares lock
     /// names case-insensitively, so at once one would find the other's lock held on every run.
-    pub async fn run(&self, apps: Vec<String>, work: &dyn AppWork) -> Vec<AppReport> {
+    pub(crate) async fn run(&self, apps: Vec<String>, work: &dyn AppWork) -> Vec<AppReport> {
         let groups = crate::model::appcode::case_groups(&apps);
         let mut apps: Vec<Option<String>> = apps.into_iter().map(Some).collect();
         let groups: Vec<Vec<(usize, String)>> = groups
@@ -481,7 +481,7 @@ impl Driver<'_> {
 }
 
 /// Why an app's run ended, where nothing more particular said so.
-pub fn ended(outcome: Outcome) -> &'static str {
+pub(crate) fn ended(outcome: Outcome) -> &'static str {
     match outcome {
         Outcome::Archived | Outcome::UpToDate => "caught up",
         Outcome::Planned => "planned (a dry run: nothing written)",
@@ -496,7 +496,7 @@ pub fn ended(outcome: Outcome) -> &'static str {
 /// The wait before retry `n` (0-based): 1 s doubling, capped at 32 s, scaled by a factor in
 /// [0.5, 1.5) that `seed` (the run id and the app) decides, so that processes which failed
 /// together — shards after a failover — do not come back together.
-pub fn backoff(n: u32, seed: &str) -> Duration {
+pub(crate) fn backoff(n: u32, seed: &str) -> Duration {
     let base = Duration::from_secs(1 << n.min(5));
     let hash = crate::model::digest::sha256_hex(format!("{seed}:{n}").as_bytes());
     let per_mille = u64::from_str_radix(&hash[..8], 16).expect("hex") % 1000;

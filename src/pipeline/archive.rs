@@ -94,7 +94,7 @@ impl ArchiveOptions {
 /// allocator pages: about 40 MiB) a run stays within 128 MiB however many apps it archives at
 /// once — 123 MiB over 4M rows of day-long 22,000-row batches, where 80 MiB peaked at 136 MiB,
 /// and no slower (BENCHMARKS.md, 2026-12-02).
-pub const DEFAULT_MEMORY_BUDGET: u64 = 48 << 20;
+pub(crate) const DEFAULT_MEMORY_BUDGET: u64 = 48 << 20;
 
 /// Why an app's run failed.
 #[derive(Debug, thiserror::Error)]
@@ -145,7 +145,7 @@ impl Classify for AppError {
 }
 
 /// The archive's work for one app.
-pub struct Archiver<'a> {
+pub(crate) struct Archiver<'a> {
     ctx: &'a RunContext,
     opts: &'a ArchiveOptions,
     observer: &'a dyn Observer,
@@ -195,7 +195,7 @@ impl AppWork for Archiver<'_> {
 }
 
 impl<'a> Archiver<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ctx: &'a RunContext,
         opts: &'a ArchiveOptions,
         observer: &'a dyn Observer,
@@ -215,7 +215,7 @@ impl<'a> Archiver<'a> {
 
     /// The archiver of a built-in table with columns its format has no key for: a row is
     /// archived only where each holds what a restore would put back (SPEC §5.14).
-    pub fn holding(mut self, unarchived: Unarchived) -> Archiver<'a> {
+    pub(crate) fn holding(mut self, unarchived: Unarchived) -> Archiver<'a> {
         self.pages = SourceTable::reading(self.ctx.spec, unarchived);
         self
     }

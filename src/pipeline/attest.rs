@@ -24,7 +24,7 @@ use crate::model::table::TableSpec;
 use crate::model::{timespec, tlog};
 
 /// The statement's schema name.
-pub const SCHEMA: &str = "outbox-archive-attestation/v2";
+pub(crate) const SCHEMA: &str = "outbox-archive-attestation/v2";
 
 /// The period attested: UTC days `from..=to`.
 #[derive(Debug, Clone, Copy)]
@@ -36,8 +36,7 @@ pub struct Period {
 
 /// Why an app's period is not attested.
 #[derive(Debug, Clone)]
-pub struct Refusal {
-    pub app_code: String,
+pub(crate) struct Refusal {
     pub reason: String,
     pub finding: Option<Box<ChainFinding>>,
 }
@@ -175,7 +174,7 @@ fn app_statement(p: &Proven<'_>, spec: &TableSpec, period: &Period) -> Value {
 }
 
 /// The whole statement, as a value (canonical once encoded by [`canonical`]).
-pub fn statement(
+pub(crate) fn statement(
     spec: &TableSpec,
     store: &str,
     from: &str,
@@ -250,7 +249,7 @@ fn csv_header(sums: &[&str]) -> Vec<String> {
 }
 
 /// The statement as CSV: one line per app and day (RFC 4180 quoting).
-pub fn csv(spec: &TableSpec, statement: &Value) -> String {
+pub(crate) fn csv(spec: &TableSpec, statement: &Value) -> String {
     let sums: Vec<&str> = spec
         .totals
         .iter()
@@ -327,7 +326,7 @@ fn line(out: &mut String, fields: &[String]) {
 
 /// `attest`'s work for one app: its chain audited, its period checked, its part of the
 /// statement built; the parts gather in [`Attest::into_parts`].
-pub struct Attest<'a> {
+pub(crate) struct Attest<'a> {
     ctx: &'a super::RunContext,
     period: Period,
     parts: std::sync::Mutex<Vec<(String, Value)>>,
@@ -335,7 +334,7 @@ pub struct Attest<'a> {
 }
 
 impl<'a> Attest<'a> {
-    pub fn new(ctx: &'a super::RunContext, period: Period) -> Attest<'a> {
+    pub(crate) fn new(ctx: &'a super::RunContext, period: Period) -> Attest<'a> {
         Attest {
             ctx,
             period,
@@ -345,7 +344,7 @@ impl<'a> Attest<'a> {
     }
 
     /// Every app's part of the statement (by app code), and the apps refused.
-    pub fn into_parts(self) -> (Vec<Value>, Vec<Refusal>) {
+    pub(crate) fn into_parts(self) -> (Vec<Value>, Vec<Refusal>) {
         let mut parts = self.parts.into_inner().expect("not poisoned");
         parts.sort_by(|a, b| a.0.cmp(&b.0));
         (
@@ -364,7 +363,6 @@ impl Attest<'_> {
     ) -> Result<Result<Proven<'r>, Refusal>, ChainError> {
         let (ctx, period) = (self.ctx, &self.period);
         let refuse = |reason: String, finding: Option<ChainFinding>| Refusal {
-            app_code: app.to_string(),
             reason,
             finding: finding.map(Box::new),
         };

@@ -23,13 +23,13 @@ const UNIT: u64 = 1024;
 
 /// The memory budget of a run's batches.
 #[derive(Debug, Clone)]
-pub struct Budget {
+pub(crate) struct Budget {
     permits: Arc<Semaphore>,
     units: u32,
 }
 
 impl Budget {
-    pub fn new(bytes: u64) -> Budget {
+    pub(crate) fn new(bytes: u64) -> Budget {
         let units = (bytes / UNIT).clamp(1, u64::from(u32::MAX >> 4)) as u32;
         Budget {
             permits: Arc::new(Semaphore::new(units as usize)),
@@ -37,14 +37,9 @@ impl Budget {
         }
     }
 
-    /// The whole budget, in bytes.
-    pub fn bytes(&self) -> u64 {
-        u64::from(self.units) * UNIT
-    }
-
     /// Waits until `bytes` (at most the whole budget, so one batch always fits) are free, and
     /// holds them.
-    pub async fn hold(&self, bytes: u64) -> Held {
+    pub(crate) async fn hold(&self, bytes: u64) -> Held {
         let units = self.units_of(bytes);
         let permit = self
             .permits
@@ -62,22 +57,23 @@ impl Budget {
         bytes.div_ceil(UNIT).clamp(1, u64::from(self.units)) as u32
     }
 
-    /// What is free now, in bytes (for tests and the debug log).
-    pub fn free(&self) -> u64 {
+    /// What is free now, in bytes.
+    #[cfg(test)]
+    pub(crate) fn free(&self) -> u64 {
         self.permits.available_permits() as u64 * UNIT
     }
 }
 
 /// A share of the budget, given back when dropped (with the batch it was held for).
 #[derive(Debug)]
-pub struct Held {
+pub(crate) struct Held {
     permit: Option<OwnedSemaphorePermit>,
     budget: Budget,
 }
 
 impl Held {
     /// The bytes held.
-    pub fn bytes(&self) -> u64 {
+    pub(crate) fn bytes(&self) -> u64 {
         self.permit
             .as_ref()
             .map_or(0, |p| p.num_permits() as u64 * UNIT)
@@ -85,7 +81,7 @@ impl Held {
 
     /// Holds `bytes` from now on (at most the whole budget): gives back any surplus at once;
     /// takes a shortfall only if it is free now (see the module's note).
-    pub fn settle(&mut self, bytes: u64) {
+    pub(crate) fn settle(&mut self, bytes: u64) {
         let want = self.budget.units_of(bytes) as usize;
         let Some(permit) = self.permit.as_mut() else {
             return;
@@ -109,7 +105,7 @@ impl Held {
 /// What a batch holds while it is in flight, in bytes: its compressed data object, and its member
 /// list three times over (the batch's own, the one its read-back recomputes from the data
 /// object, and the rows its receipt transaction reads back).
-pub fn footprint(batch: &EncodedBatch) -> u64 {
+pub(crate) fn footprint(batch: &EncodedBatch) -> u64 {
     let members: u64 = batch
         .members
         .iter()
@@ -123,7 +119,7 @@ const MEMBER_OVERHEAD: u64 = 32;
 
 /// What a first batch is assumed to hold before any is built: half its NDJSON bytes as
 /// compressed data (rows that hardly compress) and its rows as members, within the budget.
-pub fn first_guess(limits: &Limits) -> u64 {
+pub(crate) fn first_guess(limits: &Limits) -> u64 {
     limits.max_bytes / 2 + limits.max_rows.saturating_mul(3 * (72 + MEMBER_OVERHEAD))
 }
 

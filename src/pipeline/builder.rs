@@ -17,7 +17,7 @@ use crate::model::table::TableSpec;
 
 /// Why a batch could not be built.
 #[derive(Debug, thiserror::Error)]
-pub enum BuildError {
+pub(super) enum BuildError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error("encoding batch: {0}")]
@@ -26,14 +26,14 @@ pub enum BuildError {
 
 /// A batch, how long reading and encoding it took, and its share of the memory budget (given
 /// back when it is dropped, once recorded).
-pub struct Built {
+pub(super) struct Built {
     pub batch: EncodedBatch,
     pub read_ms: u64,
     pub held: Held,
 }
 
 /// Starts building `rows` (of one app) into batches; they arrive on the receiver, `None` at the end.
-pub fn spawn(
+pub(super) fn spawn(
     mut rows: RowStream,
     spec: &'static TableSpec,
     limits: Limits,

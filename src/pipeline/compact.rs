@@ -86,7 +86,7 @@ impl Classify for AppError {
 }
 
 /// Compaction's work for one app.
-pub struct Compactor<'a> {
+pub(crate) struct Compactor<'a> {
     ctx: &'a RunContext,
     opts: &'a CompactOptions,
     receipts: Receipts,
@@ -146,7 +146,7 @@ impl AppWork for Compactor<'_> {
 }
 
 impl<'a> Compactor<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ctx: &'a RunContext,
         opts: &'a CompactOptions,
         deadline: Option<Instant>,

@@ -21,7 +21,7 @@ use crate::pipeline::report::{RunDetails, Summary};
 use crate::store::{self, StoreError};
 
 #[derive(Debug, Clone, Default)]
-pub struct FindOptions {
+pub(crate) struct FindOptions {
     /// Which apps and batches to look in (batch ids and `--from`/`--to` narrow the search of
     /// compacted batches and `--where`).
     pub selection: Selection,
@@ -51,7 +51,7 @@ enum Wanted {
     Filter(String, String),
 }
 
-pub async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Observer) -> Summary {
+pub(crate) async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Observer) -> Summary {
     let mut summary = Summary::new(CommandName::Find);
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());

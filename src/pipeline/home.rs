@@ -104,7 +104,7 @@ pub async fn check(ctx: &RunContext) -> Result<Checked, HomeError> {
 }
 
 /// [`check`], of `spec`'s archive in `store` (doctor's line, outside a run).
-pub async fn check_in(
+pub(crate) async fn check_in(
     spec: &'static TableSpec,
     pool: &MySqlPool,
     store: &dyn ObjectStore,
@@ -245,7 +245,7 @@ fn foreign(
 
 /// The archive's home (SPEC §5.13): whether `--store` is the store the archive is bound to, its
 /// marker there; or that it is not bound yet.
-pub async fn doctor_line(
+pub(crate) async fn doctor_line(
     spec: &'static TableSpec,
     db: &crate::db::Db,
     store: &dyn ObjectStore,
@@ -348,7 +348,7 @@ impl Binding {
 /// Whether the archive still lives where the run opened it, read again under an app's lock:
 /// `relocate` moves the home holding every app's lock, so a run that took one after a move
 /// learns of it here and writes nothing to the old home.
-pub async fn still_home(ctx: &RunContext) -> Result<(), HomeError> {
+pub(crate) async fn still_home(ctx: &RunContext) -> Result<(), HomeError> {
     match Homes::new(ctx.spec).current(&ctx.db.pool).await? {
         Some(home) if home.store != ctx.store.location().to_string() => Err(HomeError::Elsewhere {
             table: ctx.spec.name.to_string(),
@@ -611,7 +611,7 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
 /// manifest and chain link recorded), holding this archive's marker and every app's newest
 /// batch. Every app's lock is held meanwhile. Recorded with the operator's reason; the old home
 /// need not be reachable (a lost bucket's archive restored from a replica moves too).
-pub async fn relocate(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
+pub(crate) async fn relocate(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
     let lock = lock_every_app(ctx).await?;
     let moved = relocate_locked(ctx, reason).await;
     if let Some(lock) = lock {

@@ -15,25 +15,25 @@
 //! * [`compact`] — members of long-purged receipts replaced by a digest on the receipt.
 //! * [`doctor`] — the preflight: what the database and the store allow and do, line by line.
 
-pub mod apps;
-pub mod archive;
-pub mod attest;
-pub mod budget;
+pub(crate) mod apps;
+pub(crate) mod archive;
+pub(crate) mod attest;
+pub(crate) mod budget;
 mod builder;
-pub mod compact;
-pub mod doctor;
-pub mod failure;
-pub mod find;
-pub mod home;
-pub mod log;
-pub mod publish;
-pub mod purge;
-pub mod replicas;
-pub mod report;
-pub mod restore;
-pub mod status;
-pub mod verifier;
-pub mod verify;
+pub(crate) mod compact;
+pub(crate) mod doctor;
+pub(crate) mod failure;
+pub(crate) mod find;
+pub(crate) mod home;
+pub(crate) mod log;
+pub(crate) mod publish;
+pub(crate) mod purge;
+pub(crate) mod replicas;
+pub(crate) mod report;
+pub(crate) mod restore;
+pub(crate) mod status;
+pub(crate) mod verifier;
+pub(crate) mod verify;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -46,7 +46,7 @@ use crate::model::table::TableSpec;
 use crate::store::{ObjectStore, StoreStats};
 
 /// Where the work reports its progress: a terminal's progress line, or periodic log lines (`output::progress`).
-pub trait Observer: Sync {
+pub(crate) trait Observer: Sync {
     /// Whether a total is worth counting first (a progress display would show it).
     fn wants_totals(&self) -> bool {
         false
@@ -59,10 +59,10 @@ pub trait Observer: Sync {
 }
 
 /// Milliseconds since the Unix epoch, from whatever clock the caller chose.
-pub type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
+pub(crate) type Clock = Arc<dyn Fn() -> i64 + Send + Sync>;
 
 /// The wall clock.
-pub fn system_clock() -> Clock {
+pub(crate) fn system_clock() -> Clock {
     Arc::new(|| chrono::Utc::now().timestamp_millis())
 }
 
@@ -146,13 +146,13 @@ pub fn note_signal(name: &'static str) {
 }
 
 /// The signal that asked for the shutdown, if one did.
-pub fn signal() -> Option<&'static str> {
+pub(crate) fn signal() -> Option<&'static str> {
     SIGNAL.get().copied()
 }
 
 /// The stop reason of a run stopped by a signal: `shutdown requested (SIGTERM)`, or `(SIGINT)`
 /// for a Ctrl-C.
-pub fn shutdown_reason() -> String {
+pub(crate) fn shutdown_reason() -> String {
     format!("shutdown requested ({})", signal().unwrap_or("SIGTERM"))
 }
 

@@ -25,7 +25,7 @@ use crate::model::table::TableSpec;
 use crate::store::{self, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
 
 #[derive(Debug, thiserror::Error)]
-pub enum PublishError {
+pub(crate) enum PublishError {
     #[error(transparent)]
     Store(#[from] StoreError),
     /// The read-back found something: the first finding, and how many there were.
@@ -41,7 +41,7 @@ pub enum PublishError {
 
 /// What publishing did: the batch's facts as written, for its receipt.
 #[derive(Debug, Clone)]
-pub struct Published {
+pub(crate) struct Published {
     pub expected: Expected,
     /// The data object's CRC-64/NVME as read back (AWS S3's own full-object checksum).
     pub data_crc64nvme: u64,
@@ -71,7 +71,7 @@ enum Placement {
     Replaced,
 }
 
-pub struct Publisher<'a> {
+pub(crate) struct Publisher<'a> {
     pub store: &'a dyn ObjectStore,
     pub spec: &'static TableSpec,
     pub app_code: &'a str,
@@ -85,14 +85,14 @@ pub struct Publisher<'a> {
 impl Publisher<'_> {
     /// What the batch's objects will be: its batch_id, keys and documents (all a dry run
     /// reports, and what [`Publisher::publish`] writes).
-    pub fn plan(&self, batch: &EncodedBatch) -> Expected {
+    pub(crate) fn plan(&self, batch: &EncodedBatch) -> Expected {
         let prefix = self.store.location().prefix();
         Expected::of_batch(prefix, self.spec, self.app_code, batch, &batch.gzip_digest)
     }
 
     /// Writes the batch's objects as `planned` (from [`Publisher::plan`]) and reads them back;
     /// `now_ms` is when the puts start, from which their retention is counted.
-    pub async fn publish(
+    pub(crate) async fn publish(
         &self,
         batch: &EncodedBatch,
         planned: Expected,
@@ -397,7 +397,7 @@ impl Publisher<'_> {
 
 /// SPEC §5.11: whether the store refuses a create-only put at an existing key is found out, not
 /// assumed, before anything is written; `None` for stores that create atomically by themselves.
-pub async fn probe_write_once(
+pub(crate) async fn probe_write_once(
     ctx: &super::RunContext,
 ) -> Result<Option<crate::store::ConditionalPut>, StoreError> {
     use crate::store::ConditionalPut;

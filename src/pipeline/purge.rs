@@ -122,7 +122,7 @@ enum Step {
 }
 
 /// Purge's work for one app.
-pub struct Purger<'a> {
+pub(crate) struct Purger<'a> {
     ctx: &'a RunContext,
     opts: &'a PurgeOptions,
     receipts: Receipts,
@@ -223,7 +223,7 @@ fn conclude(app: &str, result: Result<(), AppError>, tally: &mut Tally, report: 
 }
 
 impl<'a> Purger<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ctx: &'a RunContext,
         opts: &'a PurgeOptions,
         started: Instant,

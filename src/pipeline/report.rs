@@ -5,7 +5,7 @@
 //! Each command's own fields are typed ([`details`]) and flattened into the app objects and the
 //! summary.
 
-pub mod details;
+pub(crate) mod details;
 
 use std::sync::OnceLock;
 
@@ -13,7 +13,7 @@ use serde::Serialize;
 
 pub use details::{AppDetails, RunDetails};
 
-pub use crate::model::command::CommandName;
+pub(crate) use crate::model::command::CommandName;
 use crate::model::format::Cursor;
 use crate::pipeline::doctor::Status as CheckStatus;
 
@@ -202,7 +202,7 @@ pub fn run_id() -> &'static str {
 }
 
 /// The span every app's work runs in: its lines carry the run id and the app code.
-pub fn app_span(app: &str) -> tracing::Span {
+pub(crate) fn app_span(app: &str) -> tracing::Span {
     tracing::info_span!("app", run_id = run_id(), app)
 }
 

@@ -116,7 +116,7 @@ impl Classify for Failure {
 }
 
 /// Restore's work for one app.
-pub struct Restorer<'a> {
+pub(crate) struct Restorer<'a> {
     ctx: &'a RunContext,
     opts: &'a RestoreOptions,
     /// Where rows go (each drill uses a scratch table of its own instead).
@@ -214,7 +214,7 @@ struct VerifiedBatch {
 }
 
 impl<'a> Restorer<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ctx: &'a RunContext,
         opts: &'a RestoreOptions,
         target: String,

@@ -18,7 +18,7 @@ use crate::pipeline::report::details::{GoodDrill, StatusApp};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 
 /// Status's look at one app.
-pub struct Status<'a> {
+pub(crate) struct Status<'a> {
     ctx: &'a DbContext,
     cutoff_ms: i64,
     /// Purge's `--grace`: rows of receipts verified more recently wait.
@@ -51,7 +51,7 @@ impl AppWork for Status<'_> {
 }
 
 impl<'a> Status<'a> {
-    pub fn new(
+    pub(crate) fn new(
         ctx: &'a DbContext,
         cutoff_ms: i64,
         grace_ms: i64,

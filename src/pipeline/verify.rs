@@ -83,7 +83,7 @@ enum Failure {
 }
 
 /// Verify's work for one app; the run's findings gather in [`Verify::run_details`].
-pub struct Verify<'a> {
+pub(crate) struct Verify<'a> {
     ctx: &'a RunContext,
     opts: &'a VerifyOptions,
     observer: &'a dyn Observer,
@@ -170,7 +170,11 @@ impl AppWork for Verify<'_> {
 }
 
 impl<'a> Verify<'a> {
-    pub fn new(ctx: &'a RunContext, opts: &'a VerifyOptions, observer: &'a dyn Observer) -> Self {
+    pub(crate) fn new(
+        ctx: &'a RunContext,
+        opts: &'a VerifyOptions,
+        observer: &'a dyn Observer,
+    ) -> Self {
         Verify {
             ctx,
             opts,
@@ -191,7 +195,7 @@ impl<'a> Verify<'a> {
     }
 
     /// The run's own fields, once every app is done.
-    pub fn run_details(self) -> VerifyRun {
+    pub(crate) fn run_details(self) -> VerifyRun {
         let mut run = self.run.into_inner().expect("not poisoned");
         run.findings.sort_by(|a, b| {
             (&a.batch_id, &a.key, &a.event_id).cmp(&(&b.batch_id, &b.key, &b.event_id))
@@ -453,7 +457,7 @@ impl<'a> Verify<'a> {
 }
 
 #[derive(Debug, thiserror::Error)]
-pub enum OrphanError {
+pub(crate) enum OrphanError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -465,7 +469,7 @@ pub enum OrphanError {
 /// `dt=` partitions come in date order; the app's receipts come in cursor order, so the same
 /// partitions in the same order. The two are walked side by side, one partition at a time:
 /// memory is one partition's keys, never the archive's.
-pub async fn orphans_under(
+pub(crate) async fn orphans_under(
     ctx: &RunContext,
     table: &str,
     prefix: &str,

@@ -5,8 +5,8 @@
 //! (Object Lock retention, storage class, encryption) is [`crate::model::protection`]'s; a HEAD reports
 //! it in [`ObjectMeta`].
 
-pub mod local;
-pub mod s3;
+pub(crate) mod local;
+pub(crate) mod s3;
 
 use std::fmt;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -17,17 +17,19 @@ use bytes::Bytes;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
-pub use crate::model::protection::{ObjectLock, PutOptions, RestoreStatus, Sse, Thaw, ThawState};
+pub(crate) use crate::model::protection::{ObjectLock, RestoreStatus, Sse, Thaw};
+pub use crate::model::protection::{PutOptions, ThawState};
 pub use local::LocalStore;
-pub use s3::{ConditionalPutSetting, S3Settings, S3Store, UploadChecksum, DEFAULT_MAX_ATTEMPTS};
+pub use s3::{ConditionalPutSetting, S3Settings, UploadChecksum};
+pub(crate) use s3::{S3Store, DEFAULT_MAX_ATTEMPTS};
 
 use crate::model::format;
 
 /// An object's body, chunk by chunk.
-pub type ByteStream = BoxStream<'static, Result<Bytes, StoreError>>;
+pub(crate) type ByteStream = BoxStream<'static, Result<Bytes, StoreError>>;
 
 /// Pages of keys, in lexicographic order.
-pub type KeyPages<'a> = BoxStream<'a, Result<Vec<String>, StoreError>>;
+pub(crate) type KeyPages<'a> = BoxStream<'a, Result<Vec<String>, StoreError>>;
 
 /// What a HEAD tells about an object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -58,7 +60,7 @@ pub struct ObjectMeta {
     pub etag: Option<String>,
 }
 
-pub use crate::model::format::Identity;
+pub(crate) use crate::model::format::Identity;
 
 impl ObjectMeta {
     /// What identifies the bytes HEAD describes.
@@ -160,12 +162,12 @@ pub(crate) struct Counters {
 }
 
 impl Counters {
-    pub fn bump(counter: &AtomicU64) {
+    pub(crate) fn bump(counter: &AtomicU64) {
         counter.fetch_add(1, Ordering::Relaxed);
     }
 
     /// The per-operation counter of an S3 operation (`HeadObject`, `GetObject`, …).
-    pub fn operation(&self, name: &str) -> Option<&AtomicU64> {
+    pub(crate) fn operation(&self, name: &str) -> Option<&AtomicU64> {
         match name {
             "HeadObject" => Some(&self.heads),
             "GetObject" => Some(&self.gets),
@@ -176,7 +178,7 @@ impl Counters {
         }
     }
 
-    pub fn snapshot(&self) -> StoreStats {
+    pub(crate) fn snapshot(&self) -> StoreStats {
         let load = |c: &AtomicU64| c.load(Ordering::Relaxed);
         StoreStats {
             attempts: load(&self.attempts),

@@ -2,7 +2,7 @@
 //! outbox rows ([`seed`]) and, with the `local-s3` feature, a real S3 server in this process
 //! ([`local_s3`]). The production binary uses neither (it is built without the feature).
 
-pub mod history;
+pub(crate) mod history;
 #[cfg(feature = "local-s3")]
-pub mod local_s3;
+pub(crate) mod local_s3;
 pub mod seed;

@@ -160,7 +160,7 @@ pub fn row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
 
 /// Row `index` of the plan as a room_outbox row (the room seed's columns): a protobuf-like
 /// envelope of 0 to 600 bytes — some empty, some all zeros — and the same states as wallet rows.
-pub fn room_row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
+pub(crate) fn room_row(plan: &SeedPlan, index: u64, rng: &mut Rng) -> Row {
     let wallet = row(plan, index, rng);
     let (status, created) = (wallet[10].clone(), wallet[16].clone());
     let envelope: Vec<u8> = match rng.below(20) {

@@ -6,15 +6,15 @@
 //! closest; and two jobs with different `--lock-prefix` values on one database still exclude
 //! each other.
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::db::lock::lock_name;
-use outbox_archiver::model::codec::Value;
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::lock_name;
+use outbox_archiver::purge;
+use outbox_archiver::Outcome;
+use outbox_archiver::Value;
 use sqlx::Connection;
 
 use crate::support::*;
 
-fn spelled(app: &str, id: &str, at_ms: i64) -> outbox_archiver::model::codec::Row {
+fn spelled(app: &str, id: &str, at_ms: i64) -> outbox_archiver::Row {
     let mut r = row(app, id, at_ms);
     r[at("app_code")] = Value::Text(app.to_string());
     r
@@ -131,11 +131,11 @@ async fn a_row_spelled_otherwise_does_not_stop_its_app() {
     let purged = purge::run(&env, &purge_options(&db, &["app1"])).await;
     assert!(purged.ok, "{}", purged.to_json());
     assert_eq!(purge_of(&purged, "app1").purged_rows, rows.len() as u64);
-    let restored = outbox_archiver::commands::restore::run(
+    let restored = outbox_archiver::restore::run(
         &env,
-        &outbox_archiver::commands::restore::RestoreOptions {
+        &outbox_archiver::restore::RestoreOptions {
             into_source: true,
-            selection: outbox_archiver::pipeline::apps::Selection::of_apps(&["app1"]),
+            selection: outbox_archiver::Selection::of_apps(&["app1"]),
             lock_prefix: db.lock_prefix(),
             ..Default::default()
         },
@@ -166,7 +166,7 @@ async fn two_lock_prefixes_on_one_database_still_exclude_each_other() {
     let (env2, second) = (env.clone(), second.clone());
     let (tx, rx) = std::sync::mpsc::channel::<Outcome>();
     let rx = std::sync::Mutex::new(Some(rx));
-    first.failpoints = outbox_archiver::failpoint::FailPoints::new(move |point| {
+    first.failpoints = outbox_archiver::testing::FailPoints::new(move |point| {
         if point == "after-purge-chunk" {
             let env2 = env2.clone();
             let second = second.clone();

@@ -2,9 +2,9 @@
 //! across apps, statuses, page and batch boundaries, UTC days, NULLs, awkward text, a 1 MiB
 //! payload and control totals that overflow 64 bits.
 
-use outbox_archiver::model::batch::Limits;
-use outbox_archiver::model::codec::{Row, Value};
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::Limits;
+use outbox_archiver::Outcome;
+use outbox_archiver::{Row, Value};
 
 use crate::support::*;
 
@@ -250,7 +250,7 @@ async fn dry_run_plans_and_writes_nothing() {
     assert!(db.receipts("a2").await.is_empty());
     opts.dry_run = false;
     let real = archive(&env, &opts).await;
-    let ids = |s: &outbox_archiver::pipeline::report::Summary| {
+    let ids = |s: &outbox_archiver::Summary| {
         s.apps[0]
             .batch_list
             .iter()

@@ -2,7 +2,7 @@
 //! exit status of SPEC §6, a message naming the problem and the setting, the JSON summary on
 //! stdout, and that no secret is printed.
 
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::Outcome;
 use serde_json::Value as Json;
 
 use crate::support::*;

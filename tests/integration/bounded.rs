@@ -5,9 +5,9 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use outbox_archiver::db::source::SourceTable;
-use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::model::table::WALLET_OUTBOX;
+use outbox_archiver::testing::FailPoints;
+use outbox_archiver::SourceTable;
+use outbox_archiver::WALLET_OUTBOX;
 use sqlx::Connection;
 
 use crate::support::*;

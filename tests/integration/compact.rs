@@ -5,15 +5,15 @@
 //! fully purged — or whose members disagree with its data object — is never compacted.
 
 use bytes::Bytes;
-use outbox_archiver::commands::compact::{self, CompactOptions};
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::model::format;
-use outbox_archiver::pipeline::apps::Apps;
-use outbox_archiver::pipeline::report::details::CompactApp;
-use outbox_archiver::pipeline::report::{AppDetails, Summary};
-use outbox_archiver::store::PutMode;
+use outbox_archiver::format;
+use outbox_archiver::purge;
+use outbox_archiver::Apps;
+use outbox_archiver::CompactApp;
+use outbox_archiver::PutMode;
+use outbox_archiver::{compact, compact::CompactOptions};
+use outbox_archiver::{restore, restore::RestoreOptions};
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{AppDetails, Summary};
 
 use crate::support::*;
 
@@ -135,14 +135,14 @@ async fn compacted_receipts_keep_a_digest_and_every_batch_stays_provable() {
         assert_eq!(verify_run(&verified).checked_batches.len(), 4);
     }
     // status counts them and what they saved.
-    let status = outbox_archiver::commands::status::run(
+    let status = outbox_archiver::status::run(
         &db_context(&db, CUTOFF + 3 * DAY),
-        &outbox_archiver::commands::status::StatusOptions {
+        &outbox_archiver::status::StatusOptions {
             grace_ms: 86_400_000,
             apps: Apps::Listed(vec!["a1".into()]),
             cutoff_ms: CUTOFF + 2 * DAY,
             delivered_status: "DELIVERED".into(),
-            format: outbox_archiver::commands::status::Format::Json,
+            format: outbox_archiver::status::Format::Json,
         },
     )
     .await;

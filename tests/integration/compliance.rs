@@ -4,15 +4,15 @@
 //! verified by the store's checksum and thawed, and a store that ignores what was asked for
 //! failing the batch instead of recording it.
 
-use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::model::protection::{
+use outbox_archiver::Selection;
+use outbox_archiver::{restore, restore::RestoreOptions};
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{
     LockMode, ObjectLock, Retention, Sse, SseAlgorithm, Thaw, ThawTier, VerifiedBy, WritePolicy,
 };
-use outbox_archiver::pipeline::apps::Selection;
 use std::sync::Arc;
 
-use outbox_archiver::store::{self, ObjectStore, ThawState, UploadChecksum};
+use outbox_archiver::{ObjectStore, ThawState, UploadChecksum};
 
 use crate::support::moto::{Bucket, MotoS3};
 use crate::support::*;
@@ -44,7 +44,7 @@ async fn protection_columns(
 }
 
 /// The three keys of the first batch in `summary`.
-fn batch_keys(summary: &outbox_archiver::pipeline::report::Summary) -> [String; 3] {
+fn batch_keys(summary: &outbox_archiver::Summary) -> [String; 3] {
     let data = summary.apps[0].batch_list[0].data_object_key.clone();
     let dir = data.trim_end_matches("data.ndjson.gz");
     [
@@ -54,7 +54,7 @@ fn batch_keys(summary: &outbox_archiver::pipeline::report::Summary) -> [String; 
     ]
 }
 
-fn kinds(findings: &[outbox_archiver::pipeline::verifier::Finding]) -> Vec<String> {
+fn kinds(findings: &[outbox_archiver::Finding]) -> Vec<String> {
     findings.iter().map(kind).collect()
 }
 
@@ -127,7 +127,7 @@ async fn a_compliance_locked_archive_outlives_a_mistaken_delete() {
         kinds(&verify_run(&verified).findings),
         vec!["missing_object"]
     );
-    let purged = outbox_archiver::commands::purge::run(&ctx, &purge_options(&db, &["a1"])).await;
+    let purged = outbox_archiver::purge::run(&ctx, &purge_options(&db, &["a1"])).await;
     assert_eq!(purge_of(&purged, "a1").purged_rows, 0);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 40);
     moto.admin
@@ -224,7 +224,7 @@ async fn a_governance_retention_shows_on_head_and_a_shortened_one_is_a_finding()
         );
     }
     // Purge will not delete rows whose proof is weaker than its receipt says.
-    let purged = outbox_archiver::commands::purge::run(&ctx, &purge_options(&db, &["a1"])).await;
+    let purged = outbox_archiver::purge::run(&ctx, &purge_options(&db, &["a1"])).await;
     assert_eq!(purged.exit_code, 1);
     assert_eq!(purge_of(&purged, "a1").purged_rows, 0);
     assert_eq!(
@@ -242,8 +242,8 @@ async fn archived_in_class(
 ) -> (
     TestDb,
     Arc<dyn ObjectStore>,
-    outbox_archiver::pipeline::RunContext,
-    outbox_archiver::pipeline::report::Summary,
+    outbox_archiver::RunContext,
+    outbox_archiver::Summary,
 ) {
     let db = TestDb::new().await;
     let mut moto = MotoS3::new(Bucket::Versioned).await;
@@ -264,9 +264,9 @@ async fn a_deep_archive_batch_is_verified_by_the_store_checksum_then_thawed_and_
     assert!(summary.ok, "{}", summary.to_json());
     let keys = batch_keys(&summary);
     // The data object cannot be read back: the store's own checksum stood in for the read.
-    let got = store::get_all(store.as_ref(), &keys[0]).await;
+    let got = outbox_archiver::get_all(store.as_ref(), &keys[0]).await;
     assert!(
-        matches!(got, Err(store::StoreError::NotReadable { .. })),
+        matches!(got, Err(outbox_archiver::StoreError::NotReadable { .. })),
         "{got:?}"
     );
     let recorded = protection_columns(&db, "a1").await;
@@ -500,7 +500,7 @@ async fn a_leftover_from_an_earlier_attempt_gets_the_batchs_retention() {
     db.insert(&rows("a1", 12)).await;
     let mut opts = options(&db, &["a1"], CUTOFF);
     opts.policy.lock = Some((LockMode::Governance, Retention::Millis(10 * DAY)));
-    opts.failpoints = outbox_archiver::failpoint::FailPoints::at("after-data-put");
+    opts.failpoints = outbox_archiver::testing::FailPoints::at("after-data-put");
     let earlier = T0 + 2 * DAY;
     let first = archive(&env(&db, store.clone(), earlier), &opts).await;
     assert_eq!(

@@ -1,7 +1,7 @@
 //! Contention (issue 5, in part): sixteen archivers started together on the same apps — exactly one
 //! works each app at a time, every row is archived exactly once, the others report skipped.
 
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::Outcome;
 
 use crate::support::*;
 

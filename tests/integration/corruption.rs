@@ -1,7 +1,7 @@
 //! A store that damages what it returns (one flipped byte on every GET of a chosen object kind)
 //! makes the batch fail at read-back; nothing is recorded (SPEC §5.1).
 
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::Outcome;
 
 use crate::support::misbehaving::{misbehaving, misreporting};
 use crate::support::*;
@@ -61,7 +61,7 @@ async fn a_store_checksum_that_disagrees_fails_the_batch() {
         }
     })
     .await;
-    s3.settings.upload_checksum = Some(outbox_archiver::store::UploadChecksum::Crc64nvme);
+    s3.settings.upload_checksum = Some(outbox_archiver::UploadChecksum::Crc64nvme);
     let store = s3.store().await;
     let db = TestDb::new().await;
     db.insert(&rows("a1", 10)).await;

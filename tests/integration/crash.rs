@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::store::{LocalStore, Location, ObjectStore};
-use outbox_archiver::testkit::seed::Rng;
+use outbox_archiver::testing::Rng;
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{LocalStore, Location, ObjectStore};
 
 use crate::support::*;
 

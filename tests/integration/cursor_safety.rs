@@ -3,13 +3,13 @@
 //! member and comes back delivered with a new `updated_at_ms` (an operator replayed the event)
 //! never stops its app.
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::db::source::SourceTable;
-use outbox_archiver::model::format::Cursor;
-use outbox_archiver::model::table::WALLET_OUTBOX;
-use outbox_archiver::pipeline::report::Outcome;
-use outbox_archiver::pipeline::verifier::FindingKind;
+use outbox_archiver::format::Cursor;
+use outbox_archiver::purge;
+use outbox_archiver::FindingKind;
+use outbox_archiver::Outcome;
+use outbox_archiver::SourceTable;
+use outbox_archiver::WALLET_OUTBOX;
+use outbox_archiver::{verify, verify::VerifyOptions};
 
 use crate::support::*;
 
@@ -102,14 +102,14 @@ async fn a_member_delivered_again_never_wedges_its_app() {
     assert_ne!(e3.2, first_batch);
     let verified = verify::run(&env, &VerifyOptions::everything(CUTOFF, "DELIVERED")).await;
     assert!(verified.ok, "{}", verified.to_json());
-    let status = outbox_archiver::commands::status::run(
+    let status = outbox_archiver::status::run(
         &db_context(&db, CUTOFF),
-        &outbox_archiver::commands::status::StatusOptions {
+        &outbox_archiver::status::StatusOptions {
             grace_ms: 86_400_000,
-            apps: outbox_archiver::pipeline::apps::Apps::Listed(vec!["a1".into()]),
+            apps: outbox_archiver::Apps::Listed(vec!["a1".into()]),
             cutoff_ms: CUTOFF,
             delivered_status: "DELIVERED".into(),
-            format: outbox_archiver::commands::status::Format::Json,
+            format: outbox_archiver::status::Format::Json,
         },
     )
     .await;
@@ -117,7 +117,7 @@ async fn a_member_delivered_again_never_wedges_its_app() {
     assert_eq!(figures.superseded_rows, 1, "{}", status.to_json());
     assert_eq!(figures.awaiting_purge_rows, 11, "{}", status.to_json());
     // Restore brings back each row once, as it is now.
-    let restored = outbox_archiver::commands::restore::run(&env, &Default::default()).await;
+    let restored = outbox_archiver::restore::run(&env, &Default::default()).await;
     assert!(restored.ok, "{}", restored.to_json());
     assert_eq!(restore_of(&restored, "a1").restored_rows, 11);
     assert_eq!(restore_of(&restored, "a1").superseded_rows, 1);
@@ -176,7 +176,7 @@ async fn a_straggler_delivered_again_mid_run_never_moves_the_cursor_over_a_row()
     let url = db.url.clone();
     // Between the straggler key scan and the re-read, the late row is delivered again, above
     // the row not archived yet.
-    opts.failpoints = outbox_archiver::failpoint::FailPoints::new(move |point| {
+    opts.failpoints = outbox_archiver::testing::FailPoints::new(move |point| {
         if point == "after-straggler-scan" {
             execute_from_failpoint(
                 &url,
@@ -191,7 +191,7 @@ async fn a_straggler_delivered_again_mid_run_never_moves_the_cursor_over_a_row()
     let stragglers = archive(&env, &opts).await;
     assert!(stragglers.ok, "{}", stragglers.to_json());
     assert_eq!(stragglers.apps[0].rows, 0, "{}", stragglers.to_json());
-    let cursor = outbox_archiver::db::receipts::Receipts::new(&WALLET_OUTBOX)
+    let cursor = outbox_archiver::Receipts::new(&WALLET_OUTBOX)
         .latest_cursor(&db.db.pool, "a1")
         .await
         .unwrap()

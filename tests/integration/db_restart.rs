@@ -9,8 +9,8 @@ use std::process::Stdio;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::store::{LocalStore, Location, ObjectStore};
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{LocalStore, Location, ObjectStore};
 
 use crate::support::private_server;
 use crate::support::*;

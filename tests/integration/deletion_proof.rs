@@ -8,11 +8,11 @@
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::pipeline::report::Outcome;
-use outbox_archiver::store::{LocalStore, Location, ObjectStore, PutMode};
+use outbox_archiver::purge;
+use outbox_archiver::testing::FailPoints;
+use outbox_archiver::Outcome;
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{LocalStore, Location, ObjectStore, PutMode};
 
 use crate::support::*;
 
@@ -24,7 +24,7 @@ async fn left(db: &TestDb) -> Vec<String> {
         .unwrap()
 }
 
-fn kinds(summary: &outbox_archiver::pipeline::report::Summary, app: &str) -> Vec<String> {
+fn kinds(summary: &outbox_archiver::Summary, app: &str) -> Vec<String> {
     purge_of(summary, app)
         .findings
         .iter()
@@ -66,14 +66,11 @@ async fn a_member_row_edited_to_a_newer_version_is_not_proof() {
         "nothing of the batch was deleted"
     );
     // verify sees it too, from the database alone.
-    let verified = outbox_archiver::commands::verify::run(
+    let verified = outbox_archiver::verify::run(
         &env,
-        &outbox_archiver::commands::verify::VerifyOptions {
+        &outbox_archiver::verify::VerifyOptions {
             metadata_only: true,
-            ..outbox_archiver::commands::verify::VerifyOptions::everything(
-                ARCHIVED_CUTOFF,
-                "DELIVERED",
-            )
+            ..outbox_archiver::verify::VerifyOptions::everything(ARCHIVED_CUTOFF, "DELIVERED")
         },
     )
     .await;
@@ -287,10 +284,7 @@ async fn a_same_size_overwrite_on_s3_changes_the_etag_purge_holds_it_to() {
 
 /// Writes other bytes of the same length over `key`.
 async fn overwrite_with_same_size(store: &dyn ObjectStore, key: &str) {
-    let bytes = outbox_archiver::store::get_all(store, key)
-        .await
-        .unwrap()
-        .unwrap();
+    let bytes = outbox_archiver::get_all(store, key).await.unwrap().unwrap();
     let garbage: Vec<u8> = bytes.iter().map(|b| b ^ 0x5a).collect();
     store
         .put(key, garbage.into(), PutMode::Overwrite)

@@ -6,16 +6,16 @@
 
 use std::sync::Arc;
 
-use outbox_archiver::commands::archive::{self, ArchiveOptions};
-use outbox_archiver::commands::purge::{self, PurgeOptions};
-use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::commands::status::{self, Format, StatusOptions};
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::db::Db;
-use outbox_archiver::model::shard::Shard;
-use outbox_archiver::model::table::WALLET_OUTBOX;
-use outbox_archiver::pipeline::apps::Apps;
-use outbox_archiver::pipeline::RunContext;
+use outbox_archiver::Apps;
+use outbox_archiver::Db;
+use outbox_archiver::RunContext;
+use outbox_archiver::Shard;
+use outbox_archiver::WALLET_OUTBOX;
+use outbox_archiver::{archive, archive::ArchiveOptions};
+use outbox_archiver::{purge, purge::PurgeOptions};
+use outbox_archiver::{restore, restore::RestoreOptions};
+use outbox_archiver::{status, status::Format, status::StatusOptions};
+use outbox_archiver::{verify, verify::VerifyOptions};
 use tokio_util::sync::CancellationToken;
 
 use crate::support::*;

@@ -9,8 +9,8 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use hyper::Method;
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::store::{self, S3Settings, StoreStats};
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{S3Settings, StoreStats};
 
 use crate::support::misbehaving::misbehaving;
 use crate::support::proxy::{Fault, FaultProxy, Seen};
@@ -115,7 +115,7 @@ async fn network_faults_through_a_proxy_are_retried_reported_and_lose_nothing() 
         kinds[turn % kinds.len()]
     })
     .await;
-    let store = store::open(s3.location.clone(), &through(&proxy, &s3))
+    let store = outbox_archiver::open_store(s3.location.clone(), &through(&proxy, &s3))
         .await
         .unwrap();
     let db = TestDb::new().await;
@@ -222,7 +222,7 @@ async fn flipped_bytes_through_a_proxy_are_caught_and_nothing_is_recorded() {
         }
     })
     .await;
-    let store = store::open(s3.location.clone(), &through(&proxy, &s3))
+    let store = outbox_archiver::open_store(s3.location.clone(), &through(&proxy, &s3))
         .await
         .unwrap();
     let db = TestDb::new().await;

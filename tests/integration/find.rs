@@ -3,9 +3,9 @@
 //! an id that is nowhere (exit 1); rows by another column over a time range; and a search that
 //! would read the whole archive, refused (exit 2).
 
-use outbox_archiver::commands::compact::{self, CompactOptions};
-use outbox_archiver::commands::purge;
-use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::purge;
+use outbox_archiver::Apps;
+use outbox_archiver::{compact, compact::CompactOptions};
 
 use crate::support::*;
 

@@ -3,9 +3,9 @@
 //! checksum where it reports one — and a batch whose objects are gone or different is not purged.
 
 use bytes::Bytes;
-use outbox_archiver::commands::purge;
-use outbox_archiver::pipeline::verifier::FindingKind;
-use outbox_archiver::store::{ObjectStore, PutMode};
+use outbox_archiver::purge;
+use outbox_archiver::FindingKind;
+use outbox_archiver::{ObjectStore, PutMode};
 
 use crate::support::*;
 
@@ -14,7 +14,7 @@ async fn three_batches() -> (
     TestDb,
     TestS3,
     std::sync::Arc<dyn ObjectStore>,
-    outbox_archiver::pipeline::RunContext,
+    outbox_archiver::RunContext,
 ) {
     let (db, s3, store) = fixture().await;
     db.insert(&rows("a1", 30)).await;
@@ -134,7 +134,7 @@ async fn purge_keeps_a_batch_whose_store_checksum_disagrees() {
         }
     })
     .await;
-    s3.settings.upload_checksum = Some(outbox_archiver::store::UploadChecksum::Crc64nvme);
+    s3.settings.upload_checksum = Some(outbox_archiver::UploadChecksum::Crc64nvme);
     let store = s3.store().await;
     let db = TestDb::new().await;
     db.insert(&rows("a1", 10)).await;

@@ -84,7 +84,7 @@ async fn a_store_typo_is_refused_naming_both_and_writes_nothing() {
     assert!(before.iter().any(|k| is_home_marker(k)), "{before:?}");
     db.insert(&rows_after("a1", 25, 10)).await;
     // Another prefix (one letter off), and another bucket on the same server.
-    let outbox::Location::S3 { bucket, prefix } = &s3.location else {
+    let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
         unreachable!("the tests' store is S3")
     };
     let typo = format!("s3://{bucket}/{}x", prefix);
@@ -137,11 +137,10 @@ async fn a_store_of_the_homes_name_that_lacks_the_archive_is_another_service() {
     let (_db, s3, envs) = archived().await;
     // Another S3 server holding a bucket of the same name: --s3-endpoint points elsewhere.
     let dir = tempfile::tempdir().unwrap();
-    let other =
-        outbox_archiver::testkit::local_s3::LocalS3::start(dir.path(), ACCESS_KEY, SECRET_KEY)
-            .await
-            .unwrap();
-    let outbox::Location::S3 { bucket, .. } = &s3.location else {
+    let other = outbox_archiver::testing::LocalS3::start(dir.path(), ACCESS_KEY, SECRET_KEY)
+        .await
+        .unwrap();
+    let outbox_archiver::Location::S3 { bucket, .. } = &s3.location else {
         unreachable!()
     };
     other.create_bucket(bucket).unwrap();
@@ -208,7 +207,7 @@ async fn an_archive_from_before_the_home_is_held_to_its_receipts_then_bound() {
             store.delete(&key).await.unwrap();
         }
     }
-    let outbox::Location::S3 { bucket, prefix } = &s3.location else {
+    let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
         unreachable!()
     };
     let typo = format!("s3://{bucket}/{prefix}x");
@@ -240,7 +239,7 @@ async fn an_archive_from_before_the_home_is_held_to_its_receipts_then_bound() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn relocate_moves_the_home_to_a_whole_copy_and_records_why() {
     let (db, s3, envs) = archived().await;
-    let outbox::Location::S3 { bucket, prefix } = &s3.location else {
+    let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
         unreachable!()
     };
     let server = s3.server.as_ref().unwrap();
@@ -329,7 +328,7 @@ async fn relocate_moves_the_home_to_a_whole_copy_and_records_why() {
 }
 
 /// `n` more delivered rows of `app` after [`rows`]'s `from` rows.
-fn rows_after(app: &str, from: i64, n: i64) -> Vec<outbox_archiver::model::codec::Row> {
+fn rows_after(app: &str, from: i64, n: i64) -> Vec<outbox_archiver::Row> {
     (from..from + n)
         .map(|i| row(app, &format!("e{i}"), T0 + i))
         .collect()
@@ -349,16 +348,14 @@ fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     }
 }
 
-use outbox_archiver::store as outbox;
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_home_recorded_without_its_marker_gets_it_from_the_next_archive() {
     // A run recorded the home and died before writing the marker (or lost the race to it).
     let (db, s3, _store) = fixture().await;
     db.insert(&rows("a1", 5)).await;
     let envs = envs_for(&db, &s3);
-    let marker_key = outbox_archiver::model::format::home_marker_key(
-        &outbox_archiver::model::format::table_prefix(s3.location.prefix(), "wallet_outbox"),
+    let marker_key = outbox_archiver::format::home_marker_key(
+        &outbox_archiver::format::table_prefix(s3.location.prefix(), "wallet_outbox"),
     );
     db.exec(&format!(
         "INSERT INTO wallet_outbox_archive_home (id, store, archive_id, marker_key, bound_at_ms) \
@@ -381,7 +378,7 @@ async fn a_home_recorded_without_its_marker_gets_it_from_the_next_archive() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_marker_a_lifecycle_rule_moved_to_a_cold_class_still_lets_every_command_run() {
     use crate::support::moto::{Bucket, MotoS3};
-    use outbox_archiver::store::{PutMode, PutOptions};
+    use outbox_archiver::{PutMode, PutOptions};
     let db = TestDb::new().await;
     db.insert(&rows("a1", 25)).await;
     let moto = MotoS3::new(Bucket::Plain).await;
@@ -421,7 +418,7 @@ async fn a_marker_a_lifecycle_rule_moved_to_a_cold_class_still_lets_every_comman
 async fn relocate_waits_for_no_run_and_a_run_that_opened_before_the_move_writes_nothing() {
     use sqlx::Connection;
     let (db, s3, envs) = archived().await;
-    let outbox::Location::S3 { bucket, prefix } = &s3.location else {
+    let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
         unreachable!()
     };
     let server = s3.server.as_ref().unwrap();
@@ -431,8 +428,7 @@ async fn relocate_waits_for_no_run_and_a_run_that_opened_before_the_move_writes_
     let new_home = format!("s3://{new_bucket}/{prefix}");
     // An archive of a1 is working: relocate refuses, naming the fix.
     let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    let database_lock =
-        outbox_archiver::db::lock::database_lock_name(&db.name, "wallet_outbox", "a1");
+    let database_lock = outbox_archiver::database_lock_name(&db.name, "wallet_outbox", "a1");
     let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
         .bind(&database_lock)
         .fetch_one(&mut other)
@@ -453,9 +449,9 @@ async fn relocate_waits_for_no_run_and_a_run_that_opened_before_the_move_writes_
     // A run that opened the old home before the move, and takes the app's lock after it.
     db.insert(&rows_after("a1", 25, 10)).await;
     let old = env(&db, s3.store().await, ARCHIVED_CUTOFF + DAY);
-    let checked = outbox_archiver::pipeline::home::check(&old).await.unwrap();
-    let old = outbox_archiver::pipeline::RunContext {
-        binding: outbox_archiver::pipeline::home::Binding::found(&checked),
+    let checked = outbox_archiver::check_home(&old).await.unwrap();
+    let old = outbox_archiver::RunContext {
+        binding: outbox_archiver::Binding::found(&checked),
         ..old
     };
     let run = run_cli(&["relocate", "--to", &new_home, "--reason", "x"], &envs).await;
@@ -464,10 +460,7 @@ async fn relocate_waits_for_no_run_and_a_run_that_opened_before_the_move_writes_
         .count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
         .await;
     let summary = archive(&old, &options(&db, &["a1"], ARCHIVED_CUTOFF)).await;
-    assert_eq!(
-        summary.apps[0].outcome,
-        outbox_archiver::pipeline::report::Outcome::Failed
-    );
+    assert_eq!(summary.apps[0].outcome, outbox_archiver::Outcome::Failed);
     assert!(
         summary.apps[0]
             .error

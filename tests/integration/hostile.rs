@@ -3,10 +3,10 @@
 //! control characters and lone surrogates — archived faithfully; app codes with `/`, `..`, spaces,
 //! `%` or non-ASCII — refused; every key stays under the prefix.
 
-use outbox_archiver::db::Db;
-use outbox_archiver::model::batch::Limits;
-use outbox_archiver::model::codec::Value;
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::Db;
+use outbox_archiver::Limits;
+use outbox_archiver::Outcome;
+use outbox_archiver::Value;
 use sqlx::Executor;
 
 use crate::support::*;
@@ -54,7 +54,7 @@ async fn hostile_payloads_are_archived_faithfully_and_hostile_app_codes_refused(
     }
 
     let mut opts = options(&db, &[], T0 + DAY);
-    opts.apps = outbox_archiver::pipeline::apps::Apps::All;
+    opts.apps = outbox_archiver::Apps::All;
     opts.limits = Limits {
         max_rows: 1_000,
         max_bytes: 8 << 20,

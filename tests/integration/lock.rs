@@ -2,9 +2,9 @@
 //! before the commit (the lock connection killed) stops the attempt with nothing recorded, and
 //! the app is tried again from the gate (lock, cursor) when retries are on.
 
-use outbox_archiver::db::lock::lock_name;
-use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::lock_name;
+use outbox_archiver::testing::FailPoints;
+use outbox_archiver::Outcome;
 use sqlx::{Connection, MySqlConnection};
 
 use crate::support::*;
@@ -246,7 +246,7 @@ async fn a_lock_lost_to_another_archiver_is_a_stop_with_a_reason_not_a_skip() {
 /// lock under the id the archiver's lock connection had: the check before a commit must fail.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn the_lock_check_survives_a_server_restart() {
-    use outbox_archiver::db::lock::AppLock;
+    use outbox_archiver::AppLock;
     let mut server = PrivateServer::start().await;
     let db = TestDb::on(&server.url()).await;
     // Some connections first, so the lock connection's id is not among the first after a restart.

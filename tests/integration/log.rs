@@ -7,13 +7,13 @@
 //! `verify` with its leaf, refused by `attest`, and kept from `purge` — only the batches it
 //! touches.
 
-use outbox_archiver::commands::attest::{self, AttestOptions, Format};
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::commands::{migrate, purge};
-use outbox_archiver::pipeline::apps::Apps;
-use outbox_archiver::pipeline::report::Summary;
-use outbox_archiver::pipeline::RunContext;
-use outbox_archiver::store::{ObjectStore, PutMode};
+use outbox_archiver::Apps;
+use outbox_archiver::RunContext;
+use outbox_archiver::Summary;
+use outbox_archiver::{attest, attest::AttestOptions, attest::Format};
+use outbox_archiver::{migrate, purge};
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{ObjectStore, PutMode};
 
 use crate::support::*;
 
@@ -72,8 +72,7 @@ async fn log_of(db: &TestDb, app: &str) -> Vec<(Option<i64>, String)> {
 
 /// The key of `path` in the app's log.
 fn log_key(store: &dyn ObjectStore, folder: &str, path: &str) -> String {
-    let table =
-        outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox");
+    let table = outbox_archiver::format::table_prefix(store.location().prefix(), "wallet_outbox");
     format!("{table}_log/app_code={folder}/{path}")
 }
 
@@ -154,7 +153,7 @@ async fn a_whole_log_is_proven_and_attested_as_canonical_json_and_csv() {
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     // Canonical: re-encoding with sorted keys gives the same bytes.
     assert_eq!(
-        outbox_archiver::pipeline::attest::canonical(&doc),
+        outbox_archiver::attest::canonical(&doc),
         text,
         "keys sorted, compact, one newline"
     );
@@ -258,7 +257,7 @@ async fn a_batch_deleted_with_its_receipt_is_a_gap_at_its_leaf_and_its_neighbour
         &env,
         &VerifyOptions {
             metadata_only: true,
-            selection: outbox_archiver::pipeline::apps::Selection {
+            selection: outbox_archiver::Selection {
                 apps: Some(Apps::Listed(vec!["a1".into()])),
                 ..Default::default()
             },
@@ -494,7 +493,7 @@ async fn a_rewritten_tile_or_checkpoint_is_found_and_purge_keeps_what_it_cannot_
     let tile = log_key(store.as_ref(), "a1", "tile/0/000.p/3");
     let original = read(store.as_ref(), &tile).await;
     let mut forged = original.clone();
-    forged[64..96].copy_from_slice(&outbox_archiver::model::tlog::leaf_hash(b"a forged entry"));
+    forged[64..96].copy_from_slice(&outbox_archiver::tlog::leaf_hash(b"a forged entry"));
     store
         .put(&tile, forged.into(), PutMode::Overwrite)
         .await
@@ -640,7 +639,7 @@ fn audit_script(copy: &std::path::Path) -> (i32, String) {
 /// a legacy checkpoint the database's chain does not end at is refused, then accepted.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
-    use outbox_archiver::model::chain;
+    use outbox_archiver::chain;
     let (db, _s3, store, env) = archived_env(&rows("a1", 300), &["a1"], 100).await;
     // The store as the older build left it: its checkpoint of the chain, no log.
     db.exec("UPDATE wallet_outbox_archive_receipts SET log_index = NULL")
@@ -650,12 +649,11 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
             store.delete(&key).await.unwrap();
         }
     }
-    let links = outbox_archiver::db::chain::ChainTable::new(db.spec)
+    let links = outbox_archiver::ChainTable::new(db.spec)
         .links(&db.db.pool, "a1", 1, 3)
         .await
         .unwrap();
-    let table =
-        outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox");
+    let table = outbox_archiver::format::table_prefix(store.location().prefix(), "wallet_outbox");
     let legacy = chain::Checkpoint::new("wallet_outbox", "a1", chain::GENESIS, links.clone());
     let legacy_key = chain::checkpoint_key(&table, "a1", legacy.head().unwrap());
     store
@@ -851,7 +849,7 @@ async fn apps_that_differ_only_in_case_are_two_apps_with_two_logs() {
     let mut envs = s3.binary_env();
     envs.push(("DATABASE_URL", db.url.clone()));
     envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
-    let batch = |app: &str, from: i64| -> Vec<outbox_archiver::model::codec::Row> {
+    let batch = |app: &str, from: i64| -> Vec<outbox_archiver::Row> {
         (from..from + 25)
             .map(|i| row(app, &format!("e{i:03}"), T0 + i))
             .collect()
@@ -943,7 +941,7 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
         "--cutoff",
         cutoff,
     ];
-    let later = |from: i64, n: i64| -> Vec<outbox_archiver::model::codec::Row> {
+    let later = |from: i64, n: i64| -> Vec<outbox_archiver::Row> {
         (from..from + n)
             .map(|i| row("a1", &format!("e{i:04}"), T0 + i))
             .collect()
@@ -1169,11 +1167,8 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
         "--cutoff",
         "2026-01-04T00:00:00Z",
     ];
-    let day = |ago: i64| {
-        outbox_archiver::model::timespec::utc_date(
-            chrono::Utc::now().timestamp_millis() - ago * DAY,
-        )
-    };
+    let day =
+        |ago: i64| outbox_archiver::utc_date(chrono::Utc::now().timestamp_millis() - ago * DAY);
     // Two days' runs: 30 rows the day before yesterday, 50 more yesterday.
     db.insert(&rows("a1", 30)).await;
     let run = run_cli(&archive, &signing).await;
@@ -1222,8 +1217,7 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
         "{out}"
     );
     // Another key's verifier: Go's note package refuses the signature.
-    let (_, other) =
-        outbox_archiver::model::note::Signer::generate("archive.example.com/wallet").unwrap();
+    let (_, other) = outbox_archiver::Signer::generate("archive.example.com/wallet").unwrap();
     let (code, out) = go_verifier(&second, &["-verifier", &other]);
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("signature does not verify"), "{out}");
@@ -1292,7 +1286,7 @@ async fn purge_after_thousands_of_runs_reads_what_one_batch_needs() {
     let mut requests = Vec::new();
     for history in [10u64, 3_000] {
         let (db, _s3, store, env) = archived_env(&rows("a1", 100), &["a1"], 100).await;
-        let made = outbox_archiver::testkit::history::synthesize(&env, "a1", history)
+        let made = outbox_archiver::testing::synthesize(&env, "a1", history)
             .await
             .unwrap();
         assert_eq!(made, history);

@@ -3,10 +3,10 @@
 //! a profile's owned tables of the older layout are brought over the same way; and a table left
 //! in the older layout is refused at start-up with the command that fixes it.
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::db::owned::create_owned_tables;
-use outbox_archiver::model::table::{ROOM_OUTBOX, WALLET_OUTBOX};
+use outbox_archiver::create_owned_tables;
+use outbox_archiver::purge;
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{ROOM_OUTBOX, WALLET_OUTBOX};
 use sqlx::AssertSqlSafe;
 
 use crate::support::*;
@@ -59,7 +59,7 @@ const CUT2: i64 = T0 + 4 * DAY;
 
 /// Rows of three apps over four days (random-looking event ids, so member rows do not arrive
 /// in event-id order), a few not delivered.
-fn dataset() -> Vec<outbox_archiver::model::codec::Row> {
+fn dataset() -> Vec<outbox_archiver::Row> {
     let mut rows = Vec::new();
     for app in ["a1", "a2", "a3"] {
         for i in 0..400i64 {
@@ -69,7 +69,7 @@ fn dataset() -> Vec<outbox_archiver::model::codec::Row> {
             );
             let mut r = row(app, &id, T0 + i * (4 * DAY / 400));
             if i % 37 == 0 {
-                r[10] = outbox_archiver::model::codec::Value::Text("PENDING".into());
+                r[10] = outbox_archiver::Value::Text("PENDING".into());
             }
             rows.push(r);
         }
@@ -101,7 +101,7 @@ async fn migration_9_carries_an_older_builds_members_over_and_every_command_goes
     // took the one typed; the table's collation held them one app).
     let older = TestDb::empty(&server_url().await).await;
     first_migrations(&older, 8).await;
-    outbox_archiver::db::create_source_table(&older.db.pool, &WALLET_OUTBOX)
+    outbox_archiver::create_source_table(&older.db.pool, &WALLET_OUTBOX)
         .await
         .unwrap();
     older.insert(&rows).await;
@@ -136,9 +136,10 @@ async fn migration_9_carries_an_older_builds_members_over_and_every_command_goes
         ["app_code", "event_id"]
     );
     // And the store as that build left it: no marker (the archive's home came with issue 33).
-    let marker = outbox_archiver::model::format::home_marker_key(
-        &outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox"),
-    );
+    let marker = outbox_archiver::format::home_marker_key(&outbox_archiver::format::table_prefix(
+        store.location().prefix(),
+        "wallet_outbox",
+    ));
     store.delete(&marker).await.unwrap();
     let envs = vec![("DATABASE_URL", older.url.clone())];
 
@@ -318,7 +319,7 @@ async fn a_profiles_older_members_table_is_brought_over_by_migrate() {
 
 /// 200 rows of `app` spelled as given, over the two days from `from_ms` (batches never span a
 /// UTC date), event ids `{tag}-…` in no particular order, every 37th not delivered.
-fn rows_spelled(app: &str, tag: &str, from_ms: i64) -> Vec<outbox_archiver::model::codec::Row> {
+fn rows_spelled(app: &str, tag: &str, from_ms: i64) -> Vec<outbox_archiver::Row> {
     (0..200i64)
         .map(|i| {
             let id = format!(
@@ -327,7 +328,7 @@ fn rows_spelled(app: &str, tag: &str, from_ms: i64) -> Vec<outbox_archiver::mode
             );
             let mut r = row(app, &id, from_ms + i * (2 * DAY / 200));
             if i % 37 == 0 {
-                r[at("status")] = outbox_archiver::model::codec::Value::Text("PENDING".into());
+                r[at("status")] = outbox_archiver::Value::Text("PENDING".into());
             }
             r
         })
@@ -335,10 +336,11 @@ fn rows_spelled(app: &str, tag: &str, from_ms: i64) -> Vec<outbox_archiver::mode
 }
 
 /// The store as a build from before the home and the log left it: no marker, no log.
-async fn without_marker_and_checkpoints(store: &dyn outbox_archiver::store::ObjectStore) {
-    let marker = outbox_archiver::model::format::home_marker_key(
-        &outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox"),
-    );
+async fn without_marker_and_checkpoints(store: &dyn outbox_archiver::ObjectStore) {
+    let marker = outbox_archiver::format::home_marker_key(&outbox_archiver::format::table_prefix(
+        store.location().prefix(),
+        "wallet_outbox",
+    ));
     store.delete(&marker).await.unwrap();
     for key in keys(store).await.into_iter().filter(|k| is_log_key(k)) {
         store.delete(&key).await.unwrap();
@@ -388,7 +390,7 @@ async fn copy_as_an_older_build_recorded(older: &TestDb, columns: &[String], fro
 /// every member row is found under the app's one spelling, whichever spelling its receipt has.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receipts_an_older_build_left_under_two_spellings_are_one_app_after_migrate() {
-    use outbox_archiver::commands::restore::{self, RestoreOptions};
+    use outbox_archiver::{restore, restore::RestoreOptions};
 
     let s3 = TestS3::new().await;
     let store = s3.store().await;
@@ -440,7 +442,7 @@ async fn receipts_an_older_build_left_under_two_spellings_are_one_app_after_migr
     // rows, each as it was recorded.
     let older = TestDb::empty(&server_url().await).await;
     first_migrations(&older, 8).await;
-    outbox_archiver::db::create_source_table(&older.db.pool, &WALLET_OUTBOX)
+    outbox_archiver::create_source_table(&older.db.pool, &WALLET_OUTBOX)
         .await
         .unwrap();
     older.insert(&upper).await;

@@ -7,7 +7,7 @@ use std::collections::BTreeMap;
 use std::process::Stdio;
 use std::time::Duration;
 
-use outbox_archiver::db::lock::lock_name;
+use outbox_archiver::lock_name;
 use sqlx::Connection;
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 

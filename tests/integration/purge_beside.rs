@@ -5,10 +5,10 @@
 //! holds is skipped at once and said — in the summary, the metrics and status — never waited for
 //! and never hidden behind "done"; and a receipt is finished only when every member is proven gone.
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::db::purge::PurgeQueries;
-use outbox_archiver::model::table::WALLET_OUTBOX;
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::purge;
+use outbox_archiver::Outcome;
+use outbox_archiver::PurgeQueries;
+use outbox_archiver::WALLET_OUTBOX;
 
 use crate::support::*;
 
@@ -72,11 +72,11 @@ async fn apps_purged_side_by_side_neither_deadlock_nor_leave_rows() {
         }
         assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
         // Back into the source, for the next round.
-        let restored = outbox_archiver::commands::restore::run(
+        let restored = outbox_archiver::restore::run(
             &env,
-            &outbox_archiver::commands::restore::RestoreOptions {
+            &outbox_archiver::restore::RestoreOptions {
                 into_source: true,
-                selection: outbox_archiver::pipeline::apps::Selection::of_apps(&apps),
+                selection: outbox_archiver::Selection::of_apps(&apps),
                 lock_prefix: db.lock_prefix(),
                 parallel_apps: 4,
                 ..Default::default()
@@ -224,7 +224,7 @@ async fn a_member_back_before_its_batch_is_finished_keeps_the_batch_open() {
             Default::default();
         let holder = open.clone();
         let mut opts = purge_options(&db, &["a1"]);
-        opts.failpoints = outbox_archiver::failpoint::FailPoints::new(move |point| {
+        opts.failpoints = outbox_archiver::testing::FailPoints::new(move |point| {
             if point == "after-purge-chunk" {
                 let sql = "INSERT INTO wallet_outbox SELECT * FROM keep".to_string();
                 if committed {

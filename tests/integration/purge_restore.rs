@@ -4,13 +4,13 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::db::lock::lock_name;
-use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::pipeline::apps::Selection;
-use outbox_archiver::pipeline::report::Outcome;
-use outbox_archiver::store::PutMode;
+use outbox_archiver::lock_name;
+use outbox_archiver::purge;
+use outbox_archiver::testing::FailPoints;
+use outbox_archiver::Outcome;
+use outbox_archiver::PutMode;
+use outbox_archiver::Selection;
+use outbox_archiver::{restore, restore::RestoreOptions};
 use sqlx::Connection;
 
 use crate::support::*;

@@ -7,23 +7,18 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::db::compact::CompactQueries;
-use outbox_archiver::db::lock::AppLock;
-use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::pipeline::apps::Selection;
+use outbox_archiver::purge;
+use outbox_archiver::testing::FailPoints;
+use outbox_archiver::AppLock;
+use outbox_archiver::CompactQueries;
+use outbox_archiver::Selection;
+use outbox_archiver::{restore, restore::RestoreOptions};
+use outbox_archiver::{verify, verify::VerifyOptions};
 
 use crate::support::*;
 
 /// Ten rows of a1 in one batch, archived and purged: a batch compaction may compact.
-async fn purged_batch() -> (
-    TestDb,
-    TestS3,
-    outbox_archiver::pipeline::RunContext,
-    String,
-) {
+async fn purged_batch() -> (TestDb, TestS3, outbox_archiver::RunContext, String) {
     let (db, s3, _store, env) = archived_env(&rows("a1", 10), &["a1"], 100).await;
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
     assert_eq!(purge_of(&purged, "a1").purged_rows, 10);
@@ -33,7 +28,7 @@ async fn purged_batch() -> (
 
 /// Compacts `batch` as a process that does not hold a1's lock would (it holds a lock of its
 /// own, which its transaction confirms).
-async fn compact_without_the_apps_lock(db: outbox_archiver::db::Db, batch: String) -> bool {
+async fn compact_without_the_apps_lock(db: outbox_archiver::Db, batch: String) -> bool {
     let pairs: Vec<(String, i64)> = sqlx::query_as(
         "SELECT event_id, updated_at_ms FROM wallet_outbox_archive_members WHERE batch_id = ?",
     )
@@ -41,15 +36,14 @@ async fn compact_without_the_apps_lock(db: outbox_archiver::db::Db, batch: Strin
     .fetch_all(&db.pool)
     .await
     .unwrap();
-    let digest = outbox_archiver::model::format::members_digest(
-        pairs.iter().map(|(id, ms)| (id.as_str(), *ms)),
-    );
+    let digest =
+        outbox_archiver::format::members_digest(pairs.iter().map(|(id, ms)| (id.as_str(), *ms)));
     let name = format!(
         "{}:not-a1s-lock",
         db.options.get_database().unwrap_or_default()
     );
     let lock = AppLock::try_acquire(&db, &name).await.unwrap().unwrap();
-    let done = CompactQueries::new(&outbox_archiver::model::table::WALLET_OUTBOX)
+    let done = CompactQueries::new(&outbox_archiver::WALLET_OUTBOX)
         .compact(
             &db.pool,
             "a1",

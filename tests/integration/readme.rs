@@ -16,7 +16,7 @@
 
 use std::collections::BTreeMap;
 
-use outbox_archiver::testkit::seed::{self, EventIds, SeedPlan};
+use outbox_archiver::testing::{seed, EventIds, SeedPlan};
 
 use crate::support::moto::{Bucket, MotoS3};
 use crate::support::*;
@@ -127,7 +127,7 @@ fn parse(line: &str) -> Option<Command> {
 #[ignore]
 fn names() {
     let plan = readme_plan();
-    let mut rng = outbox_archiver::testkit::seed::Rng::new(plan.seed);
+    let mut rng = outbox_archiver::testing::Rng::new(plan.seed);
     for index in 0..plan.rows {
         let row = seed::row(&plan, index, &mut rng);
         if index == 357 || (2300..2320).contains(&index) {
@@ -198,7 +198,7 @@ async fn readme_recipes_run_as_written() {
         env.insert(k, v);
     }
     // The operator's database holds the outbox before the first hour: README's rows.
-    outbox_archiver::db::create_source_table(&db.db.pool, db.spec)
+    outbox_archiver::create_source_table(&db.db.pool, db.spec)
         .await
         .unwrap();
     seed::seed(&db.db.pool, db.spec, &readme_plan())

@@ -3,16 +3,18 @@
 //! it; and a batch whose receipt exists is never written again.
 
 use bytes::Bytes;
-use outbox_archiver::db::lock::{lock_name, AppLock};
-use outbox_archiver::db::receipts::Receipts;
-use outbox_archiver::db::record::{Cut, Receipt, RecordError, Recorder};
-use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::model::batch::Member;
-use outbox_archiver::model::digest::ObjectDigest;
-use outbox_archiver::model::format::{object_keys, ContentFacts, Cursor, TotalValue};
-use outbox_archiver::model::table::WALLET_OUTBOX;
-use outbox_archiver::pipeline::report::Outcome;
-use outbox_archiver::store::PutMode;
+use outbox_archiver::testing::FailPoints;
+use outbox_archiver::Member;
+use outbox_archiver::ObjectDigest;
+use outbox_archiver::Outcome;
+use outbox_archiver::PutMode;
+use outbox_archiver::Receipts;
+use outbox_archiver::WALLET_OUTBOX;
+use outbox_archiver::{
+    format::object_keys, format::ContentFacts, format::Cursor, format::TotalValue,
+};
+use outbox_archiver::{lock_name, AppLock};
+use outbox_archiver::{Cut, Receipt, RecordError, Recorder};
 
 use crate::support::*;
 
@@ -243,7 +245,7 @@ async fn a_batch_with_a_receipt_is_never_written_again() {
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn receipts_stream_in_pages_in_cursor_order() {
     use futures_util::TryStreamExt;
-    use outbox_archiver::db::receipts::ReceiptScope;
+    use outbox_archiver::ReceiptScope;
     let db = TestDb::new().await;
     let pool = &db.db.pool;
     let q = Receipts::new(&WALLET_OUTBOX);

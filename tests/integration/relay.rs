@@ -10,11 +10,11 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outbox_archiver::commands::purge::{self, PurgeOptions};
-use outbox_archiver::model::codec::Value;
-use outbox_archiver::model::table::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
-use outbox_archiver::pipeline::apps::Apps;
-use outbox_archiver::testkit::seed::Rng;
+use outbox_archiver::testing::Rng;
+use outbox_archiver::Apps;
+use outbox_archiver::Value;
+use outbox_archiver::{purge, purge::PurgeOptions};
+use outbox_archiver::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
 use sqlx::MySqlPool;
 
 use crate::support::*;
@@ -48,7 +48,7 @@ async fn produce(pool: MySqlPool, spec: &'static TableSpec, producer: u64) {
                 r
             })
             .collect();
-        outbox_archiver::testkit::seed::insert_rows(&pool, spec, &rows)
+        outbox_archiver::testing::insert_rows(&pool, spec, &rows)
             .await
             .unwrap();
         tokio::time::sleep(Duration::from_millis(5)).await;

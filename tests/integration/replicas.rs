@@ -8,10 +8,10 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::db::replica::Replica;
-use outbox_archiver::pipeline::replicas::ReplicaGate;
-use outbox_archiver::pipeline::Stops;
+use outbox_archiver::purge;
+use outbox_archiver::Replica;
+use outbox_archiver::ReplicaGate;
+use outbox_archiver::Stops;
 
 use crate::support::*;
 
@@ -35,7 +35,7 @@ async fn archived_on_a_replicated_primary() -> (
     Replicated,
     TestDb,
     TestS3,
-    Arc<dyn outbox_archiver::store::ObjectStore>,
+    Arc<dyn outbox_archiver::ObjectStore>,
 ) {
     let pair = Replicated::start().await;
     let db = TestDb::on(&pair.primary.url()).await;
@@ -56,7 +56,7 @@ async fn archived_on_a_replicated_primary() -> (
 }
 
 async fn rows_on(url: &str) -> i64 {
-    let db = outbox_archiver::db::Db::connect(url, 1).await.unwrap();
+    let db = outbox_archiver::Db::connect(url, 1).await.unwrap();
     let n: i64 = sqlx::query_scalar("SELECT COUNT(*) FROM wallet_outbox")
         .fetch_one(&db.pool)
         .await
@@ -122,7 +122,7 @@ async fn purge_waits_while_a_replica_is_seconds_behind() {
     tokio::time::sleep(Duration::from_secs(2)).await;
     let lag = Replica::new(&replica_url).unwrap().lag(None).await;
     assert!(
-        matches!(lag, outbox_archiver::db::replica::Lag::Behind(d) if d >= Duration::from_secs(1)),
+        matches!(lag, outbox_archiver::Lag::Behind(d) if d >= Duration::from_secs(1)),
         "{lag}"
     );
     let ctx = env(&db, store.clone(), CUTOFF + DAY).with_stops(gate(
@@ -299,9 +299,9 @@ async fn archive_waits_by_a_heartbeat_and_replicas_are_found_on_the_primary() {
 /// exit 0, as archive and purge do — and compacts nothing; a later run compacts it all.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_shutdown_while_compact_waits_for_a_replica_is_a_clean_stop() {
-    use outbox_archiver::commands::compact::{self, CompactOptions};
-    use outbox_archiver::pipeline::apps::Apps;
-    use outbox_archiver::pipeline::report::Outcome;
+    use outbox_archiver::Apps;
+    use outbox_archiver::Outcome;
+    use outbox_archiver::{compact, compact::CompactOptions};
 
     let (pair, db, _s3, store) = archived_on_a_replicated_primary().await;
     let purged = purge::run(

@@ -5,13 +5,13 @@
 
 use std::sync::Arc;
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::db::lock::lock_name;
-use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::model::codec::Value;
-use outbox_archiver::pipeline::apps::Selection;
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::lock_name;
+use outbox_archiver::purge;
+use outbox_archiver::testing::FailPoints;
+use outbox_archiver::Outcome;
+use outbox_archiver::Selection;
+use outbox_archiver::Value;
+use outbox_archiver::{restore, restore::RestoreOptions};
 use sqlx::Connection;
 
 use crate::support::*;
@@ -79,12 +79,12 @@ async fn a_restore_that_loses_the_lock_commits_nothing() {
         .execute(&mut blocker)
         .await
         .unwrap();
-    outbox_archiver::db::insert_rows(
+    outbox_archiver::insert_rows(
         &mut blocker,
-        &outbox_archiver::model::table::WALLET_OUTBOX,
+        &outbox_archiver::WALLET_OUTBOX,
         "wallet_outbox",
         &[&row("a1", "e5", T0 + 5)],
-        outbox_archiver::db::IfPresent::Fail,
+        outbox_archiver::IfPresent::Fail,
     )
     .await
     .unwrap();

@@ -1,9 +1,9 @@
 //! A crash at any point of a batch converges on rerun to the same batches, keys and receipts
 //! (SPEC §5.3), and an interrupted upload never moves the cursor.
 
-use outbox_archiver::failpoint::{self, FailPoints};
-use outbox_archiver::model::codec::Row;
-use outbox_archiver::pipeline::report::Outcome;
+use outbox_archiver::testing::{FailPoints, ARCHIVE_FAIL_POINTS};
+use outbox_archiver::Outcome;
+use outbox_archiver::Row;
 
 use crate::support::*;
 
@@ -43,7 +43,7 @@ async fn a_crash_at_every_point_converges_on_rerun() {
     };
     assert_eq!(reference.len(), 4);
 
-    for point in failpoint::ARCHIVE {
+    for point in ARCHIVE_FAIL_POINTS {
         let db = TestDb::new().await;
         let s3 = TestS3::new().await;
         let store = s3.store().await;

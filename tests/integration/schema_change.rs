@@ -6,7 +6,7 @@
 //! restore could not write back (NOT NULL without a default), is kept and said. verify, find and
 //! restore follow; a widened column changes nothing.
 
-use outbox_archiver::model::codec::Value;
+use outbox_archiver::Value;
 use sqlx::AssertSqlSafe;
 
 use crate::support::*;
@@ -33,7 +33,7 @@ async fn a_column_added_to_a_profiles_table_strands_no_archived_row() {
     let envs = ledger_env(&db, &s3, LEDGER_PROFILE);
     let run = run_cli(&["migrate"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
-    let profile = outbox_archiver::model::profile::Profile::load(LEDGER_PROFILE.as_ref()).unwrap();
+    let profile = outbox_archiver::Profile::load(LEDGER_PROFILE.as_ref()).unwrap();
     db.spec = db.db.resolve_profile(&profile).await.unwrap();
     db.delivered_status = "SENT";
     let rows: Vec<_> = (0..30)

@@ -120,7 +120,7 @@ async fn every_command_starts_from_the_binary() {
         demo_dir.path().display().to_string(),
     ));
     let demo_database = format!("{}_demo", db.name);
-    let outbox_archiver::store::Location::S3 { bucket, prefix } = &s3.location else {
+    let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
         unreachable!("the tests' store is S3")
     };
     let copy = format!("{bucket}-copy");
@@ -129,7 +129,7 @@ async fn every_command_starts_from_the_binary() {
     let key_dir = tempfile::tempdir().unwrap();
     let key_file = key_dir.path().join("log.key").display().to_string();
     let runs = real_runs(&demo_database, &relocate_to, &key_file);
-    let names: Vec<String> = outbox_archiver::cli::command()
+    let names: Vec<String> = outbox_archiver::command_line()
         .get_subcommands()
         .map(|c| c.get_name().to_string())
         .collect();
@@ -326,7 +326,7 @@ async fn every_time_flag_takes_a_day_rfc3339_or_epoch_ms() {
 async fn find_says_when_it_could_not_look_and_where_an_unarchived_id_stands() {
     let (db, s3, envs) = archived_through_the_binary().await;
     let mut pending = row("a1", "p1", T0 + 5);
-    pending[10] = outbox_archiver::model::codec::Value::Text("PENDING".into());
+    pending[10] = outbox_archiver::Value::Text("PENDING".into());
     db.insert(&[pending, row("a1", "late", T0 + 2 * DAY)]).await;
     // Not archived: each said with its status and why.
     let run = run_cli(&["find", "--event-id", "p1", "--event-id", "late"], &envs).await;
@@ -482,7 +482,7 @@ async fn history_tells_every_run_with_its_id_store_and_findings() {
     db.insert(&[row("a2", "x1", T0)]).await;
     // A run that found its lock held: recorded, not silent.
     let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
-    let name = outbox_archiver::db::lock::lock_name(&db.lock_prefix(), "wallet_outbox", "a2");
+    let name = outbox_archiver::lock_name(&db.lock_prefix(), "wallet_outbox", "a2");
     let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
         .bind(&name)
         .fetch_one(&mut other)
@@ -492,7 +492,7 @@ async fn history_tells_every_run_with_its_id_store_and_findings() {
     let skipped = run_cli(&["archive", "--app", "a2", "--cutoff", "2026-01-02"], &envs).await;
     assert_eq!(skipped.code, 0, "{}", skipped.all_output);
     // a1's lock held too: its skip is recorded, and status still shows its last real run.
-    let name_a1 = outbox_archiver::db::lock::lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
+    let name_a1 = outbox_archiver::lock_name(&db.lock_prefix(), "wallet_outbox", "a1");
     let got: i64 = sqlx::query_scalar("SELECT GET_LOCK(?, 0)")
         .bind(&name_a1)
         .fetch_one(&mut other)

@@ -5,10 +5,10 @@
 //! `JSON` value ("Out of sort memory", error 1038), so no query of a row's whole columns may
 //! need a filesort.
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::model::codec::Value;
-use outbox_archiver::pipeline::apps::Selection;
+use outbox_archiver::purge;
+use outbox_archiver::Selection;
+use outbox_archiver::Value;
+use outbox_archiver::{restore, restore::RestoreOptions};
 
 use crate::support::*;
 

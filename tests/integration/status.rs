@@ -1,9 +1,9 @@
 //! `status`: the figures per app, as JSON and as a table, from index range counts.
 
-use outbox_archiver::commands::status::{self, Format, StatusOptions};
-use outbox_archiver::db::source::SourceTable;
-use outbox_archiver::model::table::WALLET_OUTBOX;
-use outbox_archiver::pipeline::apps::Apps;
+use outbox_archiver::Apps;
+use outbox_archiver::SourceTable;
+use outbox_archiver::WALLET_OUTBOX;
+use outbox_archiver::{status, status::Format, status::StatusOptions};
 
 use crate::support::*;
 

@@ -2,9 +2,9 @@
 //! or chunk (pt-archiver's `--sentinel`), and every app of every command carries a
 //! `stop_reason` (pt-archiver's `--why-quit`).
 
-use outbox_archiver::commands::{purge, restore, verify};
-use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::pipeline::Stops;
+use outbox_archiver::testing::FailPoints;
+use outbox_archiver::Stops;
+use outbox_archiver::{purge, restore, verify};
 
 use crate::support::*;
 
@@ -124,7 +124,7 @@ async fn every_app_of_every_command_says_why_its_run_ended() {
     let ctx = env(&db, store.clone(), CUTOFF + DAY);
     let mut opts = options(&db, &["a1", "a2", "bad code"], CUTOFF);
     let archived = archive(&ctx, &opts).await;
-    let why = |summary: &outbox_archiver::pipeline::report::Summary, app: &str| {
+    let why = |summary: &outbox_archiver::Summary, app: &str| {
         report(summary, app).stop_reason.clone().unwrap_or_default()
     };
     assert_eq!(why(&archived, "a1"), "caught up");
@@ -132,7 +132,7 @@ async fn every_app_of_every_command_says_why_its_run_ended() {
     assert_eq!(why(&archived, "bad code"), "refused: unsafe app code");
     opts.max_batches = Some(0);
     db.insert(&rows("a3", 5)).await;
-    opts.apps = outbox_archiver::pipeline::apps::Apps::Listed(vec!["a3".into()]);
+    opts.apps = outbox_archiver::Apps::Listed(vec!["a3".into()]);
     let limited = archive(&ctx, &opts).await;
     assert_eq!(why(&limited, "a3"), "--max-batches reached");
     let verified = verify::run(
@@ -190,7 +190,7 @@ async fn a_shutdown_while_a_batch_is_built_ends_the_run_without_another() {
     let a1 = report(&summary, "a1");
     assert_eq!(
         a1.outcome,
-        outbox_archiver::pipeline::report::Outcome::Stopped,
+        outbox_archiver::Outcome::Stopped,
         "{}",
         summary.to_json()
     );

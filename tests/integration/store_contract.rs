@@ -5,10 +5,10 @@
 //! Content-MD5 nor a checksum, so `--s3-upload-checksum none` cannot be used there.
 
 use bytes::Bytes;
-use outbox_archiver::model::digest::{crc64nvme, sha256_hex};
-use outbox_archiver::store::{
-    self, ConditionalPut, ConditionalPutSetting, LocalStore, Location, ObjectStore, PutMode,
-    StoreError, UploadChecksum,
+use outbox_archiver::{crc64nvme, sha256_hex};
+use outbox_archiver::{
+    ConditionalPut, ConditionalPutSetting, LocalStore, Location, ObjectStore, PutMode, StoreError,
+    UploadChecksum,
 };
 
 use crate::support::moto::{Bucket, MotoS3};
@@ -137,7 +137,10 @@ impl Contract<'_> {
             "{label}: list is sorted and by prefix"
         );
         assert_eq!(
-            store::get_all(store, &listed[0]).await.unwrap().unwrap(),
+            outbox_archiver::get_all(store, &listed[0])
+                .await
+                .unwrap()
+                .unwrap(),
             b"{}\n",
             "{label}: get_all"
         );

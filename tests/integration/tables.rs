@@ -3,14 +3,14 @@
 //! migrations wallet_outbox's are made by.
 
 use bytes::Bytes;
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::db::owned::{create_owned_tables, owned_tables};
-use outbox_archiver::model::codec::{Row, Value};
-use outbox_archiver::model::table::{ROOM_OUTBOX, WALLET_OUTBOX};
-use outbox_archiver::store::PutMode;
-use outbox_archiver::testkit::seed::Rng;
+use outbox_archiver::purge;
+use outbox_archiver::testing::Rng;
+use outbox_archiver::PutMode;
+use outbox_archiver::{create_owned_tables, owned_tables};
+use outbox_archiver::{restore, restore::RestoreOptions};
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{Row, Value};
+use outbox_archiver::{ROOM_OUTBOX, WALLET_OUTBOX};
 use sha2::{Digest, Sha256};
 use sqlx::{AssertSqlSafe, Row as _};
 
@@ -422,7 +422,7 @@ async fn a_table_described_only_by_a_profile_round_trips_exactly() {
     let envs = ledger_env(&db, &s3, LEDGER_PROFILE);
     let run = run_cli(&["migrate"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
-    let profile = outbox_archiver::model::profile::Profile::load(LEDGER_PROFILE.as_ref()).unwrap();
+    let profile = outbox_archiver::Profile::load(LEDGER_PROFILE.as_ref()).unwrap();
     db.spec = db.db.resolve_profile(&profile).await.unwrap();
     db.delivered_status = "SENT";
     db.db.require_tables(db.spec).await.unwrap();

@@ -296,7 +296,7 @@ async fn every_database_connection_sends_at_once_over_tls_too() {
     server.run().await;
     let db = TestDb::on(&server.url()).await;
     let url = url_with(&server, "127.0.0.1", &db.name, "ssl-mode=REQUIRED");
-    let tls = outbox_archiver::db::Db::connect(&url, 4).await.unwrap();
+    let tls = outbox_archiver::Db::connect(&url, 4).await.unwrap();
     // Three pooled connections at once, and a dedicated one.
     let (a, b, c) = tokio::join!(tls.pool.acquire(), tls.pool.acquire(), tls.pool.acquire());
     let (mut a, _b, _c) = (a.unwrap(), b.unwrap(), c.unwrap());
@@ -306,7 +306,7 @@ async fn every_database_connection_sends_at_once_over_tls_too() {
         .unwrap();
     assert!(!cipher.1.is_empty(), "the connection is TLS: {cipher:?}");
     let _dedicated = tls.dedicated().await.unwrap();
-    let sockets = outbox_archiver::db::nodelay::sockets_to(server.port());
+    let sockets = outbox_archiver::testing::sockets_to(server.port());
     assert!(sockets.len() >= 4, "{sockets:?}");
     assert!(
         sockets.iter().all(|s| s.nodelay),

@@ -5,12 +5,12 @@
 use std::sync::Arc;
 
 use bytes::Bytes;
-use outbox_archiver::commands::verify::{self, VerifyOptions};
-use outbox_archiver::pipeline::apps::Selection;
-use outbox_archiver::pipeline::report::Summary;
-use outbox_archiver::pipeline::verifier::{Finding, FindingKind};
-use outbox_archiver::pipeline::RunContext;
-use outbox_archiver::store::{ObjectStore, PutMode};
+use outbox_archiver::RunContext;
+use outbox_archiver::Selection;
+use outbox_archiver::Summary;
+use outbox_archiver::{verify, verify::VerifyOptions};
+use outbox_archiver::{Finding, FindingKind};
+use outbox_archiver::{ObjectStore, PutMode};
 use serde_json::Value as Json;
 
 use crate::support::*;
@@ -364,7 +364,7 @@ async fn stragglers_are_reported_and_archived_without_moving_the_cursor() {
     ])
     .await;
     let mut undelivered = row("a1", "late-pending", T0 + 6_000);
-    undelivered[at("status")] = outbox_archiver::model::codec::Value::Text("PENDING".into());
+    undelivered[at("status")] = outbox_archiver::Value::Text("PENDING".into());
     db.insert(&[undelivered, row("a1", "after-cursor", T0 + 95_000)])
         .await;
 

@@ -3,9 +3,9 @@
 //! key here), stragglers that re-form a batch that already has a receipt, and a drill of a batch
 //! whose event ids sort one way by bytes and another by the table's collation.
 
-use outbox_archiver::commands::purge;
-use outbox_archiver::commands::restore::{self, RestoreOptions};
-use outbox_archiver::model::codec::Value;
+use outbox_archiver::purge;
+use outbox_archiver::Value;
+use outbox_archiver::{restore, restore::RestoreOptions};
 
 use crate::support::*;
 

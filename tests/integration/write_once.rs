@@ -5,7 +5,7 @@
 use std::io::Write;
 
 use bytes::Bytes;
-use outbox_archiver::store::PutMode;
+use outbox_archiver::PutMode;
 
 use crate::support::*;
 
@@ -75,11 +75,7 @@ async fn a_data_object_with_identical_ndjson_is_adopted() {
     // The same NDJSON, compressed differently (as an older build or another level would).
     let mut ndjson = Vec::new();
     for r in db.expected_rows("a1", cutoff).await {
-        outbox_archiver::model::codec::encode_line(
-            &outbox_archiver::model::table::WALLET_OUTBOX,
-            &r,
-            &mut ndjson,
-        );
+        outbox_archiver::encode_line(&outbox_archiver::WALLET_OUTBOX, &r, &mut ndjson);
     }
     let mut gz = flate2::write::GzEncoder::new(Vec::new(), flate2::Compression::new(1));
     gz.write_all(&ndjson).unwrap();
@@ -107,7 +103,7 @@ async fn a_data_object_with_identical_ndjson_is_adopted() {
             .fetch_one(&db.db.pool)
             .await
             .unwrap();
-    assert_eq!(sha, outbox_archiver::model::digest::sha256_hex(&other));
+    assert_eq!(sha, outbox_archiver::sha256_hex(&other));
     assert_eq!(size as usize, other.len());
 }
 

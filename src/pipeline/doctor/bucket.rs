@@ -12,13 +12,13 @@ use crate::store::{ConditionalPut, ObjectStore, StoreError};
 
 /// How doctor reaches the store.
 #[derive(Clone, Copy)]
-pub enum DoctorStore<'a> {
+pub(crate) enum DoctorStore<'a> {
     S3(&'a S3Store),
     Other(&'a dyn ObjectStore),
 }
 
 impl DoctorStore<'_> {
-    pub fn location(&self) -> &crate::store::Location {
+    pub(crate) fn location(&self) -> &crate::store::Location {
         self.store().location()
     }
 
@@ -32,7 +32,7 @@ impl DoctorStore<'_> {
 
 /// The store's checks: access, versioning, Object Lock, encryption and the KMS key, create-only
 /// puts, and a probe object written as archive would write (then removed where allowed).
-pub async fn check_store(
+pub(crate) async fn check_store(
     store: Result<DoctorStore<'_>, &str>,
     opts: &DoctorOptions,
     now_ms: i64,

@@ -11,7 +11,7 @@ use crate::model::table::TableSpec;
 
 /// A command whose database privileges doctor checks.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub enum GrantsFor {
+pub(crate) enum GrantsFor {
     Archive,
     Verify,
     Status,
@@ -22,7 +22,7 @@ pub enum GrantsFor {
 }
 
 impl GrantsFor {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             GrantsFor::Archive => "archive",
             GrantsFor::Verify => "verify",
@@ -128,7 +128,7 @@ impl GrantsFor {
 
 /// The database's checks: connection, tables and collations, the retention index, grants, and
 /// the buffer pool against the table.
-pub async fn check_database(
+pub(crate) async fn check_database(
     db: Result<&Db, &str>,
     spec: &TableSpec,
     opts: &DoctorOptions,

@@ -17,8 +17,8 @@ mod probe;
 
 use serde::Serialize;
 
-pub use bucket::{check_store, DoctorStore};
-pub use database::{check_database, GrantsFor};
+pub(crate) use bucket::{check_store, DoctorStore};
+pub(crate) use database::{check_database, GrantsFor};
 
 use crate::model::protection::WritePolicy;
 
@@ -73,7 +73,7 @@ impl Check {
 }
 
 #[derive(Debug, Clone)]
-pub struct DoctorOptions {
+pub(crate) struct DoctorOptions {
     /// The commands this login is meant to run: their grants are checked.
     pub grants_for: Vec<GrantsFor>,
     /// What `archive` would write objects with.

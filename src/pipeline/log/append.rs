@@ -21,7 +21,7 @@ use crate::store::{self, PutMode};
 
 /// What an append did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Anchoring {
+pub(crate) struct Anchoring {
     /// The checkpoint written (none: nothing to append).
     pub written: Option<String>,
     /// The leaves appended.
@@ -191,7 +191,7 @@ impl Edge {
 /// and takes. Leaves the database does not have and cannot match — receipts lost in a restore
 /// from a backup — stop the append, unless `accept_break` gives the operator's reason: then a
 /// write-once break record names them and the log goes on after them.
-pub async fn append(
+pub(crate) async fn append(
     ctx: &RunContext,
     app: &str,
     policy: &WritePolicy,

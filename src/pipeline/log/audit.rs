@@ -17,7 +17,7 @@ use crate::pipeline::RunContext;
 
 /// What the audit of one app's log concludes.
 #[derive(Debug, Clone, Default)]
-pub struct LogAudit {
+pub(crate) struct LogAudit {
     /// The store's tree head: size and root (none: no log yet).
     pub size: Option<u64>,
     pub root: Option<Hash>,

@@ -38,9 +38,9 @@ mod append;
 mod audit;
 mod proof;
 
-pub use append::{append, Anchoring};
-pub use audit::LogAudit;
-pub use proof::{prove_period, PeriodProof, Prover, Tiles};
+pub(crate) use append::append;
+pub(crate) use audit::LogAudit;
+pub(crate) use proof::{prove_period, PeriodProof, Prover};
 
 /// Why a log could not be read, proven or appended to.
 #[derive(Debug, thiserror::Error)]
@@ -80,16 +80,16 @@ const PARALLEL_GETS: usize = 16;
 const PAGE: u32 = 1000;
 
 /// The schema of a break record.
-pub const BREAK_SCHEMA: &str = "outbox-archive-log-break/v1";
+pub(crate) const BREAK_SCHEMA: &str = "outbox-archive-log-break/v1";
 
 /// The schema of the transition record.
-pub const TRANSITION_SCHEMA: &str = "outbox-archive-log-transition/v1";
+pub(crate) const TRANSITION_SCHEMA: &str = "outbox-archive-log-transition/v1";
 
 /// Leaves an operator accepted as gone from the database (`archive --accept-chain-break`):
 /// a batch removed on purpose, or receipts lost in a restore of the database from a backup.
 /// Written once, never removed: every `verify` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct LogBreak {
+pub(crate) struct LogBreak {
     pub schema: String,
     pub table: String,
     pub app_code: String,
@@ -103,7 +103,7 @@ pub struct LogBreak {
 /// the chain's seqs 1…, in order, and the chain's link at its head — recomputed from those
 /// leaves — is the one its newest checkpoint anchored. Written once, when the log starts.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct Transition {
+pub(crate) struct Transition {
     pub schema: String,
     pub table: String,
     pub app_code: String,
@@ -117,7 +117,7 @@ pub struct Transition {
 }
 
 /// One app's log in the store.
-pub struct Log<'a> {
+pub(crate) struct Log<'a> {
     ctx: &'a RunContext,
     app: String,
     /// How the app is named in the store and its entries ([`chain::folder_name`]).
@@ -138,7 +138,7 @@ fn logs_prefix(ctx: &RunContext) -> String {
 
 /// The apps the store holds a log of (by their folders' names): an app whose receipts are all
 /// gone is still audited. One delimited LIST (a page per thousand apps).
-pub async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
+pub(crate) async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
     let prefix = logs_prefix(ctx);
     let mut apps: Vec<String> = ctx
         .store
@@ -156,7 +156,7 @@ pub async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> 
 
 /// The entry of a receipt's batch: its manifest hash as the receipt's fields imply it
 /// (recomputed, not the column), so a receipt edited since it was logged is another leaf.
-pub fn entry_of(ctx: &RunContext, folder: &str, r: &StoredReceipt) -> Vec<u8> {
+pub(crate) fn entry_of(ctx: &RunContext, folder: &str, r: &StoredReceipt) -> Vec<u8> {
     let manifest = sha256_hex(&Expected::of_receipt(ctx.spec, r, Vec::new()).manifest);
     tlog::entry(ctx.spec.name, folder, &r.batch_id, &manifest)
 }
@@ -167,13 +167,13 @@ fn b64(h: &Hash) -> String {
 }
 
 impl<'a> Log<'a> {
-    pub async fn open(ctx: &'a RunContext, app: &str) -> Result<Log<'a>, DbError> {
+    pub(crate) async fn open(ctx: &'a RunContext, app: &str) -> Result<Log<'a>, DbError> {
         let folder = chain::folder_name(app, ctx.app_case_matters().await?);
         Ok(Log::of_folder(ctx, app, folder))
     }
 
     /// The log kept under `folder`, for an app the database may no longer know.
-    pub fn of_folder(ctx: &'a RunContext, app: &str, folder: String) -> Log<'a> {
+    pub(crate) fn of_folder(ctx: &'a RunContext, app: &str, folder: String) -> Log<'a> {
         Log {
             prefix: format!("{}app_code={folder}/", logs_prefix(ctx)),
             origin: format!("outbox-archive/{}/app_code={folder}", ctx.spec.name),
@@ -195,7 +195,7 @@ impl<'a> Log<'a> {
     }
 
     /// The log's head, held to the log key where one is configured (none: an empty log).
-    pub async fn checkpoint(&self) -> Result<Option<Checkpoint>, ChainError> {
+    pub(crate) async fn checkpoint(&self) -> Result<Option<Checkpoint>, ChainError> {
         Ok(self.checkpoint_note().await?.map(|(c, _)| c))
     }
 
@@ -289,7 +289,7 @@ impl<'a> Log<'a> {
     }
 
     /// The breaks accepted for this log (one LIST; they are few).
-    pub async fn breaks(&self) -> Result<Vec<LogBreak>, ChainError> {
+    pub(crate) async fn breaks(&self) -> Result<Vec<LogBreak>, ChainError> {
         let mut out = Vec::new();
         for key in self.ctx.store.list(&self.key("breaks/")).await? {
             let bytes = store::get_all(self.ctx.store.as_ref(), &key).await?;
@@ -302,7 +302,7 @@ impl<'a> Log<'a> {
     }
 
     /// The transition record, if the log carries on a linear chain.
-    pub async fn transition(&self) -> Result<Option<Transition>, ChainError> {
+    pub(crate) async fn transition(&self) -> Result<Option<Transition>, ChainError> {
         let key = self.key("transition.json");
         match store::get_all(self.ctx.store.as_ref(), &key).await? {
             None => Ok(None),
@@ -349,11 +349,11 @@ impl<'a> Log<'a> {
 
 /// The whole tree proven once ([`audit::audit_log`]): every leaf, tile and the root, each leaf
 /// held to the receipt at its index.
-pub async fn audit(ctx: &RunContext, app: &str) -> Result<LogAudit, ChainError> {
+pub(crate) async fn audit(ctx: &RunContext, app: &str) -> Result<LogAudit, ChainError> {
     audit::audit_log(&Log::open(ctx, app).await?).await
 }
 
 /// Base64 of a hash, as checkpoints and statements spell them.
-pub fn hash_text(h: &Hash) -> String {
+pub(crate) fn hash_text(h: &Hash) -> String {
     b64(h)
 }

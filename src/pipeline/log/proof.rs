@@ -11,14 +11,14 @@ use crate::model::note::Checkpoint;
 use crate::model::tlog::{self, Hash, Subtree};
 
 /// A tree head's tiles, read as a proof needs them and kept for the run.
-pub struct Tiles<'l, 'a> {
+pub(crate) struct Tiles<'l, 'a> {
     log: &'l Log<'a>,
     pub size: u64,
     cache: HashMap<(u32, u64), Vec<Hash>>,
 }
 
 impl<'l, 'a> Tiles<'l, 'a> {
-    pub fn new(log: &'l Log<'a>, size: u64) -> Self {
+    pub(crate) fn new(log: &'l Log<'a>, size: u64) -> Self {
         Tiles {
             log,
             size,
@@ -48,7 +48,7 @@ impl<'l, 'a> Tiles<'l, 'a> {
     }
 
     /// The root of the tree of the first `n` leaves (n ≤ size).
-    pub async fn root_at(&mut self, n: u64) -> Result<Hash, ChainError> {
+    pub(crate) async fn root_at(&mut self, n: u64) -> Result<Hash, ChainError> {
         match n {
             0 => Ok(tlog::empty_root()),
             n => self.range((0, n)).await,
@@ -56,7 +56,7 @@ impl<'l, 'a> Tiles<'l, 'a> {
     }
 
     /// The inclusion proof of leaf `index` in the tree of the first `n` leaves.
-    pub async fn inclusion(&mut self, index: u64, n: u64) -> Result<Vec<Hash>, ChainError> {
+    pub(crate) async fn inclusion(&mut self, index: u64, n: u64) -> Result<Vec<Hash>, ChainError> {
         let mut out = Vec::new();
         for r in tlog::inclusion_ranges(index, n) {
             out.push(self.range(r).await?);
@@ -65,7 +65,11 @@ impl<'l, 'a> Tiles<'l, 'a> {
     }
 
     /// The consistency proof from the tree of `old` leaves to the tree of `new`.
-    pub async fn consistency(&mut self, old: u64, new: u64) -> Result<Vec<Hash>, ChainError> {
+    pub(crate) async fn consistency(
+        &mut self,
+        old: u64,
+        new: u64,
+    ) -> Result<Vec<Hash>, ChainError> {
         let mut out = Vec::new();
         for r in tlog::consistency_ranges(old, new) {
             out.push(self.range(r).await?);
@@ -76,14 +80,14 @@ impl<'l, 'a> Tiles<'l, 'a> {
 
 /// Proves batches' leaves for `purge`: each receipt held to the leaf at its index in the tree
 /// head the store holds, by an inclusion proof (O(log n) hashes, tiles read once per run).
-pub struct Prover<'l, 'a> {
+pub(crate) struct Prover<'l, 'a> {
     log: &'l Log<'a>,
     head: Option<Checkpoint>,
     tiles: Tiles<'l, 'a>,
 }
 
 impl<'l, 'a> Prover<'l, 'a> {
-    pub async fn open(log: &'l Log<'a>) -> Result<Prover<'l, 'a>, ChainError> {
+    pub(crate) async fn open(log: &'l Log<'a>) -> Result<Prover<'l, 'a>, ChainError> {
         let head = log.checkpoint().await?;
         let size = head.as_ref().map_or(0, |c| c.size);
         Ok(Prover {
@@ -94,7 +98,7 @@ impl<'l, 'a> Prover<'l, 'a> {
     }
 
     /// Whether `receipt` is the leaf at its index: none when it is, else the finding.
-    pub async fn prove(
+    pub(crate) async fn prove(
         &mut self,
         receipt: &StoredReceipt,
     ) -> Result<Option<ChainFinding>, ChainError> {
@@ -147,7 +151,7 @@ impl<'l, 'a> Prover<'l, 'a> {
 /// The proofs a statement carries for one app's period: the tree heads at the period's start
 /// and end, the consistency proofs start → end → the checkpoint, and each batch's inclusion in
 /// the head at the end.
-pub struct PeriodProof {
+pub(crate) struct PeriodProof {
     pub checkpoint: String,
     pub size: u64,
     pub start: (u64, Hash),
@@ -159,7 +163,7 @@ pub struct PeriodProof {
 }
 
 impl PeriodProof {
-    pub fn to_json(&self, origin: &str) -> serde_json::Value {
+    pub(crate) fn to_json(&self, origin: &str) -> serde_json::Value {
         let list = |p: &[Hash]| p.iter().map(b64).collect::<Vec<_>>();
         serde_json::json!({
             "origin": origin,
@@ -176,7 +180,7 @@ impl PeriodProof {
 /// Proves a period for `attest`: `receipts` (the period's, logged) in the tree head at the
 /// period's end (`end` leaves), consistent with the head at its start (`start` leaves) and
 /// with the store's checkpoint. Reads the tiles on those paths only.
-pub async fn prove_period(
+pub(crate) async fn prove_period(
     log: &Log<'_>,
     receipts: &[StoredReceipt],
     start: u64,

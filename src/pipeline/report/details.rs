@@ -487,7 +487,7 @@ pub struct HistoryRun {
 }
 
 /// The most batch ids a verify summary lists.
-pub const CHECKED_LISTED: usize = 1000;
+pub(crate) const CHECKED_LISTED: usize = 1000;
 
 /// `verify`'s run.
 #[derive(Debug, Clone, Default, Serialize)]

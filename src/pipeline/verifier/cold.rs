@@ -14,7 +14,7 @@ use crate::store::{self, ObjectMeta, StoreError, Thaw, ThawState};
 
 /// What to do with an object that cannot be read at once (a cold storage class).
 #[derive(Debug, Clone, Copy, Default)]
-pub enum ColdObjects<'a> {
+pub(crate) enum ColdObjects<'a> {
     /// Check it by HEAD only, and report it.
     #[default]
     Metadata,

@@ -15,7 +15,7 @@ use crate::store::{Identity, ObjectMeta};
 
 /// What a HEAD says against the expected digest: present, the size, and the store's own
 /// checksums where it reports them (`nvme`: the CRC-64/NVME the bytes must have, where known).
-pub fn compare_head(
+pub(crate) fn compare_head(
     batch_id: &str,
     key: &str,
     meta: Option<&ObjectMeta>,
@@ -61,7 +61,12 @@ pub fn compare_head(
 
 /// What a HEAD reports of an object's protection against what it must be: a retention at least
 /// as long and as strict (`retention_mismatch`), and the same encryption (`encryption_mismatch`).
-pub fn compare_guard(batch_id: &str, key: &str, meta: &ObjectMeta, guard: &Guard) -> Vec<Finding> {
+pub(crate) fn compare_guard(
+    batch_id: &str,
+    key: &str,
+    meta: &ObjectMeta,
+    guard: &Guard,
+) -> Vec<Finding> {
     let mut out = Vec::new();
     if let Some(wanted) = &guard.lock {
         if !meta.lock.is_some_and(|lock| lock.covers(wanted)) {
@@ -169,7 +174,7 @@ fn compare_hashes(
 /// A small object (manifest, `_SUCCESS`) that must equal `implied` byte for byte: its HEAD, and
 /// its bytes when read (`head_only`: not read).
 #[allow(clippy::too_many_arguments)]
-pub fn compare_document(
+pub(crate) fn compare_document(
     batch_id: &str,
     key: &str,
     implied: &[u8],
@@ -247,7 +252,7 @@ fn field_differences(want: &[u8], got: &[u8]) -> Vec<(String, String, String)> {
 /// A data object read in full (`None`: not there) against what it must be: the bytes' digest,
 /// the store's checksums, and the facts and members recomputed from its lines. Also hands back
 /// the rows the read kept.
-pub fn compare_data(
+pub(crate) fn compare_data(
     expected: &Expected,
     head: Option<&ObjectMeta>,
     read: Option<DataRead>,
@@ -410,7 +415,7 @@ pub(super) fn member_count(expected: &Expected) -> Option<Finding> {
 /// The member and superseded rows against the receipt's proof of them (receipts recorded since
 /// migration 8, not compacted: compaction deletes member rows on purpose). `None`: nothing to
 /// compare, or they agree.
-pub fn members_proof_finding(expected: &Expected) -> Option<Finding> {
+pub(crate) fn members_proof_finding(expected: &Expected) -> Option<Finding> {
     let want = expected.members_proof.as_deref()?;
     if expected.members_digest.is_some() {
         return None;

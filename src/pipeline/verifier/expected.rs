@@ -15,7 +15,7 @@ use crate::model::table::TableSpec;
 /// Everything a batch's three objects must be: from its receipt (verify, purge, restore) or
 /// from the batch just written (publish). Built once per batch.
 #[derive(Debug, Clone)]
-pub struct Expected {
+pub(crate) struct Expected {
     pub app_code: String,
     pub batch_id: String,
     pub keys: ObjectKeys,
@@ -48,14 +48,14 @@ pub struct Expected {
 
 /// What an object's protection must be: at least this retention, and this encryption.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Guard {
+pub(crate) struct Guard {
     pub lock: Option<ObjectLock>,
     pub encryption: Option<Encryption>,
 }
 
 /// The encryption an object must have.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Encryption {
+pub(crate) enum Encryption {
     /// What a put asked for (publish): the store's report must satisfy it.
     Asked(Sse),
     /// What the receipt recorded the store reporting: the same algorithm and key.
@@ -67,7 +67,7 @@ pub enum Encryption {
 
 impl Guard {
     /// What a receipt vouches for.
-    pub fn of_receipt(protection: &Protection) -> Guard {
+    pub(crate) fn of_receipt(protection: &Protection) -> Guard {
         Guard {
             lock: protection.lock,
             encryption: protection
@@ -84,7 +84,11 @@ impl Guard {
 impl Expected {
     /// What a receipt vouches for; `members` are every version the database holds for the batch
     /// (members and superseded rows).
-    pub fn of_receipt(spec: &TableSpec, receipt: &StoredReceipt, members: Vec<Member>) -> Expected {
+    pub(crate) fn of_receipt(
+        spec: &TableSpec,
+        receipt: &StoredReceipt,
+        members: Vec<Member>,
+    ) -> Expected {
         let guard = Guard::of_receipt(&receipt.protection);
         let members_digest = receipt.compaction.as_ref().map(|c| c.digest.clone());
         let manifest = Manifest {
@@ -136,7 +140,7 @@ impl Expected {
 
     /// What a batch just written must read back as: its documents, built for the data object
     /// as placed (`data`: its own digest where an existing object was adopted).
-    pub fn of_batch(
+    pub(crate) fn of_batch(
         prefix: &str,
         spec: &TableSpec,
         app_code: &str,

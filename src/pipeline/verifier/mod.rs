@@ -19,12 +19,12 @@ mod finding;
 
 use futures_util::TryStreamExt;
 
-pub use cold::{ColdObject, ColdObjects};
-pub use compare::{
+pub(crate) use cold::{ColdObject, ColdObjects};
+pub(crate) use compare::{
     compare_data, compare_document, compare_guard, compare_head, members_proof_finding,
 };
 use compare::{compare_identity, member_count};
-pub use expected::{Encryption, Expected, Guard};
+pub(crate) use expected::{Encryption, Expected, Guard};
 pub use finding::{Finding, FindingKind};
 
 use crate::db::receipts::StoredAs;
@@ -37,7 +37,7 @@ use crate::store::{self, ObjectMeta, ObjectStore, StoreError};
 
 /// How far a verification goes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Depth {
+pub(crate) enum Depth {
     /// HEAD only: existence, sizes and the store's checksums (and the member count); no download.
     Head,
     /// HEAD and a full read of every object.
@@ -48,7 +48,7 @@ pub enum Depth {
 
 /// What verifying a batch found, and what it read.
 #[derive(Debug, Default)]
-pub struct Verified {
+pub(crate) struct Verified {
     pub findings: Vec<Finding>,
     /// The data object's CRC-64/NVME, when it was read.
     pub data_crc64nvme: Option<u64>,
@@ -76,7 +76,7 @@ pub struct Verified {
 impl Verified {
     /// The batch's protection as the store reports it: the weakest retention of its objects,
     /// and the data object's class and encryption (what a receipt records).
-    pub fn protection(&self) -> Protection {
+    pub(crate) fn protection(&self) -> Protection {
         let data = self.heads.last();
         // The weakest of each: the earliest date and the least strict mode, so that every
         // object covers what the receipt records.
@@ -105,7 +105,7 @@ impl Verified {
 }
 
 /// Fetches a batch's objects and compares them with what they must be.
-pub struct Verifier<'a> {
+pub(crate) struct Verifier<'a> {
     pub store: &'a dyn ObjectStore,
     pub spec: &'static TableSpec,
     pub depth: Depth,
@@ -115,7 +115,7 @@ pub struct Verifier<'a> {
 impl Verifier<'_> {
     /// Verifies a batch's objects in order — manifest, `_SUCCESS`, data — as deep as
     /// [`Verifier::depth`] says.
-    pub async fn verify(&self, expected: &Expected) -> Result<Verified, StoreError> {
+    pub(crate) async fn verify(&self, expected: &Expected) -> Result<Verified, StoreError> {
         let mut verified = Verified::default();
         if let Some(sha256) = &expected.inconsistent_manifest_sha256 {
             verified.findings.push(
@@ -283,7 +283,7 @@ impl Verifier<'_> {
 /// so the reader runs on a task of its own, fed the chunks as they arrive: batches verified
 /// together use every core, and the caller's other work (archive records the batch before this
 /// one meanwhile) goes on.
-pub async fn read_data(
+pub(crate) async fn read_data(
     store: &dyn ObjectStore,
     spec: &'static TableSpec,
     app_code: &str,

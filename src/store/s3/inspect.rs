@@ -11,7 +11,7 @@ use crate::store::StoreError;
 
 /// A bucket's versioning state.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Versioning {
+pub(crate) enum Versioning {
     Enabled,
     /// Was on, now off: new writes overwrite.
     Suspended,
@@ -21,7 +21,7 @@ pub enum Versioning {
 
 /// A bucket's Object Lock configuration.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LockConfiguration {
+pub(crate) struct LockConfiguration {
     pub enabled: bool,
     /// The retention every new object gets unless a put names one: its mode and length.
     pub default: Option<(LockMode, Retention)>,
@@ -29,7 +29,7 @@ pub struct LockConfiguration {
 
 /// A bucket's default encryption.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct DefaultEncryption {
+pub(crate) struct DefaultEncryption {
     pub algorithm: String,
     pub kms_key_id: Option<String>,
     pub bucket_key: bool,
@@ -37,7 +37,7 @@ pub struct DefaultEncryption {
 
 /// What KMS says about a key.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct KmsKey {
+pub(crate) struct KmsKey {
     pub arn: String,
     pub enabled: bool,
     /// `Enabled`, `Disabled`, `PendingDeletion`, …
@@ -47,7 +47,7 @@ pub struct KmsKey {
 impl S3Store {
     /// The bucket's region as the store reports it (HeadBucket's `x-amz-bucket-region`, else
     /// GetBucketLocation); `None` where it reports none (many S3-compatible stores).
-    pub async fn bucket_region(&self) -> Result<Option<String>, StoreError> {
+    pub(crate) async fn bucket_region(&self) -> Result<Option<String>, StoreError> {
         let head = self
             .client()
             .head_bucket()
@@ -81,7 +81,7 @@ impl S3Store {
         }
     }
 
-    pub async fn versioning(&self) -> Result<Versioning, StoreError> {
+    pub(crate) async fn versioning(&self) -> Result<Versioning, StoreError> {
         use aws_sdk_s3::types::BucketVersioningStatus;
         let out = self
             .client()
@@ -97,7 +97,7 @@ impl S3Store {
         })
     }
 
-    pub async fn lock_configuration(&self) -> Result<LockConfiguration, StoreError> {
+    pub(crate) async fn lock_configuration(&self) -> Result<LockConfiguration, StoreError> {
         let out = match self
             .client()
             .get_object_lock_configuration()
@@ -133,7 +133,7 @@ impl S3Store {
         Ok(LockConfiguration { enabled, default })
     }
 
-    pub async fn default_encryption(&self) -> Result<Option<DefaultEncryption>, StoreError> {
+    pub(crate) async fn default_encryption(&self) -> Result<Option<DefaultEncryption>, StoreError> {
         let out = match self
             .client()
             .get_bucket_encryption()
@@ -163,7 +163,7 @@ impl S3Store {
     /// What KMS says about `key` (`None`: no such key), asked at `--kms-endpoint` or, by
     /// default, AWS's regional KMS endpoint (never the S3 endpoint: a MinIO or a VPC endpoint
     /// for S3 is not one for KMS).
-    pub async fn describe_kms_key(&self, key: &str) -> Result<Option<KmsKey>, StoreError> {
+    pub(crate) async fn describe_kms_key(&self, key: &str) -> Result<Option<KmsKey>, StoreError> {
         let mut config = aws_sdk_kms::config::Builder::from(&self.sdk);
         config.set_endpoint_url(self.kms_endpoint.clone());
         let config = config.build();
@@ -195,7 +195,7 @@ impl S3Store {
     }
 
     /// Removes one version of `key` (doctor's probe; refused while its retention lasts).
-    pub async fn delete_version(&self, key: &str, version: &str) -> Result<(), StoreError> {
+    pub(crate) async fn delete_version(&self, key: &str, version: &str) -> Result<(), StoreError> {
         self.client()
             .delete_object()
             .bucket(self.bucket())
@@ -208,7 +208,7 @@ impl S3Store {
     }
 
     /// Lifts the legal hold on one version of `key` (doctor's probe).
-    pub async fn lift_legal_hold(&self, key: &str, version: &str) -> Result<(), StoreError> {
+    pub(crate) async fn lift_legal_hold(&self, key: &str, version: &str) -> Result<(), StoreError> {
         use aws_sdk_s3::types::{ObjectLockLegalHold, ObjectLockLegalHoldStatus};
         self.client()
             .put_object_legal_hold()

@@ -29,12 +29,10 @@ use base64::Engine as _;
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 
-pub use inspect::{DefaultEncryption, KmsKey, LockConfiguration, Versioning};
+pub(crate) use inspect::{LockConfiguration, Versioning};
 use intercept::CaptureCosCrc;
-pub use settings::{
-    ConditionalPutSetting, S3Settings, UploadChecksum, DEFAULT_MAX_ATTEMPTS, NO_REGION,
-    SETTING_REGION,
-};
+pub use settings::{ConditionalPutSetting, S3Settings, UploadChecksum};
+pub(crate) use settings::{DEFAULT_MAX_ATTEMPTS, NO_REGION};
 
 use super::{
     ByteStream, ConditionalPut, Counters, KeyPages, Location, ObjectMeta, ObjectStore, PutMode,
@@ -44,7 +42,7 @@ use crate::model::digest;
 use crate::model::protection::{LockMode, ObjectLock, RestoreStatus, Sse, Thaw, ThawState};
 
 #[derive(Debug)]
-pub struct S3Store {
+pub(crate) struct S3Store {
     fetch: Fetch,
     /// The SDK's configuration, for the KMS client `doctor` asks about the key.
     sdk: aws_config::SdkConfig,
@@ -72,12 +70,12 @@ struct Fetch {
 
 impl S3Store {
     /// The region requests are signed for, and where it came from ([`NO_REGION`]: nowhere).
-    pub fn region(&self) -> (&str, &'static str) {
+    pub(crate) fn region(&self) -> (&str, &'static str) {
         (&self.region.0, self.region.1)
     }
 
     /// Whether requests go to a custom endpoint (MinIO, COS, …) rather than AWS S3.
-    pub fn custom_endpoint(&self) -> bool {
+    pub(crate) fn custom_endpoint(&self) -> bool {
         self.fetch.endpoint != "AWS S3"
     }
 

@@ -74,7 +74,7 @@ pub enum ConditionalPutSetting {
 }
 
 /// Attempts per S3 request unless `--s3-max-attempts` says otherwise.
-pub const DEFAULT_MAX_ATTEMPTS: u32 = 5;
+pub(crate) const DEFAULT_MAX_ATTEMPTS: u32 = 5;
 const DEFAULT_CONNECT_TIMEOUT: Duration = Duration::from_secs(10);
 const DEFAULT_READ_TIMEOUT: Duration = Duration::from_secs(30);
 
@@ -102,13 +102,16 @@ impl std::fmt::Debug for S3Settings {
 }
 
 /// Where the region came from when no setting gave one: us-east-1 by default.
-pub const NO_REGION: &str = "no setting: the default";
+pub(crate) const NO_REGION: &str = "no setting: the default";
 /// `--s3-region` / `OUTBOX_ARCHIVER_S3_REGION`.
-pub const SETTING_REGION: &str = "--s3-region / OUTBOX_ARCHIVER_S3_REGION";
+pub(crate) const SETTING_REGION: &str = "--s3-region / OUTBOX_ARCHIVER_S3_REGION";
 
 impl S3Store {
     /// A client for `location` (an `s3://` one) as `settings` say.
-    pub async fn connect(location: Location, settings: &S3Settings) -> Result<S3Store, StoreError> {
+    pub(crate) async fn connect(
+        location: Location,
+        settings: &S3Settings,
+    ) -> Result<S3Store, StoreError> {
         let Location::S3 { bucket, .. } = &location else {
             panic!("S3Store needs an s3:// location")
         };

@@ -11,10 +11,10 @@
 
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use outbox_archiver::db::source::decode_row;
-use outbox_archiver::db::{self, Db};
-use outbox_archiver::model::codec::Row;
-use outbox_archiver::model::table::{TableSpec, WALLET_OUTBOX};
+use outbox_archiver::decode_row;
+use outbox_archiver::Db;
+use outbox_archiver::Row;
+use outbox_archiver::{TableSpec, WALLET_OUTBOX};
 use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 use tokio::sync::OnceCell;
 
@@ -168,10 +168,10 @@ impl TestDb {
     pub async fn for_table_on(server: &str, spec: &'static TableSpec) -> TestDb {
         let mut db = TestDb::empty(server).await;
         db.spec = spec;
-        let migrated = outbox_archiver::commands::migrate::run(
+        let migrated = outbox_archiver::migrate::run(
             &db.db,
             spec,
-            &outbox_archiver::commands::migrate::MigrateOptions {
+            &outbox_archiver::migrate::MigrateOptions {
                 with_source_table: true,
             },
         )
@@ -183,8 +183,10 @@ impl TestDb {
     /// A database of its own on the server at `server` (a URL with no database part).
     pub async fn on(server: &str) -> TestDb {
         let db = TestDb::empty(server).await;
-        db::migrate(&db.db.pool).await.unwrap();
-        db::create_source_table(&db.db.pool, &WALLET_OUTBOX)
+        outbox_archiver::migrate_database(&db.db.pool)
+            .await
+            .unwrap();
+        outbox_archiver::create_source_table(&db.db.pool, &WALLET_OUTBOX)
             .await
             .unwrap();
         db
@@ -225,7 +227,7 @@ impl TestDb {
     }
 
     pub async fn insert(&self, rows: &[Row]) {
-        outbox_archiver::testkit::seed::insert_rows(&self.db.pool, self.spec, rows)
+        outbox_archiver::testing::insert_rows(&self.db.pool, self.spec, rows)
             .await
             .unwrap();
     }
@@ -273,7 +275,7 @@ impl TestDb {
 
     /// Source rows that must be archived: delivered and below the cutoff, in cursor order.
     pub async fn expected_rows(&self, app: &str, cutoff_ms: i64) -> Vec<Row> {
-        let pages = outbox_archiver::db::source::SourceTable::new(self.spec);
+        let pages = outbox_archiver::SourceTable::new(self.spec);
         let mut rows = Vec::new();
         let mut after = None;
         loop {
@@ -294,12 +296,7 @@ impl TestDb {
             after = Some(page.last().unwrap().cursor());
             // Through the archive's own encoding: the line a row becomes, read back.
             rows.extend(page.iter().map(|r| {
-                outbox_archiver::model::codec::decode_line(
-                    self.spec,
-                    &r.line[..r.line.len() - 1],
-                    1,
-                )
-                .unwrap()
+                outbox_archiver::decode_line(self.spec, &r.line[..r.line.len() - 1], 1).unwrap()
             }));
         }
     }
@@ -406,8 +403,8 @@ pub async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
         .map(|r| {
             let row = decode_row(db.spec, r).unwrap();
             let id = match &row[id_at] {
-                outbox_archiver::model::codec::Value::Text(t) => t.as_bytes().to_vec(),
-                outbox_archiver::model::codec::Value::Bytes(b) => b.clone(),
+                outbox_archiver::Value::Text(t) => t.as_bytes().to_vec(),
+                outbox_archiver::Value::Bytes(b) => b.clone(),
                 other => panic!("event id {other:?}"),
             };
             (id, row)

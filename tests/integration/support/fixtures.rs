@@ -3,18 +3,16 @@
 
 use std::sync::Arc;
 
-use outbox_archiver::commands::archive::{self, ArchiveOptions};
-use outbox_archiver::commands::purge::{self, PurgeOptions};
-use outbox_archiver::failpoint::FailPoints;
-use outbox_archiver::model::codec::Row;
-use outbox_archiver::pipeline::apps::Apps;
-use outbox_archiver::pipeline::report::details::{
-    ArchiveApp, PurgeApp, RestoreApp, StatusApp, VerifyRun,
-};
-use outbox_archiver::pipeline::report::{AppDetails, AppReport, RunDetails, Summary};
-use outbox_archiver::pipeline::verifier::Finding;
-use outbox_archiver::pipeline::RunContext;
-use outbox_archiver::store::ObjectStore;
+use outbox_archiver::testing::FailPoints;
+use outbox_archiver::Apps;
+use outbox_archiver::Finding;
+use outbox_archiver::ObjectStore;
+use outbox_archiver::Row;
+use outbox_archiver::RunContext;
+use outbox_archiver::{archive, archive::ArchiveOptions};
+use outbox_archiver::{purge, purge::PurgeOptions};
+use outbox_archiver::{AppDetails, AppReport, RunDetails, Summary};
+use outbox_archiver::{ArchiveApp, PurgeApp, RestoreApp, StatusApp, VerifyRun};
 use tokio_util::sync::CancellationToken;
 
 use super::{row, TestDb, TestS3};
@@ -30,8 +28,8 @@ pub fn env(db: &TestDb, store: Arc<dyn ObjectStore>, now_ms: i64) -> RunContext 
 }
 
 /// The database side of a run (what `status` works with), at a fixed clock.
-pub fn db_context(db: &TestDb, now_ms: i64) -> outbox_archiver::pipeline::DbContext {
-    outbox_archiver::pipeline::DbContext::new(
+pub fn db_context(db: &TestDb, now_ms: i64) -> outbox_archiver::DbContext {
+    outbox_archiver::DbContext::new(
         db.spec,
         db.db.clone(),
         CancellationToken::new(),

@@ -7,7 +7,7 @@ use std::sync::atomic::Ordering;
 
 use bytes::Bytes;
 use futures_util::TryStreamExt;
-use outbox_archiver::testkit::local_s3::LocalS3;
+use outbox_archiver::testing::LocalS3;
 use s3s::dto::*;
 use s3s::{S3Request, S3Response, S3Result, S3};
 

@@ -15,7 +15,7 @@ use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use aws_sdk_s3::config::{Credentials, Region};
-use outbox_archiver::store::{self, Location, ObjectStore, S3Settings, UploadChecksum};
+use outbox_archiver::{Location, ObjectStore, S3Settings, UploadChecksum};
 
 use super::{free_port, COUNTER};
 
@@ -191,7 +191,7 @@ impl MotoS3 {
     }
 
     pub async fn store(&self) -> Arc<dyn ObjectStore> {
-        store::open(self.location.clone(), &self.settings)
+        outbox_archiver::open_store(self.location.clone(), &self.settings)
             .await
             .unwrap()
     }

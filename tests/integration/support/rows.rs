@@ -2,8 +2,8 @@
 //! column positions from the table description. Pure (no server): the golden tests' binary
 //! includes this file too.
 
-use outbox_archiver::model::codec::{Row, Value};
-use outbox_archiver::model::table::{TableSpec, WALLET_OUTBOX};
+use outbox_archiver::{Row, Value};
+use outbox_archiver::{TableSpec, WALLET_OUTBOX};
 
 /// A delivered wallet row with plain defaults; tests change what they care about.
 pub fn row(app: &str, event_id: &str, updated_at_ms: i64) -> Row {

@@ -5,9 +5,9 @@ use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
 use futures_util::TryStreamExt;
-use outbox_archiver::model::codec::{self, Row};
-use outbox_archiver::store::{self, Location, ObjectStore, S3Settings};
-use outbox_archiver::testkit::local_s3::LocalS3;
+use outbox_archiver::testing::LocalS3;
+use outbox_archiver::Row;
+use outbox_archiver::{Location, ObjectStore, S3Settings};
 
 use super::{TestDb, COUNTER};
 
@@ -95,7 +95,7 @@ impl TestS3 {
     }
 
     pub async fn store(&self) -> Arc<dyn ObjectStore> {
-        store::open(self.location.clone(), &self.settings)
+        outbox_archiver::open_store(self.location.clone(), &self.settings)
             .await
             .unwrap()
     }
@@ -120,7 +120,7 @@ pub async fn archived_rows(db: &TestDb, store: &dyn ObjectStore, app: &str) -> V
             .filter(|l| !l.is_empty())
             .enumerate()
         {
-            rows.push(codec::decode_line(db.spec, line, i as u64 + 1).unwrap());
+            rows.push(outbox_archiver::decode_line(db.spec, line, i as u64 + 1).unwrap());
         }
     }
     rows
@@ -128,7 +128,7 @@ pub async fn archived_rows(db: &TestDb, store: &dyn ObjectStore, app: &str) -> V
 
 /// The NDJSON a data object holds, decompressed.
 pub async fn ndjson_of(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
-    let bytes = store::get_all(store, key)
+    let bytes = outbox_archiver::get_all(store, key)
         .await
         .unwrap()
         .expect("data object exists");
@@ -174,8 +174,7 @@ pub async fn checkpoint_keys(store: &dyn ObjectStore) -> Vec<String> {
 
 /// The tree size of the app's log in the store (0: none).
 pub async fn log_size(store: &dyn ObjectStore, folder: &str) -> u64 {
-    let table =
-        outbox_archiver::model::format::table_prefix(store.location().prefix(), "wallet_outbox");
+    let table = outbox_archiver::format::table_prefix(store.location().prefix(), "wallet_outbox");
     let key = format!("{table}_log/app_code={folder}/checkpoint");
     match store.get(&key).await.unwrap() {
         None => 0,
