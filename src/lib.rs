@@ -99,6 +99,7 @@ pub use model::profile::Profile;
 pub use model::protection::{
     LockMode, ObjectLock, Retention, Sse, SseAlgorithm, Thaw, ThawTier, VerifiedBy, WritePolicy,
 };
+pub use model::receipt::{Compaction, Lifecycle, Objects, Receipt, StoredAs};
 pub use model::record_schema::to_text as record_schema;
 pub use model::shard::Shard;
 pub use model::table::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
@@ -112,7 +113,7 @@ pub use db::lock::{database_lock_name, lock_name, AppLock};
 pub use db::owned::{create_owned_tables, owned_tables};
 pub use db::purge::PurgeQueries;
 pub use db::receipts::{ReceiptScope, Receipts};
-pub use db::record::{Cut, Receipt, RecordError, Recorder};
+pub use db::record::{Cut, RecordError, Recorder};
 pub use db::replica::{Lag, Replica};
 pub use db::source::{decode_row, SourceTable};
 pub use db::{create_source_table, insert_rows, migrate as migrate_database, Db, IfPresent};

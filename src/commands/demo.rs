@@ -16,8 +16,9 @@ use tokio_util::sync::CancellationToken;
 
 use crate::commands::archive::{self, ArchiveOptions};
 use crate::commands::{migrate, status, verify};
-use crate::db::receipts::{Receipts, StoredReceipt};
+use crate::db::receipts::Receipts;
 use crate::db::{source, Db};
+use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::model::timespec;
 use crate::pipeline::apps::Apps;
@@ -428,7 +429,7 @@ async fn report(
             r.batch_id,
             r.content.row_count,
             timespec::rfc3339(r.content.first.updated_at_ms),
-            r.data.size,
+            r.objects.data.size,
             r.keys.data
         ));
     }
@@ -474,7 +475,7 @@ fn where_to_look(
     spec: &TableSpec,
     store: &dyn ObjectStore,
     opts: &DemoOptions,
-    first: Option<&StoredReceipt>,
+    first: Option<&Receipt>,
     client: &str,
 ) {
     let root = match store.location() {

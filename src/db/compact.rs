@@ -135,9 +135,9 @@ impl CompactQueries {
         let spec = self.spec;
         let context = |what: &str| compacting(batch_id, what);
         let sql = format!(
-            "SELECT 1 FROM {} WHERE app_code = ? AND batch_id = ? AND state = 'VERIFIED' \
-             AND purged_at_ms IS NOT NULL AND restored_at_ms IS NULL AND compacted_at_ms IS NULL FOR UPDATE",
-            spec.receipts_table()
+            "SELECT 1 FROM {} WHERE app_code = ? AND batch_id = ? AND {} FOR UPDATE",
+            spec.receipts_table(),
+            super::receipts::rule::COMPACTABLE
         );
         let eligible: Option<i32> = sqlx::query_scalar(AssertSqlSafe(sql))
             .bind(app)

@@ -132,7 +132,7 @@ impl Homes {
         for app in listed {
             let newest: Option<(String, i64)> = sqlx::query_as(AssertSqlSafe(sql.clone()))
                 .bind(&app)
-                .bind(super::receipts::STATE_VERIFIED)
+                .bind(crate::model::receipt::STATE_VERIFIED)
                 .fetch_optional(pool)
                 .await
                 .context(|| format!("reading the newest receipt of app {app}"))?;

@@ -6,6 +6,7 @@
 
 pub(crate) mod apps;
 pub(crate) mod chain;
+mod columns;
 pub(crate) mod compact;
 pub(crate) mod drills;
 pub(crate) mod home;

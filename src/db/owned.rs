@@ -9,14 +9,10 @@
 
 use sqlx::{Executor, MySql, Pool};
 
+use super::columns::{columns, APP_CODE, BATCH_ID, EVENT_ID};
 use super::{Context, Db, DbError};
-use crate::model::table::{TableSpec, TotalKind};
+use crate::model::table::TableSpec;
 
-const APP_CODE: &str = "VARCHAR(32) NOT NULL";
-const EVENT_ID: &str = "VARCHAR(64) CHARACTER SET utf8mb4 COLLATE utf8mb4_bin NOT NULL";
-const BATCH_ID: &str = "CHAR(32) CHARACTER SET ascii COLLATE ascii_bin NOT NULL";
-const SHA256: &str = "CHAR(64) CHARACTER SET ascii NOT NULL";
-const CRC64: &str = "VARCHAR(20) CHARACTER SET ascii NOT NULL";
 const TABLE_OPTIONS: &str =
     "ENGINE = InnoDB DEFAULT CHARSET = utf8mb4 COLLATE = utf8mb4_unicode_ci";
 
@@ -45,12 +41,6 @@ impl OwnedTable {
     }
 }
 
-fn columns(list: &[(&str, &str)]) -> Vec<(String, String)> {
-    list.iter()
-        .map(|(n, t)| (n.to_string(), t.to_string()))
-        .collect()
-}
-
 /// The owned tables of `spec`, in the order they are created: six, and for a profile's table
 /// a seventh that keeps the columns archived so far.
 pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
@@ -69,118 +59,18 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
 }
 
 /// One row per batch archived: what it holds, its proof, and what purge, restore and
-/// compaction did to it since.
+/// compaction did to it since (its columns and keys are the receipts repository's).
 fn receipts(spec: &TableSpec) -> OwnedTable {
-    let prefix = spec.owned_prefix;
     OwnedTable {
         name: spec.receipts_table(),
-        columns: receipt_columns(spec),
-        keys: vec![
-            "PRIMARY KEY (app_code, batch_id)".into(),
-            format!(
-                "KEY {} (app_code, state, last_updated_at_ms, last_event_id)",
-                spec.cursor_index()
-            ),
-            format!(
-                "KEY idx_{prefix}_unpurged (app_code, state, purged_at_ms, restored_at_ms, last_updated_at_ms, last_event_id)"
-            ),
-            format!("UNIQUE KEY {} (app_code, chain_seq)", spec.chain_index()),
-            format!("UNIQUE KEY {} (app_code, log_index)", spec.log_index()),
-            format!("KEY idx_{prefix}_recorded (app_code, verified_at_ms)"),
-            format!("KEY idx_{prefix}_spellings (app_code, app_code_bytes)"),
-        ],
+        columns: super::receipts::columns(spec),
+        keys: super::receipts::keys(spec),
     }
 }
 
-/// The receipts table's columns: the batch and its range, one column per control total of
-/// the spec, then the objects' digests and sizes and the marks later commands set.
-fn receipt_columns(spec: &TableSpec) -> Vec<(String, String)> {
-    let mut receipts = columns(&[
-        ("app_code", APP_CODE),
-        ("batch_id", BATCH_ID),
-        ("state", "VARCHAR(16) NOT NULL"),
-        ("data_object_key", "VARCHAR(512) NOT NULL"),
-        ("manifest_object_key", "VARCHAR(512) NOT NULL"),
-        ("success_object_key", "VARCHAR(512) NOT NULL"),
-        ("schema_version", "INT NOT NULL"),
-        ("row_count", "BIGINT NOT NULL"),
-        ("first_updated_at_ms", "BIGINT NOT NULL"),
-        ("first_event_id", EVENT_ID),
-        ("last_updated_at_ms", "BIGINT NOT NULL"),
-        ("last_event_id", EVENT_ID),
-        ("min_created_at_ms", "BIGINT NOT NULL"),
-        ("max_created_at_ms", "BIGINT NOT NULL"),
-    ]);
-    receipts.extend(spec.totals.iter().map(|t| {
-        let ty = match t.kind {
-            TotalKind::Sum => "VARCHAR(40) NOT NULL",
-            TotalKind::Sha256 => SHA256,
-        };
-        (t.field.to_string(), ty.to_string())
-    }));
-    receipts.extend(columns(&[
-        ("ndjson_sha256", SHA256),
-        ("gzip_sha256", SHA256),
-        ("data_crc64", CRC64),
-        ("manifest_crc64", CRC64),
-        ("success_crc64", CRC64),
-        ("manifest_sha256", SHA256),
-        ("uncompressed_bytes", "BIGINT NOT NULL"),
-        ("compressed_bytes", "BIGINT NOT NULL"),
-        ("verified_at_ms", "BIGINT NOT NULL"),
-        ("created_at_ms", "BIGINT NOT NULL"),
-        ("updated_at_ms", "BIGINT NOT NULL"),
-        ("purged_rows", "BIGINT NOT NULL DEFAULT 0"),
-        ("kept_rows", "BIGINT NOT NULL DEFAULT 0"),
-        ("purged_at_ms", "BIGINT NULL"),
-        ("data_crc64nvme", "VARCHAR(20) CHARACTER SET ascii NULL"),
-        ("restored_at_ms", "BIGINT NULL"),
-        ("superseded_rows", "BIGINT NOT NULL DEFAULT 0"),
-        ("object_lock_mode", "VARCHAR(16) CHARACTER SET ascii NULL"),
-        ("retain_until_ms", "BIGINT NULL"),
-        ("legal_hold", "BOOLEAN NOT NULL DEFAULT FALSE"),
-        ("storage_class", "VARCHAR(32) CHARACTER SET ascii NULL"),
-        ("sse_algorithm", "VARCHAR(16) CHARACTER SET ascii NULL"),
-        ("sse_kms_key_id", "VARCHAR(2048) CHARACTER SET ascii NULL"),
-        (
-            "verified_by",
-            "VARCHAR(16) CHARACTER SET ascii NOT NULL DEFAULT 'read_back'",
-        ),
-        ("members_digest_sha256", "CHAR(64) CHARACTER SET ascii NULL"),
-        ("members_digest_rows", "BIGINT NULL"),
-        ("compacted_at_ms", "BIGINT NULL"),
-        ("compacted_member_rows", "BIGINT NOT NULL DEFAULT 0"),
-        ("members_proof_sha256", "CHAR(64) CHARACTER SET ascii NULL"),
-        ("data_etag", "VARCHAR(256) CHARACTER SET ascii NULL"),
-        ("manifest_etag", "VARCHAR(256) CHARACTER SET ascii NULL"),
-        ("success_etag", "VARCHAR(256) CHARACTER SET ascii NULL"),
-        ("data_version_id", "VARCHAR(1024) CHARACTER SET ascii NULL"),
-    ]));
-    receipts.extend(columns(CHAIN_COLUMNS));
-    receipts.extend(columns(LOG_COLUMNS));
-    receipts
-}
-
-/// The receipts column of migration 13: the batch's leaf in its app's log.
-const LOG_COLUMNS: &[(&str, &str)] = &[
-    ("log_index", "BIGINT NULL"),
-    (
-        "app_code_bytes",
-        "VARBINARY(128) AS (CAST(app_code AS BINARY)) VIRTUAL",
-    ),
-];
-
-/// The receipts columns of migration 10: the chain, and the last verification in full.
-const CHAIN_COLUMNS: &[(&str, &str)] = &[
-    ("chain_seq", "BIGINT NULL"),
-    ("chain_link", "CHAR(64) CHARACTER SET ascii NULL"),
-    ("full_verified_at_ms", "BIGINT NULL"),
-    ("full_verified_how", "VARCHAR(16) CHARACTER SET ascii NULL"),
-];
-
 /// The statements that give a receipts table made before migration 10 its columns and key.
 fn receipts_chain_upgrade(spec: &TableSpec) -> [String; 2] {
-    let added: Vec<String> = CHAIN_COLUMNS
+    let added: Vec<String> = super::receipts::CHAIN_COLUMNS
         .iter()
         .map(|(name, ty)| format!("ADD COLUMN {name} {ty}"))
         .collect();

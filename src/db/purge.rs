@@ -16,11 +16,11 @@ use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _, Transaction}
 
 use super::lock::{AppLock, Doing, LockLost};
 use super::preflight::{Flavour, Server};
-use super::receipts::STATE_VERIFIED;
 use super::{Context, DbError};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::model::batch::Member;
 use crate::model::profile::LiveColumn;
+use crate::model::receipt::STATE_VERIFIED;
 use crate::model::table::TableSpec;
 use crate::model::unarchived::Unarchived;
 

@@ -15,43 +15,20 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, Row as _, Transaction};
+use sqlx::{MySql, MySqlPool, Transaction};
 
 use super::chain::ChainTable;
 use super::lock::{AppLock, Doing, LockLost};
 use super::members::{Members, OnDuplicate, Owner};
-use super::receipts::{Receipts, STATE_VERIFIED};
+use super::receipts::Receipts;
 use super::{Context, DbError};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::model::batch::{Member, Superseded};
-use crate::model::digest::ObjectDigest;
-use crate::model::format::{ContentFacts, ObjectKeys, SCHEMA_VERSION};
-use crate::model::protection::Protection;
+use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 
 /// Members are written and read back in chunks of at most this many (SPEC §5.2).
 const MEMBER_CHUNK: usize = 500;
-
-/// Everything a VERIFIED receipt records.
-#[derive(Debug, Clone)]
-pub struct Receipt {
-    pub app_code: String,
-    pub batch_id: String,
-    pub keys: ObjectKeys,
-    pub content: ContentFacts,
-    pub data: ObjectDigest,
-    pub manifest: ObjectDigest,
-    pub success: ObjectDigest,
-    /// The data object's CRC-64/NVME, as read back (what AWS S3 reports on HEAD).
-    pub data_crc64nvme: Option<u64>,
-    pub verified_at_ms: i64,
-    /// How the objects are protected and stored, as the store reported it after the puts.
-    pub protection: Protection,
-    /// [`crate::model::format::members_proof`] of the batch's rows.
-    pub members_proof: Option<String>,
-    /// What the store reported of the objects when they were read back.
-    pub stored: super::receipts::StoredAs,
-}
 
 /// Which rows a batch was cut from, for the checks its record step makes.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -99,43 +76,6 @@ pub enum RecordError {
     },
     #[error(transparent)]
     Failpoint(#[from] Tripped),
-}
-
-/// The control columns compared against an existing receipt of the same batch id, with this
-/// receipt's values as text (in the table's column order).
-fn controls(spec: &TableSpec, receipt: &Receipt) -> Vec<(&'static str, String)> {
-    let (c, keys) = (&receipt.content, &receipt.keys);
-    let mut out = vec![
-        ("state", STATE_VERIFIED.to_string()),
-        ("data_object_key", keys.data.clone()),
-        ("manifest_object_key", keys.manifest.clone()),
-        ("success_object_key", keys.success.clone()),
-        ("schema_version", SCHEMA_VERSION.to_string()),
-        ("row_count", c.row_count.to_string()),
-        ("first_updated_at_ms", c.first.updated_at_ms.to_string()),
-        ("first_event_id", c.first.event_id.clone()),
-        ("last_updated_at_ms", c.last.updated_at_ms.to_string()),
-        ("last_event_id", c.last.event_id.clone()),
-        ("min_created_at_ms", c.min_created_at_ms.to_string()),
-        ("max_created_at_ms", c.max_created_at_ms.to_string()),
-    ];
-    out.extend(
-        spec.totals
-            .iter()
-            .zip(&c.totals)
-            .map(|(t, (_, total))| (t.field, total.to_string())),
-    );
-    out.extend([
-        ("ndjson_sha256", c.ndjson_sha256.clone()),
-        ("gzip_sha256", receipt.data.sha256.clone()),
-        ("data_crc64", receipt.data.crc64_string()),
-        ("manifest_crc64", receipt.manifest.crc64_string()),
-        ("success_crc64", receipt.success.crc64_string()),
-        ("manifest_sha256", receipt.manifest.sha256.clone()),
-        ("uncompressed_bytes", c.uncompressed_bytes.to_string()),
-        ("compressed_bytes", receipt.data.size.to_string()),
-    ]);
-    out
 }
 
 /// Records verified batches of one outbox table.
@@ -208,79 +148,22 @@ impl Recorder {
         Ok(superseded)
     }
 
-    /// Inserts the receipt (a no-op if it exists), reads it back and compares every control
-    /// value; returns the verification time members carry (an existing receipt's, on a retry).
+    /// Inserts the receipt (a no-op if it exists) and holds it to one recorded before under its
+    /// batch id; returns the verification time members carry (an existing receipt's, on a retry).
     async fn insert_receipt(
         &self,
         tx: &mut Transaction<'_, MySql>,
         receipt: &Receipt,
     ) -> Result<i64, RecordError> {
-        let (app, batch) = (&receipt.app_code, &receipt.batch_id);
-        let controls = controls(self.spec, receipt);
-        let table = self.spec.receipts_table();
-        let columns: Vec<&str> = controls.iter().map(|(c, _)| *c).collect();
-        let sql = format!(
-            "INSERT INTO {table} (app_code, batch_id, {}, verified_at_ms, created_at_ms, updated_at_ms, data_crc64nvme, \
-             object_lock_mode, retain_until_ms, legal_hold, storage_class, sse_algorithm, sse_kms_key_id, verified_by, \
-             members_proof_sha256, data_etag, data_version_id, manifest_etag, success_etag) \
-             VALUES (?, ?, {}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE batch_id = batch_id",
-            columns.join(", "),
-            vec!["?"; columns.len()].join(", ")
-        );
-        let mut insert = sqlx::query(AssertSqlSafe(sql)).bind(app).bind(batch);
-        for (_, value) in &controls {
-            insert = insert.bind(value);
+        match super::receipts::insert(tx, self.spec, receipt).await? {
+            Ok(verified_at_ms) => Ok(verified_at_ms),
+            Err(m) => Err(RecordError::ReceiptConflict {
+                batch_id: receipt.batch_id.clone(),
+                field: m.field,
+                recorded: m.recorded,
+                now: m.now,
+            }),
         }
-        let at = receipt.verified_at_ms;
-        let p = &receipt.protection;
-        insert
-            .bind(at)
-            .bind(at)
-            .bind(at)
-            .bind(receipt.data_crc64nvme.map(|c| c.to_string()))
-            .bind(p.lock.map(|l| l.mode.as_str()))
-            .bind(p.lock.map(|l| l.retain_until_ms))
-            .bind(p.legal_hold)
-            .bind(&p.storage_class)
-            .bind(&p.sse_algorithm)
-            .bind(&p.sse_kms_key_id)
-            .bind(p.verified_by.as_str())
-            .bind(&receipt.members_proof)
-            .bind(&receipt.stored.data.etag)
-            .bind(&receipt.stored.data.version_id)
-            .bind(&receipt.stored.manifest.etag)
-            .bind(&receipt.stored.success.etag)
-            .execute(&mut **tx)
-            .await
-            .context(|| format!("inserting receipt {batch}"))?;
-        // Everything is compared as text, by name, so one loop checks every control value.
-        let select: Vec<String> = columns
-            .iter()
-            .map(|c| format!("CAST({c} AS CHAR) AS {c}"))
-            .collect();
-        let sql = format!(
-            "SELECT {}, verified_at_ms FROM {table} WHERE app_code = ? AND batch_id = ? FOR UPDATE",
-            select.join(", ")
-        );
-        let context = || format!("reading back receipt {batch}");
-        let row = sqlx::query(AssertSqlSafe(sql))
-            .bind(app)
-            .bind(batch)
-            .fetch_one(&mut **tx)
-            .await
-            .context(context)?;
-        for (column, now) in controls {
-            let recorded: String = row.try_get(column).context(context)?;
-            if recorded != now {
-                return Err(RecordError::ReceiptConflict {
-                    batch_id: batch.clone(),
-                    field: column,
-                    recorded,
-                    now,
-                });
-            }
-        }
-        Ok(row.try_get("verified_at_ms").context(context)?)
     }
 
     /// Writes the members in chunks and reads them back. The common case — every row new — is

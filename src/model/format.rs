@@ -397,80 +397,9 @@ pub fn members_digest<'a>(pairs: impl IntoIterator<Item = (&'a str, i64)>) -> Me
     }
 }
 
-/// What every receipt records of its member list at archive time (README, "What purge
-/// compares"): the SHA-256 (lowercase hex) of `outbox-archive/members-proof/v1\n` followed by
-/// one line per row of the data object, in ascending order of the event id's UTF-8 bytes, then
-/// of `updated_at_ms`, then of the fingerprint: a compact JSON array of the event id (escaped as
-/// the NDJSON lines escape strings), `updated_at_ms` and the row's fingerprint in lowercase hex
-/// (`["e-1",1700000000000,"cb79e9fdee5e363c9e27b4a0bbef46d2"]`), and `\n`. Purge recomputes it
-/// from the member and superseded rows it is about to delete by: a member row changed since
-/// (its version, its fingerprint, one more or fewer) does not hash to it.
-pub fn members_proof<'a>(
-    rows: impl IntoIterator<Item = (&'a str, i64, &'a crate::model::digest::RowFingerprint)>,
-) -> String {
-    use sha2::Digest as _;
-    let mut rows: Vec<(&str, i64, &crate::model::digest::RowFingerprint)> =
-        rows.into_iter().collect();
-    rows.sort_unstable_by(|a, b| (a.0.as_bytes(), a.1, a.2).cmp(&(b.0.as_bytes(), b.1, b.2)));
-    let mut hasher = sha2::Sha256::new();
-    hasher.update(b"outbox-archive/members-proof/v1\n");
-    let mut line = Vec::with_capacity(128);
-    for (event_id, updated_at_ms, fingerprint) in &rows {
-        line.clear();
-        serde_json::to_writer(
-            &mut line,
-            &(event_id, updated_at_ms, fingerprint.to_string()),
-        )
-        .expect("in memory");
-        line.push(b'\n');
-        hasher.update(&line);
-    }
-    hex::encode(hasher.finalize())
-}
-
-/// [`members_proof`] of members that all carry a fingerprint (`None` if one does not: a member
-/// row recorded before fingerprints were).
-pub fn members_proof_of<'a>(
-    members: impl IntoIterator<Item = &'a crate::model::batch::Member>,
-) -> Option<String> {
-    let rows: Option<Vec<_>> = members
-        .into_iter()
-        .map(|m| {
-            m.fingerprint
-                .as_ref()
-                .map(|f| (m.event_id.as_str(), m.updated_at_ms, f))
-        })
-        .collect();
-    rows.map(members_proof)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_members_proof_is_a_fixed_function_of_the_rows() {
-        use crate::model::digest::row_fingerprint;
-        let (a, b) = (row_fingerprint(b"line a"), row_fingerprint(b"line b"));
-        let rows = [("e-2", 5_i64, &a), ("e-1", 7, &b), ("e-1", 3, &a)];
-        let proof = members_proof(rows);
-        // Python: the same lines hashed with hashlib (see README, "What purge compares").
-        let text = format!(
-            "outbox-archive/members-proof/v1\n[\"e-1\",3,\"{a}\"]\n[\"e-1\",7,\"{b}\"]\n[\"e-2\",5,\"{a}\"]\n"
-        );
-        assert_eq!(proof, crate::model::digest::sha256_hex(text.as_bytes()));
-        let mut reversed = rows;
-        reversed.reverse();
-        assert_eq!(members_proof(reversed), proof, "any order");
-        assert_ne!(
-            members_proof([("e-2", 5_i64, &b)]),
-            members_proof([("e-2", 5_i64, &a)])
-        );
-        assert_eq!(
-            members_proof([]),
-            crate::model::digest::sha256_hex(b"outbox-archive/members-proof/v1\n")
-        );
-    }
 
     #[test]
     fn the_members_digest_is_a_fixed_function_of_the_pairs() {

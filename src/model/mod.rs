@@ -14,6 +14,7 @@ pub(crate) mod ident;
 pub(crate) mod note;
 pub(crate) mod profile;
 pub(crate) mod protection;
+pub(crate) mod receipt;
 pub(crate) mod record_schema;
 pub(crate) mod redact;
 pub(crate) mod shard;

@@ -651,65 +651,8 @@ pub(crate) fn retention_index(
 /// the receipts table's own columns (each total is a column there too; `db::owned` holds its
 /// receipts to this list in a test).
 pub(crate) fn is_reserved_field(field: &str) -> bool {
-    RESERVED_FIELDS.contains(&field) || RECEIPT_COLUMNS.contains(&field)
+    RESERVED_FIELDS.contains(&field) || crate::model::receipt::COLUMNS.contains(&field)
 }
-
-/// The receipts table's columns besides the totals.
-const RECEIPT_COLUMNS: &[&str] = &[
-    "app_code",
-    "batch_id",
-    "state",
-    "data_object_key",
-    "manifest_object_key",
-    "success_object_key",
-    "schema_version",
-    "row_count",
-    "first_updated_at_ms",
-    "first_event_id",
-    "last_updated_at_ms",
-    "last_event_id",
-    "min_created_at_ms",
-    "max_created_at_ms",
-    "ndjson_sha256",
-    "gzip_sha256",
-    "data_crc64",
-    "manifest_crc64",
-    "success_crc64",
-    "manifest_sha256",
-    "uncompressed_bytes",
-    "compressed_bytes",
-    "verified_at_ms",
-    "created_at_ms",
-    "updated_at_ms",
-    "purged_rows",
-    "kept_rows",
-    "purged_at_ms",
-    "data_crc64nvme",
-    "restored_at_ms",
-    "superseded_rows",
-    "object_lock_mode",
-    "retain_until_ms",
-    "legal_hold",
-    "storage_class",
-    "sse_algorithm",
-    "sse_kms_key_id",
-    "verified_by",
-    "members_digest_sha256",
-    "members_digest_rows",
-    "compacted_at_ms",
-    "compacted_member_rows",
-    "members_proof_sha256",
-    "data_etag",
-    "manifest_etag",
-    "success_etag",
-    "data_version_id",
-    "chain_seq",
-    "chain_link",
-    "full_verified_at_ms",
-    "full_verified_how",
-    "log_index",
-    "app_code_bytes",
-];
 
 /// Manifest fields a total cannot be called.
 const RESERVED_FIELDS: &[&str] = &[

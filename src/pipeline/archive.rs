@@ -17,14 +17,16 @@ use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
 use crate::db::lock::AppLock;
-use crate::db::receipts::{Receipts, STATE_VERIFIED};
-use crate::db::record::{Cut, Receipt, RecordError, Recorder};
+use crate::db::receipts::Receipts;
+use crate::db::record::{Cut, RecordError, Recorder};
 use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::model::batch::{EncodedBatch, Limits, Superseded};
 use crate::model::format::Cursor;
 use crate::model::protection::WritePolicy;
+use crate::model::receipt::members_proof_of;
+use crate::model::receipt::STATE_VERIFIED;
 use crate::model::unarchived::Unarchived;
 use crate::pipeline::report::details::{self, ArchiveApp};
 use crate::pipeline::report::{AppDetails, AppReport, BatchReport, Outcome};
@@ -486,10 +488,14 @@ impl<'a> Archiver<'a> {
             });
         }
         let pool = &self.ctx.db.pool;
-        if let Some(state) = self.receipts.state_of(pool, app, &planned.batch_id).await? {
+        if let Some(state) = self
+            .receipts
+            .state_of(pool, app, &planned.receipt.batch_id)
+            .await?
+        {
             if state != STATE_VERIFIED {
                 return Err(AppError::NotVerified {
-                    batch_id: planned.batch_id,
+                    batch_id: planned.receipt.batch_id,
                     state,
                 });
             }
@@ -500,10 +506,10 @@ impl<'a> Archiver<'a> {
                 return Ok(Staged {
                     built,
                     started,
-                    step: Step::Remember(planned.batch_id),
+                    step: Step::Remember(planned.receipt.batch_id),
                 });
             }
-            return Err(AppError::AlreadyRecorded(planned.batch_id));
+            return Err(AppError::AlreadyRecorded(planned.receipt.batch_id));
         }
         // The archive's first batch binds it to this store (its home); every later one finds
         // it bound.
@@ -535,8 +541,8 @@ impl<'a> Archiver<'a> {
         let (recorded, publish, record) = match (step, access) {
             (Step::Planned(planned), _) => {
                 let report = BatchReport::of(
-                    planned.batch_id,
-                    planned.keys.data,
+                    planned.receipt.batch_id,
+                    planned.receipt.keys.data,
                     batch,
                     batch.gzip_digest.size,
                 );
@@ -667,7 +673,7 @@ impl<'a> Archiver<'a> {
         cut: Cut,
     ) -> Result<Recorded, AppError> {
         let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
-        let receipt = receipt_of(app, batch, &published, (ctx.now_ms)());
+        let receipt = published.receipt.recorded(&batch.members, (ctx.now_ms)());
         // Every page of this batch has been read: a column added to the table since the run
         // started is missing from the batch's rows, which purge would then delete. The batch
         // is not recorded (its objects are replaced by the next run, which archives the column).
@@ -690,7 +696,7 @@ impl<'a> Archiver<'a> {
                 receipt.batch_id,
                 receipt.keys.data,
                 batch,
-                receipt.data.size,
+                receipt.objects.data.size,
             ),
             superseded,
             replaced: published.replaced,
@@ -744,12 +750,12 @@ impl Archiver<'_> {
         batch_id: &str,
     ) -> Result<Recorded, AppError> {
         let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
-        let stored = self
+        let receipt = self
             .receipts
             .get(pool, app, batch_id)
             .await?
             .ok_or_else(|| AppError::AlreadyRecorded(batch_id.to_string()))?;
-        let expected = Expected::of_receipt(ctx.spec, &stored, batch.members.clone());
+        let expected = Expected::of_receipt(ctx.spec, &receipt, batch.members.clone());
         let verifier = Verifier {
             store: ctx.store.as_ref(),
             spec: ctx.spec,
@@ -760,7 +766,7 @@ impl Archiver<'_> {
             .verify(&expected)
             .await
             .map_err(PublishError::from)?;
-        let proof = crate::model::format::members_proof_of(&batch.members);
+        let proof = members_proof_of(&batch.members);
         if let Some(first) = verified.findings.first() {
             return Err(PublishError::Mismatch {
                 first: Box::new(first.clone()),
@@ -768,23 +774,9 @@ impl Archiver<'_> {
             }
             .into());
         }
-        if stored.members_proof.is_some() && stored.members_proof != proof {
+        if receipt.members_proof.is_some() && receipt.members_proof != proof {
             return Err(AppError::AlreadyRecorded(batch_id.to_string()));
         }
-        let receipt = Receipt {
-            app_code: stored.app_code.clone(),
-            batch_id: stored.batch_id.clone(),
-            keys: stored.keys.clone(),
-            content: stored.content.clone(),
-            data: stored.data.clone(),
-            manifest: expected.manifest_digest.clone(),
-            success: expected.success_digest.clone(),
-            data_crc64nvme: stored.data_crc64nvme,
-            verified_at_ms: stored.verified_at_ms,
-            protection: stored.protection.clone(),
-            members_proof: stored.members_proof.clone(),
-            stored: stored.stored.clone(),
-        };
         let failpoints = &self.opts.failpoints;
         let superseded = self
             .recorder
@@ -808,35 +800,11 @@ impl Archiver<'_> {
                 receipt.batch_id.clone(),
                 receipt.keys.data.clone(),
                 batch,
-                receipt.data.size,
+                receipt.objects.data.size,
             ),
             superseded,
             ..Recorded::default()
         })
-    }
-}
-
-/// The receipt of a batch just published and read back, verified at `verified_at_ms`.
-fn receipt_of(
-    app: &str,
-    batch: &EncodedBatch,
-    published: &Published,
-    verified_at_ms: i64,
-) -> Receipt {
-    let expected = &published.expected;
-    Receipt {
-        app_code: app.to_string(),
-        batch_id: expected.batch_id.clone(),
-        keys: expected.keys.clone(),
-        content: batch.content.clone(),
-        data: expected.data.clone(),
-        manifest: expected.manifest_digest.clone(),
-        success: expected.success_digest.clone(),
-        data_crc64nvme: Some(published.data_crc64nvme),
-        verified_at_ms,
-        protection: published.protection.clone(),
-        members_proof: crate::model::format::members_proof_of(&batch.members),
-        stored: published.stored.clone(),
     }
 }
 

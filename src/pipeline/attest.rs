@@ -17,9 +17,10 @@ use std::collections::{BTreeMap, BTreeSet};
 use serde_json::{json, Map, Value};
 
 use super::log::{self, ChainError, Log, PeriodProof};
-use crate::db::receipts::{Receipts, StoredReceipt};
+use crate::db::receipts::Receipts;
 use crate::model::chain::{ChainFinding, Problem};
 use crate::model::format::TotalValue;
+use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::model::{timespec, tlog};
 
@@ -45,7 +46,7 @@ pub(crate) struct Refusal {
 struct Proven<'r> {
     folder: String,
     origin: String,
-    receipts: &'r [StoredReceipt],
+    receipts: &'r [Receipt],
     proof: PeriodProof,
     breaks: Vec<log::LogBreak>,
 }
@@ -54,20 +55,9 @@ fn cursor(updated_at_ms: i64, event_id: &str) -> Value {
     json!({ "updated_at_ms": updated_at_ms, "event_id": event_id })
 }
 
-/// How a batch was last verified in full: by verify, or the archive's own read-back.
-fn last_full_verification(r: &StoredReceipt) -> (i64, String) {
-    match &r.full_verified {
-        Some((at, how)) if *at >= r.verified_at_ms => (*at, format!("verify ({how})")),
-        _ => (
-            r.verified_at_ms,
-            format!("archive ({})", r.protection.verified_by.as_str()),
-        ),
-    }
-}
-
-fn batch(spec: &TableSpec, r: &StoredReceipt, inclusion: &(u64, Vec<tlog::Hash>)) -> Value {
+fn batch(spec: &TableSpec, r: &Receipt, inclusion: &(u64, Vec<tlog::Hash>)) -> Value {
     let c = &r.content;
-    let (verified_at, how) = last_full_verification(r);
+    let (verified_at, how) = r.last_full_verification();
     let totals: Map<String, Value> = spec
         .totals
         .iter()
@@ -78,16 +68,16 @@ fn batch(spec: &TableSpec, r: &StoredReceipt, inclusion: &(u64, Vec<tlog::Hash>)
         "batch_id": r.batch_id,
         "leaf_index": inclusion.0,
         "inclusion_proof": inclusion.1.iter().map(log::hash_text).collect::<Vec<_>>(),
-        "recorded_at": timespec::rfc3339(r.verified_at_ms),
+        "recorded_at": timespec::rfc3339(r.life.verified_at_ms),
         "rows": c.row_count,
         "first_cursor": cursor(c.first.updated_at_ms, &c.first.event_id),
         "last_cursor": cursor(c.last.updated_at_ms, &c.last.event_id),
         "totals": totals,
         // The hash the receipt's fields imply: what its leaf binds (its proof passed).
         "manifest_sha256": crate::model::digest::sha256_hex(
-            &super::verifier::Expected::of_receipt(spec, r, Vec::new()).manifest
+            &r.manifest(spec.name)
         ),
-        "data_sha256": r.data.sha256,
+        "data_sha256": r.objects.data.sha256,
         "data_object_key": r.keys.data,
         "last_full_verification": { "at": timespec::rfc3339(verified_at), "how": how },
         "retention": r.protection.lock.map(|l| json!({
@@ -107,9 +97,9 @@ fn app_statement(p: &Proven<'_>, spec: &TableSpec, period: &Period) -> Value {
         .map(|r| r.batch_id.as_str())
         .zip(&p.proof.inclusions)
         .collect();
-    let mut days: BTreeMap<String, Vec<&StoredReceipt>> = BTreeMap::new();
+    let mut days: BTreeMap<String, Vec<&Receipt>> = BTreeMap::new();
     for r in p.receipts {
-        days.entry(timespec::utc_date(r.verified_at_ms))
+        days.entry(timespec::utc_date(r.life.verified_at_ms))
             .or_default()
             .push(r);
     }
@@ -359,7 +349,7 @@ impl Attest<'_> {
     async fn prove<'r>(
         &self,
         app: &str,
-        receipts: &'r [StoredReceipt],
+        receipts: &'r [Receipt],
     ) -> Result<Result<Proven<'r>, Refusal>, ChainError> {
         let (ctx, period) = (self.ctx, &self.period);
         let refuse = |reason: String, finding: Option<ChainFinding>| Refusal {

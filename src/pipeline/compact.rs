@@ -16,10 +16,11 @@ use super::verifier::{ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
 use crate::db::compact::{CompactError, CompactQueries};
 use crate::db::members::Members;
-use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
+use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::model::format::MembersDigest;
+use crate::model::receipt::Receipt;
 use crate::pipeline::report::details::CompactApp;
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 use crate::store::{StoreError, Thaw};
@@ -214,7 +215,7 @@ impl<'a> Compactor<'a> {
     /// member rows, hash the data object's pairs, and compact.
     async fn compact_receipt(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         access: Access<'_>,
         details: &mut CompactApp,
     ) -> Result<(), AppError> {
@@ -273,7 +274,7 @@ impl<'a> Compactor<'a> {
     /// cannot be compacted now (findings, a cold object: `details` says which).
     async fn data_digest(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         details: &mut CompactApp,
     ) -> Result<Option<MembersDigest>, AppError> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);

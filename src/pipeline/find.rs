@@ -14,8 +14,9 @@ use sqlx::AssertSqlSafe;
 
 use super::apps::{self, Population, Selection};
 use super::{Observer, RunContext};
-use crate::db::receipts::{Receipts, StoredReceipt};
+use crate::db::receipts::Receipts;
 use crate::db::DbError;
+use crate::model::receipt::Receipt;
 use crate::pipeline::report::details::{FindRun, FoundRow, InSource};
 use crate::pipeline::report::{RunDetails, Summary};
 use crate::store::{self, StoreError};
@@ -292,7 +293,7 @@ async fn candidates(
             let listed = receipts.stream(pool, scope);
             futures_util::pin_mut!(listed);
             while let Some(receipt) = listed.try_next().await? {
-                if receipt.compaction.is_some() {
+                if receipt.life.compaction.is_some() {
                     run.searched_compacted_batches += 1;
                     for id in &unplaced {
                         want_id(&mut candidates, app, &receipt.batch_id, id);
@@ -376,17 +377,13 @@ enum Searched {
 }
 
 /// One GET of the batch's data object; its lines that match, with their numbers.
-async fn search(
-    ctx: &RunContext,
-    receipt: &StoredReceipt,
-    wanted: &Wanted,
-) -> Result<Searched, Failure> {
+async fn search(ctx: &RunContext, receipt: &Receipt, wanted: &Wanted) -> Result<Searched, Failure> {
     use std::io::BufRead;
     let key = &receipt.keys.data;
     let Some(bytes) = store::get_all(ctx.store.as_ref(), key).await? else {
         return Ok(Searched::Missing(key.clone()));
     };
-    let intact = crate::model::digest::sha256_hex(&bytes) == receipt.data.sha256;
+    let intact = crate::model::digest::sha256_hex(&bytes) == receipt.objects.data.sha256;
     let layout = ctx.spec.layout();
     let id_key = ctx.spec.columns[layout.event_id].json_key;
     let updated_key = ctx.spec.columns[layout.updated_at_ms].json_key;
@@ -457,7 +454,9 @@ async fn where_it_stands(ctx: &RunContext, row: &FoundRow) -> Result<String, DbE
     let receipt = Receipts::new(spec)
         .get(&ctx.db.pool, &row.app_code, &row.batch_id)
         .await?;
-    let restored = receipt.as_ref().is_some_and(|r| r.restored_at_ms.is_some());
+    let restored = receipt
+        .as_ref()
+        .is_some_and(|r| r.life.restored_at_ms.is_some());
     Ok(match in_source {
         Some(ms) if ms == row.updated_at_ms && restored => "in the source, restored".into(),
         Some(ms) if ms == row.updated_at_ms => "in the source (not purged yet)".into(),

@@ -20,7 +20,8 @@ use crate::db::lock::{AppLock, Doing, LockLost};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::model::batch::{DataRead, EncodedBatch};
 use crate::model::digest::{self, ObjectDigest};
-use crate::model::protection::{ObjectLock, Protection, WritePolicy};
+use crate::model::protection::{ObjectLock, WritePolicy};
+use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::store::{self, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
 
@@ -39,16 +40,13 @@ pub(crate) enum PublishError {
     LockLost(#[from] LockLost),
 }
 
-/// What publishing did: the batch's facts as written, for its receipt.
+/// What publishing did: the batch's receipt as its objects were written and read back.
 #[derive(Debug, Clone)]
 pub(crate) struct Published {
-    pub expected: Expected,
-    /// The data object's CRC-64/NVME as read back (AWS S3's own full-object checksum).
-    pub data_crc64nvme: u64,
-    /// The objects' protection and class as the store reported them after the puts.
-    pub protection: Protection,
-    /// What the store reported to identify each object at read-back.
-    pub stored: crate::db::receipts::StoredAs,
+    /// Its identity, content and objects as written; the objects' CRC-64/NVME (AWS S3's own
+    /// full-object checksum), protection, class and identities as the store reported them on
+    /// read-back. Recorded once its members are known ([`Receipt::recorded`]).
+    pub receipt: Receipt,
     /// Keys where a leftover with other content was replaced.
     pub replaced: Vec<String>,
     /// Keys where an existing data object with identical NDJSON was kept.
@@ -110,7 +108,7 @@ impl Publisher<'_> {
             if kept != asked {
                 // Cost, not proof: recorded as the store reports it, and said.
                 tracing::warn!(
-                    key = expected.keys.data,
+                    key = expected.receipt.keys.data,
                     asked,
                     kept,
                     "the store keeps the data object in another storage class than \
@@ -118,11 +116,12 @@ impl Publisher<'_> {
                 );
             }
         }
+        let mut receipt = expected.receipt;
+        receipt.objects.data_crc64nvme = Some(verified.data_crc64nvme.unwrap_or_default());
+        receipt.objects.stored = verified.stored;
+        receipt.protection = protection;
         Ok(Published {
-            stored: verified.stored.clone(),
-            data_crc64nvme: verified.data_crc64nvme.unwrap_or_default(),
-            protection,
-            expected,
+            receipt,
             replaced,
             adopted,
         })
@@ -151,18 +150,18 @@ impl Publisher<'_> {
         };
         let mut replaced = Vec::new();
         let mut adopted = Vec::new();
-        let batch_id = planned.batch_id.clone();
+        let batch_id = planned.receipt.batch_id.clone();
         self.still_locked(&batch_id).await?;
         let data = match self
-            .place_data(&planned.keys.data, batch, &data_options)
+            .place_data(&planned.receipt.keys.data, batch, &data_options)
             .await?
         {
             Placement::Adopted(digest) => {
-                adopted.push(planned.keys.data.clone());
+                adopted.push(planned.receipt.keys.data.clone());
                 digest
             }
             Placement::Replaced => {
-                replaced.push(planned.keys.data.clone());
+                replaced.push(planned.receipt.keys.data.clone());
                 batch.gzip_digest.clone()
             }
             Placement::Written | Placement::Accepted => batch.gzip_digest.clone(),
@@ -176,10 +175,10 @@ impl Publisher<'_> {
         };
         expected.guard.lock = lock;
         expected.guard.encryption = self.store.encryption().cloned().map(Encryption::Asked);
-        let keys = &expected.keys;
+        let keys = &expected.receipt.keys;
         self.still_locked(&batch_id).await?;
         if let Placement::Replaced = self
-            .place_exact(&keys.manifest, &expected.manifest, &documents)
+            .place_exact(&keys.manifest, &expected.manifest.bytes, &documents)
             .await?
         {
             replaced.push(keys.manifest.clone());
@@ -187,7 +186,7 @@ impl Publisher<'_> {
         self.failpoints.pass("after-manifest-put")?;
         self.still_locked(&batch_id).await?;
         if let Placement::Replaced = self
-            .place_exact(&keys.success, &expected.success, &documents)
+            .place_exact(&keys.success, &expected.success.bytes, &documents)
             .await?
         {
             replaced.push(keys.success.clone());

@@ -26,12 +26,13 @@ use super::{Observer, RunContext};
 use crate::db::lock::AppLock;
 use crate::db::members::Members;
 use crate::db::purge::{Finished, PurgeError, PurgeQueries, PURGE_CHUNK};
-use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt};
+use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::model::batch::Member;
 use crate::model::chain::{ChainFinding, Problem};
 use crate::model::digest::RowFingerprint;
+use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::pipeline::report::details::{PlannedPurge, PurgeApp};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
@@ -170,7 +171,7 @@ impl AppWork for Purger<'_> {
 }
 
 /// Why a batch's leaf is not proven: not logged yet, or the finding its proof made.
-fn unsound(app: &str, receipt: &StoredReceipt, f: ChainFinding) -> Finding {
+fn unsound(app: &str, receipt: &Receipt, f: ChainFinding) -> Finding {
     let mut finding = match (f.problem, f.seq) {
         (Problem::Gap, None) => Finding {
             kind: FindingKind::ChainUnanchored,
@@ -337,7 +338,7 @@ impl<'a> Purger<'a> {
     /// chunk (count them, in a dry run), and mark it done.
     async fn purge_receipt(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         access: Access<'_>,
         tally: &mut Tally,
     ) -> Result<Step, AppError> {
@@ -389,7 +390,7 @@ impl<'a> Purger<'a> {
     /// it, and untouched (rows and all) when it was restored into the source meanwhile.
     async fn delete_members(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         members: &[Member],
         batch: &'static TableSpec,
         lock: &AppLock,
@@ -482,7 +483,7 @@ impl<'a> Purger<'a> {
     /// members that were kept.
     async fn finish_receipt(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         members: &[Member],
         kept: Vec<String>,
         busy: u64,
@@ -606,7 +607,7 @@ impl<'a> Purger<'a> {
     /// Also returns the table as the batch's lines hold it.
     async fn proven(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         members: Vec<Member>,
     ) -> Result<(Vec<Finding>, Vec<Member>, &'static TableSpec), AppError> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
@@ -615,8 +616,8 @@ impl<'a> Purger<'a> {
         let mut proven = members.clone();
         proven.extend(self.members.superseded_of(pool, app, batch).await?);
         let expected = Expected::of_receipt(self.ctx.spec, receipt, proven);
-        let provable_by_rows = expected.members_proof.is_some()
-            && receipt.compaction.is_none()
+        let provable_by_rows = expected.receipt.members_proof.is_some()
+            && receipt.life.compaction.is_none()
             && members.iter().all(|m| m.fingerprint.is_some());
         let spec = self.ctx.spec;
         let predates = self.predates_a_column(receipt).await?;
@@ -640,7 +641,7 @@ impl<'a> Purger<'a> {
     /// archived: recorded before the column's first archive run started, or the column not
     /// archived yet at all (added since the last archive run). A built-in table's columns are
     /// fixed.
-    async fn predates_a_column(&self, receipt: &StoredReceipt) -> Result<bool, AppError> {
+    async fn predates_a_column(&self, receipt: &Receipt) -> Result<bool, AppError> {
         let spec = self.ctx.spec;
         if spec.is_builtin() {
             return Ok(false);
@@ -653,7 +654,7 @@ impl<'a> Purger<'a> {
             first
                 .iter()
                 .find(|(name, _)| name.eq_ignore_ascii_case(c.name))
-                .is_none_or(|(_, at)| *at > receipt.verified_at_ms)
+                .is_none_or(|(_, at)| *at > receipt.life.verified_at_ms)
         }))
     }
 
@@ -661,14 +662,14 @@ impl<'a> Purger<'a> {
     /// vouch only for their size or found them written again — and the depth they were.
     async fn verified(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         expected: &Expected,
         mut depth: Depth,
     ) -> Result<(Verified, Depth), AppError> {
         // Read in full, the bytes are the proof: an object written again with the same bytes
         // (another version, re-encrypted) is still the archived one.
         let mut read_expected = expected.clone();
-        read_expected.stored = Default::default();
+        read_expected.receipt.objects.stored = Default::default();
         let mut verified = match depth {
             Depth::Head => self.verify(expected, depth).await?,
             _ => self.verify(&read_expected, depth).await?,
@@ -681,7 +682,7 @@ impl<'a> Purger<'a> {
         let vouched = verified
             .data_head
             .as_ref()
-            .is_some_and(|h| h.vouches_for_bytes(&receipt.stored.data));
+            .is_some_and(|h| h.vouches_for_bytes(&receipt.objects.stored.data));
         if depth == Depth::Head && (replaced_only || (verified.findings.is_empty() && !vouched)) {
             // HEAD said only that an object of the right size is there, or that it was
             // written again since: its bytes decide.
@@ -702,7 +703,7 @@ impl<'a> Purger<'a> {
         verifier
             .verify(expected)
             .await
-            .map_err(|e| AppError::Store(expected.batch_id.clone(), e))
+            .map_err(|e| AppError::Store(expected.receipt.batch_id.clone(), e))
     }
 
     /// Sleeps as long as it takes to keep the run at `--max-rows-per-second`.

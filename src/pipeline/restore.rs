@@ -23,13 +23,14 @@ use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Guard, Verified,
 use super::{Observer, RunContext};
 use crate::db::drills::Drills;
 use crate::db::members::Members;
-use crate::db::receipts::{Receipts, StoredReceipt};
+use crate::db::receipts::Receipts;
 use crate::db::restore::{
     first_difference, IntoSource, LoadError, TargetTable, RESTORE_CHUNK, RESTORE_CHUNK_BYTES,
 };
 use crate::db::DbError;
 use crate::model::batch::{KeptLines, Member};
 use crate::model::codec::Row;
+use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::pipeline::report::details::{Drill, RestoreApp};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
@@ -236,7 +237,7 @@ impl<'a> Restorer<'a> {
     fn note_batch(
         &self,
         app: &str,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         result: Result<(), Failure>,
         report: &mut AppReport,
         details: &mut RestoreApp,
@@ -291,8 +292,8 @@ impl<'a> Restorer<'a> {
     /// The next receipt in scope, with its batch read and verified; `None` after the last.
     async fn next_verified(
         &self,
-        receipts: &mut (impl futures_util::Stream<Item = Result<StoredReceipt, DbError>> + Unpin),
-    ) -> Option<Result<(StoredReceipt, Result<VerifiedBatch, Failure>), DbError>> {
+        receipts: &mut (impl futures_util::Stream<Item = Result<Receipt, DbError>> + Unpin),
+    ) -> Option<Result<(Receipt, Result<VerifiedBatch, Failure>), DbError>> {
         let receipt = match receipts.next().await? {
             Ok(receipt) => receipt,
             Err(e) => return Some(Err(e)),
@@ -303,7 +304,7 @@ impl<'a> Restorer<'a> {
 
     /// Reads the batch's members and its objects, and verifies the objects against the receipt
     /// and the members, keeping the data object's rows.
-    async fn verify_batch(&self, receipt: &StoredReceipt) -> Result<VerifiedBatch, Failure> {
+    async fn verify_batch(&self, receipt: &Receipt) -> Result<VerifiedBatch, Failure> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
         let members = self.members.members_of(pool, app, batch).await?;
         let superseded = self.members.superseded_of(pool, app, batch).await?;
@@ -324,7 +325,7 @@ impl<'a> Restorer<'a> {
         // or version) with the same bytes still holds them. `verify` reports that; a restore in
         // an incident must not be refused for it.
         expected.guard = Guard::default();
-        expected.stored = Default::default();
+        expected.receipt.objects.stored = Default::default();
         let verified = verifier.verify(&expected).await?;
         Ok(VerifiedBatch {
             proven: expected.members,
@@ -337,7 +338,7 @@ impl<'a> Restorer<'a> {
     /// With the app's lock (`--into-source`): into the live source table.
     async fn restore_batch(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         verified: Result<VerifiedBatch, Failure>,
         access: Access<'_>,
         details: &mut RestoreApp,
@@ -367,7 +368,7 @@ impl<'a> Restorer<'a> {
             let start = range.start;
             let rows = self.decode(receipt, &lines, range)?;
             let mut chunk = without_superseded(spec, rows, &superseded, details);
-            if receipt.compaction.is_some() && !chunk.is_empty() {
+            if receipt.life.compaction.is_some() && !chunk.is_empty() {
                 // A compacted batch lost the member rows that told a later version of a row
                 // apart from its own: a row another batch owns now is that batch's to restore.
                 chunk = self
@@ -401,7 +402,7 @@ impl<'a> Restorer<'a> {
     async fn load(
         &self,
         spec: &'static TableSpec,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         chunk: &[Row],
         access: Access<'_>,
         now: i64,
@@ -413,7 +414,7 @@ impl<'a> Restorer<'a> {
                 lock,
                 batch_id: batch,
                 now_ms: now,
-                compacted: receipt.compaction.is_some(),
+                compacted: receipt.life.compaction.is_some(),
                 failpoints: &self.opts.failpoints,
             }),
             Access::DryRun | Access::Reading => None,
@@ -450,7 +451,7 @@ impl<'a> Restorer<'a> {
     async fn without_owned_elsewhere(
         &self,
         spec: &TableSpec,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         mut rows: Vec<Row>,
         details: &mut RestoreApp,
     ) -> Result<Vec<Row>, Failure> {
@@ -481,7 +482,7 @@ impl<'a> Restorer<'a> {
     /// nothing when anything is found (recorded as a failed drill, for a drill).
     async fn verified_lines(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         verified: Verified,
         details: &mut RestoreApp,
     ) -> Result<KeptLines, Failure> {
@@ -516,7 +517,7 @@ impl<'a> Restorer<'a> {
     /// Lines `range` of a verified batch, decoded.
     fn decode(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         lines: &KeptLines,
         range: std::ops::Range<usize>,
     ) -> Result<Vec<Row>, Failure> {
@@ -529,7 +530,7 @@ impl<'a> Restorer<'a> {
     async fn drill(
         &self,
         spec: &'static TableSpec,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         proven: Vec<Member>,
         rows: Vec<Row>,
         chunks: &[std::ops::Range<usize>],
@@ -570,7 +571,7 @@ impl<'a> Restorer<'a> {
         if facts.totals != totals {
             problems.push(format!("totals {:?} != receipt {totals:?}", facts.totals));
         }
-        match &receipt.compaction {
+        match &receipt.life.compaction {
             // Compacted: the restored rows' pairs against the receipt's digest of them.
             Some(compaction) => {
                 let restored = crate::model::format::members_digest(
@@ -608,7 +609,7 @@ impl<'a> Restorer<'a> {
 
     async fn record_drill(
         &self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         detail: Option<String>,
         details: &mut RestoreApp,
     ) -> Result<(), DbError> {

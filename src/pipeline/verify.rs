@@ -19,11 +19,12 @@ use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifi
 use super::{Observer, RunContext};
 use crate::db::chain::ChainTable;
 use crate::db::members::Members;
-use crate::db::receipts::{ReceiptScope, Receipts, StoredReceipt, STATE_VERIFIED};
+use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::source::SourceTable;
 use crate::db::DbError;
 use crate::model::digest::sha256_hex;
 use crate::model::format;
+use crate::model::receipt::{Receipt, STATE_VERIFIED};
 use crate::pipeline::report::details::{Sample, VerifyApp, VerifyRun, CHECKED_LISTED};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 use crate::store::{StoreError, Thaw};
@@ -358,7 +359,7 @@ impl<'a> Verify<'a> {
     }
 
     /// One receipt: its objects against it and its members (and superseded rows).
-    async fn check(&self, receipt: &StoredReceipt) -> Result<Verified, Failure> {
+    async fn check(&self, receipt: &Receipt) -> Result<Verified, Failure> {
         let pool = &self.ctx.db.pool;
         let (app, batch) = (&receipt.app_code, &receipt.batch_id);
         self.opts
@@ -399,7 +400,7 @@ impl<'a> Verify<'a> {
     /// Notes on the receipt that its objects were just read in full and found whole (for
     /// `attest`). verify needs no write grant: without `UPDATE (full_verified_at_ms,
     /// full_verified_how)` on the receipts table the note is skipped, and said once.
-    async fn record_full_verification(&self, receipt: &StoredReceipt, verified: &Verified) {
+    async fn record_full_verification(&self, receipt: &Receipt, verified: &Verified) {
         use std::sync::atomic::{AtomicBool, Ordering};
         static SAID: AtomicBool = AtomicBool::new(false);
         let recorded = ChainTable::new(self.ctx.spec)
@@ -509,7 +510,7 @@ pub(crate) async fn orphans_under(
     Ok(())
 }
 
-type ReceiptStream<'a> = BoxStream<'a, Result<StoredReceipt, DbError>>;
+type ReceiptStream<'a> = BoxStream<'a, Result<Receipt, DbError>>;
 
 /// One app's receipts, read one `dt=` partition at a time in date order, with the keys each
 /// partition's receipts reference.
@@ -562,7 +563,7 @@ impl<'a> Partitions<'a> {
         Ok(())
     }
 
-    fn take(&mut self, receipt: StoredReceipt) {
+    fn take(&mut self, receipt: Receipt) {
         self.referenced.extend([
             receipt.keys.data,
             receipt.keys.manifest,

@@ -10,7 +10,6 @@ use crate::db::Context;
 use crate::model::digest::sha256_hex;
 use crate::model::protection::WritePolicy;
 use crate::pipeline::log::{self, ChainError};
-use crate::pipeline::verifier::Expected;
 use crate::pipeline::RunContext;
 
 /// Receipts copied per statement.
@@ -90,12 +89,12 @@ async fn imply_manifests(ctx: &RunContext, app: &str, after_seq: u64) -> Result<
     loop {
         let page = receipts.unlogged(pool, app, after, 2_000).await?;
         let Some(last) = page.last() else { break };
-        after = last.chain.as_ref().map_or(after, |(s, _)| *s);
+        after = last.chain_seq().unwrap_or(after);
         let mut cases = String::new();
         let mut ids = Vec::new();
         let mut values: Vec<String> = Vec::new();
         for r in &page {
-            let implied = sha256_hex(&Expected::of_receipt(ctx.spec, r, Vec::new()).manifest);
+            let implied = sha256_hex(&r.manifest(ctx.spec.name));
             cases.push_str("WHEN ? THEN ? ");
             values.push(r.batch_id.clone());
             values.push(implied);

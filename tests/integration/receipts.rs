@@ -14,7 +14,7 @@ use outbox_archiver::{
     format::object_keys, format::ContentFacts, format::Cursor, format::TotalValue,
 };
 use outbox_archiver::{lock_name, AppLock};
-use outbox_archiver::{Cut, Receipt, RecordError, Recorder};
+use outbox_archiver::{Cut, Lifecycle, Objects, Receipt, RecordError, Recorder};
 
 use crate::support::*;
 
@@ -23,6 +23,7 @@ fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
     let last = members.last().unwrap();
     Receipt {
         app_code: "a1".into(),
+        recorded_app_code: "a1".into(),
         batch_id: batch_id.into(),
         keys: object_keys("p", "wallet_outbox", "a1", first.updated_at_ms, batch_id),
         content: ContentFacts {
@@ -47,26 +48,26 @@ fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
             ndjson_sha256: "a".repeat(64),
             uncompressed_bytes: 1000,
         },
-        data: ObjectDigest {
-            sha256: "b".repeat(64),
-            crc64: u64::MAX,
-            size: 100,
-        },
-        manifest: ObjectDigest {
-            sha256: format!("{batch_id:0<64}"),
-            crc64: 7,
-            size: 10,
-        },
-        success: ObjectDigest {
-            sha256: "d".repeat(64),
-            crc64: 8,
-            size: 5,
-        },
-        data_crc64nvme: None,
-        protection: Default::default(),
         members_proof: None,
-        stored: Default::default(),
-        verified_at_ms,
+        objects: Objects {
+            data: ObjectDigest {
+                sha256: "b".repeat(64),
+                crc64: u64::MAX,
+                size: 100,
+            },
+            data_crc64nvme: None,
+            manifest_sha256: format!("{batch_id:0<64}"),
+            manifest_crc64: 7,
+            success_crc64: 8,
+            stored: Default::default(),
+        },
+        protection: Default::default(),
+        chain: None,
+        log_index: None,
+        life: Lifecycle {
+            verified_at_ms,
+            ..Lifecycle::default()
+        },
     }
 }
 
@@ -133,7 +134,7 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
 
     // Same batch id, a control value that differs.
     let mut changed = receipt("b1", &m1, T0 + DAY);
-    changed.data.sha256 = "0".repeat(64);
+    changed.objects.data.sha256 = "0".repeat(64);
     match recorder
         .record(pool, &changed, &m1, Cut::AfterCursor, &lock, &none)
         .await

@@ -257,12 +257,12 @@ pub(crate) async fn append(
         let mut leaves = Vec::with_capacity(batch.len());
         for r in &batch {
             let entry = entry_of(ctx, &log.folder, r);
-            if tlog::parse_entry(&entry).map(|f| f[3]) != Some(r.manifest_sha256.as_str()) {
+            if tlog::parse_entry(&entry).map(|f| f[3]) != Some(r.objects.manifest_sha256.as_str()) {
                 return Err(log.refused(format!("receipt {} no longer implies the manifest hash it recorded (edited since it was recorded?): not logged", r.batch_id)));
             }
             leaves.push((r.batch_id.clone(), e.size));
             e.push(entry);
-            after_seq = r.chain.as_ref().map_or(after_seq, |(s, _)| *s);
+            after_seq = r.chain_seq().unwrap_or(after_seq);
         }
         let key = publish(&log, e, &options).await?;
         chain_table.set_leaves(pool, app, &leaves).await?;
@@ -352,7 +352,7 @@ async fn settle(
             match pending.peek() {
                 Some(r) if unknown.is_empty() && entry_of(ctx, &log.folder, r) == entry => {
                     taken.push((r.batch_id.clone(), index));
-                    seq = r.chain.as_ref().map_or(seq, |(s, _)| *s);
+                    seq = r.chain_seq().unwrap_or(seq);
                     pending.next();
                 }
                 _ => {

@@ -10,8 +10,9 @@ use futures_util::StreamExt;
 
 use super::{b64, entry_of, ChainError, Log, LogBreak, Transition, PAGE, PARALLEL_GETS};
 use crate::db::chain::ChainTable;
-use crate::db::receipts::{Receipts, StoredReceipt};
+use crate::db::receipts::Receipts;
 use crate::model::chain::{self, ChainFinding, Problem};
+use crate::model::receipt::Receipt;
 use crate::model::tlog::{self, Hash, TILE_WIDTH};
 use crate::pipeline::RunContext;
 
@@ -116,7 +117,7 @@ struct Leaves<'l, 'a> {
     legacy: Option<Transition>,
     link: String,
     frontier: tlog::Frontier,
-    page: VecDeque<StoredReceipt>,
+    page: VecDeque<Receipt>,
     next_page_from: u64,
     db_done: bool,
     findings: Vec<ChainFinding>,

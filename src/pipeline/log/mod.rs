@@ -22,15 +22,14 @@ use std::sync::Arc;
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::verifier::Expected;
 use super::RunContext;
-use crate::db::receipts::StoredReceipt;
 use crate::db::DbError;
 use crate::model::chain;
 use crate::model::digest::sha256_hex;
 use crate::model::format;
 use crate::model::note::{Checkpoint, Signer, Verifier};
 use crate::model::protection::PutOptions;
+use crate::model::receipt::Receipt;
 use crate::model::tlog::{self, Hash, TILE_WIDTH};
 use crate::store::{self, PutMode, StoreError};
 
@@ -156,8 +155,8 @@ pub(crate) async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, Store
 
 /// The entry of a receipt's batch: its manifest hash as the receipt's fields imply it
 /// (recomputed, not the column), so a receipt edited since it was logged is another leaf.
-pub(crate) fn entry_of(ctx: &RunContext, folder: &str, r: &StoredReceipt) -> Vec<u8> {
-    let manifest = sha256_hex(&Expected::of_receipt(ctx.spec, r, Vec::new()).manifest);
+pub(crate) fn entry_of(ctx: &RunContext, folder: &str, r: &Receipt) -> Vec<u8> {
+    let manifest = sha256_hex(&r.manifest(ctx.spec.name));
     tlog::entry(ctx.spec.name, folder, &r.batch_id, &manifest)
 }
 

@@ -5,9 +5,9 @@
 use std::collections::HashMap;
 
 use super::{b64, entry_of, ChainError, Log};
-use crate::db::receipts::StoredReceipt;
 use crate::model::chain::{ChainFinding, Problem};
 use crate::model::note::Checkpoint;
+use crate::model::receipt::Receipt;
 use crate::model::tlog::{self, Hash, Subtree};
 
 /// A tree head's tiles, read as a proof needs them and kept for the run.
@@ -100,7 +100,7 @@ impl<'l, 'a> Prover<'l, 'a> {
     /// Whether `receipt` is the leaf at its index: none when it is, else the finding.
     pub(crate) async fn prove(
         &mut self,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
     ) -> Result<Option<ChainFinding>, ChainError> {
         let Some(index) = receipt.log_index else {
             return Ok(Some(ChainFinding {
@@ -182,7 +182,7 @@ impl PeriodProof {
 /// with the store's checkpoint. Reads the tiles on those paths only.
 pub(crate) async fn prove_period(
     log: &Log<'_>,
-    receipts: &[StoredReceipt],
+    receipts: &[Receipt],
     start: u64,
     end: u64,
 ) -> Result<Result<PeriodProof, ChainFinding>, ChainError> {

@@ -44,9 +44,12 @@ impl Verifier<'_> {
         meta: &ObjectMeta,
         mut verified: Verified,
     ) -> Result<Verified, StoreError> {
-        let (batch_id, key) = (expected.batch_id.as_str(), expected.keys.data.as_str());
+        let (batch_id, key) = (
+            expected.receipt.batch_id.as_str(),
+            expected.receipt.keys.data.as_str(),
+        );
         if let ColdObjects::Uploaded(bytes) = self.cold {
-            let mut reader = DataReader::new(self.spec, &expected.app_code);
+            let mut reader = DataReader::new(self.spec, &expected.receipt.app_code);
             reader.update(bytes);
             let read = reader.finish();
             let nvme = read.crc64nvme;
@@ -66,8 +69,8 @@ impl Verifier<'_> {
             batch_id,
             key,
             Some(meta),
-            &expected.data,
-            expected.data_crc64nvme,
+            &expected.receipt.objects.data,
+            expected.receipt.objects.data_crc64nvme,
         ));
         verified.findings.extend(member_count(expected));
         verified.findings.extend(members_proof_finding(expected));
@@ -88,7 +91,7 @@ impl Verifier<'_> {
         meta: &ObjectMeta,
         verified: &mut Verified,
     ) -> Result<(), StoreError> {
-        let batch_id = expected.batch_id.as_str();
+        let batch_id = expected.receipt.batch_id.as_str();
         verified.findings.extend(compare_head(
             batch_id,
             key,
@@ -120,7 +123,7 @@ impl Verifier<'_> {
             _ => ThawState::NotRequested,
         };
         verified.cold.push(ColdObject {
-            batch_id: expected.batch_id.clone(),
+            batch_id: expected.receipt.batch_id.clone(),
             key: key.to_string(),
             storage_class: meta
                 .storage_class

@@ -262,7 +262,10 @@ pub(crate) fn compare_data(
     Option<MembersDigest>,
     Option<Vec<Member>>,
 ) {
-    let (batch_id, key) = (expected.batch_id.as_str(), expected.keys.data.as_str());
+    let (batch_id, key) = (
+        expected.receipt.batch_id.as_str(),
+        expected.receipt.keys.data.as_str(),
+    );
     let Some(read) = read else {
         return (
             vec![Finding::new(
@@ -275,17 +278,28 @@ pub(crate) fn compare_data(
             None,
         );
     };
-    let mut out = compare_head(batch_id, key, head, &expected.data, Some(read.crc64nvme));
+    let mut out = compare_head(
+        batch_id,
+        key,
+        head,
+        &expected.receipt.objects.data,
+        Some(read.crc64nvme),
+    );
     if head.is_none() {
         return (out, None, None, None);
     }
-    if read.digest.size != expected.data.size {
+    if read.digest.size != expected.receipt.objects.data.size {
         out.push(
             Finding::new(FindingKind::SizeMismatch, batch_id, Some(key))
-                .values(expected.data.size, read.digest.size),
+                .values(expected.receipt.objects.data.size, read.digest.size),
         );
     }
-    out.extend(compare_hashes(batch_id, key, &expected.data, &read.digest));
+    out.extend(compare_hashes(
+        batch_id,
+        key,
+        &expected.receipt.objects.data,
+        &read.digest,
+    ));
     let (digest, data_members) = match read.content {
         Err(e) => {
             out.push(
@@ -295,7 +309,7 @@ pub(crate) fn compare_data(
             (None, None)
         }
         Ok((content, members)) => {
-            for (field, want, got) in expected.content.differences(&content) {
+            for (field, want, got) in expected.receipt.content.differences(&content) {
                 let mut f = Finding::new(FindingKind::ContentMismatch, batch_id, Some(key))
                     .values(want, got);
                 f.key = Some(format!("{key}#{field}"));
@@ -315,8 +329,11 @@ fn compare_members(
     expected: &Expected,
     members: &[Member],
 ) -> (Vec<Finding>, Option<MembersDigest>) {
-    let (batch_id, key) = (expected.batch_id.as_str(), expected.keys.data.as_str());
-    let digest = (expected.digest_data_members || expected.members_digest.is_some()).then(|| {
+    let (batch_id, key) = (
+        expected.receipt.batch_id.as_str(),
+        expected.receipt.keys.data.as_str(),
+    );
+    let digest = (expected.digest_data_members || expected.members_digest().is_some()).then(|| {
         format::members_digest(
             members
                 .iter()
@@ -324,7 +341,7 @@ fn compare_members(
         )
     });
     let mut out = Vec::new();
-    match (&expected.members_digest, &digest) {
+    match (expected.members_digest(), &digest) {
         // Compacted: the pairs against the receipt's digest, the member rows left (rows
         // still in the source table) against the pairs.
         (Some(want), Some(got)) => {
@@ -400,13 +417,18 @@ fn member_differences(batch_id: &str, in_data: &[Member], in_db: &[Member]) -> V
 /// Whether the data object holds as many rows as the database has members for it (what a HEAD
 /// check can say of the members; a compacted receipt's digest counts them).
 pub(super) fn member_count(expected: &Expected) -> Option<Finding> {
-    let members = match &expected.members_digest {
+    let members = match expected.members_digest() {
         Some(digest) => digest.rows,
         None => expected.members.len() as u64,
     };
-    (members != expected.content.row_count).then(|| {
-        Finding::new(FindingKind::MemberMismatch, &expected.batch_id, None).values(
-            format!("{} members", expected.content.row_count),
+    (members != expected.receipt.content.row_count).then(|| {
+        Finding::new(
+            FindingKind::MemberMismatch,
+            &expected.receipt.batch_id,
+            None,
+        )
+        .values(
+            format!("{} members", expected.receipt.content.row_count),
             format!("{members} members"),
         )
     })
@@ -416,13 +438,18 @@ pub(super) fn member_count(expected: &Expected) -> Option<Finding> {
 /// migration 8, not compacted: compaction deletes member rows on purpose). `None`: nothing to
 /// compare, or they agree.
 pub(crate) fn members_proof_finding(expected: &Expected) -> Option<Finding> {
-    let want = expected.members_proof.as_deref()?;
-    if expected.members_digest.is_some() {
+    let want = expected.receipt.members_proof.as_deref()?;
+    if expected.members_digest().is_some() {
         return None;
     }
-    let got = format::members_proof_of(&expected.members);
+    let got = crate::model::receipt::members_proof_of(&expected.members);
     (got.as_deref() != Some(want)).then(|| {
-        Finding::new(FindingKind::MembersProofMismatch, &expected.batch_id, None).values(
+        Finding::new(
+            FindingKind::MembersProofMismatch,
+            &expected.receipt.batch_id,
+            None,
+        )
+        .values(
             format!("member rows that hash to the receipt's members proof {want}"),
             match got {
                 Some(got) => format!("{} member rows hashing to {got}", expected.members.len()),

@@ -2,48 +2,48 @@
 //! (verify, purge, restore) or from the batch just written (publish), and what every object's
 //! protection must be ([`Guard`]). Pure: no store, no database.
 
-use crate::db::receipts::StoredAs;
-use crate::db::receipts::StoredReceipt;
 use crate::model::batch::{EncodedBatch, Member};
 use crate::model::digest::ObjectDigest;
-use crate::model::format::{
-    self, ContentFacts, Manifest, MembersDigest, ObjectKeys, SuccessMarker,
-};
+use crate::model::format::{self, MembersDigest};
 use crate::model::protection::{ObjectLock, Protection, Sse};
+use crate::model::receipt::{Objects, Receipt};
 use crate::model::table::TableSpec;
 
-/// Everything a batch's three objects must be: from its receipt (verify, purge, restore) or
-/// from the batch just written (publish). Built once per batch.
+/// Everything a batch's three objects must be: its receipt — as recorded (verify, purge,
+/// restore), or as it will be recorded (publish) — with the documents it implies, the rows the
+/// data object must hold and the protection every object must have. Built once per batch.
 #[derive(Debug, Clone)]
 pub(crate) struct Expected {
-    pub app_code: String,
-    pub batch_id: String,
-    pub keys: ObjectKeys,
-    pub content: ContentFacts,
-    pub data: ObjectDigest,
-    /// The data object's CRC-64/NVME, where it is known.
-    pub data_crc64nvme: Option<u64>,
+    pub receipt: Receipt,
     /// manifest.json and `_SUCCESS` as they must be, byte for byte, and their digests.
-    pub manifest: Vec<u8>,
-    pub manifest_digest: ObjectDigest,
-    pub success: Vec<u8>,
-    pub success_digest: ObjectDigest,
+    pub manifest: Document,
+    pub success: Document,
     /// What the receipt says the manifest hashes to, where it differs from the bytes it implies.
     pub inconsistent_manifest_sha256: Option<String>,
-    /// The `(event_id, updated_at_ms)` the data object must hold.
+    /// The `(event_id, updated_at_ms)` the data object must hold (a compacted receipt: only the
+    /// member rows left, rows still in the source table).
     pub members: Vec<Member>,
     /// What every object's protection must be.
     pub guard: Guard,
-    /// A compacted receipt's digest of the data object's `(event_id, updated_at_ms)` pairs:
-    /// `members` then holds only the member rows left (rows still in the source table).
-    pub members_digest: Option<MembersDigest>,
     /// Compute the digest of the data object's pairs as read
     /// ([`Verified::members_digest`](super::Verified::members_digest)).
     pub digest_data_members: bool,
-    /// The receipt's proof of its member rows ([`format::members_proof`]), where it has one.
-    pub members_proof: Option<String>,
-    /// What identified each object when it was read back; every HEAD is held to it.
-    pub stored: StoredAs,
+}
+
+/// A document as it must be: its bytes and their digest.
+#[derive(Debug, Clone)]
+pub(crate) struct Document {
+    pub bytes: Vec<u8>,
+    pub digest: ObjectDigest,
+}
+
+impl Document {
+    fn of(bytes: Vec<u8>) -> Document {
+        Document {
+            digest: ObjectDigest::of(&bytes),
+            bytes,
+        }
+    }
 }
 
 /// What an object's protection must be: at least this retention, and this encryption.
@@ -86,60 +86,45 @@ impl Expected {
     /// (members and superseded rows).
     pub(crate) fn of_receipt(
         spec: &TableSpec,
-        receipt: &StoredReceipt,
+        receipt: &Receipt,
         members: Vec<Member>,
     ) -> Expected {
-        let guard = Guard::of_receipt(&receipt.protection);
-        let members_digest = receipt.compaction.as_ref().map(|c| c.digest.clone());
-        let manifest = Manifest {
-            table: spec.name.to_string(),
-            app_code: receipt.recorded_app_code.clone(),
-            batch_id: receipt.batch_id.clone(),
-            data_object_key: receipt.keys.data.clone(),
-            content: receipt.content.clone(),
-            data: receipt.data.clone(),
-        }
-        .to_bytes();
-        let success = SuccessMarker {
-            batch_id: receipt.batch_id.clone(),
-            manifest_sha256: receipt.manifest_sha256.clone(),
-            row_count: receipt.content.row_count,
-        }
-        .to_bytes();
+        // The documents as the receipt implies them, held to the digests the store reported
+        // when they were read back: the manifest's hashes, `_SUCCESS`'s CRC.
+        let manifest = receipt.manifest(spec.name);
         let implied = ObjectDigest::of(&manifest);
-        let success_sha256 = ObjectDigest::of(&success).sha256;
+        let success = receipt.success();
+        let o = &receipt.objects;
+        let manifest = Document {
+            digest: ObjectDigest {
+                sha256: o.manifest_sha256.clone(),
+                crc64: o.manifest_crc64,
+                size: implied.size,
+            },
+            bytes: manifest,
+        };
+        let success = Document {
+            digest: ObjectDigest {
+                crc64: o.success_crc64,
+                ..ObjectDigest::of(&success)
+            },
+            bytes: success,
+        };
         Expected {
-            app_code: receipt.app_code.clone(),
-            batch_id: receipt.batch_id.clone(),
-            keys: receipt.keys.clone(),
-            content: receipt.content.clone(),
-            data: receipt.data.clone(),
-            data_crc64nvme: receipt.data_crc64nvme,
-            manifest_digest: ObjectDigest {
-                sha256: receipt.manifest_sha256.clone(),
-                crc64: receipt.manifest_crc64,
-                size: manifest.len() as u64,
-            },
-            success_digest: ObjectDigest {
-                sha256: success_sha256,
-                crc64: receipt.success_crc64,
-                size: success.len() as u64,
-            },
-            inconsistent_manifest_sha256: (implied.sha256 != receipt.manifest_sha256)
+            inconsistent_manifest_sha256: (implied.sha256 != o.manifest_sha256)
                 .then_some(implied.sha256),
+            guard: Guard::of_receipt(&receipt.protection),
+            receipt: receipt.clone(),
             manifest,
             success,
             members,
-            guard,
-            members_digest,
             digest_data_members: false,
-            members_proof: receipt.members_proof.clone(),
-            stored: receipt.stored.clone(),
         }
     }
 
-    /// What a batch just written must read back as: its documents, built for the data object
-    /// as placed (`data`: its own digest where an existing object was adopted).
+    /// What a batch just written must read back as: its receipt to be and its documents, built
+    /// for the data object as placed (`data`: its own digest where an existing object was
+    /// adopted).
     pub(crate) fn of_batch(
         prefix: &str,
         spec: &TableSpec,
@@ -148,24 +133,27 @@ impl Expected {
         data: &ObjectDigest,
     ) -> Expected {
         let docs = format::documents(prefix, spec.name, app_code, &batch.content, data);
+        let (manifest, success) = (Document::of(docs.manifest), Document::of(docs.success));
+        let objects = Objects::of(data.clone(), &manifest.digest, &success.digest);
         Expected {
-            app_code: app_code.to_string(),
-            batch_id: docs.batch_id,
-            keys: docs.keys,
-            content: batch.content.clone(),
-            data: data.clone(),
-            data_crc64nvme: None,
-            manifest_digest: ObjectDigest::of(&docs.manifest),
-            success_digest: ObjectDigest::of(&docs.success),
+            receipt: Receipt::planned(
+                app_code,
+                docs.batch_id,
+                docs.keys,
+                batch.content.clone(),
+                objects,
+            ),
+            manifest,
+            success,
             inconsistent_manifest_sha256: None,
-            manifest: docs.manifest,
-            success: docs.success,
             members: batch.members.clone(),
             guard: Guard::default(),
-            members_digest: None,
             digest_data_members: false,
-            members_proof: None,
-            stored: StoredAs::default(),
         }
+    }
+
+    /// A compacted receipt's digest of the data object's pairs.
+    pub(crate) fn members_digest(&self) -> Option<&MembersDigest> {
+        self.receipt.members_digest()
     }
 }

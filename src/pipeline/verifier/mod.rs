@@ -27,11 +27,11 @@ use compare::{compare_identity, member_count};
 pub(crate) use expected::{Encryption, Expected, Guard};
 pub use finding::{Finding, FindingKind};
 
-use crate::db::receipts::StoredAs;
 use crate::model::batch::{DataRead, DataReader, KeptLines, Member};
 use crate::model::digest::ObjectDigest;
 use crate::model::format::{ContentFacts, MembersDigest};
 use crate::model::protection::{ObjectLock, Protection, VerifiedBy};
+use crate::model::receipt::StoredAs;
 use crate::model::table::TableSpec;
 use crate::store::{self, ObjectMeta, ObjectStore, StoreError};
 
@@ -119,21 +119,25 @@ impl Verifier<'_> {
         let mut verified = Verified::default();
         if let Some(sha256) = &expected.inconsistent_manifest_sha256 {
             verified.findings.push(
-                Finding::new(FindingKind::ReceiptInconsistent, &expected.batch_id, None)
-                    .values(&expected.manifest_digest.sha256, sha256),
+                Finding::new(
+                    FindingKind::ReceiptInconsistent,
+                    &expected.receipt.batch_id,
+                    None,
+                )
+                .values(&expected.manifest.digest.sha256, sha256),
             );
         }
         let documents = [
             (
-                &expected.keys.manifest,
-                &expected.manifest,
-                &expected.manifest_digest,
+                &expected.receipt.keys.manifest,
+                &expected.manifest.bytes,
+                &expected.manifest.digest,
                 FindingKind::ManifestMismatch,
             ),
             (
-                &expected.keys.success,
-                &expected.success,
-                &expected.success_digest,
+                &expected.receipt.keys.success,
+                &expected.success.bytes,
+                &expected.success.digest,
                 FindingKind::SuccessMismatch,
             ),
         ];
@@ -179,7 +183,7 @@ impl Verifier<'_> {
             },
         };
         verified.findings.extend(compare_document(
-            &expected.batch_id,
+            &expected.receipt.batch_id,
             key,
             bytes,
             digest,
@@ -199,15 +203,15 @@ impl Verifier<'_> {
         expected: &Expected,
         mut verified: Verified,
     ) -> Result<Verified, StoreError> {
-        let key = &expected.keys.data;
+        let key = &expected.receipt.keys.data;
         let head = self.head(expected, key, &mut verified).await?;
         if self.depth == Depth::Head {
             verified.findings.extend(compare_head(
-                &expected.batch_id,
+                &expected.receipt.batch_id,
                 key,
                 head.as_ref(),
-                &expected.data,
-                expected.data_crc64nvme,
+                &expected.receipt.objects.data,
+                expected.receipt.objects.data_crc64nvme,
             ));
             verified.findings.extend(member_count(expected));
             verified.findings.extend(members_proof_finding(expected));
@@ -217,18 +221,19 @@ impl Verifier<'_> {
             return self.verify_cold_data(expected, meta, verified).await;
         }
         let keep_lines = self.depth == Depth::ReadKeepingLines;
-        let keep = keep_lines.then_some(&expected.content);
-        let read = match read_data(self.store, self.spec, &expected.app_code, key, keep).await {
-            Err(StoreError::NotReadable { storage_class, .. }) => {
-                // The store refused the GET by class although HEAD did not say so.
-                let meta = ObjectMeta {
-                    storage_class: Some(storage_class),
-                    ..head.clone().unwrap_or_default()
-                };
-                return self.verify_cold_data(expected, &meta, verified).await;
-            }
-            other => other?,
-        };
+        let keep = keep_lines.then_some(&expected.receipt.content);
+        let read =
+            match read_data(self.store, self.spec, &expected.receipt.app_code, key, keep).await {
+                Err(StoreError::NotReadable { storage_class, .. }) => {
+                    // The store refused the GET by class although HEAD did not say so.
+                    let meta = ObjectMeta {
+                        storage_class: Some(storage_class),
+                        ..head.clone().unwrap_or_default()
+                    };
+                    return self.verify_cold_data(expected, &meta, verified).await;
+                }
+                other => other?,
+            };
         verified.data_crc64nvme = read.as_ref().map(|r| r.crc64nvme);
         verified.data_spec = read.as_ref().map(|r| r.spec);
         let (mut data_findings, lines, digest, data_members) =
@@ -253,23 +258,35 @@ impl Verifier<'_> {
         let head = self.store.head(key).await?;
         if let Some(meta) = &head {
             verified.findings.extend(compare_guard(
-                &expected.batch_id,
+                &expected.receipt.batch_id,
                 key,
                 meta,
                 &expected.guard,
             ));
-            let (recorded, seen) = if key == expected.keys.data {
+            let (recorded, seen) = if key == expected.receipt.keys.data {
                 verified.data_head = Some(meta.clone());
-                (&expected.stored.data, &mut verified.stored.data)
-            } else if key == expected.keys.manifest {
-                (&expected.stored.manifest, &mut verified.stored.manifest)
+                (
+                    &expected.receipt.objects.stored.data,
+                    &mut verified.stored.data,
+                )
+            } else if key == expected.receipt.keys.manifest {
+                (
+                    &expected.receipt.objects.stored.manifest,
+                    &mut verified.stored.manifest,
+                )
             } else {
-                (&expected.stored.success, &mut verified.stored.success)
+                (
+                    &expected.receipt.objects.stored.success,
+                    &mut verified.stored.success,
+                )
             };
             *seen = meta.identity();
-            verified
-                .findings
-                .extend(compare_identity(&expected.batch_id, key, meta, recorded));
+            verified.findings.extend(compare_identity(
+                &expected.receipt.batch_id,
+                key,
+                meta,
+                recorded,
+            ));
             verified.heads.push(meta.clone());
         }
         Ok(head)

@@ -2,94 +2,56 @@
 //! command works on — listed a page at a time in (app, cursor) order, so no command holds a whole
 //! archive's receipts — and their sums for `status`. Recording a receipt is [`super::record`]'s.
 
-use sqlx::mysql::MySqlRow;
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _};
+mod row;
+
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
+
+pub(crate) use row::{columns, insert, keys, CHAIN_COLUMNS};
 
 use super::{Context, DbError};
-use crate::model::digest::ObjectDigest;
-use crate::model::format::{ContentFacts, Cursor, MembersDigest, ObjectKeys, TotalValue};
-use crate::model::protection::{LockMode, ObjectLock, Protection, VerifiedBy};
-use crate::model::table::{TableSpec, TotalKind};
+use crate::model::format::Cursor;
+use crate::model::receipt::{Receipt, STATE_VERIFIED};
+use crate::model::table::TableSpec;
 
-pub(crate) const STATE_VERIFIED: &str = "VERIFIED";
+/// A receipt's lifecycle as conditions on its row: the one place each rule is written, used by
+/// every query that asks it (here, and compaction's transaction).
+pub(crate) mod rule {
+    /// Purge still has work on it: VERIFIED (the one state this tool writes) and not marked
+    /// purged — restored into the source or not.
+    pub(crate) const UNPURGED: &str = "state = 'VERIFIED' AND purged_at_ms IS NULL";
+    /// Awaiting purge: unpurged, and not restored into the source since.
+    pub(crate) const AWAITING_PURGE: &str =
+        "state = 'VERIFIED' AND purged_at_ms IS NULL AND restored_at_ms IS NULL";
+    /// Restored into the source and not purged since: purge leaves it alone unless asked to.
+    pub(crate) const RESTORED_UNPURGED: &str =
+        "state = 'VERIFIED' AND purged_at_ms IS NULL AND restored_at_ms IS NOT NULL";
+    /// Compactable: fully purged, not restored since, not compacted yet.
+    pub(crate) const COMPACTABLE: &str = "state = 'VERIFIED' AND purged_at_ms IS NOT NULL \
+         AND restored_at_ms IS NULL AND compacted_at_ms IS NULL";
+    /// Of a receipt purge has not finished, its rows purge may still delete: less what it
+    /// deleted, and the older versions a later batch superseded (purged through that batch).
+    pub(crate) const ROWS_LEFT: &str = "GREATEST(row_count - purged_rows - superseded_rows, 0)";
+}
 
 /// Receipts are listed in pages of this many.
 const RECEIPT_PAGE: u32 = 500;
 
-/// A receipt as recorded, for `verify`, `purge`, `restore` and `status`.
-#[derive(Debug, Clone)]
-pub struct StoredReceipt {
-    /// The app's one spelling (SPEC §5.4): the one its member rows, lock and cursor use, read
-    /// through an app's scope. A receipt an older build recorded under another spelling of the
-    /// app keeps that one in [`StoredReceipt::recorded_app_code`].
-    pub app_code: String,
-    /// The app code as the receipt row spells it: what its manifest and object keys say.
-    pub recorded_app_code: String,
-    pub batch_id: String,
-    pub keys: ObjectKeys,
-    pub content: ContentFacts,
-    pub data: ObjectDigest,
-    pub manifest_sha256: String,
-    pub manifest_crc64: u64,
-    pub success_crc64: u64,
-    /// The data object's CRC-64/NVME (receipts recorded since migration 4).
-    pub data_crc64nvme: Option<u64>,
-    pub verified_at_ms: i64,
-    /// When the batch was restored into the source table (purge leaves it alone since).
-    pub restored_at_ms: Option<i64>,
-    /// How the batch's objects are protected and stored, as recorded (migration 6).
-    pub protection: Protection,
-    /// Set once `compact` replaced the member rows of its purged rows by a digest.
-    pub compaction: Option<Compaction>,
-    /// [`crate::model::format::members_proof`] of the batch's rows (receipts recorded since migration 8).
-    pub members_proof: Option<String>,
-    /// What the store reported of the three objects when they were read back (migration 8).
-    pub stored: StoredAs,
-    /// Its place in its app's chain: seq and link (migration 10; none until linked).
-    pub chain: Option<(u64, String)>,
-    /// When `verify` last read its objects in full and found them whole, and how (migration 10).
-    pub full_verified: Option<(i64, String)>,
-    /// Its leaf in its app's log (migration 13; none until an archive run appended it).
-    pub log_index: Option<u64>,
-}
-
-impl StoredReceipt {
-    /// The receipt as read for one of `apps` (their one spellings): `app_code` becomes the app's
-    /// spelling — exactly, else the one it is a spelling of — so that member rows, which
-    /// migration 9 keyed by the app's one spelling, are found under it. A receipt of none of
-    /// them (a scope without apps) keeps its own.
-    fn of_app(mut self, apps: &[String]) -> StoredReceipt {
-        let app = apps
-            .iter()
-            .find(|a| **a == self.recorded_app_code)
-            .or_else(|| {
-                apps.iter()
-                    .find(|a| crate::model::appcode::same_app(a, &self.recorded_app_code))
-            });
-        if let Some(app) = app {
-            self.app_code = app.clone();
-        }
-        self
+/// The receipt as read for one of `apps` (their one spellings): `app_code` becomes the app's
+/// spelling — exactly, else the one it is a spelling of — so that member rows, which migration 9
+/// keyed by the app's one spelling, are found under it. A receipt of none of them (a scope
+/// without apps) keeps its own.
+fn of_app(mut receipt: Receipt, apps: &[String]) -> Receipt {
+    let app = apps
+        .iter()
+        .find(|a| **a == receipt.recorded_app_code)
+        .or_else(|| {
+            apps.iter()
+                .find(|a| crate::model::appcode::same_app(a, &receipt.recorded_app_code))
+        });
+    if let Some(app) = app {
+        receipt.app_code = app.clone();
     }
-}
-
-/// What identified each of a batch's objects in the store when it was read back (the manifest's
-/// and `_SUCCESS`'s version ids are not kept: the data object's is what matters).
-#[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct StoredAs {
-    pub data: crate::model::format::Identity,
-    pub manifest: crate::model::format::Identity,
-    pub success: crate::model::format::Identity,
-}
-
-/// What a compacted receipt keeps of its members.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Compaction {
-    /// Every `(event_id, updated_at_ms)` the data object holds, as a digest.
-    pub digest: MembersDigest,
-    pub at_ms: i64,
-    /// Member rows deleted (rows still in the source table keep theirs).
-    pub member_rows: u64,
+    receipt
 }
 
 /// Which receipts a command looks at.
@@ -120,7 +82,7 @@ pub struct Position {
 }
 
 impl Position {
-    fn of(receipt: &StoredReceipt) -> Position {
+    fn of(receipt: &Receipt) -> Position {
         Position {
             app_code: receipt.app_code.clone(),
             last: receipt.content.last.clone(),
@@ -282,7 +244,7 @@ impl Receipts {
         &self,
         pool: &MySqlPool,
         scope: &ReceiptScope,
-    ) -> Result<Vec<StoredReceipt>, DbError> {
+    ) -> Result<Vec<Receipt>, DbError> {
         use futures_util::TryStreamExt;
         self.stream(pool, scope.clone()).try_collect().await
     }
@@ -293,7 +255,7 @@ impl Receipts {
         &'a self,
         pool: &'a MySqlPool,
         scope: ReceiptScope,
-    ) -> impl futures_util::Stream<Item = Result<StoredReceipt, DbError>> + Send + 'a {
+    ) -> impl futures_util::Stream<Item = Result<Receipt, DbError>> + Send + 'a {
         self.stream_in_pages(pool, scope, RECEIPT_PAGE)
     }
 
@@ -303,7 +265,7 @@ impl Receipts {
         pool: &'a MySqlPool,
         scope: ReceiptScope,
         page: u32,
-    ) -> impl futures_util::Stream<Item = Result<StoredReceipt, DbError>> + Send + 'a {
+    ) -> impl futures_util::Stream<Item = Result<Receipt, DbError>> + Send + 'a {
         let state = (
             scope,
             Some(None::<Position>),
@@ -336,14 +298,14 @@ impl Receipts {
         verified_after_ms: i64,
     ) -> Result<(u64, Option<i64>), DbError> {
         let sql = format!(
-            "SELECT CAST(COALESCE(SUM(GREATEST(row_count - purged_rows - superseded_rows, 0)), 0) AS SIGNED), \
-             MIN(verified_at_ms) FROM {} WHERE app_code = ? AND state = ? AND purged_at_ms IS NULL \
-             AND restored_at_ms IS NULL AND verified_at_ms > ?",
-            self.table()
+            "SELECT CAST(COALESCE(SUM({}), 0) AS SIGNED), MIN(verified_at_ms) FROM {} \
+             WHERE app_code = ? AND {} AND verified_at_ms > ?",
+            rule::ROWS_LEFT,
+            self.table(),
+            rule::AWAITING_PURGE
         );
         let (rows, first): (i64, Option<i64>) = sqlx::query_as(AssertSqlSafe(sql))
             .bind(app)
-            .bind(STATE_VERIFIED)
             .bind(verified_after_ms)
             .fetch_one(pool)
             .await
@@ -382,7 +344,7 @@ impl Receipts {
         pool: &MySqlPool,
         app: &str,
         batch_id: &str,
-    ) -> Result<Option<StoredReceipt>, DbError> {
+    ) -> Result<Option<Receipt>, DbError> {
         let scope = ReceiptScope {
             apps: vec![app.to_string()],
             batch_ids: vec![batch_id.to_string()],
@@ -398,7 +360,7 @@ impl Receipts {
         scope: &ReceiptScope,
         after: Option<&Position>,
         limit: u32,
-    ) -> Result<Vec<StoredReceipt>, DbError> {
+    ) -> Result<Vec<Receipt>, DbError> {
         let mut qb =
             QueryBuilder::<MySql>::new(format!("SELECT * FROM {} WHERE state = ", self.table()));
         qb.push_bind(STATE_VERIFIED);
@@ -424,7 +386,7 @@ impl Receipts {
             .await
             .context(|| "listing receipts".into())?;
         rows.iter()
-            .map(|row| decode(self.spec, row).map(|r| r.of_app(&scope.apps)))
+            .map(|row| row::decode(self.spec, row).map(|r| of_app(r, &scope.apps)))
             .collect::<Result<_, sqlx::Error>>()
             .context(|| "decoding a receipt".into())
     }
@@ -437,7 +399,7 @@ impl Receipts {
         query: &str,
         binds: &[i64],
         what: &str,
-    ) -> Result<Vec<StoredReceipt>, DbError> {
+    ) -> Result<Vec<Receipt>, DbError> {
         let sql = format!(
             "SELECT * FROM {} WHERE app_code = ? AND {query}",
             self.table()
@@ -452,7 +414,7 @@ impl Receipts {
             .context(|| format!("reading {what} of app {app}"))?;
         let apps = [app.to_string()];
         rows.iter()
-            .map(|row| decode(self.spec, row).map(|r| r.of_app(&apps)))
+            .map(|row| row::decode(self.spec, row).map(|r| of_app(r, &apps)))
             .collect::<Result<_, sqlx::Error>>()
             .context(|| "decoding a receipt".into())
     }
@@ -464,7 +426,7 @@ impl Receipts {
         app: &str,
         from: u64,
         limit: u32,
-    ) -> Result<Vec<StoredReceipt>, DbError> {
+    ) -> Result<Vec<Receipt>, DbError> {
         self.of_app_where(
             pool,
             app,
@@ -481,7 +443,7 @@ impl Receipts {
         pool: &MySqlPool,
         app: &str,
         index: u64,
-    ) -> Result<Option<StoredReceipt>, DbError> {
+    ) -> Result<Option<Receipt>, DbError> {
         Ok(self
             .of_app_where(pool, app, "log_index = ?", &[index as i64], "a leaf")
             .await?
@@ -495,7 +457,7 @@ impl Receipts {
         app: &str,
         after_seq: u64,
         limit: u32,
-    ) -> Result<Vec<StoredReceipt>, DbError> {
+    ) -> Result<Vec<Receipt>, DbError> {
         self.of_app_where(
             pool,
             app,
@@ -513,7 +475,7 @@ impl Receipts {
         app: &str,
         from_ms: i64,
         until_ms: i64,
-    ) -> Result<Vec<StoredReceipt>, DbError> {
+    ) -> Result<Vec<Receipt>, DbError> {
         self.of_app_where(
             pool,
             app,
@@ -546,7 +508,7 @@ impl Receipts {
     }
 
     /// The first `n` receipts, by app and cursor.
-    pub async fn first(&self, pool: &MySqlPool, n: u32) -> Result<Vec<StoredReceipt>, DbError> {
+    pub async fn first(&self, pool: &MySqlPool, n: u32) -> Result<Vec<Receipt>, DbError> {
         self.page(pool, &ReceiptScope::default(), None, n).await
     }
 
@@ -587,18 +549,17 @@ impl Receipts {
 
     /// An app's receipts summed up, for `status`.
     pub async fn totals(&self, pool: &MySqlPool, app: &str) -> Result<ReceiptTotals, DbError> {
-        // Awaiting purge: what purge may still delete — rows of receipts it has not finished and
-        // that were not restored into the source, less what it deleted and the older versions a
-        // later batch superseded (purged through that batch).
+        // Awaiting purge: what purge may still delete of the receipts awaiting it.
         let sql = format!(
             "SELECT COUNT(*) AS receipts, CAST(COALESCE(SUM(row_count), 0) AS SIGNED) AS archived_rows, \
-             CAST(COALESCE(SUM(CASE WHEN purged_at_ms IS NULL AND restored_at_ms IS NULL \
-               THEN GREATEST(row_count - purged_rows - superseded_rows, 0) ELSE 0 END), 0) AS SIGNED) AS awaiting_purge_rows, \
+             CAST(COALESCE(SUM(CASE WHEN {} THEN {} ELSE 0 END), 0) AS SIGNED) AS awaiting_purge_rows, \
              CAST(COALESCE(SUM(superseded_rows), 0) AS SIGNED) AS superseded_rows, \
              CAST(COUNT(restored_at_ms) AS SIGNED) AS restored_batches, \
              CAST(COUNT(compacted_at_ms) AS SIGNED) AS compacted_receipts, \
              CAST(COALESCE(SUM(compacted_member_rows), 0) AS SIGNED) AS compacted_member_rows \
              FROM {} WHERE app_code = ? AND state = ?",
+            rule::AWAITING_PURGE,
+            rule::ROWS_LEFT,
             self.table()
         );
         sqlx::query_as(AssertSqlSafe(sql))
@@ -625,12 +586,14 @@ impl Receipts {
         include_restored: bool,
     ) -> Result<Vec<String>, DbError> {
         let sql = format!(
-            "SELECT DISTINCT app_code FROM {} WHERE state = ? AND purged_at_ms IS NULL{} ORDER BY app_code",
+            "SELECT DISTINCT app_code FROM {} WHERE {} ORDER BY app_code",
             self.table(),
-            if include_restored { "" } else { " AND restored_at_ms IS NULL" }
+            match include_restored {
+                true => rule::UNPURGED,
+                false => rule::AWAITING_PURGE,
+            }
         );
         sqlx::query_scalar(AssertSqlSafe(sql))
-            .bind(STATE_VERIFIED)
             .fetch_all(pool)
             .await
             .context(|| "listing apps with receipts to purge".into())
@@ -639,12 +602,12 @@ impl Receipts {
     /// Receipts of an app that purge leaves alone because they were restored into the source.
     pub async fn restored_unpurged(&self, pool: &MySqlPool, app: &str) -> Result<u64, DbError> {
         let sql = format!(
-            "SELECT COUNT(*) FROM {} WHERE app_code = ? AND state = ? AND purged_at_ms IS NULL AND restored_at_ms IS NOT NULL",
-            self.table()
+            "SELECT COUNT(*) FROM {} WHERE app_code = ? AND {}",
+            self.table(),
+            rule::RESTORED_UNPURGED
         );
         let n: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
             .bind(app)
-            .bind(STATE_VERIFIED)
             .fetch_one(pool)
             .await
             .context(|| format!("counting restored receipts of app {app}"))?;
@@ -663,16 +626,16 @@ fn push_scope(qb: &mut QueryBuilder<MySql>, scope: &ReceiptScope) {
         qb.push(" AND first_updated_at_ms < ").push_bind(to);
     }
     if let Some(before) = scope.compactable_purged_before {
-        qb.push(" AND purged_at_ms IS NOT NULL AND purged_at_ms <= ")
-            .push_bind(before)
-            .push(" AND restored_at_ms IS NULL AND compacted_at_ms IS NULL");
+        qb.push(format!(" AND {} AND purged_at_ms <= ", rule::COMPACTABLE))
+            .push_bind(before);
     }
     if let Some(before) = scope.unpurged_verified_before {
-        qb.push(" AND purged_at_ms IS NULL AND verified_at_ms <= ")
+        let rule = match scope.include_restored {
+            true => rule::UNPURGED,
+            false => rule::AWAITING_PURGE,
+        };
+        qb.push(format!(" AND {rule} AND verified_at_ms <= "))
             .push_bind(before);
-        if !scope.include_restored {
-            qb.push(" AND restored_at_ms IS NULL");
-        }
     }
 }
 
@@ -689,157 +652,22 @@ fn push_in(qb: &mut QueryBuilder<MySql>, column: &str, values: &[String]) {
     qb.push(")");
 }
 
-/// A receipt row, read by column name.
-fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<StoredReceipt, sqlx::Error> {
-    let text = |c: &str| row.try_get::<String, _>(c);
-    let int = |c: &str| row.try_get::<i64, _>(c);
-    let number = |c: &str| -> Result<u64, sqlx::Error> {
-        let value = text(c)?;
-        value.parse().map_err(|_| {
-            sqlx::Error::Decode(format!("{c} {value:?} is not an unsigned decimal").into())
-        })
-    };
-    let mut totals = Vec::new();
-    for total in spec.totals {
-        let value = text(total.field)?;
-        let parsed = match total.kind {
-            TotalKind::Sum => TotalValue::Sum(value.parse::<i128>().map_err(|_| {
-                sqlx::Error::Decode(format!("{} {value:?} is not a decimal", total.field).into())
-            })?),
-            TotalKind::Sha256 => TotalValue::Sha256(value),
-        };
-        totals.push((total.field, parsed));
-    }
-    let cursor = |at: &str, id: &str| -> Result<Cursor, sqlx::Error> {
-        Ok(Cursor {
-            updated_at_ms: int(at)?,
-            event_id: text(id)?,
-        })
-    };
-    Ok(StoredReceipt {
-        app_code: text("app_code")?,
-        recorded_app_code: text("app_code")?,
-        batch_id: text("batch_id")?,
-        keys: ObjectKeys {
-            data: text("data_object_key")?,
-            manifest: text("manifest_object_key")?,
-            success: text("success_object_key")?,
-        },
-        content: ContentFacts {
-            row_count: int("row_count")? as u64,
-            first: cursor("first_updated_at_ms", "first_event_id")?,
-            last: cursor("last_updated_at_ms", "last_event_id")?,
-            min_created_at_ms: int("min_created_at_ms")?,
-            max_created_at_ms: int("max_created_at_ms")?,
-            totals,
-            ndjson_sha256: text("ndjson_sha256")?,
-            uncompressed_bytes: int("uncompressed_bytes")? as u64,
-        },
-        data: ObjectDigest {
-            sha256: text("gzip_sha256")?,
-            crc64: number("data_crc64")?,
-            size: int("compressed_bytes")? as u64,
-        },
-        manifest_crc64: number("manifest_crc64")?,
-        success_crc64: number("success_crc64")?,
-        manifest_sha256: text("manifest_sha256")?,
-        verified_at_ms: int("verified_at_ms")?,
-        data_crc64nvme: match row.try_get::<Option<String>, _>("data_crc64nvme")? {
-            None => None,
-            Some(_) => Some(number("data_crc64nvme")?),
-        },
-        restored_at_ms: row.try_get("restored_at_ms")?,
-        protection: protection(row)?,
-        compaction: compaction(row)?,
-        members_proof: row.try_get("members_proof_sha256")?,
-        stored: StoredAs {
-            data: crate::model::format::Identity {
-                etag: row.try_get("data_etag")?,
-                version_id: row.try_get("data_version_id")?,
-            },
-            manifest: crate::model::format::Identity {
-                etag: row.try_get("manifest_etag")?,
-                version_id: None,
-            },
-            success: crate::model::format::Identity {
-                etag: row.try_get("success_etag")?,
-                version_id: None,
-            },
-        },
-        chain: chain_place(row)?,
-        full_verified: full_verification(row)?,
-        log_index: row
-            .try_get::<Option<i64>, _>("log_index")?
-            .map(|i| i.max(0) as u64),
-    })
-}
+#[cfg(test)]
+mod tests {
+    use super::rule;
+    use crate::model::receipt::STATE_VERIFIED;
 
-/// A receipt's place in its app's chain (migration 10).
-fn chain_place(row: &MySqlRow) -> Result<Option<(u64, String)>, sqlx::Error> {
-    Ok(
-        match (
-            row.try_get::<Option<i64>, _>("chain_seq")?,
-            row.try_get::<Option<String>, _>("chain_link")?,
-        ) {
-            (Some(seq), Some(link)) => Some((seq.max(0) as u64, link)),
-            _ => None,
-        },
-    )
-}
-
-/// When `verify` last read the receipt's batch in full, and how (migration 10).
-fn full_verification(row: &MySqlRow) -> Result<Option<(i64, String)>, sqlx::Error> {
-    Ok(
-        match (
-            row.try_get::<Option<i64>, _>("full_verified_at_ms")?,
-            row.try_get::<Option<String>, _>("full_verified_how")?,
-        ) {
-            (Some(at), Some(how)) => Some((at, how)),
-            _ => None,
-        },
-    )
-}
-
-/// A receipt's compaction columns (migration 7).
-fn compaction(row: &MySqlRow) -> Result<Option<Compaction>, sqlx::Error> {
-    let sha256: Option<String> = row.try_get("members_digest_sha256")?;
-    let rows: Option<i64> = row.try_get("members_digest_rows")?;
-    let at_ms: Option<i64> = row.try_get("compacted_at_ms")?;
-    Ok(match (sha256, rows, at_ms) {
-        (Some(sha256), Some(rows), Some(at_ms)) => Some(Compaction {
-            digest: MembersDigest {
-                rows: rows.max(0) as u64,
-                sha256,
-            },
-            at_ms,
-            member_rows: row.try_get::<i64, _>("compacted_member_rows")?.max(0) as u64,
-        }),
-        _ => None,
-    })
-}
-
-/// A receipt's protection columns.
-fn protection(row: &MySqlRow) -> Result<Protection, sqlx::Error> {
-    let mode: Option<String> = row.try_get("object_lock_mode")?;
-    let until: Option<i64> = row.try_get("retain_until_ms")?;
-    let lock = match (mode.as_deref().map(LockMode::parse), until) {
-        (Some(Some(mode)), Some(retain_until_ms)) => Some(ObjectLock {
-            mode,
-            retain_until_ms,
-        }),
-        (Some(None), _) => {
-            return Err(sqlx::Error::Decode(
-                format!("object_lock_mode {mode:?} is not GOVERNANCE or COMPLIANCE").into(),
-            ))
+    /// Every lifecycle rule is of receipts in the one state this tool writes.
+    #[test]
+    fn every_rule_is_of_verified_receipts() {
+        let verified = format!("state = '{STATE_VERIFIED}' AND ");
+        for rule in [
+            rule::UNPURGED,
+            rule::AWAITING_PURGE,
+            rule::RESTORED_UNPURGED,
+            rule::COMPACTABLE,
+        ] {
+            assert!(rule.starts_with(&verified), "{rule}");
         }
-        _ => None,
-    };
-    Ok(Protection {
-        lock,
-        legal_hold: row.try_get("legal_hold")?,
-        storage_class: row.try_get("storage_class")?,
-        sse_algorithm: row.try_get("sse_algorithm")?,
-        sse_kms_key_id: row.try_get("sse_kms_key_id")?,
-        verified_by: VerifiedBy::parse(&row.try_get::<String, _>("verified_by")?),
-    })
+    }
 }
