@@ -90,6 +90,9 @@ pub use pipeline::report::details::{
 pub use pipeline::report::{run_id, AppDetails, AppReport, Outcome, RunDetails, Summary};
 pub use pipeline::verifier::{Finding, FindingKind};
 
+// ── What a person or a program reads of it: the summary, a command's table, a document.
+pub use output::{render, Format};
+
 // ── The pure core: the table and its rows, batches, the archive's format, the log's math.
 pub use model::batch::{BatchEncoder, EncodedRow, Limits, Member};
 pub use model::codec::{decode_line, encode_line, Row, Value};

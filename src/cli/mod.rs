@@ -32,7 +32,7 @@ use crate::commands::{
 use crate::output::metrics;
 use crate::pipeline::apps::Apps;
 use crate::pipeline::doctor::DoctorStore;
-use crate::pipeline::report::Summary;
+use crate::pipeline::report::{Document, Summary};
 use crate::pipeline::{system_clock, DbContext, RunContext};
 use crate::store::{self, Location};
 
@@ -250,7 +250,7 @@ async fn command_summary(
             Ok(options) => with_context(common, connect, &options, shutdown).await,
         },
         Command::History(args) => {
-            let options = args.into_options(common);
+            let options = args.into_options();
             with_database(common, CommandName::History, shutdown, |ctx| async move {
                 history::run(&ctx, &options).await
             })
@@ -292,7 +292,7 @@ fn log_key_command(args: &args::LogKeyArgs) -> Summary {
         );
     }
     let mut summary = Summary::new(name);
-    summary.text = Some(format!("{verifier}\n"));
+    summary.document = Some(Document::Text(format!("{verifier}\n")));
     summary.settle()
 }
 
@@ -518,16 +518,11 @@ async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) ->
         Ok(Opened::Local(local)) => Ok(DoctorStore::Other(local)),
         Err(e) => Err(e.to_string()),
     };
-    let format = match common.table_output() {
-        true => doctor::Format::Table,
-        false => doctor::Format::Json,
-    };
     let summary = doctor::run(
         spec,
         db.as_ref().map_err(Clone::clone),
         handle,
         &options,
-        format,
         now_ms,
     )
     .await;
@@ -563,7 +558,7 @@ async fn schema_command(common: &Common) -> Summary {
         Ok(spec) => {
             let mut summary = Summary::new(CommandName::Schema);
             summary.table = Some(spec.name.to_string());
-            summary.text = Some(crate::model::record_schema::to_text(spec));
+            summary.document = Some(Document::Text(crate::model::record_schema::to_text(spec)));
             summary.settle()
         }
     }

@@ -170,12 +170,11 @@ impl PurgeArgs {
 }
 
 impl HistoryArgs {
-    pub(crate) fn into_options(self, common: &Common) -> history::HistoryOptions {
+    pub(crate) fn into_options(self) -> history::HistoryOptions {
         history::HistoryOptions {
             app: self.app,
             command: self.command,
             last: self.last,
-            table: common.table_output(),
         }
     }
 }
@@ -281,24 +280,16 @@ impl CompactArgs {
 }
 
 impl AttestArgs {
-    /// The statement is printed as `--format` asks: canonical JSON (the default, also on a
-    /// terminal: it is a document to hash and sign) or CSV; a table is not a statement.
+    /// The statement is printed as `--format` asks ([`Common::output_format`]): canonical JSON
+    /// or CSV; a table is not a statement.
     pub(crate) fn into_options(self, common: &Common) -> Result<attest::AttestOptions, String> {
-        let format = match common.log.format {
-            None | Some(FormatArg::Json) => attest::Format::Json,
-            Some(FormatArg::Csv) => attest::Format::Csv,
-            // OUTBOX_ARCHIVER_FORMAT=table is a person's preference for summaries: the
-            // statement stays the document it is.
-            Some(FormatArg::Table) if common.log.format_from_environment => attest::Format::Json,
-            Some(FormatArg::Table) => {
-                return Err("attest prints the auditor's statement: --format json (the default, canonical) or csv, not table".into())
-            }
-        };
+        if common.log.format == Some(FormatArg::Table) && !common.log.format_from_environment {
+            return Err("attest prints the auditor's statement: --format json (the default, canonical) or csv, not table".into());
+        }
         Ok(attest::AttestOptions {
             apps: self.apps.apps(),
             from: crate::model::timespec::utc_date(self.from),
             to: crate::model::timespec::utc_date(self.to),
-            format,
         })
     }
 }
@@ -310,10 +301,6 @@ impl StatusArgs {
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
             grace_ms: self.grace,
             delivered_status: common.delivered_status(&self.source),
-            format: match common.table_output() {
-                true => status::Format::Table,
-                false => status::Format::Json,
-            },
         }
     }
 }
@@ -326,6 +313,20 @@ impl Common {
             Some(FormatArg::Table) => true,
             Some(FormatArg::Json | FormatArg::Csv) => false,
             None => self.log.log_format != Some(LogFormat::Json) && std::io::stdout().is_terminal(),
+        }
+    }
+
+    /// How the run's end is printed: a statement (`attest`) as canonical JSON unless CSV is
+    /// asked for — also on a terminal, and when OUTBOX_ARCHIVER_FORMAT=table, a person's
+    /// preference for summaries: it is a document to hash and sign — anything else as a table
+    /// for a person ([`Common::table_output`]) or JSON.
+    pub(crate) fn output_format(&self, command: &super::Command) -> crate::output::Format {
+        use crate::output::Format;
+        match (command, self.log.format) {
+            (super::Command::Attest(_), Some(FormatArg::Csv)) => Format::Csv,
+            (super::Command::Attest(_), _) => Format::Json,
+            _ if self.table_output() => Format::Table,
+            _ => Format::Json,
         }
     }
 

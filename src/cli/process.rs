@@ -12,7 +12,7 @@ use crate::pipeline::report;
 pub fn main() -> i32 {
     let started = std::time::Instant::now();
     let (cli, command) = super::parse_or_exit();
-    let table = cli.common.table_output();
+    let format = cli.common.output_format(&cli.command);
     super::logs::init(
         cli.common.log_format(),
         &cli.common.log,
@@ -34,11 +34,11 @@ pub fn main() -> i32 {
     if let Some(error) = &summary.error {
         span.in_scope(|| tracing::error!(command = summary.command.as_str(), "{error}"));
     }
-    match &summary.text {
-        Some(text) => print!("{text}"),
-        None if table => print!("{}", output::text::render(&summary, started.elapsed())),
-        None => println!("{}", summary.to_json()),
-    }
+    let now_ms = crate::pipeline::system_clock()();
+    print!(
+        "{}",
+        output::render(&summary, format, started.elapsed(), now_ms)
+    );
     runtime.shutdown_timeout(std::time::Duration::from_secs(1));
     summary.exit_code
 }

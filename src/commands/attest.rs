@@ -7,17 +7,10 @@ use crate::model::command::CommandName;
 use crate::model::timespec;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
 use crate::pipeline::attest::{self, Attest, Period};
-use crate::pipeline::report::Summary;
+use crate::pipeline::report::{Document, Summary};
 use crate::pipeline::RunContext;
 
-pub use crate::pipeline::attest::canonical;
-
-/// How the statement is printed.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Format {
-    Json,
-    Csv,
-}
+pub use crate::output::statement::canonical;
 
 #[derive(Debug, Clone)]
 pub struct AttestOptions {
@@ -25,7 +18,6 @@ pub struct AttestOptions {
     /// The first and last UTC day, `YYYY-MM-DD`.
     pub from: String,
     pub to: String,
-    pub format: Format,
 }
 
 impl AttestOptions {
@@ -90,10 +82,7 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
             (ctx.now_ms)(),
             parts,
         );
-        summary.text = Some(match opts.format {
-            Format::Json => attest::canonical(&statement),
-            Format::Csv => attest::csv(ctx.spec, &statement),
-        });
+        summary.document = Some(Document::Statement(Box::new(statement)));
     }
     summary.settle()
 }

@@ -235,11 +235,16 @@ async fn look_around(env: &RunContext, cutoff_ms: i64) {
         cutoff_ms,
         grace_ms: 24 * 3_600_000,
         delivered_status: "DELIVERED".into(),
-        format: status::Format::Table,
     };
     let state = status::run(env, &status_options).await;
     say("status:".into());
-    for line in state.text.unwrap_or_default().lines() {
+    let table = crate::output::render(
+        &state,
+        crate::output::Format::Table,
+        std::time::Duration::ZERO,
+        (env.now_ms)(),
+    );
+    for line in table.lines() {
         say(format!("  {line}"));
     }
 }

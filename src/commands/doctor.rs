@@ -6,24 +6,14 @@
 use crate::db::Db;
 use crate::model::command::CommandName;
 use crate::model::table::TableSpec;
-use crate::pipeline::doctor::{
-    check_database, check_store, DoctorOptions, DoctorRun, DoctorStore, Status,
-};
+use crate::pipeline::doctor::{check_database, check_store, DoctorOptions, DoctorRun, DoctorStore};
 use crate::pipeline::report::{RunDetails, Summary};
-
-/// How `doctor` prints.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Format {
-    Table,
-    Json,
-}
 
 pub(crate) async fn run(
     spec: &'static TableSpec,
     db: Result<&Db, String>,
     store: Result<DoctorStore<'_>, String>,
     opts: &DoctorOptions,
-    format: Format,
     now_ms: i64,
 ) -> Summary {
     let mut summary = Summary::new(CommandName::Doctor);
@@ -41,37 +31,6 @@ pub(crate) async fn run(
             run.checks.push(line);
         }
     }
-    if format == Format::Table {
-        summary.text = Some(table(&run));
-    }
     summary.details = Some(RunDetails::Doctor(run));
     summary.settle()
-}
-
-/// The checks as a terminal table: one line each, the fix under it.
-fn table(run: &DoctorRun) -> String {
-    let width = run.checks.iter().map(|c| c.check.len()).max().unwrap_or(5);
-    let mut out = String::new();
-    for check in &run.checks {
-        let status = match check.status {
-            Status::Ok => "ok",
-            Status::Warning => "WARNING",
-            Status::Problem => "PROBLEM",
-        };
-        out.push_str(&format!(
-            "{status:<8} {:<width$}  {}\n",
-            check.check, check.detail
-        ));
-        if let Some(fix) = &check.fix {
-            out.push_str(&format!("{:<8} {:<width$}  fix: {fix}\n", "", ""));
-        }
-    }
-    let count = |s: Status| run.checks.iter().filter(|c| c.status == s).count();
-    out.push_str(&format!(
-        "\n{} ok, {} warnings, {} problems\n",
-        count(Status::Ok),
-        count(Status::Warning),
-        count(Status::Problem)
-    ));
-    out
 }

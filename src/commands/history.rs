@@ -7,9 +7,8 @@
 //! Exit status: 0, also when there is no run yet; 2 when the database cannot be read or an
 //! `--app` names no app (no run, no row and no receipt of it).
 
-use crate::db::runs::{Run, Runs};
+use crate::db::runs::Runs;
 use crate::model::command::CommandName;
-use crate::model::timespec;
 use crate::pipeline::report::details::HistoryRun;
 use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::DbContext;
@@ -19,8 +18,6 @@ pub(crate) struct HistoryOptions {
     pub app: Option<String>,
     pub command: Option<String>,
     pub last: u32,
-    /// A table for a terminal, or the JSON summary.
-    pub table: bool,
 }
 
 pub(crate) async fn run(ctx: &DbContext, opts: &HistoryOptions) -> Summary {
@@ -47,9 +44,6 @@ pub(crate) async fn run(ctx: &DbContext, opts: &HistoryOptions) -> Summary {
         Ok(runs) => runs,
         Err(e) => return Summary::unusable(CommandName::History, e.to_string()),
     };
-    if opts.table {
-        summary.text = Some(table(&runs, (ctx.now_ms)()));
-    }
     summary.details = Some(RunDetails::History(HistoryRun { runs }));
     summary.settle()
 }
@@ -75,96 +69,4 @@ async fn known_app(ctx: &DbContext, typed: &str) -> Result<String, String> {
     Err(crate::pipeline::apps::unknown_app(ctx, typed)
         .await
         .to_string())
-}
-
-/// One line per run: when it ended, what, which app, how, how much, how long; then its run id
-/// and store, why it ended where that is news, its error and what it found.
-fn table(runs: &[Run], now: i64) -> String {
-    if runs.is_empty() {
-        return "no run recorded yet\n".into();
-    }
-    let mut out = String::new();
-    for r in runs {
-        let ago = (now - r.finished_at_ms).max(0) / 1000;
-        let took = (r.finished_at_ms - r.started_at_ms).max(0) as f64 / 1000.0;
-        out.push_str(&format!(
-            "{}  {:<8} {:<14} {:<20} {:>9} rows {:>5} batches {:>7.1}s ({} ago){}\n",
-            timespec::rfc3339(r.finished_at_ms),
-            r.command,
-            if r.app_code.is_empty() {
-                "(run)"
-            } else {
-                r.app_code.as_str()
-            },
-            if r.dry_run {
-                format!("{} (dry run)", r.outcome)
-            } else {
-                r.outcome.clone()
-            },
-            r.row_count,
-            r.batches,
-            took,
-            short_age(ago),
-            r.run_id
-                .as_deref()
-                .map(|id| format!("  run {id}"))
-                .unwrap_or_default(),
-        ));
-        if let Some(store) = &r.store {
-            out.push_str(&format!("    store: {store}\n"));
-        }
-        if let Some(reason) = r.stop_reason.as_deref().filter(|r| !is_plain_end(r)) {
-            out.push_str(&format!("    ended: {reason}\n"));
-        }
-        if let Some(error) = &r.error {
-            out.push_str(&format!("    error: {error}\n"));
-        }
-        out.push_str(&findings(r));
-    }
-    out
-}
-
-/// A stop reason that says no more than the outcome.
-fn is_plain_end(reason: &str) -> bool {
-    matches!(reason, "done" | "caught up" | "error")
-}
-
-/// The findings a run recorded: how many, and the first few, one a line.
-fn findings(run: &Run) -> String {
-    let Some(recorded) = run
-        .findings
-        .as_deref()
-        .and_then(|t| serde_json::from_str::<serde_json::Value>(t).ok())
-    else {
-        return String::new();
-    };
-    let count = recorded["count"].as_u64().unwrap_or(0);
-    let mut out = format!("    {count} findings:\n");
-    let first = recorded["first"].as_array().cloned().unwrap_or_default();
-    for f in first.iter().take(5) {
-        let what = [
-            f["kind"].as_str(),
-            f["batch_id"].as_str(),
-            f["event_id"].as_str(),
-        ];
-        let words: Vec<&str> = what.into_iter().flatten().collect();
-        out.push_str(&format!("      {}\n", words.join(" ")));
-    }
-    if count > 5 {
-        out.push_str(&format!(
-            "      … and {} more (history --format json lists the first {})\n",
-            count - 5,
-            crate::db::runs::FINDINGS_KEPT
-        ));
-    }
-    out
-}
-
-fn short_age(s: i64) -> String {
-    match s {
-        _ if s < 120 => format!("{s}s"),
-        _ if s < 7200 => format!("{}m", s / 60),
-        _ if s < 172_800 => format!("{}h", s / 3600),
-        _ => format!("{}d", s / 86_400),
-    }
 }

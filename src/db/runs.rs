@@ -61,11 +61,42 @@ pub(crate) const FINDINGS_KEPT: usize = 20;
 
 /// `{"count": n, "first": [the first FINDINGS_KEPT]}`, or `None` for none.
 pub(crate) fn findings_json<T: serde::Serialize>(findings: &[T]) -> Option<String> {
+    #[derive(serde::Serialize)]
+    struct Kept<'a, T> {
+        count: usize,
+        first: &'a [T],
+    }
     if findings.is_empty() {
         return None;
     }
-    let first = &findings[..findings.len().min(FINDINGS_KEPT)];
-    serde_json::to_string(&serde_json::json!({ "count": findings.len(), "first": first })).ok()
+    serde_json::to_string(&Kept {
+        count: findings.len(),
+        first: &findings[..findings.len().min(FINDINGS_KEPT)],
+    })
+    .ok()
+}
+
+/// The findings a run recorded, read back: how many, and the first [`FINDINGS_KEPT`].
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(crate) struct RecordedFindings {
+    pub count: u64,
+    #[serde(default)]
+    pub first: Vec<RecordedFinding>,
+}
+
+/// One recorded finding, as far as a table line names it.
+#[derive(Debug, Clone, serde::Deserialize)]
+pub(crate) struct RecordedFinding {
+    pub kind: Option<String>,
+    pub batch_id: Option<String>,
+    pub event_id: Option<String>,
+}
+
+impl Run {
+    /// What the run found, as recorded (`None`: nothing, or nothing readable).
+    pub(crate) fn recorded_findings(&self) -> Option<RecordedFindings> {
+        serde_json::from_str(self.findings.as_deref()?).ok()
+    }
 }
 
 /// What every read of the runs selects, in [`Run`]'s order.

@@ -6,17 +6,17 @@
 use std::fmt::Write as _;
 use std::time::Duration;
 
-use serde_json::Value;
-
 use crate::model::human::{seconds, thousands};
-use crate::pipeline::report::Summary;
+use crate::model::timespec;
+use crate::pipeline::report::details::{FindRun, VerifyRun};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome, RunDetails, Summary};
+use crate::pipeline::verifier::Finding;
 
 /// At most this many apps, findings or rows are listed; the rest are counted.
 const LIST: usize = 20;
 
 /// `summary` as a few lines of text, `elapsed` being how long the command took.
 pub(crate) fn render(summary: &Summary, elapsed: Duration) -> String {
-    let json = serde_json::to_value(summary).expect("a summary always serialises");
     let mut out = String::new();
     let reason = summary.stop_reason.as_deref();
     let verdict = match (summary.exit_code, reason) {
@@ -25,7 +25,7 @@ pub(crate) fn render(summary: &Summary, elapsed: Duration) -> String {
         (130, _) => "stopped by Ctrl-C (exit 130; the next run resumes)".to_string(),
         (1, Some(said @ ("not found" | "problems found"))) => format!("{said} (exit 1)"),
         (2, Some(said)) if said.starts_with("could not") => format!("{said} (exit 2)"),
-        (1, _) if has_findings(&json) => "FINDINGS (exit 1)".to_string(),
+        (1, _) if has_findings(summary) => "FINDINGS (exit 1)".to_string(),
         (code, _) => format!("FAILED (exit {code})"),
     };
     // Why a clean run ended, when it is news (a limit, a signal); a failed one's apps say why.
@@ -33,7 +33,7 @@ pub(crate) fn render(summary: &Summary, elapsed: Duration) -> String {
         Some(reason) if summary.exit_code == 0 && reason != "done" => format!(" ({reason})"),
         _ => String::new(),
     };
-    let dry_run = match json.get("dry_run") == Some(&Value::Bool(true)) {
+    let dry_run = match summary.dry_run == Some(true) {
         true => " DRY RUN, nothing written:",
         false => "",
     };
@@ -46,8 +46,8 @@ pub(crate) fn render(summary: &Summary, elapsed: Duration) -> String {
     if let Some(error) = &summary.error {
         let _ = writeln!(out, "error: {error}");
     }
-    apps(&mut out, &json);
-    run_lists(&mut out, &json);
+    apps(&mut out, &summary.apps);
+    run_lists(&mut out, summary);
     let _ = writeln!(
         out,
         "run {}; every detail: --format json (or OUTBOX_ARCHIVER_FORMAT=json)",
@@ -56,36 +56,29 @@ pub(crate) fn render(summary: &Summary, elapsed: Duration) -> String {
     out
 }
 
-fn has_findings(json: &Value) -> bool {
-    let listed = |v: &Value| {
-        v.get("findings")
-            .and_then(Value::as_array)
-            .is_some_and(|f| !f.is_empty())
-    };
-    listed(json)
-        || json
-            .get("apps")
-            .and_then(Value::as_array)
-            .is_some_and(|apps| apps.iter().any(listed))
+/// The findings an app's line lists: purge's and compact's (verify's are the run's).
+fn app_findings(app: &AppReport) -> &[Finding] {
+    match &app.details {
+        Some(AppDetails::Purge(p)) => &p.findings,
+        Some(AppDetails::Compact(c)) => &c.findings,
+        _ => &[],
+    }
 }
 
-fn number(v: Option<&Value>) -> u64 {
-    v.and_then(Value::as_u64).unwrap_or(0)
+fn has_findings(summary: &Summary) -> bool {
+    matches!(&summary.details, Some(RunDetails::Verify(v)) if !v.findings.is_empty())
+        || summary.apps.iter().any(|a| !app_findings(a).is_empty())
 }
 
 /// One line per app: outcome, batches, rows, and what the command has to say of it.
-fn apps(out: &mut String, json: &Value) {
-    let Some(apps) = json.get("apps").and_then(Value::as_array) else {
-        return;
-    };
+fn apps(out: &mut String, apps: &[AppReport]) {
     if apps.is_empty() {
         return;
     }
     let width = apps
         .iter()
         .take(LIST)
-        .filter_map(|a| a["app_code"].as_str())
-        .map(str::len)
+        .map(|a| a.app_code.len())
         .max()
         .unwrap_or(3)
         .max(3);
@@ -99,22 +92,16 @@ fn apps(out: &mut String, json: &Value) {
         let _ = writeln!(
             out,
             "  {:width$}  {:14} {:>8} {:>12}{}",
-            app["app_code"].as_str().unwrap_or("?"),
-            app["outcome"].as_str().unwrap_or("?"),
-            thousands(number(app.get("batches"))),
-            thousands(number(app.get("rows"))),
+            app.app_code,
+            app.outcome.as_str(),
+            thousands(app.batches),
+            thousands(app.rows),
             match notes.is_empty() {
                 true => String::new(),
                 false => format!("  {}", notes.join("; ")),
             }
         );
-        for finding in app
-            .get("findings")
-            .and_then(Value::as_array)
-            .into_iter()
-            .flatten()
-            .take(LIST)
-        {
+        for finding in app_findings(app).iter().take(LIST) {
             let _ = writeln!(out, "    finding: {}", finding_text(finding));
         }
     }
@@ -124,217 +111,240 @@ fn apps(out: &mut String, json: &Value) {
 }
 
 /// What an app's line says beyond its counts, from the command's own fields.
-fn app_notes(app: &Value) -> Vec<String> {
+fn app_notes(app: &AppReport) -> Vec<String> {
     let mut notes = Vec::new();
-    let rows = |key: &str| app.get(key).and_then(Value::as_u64);
-    if let Some(n) = rows("would_purge_rows") {
-        notes.push(format!("would purge {} rows", thousands(n)));
-    }
-    if let Some(n) = rows("would_compact_member_rows") {
-        notes.push(format!("would compact {} member rows", thousands(n)));
-    }
-    if let Some(n) = rows("in_grace_rows").filter(|&n| n > 0) {
-        let from = app
-            .get("eligible_from_ms")
-            .and_then(Value::as_i64)
-            .map(|ms| format!(", purgeable from {}", crate::model::timespec::rfc3339(ms)))
-            .unwrap_or_default();
-        notes.push(format!("{} rows in --grace{from}", thousands(n)));
-    }
-    if let Some(n) = rows("backlog_rows").filter(|&n| n > 0) {
-        notes.push(format!("{} rows still to archive", thousands(n)));
-    }
-    if let Some(n) = rows("already_present_rows").filter(|&n| n > 0) {
-        notes.push(format!("{} rows already there", thousands(n)));
-    }
-    if let Some(n) = rows("stragglers").filter(|&n| n > 0) {
-        notes.push(format!("{n} stragglers"));
-    }
-    if let Some(drills) = app.get("drills").and_then(Value::as_array) {
-        let failed = drills.iter().filter(|d| d["ok"] == false).count();
-        notes.push(format!("{} drills, {failed} failed", drills.len()));
-    }
-    for key in [
-        "failed_batches",
-        "kept_changed",
-        "conflicts",
-        "pending_thaw",
-    ] {
-        if let Some(n) = app.get(key).and_then(Value::as_array).map(Vec::len) {
-            if n > 0 {
-                notes.push(format!("{n} {}", key.replace('_', " ")));
-            }
+    let details = app.details.as_ref();
+    if let Some(AppDetails::Purge(p)) = details {
+        if let Some(n) = p.would_purge_rows {
+            notes.push(format!("would purge {} rows", thousands(n)));
         }
     }
-    if app["outcome"] != "failed" {
-        if let Some(reason) = app.get("stop_reason").and_then(Value::as_str) {
-            if reason != "done" {
-                notes.push(reason.to_string());
-            }
+    if let Some(AppDetails::Compact(c)) = details {
+        if let Some(n) = c.would_compact_member_rows {
+            notes.push(format!("would compact {} member rows", thousands(n)));
         }
     }
-    if let Some(error) = app.get("error").and_then(Value::as_str) {
+    if let Some(AppDetails::Purge(p)) = details {
+        if p.in_grace_rows > 0 {
+            let from = p
+                .eligible_from_ms
+                .map(|ms| format!(", purgeable from {}", timespec::rfc3339(ms)))
+                .unwrap_or_default();
+            notes.push(format!(
+                "{} rows in --grace{from}",
+                thousands(p.in_grace_rows)
+            ));
+        }
+    }
+    let backlog = match details {
+        Some(AppDetails::Archive(a)) => a.backlog.map(|b| b.backlog_rows),
+        Some(AppDetails::Status(s)) => Some(s.backlog_rows),
+        _ => None,
+    };
+    if let Some(n) = backlog.filter(|&n| n > 0) {
+        notes.push(format!("{} rows still to archive", thousands(n as u64)));
+    }
+    if let Some(AppDetails::Restore(r)) = details {
+        if r.already_present_rows > 0 {
+            notes.push(format!(
+                "{} rows already there",
+                thousands(r.already_present_rows)
+            ));
+        }
+    }
+    if let Some(AppDetails::Verify(v)) = details {
+        if v.stragglers > 0 {
+            notes.push(format!("{} stragglers", v.stragglers));
+        }
+    }
+    if let Some(AppDetails::Restore(r)) = details {
+        if let Some(drills) = &r.drills {
+            let failed = drills.iter().filter(|d| !d.ok).count();
+            notes.push(format!("{} drills, {failed} failed", drills.len()));
+        }
+    }
+    let lists: [(&str, usize); 4] = match details {
+        Some(AppDetails::Purge(p)) => [
+            ("failed batches", p.failed_batches.len()),
+            ("kept changed", p.kept_changed.len()),
+            ("conflicts", 0),
+            ("pending thaw", 0),
+        ],
+        Some(AppDetails::Compact(c)) => [
+            ("failed batches", c.failed_batches.len()),
+            ("kept changed", 0),
+            ("conflicts", 0),
+            ("pending thaw", c.pending_thaw.len()),
+        ],
+        Some(AppDetails::Restore(r)) => [
+            ("failed batches", r.failed_batches.len()),
+            ("kept changed", 0),
+            ("conflicts", r.conflicts.len()),
+            ("pending thaw", r.pending_thaw.len()),
+        ],
+        _ => [("", 0); 4],
+    };
+    for (what, n) in lists {
+        if n > 0 {
+            notes.push(format!("{n} {what}"));
+        }
+    }
+    if app.outcome != Outcome::Failed {
+        if let Some(reason) = app.stop_reason.as_deref().filter(|r| *r != "done") {
+            notes.push(reason.to_string());
+        }
+    }
+    if let Some(error) = &app.error {
         notes.push(format!("error: {error}"));
     }
     notes
 }
 
-fn finding_text(f: &Value) -> String {
-    let mut text = f["kind"].as_str().unwrap_or("finding").to_string();
-    if let Some(batch) = f.get("batch_id").and_then(Value::as_str) {
+fn finding_text(f: &Finding) -> String {
+    let mut text = f.kind.name();
+    if let Some(batch) = &f.batch_id {
         let _ = write!(text, " batch {batch}");
     }
-    if let Some(key) = f.get("key").and_then(Value::as_str) {
+    if let Some(key) = &f.key {
         let _ = write!(text, " at {key}");
     }
-    if let Some(event) = f.get("event_id").and_then(Value::as_str) {
+    if let Some(event) = &f.event_id {
         let _ = write!(text, " (event {event})");
     }
-    if let (Some(e), Some(a)) = (
-        f.get("expected").and_then(Value::as_str),
-        f.get("actual").and_then(Value::as_str),
-    ) {
+    if let (Some(e), Some(a)) = (&f.expected, &f.actual) {
         let _ = write!(text, ": expected {e}, found {a}");
     }
     text
 }
 
 /// The run's own lists: findings, orphans, rows found, migrations applied, planned purges.
-fn run_lists(out: &mut String, json: &Value) {
-    verify_lists(out, json);
-    find_lists(out, json);
-    migrate_list(out, json);
-    planned_purges(out, json);
-    planned_batches(out, json);
-}
-
-fn list<'a>(json: &'a Value, key: &str) -> Option<&'a Vec<Value>> {
-    json.get(key).and_then(Value::as_array)
-}
-
-/// verify's: the batches checked, the findings, the orphan objects.
-fn verify_lists(out: &mut String, json: &Value) {
-    let list = |key: &str| list(json, key);
-    if let Some(checked) = json.get("checked_batch_count").and_then(Value::as_u64) {
-        let sample = json
-            .get("sample")
-            .filter(|s| !s.is_null())
-            .map(|s| {
-                format!(
-                    " (a sample of {}% of {}: repeat it with --seed {})",
-                    s["percent"],
-                    thousands(number(s.get("of"))),
-                    s["seed"]
-                )
-            })
-            .unwrap_or_default();
-        let _ = writeln!(out, "checked {} batches{sample}", thousands(checked));
-    }
-    if let Some(findings) = list("findings").filter(|f| !f.is_empty()) {
-        let _ = writeln!(out, "{} findings:", findings.len());
-        for f in findings.iter().take(LIST) {
-            let _ = writeln!(out, "  {}", finding_text(f));
-        }
-        more(out, findings.len());
-    }
-    if let Some(orphans) = list("orphans").filter(|o| !o.is_empty()) {
-        let _ = writeln!(
-            out,
-            "{} orphan objects (no receipt; an interrupted run leaves them):",
-            orphans.len()
-        );
-        for key in orphans.iter().take(LIST) {
-            let _ = writeln!(out, "  {}", key.as_str().unwrap_or("?"));
-        }
-        more(out, orphans.len());
-    }
-}
-
-/// find's: each row found with where it is kept, the events not found, what was searched.
-fn find_lists(out: &mut String, json: &Value) {
-    let list = |key: &str| list(json, key);
-    if let Some(found) = list("found") {
-        for row in found.iter().take(LIST) {
-            let _ = writeln!(
-                out,
-                "found {} in app {} batch {} ({} line {}), now {}{}",
-                row["event_id"].as_str().unwrap_or("?"),
-                row["app_code"].as_str().unwrap_or("?"),
-                row["batch_id"].as_str().unwrap_or("?"),
-                row["key"].as_str().unwrap_or("?"),
-                row["line"],
-                row["now"].as_str().unwrap_or("?"),
-                match row["object_matches_receipt"] == false {
-                    true => " — the object does not match its receipt: run verify",
-                    false => "",
-                }
-            );
-            let _ = writeln!(out, "  {}", row["row"]);
-        }
-        more(out, found.len());
-        if let Some(missing) = list("not_found").filter(|m| !m.is_empty()) {
-            let ids: Vec<&str> = missing
-                .iter()
-                .filter_map(Value::as_str)
-                .take(LIST)
-                .collect();
-            let _ = writeln!(out, "not found: {}", ids.join(", "));
-            more(out, missing.len());
-        }
-        for row in list("in_source").into_iter().flatten().take(LIST) {
-            let _ = writeln!(
-                out,
-                "  {} is in the source (app {}, status {}, updated {}): {}",
-                row["event_id"].as_str().unwrap_or("?"),
-                row["app_code"].as_str().unwrap_or("?"),
-                row["status"].as_str().unwrap_or("?"),
-                row["updated_at_ms"]
-                    .as_i64()
-                    .map(crate::model::timespec::rfc3339)
-                    .unwrap_or_default(),
-                row["why"].as_str().unwrap_or("?")
-            );
-        }
-        if let Some(missing) = list("missing_objects").filter(|m| !m.is_empty()) {
-            let _ = writeln!(out, "could not read {} data objects:", missing.len());
-            for key in missing.iter().take(LIST) {
-                let _ = writeln!(out, "  {}", key.as_str().unwrap_or("?"));
-            }
-            more(out, missing.len());
-        }
-        let _ = writeln!(
-            out,
-            "searched {} batches ({} compacted)",
-            number(json.get("searched_batches")),
-            number(json.get("searched_compacted_batches"))
-        );
-    }
-}
-
-/// migrate's: the migrations applied.
-fn migrate_list(out: &mut String, json: &Value) {
-    if let Some(applied) = list(json, "applied") {
-        match applied.is_empty() {
+fn run_lists(out: &mut String, summary: &Summary) {
+    match &summary.details {
+        Some(RunDetails::Verify(run)) => verify_lists(out, run),
+        Some(RunDetails::Find(run)) => find_lists(out, run),
+        Some(RunDetails::Migrate(run)) => match run.applied.is_empty() {
             true => {
                 let _ = writeln!(out, "applied no migration: the schema is up to date");
             }
             false => {
-                for m in applied {
-                    let _ = writeln!(out, "applied {}", m.as_str().unwrap_or("?"));
+                for m in &run.applied {
+                    let _ = writeln!(out, "applied {m}");
                 }
             }
-        }
+        },
+        _ => {}
+    }
+    planned_purges(out, &summary.apps);
+    if summary.dry_run == Some(true) {
+        planned_batches(out, &summary.apps);
     }
 }
 
+/// verify's: the batches checked, the findings, the orphan objects.
+fn verify_lists(out: &mut String, run: &VerifyRun) {
+    let sample = run
+        .sample
+        .map(|s| {
+            format!(
+                " (a sample of {}% of {}: repeat it with --seed {})",
+                serde_json::to_string(&s.percent).unwrap_or_default(),
+                thousands(s.of),
+                s.seed
+            )
+        })
+        .unwrap_or_default();
+    let _ = writeln!(
+        out,
+        "checked {} batches{sample}",
+        thousands(run.checked_batch_count)
+    );
+    if !run.findings.is_empty() {
+        let _ = writeln!(out, "{} findings:", run.findings.len());
+        for f in run.findings.iter().take(LIST) {
+            let _ = writeln!(out, "  {}", finding_text(f));
+        }
+        more(out, run.findings.len());
+    }
+    if !run.orphans.is_empty() {
+        let _ = writeln!(
+            out,
+            "{} orphan objects (no receipt; an interrupted run leaves them):",
+            run.orphans.len()
+        );
+        for key in run.orphans.iter().take(LIST) {
+            let _ = writeln!(out, "  {key}");
+        }
+        more(out, run.orphans.len());
+    }
+}
+
+/// find's: each row found with where it is kept, the events not found, what was searched.
+fn find_lists(out: &mut String, run: &FindRun) {
+    for row in run.found.iter().take(LIST) {
+        let _ = writeln!(
+            out,
+            "found {} in app {} batch {} ({} line {}), now {}{}",
+            row.event_id,
+            row.app_code,
+            row.batch_id,
+            row.key,
+            row.line,
+            row.now,
+            match row.object_matches_receipt {
+                false => " — the object does not match its receipt: run verify",
+                true => "",
+            }
+        );
+        let _ = writeln!(out, "  {}", row.row);
+    }
+    more(out, run.found.len());
+    if !run.not_found.is_empty() {
+        let ids: Vec<&str> = run
+            .not_found
+            .iter()
+            .map(String::as_str)
+            .take(LIST)
+            .collect();
+        let _ = writeln!(out, "not found: {}", ids.join(", "));
+        more(out, run.not_found.len());
+    }
+    for row in run.in_source.iter().take(LIST) {
+        let _ = writeln!(
+            out,
+            "  {} is in the source (app {}, status {}, updated {}): {}",
+            row.event_id,
+            row.app_code,
+            row.status,
+            timespec::rfc3339(row.updated_at_ms),
+            row.why
+        );
+    }
+    if !run.missing_objects.is_empty() {
+        let _ = writeln!(
+            out,
+            "could not read {} data objects:",
+            run.missing_objects.len()
+        );
+        for key in run.missing_objects.iter().take(LIST) {
+            let _ = writeln!(out, "  {key}");
+        }
+        more(out, run.missing_objects.len());
+    }
+    let _ = writeln!(
+        out,
+        "searched {} batches ({} compacted)",
+        run.searched_batches, run.searched_compacted_batches
+    );
+}
+
 /// A dry-run purge's: the batches it would purge, across the apps.
-fn planned_purges(out: &mut String, json: &Value) {
-    let planned: Vec<&Value> = json
-        .get("apps")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .filter_map(|a| a.get("would_purge_batches").and_then(Value::as_array))
+fn planned_purges(out: &mut String, apps: &[AppReport]) {
+    let planned: Vec<_> = apps
+        .iter()
+        .filter_map(|a| match &a.details {
+            Some(AppDetails::Purge(p)) => Some(&p.would_purge_batches),
+            _ => None,
+        })
         .flatten()
         .collect();
     if !planned.is_empty() {
@@ -343,9 +353,9 @@ fn planned_purges(out: &mut String, json: &Value) {
             let _ = writeln!(
                 out,
                 "  {} {} {:>10} rows",
-                b["batch_id"].as_str().unwrap_or("?"),
-                b["day"].as_str().unwrap_or("?"),
-                thousands(number(b.get("rows")))
+                b.batch_id,
+                b.day,
+                thousands(b.rows)
             );
         }
         more(out, planned.len());
@@ -353,23 +363,10 @@ fn planned_purges(out: &mut String, json: &Value) {
 }
 
 /// A dry-run archive's: the batches it would write, with their keys and rows.
-fn planned_batches(out: &mut String, json: &Value) {
-    if json.get("dry_run") != Some(&Value::Bool(true)) {
-        return;
-    }
-    let planned: Vec<(&str, &Value)> = json
-        .get("apps")
-        .and_then(Value::as_array)
-        .into_iter()
-        .flatten()
-        .flat_map(|a| {
-            let app = a["app_code"].as_str().unwrap_or("?");
-            a.get("batch_list")
-                .and_then(Value::as_array)
-                .into_iter()
-                .flatten()
-                .map(move |b| (app, b))
-        })
+fn planned_batches(out: &mut String, apps: &[AppReport]) {
+    let planned: Vec<_> = apps
+        .iter()
+        .flat_map(|a| a.batch_list.iter().map(move |b| (a.app_code.as_str(), b)))
         .collect();
     if planned.is_empty() {
         return;
@@ -379,10 +376,10 @@ fn planned_batches(out: &mut String, json: &Value) {
         let _ = writeln!(
             out,
             "  {app} {} {:>10} rows {:>12} bytes  {}",
-            b["batch_id"].as_str().unwrap_or("?"),
-            thousands(number(b.get("rows"))),
-            thousands(number(b.get("uncompressed_bytes"))),
-            b["data_object_key"].as_str().unwrap_or("?")
+            b.batch_id,
+            thousands(b.rows),
+            thousands(b.uncompressed_bytes),
+            b.data_object_key
         );
     }
     more(out, planned.len());

@@ -6,6 +6,7 @@
 //! summary.
 
 pub(crate) mod details;
+pub(crate) mod statement;
 
 use std::sync::OnceLock;
 
@@ -239,9 +240,18 @@ pub struct Summary {
     pub details: Option<RunDetails>,
     #[serde(skip)]
     pub exit_code: i32,
-    /// A human rendering printed instead of the JSON (`status --format table`).
+    /// A document the command printed instead of its summary (`output::render`).
     #[serde(skip)]
-    pub text: Option<String>,
+    pub document: Option<Document>,
+}
+
+/// A document a command prints instead of its summary.
+#[derive(Debug, Clone)]
+pub enum Document {
+    /// `attest`'s statement: canonical JSON, or CSV, as `--format` asks.
+    Statement(Box<statement::Statement>),
+    /// Text printed as it is: `schema`'s record schema, `log-key`'s verifier.
+    Text(String),
 }
 
 impl Summary {
@@ -262,7 +272,7 @@ impl Summary {
             metrics_errors: Vec::new(),
             details: None,
             exit_code: 0,
-            text: None,
+            document: None,
         }
     }
 

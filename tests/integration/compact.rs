@@ -142,7 +142,6 @@ async fn compacted_receipts_keep_a_digest_and_every_batch_stays_provable() {
             apps: Apps::Listed(vec!["a1".into()]),
             cutoff_ms: CUTOFF + 2 * DAY,
             delivered_status: "DELIVERED".into(),
-            format: outbox_archiver::status::Format::Json,
         },
     )
     .await;

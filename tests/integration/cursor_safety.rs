@@ -109,7 +109,6 @@ async fn a_member_delivered_again_never_wedges_its_app() {
             apps: outbox_archiver::Apps::Listed(vec!["a1".into()]),
             cutoff_ms: CUTOFF,
             delivered_status: "DELIVERED".into(),
-            format: outbox_archiver::status::Format::Json,
         },
     )
     .await;

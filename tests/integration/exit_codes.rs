@@ -14,7 +14,7 @@ use outbox_archiver::WALLET_OUTBOX;
 use outbox_archiver::{archive, archive::ArchiveOptions};
 use outbox_archiver::{purge, purge::PurgeOptions};
 use outbox_archiver::{restore, restore::RestoreOptions};
-use outbox_archiver::{status, status::Format, status::StatusOptions};
+use outbox_archiver::{status, status::StatusOptions};
 use outbox_archiver::{verify, verify::VerifyOptions};
 use tokio_util::sync::CancellationToken;
 
@@ -79,7 +79,6 @@ async fn every_command_that_cannot_list_its_apps_exits_2_having_done_nothing() {
                 apps: Apps::All,
                 cutoff_ms: cutoff,
                 delivered_status: "DELIVERED".into(),
-                format: Format::Json,
             },
         )
         .await,

@@ -10,7 +10,7 @@
 use outbox_archiver::Apps;
 use outbox_archiver::RunContext;
 use outbox_archiver::Summary;
-use outbox_archiver::{attest, attest::AttestOptions, attest::Format};
+use outbox_archiver::{attest, attest::AttestOptions, Format};
 use outbox_archiver::{migrate, purge};
 use outbox_archiver::{verify, verify::VerifyOptions};
 use outbox_archiver::{ObjectStore, PutMode};
@@ -25,7 +25,7 @@ fn day_after(db: &TestDb, store: &std::sync::Arc<dyn ObjectStore>) -> RunContext
     env(db, store.clone(), ARCHIVED_CUTOFF + 2 * DAY)
 }
 
-fn attest_options(apps: &[&str], format: Format) -> AttestOptions {
+fn attest_options(apps: &[&str]) -> AttestOptions {
     AttestOptions {
         apps: match apps {
             [] => Apps::All,
@@ -33,8 +33,15 @@ fn attest_options(apps: &[&str], format: Format) -> AttestOptions {
         },
         from: RECORDED_DAY.into(),
         to: RECORDED_DAY.into(),
-        format,
     }
+}
+
+/// The statement as the binary prints it in `format`, where the run made one.
+fn printed(summary: &Summary, format: Format) -> Option<String> {
+    summary
+        .document
+        .as_ref()
+        .map(|_| outbox_archiver::render(summary, format, std::time::Duration::ZERO, 0))
 }
 
 async fn verify_metadata(env: &RunContext) -> Summary {
@@ -136,20 +143,16 @@ async fn a_whole_log_is_proven_and_attested_as_canonical_json_and_csv() {
     assert!(json.contains(r#""chain_anchored_to":3"#), "{json}");
 
     // The day the receipts were recorded on is not over yet at their clock: no statement of it.
-    let early = attest::run(&env, &attest_options(&["a1"], Format::Json)).await;
+    let early = attest::run(&env, &attest_options(&["a1"])).await;
     assert_eq!(early.exit_code, 2, "{}", early.to_json());
     assert!(
         early.to_json().contains("has not ended yet"),
         "{}",
         early.to_json()
     );
-    let statement = attest::run(
-        &day_after(&db, &store),
-        &attest_options(&["a1"], Format::Json),
-    )
-    .await;
+    let statement = attest::run(&day_after(&db, &store), &attest_options(&["a1"])).await;
     assert_eq!(statement.exit_code, 0, "{}", statement.to_json());
-    let text = statement.text.clone().expect("a statement");
+    let text = printed(&statement, Format::Json).expect("a statement");
     let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
     // Canonical: re-encoding with sorted keys gives the same bytes.
     assert_eq!(
@@ -202,9 +205,9 @@ async fn a_whole_log_is_proven_and_attested_as_canonical_json_and_csv() {
     )
     .await;
     assert_eq!(full.exit_code, 0, "{}", full.to_json());
-    let statement = attest::run(&day_after(&db, &store), &attest_options(&[], Format::Csv)).await;
+    let statement = attest::run(&day_after(&db, &store), &attest_options(&[])).await;
     assert_eq!(statement.exit_code, 0, "{}", statement.to_json());
-    let csv = statement.text.unwrap();
+    let csv = printed(&statement, Format::Csv).unwrap();
     let lines: Vec<&str> = csv.lines().collect();
     assert_eq!(lines.len(), 2, "{csv}");
     assert!(lines[0].starts_with("app_code,day,rows,batches,"), "{csv}");
@@ -218,12 +221,13 @@ async fn a_whole_log_is_proven_and_attested_as_canonical_json_and_csv() {
     );
     assert!(lines[1].contains(",verify (read_back),"), "{csv}");
     // A day with nothing archived is an empty statement, not a refusal.
-    let mut other = attest_options(&["a1"], Format::Json);
+    let mut other = attest_options(&["a1"]);
     other.from = "2025-06-01".into();
     other.to = "2025-06-30".into();
     let empty = attest::run(&day_after(&db, &store), &other).await;
     assert_eq!(empty.exit_code, 0, "{}", empty.to_json());
-    let doc: serde_json::Value = serde_json::from_str(&empty.text.unwrap()).unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&printed(&empty, Format::Json).unwrap()).unwrap();
     assert_eq!(doc["apps"][0]["days"], serde_json::json!([]));
 }
 
@@ -250,7 +254,7 @@ async fn a_batch_deleted_with_its_receipt_is_a_gap_at_its_leaf_and_its_neighbour
         .collect();
     assert_eq!(gone.len(), 1, "{}", everything.to_json());
     assert_eq!(gone[0].seq, Some(0));
-    let all = attest::run(&day_after(&db, &store), &attest_options(&[], Format::Json)).await;
+    let all = attest::run(&day_after(&db, &store), &attest_options(&[])).await;
     assert_eq!(all.exit_code, 1, "{}", all.to_json());
 
     let verified = verify::run(
@@ -286,13 +290,12 @@ async fn a_batch_deleted_with_its_receipt_is_a_gap_at_its_leaf_and_its_neighbour
         "{gap:?}"
     );
 
-    let statement = attest::run(
-        &day_after(&db, &store),
-        &attest_options(&["a1"], Format::Json),
-    )
-    .await;
+    let statement = attest::run(&day_after(&db, &store), &attest_options(&["a1"])).await;
     assert_eq!(statement.exit_code, 1, "{}", statement.to_json());
-    assert!(statement.text.is_none(), "no statement for a broken period");
+    assert!(
+        statement.document.is_none(),
+        "no statement for a broken period"
+    );
     let json = statement.to_json();
     assert!(json.contains("not attested"), "{json}");
     assert!(json.contains("chain_gap at leaf 1"), "{json}");
@@ -323,11 +326,7 @@ async fn a_receipts_totals_edited_is_a_mismatch_at_its_leaf_and_only_its_rows_ar
         "{}",
         verified.to_json()
     );
-    let statement = attest::run(
-        &day_after(&db, &store),
-        &attest_options(&["a1"], Format::Json),
-    )
-    .await;
+    let statement = attest::run(&day_after(&db, &store), &attest_options(&["a1"])).await;
     assert_eq!(statement.exit_code, 1, "{}", statement.to_json());
     assert!(
         statement.to_json().contains("chain_mismatch at leaf 1"),
@@ -428,11 +427,7 @@ async fn a_database_restored_from_an_older_backup_is_reported_not_papered_over()
         "every row archived all the same"
     );
     assert_eq!(log_size(store.as_ref(), "a1").await, 4, "nothing appended");
-    let statement = attest::run(
-        &day_after(&db, &store),
-        &attest_options(&["a1"], Format::Json),
-    )
-    .await;
+    let statement = attest::run(&day_after(&db, &store), &attest_options(&["a1"])).await;
     assert_eq!(statement.exit_code, 1, "{}", statement.to_json());
     // Purge keeps the batches the log does not hold.
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
@@ -469,13 +464,10 @@ async fn a_database_restored_from_an_older_backup_is_reported_not_papered_over()
         "the break stays in sight: {}",
         verified.to_json()
     );
-    let statement = attest::run(
-        &day_after(&db, &store),
-        &attest_options(&["a1"], Format::Json),
-    )
-    .await;
+    let statement = attest::run(&day_after(&db, &store), &attest_options(&["a1"])).await;
     assert_eq!(statement.exit_code, 0, "{}", statement.to_json());
-    let doc: serde_json::Value = serde_json::from_str(&statement.text.unwrap()).unwrap();
+    let doc: serde_json::Value =
+        serde_json::from_str(&printed(&statement, Format::Json).unwrap()).unwrap();
     assert_eq!(
         doc["apps"][0]["chain_breaks_accepted"][0]["reason"],
         "restored from the 03:00 backup, INC-4711"
@@ -601,11 +593,7 @@ async fn receipts_recorded_before_the_log_are_appended_by_the_next_archive_run()
     assert_eq!(log_of(&db, "a1").await, before);
     let verified = verify_metadata(&env).await;
     assert_eq!(verified.exit_code, 0, "{}", verified.to_json());
-    let statement = attest::run(
-        &day_after(&db, &store),
-        &attest_options(&["a1"], Format::Json),
-    )
-    .await;
+    let statement = attest::run(&day_after(&db, &store), &attest_options(&["a1"])).await;
     assert_eq!(statement.exit_code, 0, "{}", statement.to_json());
 }
 

@@ -3,7 +3,7 @@
 use outbox_archiver::Apps;
 use outbox_archiver::SourceTable;
 use outbox_archiver::WALLET_OUTBOX;
-use outbox_archiver::{status, status::Format, status::StatusOptions};
+use outbox_archiver::{status, status::StatusOptions};
 
 use crate::support::*;
 
@@ -28,7 +28,6 @@ async fn status_reports_cursor_backlog_and_last_run() {
         apps: Apps::All,
         cutoff_ms: T0 + 2 * DAY,
         delivered_status: "DELIVERED".into(),
-        format: Format::Json,
     };
     let summary = status::run(&db_context(&db, now), &options).await;
     assert!(summary.ok, "{}", summary.to_json());
@@ -63,12 +62,16 @@ async fn status_reports_cursor_backlog_and_last_run() {
         &db_context(&db, now),
         &StatusOptions {
             grace_ms: 86_400_000,
-            format: Format::Table,
             ..options
         },
     )
     .await;
-    let text = table.text.expect("a table");
+    let text = outbox_archiver::render(
+        &table,
+        outbox_archiver::Format::Table,
+        std::time::Duration::ZERO,
+        now,
+    );
     assert!(text.starts_with("APP "), "{text}");
     assert!(text.lines().nth(1).unwrap().starts_with("a1 "), "{text}");
     assert!(text.contains("archived"), "{text}");

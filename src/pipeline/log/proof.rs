@@ -9,6 +9,7 @@ use crate::model::chain::{ChainFinding, Problem};
 use crate::model::note::Checkpoint;
 use crate::model::receipt::Receipt;
 use crate::model::tlog::{self, Hash, Subtree};
+use crate::pipeline::report::statement::{LogStatement, TreeHead};
 
 /// A tree head's tiles, read as a proof needs them and kept for the run.
 pub(crate) struct Tiles<'l, 'a> {
@@ -163,17 +164,28 @@ pub(crate) struct PeriodProof {
 }
 
 impl PeriodProof {
-    pub(crate) fn to_json(&self, origin: &str) -> serde_json::Value {
+    /// The proof as the statement carries it, for the app whose log is named `folder` and has
+    /// the origin line `origin`.
+    pub(crate) fn statement(&self, folder: &str, origin: &str) -> LogStatement {
         let list = |p: &[Hash]| p.iter().map(b64).collect::<Vec<_>>();
-        serde_json::json!({
-            "origin": origin,
-            "checkpoint": self.checkpoint,
-            "size": self.size,
-            "at_start": { "size": self.start.0, "root": b64(&self.start.1) },
-            "at_end": { "size": self.end.0, "root": b64(&self.end.1) },
-            "start_to_end": list(&self.start_to_end),
-            "end_to_checkpoint": list(&self.end_to_checkpoint),
-        })
+        let head = |(size, root): &(u64, Hash)| TreeHead {
+            size: *size,
+            root: b64(root),
+        };
+        LogStatement {
+            app_code: folder.to_string(),
+            entry: format!(
+                "{}\\n{{table}}\\n{{app_code}}\\n{{batch_id}}\\n{{manifest_sha256}}\\n",
+                tlog::ENTRY_SCHEMA
+            ),
+            origin: origin.to_string(),
+            checkpoint: self.checkpoint.clone(),
+            size: self.size,
+            at_start: head(&self.start),
+            at_end: head(&self.end),
+            start_to_end: list(&self.start_to_end),
+            end_to_checkpoint: list(&self.end_to_checkpoint),
+        }
     }
 }
 

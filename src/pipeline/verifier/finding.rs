@@ -71,6 +71,16 @@ pub enum FindingKind {
     ChainUnanchored,
 }
 
+impl FindingKind {
+    /// Its name, as the reports spell it (`missing_object`).
+    pub(crate) fn name(self) -> String {
+        serde_json::to_value(self)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_else(|| "finding".into())
+    }
+}
+
 /// One problem, with what was expected and what was found (absent parts are null).
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct Finding {
@@ -132,8 +142,7 @@ impl Finding {
 
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let kind = serde_json::to_value(self.kind).unwrap_or_default();
-        write!(f, "{}", kind.as_str().unwrap_or("finding"))?;
+        write!(f, "{}", self.kind.name())?;
         if let Some(key) = &self.key {
             write!(f, " at {key}")?;
         }
