@@ -13,7 +13,8 @@ use crate::pipeline::report::details::PurgeRun;
 use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::RunContext;
 
-pub use crate::pipeline::purge::{ObjectCheck, PurgeOptions};
+pub use crate::pipeline::purge::PurgeOptions;
+pub use crate::pipeline::report::details::ObjectCheck;
 
 pub async fn run(ctx: &RunContext, opts: &PurgeOptions) -> Summary {
     let before = ctx.store_stats();

@@ -191,6 +191,43 @@ pub fn table_prefix(prefix: &str, table: &str) -> String {
     }
 }
 
+/// `{table_prefix}_log/`: the folder every app's log of batches is kept under (README, "The log
+/// of batches"), beside the apps' folders.
+pub fn logs_prefix(table_prefix: &str) -> String {
+    format!("{table_prefix}_log/")
+}
+
+/// `{table_prefix}_log/app_code={folder}/`: one app's log — its checkpoint, tiles, breaks and
+/// transition record ([`LOG_CHECKPOINT`], [`crate::model::tlog::tile_path`], …) below it.
+pub fn log_prefix(table_prefix: &str, folder: &str) -> String {
+    format!("{}app_code={folder}/", logs_prefix(table_prefix))
+}
+
+/// The folder of the app's log a key under [`logs_prefix`] belongs to.
+pub fn log_folder_of_key<'k>(logs_prefix: &str, key: &'k str) -> Option<&'k str> {
+    key.strip_prefix(logs_prefix)?
+        .strip_prefix("app_code=")?
+        .split('/')
+        .next()
+}
+
+/// A log's origin line (its checkpoints' first line): `outbox-archive/{table}/app_code={folder}`.
+pub fn log_origin(table: &str, folder: &str) -> String {
+    format!("outbox-archive/{table}/app_code={folder}")
+}
+
+/// Under a log's prefix: its tree head.
+pub const LOG_CHECKPOINT: &str = "checkpoint";
+/// Under a log's prefix: the linear chain of an older build it carries on.
+pub const LOG_TRANSITION: &str = "transition.json";
+/// Under a log's prefix: the folder of its accepted breaks.
+pub const LOG_BREAKS: &str = "breaks/";
+
+/// Under a log's prefix: the record of a break accepting `n` leaves from leaf `first` on.
+pub fn log_break_path(first: u64, n: usize) -> String {
+    format!("{LOG_BREAKS}{first:020}-{n}.json")
+}
+
 /// `{table_prefix}_archive.json`: the archive's marker, written once when its first batch is
 /// archived (SPEC §5.13). Outside every app's keys, so no batch ever uses it.
 pub fn home_marker_key(table_prefix: &str) -> String {
@@ -581,6 +618,25 @@ mod tests {
                 docs.batch_id,
                 sha256_hex(&docs.manifest)
             )
+        );
+    }
+
+    #[test]
+    fn a_logs_keys_are_built_and_parsed_here() {
+        let logs = logs_prefix("outbox/wallet_outbox/");
+        assert_eq!(logs, "outbox/wallet_outbox/_log/");
+        let log = log_prefix("outbox/wallet_outbox/", "Pay");
+        assert_eq!(log, "outbox/wallet_outbox/_log/app_code=Pay/");
+        let key = format!("{log}{LOG_CHECKPOINT}");
+        assert_eq!(log_folder_of_key(&logs, &key), Some("Pay"));
+        assert_eq!(
+            log_folder_of_key(&logs, "outbox/wallet_outbox/app_code=x/dt=1/a"),
+            None
+        );
+        assert_eq!(log_break_path(2, 3), "breaks/00000000000000000002-3.json");
+        assert_eq!(
+            log_origin("wallet_outbox", "Pay"),
+            "outbox-archive/wallet_outbox/app_code=Pay"
         );
     }
 }

@@ -93,6 +93,27 @@ pub fn entries_path(index: u64, width: u64) -> String {
     format!("tile/entries/{}{}", index_path(index), width_suffix(width))
 }
 
+/// The path of the tile or bundle at `full` (a full one's path) with `width` items: `full`
+/// itself when full, else its partial `{full}.p/{width}`.
+pub fn tile_path_of_width(full: &str, width: u64) -> String {
+    format!("{full}{}", width_suffix(width))
+}
+
+/// The folder of `full`'s partial versions: `{full}.p/`.
+pub fn partials_of(full: &str) -> String {
+    format!("{full}.p/")
+}
+
+/// Whether a path or key is a partial tile's (which a later append replaces).
+pub fn is_partial(path: &str) -> bool {
+    path.contains(".p/")
+}
+
+/// The width of a partial tile's key (`…/x001/234.p/17` → 17).
+pub fn partial_width(key: &str) -> Option<u64> {
+    key.rsplit_once(".p/")?.1.parse().ok()
+}
+
 /// The width of the tile at `level`, `index` in a tree of `size` leaves (0: it has none yet).
 pub fn tile_width(level: u32, index: u64, size: u64) -> u64 {
     let hashes = size >> (TILE_HEIGHT * level);
@@ -553,5 +574,19 @@ mod tests {
                 },
             ]
         );
+    }
+
+    #[test]
+    fn partial_tiles_are_named_and_read_back() {
+        let full = tile_path(1, 1234, TILE_WIDTH);
+        let partial = tile_path_of_width(&full, 17);
+        assert_eq!(partial, tile_path(1, 1234, 17));
+        assert!(partial.starts_with(&partials_of(&full)));
+        assert!(is_partial(&partial) && !is_partial(&full));
+        assert_eq!(
+            partial_width(&format!("p/_log/app_code=a/{partial}")),
+            Some(17)
+        );
+        assert_eq!(partial_width(&full), None);
     }
 }

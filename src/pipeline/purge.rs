@@ -34,7 +34,7 @@ use crate::model::chain::{ChainFinding, Problem};
 use crate::model::digest::RowFingerprint;
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
-use crate::pipeline::report::details::{PlannedPurge, PurgeApp};
+use crate::pipeline::report::details::{ObjectCheck, PlannedPurge, PurgeApp};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome};
 
 #[derive(Debug, Clone)]
@@ -57,21 +57,6 @@ pub struct PurgeOptions {
     /// Apps purged at the same time (`--parallel-apps`; 0 or 1: one at a time).
     pub parallel_apps: usize,
     pub failpoints: FailPoints,
-}
-
-/// How purge looks at a batch's objects before deleting its rows (SPEC §5.9).
-#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, serde::Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum ObjectCheck {
-    /// HEAD each of the three objects: present, the receipt's sizes, the store's own checksum
-    /// where it reports one. Three requests per batch, not per row.
-    #[default]
-    Head,
-    /// Re-read and verify every object in full (as `verify`): `--reverify`.
-    Read,
-    /// Do not look: the receipts are trusted (`--trust-receipts`, for operators who scrub the
-    /// archive separately). Logged at the start of every run.
-    Trusted,
 }
 
 #[derive(Debug, thiserror::Error)]

@@ -13,6 +13,7 @@ use super::{
 use crate::db::chain::ChainTable;
 use crate::db::receipts::Receipts;
 use crate::model::chain::{self, Problem};
+use crate::model::format;
 use crate::model::note::Checkpoint;
 use crate::model::protection::{PutOptions, WritePolicy};
 use crate::model::tlog::{self, Hash, TILE_WIDTH};
@@ -289,7 +290,7 @@ async fn publish(log: &Log<'_>, e: &mut Edge, options: &PutOptions) -> Result<St
     let transient = PutOptions::default();
     futures_util::stream::iter(e.finish())
         .map(|(path, bytes)| {
-            let options = match path.contains(".p/") {
+            let options = match tlog::is_partial(&path) {
                 true => &transient,
                 false => options,
             };
@@ -303,7 +304,7 @@ async fn publish(log: &Log<'_>, e: &mut Edge, options: &PutOptions) -> Result<St
         size: e.size,
         root: e.root(),
     };
-    let key = log.key("checkpoint");
+    let key = log.key(format::LOG_CHECKPOINT);
     let note = checkpoint.to_note(log.ctx.log_keys.signer.as_deref());
     log.ctx
         .store
@@ -392,10 +393,9 @@ async fn write_break(
         accepted_at_ms: (log.ctx.now_ms)(),
         leaves,
     };
-    let key = log.key(&format!(
-        "breaks/{:020}-{}.json",
+    let key = log.key(&format::log_break_path(
         record.leaves[0].0,
-        record.leaves.len()
+        record.leaves.len(),
     ));
     let bytes = serde_json::to_vec(&record).expect("a record always serialises");
     log.write_once(&key, bytes, options).await?;
@@ -490,7 +490,7 @@ async fn carry_over(
         }
     };
     let bytes = serde_json::to_vec(&record).expect("a record always serialises");
-    log.write_once(&log.key("transition.json"), bytes, options)
+    log.write_once(&log.key(format::LOG_TRANSITION), bytes, options)
         .await?;
     tracing::info!(
         app = log.app,

@@ -130,24 +130,16 @@ fn table_prefix(ctx: &RunContext) -> String {
     format::table_prefix(ctx.store.location().prefix(), ctx.spec.name)
 }
 
-/// The folder the apps' logs are kept under.
-fn logs_prefix(ctx: &RunContext) -> String {
-    format!("{}_log/", table_prefix(ctx))
-}
-
 /// The apps the store holds a log of (by their folders' names): an app whose receipts are all
 /// gone is still audited. One delimited LIST (a page per thousand apps).
 pub(crate) async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
-    let prefix = logs_prefix(ctx);
+    let prefix = format::logs_prefix(&table_prefix(ctx));
     let mut apps: Vec<String> = ctx
         .store
         .list(&prefix)
         .await?
         .iter()
-        .filter_map(|k| {
-            let app = k.strip_prefix(&prefix)?.strip_prefix("app_code=")?;
-            Some(app.split('/').next()?.to_string())
-        })
+        .filter_map(|k| Some(format::log_folder_of_key(&prefix, k)?.to_string()))
         .collect();
     apps.dedup();
     Ok(apps)
@@ -174,8 +166,8 @@ impl<'a> Log<'a> {
     /// The log kept under `folder`, for an app the database may no longer know.
     pub(crate) fn of_folder(ctx: &'a RunContext, app: &str, folder: String) -> Log<'a> {
         Log {
-            prefix: format!("{}app_code={folder}/", logs_prefix(ctx)),
-            origin: format!("outbox-archive/{}/app_code={folder}", ctx.spec.name),
+            prefix: format::log_prefix(&table_prefix(ctx), &folder),
+            origin: format::log_origin(ctx.spec.name, &folder),
             ctx,
             app: app.to_string(),
             folder,
@@ -200,7 +192,7 @@ impl<'a> Log<'a> {
 
     /// The log's head and the note it was read from (signatures included).
     async fn checkpoint_note(&self) -> Result<Option<(Checkpoint, Vec<u8>)>, ChainError> {
-        let key = self.key("checkpoint");
+        let key = self.key(format::LOG_CHECKPOINT);
         let Some(bytes) = store::get_all(self.ctx.store.as_ref(), &key).await? else {
             return Ok(None);
         };
@@ -220,10 +212,7 @@ impl<'a> Log<'a> {
         width: u64,
     ) -> Result<Option<(Vec<u8>, u64)>, ChainError> {
         let store = self.ctx.store.as_ref();
-        let exact = match width {
-            TILE_WIDTH => full.to_string(),
-            w => format!("{full}.p/{w}"),
-        };
+        let exact = tlog::tile_path_of_width(full, width);
         if let Some(bytes) = store::get_all(store, &self.key(&exact)).await? {
             return Ok(Some((bytes, width)));
         }
@@ -236,11 +225,11 @@ impl<'a> Log<'a> {
         let partials = self
             .ctx
             .store
-            .list(&self.key(&format!("{full}.p/")))
+            .list(&self.key(&tlog::partials_of(full)))
             .await?;
         let wider = partials
             .iter()
-            .filter_map(|k| Some((k.rsplit('/').next()?.parse::<u64>().ok()?, k)))
+            .filter_map(|k| Some((tlog::partial_width(k)?, k)))
             .filter(|(w, _)| *w > width)
             .min();
         match wider {
@@ -290,7 +279,7 @@ impl<'a> Log<'a> {
     /// The breaks accepted for this log (one LIST; they are few).
     pub(crate) async fn breaks(&self) -> Result<Vec<LogBreak>, ChainError> {
         let mut out = Vec::new();
-        for key in self.ctx.store.list(&self.key("breaks/")).await? {
+        for key in self.ctx.store.list(&self.key(format::LOG_BREAKS)).await? {
             let bytes = store::get_all(self.ctx.store.as_ref(), &key).await?;
             match bytes.map(|b| serde_json::from_slice::<LogBreak>(&b)) {
                 Some(Ok(b)) if b.schema == BREAK_SCHEMA => out.push(b),
@@ -302,7 +291,7 @@ impl<'a> Log<'a> {
 
     /// The transition record, if the log carries on a linear chain.
     pub(crate) async fn transition(&self) -> Result<Option<Transition>, ChainError> {
-        let key = self.key("transition.json");
+        let key = self.key(format::LOG_TRANSITION);
         match store::get_all(self.ctx.store.as_ref(), &key).await? {
             None => Ok(None),
             Some(b) => serde_json::from_slice(&b)
@@ -331,7 +320,7 @@ impl<'a> Log<'a> {
                 }
                 // A partial tile past the checkpoint is no part of the log yet: one left by a
                 // writer that failed (or raced without the app's lock) is replaced.
-                if key.contains(".p/") {
+                if tlog::is_partial(key) {
                     let bytes = Bytes::from(bytes);
                     return Ok(store
                         .put_with(key, bytes, PutMode::Overwrite, options)

@@ -523,7 +523,22 @@ pub struct Sample {
 /// `purge`'s run: how batches' objects were looked at before deleting.
 #[derive(Debug, Clone, Serialize)]
 pub struct PurgeRun {
-    pub object_check: crate::pipeline::purge::ObjectCheck,
+    pub object_check: ObjectCheck,
+}
+
+/// How purge looks at a batch's objects before deleting its rows (SPEC §5.9).
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum ObjectCheck {
+    /// HEAD each of the three objects: present, the receipt's sizes, the store's own checksum
+    /// where it reports one. Three requests per batch, not per row.
+    #[default]
+    Head,
+    /// Re-read and verify every object in full (as `verify`): `--reverify`.
+    Read,
+    /// Do not look: the receipts are trusted (`--trust-receipts`, for operators who scrub the
+    /// archive separately). Logged at the start of every run.
+    Trusted,
 }
 
 /// `restore`'s run.
