@@ -26,13 +26,13 @@ pub(crate) use print_config::effective_config;
 pub use process::main;
 
 use crate::commands::{
-    archive, attest, compact, demo, doctor, find, history, migrate, purge, relocate, restore,
-    status, verify,
+    archive, attest, compact, demo, doctor, find, history, log_key, migrate, purge, relocate,
+    restore, schema, status, verify,
 };
 use crate::output::metrics;
 use crate::pipeline::apps::Apps;
-use crate::pipeline::doctor::DoctorStore;
-use crate::pipeline::report::{Document, Summary};
+use crate::pipeline::doctor::OpenedStore;
+use crate::pipeline::report::Summary;
 use crate::pipeline::{system_clock, DbContext, RunContext};
 use crate::store::{self, Location};
 
@@ -87,9 +87,10 @@ pub(crate) async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
     summary
 }
 
-/// A command that works over the archive: its name, its listed apps, and its run.
+/// The options of a command that runs over the database and the store ([`with_context`] opens
+/// both for it): its name, the apps it lists, whether it writes, and its run.
 #[async_trait::async_trait]
-trait ArchiveCommand: Sync {
+trait CommandOptions: Sync {
     const NAME: CommandName;
     fn apps(&self) -> Option<&Apps>;
     /// Whether it writes to the database the replicas follow (then their lag paces it).
@@ -100,7 +101,7 @@ trait ArchiveCommand: Sync {
 }
 
 #[async_trait::async_trait]
-impl ArchiveCommand for archive::ArchiveOptions {
+impl CommandOptions for archive::ArchiveOptions {
     const NAME: CommandName = CommandName::Archive;
     fn apps(&self) -> Option<&Apps> {
         Some(&self.apps)
@@ -114,7 +115,7 @@ impl ArchiveCommand for archive::ArchiveOptions {
 }
 
 #[async_trait::async_trait]
-impl ArchiveCommand for purge::PurgeOptions {
+impl CommandOptions for purge::PurgeOptions {
     const NAME: CommandName = CommandName::Purge;
     fn apps(&self) -> Option<&Apps> {
         Some(&self.apps)
@@ -128,7 +129,7 @@ impl ArchiveCommand for purge::PurgeOptions {
 }
 
 #[async_trait::async_trait]
-impl ArchiveCommand for verify::VerifyOptions {
+impl CommandOptions for verify::VerifyOptions {
     const NAME: CommandName = CommandName::Verify;
     fn apps(&self) -> Option<&Apps> {
         self.selection.apps.as_ref()
@@ -139,7 +140,7 @@ impl ArchiveCommand for verify::VerifyOptions {
 }
 
 #[async_trait::async_trait]
-impl ArchiveCommand for attest::AttestOptions {
+impl CommandOptions for attest::AttestOptions {
     const NAME: CommandName = CommandName::Attest;
     fn apps(&self) -> Option<&Apps> {
         Some(&self.apps)
@@ -150,7 +151,7 @@ impl ArchiveCommand for attest::AttestOptions {
 }
 
 #[async_trait::async_trait]
-impl ArchiveCommand for restore::RestoreOptions {
+impl CommandOptions for restore::RestoreOptions {
     const NAME: CommandName = CommandName::Restore;
     fn apps(&self) -> Option<&Apps> {
         self.selection.apps.as_ref()
@@ -164,7 +165,7 @@ impl ArchiveCommand for restore::RestoreOptions {
 }
 
 #[async_trait::async_trait]
-impl ArchiveCommand for find::FindOptions {
+impl CommandOptions for find::FindOptions {
     const NAME: CommandName = CommandName::Find;
     fn apps(&self) -> Option<&Apps> {
         self.selection.apps.as_ref()
@@ -175,7 +176,7 @@ impl ArchiveCommand for find::FindOptions {
 }
 
 #[async_trait::async_trait]
-impl ArchiveCommand for compact::CompactOptions {
+impl CommandOptions for compact::CompactOptions {
     const NAME: CommandName = CommandName::Compact;
     fn apps(&self) -> Option<&Apps> {
         Some(&self.apps)
@@ -260,40 +261,8 @@ async fn command_summary(
         Command::Schema => schema_command(common).await,
         Command::Demo(args) => demo_command(common, args, shutdown).await,
         Command::Relocate(args) => relocate_command(common, connect, &args, shutdown).await,
-        Command::LogKey(args) => log_key_command(&args),
+        Command::LogKey(args) => log_key::run(&args.name, &args.out),
     }
-}
-
-/// `log-key`: a new signing key written to a new file, readable by its owner only, and its
-/// verifier printed.
-fn log_key_command(args: &args::LogKeyArgs) -> Summary {
-    let name = CommandName::LogKey;
-    let (signing, verifier) = match crate::model::note::Signer::generate(&args.name) {
-        Ok(keys) => keys,
-        Err(e) => return Summary::unusable(name, format!("--name: {e}")),
-    };
-    let written = {
-        use std::io::Write;
-        let mut options = std::fs::OpenOptions::new();
-        options.write(true).create_new(true);
-        #[cfg(unix)]
-        std::os::unix::fs::OpenOptionsExt::mode(&mut options, 0o600);
-        options
-            .open(&args.out)
-            .and_then(|mut f| f.write_all(format!("{signing}\n").as_bytes()))
-    };
-    if let Err(e) = written {
-        return Summary::unusable(
-            name,
-            format!(
-                "--out {}: cannot write the key there ({e}); an existing file is never replaced",
-                args.out.display()
-            ),
-        );
-    }
-    let mut summary = Summary::new(name);
-    summary.document = Some(Document::Text(format!("{verifier}\n")));
-    summary.settle()
 }
 
 /// `migrate`: the table's spec needs the database (a profile's columns are read from it).
@@ -345,7 +314,7 @@ async fn demo_command(
 /// the table, the database (migrated, collations right), the store (reachable, these credentials
 /// allowed), the listed apps (none equal under the table's collation) — runs `work`, and always
 /// closes the database.
-async fn with_context<C: ArchiveCommand>(
+async fn with_context<C: CommandOptions>(
     common: &Common,
     connect: &Connect,
     command: &C,
@@ -451,7 +420,7 @@ async fn relocate_command(
         };
         match opened.await {
             Ok(store) => {
-                let ctx = RunContext::new(base.spec, base.db, store, base.shutdown, base.now_ms);
+                let ctx = RunContext::new(base.spec, base.db, store, base.shutdown, base.clock);
                 relocate::run(&ctx, &args.reason).await
             }
             Err(e) => Summary::unusable(name, e),
@@ -507,17 +476,11 @@ async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) ->
         },
         (None, Err(e)) => return Summary::unusable(CommandName::Doctor, e.clone()),
     };
-    let opened = match &location {
-        Location::S3 { .. } => store::S3Store::connect(location.clone(), &s3_settings)
-            .await
-            .map(|s3| Opened::S3(Box::new(s3))),
-        Location::Local { .. } => Ok(Opened::Local(store::LocalStore::new(location.clone()))),
-    };
-    let handle = match &opened {
-        Ok(Opened::S3(s3)) => Ok(DoctorStore::S3(s3)),
-        Ok(Opened::Local(local)) => Ok(DoctorStore::Other(local)),
-        Err(e) => Err(e.to_string()),
-    };
+    let opened = OpenedStore::open(location, &s3_settings).await;
+    let handle = opened
+        .as_ref()
+        .map(OpenedStore::handle)
+        .map_err(Clone::clone);
     let summary = doctor::run(
         spec,
         db.as_ref().map_err(Clone::clone),
@@ -530,12 +493,6 @@ async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) ->
         db.close().await;
     }
     summary
-}
-
-/// The store doctor opened.
-enum Opened {
-    S3(Box<store::S3Store>),
-    Local(store::LocalStore),
 }
 
 /// `schema`: a built-in table's record schema needs nothing; a profile's, the database that
@@ -555,12 +512,7 @@ async fn schema_command(common: &Common) -> Summary {
     };
     match spec {
         Err(e) => Summary::unusable(CommandName::Schema, e),
-        Ok(spec) => {
-            let mut summary = Summary::new(CommandName::Schema);
-            summary.table = Some(spec.name.to_string());
-            summary.document = Some(Document::Text(crate::model::record_schema::to_text(spec)));
-            summary.settle()
-        }
+        Ok(spec) => schema::run(spec),
     }
 }
 

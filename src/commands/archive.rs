@@ -1,14 +1,13 @@
-//! `archive` — the CronJob (SPEC §6): every app through the driver's gate (safe code, lock),
-//! the store probed once for write-once, then each app's batches archived by
-//! [`crate::pipeline::archive`].
+//! `archive` — the CronJob (SPEC §6): the run prepared once (the store probed for write-once,
+//! the table's columns read), then every app through the driver's gate (safe code, lock), each
+//! app's batches archived by [`crate::pipeline::archive`].
 
 use crate::model::command::CommandName;
 use std::time::Instant;
 
 use crate::output::progress::Progress;
 use crate::pipeline::apps::{self, Driver, Gate, Population};
-use crate::pipeline::archive::Archiver;
-use crate::pipeline::publish::probe_write_once;
+use crate::pipeline::archive::{prepare, Archiver, Unprepared};
 use crate::pipeline::report::Summary;
 use crate::pipeline::RunContext;
 
@@ -25,30 +24,16 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    if !opts.dry_run && !apps.is_empty() {
-        if let Err(e) = ctx
-            .db
-            .record_archived_columns(ctx.spec, (ctx.now_ms)())
-            .await
-        {
-            summary.error = Some(e.to_string());
+    let prepared = match prepare(ctx, opts, &apps).await {
+        Ok(prepared) => prepared,
+        Err(Unprepared::Unusable(e)) => return Summary::unusable(CommandName::Archive, e),
+        Err(Unprepared::Failed(e)) => {
+            summary.error = Some(e);
             return summary.settle();
         }
-        match probe_write_once(ctx).await {
-            Ok(found) => summary.conditional_put = found,
-            Err(e) => {
-                let error = format!(
-                    "probing whether the store refuses create-only puts (If-None-Match): {e} \
-                     (a store that rejects the header: set --s3-conditional-put false)"
-                );
-                if e.is_configuration() {
-                    return Summary::unusable(CommandName::Archive, error);
-                }
-                summary.error = Some(error);
-                return summary.settle();
-            }
-        }
-    }
+        Err(Unprepared::WithoutApps(e)) => return summary.without_apps(e),
+    };
+    summary.conditional_put = prepared.conditional_put;
     if !apps.is_empty() {
         tracing::info!(
             apps = apps.len(),
@@ -59,24 +44,7 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
     }
     let deadline = opts.max_runtime.map(|d| Instant::now() + d);
     let progress = Progress::new(CommandName::Archive);
-    // A built-in table's format is fixed: a column added to the table is held to its default.
-    let unarchived = match ctx.db.unarchived(ctx.spec).await {
-        Ok(unarchived) => unarchived,
-        Err(e) => return summary.without_apps(e),
-    };
-    if !unarchived.is_empty() {
-        tracing::warn!(
-            table = ctx.spec.name,
-            columns = unarchived
-                .columns
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            "the table has columns its built-in format has no key for: rows are archived only while each holds its default (describe the table with --table-profile to archive them)"
-        );
-    }
-    let archiver = Archiver::new(ctx, opts, &progress, deadline).holding(unarchived);
+    let archiver = Archiver::new(ctx, opts, &progress, deadline).holding(prepared.unarchived);
     let gate = Gate::Lock {
         prefix: &opts.lock_prefix,
         dry_run: opts.dry_run,

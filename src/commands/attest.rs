@@ -48,7 +48,7 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
     let mut summary = Summary::new(CommandName::Attest);
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());
-    let period = match opts.period((ctx.now_ms)()) {
+    let period = match opts.period(ctx.now()) {
         Ok(period) => period,
         Err(e) => return summary.without_apps(e),
     };
@@ -57,15 +57,9 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    // An app whose receipts are all gone still has its checkpoints: it is audited too.
     if matches!(opts.apps, Apps::All) {
-        let case_matters = match ctx.app_case_matters().await {
-            Ok(matters) => matters,
-            Err(e) => return summary.without_apps(e),
-        };
-        match crate::pipeline::log::apps_in_store(ctx).await {
-            Ok(anchored) => apps::add_missing(&mut apps, anchored, case_matters),
-            Err(e) => return summary.without_apps(format!("listing the apps' logs: {e}")),
+        if let Err(e) = apps::add_logged(ctx, &mut apps).await {
+            return summary.without_apps(e);
         }
     }
     let work = Attest::new(ctx, period);
@@ -79,7 +73,7 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
             &ctx.store.location().to_string(),
             &opts.from,
             &opts.to,
-            (ctx.now_ms)(),
+            ctx.now(),
             parts,
         );
         summary.document = Some(Document::Statement(Box::new(statement)));

@@ -242,7 +242,7 @@ async fn look_around(env: &RunContext, cutoff_ms: i64) {
         &state,
         crate::output::Format::Table,
         std::time::Duration::ZERO,
-        (env.now_ms)(),
+        env.now(),
     );
     for line in table.lines() {
         say(format!("  {line}"));

@@ -7,66 +7,19 @@
 //! Exit status: 0, also when there is no run yet; 2 when the database cannot be read or an
 //! `--app` names no app (no run, no row and no receipt of it).
 
-use crate::db::runs::Runs;
 use crate::model::command::CommandName;
-use crate::pipeline::report::details::HistoryRun;
+use crate::pipeline::history::recent;
 use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::DbContext;
 
-#[derive(Debug, Clone)]
-pub(crate) struct HistoryOptions {
-    pub app: Option<String>,
-    pub command: Option<String>,
-    pub last: u32,
-}
+pub(crate) use crate::pipeline::history::HistoryOptions;
 
 pub(crate) async fn run(ctx: &DbContext, opts: &HistoryOptions) -> Summary {
     let mut summary = Summary::new(CommandName::History);
     summary.table = Some(ctx.spec.name.to_string());
-    // The app as the data spells it, where it is given (its runs are recorded so); one that
-    // nothing knows is a typo, not "no run yet".
-    let app = match &opts.app {
-        Some(typed) => match known_app(ctx, typed).await {
-            Ok(app) => Some(app),
-            Err(e) => return Summary::unusable(CommandName::History, e),
-        },
-        None => None,
-    };
-    let runs = match Runs::new(ctx.spec)
-        .recent(
-            &ctx.db.pool,
-            app.as_deref(),
-            opts.command.as_deref(),
-            opts.last,
-        )
-        .await
-    {
-        Ok(runs) => runs,
-        Err(e) => return Summary::unusable(CommandName::History, e.to_string()),
-    };
-    summary.details = Some(RunDetails::History(HistoryRun { runs }));
+    match recent(ctx, opts).await {
+        Ok(run) => summary.details = Some(RunDetails::History(run)),
+        Err(e) => return Summary::unusable(CommandName::History, e),
+    }
     summary.settle()
-}
-
-/// `typed` as the data spells it: an app of the source, the receipts or the runs; else an
-/// error naming the closest known apps.
-async fn known_app(ctx: &DbContext, typed: &str) -> Result<String, String> {
-    let pool = &ctx.db.pool;
-    if let Some(found) = crate::db::apps::canonical(pool, ctx.spec, typed)
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        return Ok(found);
-    }
-    let runs = Runs::new(ctx.spec);
-    if runs
-        .knows_app(pool, typed)
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        return Ok(typed.to_string());
-    }
-    Err(crate::pipeline::apps::unknown_app(ctx, typed)
-        .await
-        .to_string())
 }

@@ -3,13 +3,12 @@
 //! and loaded by [`crate::pipeline::restore`]; `--drill` restores into scratch tables and
 //! records the results.
 
-use crate::db::restore::TargetTable;
 use crate::model::command::CommandName;
 use crate::output::progress::Progress;
 use crate::pipeline::apps::{self, Driver, Gate, Population};
 use crate::pipeline::report::details::RestoreRun;
 use crate::pipeline::report::{RunDetails, Summary};
-use crate::pipeline::restore::Restorer;
+use crate::pipeline::restore::{create_target, Restorer};
 use crate::pipeline::RunContext;
 
 pub use crate::pipeline::restore::RestoreOptions;
@@ -35,17 +34,8 @@ pub async fn run(ctx: &RunContext, opts: &RestoreOptions) -> Summary {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    if !opts.drill && !opts.into_source {
-        let created = match TargetTable::new(ctx.spec, &target) {
-            Ok(table) => table
-                .create_like(&ctx.db.pool)
-                .await
-                .map_err(|e| e.to_string()),
-            Err(e) => Err(e),
-        };
-        if let Err(e) = created {
-            return Summary::unusable(CommandName::Restore, e);
-        }
+    if let Err(e) = create_target(ctx, opts, &target).await {
+        return Summary::unusable(CommandName::Restore, e);
     }
     let progress = Progress::new(CommandName::Restore);
     let restorer = Restorer::new(ctx, opts, target, &progress);

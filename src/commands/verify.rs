@@ -6,11 +6,10 @@
 //! Orphans are listed as information (an interrupted run leaves them) and do not fail the run.
 
 use crate::model::command::CommandName;
-use crate::model::format;
 use crate::output::progress::Progress;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
 use crate::pipeline::report::{RunDetails, Summary};
-use crate::pipeline::verify::{orphans_under, Verify};
+use crate::pipeline::verify::{around, Verify};
 use crate::pipeline::RunContext;
 
 pub use crate::pipeline::verify::{sampled, VerifyOptions};
@@ -33,16 +32,9 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
         Ok(apps) => apps,
         Err(e) => return summary.without_apps(e),
     };
-    // An app whose receipts and rows are all gone still has its log in the store: its
-    // log is audited too (every leaf a gap).
     if matches!(which, Apps::All) && opts.selection.batch_ids.is_empty() {
-        let case_matters = match ctx.app_case_matters().await {
-            Ok(matters) => matters,
-            Err(e) => return summary.without_apps(e),
-        };
-        match crate::pipeline::log::apps_in_store(ctx).await {
-            Ok(anchored) => apps::add_missing(&mut apps, anchored, case_matters),
-            Err(e) => return summary.without_apps(format!("listing the apps' logs: {e}")),
+        if let Err(e) = apps::add_logged(ctx, &mut apps).await {
+            return summary.without_apps(e);
         }
     }
     let progress = Progress::new(CommandName::Verify);
@@ -52,73 +44,10 @@ pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     let listed = apps.clone();
     summary.apps = driver.run(apps, &verify).await;
     let mut run = verify.run_details();
-    // Orphans: under each listed app's prefix, or under the whole table's prefix (not when the
-    // run was stopped: a stopped run starts nothing more).
-    let stopped = ctx.stop_reason(None).is_some();
-    if opts.selection.whole_apps() && opts.sample_percent.is_none() && !stopped {
-        let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
-        let prefixes = match &which {
-            Apps::Listed(_) => listed
-                .iter()
-                .map(|app| format::app_prefix(&table, app))
-                .collect(),
-            _ => vec![table.clone()],
-        };
-        for prefix in prefixes {
-            if let Err(e) = orphans_under(ctx, &table, &prefix, &mut run.orphans).await {
-                summary.error = Some(format!("listing {prefix}: {e}"));
-            }
-        }
-    }
-    if let Some(error) = wrong_location(ctx, &run).await {
-        // Not data loss to escalate: a store setting that points elsewhere.
-        run.findings.clear();
+    if let Some(error) = around(ctx, opts, &which, &listed, &mut run).await {
         summary.error = Some(error);
     }
     summary.details = Some(RunDetails::Verify(run));
     summary.store_requests = ctx.store_activity(&before);
     summary.settle()
-}
-
-/// When every batch checked is missing its objects and nothing at all lies under the table's
-/// prefix, `--store` points elsewhere (another bucket, a prefix one level off): one error that
-/// names the setting, instead of a `missing_object` finding per object.
-async fn wrong_location(
-    ctx: &RunContext,
-    run: &crate::pipeline::report::details::VerifyRun,
-) -> Option<String> {
-    use crate::pipeline::verifier::FindingKind;
-    if run.checked_batches.is_empty()
-        || run
-            .findings
-            .iter()
-            .any(|f| f.kind != FindingKind::MissingObject)
-    {
-        return None;
-    }
-    let missing: std::collections::HashSet<&str> = run
-        .findings
-        .iter()
-        .filter_map(|f| f.batch_id.as_deref())
-        .collect();
-    if missing.len() as u64 != run.checked_batch_count {
-        return None;
-    }
-    let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
-    use futures_util::StreamExt;
-    let first = ctx.store.list_pages(&table).next().await;
-    let empty = match first {
-        None => true,
-        Some(Ok(keys)) => keys.is_empty(),
-        Some(Err(_)) => false,
-    };
-    if !empty {
-        return None;
-    }
-    Some(format!(
-        "none of the {} batches checked has an object in the store, and nothing lies under {table} at {}: --store / OUTBOX_ARCHIVER_STORE most likely names another bucket or prefix than the archive was written to (the receipts' keys look like {}). If it is the right one, the archive is gone: escalate",
-        run.checked_batch_count,
-        ctx.store.location(),
-        run.findings.first().and_then(|f| f.key.as_deref()).unwrap_or("?")
-    ))
 }

@@ -115,13 +115,28 @@ impl Selection {
     }
 }
 
+/// Adds to `apps` the apps the store holds a log of and the database no longer knows: an app
+/// whose receipts and rows are all gone still has its log, which is audited too (every leaf a
+/// gap). `verify` and `attest` of every app.
+pub(crate) async fn add_logged(
+    ctx: &super::RunContext,
+    apps: &mut Vec<String>,
+) -> Result<(), String> {
+    let case_matters = ctx.app_case_matters().await.map_err(|e| e.to_string())?;
+    let logged = super::log::apps_in_store(ctx)
+        .await
+        .map_err(|e| format!("listing the apps' logs: {e}"))?;
+    add_missing(apps, logged, case_matters);
+    Ok(())
+}
+
 /// Adds to `apps` each of `more` (the apps the store holds chains of, by their folders' names)
 /// that none of them is, keeping the list sorted: ASCII case aside (the apps' spellings are one
 /// app), or — `case_matters`, where the source's app codes compare case-sensitively — exactly.
 /// There, a lowercase folder of an app spelled otherwise, with no lowercase app of its own, is
 /// not another app: a build before 2026-12-03 named every app's folder in lowercase, and that
 /// app's chain is anchored in its own folder since.
-pub(crate) fn add_missing(apps: &mut Vec<String>, more: Vec<String>, case_matters: bool) {
+fn add_missing(apps: &mut Vec<String>, more: Vec<String>, case_matters: bool) {
     for app in more {
         let known = match case_matters {
             true => {
@@ -342,7 +357,7 @@ impl Driver<'_> {
     }
 
     async fn one(&self, app: String, work: &dyn AppWork) -> AppReport {
-        let started_at_ms = (self.ctx.now_ms)();
+        let started_at_ms = self.ctx.now();
         let mut report = self
             .with_retries(&app, work)
             .instrument(app_span(&app))
@@ -364,7 +379,7 @@ impl Driver<'_> {
                 rows: report.rows,
                 error: report.error.as_deref(),
                 started_at_ms,
-                finished_at_ms: (self.ctx.now_ms)(),
+                finished_at_ms: self.ctx.now(),
                 run_id: run_id(),
                 store: self.ctx.store_label.as_deref(),
                 stop_reason: report.stop_reason.as_deref(),

@@ -12,7 +12,7 @@ use super::builder::{self, BuildError, Built};
 use super::failure::{Classify, Kind};
 use super::home::HomeError;
 use super::log;
-use super::publish::{PublishError, Published, Publisher};
+use super::publish::{probe_write_once, PublishError, Published, Publisher};
 use super::replicas::LagStop;
 use super::verifier::{ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
@@ -29,7 +29,8 @@ use crate::model::receipt::members_proof_of;
 use crate::model::receipt::STATE_VERIFIED;
 use crate::model::unarchived::Unarchived;
 use crate::pipeline::report::details::{self, ArchiveApp};
-use crate::pipeline::report::{AppDetails, AppReport, BatchReport, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, BatchReport, Ending, Outcome};
+use crate::store::ConditionalPut;
 
 #[derive(Debug, Clone)]
 pub struct ArchiveOptions {
@@ -167,26 +168,17 @@ impl AppWork for Archiver<'_> {
 
     async fn work(&self, app: &str, access: Access<'_>, mut report: AppReport) -> AppReport {
         let mut details = ArchiveApp::default();
-        let mut lost_lock = false;
-        match self.archive(app, access, &mut report, &mut details).await {
-            Ok(outcome) => {
-                report.outcome = outcome;
-                if !self.opts.stragglers {
-                    details.backlog = self.backlog_left(app, &report).await;
-                }
-            }
-            Err(e) if e.kind() == Kind::Stopped => {
-                // Shutdown while waiting for the replicas: the batch in hand is written but not
-                // recorded; the next run accepts its objects and records it.
-                report.outcome = Outcome::Stopped;
-                report.stop_reason = e.stop_reason();
-            }
-            Err(e) => {
-                tracing::error!(app, error = %e, "archiving failed");
-                lost_lock = e.kind() == Kind::LostLock;
-                report.fail(&e);
+        let result = self.archive(app, access, &mut report, &mut details).await;
+        if let Ok(outcome) = result {
+            report.outcome = outcome;
+            if !self.opts.stragglers {
+                details.backlog = self.backlog_left(app, &report).await;
             }
         }
+        let lost_lock = matches!(&result, Err(e) if e.kind() == Kind::LostLock);
+        // Shutdown while waiting for the replicas is a clean stop: the batch in hand is written
+        // but not recorded; the next run accepts its objects and records it.
+        report.end("archiving", result.map(drop), Ending::default());
         // Anchoring writes too: not once the lock is lost (the archiver that holds it anchors).
         if !self.opts.dry_run && !lost_lock {
             self.anchor(app, &mut report, &mut details).await;
@@ -282,7 +274,7 @@ impl<'a> Archiver<'a> {
     async fn backlog_left(&self, app: &str, report: &AppReport) -> Option<details::Backlog> {
         match self.backlog(app, report.cursor_after.as_ref()).await {
             Ok(backlog) => {
-                let now = (self.ctx.now_ms)();
+                let now = self.ctx.now();
                 Some(details::Backlog {
                     backlog_rows: backlog.rows,
                     oldest_backlog_age_ms: backlog.oldest_ms.map(|ms| now - ms),
@@ -515,7 +507,7 @@ impl<'a> Archiver<'a> {
         // it bound.
         self.ctx.binding.ensure(self.ctx, &self.opts.policy).await?;
         let published = publisher
-            .publish(&built.batch, planned, (self.ctx.now_ms)())
+            .publish(&built.batch, planned, self.ctx.now())
             .await?;
         Ok(Staged {
             built,
@@ -673,7 +665,7 @@ impl<'a> Archiver<'a> {
         cut: Cut,
     ) -> Result<Recorded, AppError> {
         let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
-        let receipt = published.receipt.recorded(&batch.members, (ctx.now_ms)());
+        let receipt = published.receipt.recorded(&batch.members, ctx.now());
         // Every page of this batch has been read: a column added to the table since the run
         // started is missing from the batch's rows, which purge would then delete. The batch
         // is not recorded (its objects are replaced by the next run, which archives the column).
@@ -704,6 +696,72 @@ impl<'a> Archiver<'a> {
             replica_wait,
         })
     }
+}
+
+/// What an archive run settles once, before its apps: the store's answer to create-only puts,
+/// and the built-in table's columns its format has no key for.
+pub(crate) struct Prepared {
+    pub conditional_put: Option<ConditionalPut>,
+    pub unarchived: Unarchived,
+}
+
+/// Why an archive run did not start its apps.
+pub(crate) enum Unprepared {
+    /// A setting the store refuses (the conditional-put header): exit 2.
+    Unusable(String),
+    /// The run could not record or probe what it must (exit 1).
+    Failed(String),
+    /// The table's columns could not be read: the apps could not be worked.
+    WithoutApps(String),
+}
+
+/// Prepares an archive run of `apps` (none: nothing to prepare but the columns): records the
+/// columns archived so far (a profile's table), probes the store for write-once, reads the
+/// columns a built-in table's format has no key for — rows are archived only while each holds
+/// its default — and warns of them.
+pub(crate) async fn prepare(
+    ctx: &RunContext,
+    opts: &ArchiveOptions,
+    apps: &[String],
+) -> Result<Prepared, Unprepared> {
+    let mut conditional_put = None;
+    if !opts.dry_run && !apps.is_empty() {
+        ctx.db
+            .record_archived_columns(ctx.spec, ctx.now())
+            .await
+            .map_err(|e| Unprepared::Failed(e.to_string()))?;
+        conditional_put = probe_write_once(ctx).await.map_err(|e| {
+            let error = format!(
+                "probing whether the store refuses create-only puts (If-None-Match): {e} \
+                 (a store that rejects the header: set --s3-conditional-put false)"
+            );
+            match e.is_configuration() {
+                true => Unprepared::Unusable(error),
+                false => Unprepared::Failed(error),
+            }
+        })?;
+    }
+    let unarchived = ctx
+        .db
+        .unarchived(ctx.spec)
+        .await
+        .map_err(|e| Unprepared::WithoutApps(e.to_string()))?;
+    if !unarchived.is_empty() {
+        tracing::warn!(
+            table = ctx.spec.name,
+            columns = unarchived
+                .columns
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect::<Vec<_>>()
+                .join(", "),
+            "the table has columns its built-in format has no key for: rows are archived only while each holds its default (describe the table with --table-profile to archive them)"
+        );
+    }
+    Ok(Prepared {
+        conditional_put,
+        unarchived,
+    })
 }
 
 /// A batch between its stages: built, and published (or planned, or found recorded already).

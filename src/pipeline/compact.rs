@@ -22,7 +22,7 @@ use crate::failpoint::FailPoints;
 use crate::model::format::MembersDigest;
 use crate::model::receipt::Receipt;
 use crate::pipeline::report::details::CompactApp;
-use crate::pipeline::report::{AppDetails, AppReport, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome};
 use crate::store::{StoreError, Thaw};
 
 #[derive(Debug, Clone)]
@@ -105,42 +105,27 @@ impl AppWork for Compactor<'_> {
 
     async fn work(&self, app: &str, access: Access<'_>, mut report: AppReport) -> AppReport {
         let mut details = CompactApp::default();
-        match self
+        let result = self
             .compact_app(app, access, &mut details, &mut report)
-            .await
-        {
-            Ok(()) if !details.failed_batches.is_empty() => {
-                report.outcome = Outcome::Failed;
-                report.error = Some(format!(
-                    "{} batch(es) not compacted: their objects or member rows disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
-                    details.failed_batches.len()
-                ));
-            }
-            Ok(()) => {}
-            Err(e) if e.kind() == Kind::Stopped => {
-                // SIGTERM while waiting for the replicas: a clean stop, as archive and purge
-                // make it; the receipts compacted so far stand, the rest wait for the next run.
-                report.outcome = Outcome::Stopped;
-                report.stop_reason = e.stop_reason();
-            }
-            Err(e) => {
-                tracing::error!(app, error = %e, "compaction failed");
-                report.fail(&e);
-            }
-        }
-        if report.outcome == Outcome::Done && !details.pending_thaw.is_empty() {
-            report.outcome = Outcome::Stopped;
-            report.stop_reason = Some(match self.opts.thaw {
+            .await;
+        // SIGTERM while waiting for the replicas is a clean stop: the receipts compacted so far
+        // stand, the rest wait for the next run.
+        let failed = details.failed_batches.len();
+        let cold = details.pending_thaw.len();
+        let ending = Ending {
+            failed: (failed > 0).then(|| format!(
+                "{failed} batch(es) not compacted: their objects or member rows disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)"
+            )),
+            stopped: (report.outcome == Outcome::Done && cold > 0).then(|| match self.opts.thaw {
                 Some(_) => format!(
-                    "{} objects in cold storage are being restored (--thaw); compact again once they are readable",
-                    details.pending_thaw.len()
+                    "{cold} objects in cold storage are being restored (--thaw); compact again once they are readable"
                 ),
                 None => format!(
-                    "{} objects are in a cold storage class and were not compacted: run compact with --thaw DAYS",
-                    details.pending_thaw.len()
+                    "{cold} objects are in a cold storage class and were not compacted: run compact with --thaw DAYS"
                 ),
-            });
-        }
+            }),
+        };
+        report.end("compaction", result, ending);
         report.details = Some(AppDetails::Compact(details));
         report
     }
@@ -174,7 +159,7 @@ impl<'a> Compactor<'a> {
         let pool = &self.ctx.db.pool;
         let scope = ReceiptScope {
             apps: vec![app.to_string()],
-            compactable_purged_before: Some((self.ctx.now_ms)() - self.opts.older_than_ms),
+            compactable_purged_before: Some(self.ctx.now() - self.opts.older_than_ms),
             ..ReceiptScope::default()
         };
         let total = match self.observer.wants_totals() {
@@ -240,7 +225,7 @@ impl<'a> Compactor<'a> {
                 .replica_wait
                 .add(gate.wait(app, Some(lock), &self.ctx.shutdown).await?);
         }
-        let now = (self.ctx.now_ms)();
+        let now = self.ctx.now();
         let failpoints = &self.opts.failpoints;
         let done = match self
             .queries

@@ -38,7 +38,7 @@ pub(crate) struct FindOptions {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum Failure {
+enum AppError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -108,7 +108,7 @@ async fn find(
     apps: &[String],
     observer: &dyn Observer,
     run: &mut FindRun,
-) -> Result<(), Failure> {
+) -> Result<(), AppError> {
     let receipts = Receipts::new(ctx.spec);
     let candidates = candidates(ctx, opts, apps, &receipts, run).await?;
     for found in search_all(ctx, &receipts, candidates, opts.parallel, observer).await {
@@ -259,7 +259,7 @@ async fn candidates(
     apps: &[String],
     receipts: &Receipts,
     run: &mut FindRun,
-) -> Result<Candidates, Failure> {
+) -> Result<Candidates, AppError> {
     let pool = &ctx.db.pool;
     let mut candidates = Candidates::new();
     if let Some((column, value)) = &opts.filter {
@@ -312,7 +312,7 @@ async fn search_all(
     candidates: Candidates,
     parallel: usize,
     observer: &dyn Observer,
-) -> Vec<Result<Searched, Failure>> {
+) -> Vec<Result<Searched, AppError>> {
     let pool = &ctx.db.pool;
     observer.start("batches", "batches", Some(candidates.len() as u64));
     let searched = futures_util::stream::iter(candidates)
@@ -377,7 +377,11 @@ enum Searched {
 }
 
 /// One GET of the batch's data object; its lines that match, with their numbers.
-async fn search(ctx: &RunContext, receipt: &Receipt, wanted: &Wanted) -> Result<Searched, Failure> {
+async fn search(
+    ctx: &RunContext,
+    receipt: &Receipt,
+    wanted: &Wanted,
+) -> Result<Searched, AppError> {
     use std::io::BufRead;
     let key = &receipt.keys.data;
     let Some(bytes) = store::get_all(ctx.store.as_ref(), key).await? else {

@@ -380,7 +380,7 @@ async fn bind(ctx: &RunContext, policy: &WritePolicy) -> Result<Home, HomeError>
                 store: ctx.store.location().to_string(),
                 archive_id: new_archive_id(),
                 marker_key: format::home_marker_key(&table_prefix(ctx)),
-                bound_at_ms: (ctx.now_ms)(),
+                bound_at_ms: ctx.now(),
                 moved_from: None,
                 reason: None,
                 run_id: Some(crate::pipeline::report::run_id().to_string()),
@@ -428,7 +428,7 @@ async fn put_marker(ctx: &RunContext, home: &Home, policy: &WritePolicy) -> Resu
     };
     let options = PutOptions {
         storage_class: None,
-        lock: policy.lock_at((ctx.now_ms)()),
+        lock: policy.lock_at(ctx.now()),
         legal_hold: policy.legal_hold,
     };
     let key = &home.marker_key;
@@ -583,7 +583,7 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
         store: target.clone(),
         archive_id: marker.archive_id.clone(),
         marker_key,
-        bound_at_ms: (ctx.now_ms)(),
+        bound_at_ms: ctx.now(),
         moved_from: None,
         reason: Some(reason.to_string()),
         run_id: Some(crate::pipeline::report::run_id().to_string()),
@@ -668,7 +668,7 @@ async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, 
         store: target.clone(),
         archive_id: home.archive_id.clone(),
         marker_key: home.marker_key.clone(),
-        bound_at_ms: (ctx.now_ms)(),
+        bound_at_ms: ctx.now(),
         moved_from: Some(home.store.clone()),
         reason: Some(reason.to_string()),
         run_id: Some(crate::pipeline::report::run_id().to_string()),

@@ -24,8 +24,10 @@ pub(crate) mod compact;
 pub(crate) mod doctor;
 pub(crate) mod failure;
 pub(crate) mod find;
+pub(crate) mod history;
 pub(crate) mod home;
 pub(crate) mod log;
+pub(crate) mod migrate;
 pub(crate) mod publish;
 pub(crate) mod purge;
 pub(crate) mod replicas;
@@ -75,7 +77,8 @@ pub struct DbContext {
     pub db: Db,
     /// Cancelled on SIGTERM/SIGINT; loops check it between batches.
     pub shutdown: CancellationToken,
-    pub now_ms: Clock,
+    /// The run's clock: [`DbContext::now`] reads it.
+    pub clock: Clock,
     pub stops: Stops,
     /// The archive location the run works with, as the runs table records it (`None`: a run
     /// of the database side only).
@@ -99,13 +102,13 @@ impl DbContext {
         spec: &'static TableSpec,
         db: Db,
         shutdown: CancellationToken,
-        now_ms: Clock,
+        clock: Clock,
     ) -> Self {
         DbContext {
             spec,
             db,
             shutdown,
-            now_ms,
+            clock,
             stops: Stops::default(),
             store_label: None,
             case_matters: Arc::default(),
@@ -119,6 +122,11 @@ impl DbContext {
             .get_or_try_init(|| self.db.app_codes_tell_case_apart(self.spec))
             .await
             .copied()
+    }
+
+    /// Milliseconds since the Unix epoch, by the run's clock.
+    pub fn now(&self) -> i64 {
+        (self.clock)()
     }
 
     /// Whether a loop over batches (or chunks) must stop now, and why: shutdown, the sentinel

@@ -35,7 +35,7 @@ use crate::model::digest::RowFingerprint;
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::pipeline::report::details::{ObjectCheck, PlannedPurge, PurgeApp};
-use crate::pipeline::report::{AppDetails, AppReport, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome};
 
 #[derive(Debug, Clone)]
 pub struct PurgeOptions {
@@ -148,7 +148,8 @@ impl AppWork for Purger<'_> {
         self.observer.finish(app);
         report.batches = tally.done_batches;
         report.rows = tally.details.purged_rows;
-        conclude(app, result, &mut tally, &mut report);
+        let ending = ending(app, &mut tally);
+        report.end("purge", result, ending);
         self.note_left(app, &mut tally.details).await;
         report.details = Some(AppDetails::Purge(tally.details));
         report
@@ -175,36 +176,20 @@ fn unsound(app: &str, receipt: &Receipt, f: ChainFinding) -> Finding {
     finding
 }
 
-/// The app's outcome from how its purge ended: failed when a batch was not purged (its findings
-/// say why) or an error ended it — with whether another attempt may help — stopped when a limit
-/// or shutdown did.
-fn conclude(app: &str, result: Result<(), AppError>, tally: &mut Tally, report: &mut AppReport) {
-    match result {
-        Ok(()) if !tally.details.failed_batches.is_empty() => {
-            report.outcome = Outcome::Failed;
-            report.error = Some(format!(
-                "{} batch(es) not purged: their objects in the store, their member rows or their link in the chain disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
-                tally.details.failed_batches.len()
-            ));
-        }
-        Ok(()) if tally.stop_reason.is_some() => {
-            report.outcome = Outcome::Stopped;
-            report.stop_reason = tally.stop_reason.take();
-        }
-        // Work left: rows another transaction held were skipped, their receipts unfinished. Not
-        // a failure (exit 0: the relay holds rows for seconds), and never "done".
-        Ok(()) if tally.details.left_locked_rows > 0 => {
-            report.outcome = Outcome::Stopped;
-            report.stop_reason = Some(format!(
-                "left {} row(s) another transaction held (locked by the relay claiming them or an open transaction, or put back since their delete): their batches stay unfinished, and the next purge takes them",
-                tally.details.left_locked_rows
-            ));
-        }
-        Ok(()) => {}
-        Err(e) => {
-            tracing::error!(app, error = %e, "purge failed");
-            report.fail(&e);
-        }
+/// What a purge that ended without an error left: batches not purged (their findings say why),
+/// a limit or shutdown that stopped it, or rows another transaction held — work left, not a
+/// failure (exit 0: the relay holds rows for seconds), and never "done".
+fn ending(app: &str, tally: &mut Tally) -> Ending {
+    let failed = &tally.details.failed_batches;
+    let locked = tally.details.left_locked_rows;
+    Ending {
+        failed: (!failed.is_empty()).then(|| format!(
+            "{} batch(es) not purged: their objects in the store, their member rows or their link in the chain disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
+            failed.len()
+        )),
+        stopped: tally.stop_reason.take().or_else(|| (locked > 0).then(|| format!(
+            "left {locked} row(s) another transaction held (locked by the relay claiming them or an open transaction, or put back since their delete): their batches stay unfinished, and the next purge takes them"
+        ))),
     }
 }
 
@@ -234,7 +219,7 @@ impl<'a> Purger<'a> {
     fn scope(&self, app: &str) -> ReceiptScope {
         ReceiptScope {
             apps: vec![app.to_string()],
-            unpurged_verified_before: Some((self.ctx.now_ms)() - self.opts.grace_ms),
+            unpurged_verified_before: Some(self.ctx.now() - self.opts.grace_ms),
             include_restored: self.opts.include_restored,
             ..ReceiptScope::default()
         }
@@ -252,7 +237,7 @@ impl<'a> Purger<'a> {
             Ok(n) => details.restored_batches_left = Some(n),
             Err(e) => tracing::warn!(app, error = %e, "could not count restored batches"),
         }
-        let grace_from = (self.ctx.now_ms)() - self.opts.grace_ms;
+        let grace_from = self.ctx.now() - self.opts.grace_ms;
         match self
             .receipts
             .in_grace(&self.ctx.db.pool, app, grace_from)
@@ -493,7 +478,7 @@ impl<'a> Purger<'a> {
             tally.details.kept_changed.extend(kept);
             return Ok(Step::Done);
         }
-        let now = (self.ctx.now_ms)();
+        let now = self.ctx.now();
         let kept_ids: std::collections::HashSet<&str> = kept.iter().map(String::as_str).collect();
         let gone: Vec<&str> = members
             .iter()

@@ -157,6 +157,46 @@ impl AppReport {
         }
     }
 
+    /// Ends the app's report on how its work ended — the one rule every command that works
+    /// batch by batch ends an app by: an error that stopped it (shutdown while waiting for the
+    /// replicas) is a clean stop with its reason; any other error fails the app (logged, with
+    /// whether another attempt may help); work that ended without an error fails the app if it
+    /// left batches unfinished ([`Ending::failed`]), else stops it if it stopped short
+    /// ([`Ending::stopped`]), else keeps the outcome the work set. `doing` names the work in
+    /// the log line of an error (`purge`).
+    pub(crate) fn end<E>(&mut self, doing: &str, result: Result<(), E>, ending: Ending)
+    where
+        E: std::fmt::Display + super::failure::Classify,
+    {
+        use super::failure::Kind;
+        match result {
+            Err(e) if e.kind() == Kind::Stopped => {
+                self.outcome = Outcome::Stopped;
+                self.stop_reason = e.stop_reason();
+            }
+            Err(e) => {
+                tracing::error!(app = self.app_code.as_str(), error = %e, "{doing} failed");
+                self.fail(&e);
+            }
+            Ok(()) => match ending {
+                Ending {
+                    failed: Some(why), ..
+                } => {
+                    self.outcome = Outcome::Failed;
+                    self.error = Some(why);
+                }
+                Ending {
+                    stopped: Some(reason),
+                    ..
+                } => {
+                    self.outcome = Outcome::Stopped;
+                    self.stop_reason = Some(reason);
+                }
+                _ => {}
+            },
+        }
+    }
+
     /// What the app's run found about its batches (purge, compact and verify find; the
     /// others say so in their errors).
     pub fn findings(&self) -> &[crate::pipeline::verifier::Finding] {
@@ -186,6 +226,16 @@ impl AppReport {
             details: None,
         }
     }
+}
+
+/// What an app's work left when it ended without an error ([`AppReport::end`]).
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Ending {
+    /// Batches it could not finish, said in full (`2 batch(es) not purged: …`): the app failed.
+    pub failed: Option<String>,
+    /// Why it stopped short of its work: a limit, a signal, rows left locked, objects being
+    /// restored from cold storage.
+    pub stopped: Option<String>,
 }
 
 /// This process's run id: 16 hex digits, on every log line and in the summary, so one run's

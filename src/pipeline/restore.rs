@@ -33,7 +33,7 @@ use crate::model::codec::Row;
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::pipeline::report::details::{Drill, RestoreApp};
-use crate::pipeline::report::{AppDetails, AppReport, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome};
 use crate::store::{StoreError, Thaw};
 
 #[derive(Debug, Clone, Default)]
@@ -75,7 +75,7 @@ impl RestoreOptions {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum Failure {
+enum AppError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -93,24 +93,24 @@ enum Failure {
     Stopped(String),
 }
 
-impl Classify for Failure {
+impl Classify for AppError {
     fn kind(&self) -> Kind {
         match self {
-            Failure::Db(e) => e.kind(),
-            Failure::Store(e) => e.kind(),
-            Failure::Load(e) => e.kind(),
-            Failure::Replica(e) => e.kind(),
-            Failure::Stopped(_) => Kind::Stopped,
-            Failure::Data(_) => Kind::Fatal,
+            AppError::Db(e) => e.kind(),
+            AppError::Store(e) => e.kind(),
+            AppError::Load(e) => e.kind(),
+            AppError::Replica(e) => e.kind(),
+            AppError::Stopped(_) => Kind::Stopped,
+            AppError::Data(_) => Kind::Fatal,
             // A batch put off until the store restores it: `note_batch` notes it before asking.
-            Failure::Thawing(_) => Kind::Fatal,
+            AppError::Thawing(_) => Kind::Fatal,
         }
     }
 
     fn stop_reason(&self) -> Option<String> {
         match self {
-            Failure::Replica(e) => e.stop_reason(),
-            Failure::Stopped(reason) => Some(reason.clone()),
+            AppError::Replica(e) => e.stop_reason(),
+            AppError::Stopped(reason) => Some(reason.clone()),
             _ => None,
         }
     }
@@ -185,23 +185,39 @@ impl AppWork for Restorer<'_> {
     }
 }
 
-/// The app's outcome once its batches are done — failed if a batch failed, stopped while
-/// batches are being restored from cold storage — with its rows and details.
-fn conclude(report: &mut AppReport, details: RestoreApp) {
-    if report.error.is_some() {
-        report.outcome = Outcome::Failed;
-    } else if !details.pending_thaw.is_empty() && report.outcome == Outcome::Done {
-        let batches: HashSet<&str> = details
-            .pending_thaw
-            .iter()
-            .map(|c| c.batch_id.as_str())
-            .collect();
-        report.outcome = Outcome::Stopped;
-        report.stop_reason = Some(format!(
-            "{} batches are being restored from cold storage (--thaw); run restore again once they are readable",
-            batches.len()
-        ));
+/// Makes the table a restore writes to, `target`, like the source table — unless it is the
+/// source itself (`--into-source`) or a drill's scratch tables, which are made per batch.
+pub(crate) async fn create_target(
+    ctx: &RunContext,
+    opts: &RestoreOptions,
+    target: &str,
+) -> Result<(), String> {
+    if opts.drill || opts.into_source {
+        return Ok(());
     }
+    TargetTable::new(ctx.spec, target)?
+        .create_like(&ctx.db.pool)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+/// The app's outcome once its batches are done — failed if a batch failed (its error says
+/// which), stopped while batches are being restored from cold storage — with its rows and
+/// details.
+fn conclude(report: &mut AppReport, details: RestoreApp) {
+    let thawing: HashSet<&str> = details
+        .pending_thaw
+        .iter()
+        .map(|c| c.batch_id.as_str())
+        .collect();
+    let ending = Ending {
+        failed: report.error.clone(),
+        stopped: (!thawing.is_empty() && report.outcome == Outcome::Done).then(|| format!(
+            "{} batches are being restored from cold storage (--thaw); run restore again once they are readable",
+            thawing.len()
+        )),
+    };
+    report.end("restore", Ok::<(), AppError>(()), ending);
     report.rows = details.restored_rows;
     report.details = Some(AppDetails::Restore(details));
 }
@@ -238,7 +254,7 @@ impl<'a> Restorer<'a> {
         &self,
         app: &str,
         receipt: &Receipt,
-        result: Result<(), Failure>,
+        result: Result<(), AppError>,
         report: &mut AppReport,
         details: &mut RestoreApp,
     ) -> ControlFlow<()> {
@@ -250,7 +266,7 @@ impl<'a> Restorer<'a> {
                 report.stop_reason = e.stop_reason();
                 return ControlFlow::Break(());
             }
-            Err(Failure::Thawing(cold)) => {
+            Err(AppError::Thawing(cold)) => {
                 tracing::info!(
                     batch_id = receipt.batch_id,
                     objects = cold.len(),
@@ -293,7 +309,7 @@ impl<'a> Restorer<'a> {
     async fn next_verified(
         &self,
         receipts: &mut (impl futures_util::Stream<Item = Result<Receipt, DbError>> + Unpin),
-    ) -> Option<Result<(Receipt, Result<VerifiedBatch, Failure>), DbError>> {
+    ) -> Option<Result<(Receipt, Result<VerifiedBatch, AppError>), DbError>> {
         let receipt = match receipts.next().await? {
             Ok(receipt) => receipt,
             Err(e) => return Some(Err(e)),
@@ -304,7 +320,7 @@ impl<'a> Restorer<'a> {
 
     /// Reads the batch's members and its objects, and verifies the objects against the receipt
     /// and the members, keeping the data object's rows.
-    async fn verify_batch(&self, receipt: &Receipt) -> Result<VerifiedBatch, Failure> {
+    async fn verify_batch(&self, receipt: &Receipt) -> Result<VerifiedBatch, AppError> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
         let members = self.members.members_of(pool, app, batch).await?;
         let superseded = self.members.superseded_of(pool, app, batch).await?;
@@ -339,10 +355,10 @@ impl<'a> Restorer<'a> {
     async fn restore_batch(
         &self,
         receipt: &Receipt,
-        verified: Result<VerifiedBatch, Failure>,
+        verified: Result<VerifiedBatch, AppError>,
         access: Access<'_>,
         details: &mut RestoreApp,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), AppError> {
         let app = &receipt.app_code;
         let VerifiedBatch {
             proven,
@@ -356,7 +372,7 @@ impl<'a> Restorer<'a> {
         let spec = lines.spec();
         // At most 65,535 placeholders per statement, one per value.
         let max_rows = RESTORE_CHUNK.min(60_000 / spec.columns.len().max(1));
-        let now = (self.ctx.now_ms)();
+        let now = self.ctx.now();
         if self.opts.drill {
             let chunks = lines.chunks(max_rows, RESTORE_CHUNK_BYTES);
             let rows = self.decode(receipt, &lines, 0..lines.len())?;
@@ -387,7 +403,7 @@ impl<'a> Restorer<'a> {
                 if let Some(reason) = self.ctx.stop_reason(None) {
                     // Between chunks too (SIGTERM, the sentinel): the rows loaded stand, and a
                     // rerun counts them as present.
-                    return Err(Failure::Stopped(reason));
+                    return Err(AppError::Stopped(reason));
                 }
             }
             self.load(spec, receipt, &chunk, access, now, details)
@@ -407,7 +423,7 @@ impl<'a> Restorer<'a> {
         access: Access<'_>,
         now: i64,
         details: &mut RestoreApp,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), AppError> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
         let into_source = match access {
             Access::Locked(lock) => Some(IntoSource {
@@ -423,7 +439,7 @@ impl<'a> Restorer<'a> {
             .failpoints
             .pass("before-restore-chunk")
             .map_err(DbError::from)?;
-        let target = TargetTable::new(spec, &self.target).map_err(Failure::Data)?;
+        let target = TargetTable::new(spec, &self.target).map_err(AppError::Data)?;
         let loaded = target.load_chunk(pool, app, chunk, into_source).await?;
         details.restored_rows += loaded.inserted;
         details.already_present_rows += loaded.present;
@@ -454,7 +470,7 @@ impl<'a> Restorer<'a> {
         receipt: &Receipt,
         mut rows: Vec<Row>,
         details: &mut RestoreApp,
-    ) -> Result<Vec<Row>, Failure> {
+    ) -> Result<Vec<Row>, AppError> {
         let layout = spec.layout();
         let id = |r: &Row| r[layout.event_id].as_str().unwrap_or_default().to_string();
         let ids: Vec<String> = rows.iter().map(id).collect();
@@ -485,13 +501,13 @@ impl<'a> Restorer<'a> {
         receipt: &Receipt,
         verified: Verified,
         details: &mut RestoreApp,
-    ) -> Result<KeptLines, Failure> {
+    ) -> Result<KeptLines, AppError> {
         if verified.findings.is_empty() && !verified.cold.is_empty() {
             if self.opts.thaw.is_some() {
-                return Err(Failure::Thawing(verified.cold));
+                return Err(AppError::Thawing(verified.cold));
             }
             let first = &verified.cold[0];
-            return Err(Failure::Data(format!(
+            return Err(AppError::Data(format!(
                 "{} is in {}, which cannot be read until the store restores it: run restore again with --thaw DAYS, then once more when it is readable; nothing loaded",
                 first.key, first.storage_class
             )));
@@ -502,12 +518,12 @@ impl<'a> Restorer<'a> {
                 self.record_drill(receipt, Some(detail.clone()), details)
                     .await?;
             }
-            return Err(Failure::Data(format!(
+            return Err(AppError::Data(format!(
                 "verification failed, nothing loaded: {detail}"
             )));
         }
         verified.lines.ok_or_else(|| {
-            Failure::Data(format!(
+            AppError::Data(format!(
                 "{} was not read in full during verification; nothing loaded",
                 receipt.keys.data
             ))
@@ -520,10 +536,10 @@ impl<'a> Restorer<'a> {
         receipt: &Receipt,
         lines: &KeptLines,
         range: std::ops::Range<usize>,
-    ) -> Result<Vec<Row>, Failure> {
+    ) -> Result<Vec<Row>, AppError> {
         lines
             .decode(range)
-            .map_err(|e| Failure::Data(format!("{}: {e}; nothing more loaded", receipt.keys.data)))
+            .map_err(|e| AppError::Data(format!("{}: {e}; nothing more loaded", receipt.keys.data)))
     }
 
     /// Restores a verified batch into a scratch table, compares it, records the result.
@@ -535,14 +551,14 @@ impl<'a> Restorer<'a> {
         rows: Vec<Row>,
         chunks: &[std::ops::Range<usize>],
         details: &mut RestoreApp,
-    ) -> Result<(), Failure> {
+    ) -> Result<(), AppError> {
         let (pool, app) = (&self.ctx.db.pool, &receipt.app_code);
         let table = format!(
             "{}_drill_{}",
             spec.name,
             receipt.batch_id.get(..12).unwrap_or(&receipt.batch_id)
         );
-        let scratch = TargetTable::new(spec, &table).map_err(Failure::Data)?;
+        let scratch = TargetTable::new(spec, &table).map_err(AppError::Data)?;
         scratch.drop(pool).await?;
         scratch.create_like(pool).await?;
         for range in chunks {
@@ -602,7 +618,7 @@ impl<'a> Restorer<'a> {
         let detail = (!problems.is_empty()).then(|| problems.join("; "));
         self.record_drill(receipt, detail.clone(), details).await?;
         match detail {
-            Some(detail) => Err(Failure::Data(format!("drill failed: {detail}"))),
+            Some(detail) => Err(AppError::Data(format!("drill failed: {detail}"))),
             None => Ok(()),
         }
     }
@@ -613,7 +629,7 @@ impl<'a> Restorer<'a> {
         detail: Option<String>,
         details: &mut RestoreApp,
     ) -> Result<(), DbError> {
-        let (pool, spec, now) = (&self.ctx.db.pool, self.ctx.spec, (self.ctx.now_ms)());
+        let (pool, spec, now) = (&self.ctx.db.pool, self.ctx.spec, self.ctx.now());
         let (app, batch) = (&receipt.app_code, &receipt.batch_id);
         Drills::new(spec)
             .record(pool, app, batch, now, detail.as_deref())

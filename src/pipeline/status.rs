@@ -68,7 +68,7 @@ impl<'a> Status<'a> {
     }
 
     async fn app_status(&self, app: &str) -> Result<StatusApp, DbError> {
-        let (pool, spec, now) = (&self.ctx.db.pool, self.ctx.spec, (self.ctx.now_ms)());
+        let (pool, spec, now) = (&self.ctx.db.pool, self.ctx.spec, self.ctx.now());
         let cursor = self.receipts.latest_cursor(pool, app).await?;
         let totals = self.receipts.totals(pool, app).await?;
         let backlog = self

@@ -13,7 +13,7 @@ use std::sync::Mutex;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
-use super::apps::{Access, AppWork, Selection};
+use super::apps::{Access, AppWork, Apps, Selection};
 use super::log;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
 use super::{Observer, RunContext};
@@ -76,7 +76,7 @@ pub fn sampled(seed: u64, batch_id: &str, percent: f64) -> bool {
 }
 
 #[derive(Debug, thiserror::Error)]
-enum Failure {
+enum AppError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -359,7 +359,7 @@ impl<'a> Verify<'a> {
     }
 
     /// One receipt: its objects against it and its members (and superseded rows).
-    async fn check(&self, receipt: &Receipt) -> Result<Verified, Failure> {
+    async fn check(&self, receipt: &Receipt) -> Result<Verified, AppError> {
         let pool = &self.ctx.db.pool;
         let (app, batch) = (&receipt.app_code, &receipt.batch_id);
         self.opts
@@ -408,7 +408,7 @@ impl<'a> Verify<'a> {
                 &self.ctx.db.pool,
                 &receipt.app_code,
                 &receipt.batch_id,
-                (self.ctx.now_ms)(),
+                self.ctx.now(),
                 verified.verified_by.as_str(),
             )
             .await;
@@ -465,12 +465,86 @@ pub(crate) enum OrphanError {
     Store(#[from] StoreError),
 }
 
+/// What a verify run looks at beyond its apps' receipts: the orphans under each listed app's
+/// prefix, or under the whole table's (not when the run was stopped: a stopped run starts
+/// nothing more, nor with a sample), and whether `--store` points at the archive at all. The
+/// run's error, if either says one.
+pub(crate) async fn around(
+    ctx: &RunContext,
+    opts: &VerifyOptions,
+    which: &Apps,
+    listed: &[String],
+    run: &mut VerifyRun,
+) -> Option<String> {
+    let mut error = None;
+    let stopped = ctx.stop_reason(None).is_some();
+    if opts.selection.whole_apps() && opts.sample_percent.is_none() && !stopped {
+        let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
+        // Under the apps' own spellings: what their keys hold.
+        let prefixes = match which {
+            Apps::Listed(_) => listed
+                .iter()
+                .map(|app| format::app_prefix(&table, app))
+                .collect(),
+            _ => vec![table.clone()],
+        };
+        for prefix in prefixes {
+            if let Err(e) = orphans_under(ctx, &table, &prefix, &mut run.orphans).await {
+                error = Some(format!("listing {prefix}: {e}"));
+            }
+        }
+    }
+    if let Some(wrong) = wrong_location(ctx, run).await {
+        // Not data loss to escalate: a store setting that points elsewhere.
+        run.findings.clear();
+        error = Some(wrong);
+    }
+    error
+}
+
+/// When every batch checked is missing its objects and nothing at all lies under the table's
+/// prefix, `--store` points elsewhere (another bucket, a prefix one level off): one error that
+/// names the setting, instead of a `missing_object` finding per object.
+async fn wrong_location(ctx: &RunContext, run: &VerifyRun) -> Option<String> {
+    if run.checked_batches.is_empty()
+        || run
+            .findings
+            .iter()
+            .any(|f| f.kind != FindingKind::MissingObject)
+    {
+        return None;
+    }
+    let missing: std::collections::HashSet<&str> = run
+        .findings
+        .iter()
+        .filter_map(|f| f.batch_id.as_deref())
+        .collect();
+    if missing.len() as u64 != run.checked_batch_count {
+        return None;
+    }
+    let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
+    let empty = match ctx.store.list_pages(&table).next().await {
+        None => true,
+        Some(Ok(keys)) => keys.is_empty(),
+        Some(Err(_)) => false,
+    };
+    if !empty {
+        return None;
+    }
+    Some(format!(
+        "none of the {} batches checked has an object in the store, and nothing lies under {table} at {}: --store / OUTBOX_ARCHIVER_STORE most likely names another bucket or prefix than the archive was written to (the receipts' keys look like {}). If it is the right one, the archive is gone: escalate",
+        run.checked_batch_count,
+        ctx.store.location(),
+        run.findings.first().and_then(|f| f.key.as_deref()).unwrap_or("?")
+    ))
+}
+
 /// Appends to `orphans` the keys under `prefix` (within the table's prefix `table`) that no
 /// receipt references. The keys come in lexicographic order, a page at a time, so each app's
 /// `dt=` partitions come in date order; the app's receipts come in cursor order, so the same
 /// partitions in the same order. The two are walked side by side, one partition at a time:
 /// memory is one partition's keys, never the archive's.
-pub(crate) async fn orphans_under(
+async fn orphans_under(
     ctx: &RunContext,
     table: &str,
     prefix: &str,
@@ -485,7 +559,7 @@ pub(crate) async fn orphans_under(
                 // The logs are the log audit's to account for (and the linear chains of older
                 // builds, which a log's transition record names), the archive's marker its
                 // home's (every command reads it).
-                let checkpoint = key.starts_with(&format!("{table}_log/"))
+                let checkpoint = key.starts_with(&format::logs_prefix(table))
                     || (key.starts_with(&format!("{table}_chain/"))
                         && crate::model::chain::checkpoint_of_key(&key).is_some());
                 if !checkpoint && key != format::home_marker_key(table) {

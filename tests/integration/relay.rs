@@ -222,7 +222,7 @@ async fn live_outbox(db: TestDb, baseline: Option<Duration>) {
             let mut runs = 0;
             while !stop.load(Ordering::SeqCst) {
                 let mut env = env.clone();
-                env.base.now_ms = Arc::new(now_ms);
+                env.base.clock = Arc::new(now_ms);
                 let mut opts = db_opts.clone();
                 opts.apps = Apps::All;
                 opts.cutoff_ms = now_ms() - 50;

@@ -30,6 +30,38 @@ impl DoctorStore<'_> {
     }
 }
 
+/// The store doctor opens itself: an S3 store keeps its own client, for the bucket's settings.
+pub(crate) enum OpenedStore {
+    S3(Box<S3Store>),
+    Local(crate::store::LocalStore),
+}
+
+impl OpenedStore {
+    /// Opens the store at `location` as doctor looks at it (a store that cannot be opened is
+    /// one of its findings).
+    pub(crate) async fn open(
+        location: crate::store::Location,
+        settings: &crate::store::S3Settings,
+    ) -> Result<OpenedStore, String> {
+        match &location {
+            crate::store::Location::S3 { .. } => S3Store::connect(location, settings)
+                .await
+                .map(|s3| OpenedStore::S3(Box::new(s3)))
+                .map_err(|e| e.to_string()),
+            crate::store::Location::Local { .. } => {
+                Ok(OpenedStore::Local(crate::store::LocalStore::new(location)))
+            }
+        }
+    }
+
+    pub(crate) fn handle(&self) -> DoctorStore<'_> {
+        match self {
+            OpenedStore::S3(s3) => DoctorStore::S3(s3),
+            OpenedStore::Local(local) => DoctorStore::Other(local),
+        }
+    }
+}
+
 /// The store's checks: access, versioning, Object Lock, encryption and the KMS key, create-only
 /// puts, and a probe object written as archive would write (then removed where allowed).
 pub(crate) async fn check_store(

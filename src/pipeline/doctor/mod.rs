@@ -17,7 +17,7 @@ mod probe;
 
 use serde::Serialize;
 
-pub(crate) use bucket::{check_store, DoctorStore};
+pub(crate) use bucket::{check_store, DoctorStore, OpenedStore};
 pub(crate) use database::{check_database, GrantsFor};
 
 use crate::model::protection::WritePolicy;

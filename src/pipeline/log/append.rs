@@ -210,7 +210,7 @@ pub(crate) async fn append(
     };
     let options = PutOptions {
         storage_class: None,
-        lock: policy.lock_at((ctx.now_ms)()),
+        lock: policy.lock_at(ctx.now()),
         legal_hold: policy.legal_hold,
     };
     let mut out = Anchoring {
@@ -390,7 +390,7 @@ async fn write_break(
         table: log.ctx.spec.name.into(),
         app_code: log.folder.clone(),
         reason: reason.to_string(),
-        accepted_at_ms: (log.ctx.now_ms)(),
+        accepted_at_ms: log.ctx.now(),
         leaves,
     };
     let key = log.key(&format::log_break_path(
@@ -470,7 +470,7 @@ async fn carry_over(
             legacy_head_seq: seq,
             legacy_head_link: anchored.map(|a| a.link),
             reason: None,
-            at_ms: (ctx.now_ms)(),
+            at_ms: ctx.now(),
         },
         (false, Some(reason)) => Transition {
             schema: TRANSITION_SCHEMA.into(),
@@ -480,7 +480,7 @@ async fn carry_over(
             legacy_head_seq: 0,
             legacy_head_link: None,
             reason: Some(format!("{reason} (the chain's newest checkpoint {key}, at seq {seq}, was not carried over)")),
-            at_ms: (ctx.now_ms)(),
+            at_ms: ctx.now(),
         },
         (false, None) => {
             return Err(log.refused(format!(
