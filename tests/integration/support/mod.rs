@@ -5,7 +5,7 @@
 //! for the fault tests; [`private_server`] is a MariaDB of the test's own to restart and kill;
 //! [`moto`] is moto's S3 server, for what s3s does not implement (Object Lock, storage classes,
 //! SSE-KMS); [`tls`] is a certificate authority of the test's own and a TLS front for the S3
-//! server.
+//! server; [`pushgateway`] a real Prometheus Pushgateway.
 
 #![allow(dead_code)]
 
@@ -16,6 +16,7 @@ pub mod misbehaving;
 pub mod moto;
 pub mod private_server;
 pub mod proxy;
+pub mod pushgateway;
 pub mod rows;
 pub mod s3;
 pub mod tls;
