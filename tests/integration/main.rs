@@ -22,6 +22,7 @@ mod fresh_proof;
 mod grants;
 mod home;
 mod hostile;
+mod image;
 mod lock;
 mod log;
 mod members_layout;

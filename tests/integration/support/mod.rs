@@ -5,7 +5,8 @@
 //! for the fault tests; [`private_server`] is a MariaDB of the test's own to restart and kill;
 //! [`moto`] is moto's S3 server, for what s3s does not implement (Object Lock, storage classes,
 //! SSE-KMS); [`tls`] is a certificate authority of the test's own and a TLS front for the S3
-//! server.
+//! server; [`pushgateway`] a real Prometheus Pushgateway; [`pod`] the image built from
+//! `deploy/Dockerfile` and the manifests' pods run in it with podman, as Kubernetes runs them.
 
 #![allow(dead_code)]
 
@@ -14,8 +15,10 @@ pub mod database;
 pub mod fixtures;
 pub mod misbehaving;
 pub mod moto;
+pub mod pod;
 pub mod private_server;
 pub mod proxy;
+pub mod pushgateway;
 pub mod rows;
 pub mod s3;
 pub mod tls;
