@@ -260,6 +260,7 @@ fn write_env_file(
     lock_prefix: &str,
 ) -> anyhow::Result<PathBuf> {
     let quoted = |v: &str| format!("'{}'", v.replace('\'', r"'\''"));
+    #[cfg_attr(not(feature = "local-s3"), allow(unused_mut))]
     let mut lines = vec![
         "# Made by `outbox-archiver demo`: the settings that reach its archive. Source it: . demo.env".to_string(),
         format!("export DATABASE_URL={}", quoted(db_url)),
