@@ -18,6 +18,7 @@ use bytes::Bytes;
 use http_body_util::{BodyExt, Full};
 
 use crate::model::redact;
+use crate::pipeline::report::details::Figures;
 use crate::pipeline::report::{AppReport, Outcome, Summary};
 use crate::store::StoreStats;
 
@@ -237,13 +238,18 @@ fn app_samples(app: &AppReport, seconds: f64) -> Vec<Sample> {
     if succeeded(app) {
         samples.push(sample(LAST_SUCCESS, LAST_SUCCESS_HELP, seconds));
     }
-    // A figure that is there but null (no backlog, so no oldest row) is exported as 0: left
-    // out, the Pushgateway would keep serving the previous run's value to the alert.
-    let figures = app
-        .details
-        .as_ref()
-        .map(|d| d.figures())
-        .unwrap_or_default();
+    if let Some(details) = &app.details {
+        samples.extend(figure_samples(&details.figures()));
+    }
+    samples
+}
+
+/// Where the app stands, as far as its command reports it: its backlog, what awaits purge, its
+/// cursor's age, rows left locked, time spent waiting for replicas. A figure that is there but
+/// null (no backlog, so no oldest row) is exported as 0: left out, the Pushgateway would keep
+/// serving the previous run's value to the alert.
+fn figure_samples(figures: &Figures) -> Vec<Sample> {
+    let mut samples = Vec::new();
     let present = |figure: Option<i64>| figure.map(|v| v as f64);
     let or_zero = |figure: Option<Option<i64>>| figure.map(|v| v.unwrap_or(0) as f64);
     for (value, name, help, scale) in [

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use crate::model::human::{seconds, thousands};
 use crate::model::timespec;
-use crate::pipeline::report::details::{FindRun, VerifyRun};
+use crate::pipeline::report::details::{FindRun, PurgeApp, RestoreApp, VerifyRun};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome, RunDetails, Summary};
 use crate::pipeline::verifier::Finding;
 
@@ -110,85 +110,10 @@ fn apps(out: &mut String, apps: &[AppReport]) {
     }
 }
 
-/// What an app's line says beyond its counts, from the command's own fields.
+/// What an app's line says beyond its counts: what its command has to say, then why it
+/// stopped (a run that did not fail) and its error.
 fn app_notes(app: &AppReport) -> Vec<String> {
-    let mut notes = Vec::new();
-    let details = app.details.as_ref();
-    if let Some(AppDetails::Purge(p)) = details {
-        if let Some(n) = p.would_purge_rows {
-            notes.push(format!("would purge {} rows", thousands(n)));
-        }
-    }
-    if let Some(AppDetails::Compact(c)) = details {
-        if let Some(n) = c.would_compact_member_rows {
-            notes.push(format!("would compact {} member rows", thousands(n)));
-        }
-    }
-    if let Some(AppDetails::Purge(p)) = details {
-        if p.in_grace_rows > 0 {
-            let from = p
-                .eligible_from_ms
-                .map(|ms| format!(", purgeable from {}", timespec::rfc3339(ms)))
-                .unwrap_or_default();
-            notes.push(format!(
-                "{} rows in --grace{from}",
-                thousands(p.in_grace_rows)
-            ));
-        }
-    }
-    let backlog = match details {
-        Some(AppDetails::Archive(a)) => a.backlog.map(|b| b.backlog_rows),
-        Some(AppDetails::Status(s)) => Some(s.backlog_rows),
-        _ => None,
-    };
-    if let Some(n) = backlog.filter(|&n| n > 0) {
-        notes.push(format!("{} rows still to archive", thousands(n as u64)));
-    }
-    if let Some(AppDetails::Restore(r)) = details {
-        if r.already_present_rows > 0 {
-            notes.push(format!(
-                "{} rows already there",
-                thousands(r.already_present_rows)
-            ));
-        }
-    }
-    if let Some(AppDetails::Verify(v)) = details {
-        if v.stragglers > 0 {
-            notes.push(format!("{} stragglers", v.stragglers));
-        }
-    }
-    if let Some(AppDetails::Restore(r)) = details {
-        if let Some(drills) = &r.drills {
-            let failed = drills.iter().filter(|d| !d.ok).count();
-            notes.push(format!("{} drills, {failed} failed", drills.len()));
-        }
-    }
-    let lists: [(&str, usize); 4] = match details {
-        Some(AppDetails::Purge(p)) => [
-            ("failed batches", p.failed_batches.len()),
-            ("kept changed", p.kept_changed.len()),
-            ("conflicts", 0),
-            ("pending thaw", 0),
-        ],
-        Some(AppDetails::Compact(c)) => [
-            ("failed batches", c.failed_batches.len()),
-            ("kept changed", 0),
-            ("conflicts", 0),
-            ("pending thaw", c.pending_thaw.len()),
-        ],
-        Some(AppDetails::Restore(r)) => [
-            ("failed batches", r.failed_batches.len()),
-            ("kept changed", 0),
-            ("conflicts", r.conflicts.len()),
-            ("pending thaw", r.pending_thaw.len()),
-        ],
-        _ => [("", 0); 4],
-    };
-    for (what, n) in lists {
-        if n > 0 {
-            notes.push(format!("{n} {what}"));
-        }
-    }
+    let mut notes = app.details.as_ref().map(details_notes).unwrap_or_default();
     if app.outcome != Outcome::Failed {
         if let Some(reason) = app.stop_reason.as_deref().filter(|r| *r != "done") {
             notes.push(reason.to_string());
@@ -197,6 +122,83 @@ fn app_notes(app: &AppReport) -> Vec<String> {
     if let Some(error) = &app.error {
         notes.push(format!("error: {error}"));
     }
+    notes
+}
+
+/// What a command says of an app, from its own fields.
+fn details_notes(details: &AppDetails) -> Vec<String> {
+    match details {
+        AppDetails::Archive(a) => backlog_note(a.backlog.map(|b| b.backlog_rows)),
+        AppDetails::Status(s) => backlog_note(Some(s.backlog_rows)),
+        AppDetails::Verify(v) => match v.stragglers {
+            0 => Vec::new(),
+            n => vec![format!("{n} stragglers")],
+        },
+        AppDetails::Purge(p) => purge_notes(p),
+        AppDetails::Compact(c) => {
+            let mut notes: Vec<String> = c
+                .would_compact_member_rows
+                .map(|n| format!("would compact {} member rows", thousands(n)))
+                .into_iter()
+                .collect();
+            counted(&mut notes, "failed batches", c.failed_batches.len());
+            counted(&mut notes, "pending thaw", c.pending_thaw.len());
+            notes
+        }
+        AppDetails::Restore(r) => restore_notes(r),
+    }
+}
+
+/// Rows still to archive, where there are some.
+fn backlog_note(rows: Option<i64>) -> Vec<String> {
+    rows.filter(|&n| n > 0)
+        .map(|n| format!("{} rows still to archive", thousands(n as u64)))
+        .into_iter()
+        .collect()
+}
+
+/// `{n} {what}`, where there are some.
+fn counted(notes: &mut Vec<String>, what: &str, n: usize) {
+    if n > 0 {
+        notes.push(format!("{n} {what}"));
+    }
+}
+
+fn purge_notes(p: &PurgeApp) -> Vec<String> {
+    let mut notes = Vec::new();
+    if let Some(n) = p.would_purge_rows {
+        notes.push(format!("would purge {} rows", thousands(n)));
+    }
+    if p.in_grace_rows > 0 {
+        let from = p
+            .eligible_from_ms
+            .map(|ms| format!(", purgeable from {}", timespec::rfc3339(ms)))
+            .unwrap_or_default();
+        notes.push(format!(
+            "{} rows in --grace{from}",
+            thousands(p.in_grace_rows)
+        ));
+    }
+    counted(&mut notes, "failed batches", p.failed_batches.len());
+    counted(&mut notes, "kept changed", p.kept_changed.len());
+    notes
+}
+
+fn restore_notes(r: &RestoreApp) -> Vec<String> {
+    let mut notes = Vec::new();
+    if r.already_present_rows > 0 {
+        notes.push(format!(
+            "{} rows already there",
+            thousands(r.already_present_rows)
+        ));
+    }
+    if let Some(drills) = &r.drills {
+        let failed = drills.iter().filter(|d| !d.ok).count();
+        notes.push(format!("{} drills, {failed} failed", drills.len()));
+    }
+    counted(&mut notes, "failed batches", r.failed_batches.len());
+    counted(&mut notes, "conflicts", r.conflicts.len());
+    counted(&mut notes, "pending thaw", r.pending_thaw.len());
     notes
 }
 

@@ -109,78 +109,89 @@ pub(crate) async fn check_in(
     pool: &MySqlPool,
     store: &dyn ObjectStore,
 ) -> Result<Checked, HomeError> {
-    let homes = Homes::new(spec);
     let given = store.location().to_string();
-    let table = spec.name.to_string();
-    match homes.current(pool).await? {
+    match Homes::new(spec).current(pool).await? {
         Some(home) if home.store != given => Err(HomeError::Elsewhere {
-            table,
+            table: spec.name.to_string(),
             home: home.store.clone(),
             given,
             bound: crate::model::timespec::rfc3339(home.bound_at_ms),
             run: home.run_id.clone().unwrap_or_else(|| "?".into()),
         }),
-        Some(home) => match read_marker(store, &home.marker_key).await? {
-            Marker::Found(marker) if marker.archive_id == home.archive_id => {
-                Ok(Checked::Home(home))
-            }
-            Marker::Found(marker) => Err(foreign(
+        Some(home) => at_home(spec, pool, store, home).await,
+        None => unbound(spec, pool, store).await,
+    }
+}
+
+/// The archive bound to this very store: held to its marker there — or, where the marker
+/// cannot be read now or is missing, to the batches the store holds.
+async fn at_home(
+    spec: &'static TableSpec,
+    pool: &MySqlPool,
+    store: &dyn ObjectStore,
+    home: Home,
+) -> Result<Checked, HomeError> {
+    match read_marker(store, &home.marker_key).await? {
+        Marker::Found(marker) if marker.archive_id == home.archive_id => Ok(Checked::Home(home)),
+        Marker::Found(marker) => Err(foreign(
+            spec,
+            store,
+            &home.marker_key,
+            marker,
+            &home.archive_id,
+        )),
+        // A lifecycle rule moved it to a cold class: the batches vouch for the store.
+        Marker::Cold => {
+            batches_here(
                 spec,
+                pool,
                 store,
-                &home.marker_key,
-                marker,
-                &home.archive_id,
-            )),
-            // A lifecycle rule moved it to a cold class: the batches vouch for the store.
-            Marker::Cold => {
-                batches_here(
-                    spec,
-                    pool,
-                    store,
-                    "its marker cannot be read now (a cold class)",
-                )
-                .await?;
-                Ok(Checked::Home(home))
-            }
-            Marker::Absent => {
-                batches_here(spec, pool, store, "its marker is missing").await?;
-                tracing::warn!(
-                    key = home.marker_key,
-                    "the archive's marker is missing: the next archive writes it again"
-                );
-                Ok(Checked::MarkerMissing(home))
-            }
-        },
-        None => {
-            // A store that holds an archive's marker while this database has no home is
-            // another archive's (or this one's, by a database restored from before its first
-            // batch: `relocate` takes it back explicitly).
-            let marker_key = format::home_marker_key(&format::table_prefix(
-                store.location().prefix(),
-                spec.name,
-            ));
-            if let Marker::Found(marker) = read_marker(store, &marker_key).await? {
-                return Err(foreign(spec, store, &marker_key, marker, "not bound yet"));
-            }
-            let objects = homes
-                .newest_data_objects(pool, Some(APPS_LOOKED_AT))
-                .await?;
-            if objects.is_empty() {
-                return Ok(Checked::Unbound { receipts: false });
-            }
-            let expected = format::table_prefix(store.location().prefix(), spec.name);
-            if let Some((off, _)) = objects.iter().find(|(k, _)| !k.starts_with(&expected)) {
-                return Err(HomeError::PrefixMismatch {
-                    table,
-                    given,
-                    recorded: off.clone(),
-                    expected,
-                });
-            }
-            batches_here(spec, pool, store, "no marker").await?;
-            Ok(Checked::Unbound { receipts: true })
+                "its marker cannot be read now (a cold class)",
+            )
+            .await?;
+            Ok(Checked::Home(home))
+        }
+        Marker::Absent => {
+            batches_here(spec, pool, store, "its marker is missing").await?;
+            tracing::warn!(
+                key = home.marker_key,
+                "the archive's marker is missing: the next archive writes it again"
+            );
+            Ok(Checked::MarkerMissing(home))
         }
     }
+}
+
+/// An archive this database has not bound to a store yet. A store that holds an archive's
+/// marker is another archive's (or this one's, by a database restored from before its first
+/// batch: `relocate` takes it back explicitly); receipts recorded before homes were (an older
+/// build's) must point into this store's prefix and find their batches there.
+async fn unbound(
+    spec: &'static TableSpec,
+    pool: &MySqlPool,
+    store: &dyn ObjectStore,
+) -> Result<Checked, HomeError> {
+    let expected = format::table_prefix(store.location().prefix(), spec.name);
+    let marker_key = format::home_marker_key(&expected);
+    if let Marker::Found(marker) = read_marker(store, &marker_key).await? {
+        return Err(foreign(spec, store, &marker_key, marker, "not bound yet"));
+    }
+    let objects = Homes::new(spec)
+        .newest_data_objects(pool, Some(APPS_LOOKED_AT))
+        .await?;
+    if objects.is_empty() {
+        return Ok(Checked::Unbound { receipts: false });
+    }
+    if let Some((off, _)) = objects.iter().find(|(k, _)| !k.starts_with(&expected)) {
+        return Err(HomeError::PrefixMismatch {
+            table: spec.name.to_string(),
+            given: store.location().to_string(),
+            recorded: off.clone(),
+            expected,
+        });
+    }
+    batches_here(spec, pool, store, "no marker").await?;
+    Ok(Checked::Unbound { receipts: true })
 }
 
 fn table_prefix(ctx: &RunContext) -> String {

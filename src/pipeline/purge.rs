@@ -25,7 +25,7 @@ use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifi
 use super::{Observer, RunContext};
 use crate::db::lock::AppLock;
 use crate::db::members::Members;
-use crate::db::purge::{Finished, PurgeError, PurgeQueries, PURGE_CHUNK};
+use crate::db::purge::{Chunk, Finished, PurgeError, PurgeQueries, PURGE_CHUNK};
 use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
@@ -153,6 +153,24 @@ impl AppWork for Purger<'_> {
         self.note_left(app, &mut tally.details).await;
         report.details = Some(AppDetails::Purge(tally.details));
         report
+    }
+}
+
+/// Notes what one deleted chunk of a receipt did: its rows purged, its members kept (changed
+/// since archived), and the columns that kept rows — said once per column and batch.
+fn note_chunk(app: &str, batch_id: &str, done: Chunk, tally: &mut Tally) {
+    tally.details.purged_rows += done.purged;
+    tally.details.kept_changed.extend(done.kept);
+    for why in done.kept_for_columns {
+        tracing::warn!(
+            app,
+            batch_id,
+            columns = why,
+            "rows kept: a column the batch's lines lack holds what a restore would not put back"
+        );
+        if !tally.details.kept_for_columns.contains(&why) {
+            tally.details.kept_for_columns.push(why);
+        }
     }
 }
 
@@ -357,7 +375,9 @@ impl<'a> Purger<'a> {
 
     /// Deletes a receipt's members chunk by chunk, each chunk in its own transaction under the
     /// lock, then marks the receipt purged. Leaves it unfinished when a limit or shutdown stops
-    /// it, and untouched (rows and all) when it was restored into the source meanwhile.
+    /// it, and untouched (rows and all) when it was restored into the source meanwhile. The
+    /// members it keeps (changed since archived) are noted as it goes — by an attempt that does
+    /// not fail: the one that finishes the batch notes them.
     async fn delete_members(
         &self,
         receipt: &Receipt,
@@ -366,28 +386,36 @@ impl<'a> Purger<'a> {
         lock: &AppLock,
         tally: &mut Tally,
     ) -> Result<Step, AppError> {
+        let kept_from = tally.details.kept_changed.len();
+        let deleted = self
+            .delete_chunks(receipt, members, batch, lock, kept_from, tally)
+            .await;
+        if deleted.is_err() {
+            tally.details.kept_changed.truncate(kept_from);
+        }
+        deleted
+    }
+
+    /// [`Purger::delete_members`]'s chunks, its kept members noted from `kept_from` on.
+    async fn delete_chunks(
+        &self,
+        receipt: &Receipt,
+        members: &[Member],
+        batch: &'static TableSpec,
+        lock: &AppLock,
+        kept_from: usize,
+        tally: &mut Tally,
+    ) -> Result<Step, AppError> {
         let (pool, app, batch_id) = (
             &self.ctx.db.pool,
             receipt.app_code.as_str(),
             &receipt.batch_id,
         );
-        let include_restored = self.opts.include_restored;
         let failpoints = &self.opts.failpoints;
-        let mut kept = Vec::new();
         let mut busy = 0;
         for chunk in members.chunks(PURGE_CHUNK) {
-            if let Some(gate) = &self.ctx.stops.replicas {
-                match gate.wait(app, Some(lock), &self.ctx.shutdown).await {
-                    Ok(waited) => tally.details.replica_wait.add(waited),
-                    Err(LagStop::Shutdown) => {
-                        tally.details.kept_changed.extend(kept);
-                        return Ok(Step::Stop(super::shutdown_reason()));
-                    }
-                    Err(stop) => {
-                        tally.details.kept_changed.extend(kept);
-                        return Err(stop.into());
-                    }
-                }
+            if let Some(step) = self.wait_for_replicas(app, lock, tally).await? {
+                return Ok(step);
             }
             let done = match self
                 .purge
@@ -398,15 +426,14 @@ impl<'a> Purger<'a> {
                     chunk,
                     batch,
                     lock,
-                    include_restored,
+                    self.opts.include_restored,
                     failpoints,
                 )
                 .await
             {
                 Ok(done) => done,
                 Err(PurgeError::Withdrawn { batch_id, now }) => {
-                    tally.details.kept_changed.extend(kept);
-                    return Ok(self.withdrawn(tally, batch_id, now));
+                    return Ok(self.withdrawn(tally, batch_id, now))
                 }
                 Err(e) => return Err(e.into()),
             };
@@ -417,45 +444,54 @@ impl<'a> Purger<'a> {
                     batch_id,
                     "batch restored into the source meanwhile; its rows stay"
                 );
-                tally.details.kept_changed.extend(kept);
                 return Ok(Step::Done);
             }
-            tally.details.purged_rows += done.purged;
-            kept.extend(done.kept);
-            for why in done.kept_for_columns {
-                tracing::warn!(
-                    app,
-                    batch_id,
-                    columns = why,
-                    "rows kept: a column the batch's lines lack holds what a restore would not put back"
-                );
-                if !tally.details.kept_for_columns.contains(&why) {
-                    tally.details.kept_for_columns.push(why);
-                }
-            }
+            let purged = done.purged;
             busy += done.busy;
+            note_chunk(app, batch_id, done, tally);
             failpoints
                 .pass("after-purge-chunk")
                 .map_err(PurgeError::from)?;
-            self.throttle(done.purged).await;
+            self.throttle(purged).await;
             if let Some(reason) = self.ctx.stop_reason(self.deadline) {
                 // The receipt stays unfinished; the next run continues it.
-                tally.details.kept_changed.extend(kept);
                 return Ok(Step::Stop(reason));
             }
         }
-        self.finish_receipt(receipt, members, kept, busy, tally)
+        self.finish_receipt(receipt, members, kept_from, busy, tally)
             .await
     }
 
-    /// After the last chunk: marks the receipt purged — unless rows another transaction held
-    /// were left (the receipt stays unfinished), or it was withdrawn meanwhile — and notes the
-    /// members that were kept.
+    /// Waits for the replicas before a chunk is deleted (`--replica`): the step that ends the
+    /// receipt's work where the wait ended it (shutdown stops it; a timeout or the lock lost is
+    /// an error), none where the replicas caught up.
+    async fn wait_for_replicas(
+        &self,
+        app: &str,
+        lock: &AppLock,
+        tally: &mut Tally,
+    ) -> Result<Option<Step>, AppError> {
+        let Some(gate) = &self.ctx.stops.replicas else {
+            return Ok(None);
+        };
+        match gate.wait(app, Some(lock), &self.ctx.shutdown).await {
+            Ok(waited) => {
+                tally.details.replica_wait.add(waited);
+                Ok(None)
+            }
+            Err(LagStop::Shutdown) => Ok(Some(Step::Stop(super::shutdown_reason()))),
+            Err(stop) => Err(stop.into()),
+        }
+    }
+
+    /// After the last chunk: marks the receipt purged — every member not kept (those noted in
+    /// the tally from `kept_from` on) proven gone — unless rows another transaction held were
+    /// left (the receipt stays unfinished), or it was withdrawn meanwhile.
     async fn finish_receipt(
         &self,
         receipt: &Receipt,
         members: &[Member],
-        kept: Vec<String>,
+        kept_from: usize,
         busy: u64,
         tally: &mut Tally,
     ) -> Result<Step, AppError> {
@@ -464,7 +500,6 @@ impl<'a> Purger<'a> {
             receipt.app_code.as_str(),
             &receipt.batch_id,
         );
-        let include_restored = self.opts.include_restored;
         if busy > 0 {
             // Rows another transaction held (the relay, an operator): the receipt stays
             // unfinished and the next run looks at them again; the summary says how many.
@@ -475,17 +510,16 @@ impl<'a> Purger<'a> {
                 "rows locked by another transaction were left for the next run"
             );
             tally.details.left_locked_rows += busy;
-            tally.details.kept_changed.extend(kept);
             return Ok(Step::Done);
         }
-        let now = self.ctx.now();
+        let kept = &tally.details.kept_changed[kept_from..];
         let kept_ids: std::collections::HashSet<&str> = kept.iter().map(String::as_str).collect();
         let gone: Vec<&str> = members
             .iter()
             .map(|m| m.event_id.as_str())
             .filter(|id| !kept_ids.contains(id))
             .collect();
-        match self
+        let finished = self
             .purge
             .finish(
                 pool,
@@ -493,11 +527,26 @@ impl<'a> Purger<'a> {
                 batch,
                 &gone,
                 kept.len() as u64,
-                include_restored,
-                now,
+                self.opts.include_restored,
+                self.ctx.now(),
             )
-            .await
-        {
+            .await;
+        let kept = kept.len();
+        self.marked(app, batch, finished, kept, tally)
+    }
+
+    /// What marking the receipt purged came to: done (its members changed since archiving
+    /// kept, said), or left open for the next purge — rows put back since their delete,
+    /// committed or not — or withdrawn meanwhile.
+    fn marked(
+        &self,
+        app: &str,
+        batch: &str,
+        finished: Result<Finished, PurgeError>,
+        kept: usize,
+        tally: &mut Tally,
+    ) -> Result<Step, AppError> {
+        match finished {
             Ok(Finished::Done) => {}
             // Put back since its chunk was deleted: the batch stays open for the next purge.
             Ok(Finished::Back(n)) => {
@@ -508,7 +557,6 @@ impl<'a> Purger<'a> {
                     "rows of the batch are back in the source since their delete: the batch stays open, the next purge looks at them"
                 );
                 tally.details.left_locked_rows += n;
-                tally.details.kept_changed.extend(kept);
                 return Ok(Step::Done);
             }
             Ok(Finished::Held) => {
@@ -518,24 +566,21 @@ impl<'a> Purger<'a> {
                     "another transaction holds a row of the batch (put back, not committed): the batch stays open"
                 );
                 tally.details.left_locked_rows += 1;
-                tally.details.kept_changed.extend(kept);
                 return Ok(Step::Done);
             }
             Err(PurgeError::Withdrawn { batch_id, now }) => {
-                tally.details.kept_changed.extend(kept);
-                return Ok(self.withdrawn(tally, batch_id, now));
+                return Ok(self.withdrawn(tally, batch_id, now))
             }
             Err(e) => return Err(e.into()),
         }
-        if !kept.is_empty() {
+        if kept > 0 {
             tracing::warn!(
                 app,
                 batch_id = batch,
-                kept = kept.len(),
+                kept,
                 "members changed since archiving were kept"
             );
         }
-        tally.details.kept_changed.extend(kept);
         tally.done_batches += 1;
         Ok(Step::Done)
     }

@@ -25,7 +25,8 @@ use crate::db::drills::Drills;
 use crate::db::members::Members;
 use crate::db::receipts::Receipts;
 use crate::db::restore::{
-    first_difference, IntoSource, LoadError, TargetTable, RESTORE_CHUNK, RESTORE_CHUNK_BYTES,
+    first_difference, IntoSource, LoadError, TableFacts, TargetTable, RESTORE_CHUNK,
+    RESTORE_CHUNK_BYTES,
 };
 use crate::db::DbError;
 use crate::model::batch::{KeptLines, Member};
@@ -220,6 +221,64 @@ fn conclude(report: &mut AppReport, details: RestoreApp) {
     report.end("restore", Ok::<(), AppError>(()), ending);
     report.rows = details.restored_rows;
     report.details = Some(AppDetails::Restore(details));
+}
+
+/// What a drill's scratch table holds that its batch's receipt does not vouch for: another
+/// row count, other totals, other `(event_id, updated_at_ms)` pairs than the members (or, for a
+/// compacted receipt, than its digest), rows other than the archived lines.
+fn drill_problems(
+    spec: &'static TableSpec,
+    receipt: &Receipt,
+    proven: &[Member],
+    rows: &[Row],
+    facts: &TableFacts,
+    restored: &[Row],
+) -> Vec<String> {
+    let mut problems = Vec::new();
+    if facts.rows != receipt.content.row_count {
+        problems.push(format!(
+            "row count {} != receipt {}",
+            facts.rows, receipt.content.row_count
+        ));
+    }
+    let totals: Vec<crate::model::format::TotalValue> = receipt
+        .content
+        .totals
+        .iter()
+        .map(|(_, v)| v.clone())
+        .collect();
+    if facts.totals != totals {
+        problems.push(format!("totals {:?} != receipt {totals:?}", facts.totals));
+    }
+    match &receipt.life.compaction {
+        // Compacted: the restored rows' pairs against the receipt's digest of them.
+        Some(compaction) => {
+            let restored = crate::model::format::members_digest(
+                facts
+                    .members
+                    .iter()
+                    .map(|m| (m.event_id.as_str(), m.updated_at_ms)),
+            );
+            if restored != compaction.digest {
+                problems.push(format!(
+                        "restored rows' (event_id, updated_at_ms) hash to {} ({} pairs), the receipt's digest is {} ({} pairs)",
+                        restored.sha256, restored.rows, compaction.digest.sha256, compaction.digest.rows
+                    ));
+            }
+        }
+        // Compared as sets of (event_id, updated_at_ms): the table lists them in its
+        // collation's order (`x\t` before `x` under a PAD SPACE one), the member list by bytes.
+        None if key_set(&facts.members) != key_set(proven) => {
+            problems.push("restored rows differ from the member list".to_string());
+        }
+        None => {}
+    }
+    if let Some(difference) = first_difference(spec, rows, restored) {
+        problems.push(format!(
+            "restored rows differ from the archive: {difference}"
+        ));
+    }
+    problems
 }
 
 /// A batch whose objects were read and checked, with what it was checked against.
@@ -571,50 +630,7 @@ impl<'a> Restorer<'a> {
         let facts = scratch.facts(pool).await?;
         let restored = scratch.rows(pool).await?;
         scratch.drop(pool).await?;
-        let mut problems = Vec::new();
-        if facts.rows != receipt.content.row_count {
-            problems.push(format!(
-                "row count {} != receipt {}",
-                facts.rows, receipt.content.row_count
-            ));
-        }
-        let totals: Vec<crate::model::format::TotalValue> = receipt
-            .content
-            .totals
-            .iter()
-            .map(|(_, v)| v.clone())
-            .collect();
-        if facts.totals != totals {
-            problems.push(format!("totals {:?} != receipt {totals:?}", facts.totals));
-        }
-        match &receipt.life.compaction {
-            // Compacted: the restored rows' pairs against the receipt's digest of them.
-            Some(compaction) => {
-                let restored = crate::model::format::members_digest(
-                    facts
-                        .members
-                        .iter()
-                        .map(|m| (m.event_id.as_str(), m.updated_at_ms)),
-                );
-                if restored != compaction.digest {
-                    problems.push(format!(
-                        "restored rows' (event_id, updated_at_ms) hash to {} ({} pairs), the receipt's digest is {} ({} pairs)",
-                        restored.sha256, restored.rows, compaction.digest.sha256, compaction.digest.rows
-                    ));
-                }
-            }
-            // Compared as sets of (event_id, updated_at_ms): the table lists them in its
-            // collation's order (`x\t` before `x` under a PAD SPACE one), the member list by bytes.
-            None if key_set(&facts.members) != key_set(&proven) => {
-                problems.push("restored rows differ from the member list".to_string());
-            }
-            None => {}
-        }
-        if let Some(difference) = first_difference(spec, &rows, &restored) {
-            problems.push(format!(
-                "restored rows differ from the archive: {difference}"
-            ));
-        }
+        let problems = drill_problems(spec, receipt, &proven, &rows, &facts, &restored);
         let detail = (!problems.is_empty()).then(|| problems.join("; "));
         self.record_drill(receipt, detail.clone(), details).await?;
         match detail {

@@ -322,26 +322,7 @@ impl<'a> Verify<'a> {
         let mut found_so_far = 0;
         while let Some(next) = results.next().await {
             let (receipt, found) = next?;
-            match found {
-                Ok(verified) => {
-                    report.batches += 1;
-                    report.rows += receipt.content.row_count;
-                    found_so_far += verified.findings.len();
-                    let mut run = self.run.lock().expect("not poisoned");
-                    run.checked_batch_count += 1;
-                    if run.checked_batches.len() < CHECKED_LISTED {
-                        run.checked_batches.push(receipt.batch_id.clone());
-                    }
-                    run.findings.extend(verified.findings);
-                    run.pending_thaw.extend(verified.cold);
-                }
-                Err(e) => {
-                    tracing::error!(batch_id = receipt.batch_id, error = %e, "could not check batch");
-                    report
-                        .error
-                        .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
-                }
-            }
+            found_so_far += self.note_checked(&receipt, found, report);
             self.observer
                 .advance(app, 1, &format!(", {found_so_far} findings"));
         }
@@ -356,6 +337,37 @@ impl<'a> Verify<'a> {
             report.stop_reason = Some(reason);
         }
         Ok(())
+    }
+
+    /// Notes one batch checked: its findings and cold objects in the run, its rows in the app's
+    /// report — or the error that kept it from being checked. Returns how many findings it made.
+    fn note_checked(
+        &self,
+        receipt: &Receipt,
+        found: Result<Verified, AppError>,
+        report: &mut AppReport,
+    ) -> usize {
+        let verified = match found {
+            Ok(verified) => verified,
+            Err(e) => {
+                tracing::error!(batch_id = receipt.batch_id, error = %e, "could not check batch");
+                report
+                    .error
+                    .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
+                return 0;
+            }
+        };
+        report.batches += 1;
+        report.rows += receipt.content.row_count;
+        let findings = verified.findings.len();
+        let mut run = self.run.lock().expect("not poisoned");
+        run.checked_batch_count += 1;
+        if run.checked_batches.len() < CHECKED_LISTED {
+            run.checked_batches.push(receipt.batch_id.clone());
+        }
+        run.findings.extend(verified.findings);
+        run.pending_thaw.extend(verified.cold);
+        findings
     }
 
     /// One receipt: its objects against it and its members (and superseded rows).

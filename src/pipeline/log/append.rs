@@ -199,19 +199,30 @@ pub(crate) async fn append(
     accept_break: Option<&str>,
 ) -> Result<Anchoring, ChainError> {
     let log = Log::open(ctx, app).await?;
-    let pool = &ctx.db.pool;
-    let chain_table = ChainTable::new(ctx.spec);
-    let receipts = Receipts::new(ctx.spec);
-    let head = log.checkpoint().await?;
-    let mut size = head.as_ref().map_or(0, |c| c.size);
-    let (known, mut after_seq) = match chain_table.last_logged(pool, app).await? {
-        Some((index, seq)) => (index + 1, seq),
-        None => (0, 0),
-    };
     let options = PutOptions {
         storage_class: None,
         lock: policy.lock_at(ctx.now()),
         legal_hold: policy.legal_hold,
+    };
+    let (mut out, after_seq) = reconcile(&log, accept_break, &options).await?;
+    append_unlogged(&log, after_seq, &options, &mut out).await?;
+    Ok(out)
+}
+
+/// Where the app's log and its receipts stand before anything is appended: the store's tree
+/// against the leaves the database knows — an older build's chain carried over into an empty
+/// log, leaves of the store the database's receipts are (taken), breaks accepted. Returns the
+/// anchoring so far and the chain seq after which receipts are not logged yet.
+async fn reconcile(
+    log: &Log<'_>,
+    accept_break: Option<&str>,
+    options: &PutOptions,
+) -> Result<(Anchoring, u64), ChainError> {
+    let chain_table = ChainTable::new(log.ctx.spec);
+    let size = log.checkpoint().await?.map_or(0, |c| c.size);
+    let (known, mut after_seq) = match chain_table.last_logged(&log.ctx.db.pool, &log.app).await? {
+        Some((index, seq)) => (index + 1, seq),
+        None => (0, 0),
     };
     let mut out = Anchoring {
         head: size,
@@ -224,35 +235,42 @@ pub(crate) async fn append(
         )));
     }
     if size == 0 {
-        carry_over(&log, accept_break, &options).await?;
+        carry_over(log, accept_break, options).await?;
     }
     if known < size {
-        after_seq = settle(
-            &log,
-            known,
-            size,
-            after_seq,
-            accept_break,
-            &options,
-            &mut out,
-        )
-        .await?;
+        after_seq = settle(log, known, size, after_seq, accept_break, options, &mut out).await?;
     }
     if let Some(reason) = accept_break {
-        if let Some(key) = accept_gaps(&log, reason, &options).await? {
+        if let Some(key) = accept_gaps(log, reason, options).await? {
             out.break_accepted.get_or_insert(key);
         }
     }
+    Ok((out, after_seq))
+}
+
+/// Appends the app's receipts not logged yet (after chain seq `after_seq`), a chunk at a time:
+/// their entries pushed onto the tree's right edge, the tiles it changed and the checkpoint
+/// written, then their leaves recorded in the database.
+async fn append_unlogged(
+    log: &Log<'_>,
+    mut after_seq: u64,
+    options: &PutOptions,
+    out: &mut Anchoring,
+) -> Result<(), ChainError> {
+    let (ctx, app) = (log.ctx, log.app.as_str());
+    let pool = &ctx.db.pool;
+    let chain_table = ChainTable::new(ctx.spec);
+    let receipts = Receipts::new(ctx.spec);
     let mut edge: Option<Edge> = None;
     loop {
         let batch = receipts
             .unlogged(pool, app, after_seq, APPEND_CHUNK)
             .await?;
         if batch.is_empty() {
-            break;
+            return Ok(());
         }
         if edge.is_none() {
-            edge = Some(Edge::load(&log, size).await?);
+            edge = Some(Edge::load(log, out.head).await?);
         }
         let e = edge.as_mut().expect("loaded");
         let mut leaves = Vec::with_capacity(batch.len());
@@ -265,7 +283,7 @@ pub(crate) async fn append(
             e.push(entry);
             after_seq = r.chain_seq().unwrap_or(after_seq);
         }
-        let key = publish(&log, e, &options).await?;
+        let key = publish(log, e, options).await?;
         chain_table.set_leaves(pool, app, &leaves).await?;
         // The partial tiles this checkpoint no longer needs: readers of an older checkpoint
         // take the first hashes of a wider tile instead. Best effort: one left behind is only
@@ -277,10 +295,8 @@ pub(crate) async fn append(
         }
         out.links += leaves.len() as u64;
         out.written = Some(key);
-        size = e.size;
-        out.head = size;
+        out.head = e.size;
     }
-    Ok(out)
 }
 
 /// Writes the tiles the edge changed (full ones once, under the batches' retention; partial
