@@ -65,7 +65,7 @@ impl FailPoints {
     }
 
     /// Aborts the process at the named point: a real crash, for rehearsals from the shell.
-    pub fn abort_at(point: String) -> FailPoints {
+    pub(crate) fn abort_at(point: String) -> FailPoints {
         FailPoints::new(move |name| {
             if name == point {
                 eprintln!("outbox-archiver: fail point {name}: aborting the process");
@@ -75,7 +75,7 @@ impl FailPoints {
         })
     }
 
-    pub fn pass(&self, name: &'static str) -> Result<(), Tripped> {
+    pub(crate) fn pass(&self, name: &'static str) -> Result<(), Tripped> {
         match &self.0 {
             Some(hook) if hook(name) => Err(Tripped(name)),
             _ => Ok(()),

@@ -79,60 +79,80 @@ pub use commands::{archive, attest, compact, demo, migrate, purge, restore, stat
 
 // ── What a command runs with: the table, the database, the store, the clock and the stops.
 pub use pipeline::apps::{Apps, Selection};
-pub use pipeline::home::{check as check_home, Binding};
+pub use pipeline::home::{check as check_home, Binding, Checked as HomeChecked, HomeError};
 pub use pipeline::replicas::ReplicaGate;
 pub use pipeline::{note_signal, DbContext, RunContext, Stops};
 
-// ── What a command reports.
+// ── What a command reports: the summary, each command's fields, the statement, the findings.
+pub use db::restore::{Conflict, ConflictReason};
+pub use db::runs::Run;
+pub use model::command::CommandName;
+pub use pipeline::doctor::{Check, DoctorRun, Status as CheckStatus};
 pub use pipeline::report::details::{
-    ArchiveApp, CompactApp, PurgeApp, RestoreApp, StatusApp, VerifyRun,
+    ArchiveApp, Backlog, CompactApp, Drill, FindRun, FoundRow, GoodDrill, HistoryRun, InSource,
+    MigrateRun, ObjectCheck, PlannedPurge, PurgeApp, PurgeRun, RelocateRun, ReplicaWait,
+    RestoreApp, RestoreRun, Sample, StatusApp, VerifyApp, VerifyRun,
 };
-pub use pipeline::report::{run_id, AppDetails, AppReport, Outcome, RunDetails, Summary};
-pub use pipeline::verifier::{Finding, FindingKind};
+pub use pipeline::report::statement::{
+    AcceptedBreak, AppStatement, BatchStatement, DayStatement, FullVerification, LogStatement,
+    RetentionStatement, Statement, TreeHead,
+};
+pub use pipeline::report::{
+    run_id, AppDetails, AppReport, BatchReport, Document, Outcome, RunDetails, Summary,
+};
+pub use pipeline::verifier::{ColdObject, Finding, FindingKind};
 
 // ── What a person or a program reads of it: the summary, a command's table, a document.
 pub use output::{render, Format};
 
 // ── The pure core: the table and its rows, batches, the archive's format, the log's math.
-pub use model::batch::{BatchEncoder, EncodedRow, Limits, Member};
-pub use model::codec::{decode_line, encode_line, Row, Value};
-pub use model::digest::{crc64nvme, sha256_hex, ObjectDigest};
-pub use model::note::Signer;
+pub use model::batch::{BatchEncoder, EncodedBatch, EncodedRow, Limits, Member, Superseded};
+pub use model::codec::{decode_line, encode_line, DecodeError, Row, Value, ValueRef};
+pub use model::digest::{crc64nvme, sha256_hex, ObjectDigest, RowFingerprint};
+pub use model::note::{KeyError, Signer};
 pub use model::profile::Profile;
 pub use model::protection::{
-    LockMode, ObjectLock, Retention, Sse, SseAlgorithm, Thaw, ThawTier, VerifiedBy, WritePolicy,
+    LockMode, ObjectLock, Protection, RestoreStatus, Retention, Sse, SseAlgorithm, Thaw, ThawTier,
+    VerifiedBy, WritePolicy,
 };
 pub use model::receipt::{Compaction, Lifecycle, Objects, Receipt, StoredAs};
 pub use model::record_schema::to_text as record_schema;
 pub use model::shard::Shard;
-pub use model::table::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
+pub use model::table::{
+    Column, Kind as ColumnKind, Layout, TableSpec, Total, TotalKind, ROOM_OUTBOX, WALLET_OUTBOX,
+};
 pub use model::timespec::utc_date;
+pub use model::unarchived::{Unarchived, UnarchivedColumn};
 pub use model::{chain, format, tlog};
 
 // ── The database: the connection, the owned tables, the repositories tests hold to their plans.
 pub use db::chain::ChainTable;
-pub use db::compact::CompactQueries;
-pub use db::lock::{database_lock_name, lock_name, AppLock};
-pub use db::owned::{create_owned_tables, owned_tables};
+pub use db::compact::{CompactError, CompactQueries, Compacted};
+pub use db::home::Home;
+pub use db::lock::{database_lock_name, lock_name, AppLock, Doing, LockLost};
+pub use db::owned::{create_owned_tables, owned_tables, OwnedTable};
 pub use db::purge::PurgeQueries;
 pub use db::receipts::{ReceiptScope, Receipts};
 pub use db::record::{Cut, RecordError, Recorder};
 pub use db::replica::{Lag, Replica};
 pub use db::source::{decode_row, SourceTable};
-pub use db::{create_source_table, insert_rows, migrate as migrate_database, Db, IfPresent};
+pub use db::{
+    create_source_table, insert_rows, migrate as migrate_database, Db, DbError, IfPresent,
+};
+pub use pipeline::log::{ChainError, LogKeys};
 
 // ── The object store.
 pub use store::{
     get_all, open as open_store, ConditionalPut, ConditionalPutSetting, LocalStore, Location,
-    ObjectStore, PutMode, PutOptions, S3Settings, StoreError, StoreStats, ThawState,
-    UploadChecksum,
+    ObjectMeta, ObjectStore, Operations, PutMode, PutOptions, S3Settings, StoreError, StoreStats,
+    ThawState, UploadChecksum,
 };
 
 /// For tests, benchmarks and the demo: fail points, the sockets' hook, generated rows and
 /// history, and (with the `local-s3` feature) an S3 server in this process.
 pub mod testing {
-    pub use crate::db::nodelay::sockets_to;
-    pub use crate::failpoint::{FailPoints, ARCHIVE as ARCHIVE_FAIL_POINTS};
+    pub use crate::db::nodelay::{sockets_to, Socket};
+    pub use crate::failpoint::{FailPoints, Tripped, ARCHIVE as ARCHIVE_FAIL_POINTS};
     pub use crate::testkit::history::synthesize;
     #[cfg(feature = "local-s3")]
     pub use crate::testkit::local_s3::LocalS3;

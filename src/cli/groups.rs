@@ -296,7 +296,7 @@ pub(crate) enum LogFormat {
 ///
 /// (No doc comment on the values: one makes clap print every option's help in its long layout,
 /// twice as many lines; the option's own help says what each value is.)
-pub enum UploadChecksumArg {
+pub(crate) enum UploadChecksumArg {
     None,
     Md5,
     Sha256,

@@ -23,7 +23,7 @@ pub struct AttestOptions {
 impl AttestOptions {
     /// The period the days span; an error names a bad day, a reversed range, or a last day
     /// that has not ended by `now_ms` (a statement of a day still being archived would change).
-    pub fn period(&self, now_ms: i64) -> Result<Period, String> {
+    pub(crate) fn period(&self, now_ms: i64) -> Result<Period, String> {
         let from_ms = timespec::parse_day_ms(&self.from).map_err(|e| format!("--from: {e}"))?;
         let to_ms = timespec::parse_day_ms(&self.to).map_err(|e| format!("--to: {e}"))?;
         if to_ms < from_ms {

@@ -12,7 +12,7 @@ use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::verify::{around, Verify};
 use crate::pipeline::RunContext;
 
-pub use crate::pipeline::verify::{sampled, VerifyOptions};
+pub use crate::pipeline::verify::VerifyOptions;
 
 pub async fn run(ctx: &RunContext, opts: &VerifyOptions) -> Summary {
     let before = ctx.store_stats();

@@ -42,7 +42,7 @@ impl ChainTable {
     /// before its receipt is inserted, so that every writer of an app's links takes the head
     /// before any receipt row (no lock-order deadlock with `migrate`'s genesis, which takes it
     /// first too); [`ChainTable::link_pending`] links after it.
-    pub async fn lock_head(
+    pub(crate) async fn lock_head(
         &self,
         tx: &mut MySqlConnection,
         app: &str,
@@ -65,7 +65,7 @@ impl ChainTable {
     /// Links the app's receipts that are not linked yet after `head` (what [`Self::lock_head`]
     /// returned in this transaction), in the order they were recorded (`created_at_ms`, then
     /// cursor and batch id). Returns how many it linked.
-    pub async fn link_pending(
+    pub(crate) async fn link_pending(
         &self,
         tx: &mut MySqlConnection,
         app: &str,
@@ -113,7 +113,7 @@ impl ChainTable {
 
     /// Links every app's receipts not linked yet (the genesis backfill of `migrate`): one
     /// transaction per app. Returns the receipts linked.
-    pub async fn backfill(&self, pool: &MySqlPool) -> Result<u64, DbError> {
+    pub(crate) async fn backfill(&self, pool: &MySqlPool) -> Result<u64, DbError> {
         let apps: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT DISTINCT app_code FROM {} WHERE chain_seq IS NULL",
             self.spec.receipts_table()
@@ -173,7 +173,7 @@ impl ChainTable {
     }
 
     /// The app's last leaf the database knows: its index and the chain seq of its receipt.
-    pub async fn last_logged(
+    pub(crate) async fn last_logged(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -192,7 +192,7 @@ impl ChainTable {
 
     /// Records the leaves the store's log now holds: `(batch id, leaf)` of the app's receipts,
     /// each only if it has none yet; in one transaction. Returns the receipts given a leaf.
-    pub async fn set_leaves(
+    pub(crate) async fn set_leaves(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -231,7 +231,7 @@ impl ChainTable {
     }
 
     /// Records that `verify` read the batch's objects in full at `at_ms` and found them whole.
-    pub async fn record_full_verification(
+    pub(crate) async fn record_full_verification(
         &self,
         pool: &MySqlPool,
         app: &str,

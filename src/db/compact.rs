@@ -245,7 +245,7 @@ impl CompactQueries {
 
     /// How many of a batch's member rows belong to rows no longer in the source table (what
     /// compaction would delete), by a plain read.
-    pub async fn members_gone_from_source(
+    pub(crate) async fn members_gone_from_source(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -273,7 +273,7 @@ impl CompactQueries {
 
     /// Bytes per member row, data and indexes, as information_schema estimates the members
     /// table (for `status`'s bytes saved); `None` on an empty table.
-    pub async fn bytes_per_member(&self, pool: &MySqlPool) -> Result<Option<f64>, DbError> {
+    pub(crate) async fn bytes_per_member(&self, pool: &MySqlPool) -> Result<Option<f64>, DbError> {
         let sized: Vec<(u64, u64)> = super::schema_rows(
             pool,
             "SELECT CAST(COALESCE(table_rows, 0) AS UNSIGNED), \

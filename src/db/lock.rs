@@ -59,7 +59,10 @@ impl AppLock {
 
     /// Takes every one of `names` on one connection, without waiting; `None` when another
     /// session holds any of them (then none is kept).
-    pub async fn try_acquire_all(db: &Db, names: &[String]) -> Result<Option<AppLock>, DbError> {
+    pub(crate) async fn try_acquire_all(
+        db: &Db,
+        names: &[String],
+    ) -> Result<Option<AppLock>, DbError> {
         let mut conn = db.dedicated().await?;
         for name in names {
             let got: Option<i64> = sqlx::query_scalar("SELECT CAST(GET_LOCK(?, 0) AS SIGNED)")
@@ -93,7 +96,7 @@ impl AppLock {
     }
 
     /// The error of a transaction that found this lock lost before committing batch `batch_id`.
-    pub fn lost(&self, batch_id: &str, doing: Doing) -> LockLost {
+    pub(crate) fn lost(&self, batch_id: &str, doing: Doing) -> LockLost {
         LockLost {
             lock: self.name().to_string(),
             batch_id: batch_id.to_string(),
@@ -127,7 +130,7 @@ impl AppLock {
 
     /// Whether the locks are still held, asked on their own connection — a query that also keeps
     /// the connection from looking idle during a long wait (replica lag).
-    pub async fn keep_alive(&self) -> bool {
+    pub(crate) async fn keep_alive(&self) -> bool {
         self.held_on_own_connection().await
     }
 

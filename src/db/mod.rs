@@ -136,7 +136,7 @@ impl DbError {
     /// A failure a new connection a moment later may not meet: the server went away, restarted
     /// or failed over, the connection was reset or killed, the pool timed out, a deadlock or a
     /// lock wait timeout. Configuration mistakes and data problems are never transient.
-    pub fn is_transient(&self) -> bool {
+    pub(crate) fn is_transient(&self) -> bool {
         match self {
             DbError::Unreachable { .. } => true,
             DbError::Query { source, .. } => match source {

@@ -282,7 +282,7 @@ fn encoding_name(kind: crate::model::table::Kind) -> &'static str {
 impl Db {
     /// Refuses a profile's table that lost a column earlier runs archived: the batches that hold
     /// it could not be restored into the table, and the runs would silently archive less.
-    pub async fn check_archived_columns(&self, spec: &TableSpec) -> Result<(), DbError> {
+    pub(crate) async fn check_archived_columns(&self, spec: &TableSpec) -> Result<(), DbError> {
         if spec.is_builtin() {
             return Ok(()); // its columns are fixed: `profile::check_live`
         }
@@ -330,7 +330,7 @@ impl Db {
     /// When each column of a profile's table was first archived (`<prefix>_columns`): a batch
     /// recorded before a column was first archived cannot hold it. Empty for a built-in table,
     /// whose columns are fixed.
-    pub async fn first_archived_columns(
+    pub(crate) async fn first_archived_columns(
         &self,
         spec: &TableSpec,
     ) -> Result<Vec<(String, i64)>, DbError> {
@@ -347,7 +347,7 @@ impl Db {
     }
 
     /// Records the columns `archive` is about to write (a profile's table; new ones only).
-    pub async fn record_archived_columns(
+    pub(crate) async fn record_archived_columns(
         &self,
         spec: &TableSpec,
         now_ms: i64,

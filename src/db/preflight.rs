@@ -9,7 +9,7 @@ use super::{Context, Db, DbError};
 
 /// A privilege a command needs on a table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Privilege {
+pub(crate) enum Privilege {
     Select,
     Insert,
     Update,
@@ -17,7 +17,7 @@ pub enum Privilege {
 }
 
 impl Privilege {
-    pub fn as_str(self) -> &'static str {
+    pub(crate) fn as_str(self) -> &'static str {
         match self {
             Privilege::Select => "SELECT",
             Privilege::Insert => "INSERT",
@@ -42,7 +42,7 @@ impl Privilege {
 
 /// Whether the login may use `privilege` on `table`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Access {
+pub(crate) enum Access {
     Granted,
     /// The server refused it (its message).
     Denied(String),
@@ -52,7 +52,7 @@ pub enum Access {
 
 /// The size of a table as information_schema estimates it.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct TableSize {
+pub(crate) struct TableSize {
     pub rows: u64,
     /// Data and indexes.
     pub bytes: u64,
@@ -60,7 +60,7 @@ pub struct TableSize {
 
 /// Which server the database is, and its version.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Server {
+pub(crate) struct Server {
     pub flavour: Flavour,
     /// `VERSION()`: `9.7.4-2`, `10.11.19-MariaDB-0+deb12u1`.
     pub version: String,
@@ -71,7 +71,7 @@ pub struct Server {
 }
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Flavour {
+pub(crate) enum Flavour {
     MySql,
     MariaDb,
 }
@@ -88,7 +88,7 @@ impl std::fmt::Display for Server {
 
 impl Server {
     /// Parses what `VERSION()` and `@@version_comment` say.
-    pub fn of(version: &str, comment: &str) -> Server {
+    pub(crate) fn of(version: &str, comment: &str) -> Server {
         let flavour = if version.contains("MariaDB") || comment.contains("MariaDB") {
             Flavour::MariaDb
         } else {
@@ -108,7 +108,7 @@ impl Server {
     }
 
     /// Whether the archiver supports this release (MySQL 8.0 and later, MariaDB 10.6 and later).
-    pub fn supported(&self) -> bool {
+    pub(crate) fn supported(&self) -> bool {
         match self.flavour {
             Flavour::MySql => self.release >= (8, 0),
             Flavour::MariaDb => self.release >= (10, 6),
@@ -118,7 +118,7 @@ impl Server {
 
 /// The TLS of this connection as the server sees it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Tls {
+pub(crate) struct Tls {
     /// `Ssl_version` (`TLSv1.3`), `None` without TLS.
     pub version: Option<String>,
     /// `Ssl_cipher`.
@@ -127,7 +127,7 @@ pub struct Tls {
 
 impl Db {
     /// The server's flavour and version.
-    pub async fn server(&self) -> Result<Server, DbError> {
+    pub(crate) async fn server(&self) -> Result<Server, DbError> {
         let (version, comment): (String, String) =
             sqlx::query_as("SELECT VERSION(), CAST(@@version_comment AS CHAR)")
                 .fetch_one(&self.pool)
@@ -137,7 +137,7 @@ impl Db {
     }
 
     /// This session's TLS, from the server's session status.
-    pub async fn tls(&self) -> Result<Tls, DbError> {
+    pub(crate) async fn tls(&self) -> Result<Tls, DbError> {
         let rows = sqlx::raw_sql(
             "SHOW SESSION STATUS WHERE Variable_name IN ('Ssl_version', 'Ssl_cipher')",
         )
@@ -161,7 +161,7 @@ impl Db {
     }
 
     /// The tables of this database, by name.
-    pub async fn existing_tables(&self) -> Result<Vec<String>, DbError> {
+    pub(crate) async fn existing_tables(&self) -> Result<Vec<String>, DbError> {
         let tables: Vec<(String,)> = super::schema_rows(
             &self.pool,
             "SELECT CAST(table_name AS CHAR) FROM information_schema.tables WHERE table_schema = DATABASE() ORDER BY 1",
@@ -173,7 +173,7 @@ impl Db {
     }
 
     /// The migrations `migrate` has applied here (`version description`); none before the first.
-    pub async fn applied_migrations(&self) -> Result<Vec<String>, DbError> {
+    pub(crate) async fn applied_migrations(&self) -> Result<Vec<String>, DbError> {
         let applied: Vec<(i64, String)> = match sqlx::query_as(
             "SELECT version, CAST(description AS CHAR) FROM _sqlx_migrations WHERE success = 1 ORDER BY version",
         )
@@ -197,7 +197,7 @@ impl Db {
     }
 
     /// A server variable that is a number of bytes (`@@sort_buffer_size`); `name` is a constant.
-    pub async fn bytes_variable(&self, name: &'static str) -> Result<u64, DbError> {
+    pub(crate) async fn bytes_variable(&self, name: &'static str) -> Result<u64, DbError> {
         sqlx::query_scalar(AssertSqlSafe(format!("SELECT CAST(@@{name} AS UNSIGNED)")))
             .fetch_one(&self.pool)
             .await
@@ -206,7 +206,11 @@ impl Db {
 
     /// Whether the login may use `privilege` on `table` (MySQL 8 and MariaDB check EXPLAIN's
     /// privileges as the statement's own, whether granted directly, by database or by role).
-    pub async fn access(&self, table: &str, privilege: Privilege) -> Result<Access, DbError> {
+    pub(crate) async fn access(
+        &self,
+        table: &str,
+        privilege: Privilege,
+    ) -> Result<Access, DbError> {
         match sqlx::query(AssertSqlSafe(privilege.probe(table)))
             .fetch_all(&self.pool)
             .await
@@ -231,7 +235,7 @@ impl Db {
     }
 
     /// The login as the server knows it (`user@host`), for the GRANT statements doctor prints.
-    pub async fn current_user(&self) -> Result<String, DbError> {
+    pub(crate) async fn current_user(&self) -> Result<String, DbError> {
         let user: String = sqlx::query_scalar("SELECT CURRENT_USER()")
             .fetch_one(&self.pool)
             .await
@@ -242,7 +246,7 @@ impl Db {
         })
     }
 
-    pub async fn database_name(&self) -> Result<String, DbError> {
+    pub(crate) async fn database_name(&self) -> Result<String, DbError> {
         let name: Option<String> = sqlx::query_scalar("SELECT DATABASE()")
             .fetch_one(&self.pool)
             .await
@@ -251,7 +255,7 @@ impl Db {
     }
 
     /// `innodb_buffer_pool_size` in bytes.
-    pub async fn buffer_pool_bytes(&self) -> Result<u64, DbError> {
+    pub(crate) async fn buffer_pool_bytes(&self) -> Result<u64, DbError> {
         let size: u64 = sqlx::query_scalar("SELECT CAST(@@innodb_buffer_pool_size AS UNSIGNED)")
             .fetch_one(&self.pool)
             .await
@@ -260,7 +264,7 @@ impl Db {
     }
 
     /// The table's estimated rows and bytes (data and indexes).
-    pub async fn table_size(&self, table: &str) -> Result<Option<TableSize>, DbError> {
+    pub(crate) async fn table_size(&self, table: &str) -> Result<Option<TableSize>, DbError> {
         let row = super::schema_rows::<(u64, u64), _>(
             &self.pool,
             "SELECT CAST(COALESCE(table_rows, 0) AS UNSIGNED), \

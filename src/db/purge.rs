@@ -28,7 +28,7 @@ use crate::model::unarchived::Unarchived;
 pub(crate) const PURGE_CHUNK: usize = 500;
 
 #[derive(Debug, thiserror::Error)]
-pub enum PurgeError {
+pub(crate) enum PurgeError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -41,7 +41,7 @@ pub enum PurgeError {
 
 /// Whether a batch could be marked purged.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Finished {
+pub(crate) enum Finished {
     Done,
     /// Rows of it are back in the source: the batch stays open.
     Back(u64),
@@ -51,7 +51,7 @@ pub enum Finished {
 
 /// What one chunk did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub struct Chunk {
+pub(crate) struct Chunk {
     pub purged: u64,
     /// Members whose row is still there: changed since it was archived, so kept.
     pub kept: Vec<String>,
@@ -388,7 +388,7 @@ impl PurgeQueries {
     /// with their members (`batch`: the table as the batch's lines hold it), and only rows
     /// exactly as archived are deleted, by primary key.
     #[allow(clippy::too_many_arguments)]
-    pub async fn purge_chunk(
+    pub(crate) async fn purge_chunk(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -562,7 +562,7 @@ impl PurgeQueries {
     /// purge looks at it again. A rerun skips a finished batch. `include_restored`: a restored
     /// batch purged again on purpose is no longer restored.
     #[allow(clippy::too_many_arguments)]
-    pub async fn finish(
+    pub(crate) async fn finish(
         &self,
         pool: &MySqlPool,
         app: &str,

@@ -102,14 +102,17 @@ impl Db {
 
     /// The columns of `spec`'s table that its format has no key for (a built-in table's), and
     /// what a restore would put into each.
-    pub async fn unarchived(&self, spec: &TableSpec) -> Result<Unarchived, DbError> {
+    pub(crate) async fn unarchived(&self, spec: &TableSpec) -> Result<Unarchived, DbError> {
         let live = self.describe(spec.name).await?;
         unarchived_of(&self.pool, spec, &live).await
     }
 
     /// Whether the source table's app code column tells codes apart by case (a binary, `_bin`
     /// or `_cs` collation): `Pay` and `pay` are then two apps.
-    pub async fn app_codes_tell_case_apart(&self, spec: &TableSpec) -> Result<bool, DbError> {
+    pub(crate) async fn app_codes_tell_case_apart(
+        &self,
+        spec: &TableSpec,
+    ) -> Result<bool, DbError> {
         let columns = self.columns(spec).await?;
         Ok(find(&columns, spec.name, spec.app_code).is_some_and(ColumnInfo::tells_case_apart))
     }
@@ -128,7 +131,7 @@ impl Db {
     }
 
     /// `table`'s indexes, each with its columns in order (lowercase).
-    pub async fn indexes(&self, table: &str) -> Result<Vec<Index>, DbError> {
+    pub(crate) async fn indexes(&self, table: &str) -> Result<Vec<Index>, DbError> {
         let rows: Vec<(String, String, i64)> = super::schema_rows(
             &self.pool,
             "SELECT CAST(index_name AS CHAR), CAST(LOWER(column_name) AS CHAR), CAST(non_unique AS SIGNED) \
@@ -218,7 +221,11 @@ impl Db {
 
     /// Refuses a list of app codes of which two are one code under the source table's collation
     /// (`a1` and `A1` under a case-insensitive one): they would archive the same rows twice.
-    pub async fn check_app_list(&self, spec: &TableSpec, apps: &[String]) -> Result<(), DbError> {
+    pub(crate) async fn check_app_list(
+        &self,
+        spec: &TableSpec,
+        apps: &[String],
+    ) -> Result<(), DbError> {
         let mut apps = apps.to_vec();
         apps.sort();
         apps.dedup();

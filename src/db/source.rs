@@ -69,14 +69,14 @@ impl SourceTable {
     }
 
     /// The columns outside the format each row is held to.
-    pub fn unarchived(&self) -> &Unarchived {
+    pub(crate) fn unarchived(&self) -> &Unarchived {
         &self.unarchived
     }
 
     /// The table's pages, each row also held to `unarchived` (SPEC §5.14): a row whose column
     /// outside the format holds anything a restore would not write back is not archived — the
     /// run stops there, naming the column, since purge would otherwise lose it.
-    pub fn reading(spec: &'static TableSpec, unarchived: Unarchived) -> SourceTable {
+    pub(crate) fn reading(spec: &'static TableSpec, unarchived: Unarchived) -> SourceTable {
         let (upd, id) = (spec.updated_at_ms, spec.event_id);
         let from = format!(
             "FROM {table} FORCE INDEX ({index}) WHERE {app} = ? AND {status} = ? AND {upd} < ?",
@@ -456,7 +456,7 @@ impl BatchWindow {
 
 /// The backlog of an app: rows delivered after the cursor and below `upper_ms`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Backlog {
+pub(crate) struct Backlog {
     pub rows: i64,
     /// `updated_at_ms` of the oldest row in the backlog.
     pub oldest_ms: Option<i64>,
@@ -473,7 +473,7 @@ impl SourceTable {
     }
 
     /// Counts the backlog with an index range count and finds its oldest row with one index dive.
-    pub async fn backlog(
+    pub(crate) async fn backlog(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -514,7 +514,7 @@ impl SourceTable {
 
     /// The oldest delivered row's `updated_at_ms` after `after` and below `upper_ms` (one
     /// index dive; `None`: caught up).
-    pub async fn oldest(
+    pub(crate) async fn oldest(
         &self,
         pool: &MySqlPool,
         app: &str,

@@ -66,7 +66,7 @@ pub struct Limits {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EncodedRow {
     pub line: Vec<u8>,
-    pub facts: RowFacts,
+    pub(crate) facts: RowFacts,
 }
 
 impl EncodedRow {
@@ -247,7 +247,7 @@ impl BatchEncoder {
     }
 
     /// True when no further row can be taken, so the caller need not fetch one.
-    pub fn is_full(&self) -> bool {
+    pub(crate) fn is_full(&self) -> bool {
         self.acc.rows() >= self.limits.max_rows
     }
 

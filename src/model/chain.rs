@@ -27,7 +27,7 @@ use crate::model::digest::sha256_hex;
 pub const GENESIS: &str = "0000000000000000000000000000000000000000000000000000000000000000";
 
 /// The encoding's name, in every link and checkpoint.
-pub const SCHEMA: &str = "outbox-archive-chain/v1";
+pub(crate) const SCHEMA: &str = "outbox-archive-chain/v1";
 
 /// The link of batch `batch_id` (manifest hash `manifest_sha256`) at `seq` of `app_code`'s chain
 /// in `table`, after `prev`.
@@ -70,7 +70,7 @@ pub struct Checkpoint {
 
 /// Why a checkpoint's bytes are not a stretch of a chain.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
-pub enum CheckpointError {
+pub(crate) enum CheckpointError {
     #[error("not a chain checkpoint: {0}")]
     Unreadable(String),
     #[error("checkpoint of {found} where {wanted} was expected")]
@@ -103,7 +103,11 @@ impl Checkpoint {
     /// Reads a checkpoint and holds it to itself: of the chain in `table` of the app whose
     /// [`folder_name`] is `folder`, numbered without a gap, every link the hash of the one
     /// before it and its batch.
-    pub fn parse(bytes: &[u8], table: &str, folder: &str) -> Result<Checkpoint, CheckpointError> {
+    pub(crate) fn parse(
+        bytes: &[u8],
+        table: &str,
+        folder: &str,
+    ) -> Result<Checkpoint, CheckpointError> {
         let c: Checkpoint = serde_json::from_slice(bytes)
             .map_err(|e| CheckpointError::Unreadable(e.to_string()))?;
         of_chain((SCHEMA, table, folder), (&c.schema, &c.table, &c.app_code))?;
@@ -147,7 +151,7 @@ impl Checkpoint {
 /// The folder of an app's checkpoints: `{table prefix}_chain/app_code={folder}/`, beside the
 /// apps' folders (a name query engines skip, and no batch's key can take: app codes start
 /// with a letter or digit); `folder` is the app's [`folder_name`].
-pub fn checkpoint_prefix(table_prefix: &str, folder: &str) -> String {
+pub(crate) fn checkpoint_prefix(table_prefix: &str, folder: &str) -> String {
     format!("{table_prefix}_chain/app_code={folder}/")
 }
 
@@ -166,7 +170,7 @@ pub fn checkpoint_key(table_prefix: &str, folder: &str, head: &Link) -> String {
 const KEY_LINK_DIGITS: usize = 16;
 
 /// The seq and link prefix a checkpoint's key names; `None` for another key.
-pub fn checkpoint_of_key(key: &str) -> Option<(u64, &str)> {
+pub(crate) fn checkpoint_of_key(key: &str) -> Option<(u64, &str)> {
     let name = key.rsplit('/').next()?.strip_suffix(".json")?;
     let (digits, link) = name.split_once('-')?;
     let ok = digits.len() == 20
@@ -179,7 +183,7 @@ pub fn checkpoint_of_key(key: &str) -> Option<(u64, &str)> {
 /// How an app is named in its links: its code in lowercase (the encoding of v1; a link also
 /// binds its batch id, which holds the app's exact spelling, so two apps whose codes differ
 /// only in case never share a link).
-pub fn chain_app(app_code: &str) -> String {
+pub(crate) fn chain_app(app_code: &str) -> String {
     app_code.to_ascii_lowercase()
 }
 
@@ -187,7 +191,7 @@ pub fn chain_app(app_code: &str) -> String {
 /// tells apps apart — exactly where the source's app codes compare case-sensitively (`Pay` and
 /// `pay` are two apps, two chains), else in lowercase (the database holds an app's spellings
 /// equal, so its chain is one).
-pub fn folder_name(app_code: &str, case_matters: bool) -> String {
+pub(crate) fn folder_name(app_code: &str, case_matters: bool) -> String {
     match case_matters {
         true => app_code.to_string(),
         false => chain_app(app_code),
@@ -196,7 +200,7 @@ pub fn folder_name(app_code: &str, case_matters: bool) -> String {
 
 /// What is wrong with an app's log at one place.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Problem {
+pub(crate) enum Problem {
     /// A leaf without its receipt, or a receipt beyond the store's tree or not in it yet.
     Gap,
     /// A receipt, a manifest, a tile or an entry changed since the batch was logged.
@@ -207,7 +211,7 @@ pub enum Problem {
 
 impl Problem {
     /// The finding kind `verify` names it by.
-    pub fn kind(self) -> &'static str {
+    pub(crate) fn kind(self) -> &'static str {
         match self {
             Problem::Gap => "chain_gap",
             Problem::Mismatch => "chain_mismatch",
@@ -218,7 +222,7 @@ impl Problem {
 
 /// One problem of a log, with the leaf (none: a receipt not in the log) and what was found.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct ChainFinding {
+pub(crate) struct ChainFinding {
     pub problem: Problem,
     pub seq: Option<u64>,
     pub batch_id: Option<String>,

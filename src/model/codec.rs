@@ -49,7 +49,7 @@ pub enum ValueRef<'a> {
 }
 
 impl Value {
-    pub fn as_ref(&self) -> ValueRef<'_> {
+    pub(crate) fn as_ref(&self) -> ValueRef<'_> {
         match self {
             Value::Null => ValueRef::Null,
             Value::Int(v) => ValueRef::Int(*v),
@@ -261,7 +261,7 @@ pub(crate) const MAX_TOTALS: usize = 4;
 /// summed column's integer in `totals`, a hashed column's bytes in `hashed` (`None` where the
 /// total at that slot is not hashed; `Some(None)`: NULL).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RowFacts {
+pub(crate) struct RowFacts {
     pub event_id: String,
     pub updated_at_ms: i64,
     pub created_at_ms: i64,

@@ -46,7 +46,7 @@ impl CommandName {
     /// The commands whose runs the runs table records (what `history` lists): those that work
     /// on the archive's batches. The read-only views (status, history, schema), the preflight
     /// (doctor: no write grant) and the set-up commands are not recorded.
-    pub fn is_recorded(self) -> bool {
+    pub(crate) fn is_recorded(self) -> bool {
         matches!(
             self,
             CommandName::Archive

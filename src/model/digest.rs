@@ -25,7 +25,7 @@ impl ObjectDigest {
     }
 
     /// The CRC as the contract writes it: an unsigned decimal string.
-    pub fn crc64_string(&self) -> String {
+    pub(crate) fn crc64_string(&self) -> String {
         self.crc64.to_string()
     }
 }

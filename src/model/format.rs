@@ -10,7 +10,7 @@ use serde::{Deserialize, Serialize, Serializer};
 use crate::model::digest::{sha256_hex, ObjectDigest};
 use crate::model::timespec;
 
-pub const SCHEMA_VERSION: u32 = 1;
+pub(crate) const SCHEMA_VERSION: u32 = 1;
 
 /// A position in an app's delivered rows: `(updated_at_ms, event_id)`, ordered by the database.
 #[derive(Debug, Clone, Default, PartialEq, Eq, Hash, Serialize, Deserialize)]
@@ -69,7 +69,7 @@ impl std::fmt::Display for Cursor {
 impl ContentFacts {
     /// The fields in which `other` differs from `self`, as `(field, expected, actual)`, in the
     /// manifest's order.
-    pub fn differences(&self, other: &ContentFacts) -> Vec<(&'static str, String, String)> {
+    pub(crate) fn differences(&self, other: &ContentFacts) -> Vec<(&'static str, String, String)> {
         let mut out = Vec::new();
         let mut compare = |field: &'static str, expected: String, actual: String| {
             if expected != actual {
@@ -162,13 +162,13 @@ pub fn object_keys(
 }
 
 /// `{table_prefix}app_code={app}/`: every object of one app lives below it.
-pub fn app_prefix(table_prefix: &str, app_code: &str) -> String {
+pub(crate) fn app_prefix(table_prefix: &str, app_code: &str) -> String {
     format!("{table_prefix}app_code={app_code}/")
 }
 
 /// The app code and the `dt=` day of a key `{table_prefix}app_code={app}/dt={day}/…` (what
 /// [`object_keys`] builds); `None` for any other key under the table's prefix.
-pub fn app_and_day<'k>(table_prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
+pub(crate) fn app_and_day<'k>(table_prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
     let rest = key.strip_prefix(table_prefix)?.strip_prefix("app_code=")?;
     let (app, rest) = rest.split_once('/')?;
     let day = rest.strip_prefix("dt=")?.split('/').next()?;
@@ -176,7 +176,7 @@ pub fn app_and_day<'k>(table_prefix: &str, key: &'k str) -> Option<(&'k str, &'k
 }
 
 /// The `dt=` day of one of [`object_keys`]' keys ("" for a key without one).
-pub fn day_of_key(key: &str) -> &str {
+pub(crate) fn day_of_key(key: &str) -> &str {
     key.split('/')
         .find_map(|segment| segment.strip_prefix("dt="))
         .unwrap_or_default()
@@ -193,18 +193,18 @@ pub fn table_prefix(prefix: &str, table: &str) -> String {
 
 /// `{table_prefix}_log/`: the folder every app's log of batches is kept under (README, "The log
 /// of batches"), beside the apps' folders.
-pub fn logs_prefix(table_prefix: &str) -> String {
+pub(crate) fn logs_prefix(table_prefix: &str) -> String {
     format!("{table_prefix}_log/")
 }
 
 /// `{table_prefix}_log/app_code={folder}/`: one app's log — its checkpoint, tiles, breaks and
 /// transition record ([`LOG_CHECKPOINT`], [`crate::model::tlog::tile_path`], …) below it.
-pub fn log_prefix(table_prefix: &str, folder: &str) -> String {
+pub(crate) fn log_prefix(table_prefix: &str, folder: &str) -> String {
     format!("{}app_code={folder}/", logs_prefix(table_prefix))
 }
 
 /// The folder of the app's log a key under [`logs_prefix`] belongs to.
-pub fn log_folder_of_key<'k>(logs_prefix: &str, key: &'k str) -> Option<&'k str> {
+pub(crate) fn log_folder_of_key<'k>(logs_prefix: &str, key: &'k str) -> Option<&'k str> {
     key.strip_prefix(logs_prefix)?
         .strip_prefix("app_code=")?
         .split('/')
@@ -212,19 +212,19 @@ pub fn log_folder_of_key<'k>(logs_prefix: &str, key: &'k str) -> Option<&'k str>
 }
 
 /// A log's origin line (its checkpoints' first line): `outbox-archive/{table}/app_code={folder}`.
-pub fn log_origin(table: &str, folder: &str) -> String {
+pub(crate) fn log_origin(table: &str, folder: &str) -> String {
     format!("outbox-archive/{table}/app_code={folder}")
 }
 
 /// Under a log's prefix: its tree head.
-pub const LOG_CHECKPOINT: &str = "checkpoint";
+pub(crate) const LOG_CHECKPOINT: &str = "checkpoint";
 /// Under a log's prefix: the linear chain of an older build it carries on.
-pub const LOG_TRANSITION: &str = "transition.json";
+pub(crate) const LOG_TRANSITION: &str = "transition.json";
 /// Under a log's prefix: the folder of its accepted breaks.
-pub const LOG_BREAKS: &str = "breaks/";
+pub(crate) const LOG_BREAKS: &str = "breaks/";
 
 /// Under a log's prefix: the record of a break accepting `n` leaves from leaf `first` on.
-pub fn log_break_path(first: u64, n: usize) -> String {
+pub(crate) fn log_break_path(first: u64, n: usize) -> String {
     format!("{LOG_BREAKS}{first:020}-{n}.json")
 }
 
@@ -236,7 +236,7 @@ pub fn home_marker_key(table_prefix: &str) -> String {
 
 /// What an archive's marker says: which table's archive the store holds, under which id.
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, serde::Deserialize)]
-pub struct HomeMarker {
+pub(crate) struct HomeMarker {
     pub archive_id: String,
     pub table: String,
     /// The database whose archive it is (its name, as the URL gives it).
@@ -246,14 +246,14 @@ pub struct HomeMarker {
 
 impl HomeMarker {
     /// One compact JSON line, keys in this order.
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut text = serde_json::to_string(self).expect("a marker serialises");
         text.push('\n');
         text.into_bytes()
     }
 
     /// A marker's bytes read back; `None` for anything that is not one.
-    pub fn parse(bytes: &[u8]) -> Option<HomeMarker> {
+    pub(crate) fn parse(bytes: &[u8]) -> Option<HomeMarker> {
         let marker: HomeMarker = serde_json::from_slice(bytes).ok()?;
         let hex = marker.archive_id.len() == 32
             && marker
@@ -268,7 +268,7 @@ impl HomeMarker {
 /// (SPEC §5.11): under the configured prefix (so a prefix-scoped policy allows it) and outside
 /// every table's keys (so `verify` never counts it as an orphan). One fixed key, so a bucket that
 /// denies deletes holds at most one.
-pub fn conditional_put_probe_key(prefix: &str) -> String {
+pub(crate) fn conditional_put_probe_key(prefix: &str) -> String {
     const NAME: &str = "_outbox_archiver/conditional-put-probe";
     if prefix.is_empty() {
         NAME.to_string()
@@ -278,7 +278,7 @@ pub fn conditional_put_probe_key(prefix: &str) -> String {
 }
 
 /// Normalises a configured key prefix; refuses `.`/`..` segments and empty segments in the middle.
-pub fn normalize_prefix(prefix: &str) -> Result<String, String> {
+pub(crate) fn normalize_prefix(prefix: &str) -> Result<String, String> {
     let trimmed = prefix.trim_matches('/');
     if trimmed.is_empty() {
         return Ok(String::new());
@@ -295,7 +295,7 @@ pub fn normalize_prefix(prefix: &str) -> Result<String, String> {
 
 /// manifest.json (SPEC §4): one compact JSON object, keys in the contract's order, then `\n`.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Manifest {
+pub(crate) struct Manifest {
     pub table: String,
     pub app_code: String,
     pub batch_id: String,
@@ -332,7 +332,7 @@ impl Serialize for Manifest {
 }
 
 impl Manifest {
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut out = serde_json::to_vec(self).expect("a manifest always serialises");
         out.push(b'\n');
         out
@@ -341,14 +341,14 @@ impl Manifest {
 
 /// `_SUCCESS` (SPEC §4): written last, binds the manifest by its hash.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SuccessMarker {
+pub(crate) struct SuccessMarker {
     pub batch_id: String,
     pub manifest_sha256: String,
     pub row_count: u64,
 }
 
 impl SuccessMarker {
-    pub fn to_bytes(&self) -> Vec<u8> {
+    pub(crate) fn to_bytes(&self) -> Vec<u8> {
         let mut out = serde_json::to_vec(self).expect("a marker always serialises");
         out.push(b'\n');
         out

@@ -214,7 +214,7 @@ impl Signer {
     }
 
     /// The verifier of this key.
-    pub fn verifier(&self) -> Verifier {
+    pub(crate) fn verifier(&self) -> Verifier {
         Verifier {
             name: self.name.clone(),
             hash: self.hash,
@@ -232,7 +232,7 @@ impl Signer {
 
 /// A verifier key (`name+hash+key`).
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Verifier {
+pub(crate) struct Verifier {
     pub name: String,
     hash: [u8; 4],
     public: Vec<u8>,
@@ -240,7 +240,7 @@ pub struct Verifier {
 
 impl Verifier {
     /// Parses a verifier key's text.
-    pub fn parse(text: &str) -> Result<Verifier, KeyError> {
+    pub(crate) fn parse(text: &str) -> Result<Verifier, KeyError> {
         let refuse = || {
             KeyError("not a signed-note verifier key (name+hash+key, as `outbox-archiver log-key` prints it)".into())
         };

@@ -34,19 +34,19 @@ pub struct Profile {
     /// The index on (app code, status, updated-at, event id); found by its columns when unnamed.
     pub retention_index: Option<String>,
     #[serde(default)]
-    pub roles: Roles,
+    pub(crate) roles: Roles,
     /// Exact control totals, in manifest order (at most four).
     #[serde(default)]
-    pub totals: Vec<TotalDef>,
+    pub(crate) totals: Vec<TotalDef>,
     /// Per-column overrides, by column name.
     #[serde(default)]
-    pub columns: BTreeMap<String, ColumnDef>,
+    pub(crate) columns: BTreeMap<String, ColumnDef>,
 }
 
 /// The columns whose roles the archiver needs.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
-pub struct Roles {
+pub(crate) struct Roles {
     pub app_code: String,
     pub event_id: String,
     pub updated_at_ms: String,
@@ -68,7 +68,7 @@ impl Default for Roles {
 
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct TotalDef {
+pub(crate) struct TotalDef {
     pub column: String,
     pub kind: TotalKindDef,
     /// The manifest field and receipts column (default `<column>_total` / `<column>_sha256`).
@@ -77,14 +77,14 @@ pub struct TotalDef {
 
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum TotalKindDef {
+pub(crate) enum TotalKindDef {
     Sum,
     Sha256,
 }
 
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
-pub struct ColumnDef {
+pub(crate) struct ColumnDef {
     /// The key in an NDJSON line (default: the column's name).
     pub json_key: Option<String>,
     /// How the value is written (default: by its SQL type).
@@ -94,7 +94,7 @@ pub struct ColumnDef {
 /// How a column is written in an NDJSON line.
 #[derive(Debug, Clone, Copy, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
-pub enum Encoding {
+pub(crate) enum Encoding {
     /// A JSON number (integer types).
     Int,
     /// A JSON string (character types).
@@ -151,7 +151,7 @@ impl Profile {
 
 /// A column of the live table, as `information_schema.columns` describes it.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct LiveColumn {
+pub(crate) struct LiveColumn {
     pub name: String,
     /// `DATA_TYPE`, lowercase (`bigint`, `varchar`, `datetime`).
     pub data_type: String,
@@ -227,7 +227,7 @@ impl LiveColumn {
     }
 
     /// Whether values of this column are exactly written and read back as `kind`.
-    pub fn fits(&self, kind: Kind) -> bool {
+    pub(crate) fn fits(&self, kind: Kind) -> bool {
         match kind {
             Kind::Int => self.is_integer() && !(self.data_type == "bigint" && self.unsigned()),
             Kind::Text | Kind::JsonText => self.is_character(),
@@ -567,7 +567,7 @@ fn resolve_owned_prefix(profile: &Profile) -> Result<String, String> {
 
 /// An index of the live table.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct Index {
+pub(crate) struct Index {
     pub name: String,
     /// Its columns in order, lowercase.
     pub columns: Vec<String>,

@@ -146,7 +146,7 @@ pub struct WritePolicy {
 
 impl WritePolicy {
     /// The retention a batch written at `now_ms` carries.
-    pub fn lock_at(&self, now_ms: i64) -> Option<ObjectLock> {
+    pub(crate) fn lock_at(&self, now_ms: i64) -> Option<ObjectLock> {
         self.lock.map(|(mode, retention)| ObjectLock {
             mode,
             retain_until_ms: retention.until_ms(now_ms),
@@ -154,7 +154,7 @@ impl WritePolicy {
     }
 
     /// Whether anything here needs an S3 store that implements it.
-    pub fn is_set(&self) -> bool {
+    pub(crate) fn is_set(&self) -> bool {
         self.lock.is_some() || self.legal_hold || self.storage_class.is_some()
     }
 }
@@ -200,7 +200,7 @@ impl Sse {
     /// Whether the encryption a store reports is what this asks for. A key id or ARN must match
     /// the reported key ARN (AWS reports the full ARN: a key id matches its last part); an alias
     /// cannot be compared offline, so any key satisfies it (the receipt still records which).
-    pub fn reported_matches(&self, algorithm: Option<&str>, key: Option<&str>) -> bool {
+    pub(crate) fn reported_matches(&self, algorithm: Option<&str>, key: Option<&str>) -> bool {
         if algorithm != Some(self.algorithm.as_str()) {
             return false;
         }
@@ -239,7 +239,7 @@ pub enum RestoreStatus {
 impl RestoreStatus {
     /// `ongoing-request="true"` → in progress; `ongoing-request="false", expiry-date="…"` →
     /// restored; no header → not requested.
-    pub fn from_header(header: Option<&str>) -> RestoreStatus {
+    pub(crate) fn from_header(header: Option<&str>) -> RestoreStatus {
         match header {
             None => RestoreStatus::NotRequested,
             Some(h) if h.contains("ongoing-request=\"true\"") => RestoreStatus::InProgress,

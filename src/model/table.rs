@@ -44,7 +44,7 @@ impl Kind {
     }
 
     /// Whether a value is carried as text (every kind but integers and binary).
-    pub fn is_text(self) -> bool {
+    pub(crate) fn is_text(self) -> bool {
         !matches!(self, Kind::Int | Kind::Blob)
     }
 }
@@ -143,7 +143,7 @@ pub struct TableSpec {
     /// `wallet_outbox_archive_receipts`, …).
     pub owned_prefix: &'static str,
     /// How the archiver's own tables are made.
-    pub owned_by: OwnedBy,
+    pub(crate) owned_by: OwnedBy,
     /// The unique index on `(app_code, event_id)` every statement purge runs on the source is
     /// held to (`FORCE INDEX`): it touches exactly the rows it names, whatever the optimizer
     /// thinks of a small table (SPEC §5.14).
@@ -152,7 +152,7 @@ pub struct TableSpec {
 
 /// How a table's owned tables are made and kept up to date.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum OwnedBy {
+pub(crate) enum OwnedBy {
     /// The `migrations/` history (wallet_outbox: deployments that predate profiles upgrade
     /// through it).
     Migrations,
@@ -204,12 +204,12 @@ impl TableSpec {
     }
 
     /// Whether this is one of the tables this build knows (not one from a profile file).
-    pub fn is_builtin(&self) -> bool {
+    pub(crate) fn is_builtin(&self) -> bool {
         TABLES.iter().any(|t| std::ptr::eq(*t, self))
     }
 
     /// How a command line chooses this table, for messages that say what to run.
-    pub fn cli_flag(&self) -> String {
+    pub(crate) fn cli_flag(&self) -> String {
         if self.is_builtin() {
             format!("--table {}", self.name)
         } else {
@@ -226,34 +226,34 @@ impl TableSpec {
     }
 
     /// Older versions of source rows whose member row a later batch took over.
-    pub fn superseded_table(&self) -> String {
+    pub(crate) fn superseded_table(&self) -> String {
         format!("{}_superseded", self.owned_prefix)
     }
 
     /// A profile's table only: the columns archived so far (`db::owned`).
-    pub fn columns_table(&self) -> String {
+    pub(crate) fn columns_table(&self) -> String {
         format!("{}_columns", self.owned_prefix)
     }
 
-    pub fn drills_table(&self) -> String {
+    pub(crate) fn drills_table(&self) -> String {
         format!("{}_drills", self.owned_prefix)
     }
 
-    pub fn runs_table(&self) -> String {
+    pub(crate) fn runs_table(&self) -> String {
         format!("{}_runs", self.owned_prefix)
     }
 
     /// The archive's home: the store it is bound to, and its moves.
-    pub fn home_table(&self) -> String {
+    pub(crate) fn home_table(&self) -> String {
         format!("{}_home", self.owned_prefix)
     }
 
-    pub fn cursor_index(&self) -> String {
+    pub(crate) fn cursor_index(&self) -> String {
         format!("idx_{}_cursor", self.owned_prefix)
     }
 
     /// The receipts' unique key on an app's chain seqs (migration 10).
-    pub fn chain_index(&self) -> String {
+    pub(crate) fn chain_index(&self) -> String {
         format!("idx_{}_chain", self.owned_prefix)
     }
 

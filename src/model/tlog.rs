@@ -24,13 +24,13 @@ use sha2::{Digest, Sha256};
 pub type Hash = [u8; 32];
 
 /// The tiles' height: 8 levels of the tree per tile, 256 hashes to a full tile.
-pub const TILE_HEIGHT: u32 = 8;
+pub(crate) const TILE_HEIGHT: u32 = 8;
 
 /// The hashes in a full tile.
-pub const TILE_WIDTH: u64 = 1 << TILE_HEIGHT;
+pub(crate) const TILE_WIDTH: u64 = 1 << TILE_HEIGHT;
 
 /// The entries' encoding's name.
-pub const ENTRY_SCHEMA: &str = "outbox-archive-log/v1";
+pub(crate) const ENTRY_SCHEMA: &str = "outbox-archive-log/v1";
 
 /// The entry of batch `batch_id` (manifest hash `manifest_sha256`) of `app_code` in `table`.
 pub fn entry(table: &str, app_code: &str, batch_id: &str, manifest_sha256: &str) -> Vec<u8> {
@@ -38,7 +38,7 @@ pub fn entry(table: &str, app_code: &str, batch_id: &str, manifest_sha256: &str)
 }
 
 /// An entry's fields: table, app code, batch id, manifest hash — none when it is not one.
-pub fn parse_entry(entry: &[u8]) -> Option<[&str; 4]> {
+pub(crate) fn parse_entry(entry: &[u8]) -> Option<[&str; 4]> {
     let text = std::str::from_utf8(entry).ok()?;
     let mut lines = text.strip_suffix('\n')?.split('\n');
     (lines.next()? == ENTRY_SCHEMA).then_some(())?;
@@ -55,7 +55,7 @@ pub fn leaf_hash(entry: &[u8]) -> Hash {
 }
 
 /// The hash of a node: SHA-256(0x01 ‖ left ‖ right).
-pub fn node_hash(left: &Hash, right: &Hash) -> Hash {
+pub(crate) fn node_hash(left: &Hash, right: &Hash) -> Hash {
     let mut h = Sha256::new();
     h.update([1u8]);
     h.update(left);
@@ -84,44 +84,44 @@ fn width_suffix(width: u64) -> String {
 }
 
 /// The path (under the log's prefix) of the hash tile at `level`, `index`, with `width` hashes.
-pub fn tile_path(level: u32, index: u64, width: u64) -> String {
+pub(crate) fn tile_path(level: u32, index: u64, width: u64) -> String {
     format!("tile/{level}/{}{}", index_path(index), width_suffix(width))
 }
 
 /// The path of the entry bundle `index` with `width` entries.
-pub fn entries_path(index: u64, width: u64) -> String {
+pub(crate) fn entries_path(index: u64, width: u64) -> String {
     format!("tile/entries/{}{}", index_path(index), width_suffix(width))
 }
 
 /// The path of the tile or bundle at `full` (a full one's path) with `width` items: `full`
 /// itself when full, else its partial `{full}.p/{width}`.
-pub fn tile_path_of_width(full: &str, width: u64) -> String {
+pub(crate) fn tile_path_of_width(full: &str, width: u64) -> String {
     format!("{full}{}", width_suffix(width))
 }
 
 /// The folder of `full`'s partial versions: `{full}.p/`.
-pub fn partials_of(full: &str) -> String {
+pub(crate) fn partials_of(full: &str) -> String {
     format!("{full}.p/")
 }
 
 /// Whether a path or key is a partial tile's (which a later append replaces).
-pub fn is_partial(path: &str) -> bool {
+pub(crate) fn is_partial(path: &str) -> bool {
     path.contains(".p/")
 }
 
 /// The width of a partial tile's key (`…/x001/234.p/17` → 17).
-pub fn partial_width(key: &str) -> Option<u64> {
+pub(crate) fn partial_width(key: &str) -> Option<u64> {
     key.rsplit_once(".p/")?.1.parse().ok()
 }
 
 /// The width of the tile at `level`, `index` in a tree of `size` leaves (0: it has none yet).
-pub fn tile_width(level: u32, index: u64, size: u64) -> u64 {
+pub(crate) fn tile_width(level: u32, index: u64, size: u64) -> u64 {
     let hashes = size >> (TILE_HEIGHT * level);
     hashes.saturating_sub(index * TILE_WIDTH).min(TILE_WIDTH)
 }
 
 /// The number of tile levels a tree of `size` leaves has (a level with at least one hash).
-pub fn tile_levels(size: u64) -> u32 {
+pub(crate) fn tile_levels(size: u64) -> u32 {
     let mut levels = 0;
     while levels < 8 && size >> (TILE_HEIGHT * levels) > 0 {
         levels += 1;
@@ -140,7 +140,7 @@ pub fn bundle(entries: &[Vec<u8>]) -> Vec<u8> {
 }
 
 /// The entries of a bundle, none when it is not one.
-pub fn unbundle(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
+pub(crate) fn unbundle(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
     let mut out = Vec::new();
     while !bytes.is_empty() {
         let len = u16::from_be_bytes(bytes.get(..2)?.try_into().ok()?) as usize;
@@ -151,7 +151,7 @@ pub fn unbundle(mut bytes: &[u8]) -> Option<Vec<Vec<u8>>> {
 }
 
 /// The hashes of a tile's bytes, none when they are not whole hashes.
-pub fn tile_hashes(bytes: &[u8]) -> Option<Vec<Hash>> {
+pub(crate) fn tile_hashes(bytes: &[u8]) -> Option<Vec<Hash>> {
     (bytes.len() % 32 == 0).then(|| {
         bytes
             .chunks(32)
@@ -161,7 +161,7 @@ pub fn tile_hashes(bytes: &[u8]) -> Option<Vec<Hash>> {
 }
 
 /// The hash of a complete subtree of `hashes.len()` (a power of two) nodes of one level.
-pub fn subtree_of(hashes: &[Hash]) -> Hash {
+pub(crate) fn subtree_of(hashes: &[Hash]) -> Hash {
     let mut level = hashes.to_vec();
     while level.len() > 1 {
         level = level.chunks(2).map(|p| node_hash(&p[0], &p[1])).collect();
@@ -171,7 +171,7 @@ pub fn subtree_of(hashes: &[Hash]) -> Hash {
 
 /// A complete, aligned subtree: `2^height` leaves from `index · 2^height`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
-pub struct Subtree {
+pub(crate) struct Subtree {
     pub height: u32,
     pub index: u64,
 }
@@ -179,7 +179,7 @@ pub struct Subtree {
 impl Subtree {
     /// The tile that holds this subtree's hash or the hashes it is made of: (level, index),
     /// and where in the tile its first hash is and how many hashes it spans.
-    pub fn in_tile(self) -> (u32, u64, u64, u64) {
+    pub(crate) fn in_tile(self) -> (u32, u64, u64, u64) {
         let level = self.height / TILE_HEIGHT;
         let spread = self.height % TILE_HEIGHT;
         let first = self.index << spread;
@@ -188,7 +188,7 @@ impl Subtree {
 }
 
 /// The complete aligned subtrees `[lo, hi)` is made of, left to right (Go's `subTreeIndex`).
-pub fn subtrees(mut lo: u64, hi: u64) -> Vec<Subtree> {
+pub(crate) fn subtrees(mut lo: u64, hi: u64) -> Vec<Subtree> {
     let mut out = Vec::new();
     while lo < hi {
         // The largest aligned power of two at lo that fits.
@@ -206,7 +206,7 @@ pub fn subtrees(mut lo: u64, hi: u64) -> Vec<Subtree> {
 }
 
 /// The hash of the range `[lo, hi)` from the hashes of its [`subtrees`], in their order.
-pub fn range_hash(parts: &[Hash]) -> Hash {
+pub(crate) fn range_hash(parts: &[Hash]) -> Hash {
     let mut iter = parts.iter().rev();
     let mut h = *iter.next().expect("a range has a subtree");
     for left in iter {
@@ -222,7 +222,7 @@ fn split(n: u64) -> u64 {
 
 /// The ranges whose hashes make the inclusion proof of leaf `index` in a tree of `size` leaves
 /// (RFC 9162 §2.1.3.1), leaf side first.
-pub fn inclusion_ranges(index: u64, size: u64) -> Vec<(u64, u64)> {
+pub(crate) fn inclusion_ranges(index: u64, size: u64) -> Vec<(u64, u64)> {
     fn path(m: u64, lo: u64, hi: u64, out: &mut Vec<(u64, u64)>) {
         let n = hi - lo;
         if n <= 1 {
@@ -244,7 +244,7 @@ pub fn inclusion_ranges(index: u64, size: u64) -> Vec<(u64, u64)> {
 
 /// The ranges whose hashes make the consistency proof from a tree of `old` leaves to one of
 /// `new` (RFC 9162 §2.1.4.1), 0 < old ≤ new.
-pub fn consistency_ranges(old: u64, new: u64) -> Vec<(u64, u64)> {
+pub(crate) fn consistency_ranges(old: u64, new: u64) -> Vec<(u64, u64)> {
     fn sub(m: u64, lo: u64, hi: u64, whole: bool, out: &mut Vec<(u64, u64)>) {
         let n = hi - lo;
         if m == n {
@@ -271,7 +271,13 @@ pub fn consistency_ranges(old: u64, new: u64) -> Vec<(u64, u64)> {
 
 /// Whether `proof` proves leaf `index` (hash `leaf`) in the tree of `size` leaves with root
 /// `root` (RFC 9162 §2.1.3.2).
-pub fn check_inclusion(proof: &[Hash], index: u64, size: u64, leaf: &Hash, root: &Hash) -> bool {
+pub(crate) fn check_inclusion(
+    proof: &[Hash],
+    index: u64,
+    size: u64,
+    leaf: &Hash,
+    root: &Hash,
+) -> bool {
     if index >= size {
         return false;
     }
@@ -300,7 +306,7 @@ pub fn check_inclusion(proof: &[Hash], index: u64, size: u64, leaf: &Hash, root:
 
 /// Whether `proof` proves the tree of `old` leaves (root `old_root`) a prefix of the tree of
 /// `new` leaves (root `new_root`) (RFC 9162 §2.1.4.2).
-pub fn check_consistency(
+pub(crate) fn check_consistency(
     proof: &[Hash],
     old: u64,
     old_root: &Hash,
@@ -351,14 +357,14 @@ pub fn check_consistency(
 /// The right edge of a tree being built a leaf at a time: the roots of its complete subtrees,
 /// largest first — O(log n) hashes for a tree of any size.
 #[derive(Debug, Clone, Default)]
-pub struct Frontier {
+pub(crate) struct Frontier {
     stack: Vec<(u32, Hash)>,
     size: u64,
 }
 
 impl Frontier {
     /// Adds the next leaf's hash.
-    pub fn push(&mut self, leaf: Hash) {
+    pub(crate) fn push(&mut self, leaf: Hash) {
         let mut node = (0, leaf);
         while let Some(&(h, left)) = self.stack.last() {
             if h != node.0 {
@@ -371,13 +377,8 @@ impl Frontier {
         self.size += 1;
     }
 
-    /// The leaves pushed.
-    pub fn size(&self) -> u64 {
-        self.size
-    }
-
     /// The root of the tree of the leaves pushed (the hash of the empty string for none).
-    pub fn root(&self) -> Hash {
+    pub(crate) fn root(&self) -> Hash {
         match self.stack.last() {
             None => Sha256::digest(b"").into(),
             Some(_) => {
@@ -389,7 +390,7 @@ impl Frontier {
 }
 
 /// The root of the empty tree: SHA-256 of the empty string.
-pub fn empty_root() -> Hash {
+pub(crate) fn empty_root() -> Hash {
     Sha256::digest(b"").into()
 }
 

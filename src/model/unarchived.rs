@@ -21,7 +21,7 @@ use crate::model::table::TableSpec;
 
 /// What `restore` puts into a column a batch's lines lack.
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub enum Restores {
+pub(crate) enum Restores {
     /// The column's default, as the server computes `DEFAULT(column)`.
     Default,
     /// Nothing the row could be held to: why.
@@ -32,7 +32,7 @@ pub enum Restores {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct UnarchivedColumn {
     pub name: String,
-    pub restores: Restores,
+    pub(crate) restores: Restores,
 }
 
 /// The columns of the live table that a batch's lines lack, in table order.
@@ -45,7 +45,7 @@ impl Unarchived {
     /// The columns of `live` that `batch` (the table as the batch's lines hold it) has no key
     /// for: held to their defaults, but for one whose name would need quoting (the database
     /// layer then probes each default the server may refuse).
-    pub fn of(batch: &TableSpec, live: &[LiveColumn]) -> Unarchived {
+    pub(crate) fn of(batch: &TableSpec, live: &[LiveColumn]) -> Unarchived {
         let columns = live
             .iter()
             .filter(|l| {
@@ -65,13 +65,13 @@ impl Unarchived {
         Unarchived { columns }
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         self.columns.is_empty()
     }
 
     /// What to append to a SELECT list of the batch's columns: per column, `1` where the row
     /// holds what restore would put back, else `0` (`BIGINT`, never NULL).
-    pub fn select_items(&self) -> String {
+    pub(crate) fn select_items(&self) -> String {
         self.columns
             .iter()
             .map(|c| match c.restores {
@@ -86,7 +86,7 @@ impl Unarchived {
 
     /// The columns of a row that hold something restore would not put back, from the values
     /// [`Unarchived::select_items`] selected (in their order).
-    pub fn differing<'a>(&'a self, held: &[i64]) -> Vec<&'a UnarchivedColumn> {
+    pub(crate) fn differing<'a>(&'a self, held: &[i64]) -> Vec<&'a UnarchivedColumn> {
         self.columns
             .iter()
             .zip(held)

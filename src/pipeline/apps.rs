@@ -61,7 +61,7 @@ impl Selection {
     }
 
     /// The receipts in scope (of `app`, when given).
-    pub fn scope(&self, app: Option<&str>) -> ReceiptScope {
+    pub(crate) fn scope(&self, app: Option<&str>) -> ReceiptScope {
         let apps = match (app, &self.apps) {
             (Some(app), _) => vec![app.to_string()],
             (None, Some(Apps::Listed(list))) => list.clone(),
@@ -77,7 +77,7 @@ impl Selection {
     }
 
     /// Whether the selection is whole apps (no batch ids, no time window).
-    pub fn whole_apps(&self) -> bool {
+    pub(crate) fn whole_apps(&self) -> bool {
         self.batch_ids.is_empty() && self.from_ms.is_none() && self.to_ms.is_none()
     }
 }
@@ -98,7 +98,7 @@ pub(crate) enum Population {
 
 impl Selection {
     /// Refuses batch ids that match no receipt (a typo must not be a clean, empty run).
-    pub async fn check_batch_ids(&self, ctx: &DbContext) -> Result<(), DbError> {
+    pub(crate) async fn check_batch_ids(&self, ctx: &DbContext) -> Result<(), DbError> {
         if self.batch_ids.is_empty() {
             return Ok(());
         }

@@ -28,7 +28,7 @@ use crate::model::{timespec, tlog};
 
 /// The period attested: UTC days `from..=to`.
 #[derive(Debug, Clone, Copy)]
-pub struct Period {
+pub(crate) struct Period {
     pub from_ms: i64,
     /// The first millisecond after the last day.
     pub until_ms: i64,

@@ -20,7 +20,7 @@ use crate::store::StoreError;
 
 /// How a failure ends an app's attempt.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Kind {
+pub(crate) enum Kind {
     /// A restart, a failover, a killed connection, a deadlock: another attempt may not meet it.
     Transient,
     /// The app's advisory lock was found lost before a commit (or while waiting for the
@@ -36,13 +36,13 @@ impl Kind {
     /// Whether the driver tries the app again. A restart or failover drops the lock with the
     /// connection, so a lost lock is worth it too: another attempt goes back through the gate,
     /// takes the lock anew, or reports the app skipped if another process has it.
-    pub fn worth_retry(self) -> bool {
+    pub(crate) fn worth_retry(self) -> bool {
         matches!(self, Kind::Transient | Kind::LostLock)
     }
 }
 
 /// An error that knows how it ends an app's attempt.
-pub trait Classify {
+pub(crate) trait Classify {
     fn kind(&self) -> Kind;
 
     /// Why the app's run ended, where the error says more than "error".

@@ -68,18 +68,6 @@ pub enum HomeError {
     },
 }
 
-impl HomeError {
-    /// A store setting that cannot be right, or a store that cannot be reached: exit 2. A
-    /// database failure is the run's to classify.
-    pub fn is_configuration(&self) -> bool {
-        match self {
-            HomeError::Db(_) => false,
-            HomeError::Store { source, .. } => source.is_configuration(),
-            _ => true,
-        }
-    }
-}
-
 /// Where the archive stands with the store a run opened.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Checked {
@@ -351,7 +339,11 @@ impl Binding {
 
     /// The archive's home, bound now if it has none (its marker written again if it was
     /// missing): called before a batch's objects are written.
-    pub async fn ensure(&self, ctx: &RunContext, policy: &WritePolicy) -> Result<&Home, HomeError> {
+    pub(crate) async fn ensure(
+        &self,
+        ctx: &RunContext,
+        policy: &WritePolicy,
+    ) -> Result<&Home, HomeError> {
         self.0.get_or_try_init(|| bind(ctx, policy)).await
     }
 }

@@ -117,7 +117,7 @@ impl DbContext {
 
     /// Whether the source table's app codes compare case-sensitively: two codes that differ
     /// only in case are two apps, with two logs (one query, the first time).
-    pub async fn app_case_matters(&self) -> Result<bool, crate::db::DbError> {
+    pub(crate) async fn app_case_matters(&self) -> Result<bool, crate::db::DbError> {
         self.case_matters
             .get_or_try_init(|| self.db.app_codes_tell_case_apart(self.spec))
             .await
@@ -209,12 +209,12 @@ impl RunContext {
 
     /// The store's request counters now; [`RunContext::store_activity`] turns them into a
     /// run's share.
-    pub fn store_stats(&self) -> StoreStats {
+    pub(crate) fn store_stats(&self) -> StoreStats {
         self.store.stats().unwrap_or_default()
     }
 
     /// What the store's requests went through since `before`, for the summary (S3 stores only).
-    pub fn store_activity(&self, before: &StoreStats) -> Option<StoreStats> {
+    pub(crate) fn store_activity(&self, before: &StoreStats) -> Option<StoreStats> {
         self.store.stats().map(|now| now.since(before))
     }
 }

@@ -38,7 +38,7 @@ pub struct ReplicaGate {
 
 /// Why a wait for the replicas ended the app's work.
 #[derive(Debug, Clone, thiserror::Error)]
-pub enum LagStop {
+pub(crate) enum LagStop {
     #[error("replica {replica}: {lag}, not within --max-replica-lag {max:?} for longer than --replica-wait-timeout {timeout:?}; stopped before writing more (fail closed: a lag that cannot be read is never taken as zero)")]
     Timeout {
         replica: String,
@@ -104,7 +104,7 @@ impl ReplicaGate {
     /// Waits until every replica is within `--max-replica-lag`; returns how long it waited
     /// (zero when the first look found them within it). `lock` is kept alive meanwhile (and a
     /// lost lock ends the wait); shutdown ends it too.
-    pub async fn wait(
+    pub(crate) async fn wait(
         &self,
         app: &str,
         lock: Option<&AppLock>,

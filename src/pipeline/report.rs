@@ -34,7 +34,7 @@ pub enum Outcome {
 }
 
 impl Outcome {
-    pub fn is_failure(self) -> bool {
+    pub(crate) fn is_failure(self) -> bool {
         matches!(self, Outcome::Refused | Outcome::Failed)
     }
 
@@ -113,7 +113,7 @@ pub struct AppReport {
     /// How the error the app failed on ends the attempt (worth a retry, the lock lost, …);
     /// `None` unless [`AppReport::fail`] noted one.
     #[serde(skip)]
-    pub failure: Option<super::failure::Kind>,
+    pub(crate) failure: Option<super::failure::Kind>,
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub batch_list: Vec<BatchReport>,
     /// The command's own fields (status figures, verify counts), flattened into the app object.
@@ -148,7 +148,7 @@ impl AppReport {
     /// The app's work ended in `error`: failed, said, how (whether another attempt may help,
     /// whether the lock was what was lost), and why the run ended if the error says more than
     /// "error".
-    pub fn fail(&mut self, error: &(impl std::fmt::Display + super::failure::Classify)) {
+    pub(crate) fn fail(&mut self, error: &(impl std::fmt::Display + super::failure::Classify)) {
         self.outcome = Outcome::Failed;
         self.error = Some(error.to_string());
         self.failure = Some(error.kind());
@@ -327,7 +327,7 @@ impl Summary {
     }
 
     /// A command that could not start: exit status 2.
-    pub fn unusable(command: CommandName, error: String) -> Summary {
+    pub(crate) fn unusable(command: CommandName, error: String) -> Summary {
         let mut s = Summary::new(command);
         s.error = Some(error);
         s.stop_reason = Some("could not start (see error)".into());
@@ -338,7 +338,7 @@ impl Summary {
 
     /// A command that started but could not tell which apps to work on: nothing was done,
     /// exit status 2 (every command, one rule).
-    pub fn without_apps(mut self, error: impl std::fmt::Display) -> Summary {
+    pub(crate) fn without_apps(mut self, error: impl std::fmt::Display) -> Summary {
         self.error = Some(format!("could not list the apps to work on: {error}"));
         self.stop_reason = Some("could not list the apps (see error)".into());
         self.exit_code = 2;

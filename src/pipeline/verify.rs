@@ -69,7 +69,7 @@ impl VerifyOptions {
 
 /// Whether the sample with `seed` includes a batch: a pure function, so the same seed picks the
 /// same receipts every time.
-pub fn sampled(seed: u64, batch_id: &str, percent: f64) -> bool {
+pub(crate) fn sampled(seed: u64, batch_id: &str, percent: f64) -> bool {
     let hash = sha256_hex(format!("{seed}:{batch_id}").as_bytes());
     let point = u64::from_str_radix(&hash[..12], 16).expect("hex") % 1_000_000;
     (point as f64) < percent * 10_000.0

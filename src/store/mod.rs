@@ -73,7 +73,7 @@ impl ObjectMeta {
 
     /// Whether HEAD says something of the stored bytes beyond their size: a checksum of the
     /// store's own, or an ETag to hold to the one recorded (`recorded`).
-    pub fn vouches_for_bytes(&self, recorded: &Identity) -> bool {
+    pub(crate) fn vouches_for_bytes(&self, recorded: &Identity) -> bool {
         self.crc64nvme.is_some()
             || self.crc64ecma.is_some()
             || self.sha256.is_some()
@@ -85,7 +85,7 @@ impl ObjectMeta {
 impl ObjectMeta {
     /// Whether a GET of the object can succeed now: not in a cold class (GLACIER, DEEP_ARCHIVE,
     /// an INTELLIGENT_TIERING archive tier) unless a restored copy is there.
-    pub fn readable(&self) -> bool {
+    pub(crate) fn readable(&self) -> bool {
         let cold = self
             .storage_class
             .as_deref()
@@ -262,7 +262,7 @@ pub enum StoreError {
 
 impl StoreError {
     /// True when the store itself cannot be used with these settings (exit status 2).
-    pub fn is_configuration(&self) -> bool {
+    pub(crate) fn is_configuration(&self) -> bool {
         matches!(
             self,
             StoreError::NoSuchBucket { .. }

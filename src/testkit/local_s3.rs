@@ -45,7 +45,7 @@ impl LocalS3 {
     }
 
     /// [`LocalS3::start`] on 127.0.0.1:`port` (0: a free one).
-    pub async fn start_on(
+    pub(crate) async fn start_on(
         root: &Path,
         access_key: &str,
         secret_key: &str,

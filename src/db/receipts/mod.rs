@@ -92,7 +92,7 @@ impl Position {
 
 /// An app's receipts summed up.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, sqlx::FromRow)]
-pub struct ReceiptTotals {
+pub(crate) struct ReceiptTotals {
     pub receipts: i64,
     pub archived_rows: i64,
     pub awaiting_purge_rows: i64,
@@ -144,7 +144,7 @@ impl Receipts {
 
     /// Whether some VERIFIED receipt of the app reaches as far as `last` (the cursor is at or
     /// beyond it), asked through `executor`.
-    pub async fn reaches<'e, E>(
+    pub(crate) async fn reaches<'e, E>(
         &self,
         executor: E,
         app: &str,
@@ -172,7 +172,7 @@ impl Receipts {
     }
 
     /// Counts `n` more of a batch's rows as superseded by a later batch.
-    pub async fn add_superseded<'e, E>(
+    pub(crate) async fn add_superseded<'e, E>(
         &self,
         executor: E,
         app: &str,
@@ -198,7 +198,7 @@ impl Receipts {
 
     /// The state of the receipt for this batch id, if one exists already (any state: this
     /// tool writes only VERIFIED, an operator may have set another).
-    pub async fn state_of(
+    pub(crate) async fn state_of(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -219,7 +219,7 @@ impl Receipts {
     /// An app's receipts in a state other than VERIFIED — set by hand: this tool writes no
     /// other — as `(batch_id, state)`: one range of the cursor index per state (`state < ?`
     /// and `state > ?`), so the cost is theirs, not the archive's.
-    pub async fn not_verified(
+    pub(crate) async fn not_verified(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -291,7 +291,7 @@ impl Receipts {
 
     /// The rows of an app's receipts that purge leaves to `--grace` — not purged, not restored,
     /// verified after `verified_after_ms` — and the earliest of those receipts' verification.
-    pub async fn in_grace(
+    pub(crate) async fn in_grace(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -314,7 +314,7 @@ impl Receipts {
     }
 
     /// Of `batch_ids`, those no VERIFIED receipt has (a typo, another table's batch).
-    pub async fn unknown_batch_ids(
+    pub(crate) async fn unknown_batch_ids(
         &self,
         pool: &MySqlPool,
         batch_ids: &[String],
@@ -420,7 +420,7 @@ impl Receipts {
     }
 
     /// One page of an app's logged receipts (any state), by leaf from `from` on.
-    pub async fn log_page(
+    pub(crate) async fn log_page(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -437,21 +437,8 @@ impl Receipts {
         .await
     }
 
-    /// The app's receipt at leaf `index` of its log, if one is.
-    pub async fn at_leaf(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-        index: u64,
-    ) -> Result<Option<Receipt>, DbError> {
-        Ok(self
-            .of_app_where(pool, app, "log_index = ?", &[index as i64], "a leaf")
-            .await?
-            .pop())
-    }
-
     /// Up to `limit` of an app's receipts not in its log yet, by chain seq after `after_seq`.
-    pub async fn unlogged(
+    pub(crate) async fn unlogged(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -469,7 +456,7 @@ impl Receipts {
     }
 
     /// An app's receipts recorded in `[from_ms, until_ms)`, by leaf (unlogged ones last).
-    pub async fn recorded_in(
+    pub(crate) async fn recorded_in(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -488,7 +475,7 @@ impl Receipts {
 
     /// The leaf of the app's last logged receipt recorded before `until_ms` (leaves are given
     /// in the order receipts are recorded): read backwards on the recorded key, one row.
-    pub async fn last_leaf_before(
+    pub(crate) async fn last_leaf_before(
         &self,
         pool: &MySqlPool,
         app: &str,
@@ -529,7 +516,7 @@ impl Receipts {
     }
 
     /// The app codes of the receipts in a scope (for `--batch-id` and restore), each once.
-    pub async fn apps_in(
+    pub(crate) async fn apps_in(
         &self,
         pool: &MySqlPool,
         scope: &ReceiptScope,
@@ -548,7 +535,11 @@ impl Receipts {
     }
 
     /// An app's receipts summed up, for `status`.
-    pub async fn totals(&self, pool: &MySqlPool, app: &str) -> Result<ReceiptTotals, DbError> {
+    pub(crate) async fn totals(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+    ) -> Result<ReceiptTotals, DbError> {
         // Awaiting purge: what purge may still delete of the receipts awaiting it.
         let sql = format!(
             "SELECT COUNT(*) AS receipts, CAST(COALESCE(SUM(row_count), 0) AS SIGNED) AS archived_rows, \
@@ -572,7 +563,10 @@ impl Receipts {
 
     /// Every app code that has receipts, by index dives on the primary key (`MIN(app_code) …
     /// WHERE app_code > ?`): cost grows with the number of apps, not of receipts.
-    pub async fn apps_with_receipts(&self, pool: &MySqlPool) -> Result<Vec<String>, DbError> {
+    pub(crate) async fn apps_with_receipts(
+        &self,
+        pool: &MySqlPool,
+    ) -> Result<Vec<String>, DbError> {
         super::distinct_by_dives(pool, &self.table(), "app_code")
             .await
             .context(|| "listing the apps with receipts".into())
@@ -580,7 +574,7 @@ impl Receipts {
 
     /// Apps that have receipts not yet fully purged (purge's `--all-apps`: an app whose rows are
     /// all gone from the source table may still have receipts to finish).
-    pub async fn apps_with_unpurged(
+    pub(crate) async fn apps_with_unpurged(
         &self,
         pool: &MySqlPool,
         include_restored: bool,
@@ -600,7 +594,11 @@ impl Receipts {
     }
 
     /// Receipts of an app that purge leaves alone because they were restored into the source.
-    pub async fn restored_unpurged(&self, pool: &MySqlPool, app: &str) -> Result<u64, DbError> {
+    pub(crate) async fn restored_unpurged(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+    ) -> Result<u64, DbError> {
         let sql = format!(
             "SELECT COUNT(*) FROM {} WHERE app_code = ? AND {}",
             self.table(),

@@ -56,13 +56,13 @@ pub enum ChainError {
 /// verifier they are held to (`--log-verifier`, else the signing key's own).
 #[derive(Debug, Clone, Default)]
 pub struct LogKeys {
-    pub signer: Option<Arc<Signer>>,
-    pub verifier: Option<Verifier>,
+    pub(crate) signer: Option<Arc<Signer>>,
+    pub(crate) verifier: Option<Verifier>,
 }
 
 impl LogKeys {
     /// The key a checkpoint read must be signed by, if any is configured.
-    pub fn verifier(&self) -> Option<Verifier> {
+    pub(crate) fn verifier(&self) -> Option<Verifier> {
         self.verifier
             .clone()
             .or_else(|| self.signer.as_ref().map(|s| s.verifier()))

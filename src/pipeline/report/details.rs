@@ -35,7 +35,7 @@ impl AppDetails {
     }
 
     /// The figures the metrics export, where this command reports them.
-    pub fn figures(&self) -> Figures {
+    pub(crate) fn figures(&self) -> Figures {
         match self {
             AppDetails::Archive(a) => Figures {
                 backlog_rows: a.backlog.map(|b| b.backlog_rows),
@@ -71,7 +71,7 @@ impl AppDetails {
 /// Figures about an app's state for the metrics: `None` where the command does not report one;
 /// `Some(None)` where it does and there is none (no backlog, so no oldest row).
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct Figures {
+pub(crate) struct Figures {
     pub backlog_rows: Option<i64>,
     pub oldest_backlog_age_ms: Option<Option<i64>>,
     pub awaiting_purge_rows: Option<i64>,
@@ -154,7 +154,7 @@ impl ArchiveApp {
     }
 
     /// Counts `rows` and lists them while there is room.
-    pub fn note_superseded(&mut self, rows: Vec<Superseded>) {
+    pub(crate) fn note_superseded(&mut self, rows: Vec<Superseded>) {
         self.superseded_rows += rows.len() as u64;
         let room = SUPERSEDED_LISTED.saturating_sub(self.superseded.len());
         self.superseded.extend(rows.into_iter().take(room));
@@ -452,7 +452,7 @@ pub struct InSource {
 
 impl FindRun {
     /// Every event asked for was found (`--where`: at least one row).
-    pub fn found_all(&self) -> bool {
+    pub(crate) fn found_all(&self) -> bool {
         match self.by_event_id {
             true => self.not_found.is_empty(),
             false => !self.found.is_empty(),

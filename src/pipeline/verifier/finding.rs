@@ -122,7 +122,7 @@ impl Finding {
 
 impl Finding {
     /// A chain finding of `app`'s chain.
-    pub fn of_chain(app: &str, f: crate::model::chain::ChainFinding) -> Finding {
+    pub(crate) fn of_chain(app: &str, f: crate::model::chain::ChainFinding) -> Finding {
         use crate::model::chain::Problem;
         Finding {
             kind: match f.problem {

@@ -19,7 +19,8 @@ mod finding;
 
 use futures_util::TryStreamExt;
 
-pub(crate) use cold::{ColdObject, ColdObjects};
+pub use cold::ColdObject;
+pub(crate) use cold::ColdObjects;
 pub(crate) use compare::{
     compare_data, compare_document, compare_guard, compare_head, members_proof_finding,
 };
