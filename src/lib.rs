@@ -106,7 +106,9 @@ pub use pipeline::verifier::{ColdObject, Finding, FindingKind};
 pub use output::{render, Format};
 
 // ── The pure core: the table and its rows, batches, the archive's format, the log's math.
-pub use model::batch::{BatchEncoder, EncodedBatch, EncodedRow, Limits, Member, Superseded};
+pub use model::batch::{
+    BatchEncoder, EncodeError, EncodedBatch, EncodedRow, Limits, Member, Superseded,
+};
 pub use model::codec::{decode_line, encode_line, DecodeError, Row, Value, ValueRef};
 pub use model::digest::{crc64nvme, sha256_hex, ObjectDigest, RowFingerprint};
 pub use model::note::{KeyError, Signer};

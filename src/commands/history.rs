@@ -19,7 +19,7 @@ pub(crate) async fn run(ctx: &DbContext, opts: &HistoryOptions) -> Summary {
     summary.table = Some(ctx.spec.name.to_string());
     match recent(ctx, opts).await {
         Ok(run) => summary.details = Some(RunDetails::History(run)),
-        Err(e) => return Summary::unusable(CommandName::History, e),
+        Err(e) => return Summary::unusable(CommandName::History, e.to_string()),
     }
     summary.settle()
 }

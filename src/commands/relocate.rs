@@ -32,6 +32,6 @@ pub(crate) async fn run(ctx: &RunContext, reason: &str) -> Summary {
             summary.settle()
         }
         // Nothing moved: a setting or a copy to fix first.
-        Err(e) => Summary::unusable(CommandName::Relocate, e),
+        Err(e) => Summary::unusable(CommandName::Relocate, e.to_string()),
     }
 }

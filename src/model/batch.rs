@@ -62,6 +62,17 @@ pub struct Limits {
     pub max_bytes: u64,
 }
 
+/// Why a row or a batch could not be encoded.
+#[derive(Debug, thiserror::Error)]
+pub enum EncodeError {
+    /// A row that cannot be archived as it is: what about it (an app code of another app, a
+    /// value out of its column's range).
+    #[error("{0}")]
+    Row(String),
+    #[error("gzip: {0}")]
+    Gzip(#[from] std::io::Error),
+}
+
 /// A source row ready for a batch: its NDJSON line (`\n` included) and its facts.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct EncodedRow {
@@ -76,15 +87,16 @@ impl EncodedRow {
         layout: &Layout,
         app_code: &str,
         values: &[ValueRef<'_>],
-    ) -> Result<EncodedRow, String> {
-        let facts = codec::facts_of(spec, layout, app_code, |i| values[i])?;
+    ) -> Result<EncodedRow, EncodeError> {
+        let facts =
+            codec::facts_of(spec, layout, app_code, |i| values[i]).map_err(EncodeError::Row)?;
         let mut line = Vec::with_capacity(512);
         codec::encode_values(spec, values.iter().copied(), &mut line);
         Ok(EncodedRow { line, facts })
     }
 
     /// [`EncodedRow::of`] a decoded row.
-    pub fn of_row(spec: &TableSpec, app_code: &str, row: &Row) -> Result<EncodedRow, String> {
+    pub fn of_row(spec: &TableSpec, app_code: &str, row: &Row) -> Result<EncodedRow, EncodeError> {
         let values: Vec<ValueRef<'_>> = row.iter().map(Value::as_ref).collect();
         EncodedRow::of(spec, &spec.layout(), app_code, &values)
     }
@@ -263,19 +275,17 @@ impl BatchEncoder {
     }
 
     /// Adds a row that [`BatchEncoder::fits`].
-    pub fn push(&mut self, row: EncodedRow) -> Result<(), String> {
+    pub fn push(&mut self, row: EncodedRow) -> Result<(), EncodeError> {
         debug_assert!(self.fits(&row));
         self.day = Some(timespec::utc_day(row.facts.updated_at_ms));
-        self.gz
-            .write_all(&row.line)
-            .map_err(|e| format!("gzip: {e}"))?;
+        self.gz.write_all(&row.line)?;
         self.acc.add(row.facts, &row.line);
         Ok(())
     }
 
     /// Closes the gzip member. `None` when no row was taken.
-    pub fn finish(self) -> Result<Option<EncodedBatch>, String> {
-        let writer = self.gz.finish().map_err(|e| format!("gzip: {e}"))?;
+    pub fn finish(self) -> Result<Option<EncodedBatch>, EncodeError> {
+        let writer = self.gz.finish()?;
         let (mut gzip, gzip_digest) = writer.finish();
         // The batch is held until it is recorded: not the buffer's growth room beside it.
         gzip.shrink_to_fit();

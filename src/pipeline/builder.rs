@@ -12,7 +12,7 @@ use tracing::Instrument;
 use super::budget::{self, Budget, Held};
 use crate::db::source::RowStream;
 use crate::db::DbError;
-use crate::model::batch::{BatchEncoder, EncodedBatch, Limits};
+use crate::model::batch::{BatchEncoder, EncodeError, EncodedBatch, Limits};
 use crate::model::table::TableSpec;
 
 /// Why a batch could not be built.
@@ -21,7 +21,7 @@ pub(super) enum BuildError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error("encoding batch: {0}")]
-    Encode(String),
+    Encode(#[from] EncodeError),
 }
 
 /// A batch, how long reading and encoding it took, and its share of the memory budget (given
@@ -87,7 +87,7 @@ async fn build(
             _ => break,
         }
         let row = rows.take().expect("a row was peeked");
-        encoder.push(row).map_err(BuildError::Encode)?;
+        encoder.push(row)?;
     }
-    encoder.finish().map_err(BuildError::Encode)
+    Ok(encoder.finish()?)
 }

@@ -489,32 +489,46 @@ fn new_archive_id() -> String {
     hex::encode(bytes)
 }
 
+/// Why the archive's home did not move (nothing moved, whatever the reason).
+#[derive(Debug, thiserror::Error)]
+pub(crate) enum RelocateError {
+    #[error(transparent)]
+    Db(#[from] DbError),
+    #[error(transparent)]
+    Store(#[from] StoreError),
+    #[error(transparent)]
+    Home(#[from] HomeError),
+    /// The move is refused: what the new home lacks or holds, or what is in the way, in words
+    /// that say what to do.
+    #[error("{0}")]
+    Refused(String),
+}
+
 /// The objects that tie a copy at `to` to this database's archive: the newest batch of every app
 /// (its data object by HEAD, at its recorded size). A copy missing one — a batch archived during
 /// or after the copy — is not whole.
-async fn copy_holds_every_app(ctx: &RunContext) -> Result<Vec<String>, String> {
+async fn copy_holds_every_app(ctx: &RunContext) -> Result<Vec<String>, RelocateError> {
     let to = ctx.store.as_ref();
     let target = to.location().to_string();
     let objects = Homes::new(ctx.spec)
         .newest_data_objects(&ctx.db.pool, None)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     let mut checked = Vec::new();
     for (key, size) in objects {
         match to.head(&key).await {
             Ok(Some(meta)) if meta.size == size => checked.push(key),
             Ok(Some(meta)) => {
-                return Err(format!(
+                return Err(RelocateError::Refused(format!(
                     "{target} holds {key} at {} bytes, not the {size} its receipt records: copy the archive whole and byte for byte first",
                     meta.size
-                ))
+                )))
             }
             Ok(None) => {
-                return Err(format!(
+                return Err(RelocateError::Refused(format!(
                     "{target} lacks {key}, the newest batch of its app: copy the whole archive there first (stop the archive CronJob meanwhile, so that no batch is written after the copy), then relocate"
-                ))
+                )))
             }
-            Err(e) => return Err(format!("{target}: {e}")),
+            Err(e) => return Err(RelocateError::Refused(format!("{target}: {e}"))),
         }
     }
     Ok(checked)
@@ -523,11 +537,12 @@ async fn copy_holds_every_app(ctx: &RunContext) -> Result<Vec<String>, String> {
 /// Every app's lock (the one every `--lock-prefix` shares on this database), so that no archive,
 /// purge or compaction works an app while its home moves; a run that takes an app's lock after
 /// the move reads the new home ([`still_home`]) and writes nothing to the old one.
-async fn lock_every_app(ctx: &RunContext) -> Result<Option<crate::db::lock::AppLock>, String> {
+async fn lock_every_app(
+    ctx: &RunContext,
+) -> Result<Option<crate::db::lock::AppLock>, RelocateError> {
     let apps = crate::db::receipts::Receipts::new(ctx.spec)
         .apps_with_receipts(&ctx.db.pool)
-        .await
-        .map_err(|e| e.to_string())?;
+        .await?;
     if apps.is_empty() {
         return Ok(None);
     }
@@ -538,47 +553,44 @@ async fn lock_every_app(ctx: &RunContext) -> Result<Option<crate::db::lock::AppL
         .collect();
     match crate::db::lock::AppLock::try_acquire_all(&ctx.db, &names)
         .await
-        .map_err(|e| e.to_string())?
+        ?
     {
         Some(lock) => Ok(Some(lock)),
-        None => Err(format!(
+        None => Err(RelocateError::Refused(format!(
             "another run holds the lock of one of the {} apps ({}): stop the archive, purge and compact jobs (the sentinel, or suspend the CronJobs), then relocate",
             apps.len(),
             apps.join(", ")
-        )),
+        ))),
     }
 }
 
 /// `relocate` where the database has no home: the store `ctx` opened holds an archive's marker
 /// and this database's batches (a database restored from before its archive's first batch, or
 /// one whose home row was lost): the home is recorded with that marker's id, and the reason.
-async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
+async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, RelocateError> {
     let homes = Homes::new(ctx.spec);
     let to = ctx.store.as_ref();
     let target = to.location().to_string();
     let marker_key = format::home_marker_key(&table_prefix(ctx));
-    let Marker::Found(marker) = read_marker(to, &marker_key)
-        .await
-        .map_err(|e| e.to_string())?
-    else {
-        return Err(format!(
+    let Marker::Found(marker) = read_marker(to, &marker_key).await? else {
+        return Err(RelocateError::Refused(format!(
             "{}'s archive has no home yet and {target} holds no readable archive's marker: there is nothing to relocate (its first archive binds it)",
             ctx.spec.name
-        ));
+        )));
     };
     if marker.table != ctx.spec.name {
-        return Err(format!(
+        return Err(RelocateError::Refused(format!(
             "{marker_key} is the marker of table {}'s archive, not {}'s",
             marker.table, ctx.spec.name
-        ));
+        )));
     }
     let mut checked = vec![marker_key.clone()];
     let batches = copy_holds_every_app(ctx).await?;
     if batches.is_empty() {
-        return Err(format!(
+        return Err(RelocateError::Refused(format!(
             "this database has no receipt of {}: nothing ties it to the archive at {target} (marker of database {})",
             ctx.spec.name, marker.database
-        ));
+        )));
     }
     checked.extend(batches);
     let home = Home {
@@ -591,14 +603,10 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
         reason: Some(reason.to_string()),
         run_id: Some(crate::pipeline::report::run_id().to_string()),
     };
-    if !homes
-        .insert(&ctx.db.pool, &home)
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        return Err(
+    if !homes.insert(&ctx.db.pool, &home).await? {
+        return Err(RelocateError::Refused(
             "another run bound the archive at the same moment: look at it again (doctor)".into(),
-        );
+        ));
     }
     Ok(RelocateRun {
         from: "(no home: taken back)".into(),
@@ -614,7 +622,7 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
 /// manifest and chain link recorded), holding this archive's marker and every app's newest
 /// batch. Every app's lock is held meanwhile. Recorded with the operator's reason; the old home
 /// need not be reachable (a lost bucket's archive restored from a replica moves too).
-pub(crate) async fn relocate(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
+pub(crate) async fn relocate(ctx: &RunContext, reason: &str) -> Result<RelocateRun, RelocateError> {
     let lock = lock_every_app(ctx).await?;
     let moved = relocate_locked(ctx, reason).await;
     if let Some(lock) = lock {
@@ -623,46 +631,48 @@ pub(crate) async fn relocate(ctx: &RunContext, reason: &str) -> Result<RelocateR
     moved
 }
 
-async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, String> {
+async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, RelocateError> {
     let homes = Homes::new(ctx.spec);
     let pool = &ctx.db.pool;
     let to = ctx.store.as_ref();
-    let Some(home) = homes.current(pool).await.map_err(|e| e.to_string())? else {
+    let Some(home) = homes.current(pool).await? else {
         return adopt(ctx, reason).await;
     };
     let target = to.location().to_string();
     if target == home.store {
-        return Err(format!("the archive already lives at {target}"));
+        return Err(RelocateError::Refused(format!(
+            "the archive already lives at {target}"
+        )));
     }
     let old_prefix = Location::parse(&home.store)
         .map(|l| l.prefix().to_string())
         .unwrap_or_default();
     if to.location().prefix() != old_prefix {
-        return Err(format!(
+        return Err(RelocateError::Refused(format!(
             "--to {target} has another key prefix than the archive's home {} ({:?}, not {old_prefix:?}): every receipt, manifest and chain link records its objects' full keys, so the archive moves only to another bucket (or folder) under the same prefix",
             home.store,
             to.location().prefix(),
-        ));
+        )));
     }
     let mut checked = Vec::new();
     match read_marker(to, &home.marker_key)
         .await
-        .map_err(|e| e.to_string())?
+        ?
     {
         Marker::Found(marker) if marker.archive_id == home.archive_id => {
             checked.push(home.marker_key.clone())
         }
         Marker::Found(marker) => {
-            return Err(format!(
+            return Err(RelocateError::Refused(format!(
                 "{target} holds another archive's marker ({}: archive {}), not this one's ({})",
                 home.marker_key, marker.archive_id, home.archive_id
-            ))
+            )))
         }
         Marker::Absent | Marker::Cold => {
-            return Err(format!(
+            return Err(RelocateError::Refused(format!(
                 "{target} does not hold the archive's marker {} readable: copy the whole archive there first, the marker included (aws s3 sync {} {target}), then relocate",
                 home.marker_key, home.store
-            ))
+            )))
         }
     }
     checked.extend(copy_holds_every_app(ctx).await?);
@@ -676,12 +686,8 @@ async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, 
         reason: Some(reason.to_string()),
         run_id: Some(crate::pipeline::report::run_id().to_string()),
     };
-    if !homes
-        .insert(pool, &moved)
-        .await
-        .map_err(|e| e.to_string())?
-    {
-        return Err("another run moved or bound the archive at the same moment: look at it again (doctor), then relocate again if still needed".into());
+    if !homes.insert(pool, &moved).await? {
+        return Err(RelocateError::Refused("another run moved or bound the archive at the same moment: look at it again (doctor), then relocate again if still needed".into()));
     }
     Ok(RelocateRun {
         from: home.store,
