@@ -1,59 +1,58 @@
 //! outbox-archiver moves old delivered rows of MySQL transactional-outbox tables into S3-compatible
 //! object storage, with proof, so that they can later be purged and restored.
 //!
-//! The layers, bottom to top; every import points down (`python3 ../shared/tools/structure.py src`
-//! checks that no two top-level modules import each other):
+//! The layers, bottom to top; every import points down, and no two files of one layer import
+//! each other (`python3 ../shared/tools/structure.py src`, `inner_cycles.py src`). Where a kind
+//! of change goes, file by file:
 //!
-//! * [`model`] — the pure core, no I/O, unit-tested with fixed vectors: [`model::table`] (what an
-//!   outbox table looks like: its columns and their roles) and [`model::profile`] (a table
-//!   described in a file), [`model::codec`] (a row ⇄ one NDJSON line), [`model::digest`]
-//!   (SHA-256, CRC-64, sizes, row fingerprints), [`model::format`] (batch facts → batch_id, object
-//!   keys and their parsing, manifest and `_SUCCESS` bytes, members proof), [`model::batch`]
-//!   (rows → a bounded gzip NDJSON batch, and the same facts recomputed from an object's bytes),
-//!   [`model::protection`] (Object Lock retention, storage classes, encryption),
-//!   [`model::ident`] (the one rule for a name put into SQL), [`model::command`] (the commands'
-//!   names), [`model::timespec`], [`model::human`] (numbers and durations for people),
-//!   [`model::appcode`], [`model::redact`], [`model::shard`], [`model::record_schema`].
-//!   [`failpoint`] (a named point at which a test stops a run as if it crashed) is the one leaf
-//!   beside it.
-//! * The two I/O boundaries, each behind a narrow interface: [`db`] — one repository per owned
-//!   table ([`db::receipts`], [`db::members`], [`db::runs`], [`db::drills`], [`db::home`]), the receipt +
-//!   members transaction ([`db::record`]), the source table's keyset pages ([`db::source`]),
-//!   purge's delete transactions ([`db::purge`]), restore's target table ([`db::restore`]),
-//!   compaction's transaction ([`db::compact`]), start-up checks (`db/schema.rs`), doctor's
-//!   read-only questions ([`db::preflight`]), replicas' discovery and lag ([`db::replica`]) and
-//!   the per-app advisory lock ([`db::lock`]); [`store`] — the [`store::ObjectStore`] trait with
-//!   a local-directory implementation ([`store::local`]) and S3's ([`store::s3`]: settings and
-//!   the client, the SDK's errors in the store's words, the resumable GET, the request
-//!   interceptors, the bucket's own settings).
-//! * [`pipeline`] — the library the commands are thin over: one app driver for every command
-//!   ([`pipeline::apps`]: resolve `--app`/`--all-apps`/`--shard`, the gate of safe code and lock,
-//!   retries with jitter, the run history), one verifier ([`pipeline::verifier`]: its findings,
-//!   what a receipt expects, the comparisons, cold objects) that [`pipeline::publish`],
-//!   [`pipeline::verify`], [`pipeline::purge`], [`pipeline::restore`], [`pipeline::compact`]
-//!   and [`pipeline::find`] share, the replicas' pacing of writes ([`pipeline::replicas`]), the
-//!   archive's home — `--store` held to the store the archive is bound to, and its moves
-//!   ([`pipeline::home`]) — the log of batches, a transparency log of each app's batches in the
-//!   store ([`pipeline::log`]: appended by archive, proven from by purge and attest, audited
-//!   whole by verify; its tree math in [`model::tlog`], its checkpoints in [`model::note`]) —
-//!   each command's per-app work, the preflight ([`pipeline::doctor`]: the database, the bucket, the
-//!   write probe), and the typed report every command returns ([`pipeline::report`],
-//!   per-command details in [`pipeline::report::details`]) with the exit status it implies,
-//!   decided in one place ([`pipeline::report::Summary::settle`]). No clap, no terminal in here;
-//!   an [`pipeline::Observer`] sees progress.
-//! * [`output`] — what a run shows, read from its report: the short summary for a terminal
-//!   ([`output::text`]), progress and the log's writer ([`output::progress`]), Prometheus metrics
-//!   ([`output::metrics`]).
-//! * [`commands`] — one thin module per subcommand: options in, the pipeline's driver, a report
-//!   out; [`commands::demo`] is the end-to-end tour `cargo run -- demo` runs. [`cli`] — the only
-//!   place that knows clap: arguments and environment → each command's options, logging
-//!   ([`cli::logs`]), opening and always closing the database and the store, `--print-config`.
-//! * [`testkit`] — for the demo, tests and benchmarks: [`testkit::seed`] generates realistic
-//!   outbox rows, [`testkit::history`] years of history in a few statements; with the default `local-s3` feature, `testkit::local_s3` is a real S3 server in
-//!   this process. The release image is built with `--no-default-features`, so the production
-//!   binary carries no S3 server (its `demo` then writes to a folder).
+//! * `model/` — the pure core, no I/O, unit-tested with fixed vectors. What an outbox table is:
+//!   `table.rs` (its columns and their roles), `profile.rs` (a table described in a file),
+//!   `unarchived.rs` (columns a batch's lines lack), `record_schema.rs` (one line's JSON
+//!   Schema). Its rows: `codec.rs` (a row ⇄ one NDJSON line), `digest.rs` (SHA-256, CRC-64,
+//!   sizes, row fingerprints), `batch.rs` (rows → a bounded gzip batch, and the facts read back
+//!   from an object). The archive: `format.rs` (batch ids, every object key built and parsed,
+//!   manifest and `_SUCCESS`), `receipt.rs` (the receipt — one noun for every layer — its
+//!   columns' names and its members proof), `protection.rs` (Object Lock, storage classes,
+//!   encryption), `chain.rs` (an older build's linear chain), `tlog.rs` (RFC 6962 trees, C2SP
+//!   tiles, proofs), `note.rs` (signed checkpoints). Words and names: `timespec.rs`, `human.rs`,
+//!   `command.rs` (the commands' names), `appcode.rs`, `ident.rs` (the one rule for a name put
+//!   into SQL), `shard.rs`, `redact.rs`. `failpoint.rs` beside it: where a test stops a run as
+//!   if it crashed.
+//! * `db/` — the database, one repository per owned table: `receipts/` (`mod.rs` its queries
+//!   and the lifecycle rules as SQL, `row.rs` the receipt as a row: columns, insert, decode),
+//!   `members.rs`, `runs.rs`, `drills.rs`, `home.rs`, `chain.rs`; `record.rs` (the receipt +
+//!   members transaction), `source.rs` (the source table's keyset pages), `purge.rs`,
+//!   `compact.rs` and `restore.rs` (their transactions and target tables), `owned.rs` and
+//!   `columns.rs` (the owned tables made from a spec), `schema.rs` (start-up checks),
+//!   `preflight.rs` (doctor's read-only questions), `replica.rs` (lag), `lock.rs` (the per-app
+//!   advisory lock), `apps.rs` (an app's spellings), `nodelay.rs` (TCP_NODELAY on every socket).
+//!   No store, no format I/O.
+//! * `store/` — the object store behind one narrow trait (`mod.rs`): `local.rs` (a folder) and
+//!   `s3/` (`settings.rs` and the client in `mod.rs`, `error.rs` the SDK's errors in the store's
+//!   words, `read.rs` the resumable GET, `intercept.rs` the request interceptors, `inspect.rs` the
+//!   bucket's own settings). No database.
+//! * `pipeline/` — the work, as a library under the commands; `pipeline/mod.rs` maps its files
+//!   (the run context, the app driver, the one verifier, the log of batches, each command's work
+//!   per app, the typed reports). No clap, no terminal.
+//! * `output/` — everything a person or a program reads, drawn from the typed reports: `mod.rs`
+//!   (what stdout gets for `--format`), `text.rs` (the short summary), `tables.rs` (status,
+//!   history, doctor), `statement.rs` (attest's canonical JSON and CSV), `progress.rs` (progress
+//!   lines and the log's writer), `metrics.rs` (Prometheus).
+//! * `commands/` — one thin module per subcommand, options in and a typed report out, no SQL and
+//!   no store call (`mod.rs` lists them): `archive.rs`, `verify.rs`, `status.rs`, `find.rs`,
+//!   `history.rs`, `purge.rs`, `restore.rs`, `compact.rs`, `attest.rs`, `doctor.rs`,
+//!   `relocate.rs`, `migrate.rs`, `schema.rs`, `log_key.rs`, and `demo.rs`, the tour `cargo run --
+//!   demo` takes. `cli/` — the only place that knows clap: `args.rs` and `groups.rs` (the
+//!   command line's shape), `line.rs` (as the binary reads it), `parse.rs` (values),
+//!   `options.rs` (arguments → each command's options), `print_config.rs`, `logs.rs`,
+//!   `process.rs` (the process: runtime, signals, printing), `mod.rs` (opens and always closes
+//!   the run's database and store). `main.rs` is the allocator and [`main`].
+//! * `testkit/` — for the demo, tests and benchmarks: `seed.rs` (realistic rows), `history.rs`
+//!   (years of history in a few statements), `local_s3.rs` (an S3 server in this process, with
+//!   the default `local-s3` feature; the release image is built without it).
 //!
-//! The contract lives in `SPEC.md` (§ references in comments point there).
+//! The public surface is the re-exports below, in groups; `pub` inside a private module is the
+//! crate's own. The contract lives in `SPEC.md` (§ references in comments point there).
 
 #![warn(unreachable_pub)]
 

@@ -1,19 +1,33 @@
 //! The work itself, as a library under the thin commands: functions over a [`RunContext`] (the
 //! table, the database, the store, the clock, the shutdown signal) and options, returning typed
-//! reports. No clap, no JSON printing, no terminal output here: progress goes to a callback the
-//! caller passes in.
+//! reports. No clap, no JSON printing, no terminal output here: progress goes to an
+//! [`Observer`] the caller passes in. Its files:
 //!
-//! * [`apps`] — which apps a run works on, and the one driver every command runs them through:
+//! * `mod.rs` — the run's context ([`DbContext`], [`RunContext`]), its clock and its stops.
+//! * `apps.rs` — which apps a run works on, and the one driver every command runs them through:
 //!   the gate (a safe code; the app's lock where the command writes), retries after transient
-//!   database errors (with jitter), the run noted for `status`.
-//! * [`failure`] — how a failure ends an app's attempt (transient, lost lock, stopped, final),
-//!   decided once per error type.
-//! * [`archive`] — one app's batches: read, encode, [`publish`], record.
-//! * [`verifier`] — the one comparison of a batch's expected facts with what the store holds;
-//!   [`publish`] treats a finding as an error, [`verify`], [`purge`] and [`restore`] report it.
-//! * [`purge`], [`restore`], [`verify`], [`status`] — the other commands' work, per app.
-//! * [`compact`] — members of long-purged receipts replaced by a digest on the receipt.
-//! * [`doctor`] — the preflight: what the database and the store allow and do, line by line.
+//!   database errors (with jitter), the run noted for `history` and `status`.
+//! * `failure.rs` — how a failure ends an app's attempt (transient, lost lock, stopped, final),
+//!   decided once per error type; `report.rs` ends an app's report on it ([`report::AppReport::end`]).
+//! * `report.rs` — the summary every command returns and the exit status it implies, decided in
+//!   one place; `report/details.rs` each command's own fields; `report/statement.rs` the auditor's
+//!   statement.
+//! * `replicas.rs` — writes paced by the replicas' lag; `budget.rs` — the memory every batch in
+//!   flight holds, all apps together; `home.rs` — `--store` held to the archive's home, and its
+//!   moves.
+//! * `archive/` — one app's batches (`mod.rs`): the run prepared once (`prepare.rs`), the three
+//!   overlapping stages (`stages.rs`: built by `builder.rs`, written and read back by
+//!   `publish.rs`), a batch's receipt and members recorded (`record.rs`).
+//! * `verifier/` — the one comparison of a batch's expected facts with what the store holds
+//!   (`mod.rs`): what a receipt or a batch just written expects (`expected.rs`), the comparisons
+//!   (`compare.rs`), objects in cold storage (`cold.rs`), what a finding is (`finding.rs`).
+//!   Publish treats a finding as an error; verify, purge, restore, compact and find report it.
+//! * `log/` — the log of batches in the store (`mod.rs`: its keys read and written): appended by
+//!   archive (`append.rs`), audited whole by verify (`audit.rs`), proven from by purge and attest
+//!   (`proof.rs`).
+//! * Each command's work per app: `verify.rs`, `purge.rs`, `restore.rs`, `compact.rs`,
+//!   `find.rs`, `status.rs`, `attest.rs`, `history.rs`, `migrate.rs`; `doctor/` the preflight
+//!   (`database.rs`, `bucket.rs`, `probe.rs` the write probe), line by line.
 
 pub(crate) mod apps;
 pub(crate) mod archive;
