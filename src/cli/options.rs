@@ -316,15 +316,14 @@ impl Common {
         }
     }
 
-    /// How the run's end is printed: a statement (`attest`) as canonical JSON unless CSV is
-    /// asked for — also on a terminal, and when OUTBOX_ARCHIVER_FORMAT=table, a person's
-    /// preference for summaries: it is a document to hash and sign — anything else as a table
-    /// for a person ([`Common::table_output`]) or JSON.
-    pub(crate) fn output_format(&self, command: &super::Command) -> crate::output::Format {
+    /// How the run's end is printed: CSV where asked for (attest's statement: no other command
+    /// takes it), else a table or the short summary for a person ([`Common::table_output`]),
+    /// or JSON. A statement is canonical JSON in both (`output::render`): a document to hash
+    /// and sign, whatever a person prefers for summaries.
+    pub(crate) fn output_format(&self) -> crate::output::Format {
         use crate::output::Format;
-        match (command, self.log.format) {
-            (super::Command::Attest(_), Some(FormatArg::Csv)) => Format::Csv,
-            (super::Command::Attest(_), _) => Format::Json,
+        match self.log.format {
+            Some(FormatArg::Csv) => Format::Csv,
             _ if self.table_output() => Format::Table,
             _ => Format::Json,
         }

@@ -12,7 +12,7 @@ use crate::pipeline::report;
 pub fn main() -> i32 {
     let started = std::time::Instant::now();
     let (cli, command) = super::parse_or_exit();
-    let format = cli.common.output_format(&cli.command);
+    let format = cli.common.output_format();
     super::logs::init(
         cli.common.log_format(),
         &cli.common.log,

@@ -31,7 +31,10 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
             summary.error = Some(e);
             return summary.settle();
         }
-        Err(Unprepared::WithoutApps(e)) => return summary.without_apps(e),
+        Err(Unprepared::WithoutApps(e, conditional_put)) => {
+            summary.conditional_put = conditional_put;
+            return summary.without_apps(e);
+        }
     };
     summary.conditional_put = prepared.conditional_put;
     if !apps.is_empty() {

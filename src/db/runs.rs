@@ -61,19 +61,11 @@ pub(crate) const FINDINGS_KEPT: usize = 20;
 
 /// `{"count": n, "first": [the first FINDINGS_KEPT]}`, or `None` for none.
 pub(crate) fn findings_json<T: serde::Serialize>(findings: &[T]) -> Option<String> {
-    #[derive(serde::Serialize)]
-    struct Kept<'a, T> {
-        count: usize,
-        first: &'a [T],
-    }
     if findings.is_empty() {
         return None;
     }
-    serde_json::to_string(&Kept {
-        count: findings.len(),
-        first: &findings[..findings.len().min(FINDINGS_KEPT)],
-    })
-    .ok()
+    let first = &findings[..findings.len().min(FINDINGS_KEPT)];
+    serde_json::to_string(&serde_json::json!({ "count": findings.len(), "first": first })).ok()
 }
 
 /// The findings a run recorded, read back: how many, and the first [`FINDINGS_KEPT`].

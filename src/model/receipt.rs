@@ -46,9 +46,10 @@ pub struct Receipt {
     pub life: Lifecycle,
 }
 
-/// What a receipt records of its batch's three objects. The manifest's and `_SUCCESS`'s bytes
-/// follow from the receipt (the verifier rebuilds them byte for byte), so their sizes do; what
-/// is recorded of them is what the store held when they were read back.
+/// What a receipt records of its batch's three objects: their digests as written, each held to
+/// what the store returned when it was read back before the receipt was recorded. The
+/// manifest's and `_SUCCESS`'s bytes follow from the receipt (the verifier rebuilds them byte
+/// for byte), so their sizes do and are not recorded.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Objects {
     /// The data object: its gzip bytes' SHA-256, CRC-64 and size.

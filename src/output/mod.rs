@@ -1,5 +1,5 @@
-//! What a run shows the world, read from its typed report ([`crate::pipeline::report`]) — the
-//! only place anything a person reads is drawn: the short summary for a terminal ([`text`]),
+//! What a run shows the world, read from its typed report ([`crate::pipeline::report`]) — every
+//! table, summary and document a command prints is drawn here: the short summary for a terminal ([`text`]),
 //! the tables of `status`, `history` and `doctor` ([`tables`]), the auditor's statement as
 //! canonical JSON or CSV ([`statement`]), the progress lines and log writer ([`progress`]),
 //! and the Prometheus metrics ([`metrics`]). Nothing here decides anything about the archive.

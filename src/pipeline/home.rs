@@ -551,10 +551,7 @@ async fn lock_every_app(
         .iter()
         .map(|app| crate::db::lock::database_lock_name(database, ctx.spec.name, app))
         .collect();
-    match crate::db::lock::AppLock::try_acquire_all(&ctx.db, &names)
-        .await
-        ?
-    {
+    match crate::db::lock::AppLock::try_acquire_all(&ctx.db, &names).await? {
         Some(lock) => Ok(Some(lock)),
         None => Err(RelocateError::Refused(format!(
             "another run holds the lock of one of the {} apps ({}): stop the archive, purge and compact jobs (the sentinel, or suspend the CronJobs), then relocate",
@@ -655,10 +652,7 @@ async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, 
         )));
     }
     let mut checked = Vec::new();
-    match read_marker(to, &home.marker_key)
-        .await
-        ?
-    {
+    match read_marker(to, &home.marker_key).await? {
         Marker::Found(marker) if marker.archive_id == home.archive_id => {
             checked.push(home.marker_key.clone())
         }

@@ -26,8 +26,9 @@
 //!   archive (`append.rs`), audited whole by verify (`audit.rs`), proven from by purge and attest
 //!   (`proof.rs`).
 //! * Each command's work per app: `verify.rs`, `purge.rs`, `restore.rs`, `compact.rs`,
-//!   `find.rs`, `status.rs`, `attest.rs`, `history.rs`, `migrate.rs`; `doctor/` the preflight
-//!   (`database.rs`, `bucket.rs`, `probe.rs` the write probe), line by line.
+//!   `find.rs`, `status.rs`, `attest.rs`; and of the run as a whole: `history.rs` (the runs
+//!   recorded), `migrate.rs` (the owned tables), `doctor/` the preflight (`database.rs`,
+//!   `bucket.rs`, `probe.rs` the write probe), line by line.
 
 pub(crate) mod apps;
 pub(crate) mod archive;

@@ -376,8 +376,9 @@ impl<'a> Purger<'a> {
     /// Deletes a receipt's members chunk by chunk, each chunk in its own transaction under the
     /// lock, then marks the receipt purged. Leaves it unfinished when a limit or shutdown stops
     /// it, and untouched (rows and all) when it was restored into the source meanwhile. The
-    /// members it keeps (changed since archived) are noted as it goes — by an attempt that does
-    /// not fail: the one that finishes the batch notes them.
+    /// members it keeps (changed since archived) are noted as it goes, however the receipt's
+    /// work ends — unless an error ends the attempt: a retry (a lost lock is retried) notes
+    /// them again, and they are said once.
     async fn delete_members(
         &self,
         receipt: &Receipt,

@@ -157,8 +157,8 @@ impl AppReport {
         }
     }
 
-    /// Ends the app's report on how its work ended — the one rule every command that works
-    /// batch by batch ends an app by: an error that stopped it (shutdown while waiting for the
+    /// Ends the app's report on how its work ended — the one rule archive, purge, compact and
+    /// restore end an app by: an error that stopped it (shutdown while waiting for the
     /// replicas) is a clean stop with its reason; any other error fails the app (logged, with
     /// whether another attempt may help); work that ended without an error fails the app if it
     /// left batches unfinished ([`Ending::failed`]), else stops it if it stopped short
@@ -231,7 +231,8 @@ impl AppReport {
 /// What an app's work left when it ended without an error ([`AppReport::end`]).
 #[derive(Debug, Clone, Default)]
 pub(crate) struct Ending {
-    /// Batches it could not finish, said in full (`2 batch(es) not purged: …`): the app failed.
+    /// Why the app failed though no error ended its work: the batches it could not finish, said
+    /// in full (`2 batch(es) not purged: …`), or the first batch's error (restore goes on past one).
     pub failed: Option<String>,
     /// Why it stopped short of its work: a limit, a signal, rows left locked, objects being
     /// restored from cold storage.

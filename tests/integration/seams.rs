@@ -292,6 +292,17 @@ async fn every_time_flag_takes_a_day_rfc3339_or_epoch_ms() {
     .await;
     assert_eq!(code, 0, "{text}");
     assert!(text.trim_start().starts_with('{'), "{text}");
+    // ... and where there is no statement, the person gets the summary they asked for.
+    let (code, text) = run_cli_text(
+        &["attest", "--from", "2026-01-01", "--to", "2999-01-01"],
+        &table_env,
+    )
+    .await;
+    assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("attest: could not list the apps (see error) (exit 2)"),
+        "{text}"
+    );
     let (code, text) = run_cli_text(
         &[
             "attest",
@@ -306,6 +317,10 @@ async fn every_time_flag_takes_a_day_rfc3339_or_epoch_ms() {
     )
     .await;
     assert_eq!(code, 2, "{text}");
+    assert!(
+        text.contains("attest: could not start (see error) (exit 2)"),
+        "{text}"
+    );
     // A day is a whole day: an instant that is not a UTC midnight is refused, naming it.
     let (code, text) = run_cli_text(
         &[

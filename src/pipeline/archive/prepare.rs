@@ -21,8 +21,9 @@ pub(crate) enum Unprepared {
     Unusable(String),
     /// The run could not record or probe what it must (exit 1).
     Failed(String),
-    /// The table's columns could not be read: the apps could not be worked.
-    WithoutApps(String),
+    /// The table's columns could not be read: the apps could not be worked (the store's answer
+    /// to create-only puts, where it was probed, is still said).
+    WithoutApps(String, Option<ConditionalPut>),
 }
 
 /// Prepares an archive run of `apps` (none: nothing to prepare but the columns): records the
@@ -55,7 +56,7 @@ pub(crate) async fn prepare(
         .db
         .unarchived(ctx.spec)
         .await
-        .map_err(|e| Unprepared::WithoutApps(e.to_string()))?;
+        .map_err(|e| Unprepared::WithoutApps(e.to_string(), conditional_put))?;
     if !unarchived.is_empty() {
         tracing::warn!(
             table = ctx.spec.name,
