@@ -267,17 +267,11 @@ fn verify_lists(out: &mut String, run: &VerifyRun) {
         }
         more(out, run.findings.len());
     }
-    if !run.orphans.is_empty() {
-        let _ = writeln!(
-            out,
-            "{} orphan objects (no receipt; an interrupted run leaves them):",
-            run.orphans.len()
-        );
-        for key in run.orphans.iter().take(LIST) {
-            let _ = writeln!(out, "  {key}");
-        }
-        more(out, run.orphans.len());
-    }
+    keys(
+        out,
+        "orphan objects (no receipt; an interrupted run leaves them)",
+        &run.orphans,
+    );
 }
 
 /// find's: each row found with where it is kept, the events not found, what was searched.
@@ -322,15 +316,8 @@ fn find_lists(out: &mut String, run: &FindRun) {
         );
     }
     if !run.missing_objects.is_empty() {
-        let _ = writeln!(
-            out,
-            "could not read {} data objects:",
-            run.missing_objects.len()
-        );
-        for key in run.missing_objects.iter().take(LIST) {
-            let _ = writeln!(out, "  {key}");
-        }
-        more(out, run.missing_objects.len());
+        let _ = write!(out, "could not read ");
+        keys(out, "data objects", &run.missing_objects);
     }
     let _ = writeln!(
         out,
@@ -385,6 +372,18 @@ fn planned_batches(out: &mut String, apps: &[AppReport]) {
         );
     }
     more(out, planned.len());
+}
+
+/// `{n} {what}:` and the first keys, one a line; nothing when there are none.
+fn keys(out: &mut String, what: &str, keys: &[String]) {
+    if keys.is_empty() {
+        return;
+    }
+    let _ = writeln!(out, "{} {what}:", keys.len());
+    for key in keys.iter().take(LIST) {
+        let _ = writeln!(out, "  {key}");
+    }
+    more(out, keys.len());
 }
 
 fn more(out: &mut String, n: usize) {

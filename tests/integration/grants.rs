@@ -17,27 +17,9 @@ async fn the_least_privilege_roles_can_do_their_jobs_and_no_more() {
     let suffix = db.name.trim_start_matches("oat_");
     let (archiver, purger) = (format!("oa_{suffix}"), format!("op_{suffix}"));
     let compactor = format!("oc_{suffix}");
-    let grants = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/mysql-grants.sql"
-    ))
-    .unwrap()
-    .replace("`wallet`.", &format!("`{}`.", db.name))
-    .replace("'outbox_archiver'", &format!("'{archiver}'"))
-    .replace("'outbox_purger'", &format!("'{purger}'"))
-    .replace("'outbox_compactor'", &format!("'{compactor}'"))
-    .replace("CHANGE-ME", PASSWORD);
+    let grants = grants_sql(&db, [&archiver, &purger, &compactor], PASSWORD);
     let mut admin = admin_connection().await;
-    let statements: Vec<String> = grants
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("--"))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .split(';')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-        .map(str::to_string)
-        .collect();
+    let statements = sql_statements(&grants);
     assert!(statements.len() >= 10, "{statements:?}");
     for statement in statements {
         admin

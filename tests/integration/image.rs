@@ -155,26 +155,9 @@ async fn the_image_runs_the_cronjobs_as_kubernetes_runs_them() {
     let ran = migrate.run(image).await;
     done(&ran);
     runs.push(ran);
-    let grants = std::fs::read_to_string(concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/deploy/mysql-grants.sql"
-    ))
-    .unwrap()
-    .replace("`wallet`.", &format!("`{}`.", db.name))
-    .replace("'outbox_archiver'", &format!("'{}'", roles[0].1))
-    .replace("'outbox_purger'", &format!("'{}'", roles[1].1))
-    .replace("'outbox_compactor'", &format!("'{}'", roles[2].1))
-    .replace("CHANGE-ME", PASSWORD);
+    let grants = grants_sql(&db, [&roles[0].1, &roles[1].1, &roles[2].1], PASSWORD);
     let mut admin = admin_connection().await;
-    for statement in grants
-        .lines()
-        .filter(|l| !l.trim_start().starts_with("--"))
-        .collect::<Vec<_>>()
-        .join("\n")
-        .split(';')
-        .map(str::trim)
-        .filter(|s| !s.is_empty())
-    {
+    for statement in sql_statements(&grants) {
         admin
             .execute(AssertSqlSafe(statement.to_string()))
             .await

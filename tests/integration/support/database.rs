@@ -415,3 +415,33 @@ pub async fn table_rows(db: &TestDb, table: &str, app: &str) -> Vec<Row> {
         .map(|id| by_id.remove(id.as_bytes()).expect("a row per key"))
         .collect()
 }
+
+/// deploy/mysql-grants.sql as an operator runs it for `db`'s database: its three roles —
+/// archiver, purger, compactor — named `roles`, with `password`.
+pub fn grants_sql(db: &TestDb, roles: [&str; 3], password: &str) -> String {
+    let [archiver, purger, compactor] = roles;
+    std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/deploy/mysql-grants.sql"
+    ))
+    .unwrap()
+    .replace("`wallet`.", &format!("`{}`.", db.name))
+    .replace("'outbox_archiver'", &format!("'{archiver}'"))
+    .replace("'outbox_purger'", &format!("'{purger}'"))
+    .replace("'outbox_compactor'", &format!("'{compactor}'"))
+    .replace("CHANGE-ME", password)
+}
+
+/// The statements of an SQL script, comment lines left out, in order.
+pub fn sql_statements(script: &str) -> Vec<String> {
+    script
+        .lines()
+        .filter(|l| !l.trim_start().starts_with("--"))
+        .collect::<Vec<_>>()
+        .join("\n")
+        .split(';')
+        .map(str::trim)
+        .filter(|s| !s.is_empty())
+        .map(str::to_string)
+        .collect()
+}
