@@ -176,6 +176,14 @@ fn schemas_accept_real_output_and_reject_damage() {
         let value: serde_json::Value = serde_json::from_slice(line).unwrap();
         assert!(record.is_valid(&value), "{value}");
     }
+    // A line written after a column was added to the table holds it after the table's own.
+    let first = read("data.ndjson");
+    let first = first.split(|&b| b == b'\n').next().unwrap();
+    let mut added: serde_json::Value = serde_json::from_slice(first).unwrap();
+    added["region"] = serde_json::json!("eu");
+    assert!(record.is_valid(&added), "{added}");
+    added["region"] = serde_json::json!({"not": "a column's value"});
+    assert!(!record.is_valid(&added), "{added}");
     let m: serde_json::Value = serde_json::from_slice(&read("manifest.json")).unwrap();
     assert!(manifest.is_valid(&m), "{m}");
     let s: serde_json::Value = serde_json::from_slice(&read("_SUCCESS")).unwrap();

@@ -495,13 +495,13 @@ async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) ->
     summary
 }
 
-/// `schema`: a built-in table's record schema needs nothing; a profile's, the database that
-/// describes its columns.
+/// `schema`: a built-in table's record schema needs nothing (its own columns; with a database, the
+/// columns added to the table too); a profile's, the database that describes its columns.
 async fn schema_command(common: &Common) -> Summary {
     let spec = match common.profile() {
         Err(e) => return Summary::unusable(CommandName::Schema, e),
-        Ok(None) => common.spec(),
-        Ok(Some(_)) => match common.database().await {
+        Ok(None) if common.db.database_url.is_none() => common.spec(),
+        Ok(_) => match common.database().await {
             Err(e) => Err(e),
             Ok(db) => {
                 let spec = common.spec_on(&db).await;

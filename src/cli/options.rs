@@ -592,7 +592,11 @@ impl Common {
                 .resolve_profile(&profile)
                 .await
                 .map_err(|e| format!("--table-profile {}: {e}", self.profile_path())),
-            None => self.spec(),
+            // The built-in table as the database holds it: with the columns added to it since.
+            None => db
+                .resolve_builtin(self.spec()?)
+                .await
+                .map_err(|e| e.to_string()),
         }
     }
 

@@ -4,6 +4,7 @@
 //!
 //! Every connection runs READ COMMITTED. SQL stays portable between MySQL 8 and MariaDB ≥ 10.6.
 
+pub(crate) mod added;
 pub(crate) mod apps;
 pub(crate) mod chain;
 mod columns;

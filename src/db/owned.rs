@@ -41,21 +41,18 @@ impl OwnedTable {
     }
 }
 
-/// The owned tables of `spec`, in the order they are created: six, and for a profile's table
-/// a seventh that keeps the columns archived so far.
+/// The owned tables of `spec`, in the order they are created.
 pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
-    let mut tables = vec![
+    vec![
         receipts(spec),
         members(spec),
         runs(spec),
         drills(spec),
         superseded(spec),
         home(spec),
-    ];
-    if !spec.is_builtin() {
-        tables.push(archived_columns(spec));
-    }
-    tables
+        archived_columns(spec),
+        added_values(spec),
+    ]
 }
 
 /// One row per batch archived: what it holds, its proof, and what purge, restore and
@@ -250,8 +247,10 @@ fn superseded(spec: &TableSpec) -> OwnedTable {
     }
 }
 
-/// A profile's columns come from the live table: the columns archived so far are kept
-/// here, so that one removed from the table stops the run instead of going unnoticed.
+/// The columns archived so far — a profile's every column, a built-in table's columns added to
+/// it since (its own are archived always) — and the generated ones seen (`generated`: derived,
+/// never archived): one removed from the table stops the run instead of going unnoticed, and a
+/// batch recorded before a column was first archived is known to lack it.
 fn archived_columns(spec: &TableSpec) -> OwnedTable {
     OwnedTable {
         name: spec.columns_table(),
@@ -265,29 +264,41 @@ fn archived_columns(spec: &TableSpec) -> OwnedTable {
     }
 }
 
-/// How `<prefix>_columns` names a kind.
-fn encoding_name(kind: crate::model::table::Kind) -> &'static str {
-    use crate::model::table::Kind;
-    match kind {
-        Kind::Int => "int",
-        Kind::Text => "text",
-        Kind::JsonText => "json",
-        Kind::Blob => "base64",
-        Kind::Decimal => "decimal",
-        Kind::DateTime => "datetime",
-        Kind::Timestamp => "timestamp",
+/// Per batch, what its rows held in a column its lines lack (one added to the table after the
+/// batch was archived) when purge deleted them — one value per column per batch, as a line would
+/// encode it (`encoding`: how) — recorded in the transaction of the first delete that relied on
+/// it; restore writes it back (SPEC §4).
+fn added_values(spec: &TableSpec) -> OwnedTable {
+    OwnedTable {
+        name: spec.added_values_table(),
+        columns: columns(&[
+            ("app_code", MEMBERS_APP_CODE),
+            ("batch_id", BATCH_ID),
+            ("column_name", "VARCHAR(64) NOT NULL"),
+            ("encoding", "VARCHAR(16) CHARACTER SET ascii NOT NULL"),
+            ("value_json", "MEDIUMTEXT NOT NULL"),
+            ("recorded_at_ms", "BIGINT NOT NULL"),
+        ]),
+        keys: vec!["PRIMARY KEY (app_code, batch_id, column_name)".into()],
     }
 }
 
+/// What `<prefix>_columns` says of a generated column (derived: never archived).
+const GENERATED: &str = "generated";
+
+/// How `<prefix>_columns` names a kind.
+fn encoding_name(kind: crate::model::table::Kind) -> &'static str {
+    kind.encoding()
+}
+
 impl Db {
-    /// Refuses a profile's table that lost a column earlier runs archived: the batches that hold
-    /// it could not be restored into the table, and the runs would silently archive less.
+    /// Refuses a table that lost a column earlier runs archived (a built-in table's own columns
+    /// are `profile::check_live`'s): the batches that hold it could not be restored into the
+    /// table, and the runs would silently archive less. A column archived before and generated
+    /// now is still there (a restore lets the server compute it).
     pub(crate) async fn check_archived_columns(&self, spec: &TableSpec) -> Result<(), DbError> {
-        if spec.is_builtin() {
-            return Ok(()); // its columns are fixed: `profile::check_live`
-        }
         let recorded: Vec<(String, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT CAST(column_name AS CHAR), CAST(json_key AS CHAR), CAST(encoding AS CHAR) FROM {} ORDER BY column_name",
+            "SELECT CAST(column_name AS CHAR), CAST(json_key AS CHAR), CAST(encoding AS CHAR) FROM {} WHERE encoding <> '{GENERATED}' ORDER BY column_name",
             spec.columns_table()
         )))
         .fetch_all(&self.pool)
@@ -311,10 +322,18 @@ impl Db {
                 )));
             }
         }
-        let gone: Vec<&str> = recorded
+        let missing: Vec<&str> = recorded
             .iter()
             .map(|(r, _, _)| r.as_str())
             .filter(|r| !spec.columns.iter().any(|c| c.name.eq_ignore_ascii_case(r)))
+            .collect();
+        if missing.is_empty() {
+            return Ok(());
+        }
+        let live = self.describe(spec.name).await?;
+        let gone: Vec<&str> = missing
+            .into_iter()
+            .filter(|r| !live.iter().any(|l| l.name.eq_ignore_ascii_case(r)))
             .collect();
         if gone.is_empty() {
             return Ok(());
@@ -327,18 +346,15 @@ impl Db {
         )))
     }
 
-    /// When each column of a profile's table was first archived (`<prefix>_columns`): a batch
-    /// recorded before a column was first archived cannot hold it. Empty for a built-in table,
-    /// whose columns are fixed.
+    /// When each column of the table was first archived (`<prefix>_columns`): a batch recorded
+    /// before a column was first archived cannot hold it. A built-in table's own columns are
+    /// archived always, and not listed.
     pub(crate) async fn first_archived_columns(
         &self,
         spec: &TableSpec,
     ) -> Result<Vec<(String, i64)>, DbError> {
-        if spec.is_builtin() {
-            return Ok(Vec::new());
-        }
         sqlx::query_as(sqlx::AssertSqlSafe(format!(
-            "SELECT CAST(column_name AS CHAR), first_archived_at_ms FROM {}",
+            "SELECT CAST(column_name AS CHAR), first_archived_at_ms FROM {} WHERE encoding <> '{GENERATED}'",
             spec.columns_table()
         )))
         .fetch_all(&self.pool)
@@ -346,30 +362,58 @@ impl Db {
         .context(|| format!("reading {}", spec.columns_table()))
     }
 
-    /// Records the columns `archive` is about to write (a profile's table; new ones only).
+    /// Records the columns `archive` is about to write (new ones only; a built-in table's own
+    /// are never listed) and the generated columns it leaves out; a column generated before and
+    /// stored now is first archived now.
     pub(crate) async fn record_archived_columns(
         &self,
         spec: &TableSpec,
         now_ms: i64,
     ) -> Result<(), DbError> {
-        if spec.is_builtin() {
+        let table = spec.columns_table();
+        let live = self.describe(spec.name).await?;
+        let mut listed: Vec<(&str, &str, &str)> = spec
+            .columns
+            .iter()
+            .filter(|c| !spec.is_fixed(c.name))
+            .map(|c| (c.name, c.json_key, encoding_name(c.kind)))
+            .collect();
+        listed.extend(
+            live.iter()
+                .filter(|l| l.generated)
+                .map(|l| (l.name.as_str(), "", GENERATED)),
+        );
+        if listed.is_empty() {
             return Ok(());
         }
         let mut qb = sqlx::QueryBuilder::<MySql>::new(format!(
-            "INSERT IGNORE INTO {} (column_name, json_key, encoding, first_archived_at_ms) ",
-            spec.columns_table()
+            "DELETE FROM {table} WHERE encoding = '{GENERATED}' AND column_name IN ("
         ));
-        qb.push_values(spec.columns, |mut values, column| {
+        let mut names = qb.separated(", ");
+        for (name, _, _) in listed.iter().filter(|(_, _, e)| *e != GENERATED) {
+            names.push_bind(*name);
+        }
+        qb.push(")");
+        if listed.iter().any(|(_, _, e)| *e != GENERATED) {
+            qb.build()
+                .execute(&self.pool)
+                .await
+                .context(|| format!("recording the archived columns in {table}"))?;
+        }
+        let mut qb = sqlx::QueryBuilder::<MySql>::new(format!(
+            "INSERT IGNORE INTO {table} (column_name, json_key, encoding, first_archived_at_ms) "
+        ));
+        qb.push_values(&listed, |mut values, (name, key, encoding)| {
             values
-                .push_bind(column.name)
-                .push_bind(column.json_key)
-                .push_bind(encoding_name(column.kind))
+                .push_bind(*name)
+                .push_bind(*key)
+                .push_bind(*encoding)
                 .push_bind(now_ms);
         });
         qb.build()
             .execute(&self.pool)
             .await
-            .context(|| format!("recording the archived columns in {}", spec.columns_table()))?;
+            .context(|| format!("recording the archived columns in {table}"))?;
         Ok(())
     }
 }

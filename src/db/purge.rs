@@ -9,11 +9,20 @@
 //! receipt withdrawn meanwhile (another state, or deleted) stops the batch; a batch that
 //! `restore --into-source` put back — which marks the receipt in the same transaction as its
 //! inserts — is left alone, even when the mark arrived after purge listed the receipt.
+//!
+//! Every delete is decided against the table as it is in the transaction that deletes (SPEC
+//! §5.16): once the chunk's rows are locked — which holds the table's definition until the
+//! commit — the transaction asks the server for the table's columns, and a chunk compared on
+//! another column list (a column added or dropped since purge last read them) is rolled back and
+//! done again. Columns the batch's lines lack (added after it was archived) are held to what its
+//! deleted rows held, recorded with the batch in the same transaction ([`crate::model::unarchived`]).
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Row as _, Transaction};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, SqlSafeStr as _, Transaction};
 
+use super::added::{AddedValue, AddedValues};
 use super::lock::{AppLock, Doing, LockLost};
 use super::preflight::{Flavour, Server};
 use super::{Context, DbError};
@@ -22,7 +31,7 @@ use crate::model::batch::Member;
 use crate::model::profile::LiveColumn;
 use crate::model::receipt::STATE_VERIFIED;
 use crate::model::table::TableSpec;
-use crate::model::unarchived::Unarchived;
+use crate::model::unarchived::{Recorded, Unarchived};
 
 /// At most this many rows per delete transaction.
 pub(crate) const PURGE_CHUNK: usize = 500;
@@ -69,22 +78,37 @@ pub struct PurgeQueries {
     spec: &'static TableSpec,
     /// The server's kind, read once: how a delete is held to the unique key differs.
     flavour: tokio::sync::OnceCell<Flavour>,
-    /// The source table's columns as the server describes them, read once: a batch's lines may
-    /// lack some of them (SPEC §5.14).
-    live: tokio::sync::OnceCell<Vec<LiveColumn>>,
-    /// What the lines of a batch of each table as archived lack, probed once each (by spec).
-    unarchived: std::sync::Arc<tokio::sync::Mutex<HashMap<usize, Unarchived>>>,
+    /// The source table's columns as the server last described them: a batch's lines may lack
+    /// some of them (SPEC §5.14). Each delete transaction holds them to the table as it is then,
+    /// and reads them again when they changed.
+    live: Arc<tokio::sync::Mutex<Option<Arc<Vec<LiveColumn>>>>>,
+}
+
+/// How many times a chunk is done again because the table's columns changed under it before
+/// purge gives up on the run (a table altered that often is being migrated: purge later).
+const COLUMN_CHANGES: usize = 3;
+
+/// A chunk of a batch's members, and the table as the batch's lines hold it.
+#[derive(Clone, Copy)]
+pub(crate) struct ChunkOf<'a> {
+    pub app: &'a str,
+    pub batch_id: &'a str,
+    pub members: &'a [Member],
+    pub batch: &'static TableSpec,
 }
 
 /// The rows of a chunk as they are now, held to their members: which are exactly what was
-/// archived (their line's fingerprint is the member's), which are there but changed, and how
-/// many another transaction held locked (not looked at, left for a later run).
+/// archived (their line's fingerprint is the member's, and the columns the lines lack hold what
+/// the batch's deleted rows held), which are there but changed, and how many another transaction
+/// held locked (not looked at, left for a later run).
 struct Compared {
     exact: Vec<String>,
     changed: Vec<String>,
     busy: u64,
     /// Why rows were kept that encode to their archived lines: columns the lines lack.
     kept_for_columns: std::collections::BTreeSet<String>,
+    /// What the batch's deleted rows held in columns its lines lack, to record with the delete.
+    record: Vec<(String, String)>,
 }
 
 /// A statement purge runs on the source table, and how the server plans it (`EXPLAIN`).
@@ -115,26 +139,65 @@ impl PurgeQueries {
         PurgeQueries {
             spec,
             flavour: tokio::sync::OnceCell::new(),
-            live: tokio::sync::OnceCell::new(),
-            unarchived: Default::default(),
+            live: Default::default(),
         }
     }
 
-    /// The columns of the source table that the lines of a batch of `batch` (the table as they
-    /// hold it) lack, and what a restore would put into each (one query, the first time).
-    async fn unarchived(&self, pool: &MySqlPool, batch: &TableSpec) -> Result<Unarchived, DbError> {
-        let mut known = self.unarchived.lock().await;
-        let at = batch as *const TableSpec as usize;
-        if let Some(found) = known.get(&at) {
-            return Ok(found.clone());
+    /// The source table's columns as last described (one query when not known).
+    async fn live(&self, pool: &MySqlPool) -> Result<Arc<Vec<LiveColumn>>, DbError> {
+        let mut known = self.live.lock().await;
+        if let Some(live) = known.as_ref() {
+            return Ok(live.clone());
         }
-        let live = self
-            .live
-            .get_or_try_init(|| super::schema::live_columns(pool, self.spec.name))
+        let live = Arc::new(super::schema::live_columns(pool, self.spec.name).await?);
+        *known = Some(live.clone());
+        Ok(live)
+    }
+
+    /// Forgets the table's columns: they changed.
+    async fn forget_live(&self) {
+        *self.live.lock().await = None;
+    }
+
+    /// Whether the source table's columns, as the server describes them to this transaction
+    /// now, are `live`'s (names in order). Asked after the chunk's rows are locked: the
+    /// transaction then holds the table's definition until it ends.
+    async fn columns_still(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        live: &[LiveColumn],
+    ) -> Result<bool, DbError> {
+        use sqlx::{Column as _, Executor as _};
+        let sql = format!("SELECT * FROM {}", self.spec.name);
+        let described = (&mut **tx)
+            .describe(AssertSqlSafe(sql).into_sql_str())
+            .await
+            .context(|| format!("describing {} before a delete", self.spec.name))?;
+        let now = described.columns();
+        Ok(now.len() == live.len()
+            && now
+                .iter()
+                .zip(live)
+                .all(|(c, l)| c.name().eq_ignore_ascii_case(&l.name)))
+    }
+
+    /// What the deleted rows of a batch held in columns its lines lack, recorded so far.
+    async fn recorded<'e, E>(
+        &self,
+        executor: E,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Recorded, DbError>
+    where
+        E: sqlx::Executor<'e, Database = MySql>,
+    {
+        let values = AddedValues::new(self.spec)
+            .of_batch(executor, app, batch_id)
             .await?;
-        let unarchived = super::schema::unarchived_of(pool, batch, live).await?;
-        known.insert(at, unarchived.clone());
-        Ok(unarchived)
+        Ok(values
+            .into_iter()
+            .map(|v| (v.column_name, v.value_json))
+            .collect())
     }
 
     /// The server's kind (one query, the first time).
@@ -300,84 +363,93 @@ impl PurgeQueries {
         Ok(plans)
     }
 
-    /// Reads the rows of these members (of `app`) as they are now — `FOR UPDATE` inside a
-    /// delete transaction, so that they cannot change before they are deleted — encodes each as
-    /// the archive encoded the batch (`batch`: the table as its lines hold it) and compares its
+    /// Reads the rows of these members as they are now — `FOR UPDATE` inside a delete
+    /// transaction, so that they cannot change before they are deleted — encodes each as the
+    /// archive encoded the batch (`of.batch`: the table as its lines hold it) and compares its
     /// line's fingerprint with the member's. A row is exact only if every column is what was
     /// archived — status, `updated_at_ms`, payload, all of it — and every column the lines lack
-    /// holds what a restore would put back ([`Unarchived`]). Members without a fingerprint never
-    /// reach here (purge fills them from the data object).
-    #[allow(clippy::too_many_arguments)]
+    /// (`unarchived`) holds what the batch's deleted rows held (`recorded`, or chosen now:
+    /// [`crate::model::unarchived::decide`]). Members without a fingerprint never reach here
+    /// (purge fills them from the data object).
     async fn compare<'e, E>(
         &self,
         executor: E,
         flavour: Flavour,
-        app: &str,
-        members: &[Member],
+        of: ChunkOf<'_>,
         for_update: bool,
-        batch: &'static TableSpec,
         unarchived: &Unarchived,
+        recorded: &Recorded,
     ) -> Result<Compared, DbError>
     where
         E: sqlx::Executor<'e, Database = MySql>,
     {
+        let (app, batch) = (of.app, of.batch);
         let over = if for_update { Over::Lock } else { Over::Read };
-        let ids = members.iter().map(|m| m.event_id.as_str());
+        let ids = of.members.iter().map(|m| m.event_id.as_str());
         let list = format!("{}{}", batch.select_list(), unarchived.select_items());
+        let context = || format!("reading the rows of app {app} to compare before a delete");
         let rows = self
             .selecting_over_rows(&list, over, flavour, app, ids, None)
             .build()
             .fetch_all(executor)
             .await
-            .context(|| format!("reading the rows of app {app} to compare before a delete"))?;
-        let want: HashMap<&str, &Member> =
-            members.iter().map(|m| (m.event_id.as_str(), m)).collect();
+            .context(context)?;
+        let want: HashMap<&str, &Member> = of
+            .members
+            .iter()
+            .map(|m| (m.event_id.as_str(), m))
+            .collect();
         let mut compared = Compared {
             exact: Vec::new(),
             changed: Vec::new(),
             busy: 0,
             kept_for_columns: Default::default(),
+            record: Vec::new(),
         };
         let encoded = super::source::encode_rows(batch, &batch.layout(), app, &rows)?;
+        let mut candidates = Vec::new();
+        let mut held = Vec::new();
         for (row, raw) in encoded.into_iter().zip(&rows) {
             let now = row.cursor();
             let same = want.get(now.event_id.as_str()).is_some_and(|m| {
                 m.updated_at_ms == now.updated_at_ms
                     && m.fingerprint == Some(crate::model::digest::row_fingerprint(&row.line))
             });
-            let held = (0..unarchived.columns.len())
-                .map(|k| raw.try_get::<i64, _>(batch.columns.len() + k))
-                .collect::<Result<Vec<i64>, _>>()
-                .context(|| format!("reading the rows of app {app} to compare before a delete"))?;
-            let differing = unarchived.differing(&held);
-            if same && differing.is_empty() {
-                compared.exact.push(now.event_id);
-                continue;
+            match same {
+                true => {
+                    held.push(lacking_values(raw, batch, unarchived).context(context)?);
+                    candidates.push(now.event_id);
+                }
+                false => compared.changed.push(now.event_id),
             }
-            if same {
-                compared
-                    .kept_for_columns
-                    .insert(crate::model::unarchived::why(&differing));
-            }
-            compared.changed.push(now.event_id);
         }
+        let decided = crate::model::unarchived::decide(unarchived, recorded, &held);
+        for (id, exact) in candidates.into_iter().zip(decided.exact) {
+            match exact {
+                true => compared.exact.push(id),
+                false => compared.changed.push(id),
+            }
+        }
+        if !compared.exact.is_empty() {
+            compared.record = decided.record;
+        }
+        compared.kept_for_columns = decided.kept_for;
         compared.changed.sort();
         Ok(compared)
     }
 
-    /// How many of these members (of a batch of `batch`) would be deleted now (`--dry-run`):
+    /// How many of these members (of a batch of `of.batch`) would be deleted now (`--dry-run`):
     /// rows exactly as archived.
-    pub async fn count(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-        members: &[Member],
-        batch: &'static TableSpec,
-    ) -> Result<u64, DbError> {
+    pub(crate) async fn count(&self, pool: &MySqlPool, of: ChunkOf<'_>) -> Result<u64, DbError> {
         let flavour = self.flavour(pool).await?;
-        let unarchived = self.unarchived(pool, batch).await?;
+        let live = self.live(pool).await?;
+        let unarchived = Unarchived::of(of.batch, &live);
+        let recorded = match unarchived.is_empty() {
+            true => Recorded::new(),
+            false => self.recorded(pool, of.app, of.batch_id).await?,
+        };
         Ok(self
-            .compare(pool, flavour, app, members, false, batch, &unarchived)
+            .compare(pool, flavour, of, false, &unarchived, &recorded)
             .await?
             .exact
             .len() as u64)
@@ -385,54 +457,141 @@ impl PurgeQueries {
 
     /// Deletes one chunk of a batch's members in one transaction: the receipt is locked and must
     /// still be VERIFIED (and not restored into the source), the rows are locked and compared
-    /// with their members (`batch`: the table as the batch's lines hold it), and only rows
-    /// exactly as archived are deleted, by primary key.
-    #[allow(clippy::too_many_arguments)]
+    /// with their members (`of.batch`: the table as the batch's lines hold it) against the table
+    /// as it is in this transaction, and only rows exactly as archived are deleted, by primary
+    /// key. A chunk the table's columns changed under is done again on the table as it is now.
     pub(crate) async fn purge_chunk(
         &self,
         pool: &MySqlPool,
-        app: &str,
-        batch_id: &str,
-        members: &[Member],
-        batch: &'static TableSpec,
+        of: ChunkOf<'_>,
         lock: &AppLock,
         include_restored: bool,
         failpoints: &FailPoints,
+        now_ms: i64,
     ) -> Result<Chunk, PurgeError> {
         assert!(
-            members.len() <= PURGE_CHUNK,
+            of.members.len() <= PURGE_CHUNK,
             "purge chunks hold at most {PURGE_CHUNK} rows"
         );
+        for _ in 0..COLUMN_CHANGES {
+            let live = self.live(pool).await?;
+            let attempt = self
+                .try_chunk(pool, of, &live, lock, include_restored, failpoints, now_ms)
+                .await?;
+            match attempt {
+                Some(chunk) => return Ok(chunk),
+                None => {
+                    tracing::info!(
+                        table = self.spec.name,
+                        batch_id = of.batch_id,
+                        "the table's columns changed under a purge chunk: done again on the table as it is now"
+                    );
+                    self.forget_live().await
+                }
+            }
+        }
+        Err(PurgeError::Db(DbError::SourceShape(format!(
+            "the columns of {} changed under purge {COLUMN_CHANGES} times in a row: nothing of batch {}'s chunk was deleted; purge again once the table's migration is done",
+            self.spec.name, of.batch_id
+        ))))
+    }
+
+    /// One attempt at a chunk on the table described as `live`: `None` (rolled back) when the
+    /// table, asked in the transaction once its rows are locked, has other columns.
+    #[allow(clippy::too_many_arguments)]
+    async fn try_chunk(
+        &self,
+        pool: &MySqlPool,
+        of: ChunkOf<'_>,
+        live: &[LiveColumn],
+        lock: &AppLock,
+        include_restored: bool,
+        failpoints: &FailPoints,
+        now_ms: i64,
+    ) -> Result<Option<Chunk>, PurgeError> {
+        let (app, batch_id) = (of.app, of.batch_id);
         let flavour = self.flavour(pool).await?;
-        let unarchived = self.unarchived(pool, batch).await?;
+        let unarchived = Unarchived::of(of.batch, live);
         let mut tx = pool
             .begin()
             .await
             .context(|| format!("starting a purge transaction of batch {batch_id}"))?;
         let restored_at_ms = self.lock_receipt(&mut tx, app, batch_id).await?;
         if restored_at_ms.is_some() && !include_restored {
-            return Ok(Chunk {
+            return Ok(Some(Chunk {
                 restored: true,
                 ..Chunk::default()
-            });
+            }));
         }
+        let recorded = match unarchived.is_empty() {
+            true => Recorded::new(),
+            false => self.recorded(&mut *tx, app, batch_id).await?,
+        };
         let mut compared = self
-            .compare(&mut *tx, flavour, app, members, true, batch, &unarchived)
+            .compare(&mut *tx, flavour, of, true, &unarchived, &recorded)
             .await?;
+        if !self.columns_still(&mut tx, live).await? {
+            tx.rollback()
+                .await
+                .context(|| format!("rolling back a purge chunk of batch {batch_id}"))?;
+            return Ok(None);
+        }
         let seen = compared.exact.len() + compared.changed.len();
-        if seen < members.len() {
+        if seen < of.members.len() {
             // Gone, or locked by another transaction (skipped): a plain read tells them apart.
             compared.busy = self
-                .existing(pool, app, members)
+                .existing(pool, app, of.members)
                 .await?
                 .saturating_sub(seen as u64);
         }
+        let deleted = self
+            .delete_compared(tx, flavour, of, &unarchived, &compared, lock, failpoints, now_ms)
+            .await?;
+        Ok(Some(Chunk {
+            purged: deleted,
+            kept: compared.changed,
+            kept_for_columns: compared.kept_for_columns,
+            restored: false,
+            busy: compared.busy,
+        }))
+    }
+
+    /// The rest of a chunk's transaction once its rows are compared on the table as it is:
+    /// deletes the exact ones, records what they held in columns their lines lack, counts them on
+    /// the receipt, and commits while the app's lock is still held. Returns how many went.
+    #[allow(clippy::too_many_arguments)]
+    async fn delete_compared(
+        &self,
+        mut tx: Transaction<'_, MySql>,
+        flavour: Flavour,
+        of: ChunkOf<'_>,
+        unarchived: &Unarchived,
+        compared: &Compared,
+        lock: &AppLock,
+        failpoints: &FailPoints,
+        now_ms: i64,
+    ) -> Result<u64, PurgeError> {
+        let (app, batch_id) = (of.app, of.batch_id);
         let deleted = if compared.exact.is_empty() {
             0
         } else {
             self.delete_exact(&mut tx, flavour, app, batch_id, &compared.exact)
                 .await?
         };
+        if !compared.record.is_empty() {
+            let values: Vec<AddedValue> = compared
+                .record
+                .iter()
+                .map(|(name, json)| AddedValue {
+                    column_name: name.clone(),
+                    encoding: unarchived.encoding_of(name).to_string(),
+                    value_json: json.clone(),
+                })
+                .collect();
+            AddedValues::new(self.spec)
+                .insert(&mut tx, app, batch_id, &values, now_ms)
+                .await?;
+        }
         let sql = format!(
             "UPDATE {} SET purged_rows = purged_rows + ? WHERE app_code = ? AND batch_id = ? AND state = ?",
             self.spec.receipts_table()
@@ -452,13 +611,7 @@ impl PurgeQueries {
         tx.commit()
             .await
             .context(|| format!("committing a purge chunk of batch {batch_id}"))?;
-        Ok(Chunk {
-            purged: deleted,
-            kept: compared.changed,
-            kept_for_columns: compared.kept_for_columns,
-            restored: false,
-            busy: compared.busy,
-        })
+        Ok(deleted)
     }
 
     /// The first statement of a delete transaction: locks the batch's receipt row `FOR UPDATE`
@@ -631,4 +784,27 @@ impl PurgeQueries {
             .context(|| format!("marking batch {batch_id} purged"))?;
         Ok(Finished::Done)
     }
+}
+
+/// A compared row's values in the columns its batch's lines lack, each as JSON text as a line
+/// would hold it (`None`: a column whose values cannot be recorded); they follow the batch's
+/// columns in the row.
+fn lacking_values(
+    raw: &sqlx::mysql::MySqlRow,
+    batch: &TableSpec,
+    unarchived: &Unarchived,
+) -> Result<Vec<Option<String>>, sqlx::Error> {
+    let first = batch.columns.len();
+    unarchived
+        .columns
+        .iter()
+        .enumerate()
+        .map(|(k, c)| match &c.column {
+            Ok(column) => {
+                let value = super::source::value_at(raw, first + k, column)?;
+                Ok(Some(crate::model::codec::encode_value(column, value)))
+            }
+            Err(_) => Ok(None),
+        })
+        .collect()
 }

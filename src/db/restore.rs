@@ -139,15 +139,38 @@ pub(crate) struct TableFacts {
 /// the live source table), created with the source's definition.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct TargetTable<'a> {
+    /// The rows' columns: a batch's lines', then any whose values purge recorded with it.
     spec: &'static TableSpec,
     name: &'a str,
+    /// The batch's lines' columns (the first of `spec`'s): what the archive holds of each row
+    /// itself, and all that a row already in the table is compared on.
+    lines: &'static TableSpec,
 }
 
 impl<'a> TargetTable<'a> {
     /// `name`, if it is a plain table name the archiver may create and write.
     pub(crate) fn new(spec: &'static TableSpec, name: &'a str) -> Result<TargetTable<'a>, String> {
         check_table_name(name)?;
-        Ok(TargetTable { spec, name })
+        Ok(TargetTable {
+            spec,
+            name,
+            lines: spec,
+        })
+    }
+
+    /// The same table, for rows whose batch's lines hold `lines`' columns — the first of the
+    /// rows' — and whose others are the values purge recorded for columns the lines lack. A row
+    /// already in the table is the archived one when it holds what the lines hold: the recorded
+    /// values are what the batch's *deleted* rows held, and a row purge kept (it held something
+    /// else) is there as it is.
+    pub(crate) fn archived_as(self, lines: &'static TableSpec) -> TargetTable<'a> {
+        TargetTable { lines, ..self }
+    }
+
+    /// Whether `there`, a row of the table, is `archived` as far as the archive holds it.
+    fn holds(&self, there: &Row, archived: &Row) -> bool {
+        let n = self.lines.columns.len();
+        there.len() == archived.len() && there[..n] == archived[..n]
     }
 
     /// Creates the table like the source table if it does not exist.
@@ -234,7 +257,7 @@ impl<'a> TargetTable<'a> {
         }
         if inserted > 0 {
             if let Some(source) = into_source {
-                mark_restored(&mut tx, spec, app, source, &all, inserted as usize).await?;
+                mark_restored(&mut tx, self.lines, app, source, &all, inserted as usize).await?;
             }
         }
         tx.commit()
@@ -272,7 +295,7 @@ impl<'a> TargetTable<'a> {
         for r in rows {
             let key = id(r);
             match existing.get(&key) {
-                Some(there) if there == r => loaded.present += 1,
+                Some(there) if self.holds(there, r) => loaded.present += 1,
                 Some(there) => loaded.conflicts.push(Conflict {
                     column: differing_column(spec, r, there),
                     event_id: key,
@@ -304,7 +327,7 @@ impl<'a> TargetTable<'a> {
             }
             loaded.inserted = missing.len() as u64;
             if let Some(source) = into_source {
-                mark_restored(&mut tx, spec, app, source, &missing, missing.len()).await?;
+                mark_restored(&mut tx, self.lines, app, source, &missing, missing.len()).await?;
             }
         }
         tx.commit()
@@ -465,7 +488,8 @@ fn stored_differently(
 /// (`purged_rows` counts what is gone now) — gives the rows of a compacted batch their member
 /// rows back, and confirms the app's lock before the commit. `rows`: those that may have been
 /// put back (for a chunk inserted with IGNORE, all of it; rows already there keep the member row
-/// they have); `inserted`: how many were.
+/// they have); `inserted`: how many were. `spec`: the batch's lines' columns (the first of each
+/// row's).
 async fn mark_restored(
     tx: &mut sqlx::Transaction<'_, MySql>,
     spec: &'static TableSpec,
@@ -485,7 +509,8 @@ async fn mark_restored(
             .map(|r| {
                 // The row's line as archived (the batch's own columns): its fingerprint.
                 let mut line = Vec::new();
-                crate::model::codec::encode_values(spec, r.iter().map(Value::as_ref), &mut line);
+                let values = r[..spec.columns.len()].iter().map(Value::as_ref);
+                crate::model::codec::encode_values(spec, values, &mut line);
                 crate::model::batch::Member {
                     event_id: r[layout.event_id].as_str().unwrap_or_default().to_string(),
                     updated_at_ms: r[layout.updated_at_ms].as_i64().unwrap_or_default(),

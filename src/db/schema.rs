@@ -3,12 +3,11 @@
 //! (event ids byte for byte; app codes at least as finely as the source). A listed app code set
 //! with two codes the source holds equal is refused.
 
-use sqlx::{AssertSqlSafe, MySql, QueryBuilder};
+use sqlx::{MySql, QueryBuilder};
 
 use super::{Context, Db, DbError, MIGRATOR};
 use crate::model::profile::{self, Index, LiveColumn, Profile};
 use crate::model::table::{OwnedBy, TableSpec};
-use crate::model::unarchived::{Restores, Unarchived};
 
 impl Db {
     /// Fails with a message naming the next step if the source table is not there or the
@@ -75,24 +74,22 @@ impl Db {
         Ok(())
     }
 
-    /// Refuses to go on when the source table's columns are no longer the ones `spec` reads and
-    /// `unarchived` holds to their defaults (a column added or removed while the job runs).
-    pub async fn check_columns_unchanged(
-        &self,
-        spec: &TableSpec,
-        unarchived: &Unarchived,
-    ) -> Result<(), DbError> {
+    /// Refuses to go on when the source table's stored columns are no longer the ones `spec`
+    /// reads (a column added or removed while the job runs): a batch is recorded only while its
+    /// rows are the table's whole rows.
+    pub async fn check_columns_unchanged(&self, spec: &TableSpec) -> Result<(), DbError> {
         let live = self.describe(spec.name).await?;
-        let mut seen: Vec<&str> = spec.columns.iter().map(|c| c.name).collect();
-        seen.extend(unarchived.columns.iter().map(|c| c.name.as_str()));
-        let same = live.len() == seen.len()
-            && live
-                .iter()
-                .all(|l| seen.iter().any(|s| l.name.eq_ignore_ascii_case(s)));
+        let stored: Vec<&LiveColumn> = live.iter().filter(|l| !l.generated).collect();
+        let same = stored.len() == spec.columns.len()
+            && stored.iter().all(|l| {
+                spec.columns
+                    .iter()
+                    .any(|c| l.name.eq_ignore_ascii_case(c.name))
+            });
         if same {
             return Ok(());
         }
-        let now: Vec<&str> = live.iter().map(|c| c.name.as_str()).collect();
+        let now: Vec<&str> = stored.iter().map(|c| c.name.as_str()).collect();
         Err(DbError::SourceShape(format!(
             "the columns of {} changed while this run archived it (now: {}): this batch is not recorded; the next run reads the table as it is now",
             spec.name,
@@ -100,11 +97,15 @@ impl Db {
         )))
     }
 
-    /// The columns of `spec`'s table that its format has no key for (a built-in table's), and
-    /// what a restore would put into each.
-    pub(crate) async fn unarchived(&self, spec: &TableSpec) -> Result<Unarchived, DbError> {
+    /// A built-in table as the database holds it: its own columns, then every stored column
+    /// added to it since (SPEC §4: the archive holds the whole row). The table as this build
+    /// knows it when it has none — or when it is not there (start-up then says so).
+    pub async fn resolve_builtin(
+        &self,
+        spec: &'static TableSpec,
+    ) -> Result<&'static TableSpec, DbError> {
         let live = self.describe(spec.name).await?;
-        unarchived_of(&self.pool, spec, &live).await
+        profile::with_added_columns(spec, &live).map_err(DbError::SourceShape)
     }
 
     /// Whether the source table's app code column tells codes apart by case (a binary, `_bin`
@@ -472,46 +473,4 @@ pub(crate) async fn live_columns(
             },
         )
         .collect())
-}
-
-/// The columns of `live` that `batch` (the table as a batch's lines hold it) has no key for,
-/// each probed for what a restore would put into it: `DEFAULT(column)`, which the server
-/// refuses for a NOT NULL column without a default and (MySQL) for a default that is an
-/// expression — such a column keeps every row that lacks it. One query per such column, and
-/// none for a table that has none (the common case). The default is not read from
-/// `information_schema.columns.COLUMN_DEFAULT`: selecting it crashed MariaDB 10.11.19 once
-/// (signal 11 freeing the query's temporary table), and the server's own `DEFAULT()` is what
-/// an `INSERT` without the column writes.
-pub(crate) async fn unarchived_of(
-    pool: &sqlx::MySqlPool,
-    batch: &TableSpec,
-    live: &[LiveColumn],
-) -> Result<Unarchived, DbError> {
-    let mut unarchived = Unarchived::of(batch, live);
-    for column in &mut unarchived.columns {
-        if column.restores != Restores::Default {
-            continue;
-        }
-        let probe = format!(
-            "SELECT CAST(DEFAULT({n}) AS BINARY) FROM {t} LIMIT 1",
-            n = column.name,
-            t = batch.name
-        );
-        match sqlx::query(AssertSqlSafe(probe)).fetch_optional(pool).await {
-            Ok(_) => {}
-            Err(sqlx::Error::Database(e)) => {
-                column.restores = Restores::Never(format!(
-                    "a restore could not write it back: the server says {}",
-                    e.message()
-                ))
-            }
-            Err(e) => {
-                return Err(DbError::Query {
-                    context: format!("reading the default of {}.{}", batch.name, column.name),
-                    source: e,
-                })
-            }
-        }
-    }
-    Ok(unarchived)
 }

@@ -17,8 +17,7 @@ use crate::failpoint::FailPoints;
 use crate::model::batch::EncodedRow;
 use crate::model::codec::{Row, ValueRef};
 use crate::model::format::Cursor;
-use crate::model::table::{Kind, Layout, TableSpec};
-use crate::model::unarchived::Unarchived;
+use crate::model::table::{Column, Kind, Layout, TableSpec};
 
 /// The most rows one page query returns (SPEC §5.6).
 const PAGE_ROWS: u32 = 500;
@@ -58,25 +57,12 @@ pub struct SourceTable {
     oldest_first: String,
     oldest_after: String,
     members: Members,
-    /// Columns of the table the format has no key for (a built-in table's columns are fixed):
-    /// a row is archived only where each holds what a restore would put back.
-    unarchived: Unarchived,
 }
 
 impl SourceTable {
+    /// The table's pages, every row whole: `spec` is the table as the database holds it (every
+    /// stored column, SPEC §4).
     pub fn new(spec: &'static TableSpec) -> SourceTable {
-        SourceTable::reading(spec, Unarchived::default())
-    }
-
-    /// The columns outside the format each row is held to.
-    pub(crate) fn unarchived(&self) -> &Unarchived {
-        &self.unarchived
-    }
-
-    /// The table's pages, each row also held to `unarchived` (SPEC §5.14): a row whose column
-    /// outside the format holds anything a restore would not write back is not archived — the
-    /// run stops there, naming the column, since purge would otherwise lose it.
-    pub(crate) fn reading(spec: &'static TableSpec, unarchived: Unarchived) -> SourceTable {
         let (upd, id) = (spec.updated_at_ms, spec.event_id);
         let from = format!(
             "FROM {table} FORCE INDEX ({index}) WHERE {app} = ? AND {status} = ? AND {upd} < ?",
@@ -93,7 +79,7 @@ impl SourceTable {
         let select = |what: &str, conditions: &str, order: &str| {
             format!("SELECT {what} {from}{conditions}{order}")
         };
-        let list = format!("{}{}", spec.select_list(), unarchived.select_items());
+        let list = spec.select_list();
         // Keys only (the retention index covers them): the straggler scan and the backlog.
         let keys = format!("{upd}, {id}");
         SourceTable {
@@ -108,7 +94,6 @@ impl SourceTable {
             oldest_after: select(upd, &after, &order),
             members: Members::new(spec),
             layout: spec.layout(),
-            unarchived,
         }
     }
 
@@ -150,37 +135,7 @@ impl SourceTable {
     /// Encodes rows of `app` straight from the protocol rows (no `String` per column), as the
     /// archive encodes them.
     pub(crate) fn encode(&self, app: &str, rows: &[MySqlRow]) -> Result<Vec<EncodedRow>, DbError> {
-        let encoded = encode_rows(self.spec, &self.layout, app, rows)?;
-        if !self.unarchived.is_empty() {
-            for (row, raw) in encoded.iter().zip(rows) {
-                self.held_to_unarchived(app, row, raw)?;
-            }
-        }
-        Ok(encoded)
-    }
-
-    /// Refuses a row whose column outside the format holds what a restore would not write back.
-    fn held_to_unarchived(
-        &self,
-        app: &str,
-        row: &EncodedRow,
-        raw: &MySqlRow,
-    ) -> Result<(), DbError> {
-        let first = self.spec.columns.len();
-        let held = (0..self.unarchived.columns.len())
-            .map(|k| raw.try_get::<i64, _>(first + k))
-            .collect::<Result<Vec<i64>, _>>()
-            .context(|| format!("reading a row of {} for app {app}", self.spec.name))?;
-        let differing = self.unarchived.differing(&held);
-        if differing.is_empty() {
-            return Ok(());
-        }
-        Err(DbError::SourceShape(format!(
-            "row {} of app {app} holds a value in a column the built-in format of {} has no key for — {}: archived without it, a purge would lose it, so the app stops here. Describe the table with --table-profile (every column is archived), or set the column back to its default",
-            row.cursor().event_id,
-            self.spec.name,
-            crate::model::unarchived::why(&differing),
-        )))
+        encode_rows(self.spec, &self.layout, app, rows)
     }
 }
 
@@ -562,28 +517,35 @@ pub(crate) fn values_of<'r>(
     spec.columns
         .iter()
         .enumerate()
-        .map(|(i, column)| {
-            let value = match column.kind {
-                Kind::Int => row.try_get::<Option<i64>, _>(i)?.map(ValueRef::Int),
-                Kind::Blob => row.try_get::<Option<&[u8]>, _>(i)?.map(ValueRef::Bytes),
-                _ => row.try_get::<Option<&str>, _>(i)?.map(ValueRef::Text),
-            };
-            match value {
-                Some(value) => Ok(value),
-                None if column.nullable => Ok(ValueRef::Null),
-                // Start-up refuses a nullable column the table says is NOT NULL; one made
-                // nullable while the job runs is caught here, not archived as `null`.
-                None => Err(sqlx::Error::ColumnDecode {
-                    index: column.name.to_string(),
-                    source: format!(
-                        "NULL in {}, which the archiver reads as NOT NULL",
-                        column.name
-                    )
-                    .into(),
-                }),
-            }
-        })
+        .map(|(i, column)| value_at(row, i, column))
         .collect()
+}
+
+/// The value of `column`, read as its kind, at position `i` of `row`.
+pub(crate) fn value_at<'r>(
+    row: &'r MySqlRow,
+    i: usize,
+    column: &Column,
+) -> Result<ValueRef<'r>, sqlx::Error> {
+    let value = match column.kind {
+        Kind::Int => row.try_get::<Option<i64>, _>(i)?.map(ValueRef::Int),
+        Kind::Blob => row.try_get::<Option<&[u8]>, _>(i)?.map(ValueRef::Bytes),
+        _ => row.try_get::<Option<&str>, _>(i)?.map(ValueRef::Text),
+    };
+    match value {
+        Some(value) => Ok(value),
+        None if column.nullable => Ok(ValueRef::Null),
+        // Start-up refuses a nullable column the table says is NOT NULL; one made
+        // nullable while the job runs is caught here, not archived as `null`.
+        None => Err(sqlx::Error::ColumnDecode {
+            index: column.name.to_string(),
+            source: format!(
+                "NULL in {}, which the archiver reads as NOT NULL",
+                column.name
+            )
+            .into(),
+        }),
+    }
 }
 
 /// A row, decoded into owned values.

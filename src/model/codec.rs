@@ -10,6 +10,7 @@ use std::fmt;
 
 use base64::Engine as _;
 use serde::de::{self, DeserializeSeed, MapAccess, Visitor};
+use serde::Deserialize as _;
 
 use crate::model::table::{Column, Kind, Layout, TableSpec, TotalKind};
 
@@ -111,27 +112,49 @@ pub(crate) fn encode_values<'a>(
         out.push(b'"');
         out.extend_from_slice(column.json_key.as_bytes());
         out.extend_from_slice(b"\":");
-        match (column.kind, value) {
-            (_, ValueRef::Null) if column.nullable => out.extend_from_slice(b"null"),
-            (Kind::Int, ValueRef::Int(v)) => {
-                out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
-            }
-            (Kind::Timestamp, ValueRef::Text(s)) => {
-                // UTC, said with a `Z` (the text has nothing to escape: the closing quote is
-                // the last byte).
-                write_str(out, s);
-                out.pop();
-                out.extend_from_slice(b"Z\"");
-            }
-            (kind, ValueRef::Text(s)) if kind.is_text() => write_str(out, s),
-            (Kind::Blob, ValueRef::Bytes(b)) => {
-                write_str(out, &base64::engine::general_purpose::STANDARD.encode(b))
-            }
-            (kind, value) => panic!("column {} of kind {kind:?} holds {value:?}", column.name),
-        }
+        write_value(out, column, value);
     }
     assert_eq!(count, spec.columns.len(), "a row of {}", spec.name);
     out.extend_from_slice(b"}\n");
+}
+
+/// Appends one column's value as a line writes it.
+fn write_value(out: &mut Vec<u8>, column: &Column, value: ValueRef<'_>) {
+    match (column.kind, value) {
+        (_, ValueRef::Null) if column.nullable => out.extend_from_slice(b"null"),
+        (Kind::Int, ValueRef::Int(v)) => {
+            out.extend_from_slice(itoa::Buffer::new().format(v).as_bytes())
+        }
+        (Kind::Timestamp, ValueRef::Text(s)) => {
+            // UTC, said with a `Z` (the text has nothing to escape: the closing quote is
+            // the last byte).
+            write_str(out, s);
+            out.pop();
+            out.extend_from_slice(b"Z\"");
+        }
+        (kind, ValueRef::Text(s)) if kind.is_text() => write_str(out, s),
+        (Kind::Blob, ValueRef::Bytes(b)) => {
+            write_str(out, &base64::engine::general_purpose::STANDARD.encode(b))
+        }
+        (kind, value) => panic!("column {} of kind {kind:?} holds {value:?}", column.name),
+    }
+}
+
+/// One column's value as JSON text, exactly as a line would hold it (`"eu"`, `42`, `null`): what
+/// purge records of a column a batch's lines lack.
+pub(crate) fn encode_value(column: &Column, value: ValueRef<'_>) -> String {
+    let mut out = Vec::new();
+    write_value(&mut out, column, value);
+    String::from_utf8(out).expect("JSON text is UTF-8")
+}
+
+/// A value [`encode_value`] wrote, read back as `column`'s.
+pub(crate) fn decode_value(column: &Column, json: &str) -> Result<Value, String> {
+    let mut de = serde_json::Deserializer::from_str(json);
+    ValueSeed(column)
+        .deserialize(&mut de)
+        .and_then(|v| de.end().map(|_| v))
+        .map_err(|e| format!("{}: {e}", column.name))
 }
 
 fn write_str(out: &mut Vec<u8>, s: &str) {
@@ -204,28 +227,38 @@ impl<'de> Visitor<'de> for RowSeed<'_> {
         for column in self.0.columns {
             map.next_key_seed(KeyIs(column.json_key))?
                 .ok_or_else(|| de::Error::custom(format!("missing key {:?}", column.json_key)))?;
-            let value = if column.kind == Kind::Int {
-                let v = match column.nullable {
-                    true => map.next_value::<Option<i64>>()?,
-                    false => Some(map.next_value::<i64>()?),
-                };
-                v.map_or(Value::Null, Value::Int)
-            } else {
-                let text = match column.nullable {
-                    true => map.next_value::<Option<String>>()?,
-                    false => Some(map.next_value::<String>()?),
-                };
-                match text {
-                    None => Value::Null,
-                    Some(text) => text_value(column, text).map_err(de::Error::custom)?,
-                }
-            };
-            row.push(value);
+            row.push(map.next_value_seed(ValueSeed(column))?);
         }
         if let Some(extra) = map.next_key::<std::borrow::Cow<'de, str>>()? {
             return Err(de::Error::custom(format!("unexpected key {extra:?}")));
         }
         Ok(row)
+    }
+}
+
+/// One column's value in a line, by its kind.
+struct ValueSeed<'a>(&'a Column);
+
+impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
+    type Value = Value;
+
+    fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
+        let column = self.0;
+        if column.kind == Kind::Int {
+            let v = match column.nullable {
+                true => Option::<i64>::deserialize(deserializer)?,
+                false => Some(i64::deserialize(deserializer)?),
+            };
+            return Ok(v.map_or(Value::Null, Value::Int));
+        }
+        let text = match column.nullable {
+            true => Option::<String>::deserialize(deserializer)?,
+            false => Some(String::deserialize(deserializer)?),
+        };
+        match text {
+            None => Ok(Value::Null),
+            Some(text) => text_value(column, text).map_err(de::Error::custom),
+        }
     }
 }
 
@@ -587,6 +620,43 @@ pub(crate) mod tests {
         encode_line(&WALLET_OUTBOX, &row, &mut out);
         let decoded = decode_line(&WALLET_OUTBOX, &out[..out.len() - 1], 1).unwrap();
         assert_eq!(decoded, row);
+    }
+
+    #[test]
+    fn one_value_is_written_as_a_line_writes_it_and_read_back() {
+        let column = |kind, nullable| Column {
+            name: "c",
+            json_key: "c",
+            kind,
+            nullable,
+            unsigned: false,
+        };
+        let cases = [
+            (
+                column(Kind::Text, true),
+                ValueRef::Text("é \"q\"\n"),
+                "\"é \\\"q\\\"\\n\"",
+            ),
+            (column(Kind::Text, true), ValueRef::Null, "null"),
+            (column(Kind::Int, false), ValueRef::Int(-42), "-42"),
+            (
+                column(Kind::Blob, false),
+                ValueRef::Bytes(&[0, 1, 2]),
+                "\"AAEC\"",
+            ),
+            (
+                column(Kind::Timestamp, false),
+                ValueRef::Text("2026-01-02T03:04:05.678"),
+                "\"2026-01-02T03:04:05.678Z\"",
+            ),
+        ];
+        for (c, value, json) in cases {
+            assert_eq!(encode_value(&c, value), json);
+            assert_eq!(decode_value(&c, json).unwrap(), value.to_value(), "{json}");
+        }
+        assert!(decode_value(&column(Kind::Int, false), "null").is_err());
+        assert!(decode_value(&column(Kind::Int, true), "\"7\"").is_err());
+        assert!(decode_value(&column(Kind::Text, true), "\"a\" 1").is_err());
     }
 
     #[test]

@@ -201,13 +201,6 @@ impl LiveColumn {
 
     /// The kind a column's SQL type archives as, when the profile does not say.
     fn default_kind(&self) -> Result<Kind, String> {
-        if self.generated {
-            // A restore cannot insert into it, and leaving it out would archive less.
-            return Err(format!(
-                "column {} is a generated column, which the archiver cannot restore: profiles do not support generated columns yet",
-                self.name
-            ));
-        }
         Ok(match self.data_type.as_str() {
             "bigint" if self.unsigned() => Kind::Decimal,
             _ if self.is_integer() => Kind::Int,
@@ -259,8 +252,22 @@ const MAX_EVENT_ID_CHARS: u64 = 64;
 /// migration 9, which the upgrade of an older profile's table names) must stay within 64.
 const MAX_PREFIX_CHARS: usize = 38;
 
+/// `s` for as long as the process runs: each distinct text is kept once (the columns of a table
+/// are described again per purge chunk; their names must not pile up).
 fn leak(s: impl Into<String>) -> &'static str {
-    Box::leak(s.into().into_boxed_str())
+    use std::sync::{Mutex, OnceLock};
+    static KEPT: OnceLock<Mutex<HashSet<&'static str>>> = OnceLock::new();
+    let s = s.into();
+    let mut kept = KEPT
+        .get_or_init(Default::default)
+        .lock()
+        .expect("not poisoned");
+    if let Some(found) = kept.get(s.as_str()) {
+        return found;
+    }
+    let leaked: &'static str = Box::leak(s.into_boxed_str());
+    kept.insert(leaked);
+    leaked
 }
 
 /// A profile's table as a [`TableSpec`], its columns those of `live` (in table order). Every
@@ -300,6 +307,7 @@ pub(crate) fn resolve(
         source_ddl: "",
         owned_prefix: leak(owned_prefix),
         owned_by: OwnedBy::Spec,
+        builtin: false,
         event_key: leak(require_unique_key(
             table,
             roles.app_code,
@@ -318,11 +326,18 @@ fn find_live<'l>(
     name: &str,
     what: &str,
 ) -> Result<&'l LiveColumn, String> {
-    live.iter()
+    let c = live
+        .iter()
         .find(|c| c.name.eq_ignore_ascii_case(name))
         .ok_or_else(|| {
             format!("the profile's {what} names column {name}, which {table} does not have")
-        })
+        })?;
+    if c.generated {
+        return Err(format!(
+            "the profile's {what} names column {name}, a generated column of {table}: the archiver archives and describes the stored columns (a generated one is derived from them, and a restore lets the server compute it)"
+        ));
+    }
+    Ok(c)
 }
 
 /// The resolved column of a live one.
@@ -367,7 +382,8 @@ fn check_names(profile: &Profile, live: &[LiveColumn]) -> Result<(), String> {
 fn resolve_columns(profile: &Profile, live: &[LiveColumn]) -> Result<Vec<Column>, String> {
     let mut columns = Vec::with_capacity(live.len());
     let mut keys = HashSet::new();
-    for c in live {
+    // A generated column is derived from the others: not archived, computed again on restore.
+    for c in live.iter().filter(|c| !c.generated) {
         let def = profile
             .columns
             .iter()
@@ -375,7 +391,6 @@ fn resolve_columns(profile: &Profile, live: &[LiveColumn]) -> Result<Vec<Column>
             .map(|(_, def)| def.clone())
             .unwrap_or_default();
         let kind = match def.encoding {
-            Some(_) if c.generated => c.default_kind()?,
             Some(encoding) => {
                 let kind = encoding.kind();
                 if !c.fits(kind) {
@@ -400,16 +415,78 @@ fn resolve_columns(profile: &Profile, live: &[LiveColumn]) -> Result<Vec<Column>
                 "two columns would have the NDJSON key {json_key:?}: set a json_key for one of them"
             ));
         }
-        columns.push(Column {
-            name: leak(c.name.clone()),
-            json_key: leak(json_key),
-            kind,
-            nullable: c.nullable,
-            // YEAR, like an unsigned integer, is read through CAST(… AS SIGNED).
-            unsigned: kind == Kind::Int && (c.unsigned() || c.data_type == "year"),
-        });
+        columns.push(c.column(json_key, kind));
     }
     Ok(columns)
+}
+
+impl LiveColumn {
+    /// This column, archived under `json_key` as `kind`.
+    fn column(&self, json_key: String, kind: Kind) -> Column {
+        Column {
+            name: leak(self.name.clone()),
+            json_key: leak(json_key),
+            kind,
+            nullable: self.nullable,
+            // YEAR, like an unsigned integer, is read through CAST(… AS SIGNED).
+            unsigned: kind == Kind::Int && (self.unsigned() || self.data_type == "year"),
+        }
+    }
+
+    /// This column archived under its name (lowercase), encoded by its SQL type: a column added
+    /// to a built-in table, or one a batch's lines lack. Refused: a name that would need
+    /// quoting, or a type without an exact encoding.
+    pub(crate) fn by_type(&self, table: &str) -> Result<Column, String> {
+        let key = self.name.to_ascii_lowercase();
+        if !ident::is_plain(&self.name) || !snake_name(&key) {
+            return Err(format!(
+                "column {:?} of {table}: the archiver takes column names of {} only (it does not quote identifiers yet)",
+                self.name,
+                ident::RULE
+            ));
+        }
+        Ok(self.column(key, self.default_kind()?))
+    }
+}
+
+/// `spec`, a built-in table, as the database holds it (`live`): its own columns, then every
+/// stored column added to the table since (in table order), each archived under its name and
+/// encoded by its SQL type — the archive holds the whole row (SPEC §4). A generated column is
+/// left out (derived); an added column the archiver cannot hold exactly is refused, naming it.
+pub(crate) fn with_added_columns(
+    spec: &'static TableSpec,
+    live: &[LiveColumn],
+) -> Result<&'static TableSpec, String> {
+    let table = spec.name;
+    let mut added: Vec<Column> = Vec::new();
+    let new = live.iter().filter(|l| {
+        !l.generated
+            && !spec
+                .columns
+                .iter()
+                .any(|c| c.name.eq_ignore_ascii_case(&l.name))
+    });
+    for l in new {
+        let refused = |why: String| {
+            format!(
+                "{why}. The column was added to {table}, and the archive holds the whole row: change the column, or describe the table with --table-profile"
+            )
+        };
+        let column = l.by_type(table).map_err(refused)?;
+        if let Some(other) = spec
+            .columns
+            .iter()
+            .chain(&added)
+            .find(|c| c.json_key == column.json_key)
+        {
+            return Err(refused(format!(
+                "column {} of {table} would be archived under the key {:?}, which column {} has",
+                l.name, column.json_key, other.name
+            )));
+        }
+        added.push(column);
+    }
+    Ok(crate::model::table::with_added(spec, added))
 }
 
 /// The columns that play the archiver's roles.
@@ -701,9 +778,8 @@ pub(crate) fn check_live(spec: &TableSpec, live: &[LiveColumn]) -> Result<(), St
             ));
         }
     }
-    // A column the built-in format has no key for (one added to the table since) is not
-    // refused here: each row is held to what a restore would put back into it
-    // (`crate::model::unarchived`) — archive archives a row, and purge deletes one, only then.
+    // A column added to the table since is not refused here: it is archived after the table's
+    // own ([`with_added_columns`]).
     Ok(())
 }
 
@@ -858,9 +934,12 @@ mod tests {
         let e = refusal("table = \"t\"", &floats);
         assert!(e.contains("column rate is double"), "{e}");
         let mut generated = ledger();
-        generated[2].generated = true;
+        generated[10].generated = true;
         let e = refusal("table = \"t\"", &generated);
-        assert!(e.contains("column amount is a generated column"), "{e}");
+        assert!(
+            e.contains("roles.updated_at_ms names column updated_at_ms, a generated column"),
+            "{e}"
+        );
         let mut nullable = ledger();
         nullable[10].nullable = true;
         let e = refusal("table = \"t\"", &nullable);
@@ -890,6 +969,62 @@ mod tests {
     }
 
     #[test]
+    fn a_generated_column_is_left_out_of_a_profiles_table() {
+        let profile: Profile = toml::from_str(LEDGER).unwrap();
+        let mut table = ledger();
+        let mut derived = live("amount_class", "int", "int(11)", true);
+        derived.generated = true;
+        table.insert(3, derived);
+        let spec = resolve(&profile, &table, &ledger_indexes()).unwrap();
+        assert_eq!(spec.columns.len(), 11);
+        assert!(spec.columns.iter().all(|c| c.name != "amount_class"));
+    }
+
+    #[test]
+    fn a_built_in_table_archives_the_columns_added_to_it() {
+        use crate::model::table::WALLET_OUTBOX;
+        let mut table: Vec<LiveColumn> = WALLET_OUTBOX
+            .columns
+            .iter()
+            .map(|c| live(&c.name.to_uppercase(), "bigint", "bigint(20)", c.nullable))
+            .collect();
+        assert!(std::ptr::eq(
+            with_added_columns(&WALLET_OUTBOX, &table).unwrap(),
+            &WALLET_OUTBOX
+        ));
+        let mut bucket = live("user_bucket", "bigint", "bigint(20)", true);
+        bucket.generated = true;
+        table.insert(5, live("Region", "varchar", "varchar(8)", true));
+        table.push(bucket);
+        table.push(live("amount", "decimal", "decimal(20,4)", false));
+        let spec = with_added_columns(&WALLET_OUTBOX, &table).unwrap();
+        let added: Vec<_> = spec.columns[18..]
+            .iter()
+            .map(|c| (c.name, c.json_key, c.kind))
+            .collect();
+        assert_eq!(
+            added,
+            [
+                ("Region", "region", Kind::Text),
+                ("amount", "amount", Kind::Decimal)
+            ],
+            "after the table's own, in table order; generated left out"
+        );
+        assert!(spec.is_builtin() && spec.is_fixed("user_id") && !spec.is_fixed("region"));
+        assert!(std::ptr::eq(spec.base().unwrap(), &WALLET_OUTBOX));
+        table.push(live("rate", "double", "double", true));
+        let e = with_added_columns(&WALLET_OUTBOX, &table).unwrap_err();
+        assert!(
+            e.contains("column rate is double") && e.contains("--table-profile"),
+            "{e}"
+        );
+        table.pop();
+        table.push(live("payload_json", "text", "text", true));
+        let e = with_added_columns(&WALLET_OUTBOX, &table).unwrap_err();
+        assert!(e.contains("which column payload has"), "{e}");
+    }
+
+    #[test]
     fn a_built_in_table_missing_a_column_is_refused_and_one_with_an_added_column_is_not() {
         let spec = &crate::model::table::ROOM_OUTBOX;
         let mut table: Vec<LiveColumn> = spec
@@ -905,7 +1040,7 @@ mod tests {
             })
             .collect();
         check_live(spec, &table).unwrap();
-        // Held row by row to what a restore would put back (model::unarchived), not refused.
+        // Archived too, after the table's own columns (with_added_columns), not refused.
         table.push(live("tenant_region", "varchar", "varchar(8)", true));
         check_live(spec, &table).unwrap();
         table.pop();

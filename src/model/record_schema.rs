@@ -13,16 +13,28 @@ pub(crate) fn record_schema(spec: &TableSpec) -> Value {
     for column in spec.columns {
         properties.insert(column.json_key.to_string(), column_property(spec, column));
     }
-    let required: Vec<&str> = spec.columns.iter().map(|c| c.json_key).collect();
+    // Every line holds a built-in table's own columns; one written before a column was added to
+    // the table lacks it.
+    let always = spec.base().map_or(spec.columns, |base| base.columns);
+    let required: Vec<&str> = always.iter().map(|c| c.json_key).collect();
     json!({
         "$schema": "https://json-schema.org/draft/2020-12/schema",
         "$id": format!("https://outbox-archiver.dev/schemas/v1/{}.record.schema.json", spec.name),
         "title": format!("{} archive record (schema_version {})", spec.name, crate::model::format::SCHEMA_VERSION),
-        "description": "One line of data.ndjson.gz: one source row, every column, keys in exactly this order (`required` lists them in order), compact JSON.",
+        "description": "One line of data.ndjson.gz: one source row, whole — every stored column, keys in exactly this order (`required` lists the table's own in order; `properties` any added to it since), then any column added to the table after these, in the table's order — compact JSON. Generated columns are derived and left out.",
         "type": "object",
-        "additionalProperties": false,
+        "additionalProperties": added_column(),
         "required": required,
         "properties": properties,
+    })
+}
+
+/// What a key this schema does not list is: a column added to the table since, encoded by its
+/// SQL type.
+fn added_column() -> Value {
+    json!({
+        "description": "A stored column added to the table after the columns listed, in the table's column order (a line written before it was added lacks it), encoded by its SQL type as README's \"Archiving another outbox table\" says: a JSON number, a string (text, a JSON value's text, base64, an exact decimal, a date-time) or null. `outbox-archiver schema --database-url …` lists the table's.",
+        "type": ["integer", "string", "null"]
     })
 }
 
@@ -155,9 +167,15 @@ mod tests {
             let mut damaged = value.clone();
             damaged["room_id"] = json!("7");
             assert!(!validator.is_valid(&damaged));
-            let mut extra = value.clone();
-            extra["x"] = json!(1);
-            assert!(!validator.is_valid(&extra));
+            // A column added to the table since: a value of a column, not anything.
+            let mut added = value.clone();
+            added["region"] = json!("eu");
+            assert!(validator.is_valid(&added));
+            added["region"] = json!([1]);
+            assert!(!validator.is_valid(&added));
+            let mut missing = value.clone();
+            missing.as_object_mut().unwrap().remove("status");
+            assert!(!validator.is_valid(&missing));
         }
     }
 }

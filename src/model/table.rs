@@ -8,7 +8,7 @@
 //! too (`db::owned`).
 
 /// How a column is read from MySQL and written into an NDJSON line (its NULLs: [`Column::nullable`]).
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub enum Kind {
     /// Character types → JSON string.
     Text,
@@ -43,6 +43,19 @@ impl Kind {
         }
     }
 
+    /// How the archiver's own tables name this kind (`<prefix>_columns`, `<prefix>_added_values`).
+    pub(crate) fn encoding(self) -> &'static str {
+        match self {
+            Kind::Int => "int",
+            Kind::Text => "text",
+            Kind::JsonText => "json",
+            Kind::Blob => "base64",
+            Kind::Decimal => "decimal",
+            Kind::DateTime => "datetime",
+            Kind::Timestamp => "timestamp",
+        }
+    }
+
     /// Whether a value is carried as text (every kind but integers and binary).
     pub(crate) fn is_text(self) -> bool {
         !matches!(self, Kind::Int | Kind::Blob)
@@ -50,7 +63,7 @@ impl Kind {
 }
 
 /// One column, in archive order.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct Column {
     /// The column's name in MySQL.
     pub name: &'static str,
@@ -144,6 +157,9 @@ pub struct TableSpec {
     pub owned_prefix: &'static str,
     /// How the archiver's own tables are made.
     pub(crate) owned_by: OwnedBy,
+    /// One of the tables this build knows ([`TABLES`]), or one as it is in the database (its
+    /// columns after the built-in ones: [`with_added`]); `false`: a profile's table.
+    pub(crate) builtin: bool,
     /// The unique index on `(app_code, event_id)` every statement purge runs on the source is
     /// held to (`FORCE INDEX`): it touches exactly the rows it names, whatever the optimizer
     /// thinks of a small table (SPEC §5.14).
@@ -205,7 +221,26 @@ impl TableSpec {
 
     /// Whether this is one of the tables this build knows (not one from a profile file).
     pub(crate) fn is_builtin(&self) -> bool {
-        TABLES.iter().any(|t| std::ptr::eq(*t, self))
+        self.builtin
+    }
+
+    /// The built-in table this is (its fixed columns, before any the database added), for a
+    /// built-in table.
+    pub(crate) fn base(&self) -> Option<&'static TableSpec> {
+        match self.builtin {
+            true => find(self.name),
+            false => None,
+        }
+    }
+
+    /// Whether `column` is one of the built-in format's own columns (always archived, never
+    /// recorded as added).
+    pub(crate) fn is_fixed(&self, column: &str) -> bool {
+        self.base().is_some_and(|b| {
+            b.columns
+                .iter()
+                .any(|c| c.name.eq_ignore_ascii_case(column))
+        })
     }
 
     /// How a command line chooses this table, for messages that say what to run.
@@ -230,9 +265,14 @@ impl TableSpec {
         format!("{}_superseded", self.owned_prefix)
     }
 
-    /// A profile's table only: the columns archived so far (`db::owned`).
+    /// The columns archived so far, and the generated ones seen (`db::owned`).
     pub(crate) fn columns_table(&self) -> String {
         format!("{}_columns", self.owned_prefix)
+    }
+
+    /// Per batch, what its deleted rows held in columns its lines lack (`db::owned`).
+    pub(crate) fn added_values_table(&self) -> String {
+        format!("{}_added_values", self.owned_prefix)
     }
 
     pub(crate) fn drills_table(&self) -> String {
@@ -263,11 +303,12 @@ impl TableSpec {
     }
 }
 
-/// `spec` as a batch written before columns were added to the table holds it: only the columns
-/// whose NDJSON keys are `keys`, which must be `spec`'s keys in `spec`'s order with some left
-/// out — never one it does not have (a column removed stops the run before anything is
-/// archived; a line with a key the table does not have is not this table's) and never a role or
-/// control-total column. Each distinct projection is built once per process and kept.
+/// `spec` as a batch written before columns were added to the table (or after some were
+/// reordered) holds it: only the columns whose NDJSON keys are `keys`, in the batch's order —
+/// each a column of `spec`, once, and never one it does not have (a column removed stops the run
+/// before anything is archived; a line with a key the table does not have is not this table's)
+/// and never without a role or control-total column. Each distinct projection is built once per
+/// process and kept.
 pub(crate) fn projected(
     spec: &'static TableSpec,
     keys: &[&str],
@@ -292,19 +333,18 @@ pub(crate) fn projected(
     if let Some(found) = cache.get(&key) {
         return Ok(found);
     }
-    let mut columns = Vec::with_capacity(keys.len());
-    let mut rest = spec.columns.iter();
+    let mut columns: Vec<Column> = Vec::with_capacity(keys.len());
     for k in keys {
-        match rest.find(|c| c.json_key == *k) {
+        if columns.iter().any(|c| c.json_key == *k) {
+            return Err(format!("key {k:?} twice"));
+        }
+        match spec.columns.iter().find(|c| c.json_key == *k) {
             Some(c) => columns.push(*c),
             None => {
-                return Err(match spec.columns.iter().any(|c| c.json_key == *k) {
-                    true => format!("key {k:?} out of the table's order"),
-                    false => format!(
-                        "key {k:?} is no column of {} (a column removed from the table after this batch was written: add it back to read the batch)",
-                        spec.name
-                    ),
-                })
+                return Err(format!(
+                    "key {k:?} is no column of {} (a column removed from the table after this batch was written: add it back to read the batch)",
+                    spec.name
+                ))
             }
         }
     }
@@ -329,6 +369,35 @@ pub(crate) fn projected(
     }));
     cache.insert(key, projected);
     Ok(projected)
+}
+
+/// `spec` with `added` after its columns: a built-in table as the database holds it, with the
+/// stored columns added to it since (SPEC §4: the archive holds the whole row), or a batch with
+/// the values recorded for columns its lines lack. Each distinct one is built once per process
+/// and kept.
+pub(crate) fn with_added(spec: &'static TableSpec, added: Vec<Column>) -> &'static TableSpec {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    if added.is_empty() {
+        return spec;
+    }
+    type Cache = Mutex<HashMap<(usize, Vec<Column>), &'static TableSpec>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .expect("not poisoned");
+    let key = (spec as *const TableSpec as usize, added);
+    if let Some(found) = cache.get(&key) {
+        return found;
+    }
+    let columns: Vec<Column> = spec.columns.iter().chain(&key.1).copied().collect();
+    let extended: &'static TableSpec = Box::leak(Box::new(TableSpec {
+        columns: Box::leak(columns.into_boxed_slice()),
+        ..*spec
+    }));
+    cache.insert(key, extended);
+    extended
 }
 
 /// A `NOT NULL` column archived under its own name.
@@ -384,6 +453,7 @@ pub static WALLET_OUTBOX: TableSpec = TableSpec {
     source_ddl: include_str!("../../migrations/reference/wallet_outbox.sql"),
     owned_prefix: "wallet_outbox_archive",
     owned_by: OwnedBy::Migrations,
+    builtin: true,
 };
 
 /// room-service's outbox (the room seed): a protobuf envelope in a BLOB, archived as base64;
@@ -419,6 +489,7 @@ pub static ROOM_OUTBOX: TableSpec = TableSpec {
     source_ddl: include_str!("../../migrations/reference/room_outbox.sql"),
     owned_prefix: "room_outbox_archive",
     owned_by: OwnedBy::Spec,
+    builtin: true,
 };
 
 /// Every table this build can archive.
@@ -490,11 +561,17 @@ mod tests {
         unknown.push("region");
         let e = projected(&ROOM_OUTBOX, &unknown).unwrap_err();
         assert!(e.contains("\"region\" is no column of room_outbox"), "{e}");
+        // Columns reordered in the table since: the batch's own order reads it.
         let mut swapped = keys.clone();
         swapped.swap(2, 3);
-        assert!(projected(&ROOM_OUTBOX, &swapped)
+        let p = projected(&ROOM_OUTBOX, &swapped).unwrap();
+        assert_eq!(p.columns[2].name, "room_id");
+        assert_eq!(p.columns[p.layout().status].name, "status");
+        let mut twice = keys.clone();
+        twice[3] = twice[2];
+        assert!(projected(&ROOM_OUTBOX, &twice)
             .unwrap_err()
-            .contains("out of the table's order"));
+            .contains("twice"));
         let no_total: Vec<&str> = keys
             .iter()
             .copied()

@@ -25,7 +25,7 @@ use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verifi
 use super::{Observer, RunContext};
 use crate::db::lock::AppLock;
 use crate::db::members::Members;
-use crate::db::purge::{Chunk, Finished, PurgeError, PurgeQueries, PURGE_CHUNK};
+use crate::db::purge::{Chunk, ChunkOf, Finished, PurgeError, PurgeQueries, PURGE_CHUNK};
 use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
@@ -357,7 +357,13 @@ impl<'a> Purger<'a> {
             Access::DryRun | Access::Reading => {
                 let mut rows = 0;
                 for chunk in members.chunks(PURGE_CHUNK) {
-                    rows += self.purge.count(pool, app, chunk, batch).await?;
+                    let of = ChunkOf {
+                        app,
+                        batch_id: &receipt.batch_id,
+                        members: chunk,
+                        batch,
+                    };
+                    rows += self.purge.count(pool, of).await?;
                 }
                 *tally.details.would_purge_rows.get_or_insert(0) += rows;
                 let c = &receipt.content;
@@ -418,17 +424,21 @@ impl<'a> Purger<'a> {
             if let Some(step) = self.wait_for_replicas(app, lock, tally).await? {
                 return Ok(step);
             }
+            let of = ChunkOf {
+                app,
+                batch_id,
+                members: chunk,
+                batch,
+            };
             let done = match self
                 .purge
                 .purge_chunk(
                     pool,
-                    app,
-                    batch_id,
-                    chunk,
-                    batch,
+                    of,
                     lock,
                     self.opts.include_restored,
                     failpoints,
+                    self.ctx.now(),
                 )
                 .await
             {
@@ -655,21 +665,27 @@ impl<'a> Purger<'a> {
 
     /// Whether a batch may have been written before a column of its (profile's) table was first
     /// archived: recorded before the column's first archive run started, or the column not
-    /// archived yet at all (added since the last archive run). A built-in table's columns are
-    /// fixed.
+    /// archived yet at all (added since the last archive run). A built-in table's own columns
+    /// are archived always.
     async fn predates_a_column(&self, receipt: &Receipt) -> Result<bool, AppError> {
         let spec = self.ctx.spec;
-        if spec.is_builtin() {
-            return Ok(false);
+        let added: Vec<&str> = spec
+            .columns
+            .iter()
+            .map(|c| c.name)
+            .filter(|name| !spec.is_fixed(name))
+            .collect();
+        if added.is_empty() {
+            return Ok(false); // a built-in table's own columns are archived always
         }
         let first = self
             .first_archived
             .get_or_try_init(|| self.ctx.db.first_archived_columns(spec))
             .await?;
-        Ok(spec.columns.iter().any(|c| {
+        Ok(added.iter().any(|c| {
             first
                 .iter()
-                .find(|(name, _)| name.eq_ignore_ascii_case(c.name))
+                .find(|(name, _)| name.eq_ignore_ascii_case(c))
                 .is_none_or(|(_, at)| *at > receipt.life.verified_at_ms)
         }))
     }

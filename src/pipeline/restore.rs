@@ -21,6 +21,7 @@ use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
 use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Guard, Verified, Verifier};
 use super::{Observer, RunContext};
+use crate::db::added::AddedValues;
 use crate::db::drills::Drills;
 use crate::db::members::Members;
 use crate::db::receipts::Receipts;
@@ -126,6 +127,9 @@ pub(crate) struct Restorer<'a> {
     receipts: Receipts,
     members: Members,
     observer: &'a dyn Observer,
+    /// The source table's columns (read once, when a batch has values recorded for columns
+    /// its lines lack).
+    source_columns: tokio::sync::OnceCell<Vec<crate::model::profile::LiveColumn>>,
 }
 
 #[async_trait::async_trait]
@@ -303,6 +307,7 @@ impl<'a> Restorer<'a> {
             receipts: Receipts::new(ctx.spec),
             members: Members::new(ctx.spec),
             observer,
+            source_columns: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -426,22 +431,24 @@ impl<'a> Restorer<'a> {
         } = verified?;
         let lines = self.verified_lines(receipt, verified, details).await?;
         // The table as this batch holds it: a batch written before columns were added to the
-        // table loads its own columns (the others take their defaults, as the rows that were in
-        // the table when the columns were added did).
-        let spec = lines.spec();
+        // table loads its own columns, and what purge recorded its deleted rows held in the
+        // others (a column nothing was recorded for takes its default, as the rows in the table
+        // when it was added did).
+        let archived = lines.spec();
+        let (spec, added) = self.with_added_values(receipt, archived).await?;
         // At most 65,535 placeholders per statement, one per value.
         let max_rows = RESTORE_CHUNK.min(60_000 / spec.columns.len().max(1));
         let now = self.ctx.now();
         if self.opts.drill {
             let chunks = lines.chunks(max_rows, RESTORE_CHUNK_BYTES);
-            let rows = self.decode(receipt, &lines, 0..lines.len())?;
+            let rows = self.decode(receipt, &lines, 0..lines.len(), &added)?;
             return self
                 .drill(spec, receipt, proven, rows, &chunks, details)
                 .await;
         }
         for range in lines.chunks(max_rows, RESTORE_CHUNK_BYTES) {
             let start = range.start;
-            let rows = self.decode(receipt, &lines, range)?;
+            let rows = self.decode(receipt, &lines, range, &added)?;
             let mut chunk = without_superseded(spec, rows, &superseded, details);
             if receipt.life.compaction.is_some() && !chunk.is_empty() {
                 // A compacted batch lost the member rows that told a later version of a row
@@ -465,7 +472,7 @@ impl<'a> Restorer<'a> {
                     return Err(AppError::Stopped(reason));
                 }
             }
-            self.load(spec, receipt, &chunk, access, now, details)
+            self.load((spec, archived), receipt, &chunk, access, now, details)
                 .await?;
         }
         Ok(())
@@ -473,10 +480,11 @@ impl<'a> Restorer<'a> {
 
     /// Loads one chunk of a batch's rows into the target table — the live source table under
     /// the app's lock (`--into-source`) — and counts the rows loaded, already there, and in
-    /// conflict (never overwritten).
+    /// conflict (never overwritten). `(spec, archived)`: the rows' columns, and the batch's
+    /// lines' (the first of them).
     async fn load(
         &self,
-        spec: &'static TableSpec,
+        (spec, archived): (&'static TableSpec, &'static TableSpec),
         receipt: &Receipt,
         chunk: &[Row],
         access: Access<'_>,
@@ -498,7 +506,9 @@ impl<'a> Restorer<'a> {
             .failpoints
             .pass("before-restore-chunk")
             .map_err(DbError::from)?;
-        let target = TargetTable::new(spec, &self.target).map_err(AppError::Data)?;
+        let target = TargetTable::new(spec, &self.target)
+            .map_err(AppError::Data)?
+            .archived_as(archived);
         let loaded = target.load_chunk(pool, app, chunk, into_source).await?;
         details.restored_rows += loaded.inserted;
         details.already_present_rows += loaded.present;
@@ -590,15 +600,49 @@ impl<'a> Restorer<'a> {
     }
 
     /// Lines `range` of a verified batch, decoded.
+    /// The rows of `range` of the batch's lines, each with the values recorded for columns its
+    /// lines lack (`added`) after its own.
     fn decode(
         &self,
         receipt: &Receipt,
         lines: &KeptLines,
         range: std::ops::Range<usize>,
+        added: &[crate::model::codec::Value],
     ) -> Result<Vec<Row>, AppError> {
-        lines
-            .decode(range)
-            .map_err(|e| AppError::Data(format!("{}: {e}; nothing more loaded", receipt.keys.data)))
+        let mut rows = lines.decode(range).map_err(|e| {
+            AppError::Data(format!("{}: {e}; nothing more loaded", receipt.keys.data))
+        })?;
+        if !added.is_empty() {
+            rows.iter_mut().for_each(|r| r.extend_from_slice(added));
+        }
+        Ok(rows)
+    }
+
+    /// The table as a batch's rows are restored ([`crate::model::unarchived::restoring`]): its
+    /// lines' columns (`batch`), then the columns added to the table since whose values purge
+    /// recorded with the batch — and those values.
+    async fn with_added_values(
+        &self,
+        receipt: &Receipt,
+        batch: &'static TableSpec,
+    ) -> Result<(&'static TableSpec, Vec<crate::model::codec::Value>), AppError> {
+        let (pool, app, batch_id) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let added = AddedValues::new(self.ctx.spec)
+            .of_batch(pool, app, batch_id)
+            .await?;
+        if added.is_empty() {
+            return Ok((batch, Vec::new()));
+        }
+        let live = self
+            .source_columns
+            .get_or_try_init(|| self.ctx.db.describe(self.ctx.spec.name))
+            .await?;
+        let added: Vec<(String, String, String)> = added
+            .into_iter()
+            .map(|v| (v.column_name, v.encoding, v.value_json))
+            .collect();
+        crate::model::unarchived::restoring(batch, live, &added)
+            .map_err(|e| AppError::Data(format!("batch {batch_id}: {e}; nothing loaded")))
     }
 
     /// Restores a verified batch into a scratch table, compares it, records the result.

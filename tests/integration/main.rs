@@ -23,6 +23,7 @@ mod grants;
 mod home;
 mod hostile;
 mod image;
+mod life_events;
 mod lock;
 mod log;
 mod members_layout;

@@ -1,10 +1,10 @@
-//! A routine schema change of the source strands no archived row (SPEC §5.14, issue 34), through
-//! the binary: a column added with a default to a profile's table (whose batches written before
-//! it lack the column) and to a built-in table (whose fixed format has no key for it). A row
-//! whose added column holds what a restore would put back — its default, compared byte for byte —
-//! is exactly what was archived, and purge deletes it; one holding anything else, or a column a
-//! restore could not write back (NOT NULL without a default), is kept and said. verify, find and
-//! restore follow; a widened column changes nothing.
+//! A routine schema change of the source strands no archived row (SPEC §5.14, issues 34 and 42),
+//! through the binary: a column added with a default to a profile's table and to a built-in
+//! table. Rows archived after the change hold the column (the archive holds the whole row); a
+//! batch written before it lacks the column, and purge records with the batch what its deleted
+//! rows held there — one value per batch, compared byte for byte — deleting only the rows that
+//! hold it; a row holding anything else is kept and said. Restore writes the recorded value back.
+//! verify, find and restore follow; a widened column changes nothing.
 
 use outbox_archiver::Value;
 use sqlx::AssertSqlSafe;
@@ -96,8 +96,9 @@ async fn a_column_added_to_a_profiles_table_strands_no_archived_row() {
     let run = run_cli(&archive, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
 
-    // Purge: every archived row goes but the two whose region is not what a restore would put
-    // back; they are kept and the summary says which column kept them.
+    // Purge: every archived row goes but the two whose region is not what the other rows of
+    // their batch held ('eu', recorded with the batch); they are kept and the summary says which
+    // column kept them.
     let run = run_cli(&["purge", "--all-apps", "--grace", "0s"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let details = purge_app(&run);
@@ -105,7 +106,9 @@ async fn a_column_added_to_a_profiles_table_strands_no_archived_row() {
     assert_eq!(details["kept_changed"], serde_json::json!(["m03", "m11"]));
     assert_eq!(
         details["kept_for_columns"],
-        serde_json::json!(["region (holds other than its default)"]),
+        serde_json::json!([
+            "region (holds other than the batch's deleted rows held, which restore writes back)"
+        ]),
         "{}",
         run.summary
     );
@@ -118,8 +121,9 @@ async fn a_column_added_to_a_profiles_table_strands_no_archived_row() {
         ["m03", "m11"]
     );
 
-    // Restored: the rows come back, each column as a restore puts it back — the default where
-    // the line lacks the column, the archived value where it holds it.
+    // Restored: the rows come back, each column as it was — the value recorded with the batch
+    // where the line lacks the column, the archived value where it holds it; the kept rows are
+    // there as they are.
     let run = run_cli(&["restore", "--all-apps", "--into-source"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let regions: Vec<(String, Option<String>)> = sqlx::query_as(
@@ -143,7 +147,7 @@ async fn a_column_added_to_a_profiles_table_strands_no_archived_row() {
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn a_column_added_to_a_built_in_table_is_held_to_what_a_restore_puts_back() {
+async fn a_column_added_to_a_built_in_table_is_archived_and_restored_as_it_was() {
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
     let mut envs = s3.binary_env();
@@ -162,7 +166,7 @@ async fn a_column_added_to_a_built_in_table_is_held_to_what_a_restore_puts_back(
     let run = run_cli(&archive, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
 
-    // A column wallet_outbox's fixed format has no key for: every command still runs.
+    // A column wallet_outbox's own format has no key for: every command still runs.
     db.exec("ALTER TABLE wallet_outbox ADD COLUMN region VARCHAR(8) NULL DEFAULT 'eu'")
         .await;
     db.exec("UPDATE wallet_outbox SET region = 'us' WHERE app_code = 'a1' AND event_id = 'e7'")
@@ -176,39 +180,32 @@ async fn a_column_added_to_a_built_in_table_is_held_to_what_a_restore_puts_back(
         let run = run_cli(&command, &envs).await;
         assert_eq!(run.code, 0, "{command:?}: {}", run.all_output);
     }
-    // New rows holding the default are archived (a restore puts the default back); a row
-    // holding anything else stops the app there, naming the column and the fix.
+    // New rows are archived whole: the column after the table's own, whatever it holds.
     let mut late = row("a1", "late1", T0 + DAY);
     late[at("payload")] = Value::Text("{\"late\":1}".into());
     db.insert(&[late, row("a1", "late2", T0 + DAY + 1)]).await;
     db.exec("UPDATE wallet_outbox SET region = 'apac' WHERE event_id = 'late2'")
         .await;
     let run = run_cli(&archive, &envs).await;
-    assert_eq!(run.code, 1, "{}", run.all_output);
-    let error = run.summary["apps"][0]["error"].as_str().unwrap();
-    assert!(
-        error.contains("row late2")
-            && error.contains("region (holds other than its default)")
-            && error.contains("--table-profile"),
-        "{error}"
-    );
-    assert_eq!(
-        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_members WHERE event_id LIKE 'late%'")
-            .await,
-        0,
-        "the batch holding late2 is not recorded"
-    );
-    db.exec("UPDATE wallet_outbox SET region = 'eu' WHERE event_id = 'late2'")
-        .await;
-    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["find", "--event-id", "late2"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert_eq!(
-        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_members WHERE event_id LIKE 'late%'")
-            .await,
-        2
+        run.summary["found"][0]["row"]["region"], "apac",
+        "{}",
+        run.summary
+    );
+    let run = run_cli(&["schema"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        run.summary["required"].as_array().unwrap().last(),
+        Some(&serde_json::json!("region")),
+        "{}",
+        run.summary
     );
 
-    // Purge deletes every archived row but e7, which it keeps, saying why.
+    // Purge deletes every archived row but e7, which it keeps, saying why: its batch's other
+    // rows held 'eu' when they were deleted, which is recorded with the batch.
     let run = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let details = purge_app(&run);
@@ -216,18 +213,22 @@ async fn a_column_added_to_a_built_in_table_is_held_to_what_a_restore_puts_back(
     assert_eq!(details["kept_changed"], serde_json::json!(["e7"]));
     assert_eq!(
         details["kept_for_columns"],
-        serde_json::json!(["region (holds other than its default)"])
+        serde_json::json!([
+            "region (holds other than the batch's deleted rows held, which restore writes back)"
+        ])
     );
     let run = run_cli(&["restore", "--app", "a1", "--into-source"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert_eq!(
         ids(&db, "SELECT CONCAT(event_id, '=', region) FROM wallet_outbox WHERE event_id IN ('e6', 'e7', 'late2') ORDER BY event_id").await,
-        ["e6=eu", "e7=us", "late2=eu"]
+        ["e6=eu", "e7=us", "late2=apac"]
     );
 
-    // A column a restore could not write back (NOT NULL, no default: the ALTER filled in 0):
-    // nothing of the table is purged, and purge says why.
+    // A column with no default (NOT NULL: the ALTER filled in 0) needs none: what the rows hold
+    // is recorded with each batch as its rows are deleted, and written back on restore.
     db.exec("ALTER TABLE wallet_outbox ADD COLUMN flag INT NOT NULL")
+        .await;
+    db.exec("ALTER TABLE wallet_outbox ALTER COLUMN region SET DEFAULT 'sg'")
         .await;
     let run = run_cli(
         &[
@@ -243,13 +244,13 @@ async fn a_column_added_to_a_built_in_table_is_held_to_what_a_restore_puts_back(
     .await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let details = purge_app(&run);
-    assert_eq!(details["purged_rows"], 0, "{}", run.summary);
-    assert!(
-        details["kept_for_columns"][0]
-            .as_str()
-            .unwrap()
-            .contains("flag (a restore could not write it back"),
-        "{}",
-        run.summary
+    assert_eq!(details["purged_rows"], 31, "{}", run.summary);
+    assert_eq!(details["kept_changed"], serde_json::json!(["e7"]));
+    let run = run_cli(&["restore", "--app", "a1", "--into-source"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        ids(&db, "SELECT CONCAT(event_id, '=', region, '/', flag) FROM wallet_outbox WHERE event_id IN ('e6', 'e7', 'late2') ORDER BY event_id").await,
+        ["e6=eu/0", "e7=us/0", "late2=apac/0"]
     );
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 32);
 }

@@ -34,7 +34,6 @@ use crate::failpoint::FailPoints;
 use crate::model::batch::Limits;
 use crate::model::format::Cursor;
 use crate::model::protection::WritePolicy;
-use crate::model::unarchived::Unarchived;
 use crate::pipeline::report::details::{self, ArchiveApp};
 use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome};
 
@@ -211,13 +210,6 @@ impl<'a> Archiver<'a> {
             deadline,
             budget: Budget::new(opts.memory_budget),
         }
-    }
-
-    /// The archiver of a built-in table with columns its format has no key for: a row is
-    /// archived only where each holds what a restore would put back (SPEC §5.14).
-    pub(crate) fn holding(mut self, unarchived: Unarchived) -> Archiver<'a> {
-        self.pages = SourceTable::reading(self.ctx.spec, unarchived);
-        self
     }
 
     /// Appends the app's new receipts to its log in the store, whatever the run's outcome: what

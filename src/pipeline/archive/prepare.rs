@@ -1,18 +1,15 @@
-//! What an archive run settles once, before its apps: the columns archived so far recorded (a
-//! profile's table), the store probed for write-once, the built-in table's columns its format has
-//! no key for read — and what stops the run from starting its apps.
+//! What an archive run settles once, before its apps: the columns archived so far recorded, the
+//! store probed for write-once, the table held to the run's description of it (every stored
+//! column archived) — and what stops the run from starting its apps.
 
 use super::ArchiveOptions;
-use crate::model::unarchived::Unarchived;
 use crate::pipeline::publish::probe_write_once;
 use crate::pipeline::RunContext;
 use crate::store::ConditionalPut;
 
-/// What an archive run settles once, before its apps: the store's answer to create-only puts,
-/// and the built-in table's columns its format has no key for.
+/// What an archive run settles once, before its apps: the store's answer to create-only puts.
 pub(crate) struct Prepared {
     pub conditional_put: Option<ConditionalPut>,
-    pub unarchived: Unarchived,
 }
 
 /// Why an archive run did not start its apps.
@@ -27,9 +24,9 @@ pub(crate) enum Unprepared {
 }
 
 /// Prepares an archive run of `apps` (none: nothing to prepare but the columns): records the
-/// columns archived so far (a profile's table), probes the store for write-once, reads the
-/// columns a built-in table's format has no key for — rows are archived only while each holds
-/// its default — and warns of them.
+/// columns archived so far, probes the store for write-once, and holds the table to the run's
+/// description of it — every stored column is archived (SPEC §4): a table described without one
+/// (a column added since the run started) archives nothing.
 pub(crate) async fn prepare(
     ctx: &RunContext,
     opts: &ArchiveOptions,
@@ -52,25 +49,9 @@ pub(crate) async fn prepare(
             }
         })?;
     }
-    let unarchived = ctx
-        .db
-        .unarchived(ctx.spec)
+    ctx.db
+        .check_columns_unchanged(ctx.spec)
         .await
         .map_err(|e| Unprepared::WithoutApps(e.to_string(), conditional_put))?;
-    if !unarchived.is_empty() {
-        tracing::warn!(
-            table = ctx.spec.name,
-            columns = unarchived
-                .columns
-                .iter()
-                .map(|c| c.name.as_str())
-                .collect::<Vec<_>>()
-                .join(", "),
-            "the table has columns its built-in format has no key for: rows are archived only while each holds its default (describe the table with --table-profile to archive them)"
-        );
-    }
-    Ok(Prepared {
-        conditional_put,
-        unarchived,
-    })
+    Ok(Prepared { conditional_put })
 }

@@ -108,21 +108,26 @@ impl GrantsFor {
         needs
     }
 
-    /// What the table's kind changes: tables made from the description have no migrations
-    /// history; a profile's table has the record of its archived columns (read at every start,
-    /// added to by archive).
+    /// What every command needs besides, and what the table's kind changes: tables made from
+    /// the description have no migrations history; the record of the archived columns is read at
+    /// every start (added to by archive, which also takes back a generated column's entry), and
+    /// so is the table of the values purge records for columns a batch's lines lack (start-up
+    /// checks every owned table; purge writes it, restore reads it).
     fn of_table(self, spec: &TableSpec, needs: &mut Vec<(String, &'static [Privilege])>) {
         use Privilege::*;
         if spec.owned_by == crate::model::table::OwnedBy::Spec {
             needs.retain(|(table, _)| table != "_sqlx_migrations");
         }
-        if !spec.is_builtin() {
-            let privileges: &'static [Privilege] = match self {
-                GrantsFor::Archive => &[Select, Insert],
-                _ => &[Select],
-            };
-            needs.push((spec.columns_table(), privileges));
-        }
+        let columns: &'static [Privilege] = match self {
+            GrantsFor::Archive => &[Select, Insert, Delete],
+            _ => &[Select],
+        };
+        needs.push((spec.columns_table(), columns));
+        let added: &'static [Privilege] = match self {
+            GrantsFor::Purge => &[Select, Insert],
+            _ => &[Select],
+        };
+        needs.push((spec.added_values_table(), added));
     }
 }
 

@@ -1,0 +1,83 @@
+//! `<prefix>_added_values`: per batch, what its rows held in a column its lines lack — one added to
+//! the table after the batch was archived — when purge deleted them (SPEC §4, §5.16): written in
+//! the transaction of the delete that relied on it, read by later chunks of the batch and by
+//! restore, which writes the value back.
+
+use sqlx::{AssertSqlSafe, MySql, QueryBuilder, Transaction};
+
+use super::{Context, DbError};
+use crate::model::table::TableSpec;
+
+/// One value recorded with a batch.
+#[derive(Debug, Clone, PartialEq, Eq, sqlx::FromRow)]
+pub(crate) struct AddedValue {
+    pub column_name: String,
+    /// How the value is encoded (a [`crate::model::table::Kind`]'s name).
+    pub encoding: String,
+    /// The value as JSON text, as a line would hold it.
+    pub value_json: String,
+}
+
+/// The recorded values of `spec`'s batches.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct AddedValues {
+    spec: &'static TableSpec,
+}
+
+impl AddedValues {
+    pub(crate) fn new(spec: &'static TableSpec) -> AddedValues {
+        AddedValues { spec }
+    }
+
+    /// The values recorded with batch `batch_id` of `app` (one primary-key range).
+    pub(crate) async fn of_batch<'e, E>(
+        &self,
+        executor: E,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<AddedValue>, DbError>
+    where
+        E: sqlx::Executor<'e, Database = MySql>,
+    {
+        let sql = format!(
+            "SELECT CAST(column_name AS CHAR) AS column_name, CAST(encoding AS CHAR) AS encoding, \
+             CAST(value_json AS CHAR) AS value_json FROM {} WHERE app_code = ? AND batch_id = ?",
+            self.spec.added_values_table()
+        );
+        sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_all(executor)
+            .await
+            .context(|| format!("reading the added columns' values of batch {batch_id}"))
+    }
+
+    /// Records `values` with batch `batch_id` of `app`, in the transaction that deletes the rows
+    /// that held them.
+    pub(crate) async fn insert(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        app: &str,
+        batch_id: &str,
+        values: &[AddedValue],
+        now_ms: i64,
+    ) -> Result<(), DbError> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "INSERT INTO {} (app_code, batch_id, column_name, encoding, value_json, recorded_at_ms) ",
+            self.spec.added_values_table()
+        ));
+        qb.push_values(values, |mut row, v| {
+            row.push_bind(app)
+                .push_bind(batch_id)
+                .push_bind(v.column_name.as_str())
+                .push_bind(v.encoding.as_str())
+                .push_bind(v.value_json.as_str())
+                .push_bind(now_ms);
+        });
+        qb.build()
+            .execute(&mut **tx)
+            .await
+            .context(|| format!("recording the added columns' values of batch {batch_id}"))?;
+        Ok(())
+    }
+}
