@@ -47,7 +47,7 @@ pub async fn run(ctx: &RunContext, opts: &ArchiveOptions) -> Summary {
     }
     let deadline = opts.max_runtime.map(|d| Instant::now() + d);
     let progress = Progress::new(CommandName::Archive);
-    let archiver = Archiver::new(ctx, opts, &progress, deadline);
+    let archiver = Archiver::new(ctx, opts, &progress, deadline).on(prepared.definition);
     let gate = Gate::Lock {
         prefix: &opts.lock_prefix,
         dry_run: opts.dry_run,

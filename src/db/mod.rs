@@ -23,6 +23,7 @@ pub(crate) mod replica;
 pub(crate) mod restore;
 pub(crate) mod runs;
 mod schema;
+pub(crate) use schema::definition;
 pub(crate) mod source;
 
 use std::str::FromStr;

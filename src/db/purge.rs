@@ -12,15 +12,15 @@
 //!
 //! Every delete is decided against the table as it is in the transaction that deletes (SPEC
 //! §5.16): once the chunk's rows are locked — which holds the table's definition until the
-//! commit — the transaction asks the server for the table's columns, and a chunk compared on
-//! another column list (a column added or dropped since purge last read them) is rolled back and
-//! done again. Columns the batch's lines lack (added after it was archived) are held to what its
+//! commit — the transaction asks the server for the table's definition (`SHOW CREATE TABLE`), and
+//! a chunk compared on another one (a column added, dropped or changed since purge last read the
+//! table) is rolled back and done again on the table as it is now. Columns the batch's lines lack (added after it was archived) are held to what its
 //! deleted rows held, recorded with the batch in the same transaction ([`crate::model::unarchived`]).
 
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, SqlSafeStr as _, Transaction};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Transaction};
 
 use super::added::{AddedValue, AddedValues};
 use super::lock::{AppLock, Doing, LockLost};
@@ -78,10 +78,18 @@ pub struct PurgeQueries {
     spec: &'static TableSpec,
     /// The server's kind, read once: how a delete is held to the unique key differs.
     flavour: tokio::sync::OnceCell<Flavour>,
-    /// The source table's columns as the server last described them: a batch's lines may lack
-    /// some of them (SPEC §5.14). Each delete transaction holds them to the table as it is then,
-    /// and reads them again when they changed.
-    live: Arc<tokio::sync::Mutex<Option<Arc<Vec<LiveColumn>>>>>,
+    /// The source table as the server last described it: a batch's lines may lack some of its
+    /// columns (SPEC §5.14). Each delete transaction holds it to the table as it is then, and
+    /// it is read again when it changed.
+    live: Arc<tokio::sync::Mutex<Option<Arc<Described>>>>,
+}
+
+/// The source table as described: its definition (`SHOW CREATE TABLE`, compared in each delete
+/// transaction) and its columns.
+#[derive(Debug)]
+struct Described {
+    definition: String,
+    columns: Vec<LiveColumn>,
 }
 
 /// How many times a chunk is done again because the table's columns changed under it before
@@ -143,13 +151,20 @@ impl PurgeQueries {
         }
     }
 
-    /// The source table's columns as last described (one query when not known).
-    async fn live(&self, pool: &MySqlPool) -> Result<Arc<Vec<LiveColumn>>, DbError> {
+    /// The source table's columns as last described (two queries when not known): its
+    /// definition, then its columns — so that a change between the two is found by the next
+    /// transaction's look at the definition.
+    async fn live(&self, pool: &MySqlPool) -> Result<Arc<Described>, DbError> {
         let mut known = self.live.lock().await;
         if let Some(live) = known.as_ref() {
             return Ok(live.clone());
         }
-        let live = Arc::new(super::schema::live_columns(pool, self.spec.name).await?);
+        let definition = super::schema::definition(pool, self.spec.name).await?;
+        let columns = super::schema::live_columns(pool, self.spec.name).await?;
+        let live = Arc::new(Described {
+            definition,
+            columns,
+        });
         *known = Some(live.clone());
         Ok(live)
     }
@@ -159,26 +174,16 @@ impl PurgeQueries {
         *self.live.lock().await = None;
     }
 
-    /// Whether the source table's columns, as the server describes them to this transaction
-    /// now, are `live`'s (names in order). Asked after the chunk's rows are locked: the
-    /// transaction then holds the table's definition until it ends.
-    async fn columns_still(
+    /// Whether the source table, as the server describes it to this transaction now, is still
+    /// `live`. Asked after the chunk's rows are locked: the transaction then holds the table's
+    /// definition until it ends.
+    async fn still(
         &self,
         tx: &mut Transaction<'_, MySql>,
-        live: &[LiveColumn],
+        live: &Described,
     ) -> Result<bool, DbError> {
-        use sqlx::{Column as _, Executor as _};
-        let sql = format!("SELECT * FROM {}", self.spec.name);
-        let described = (&mut **tx)
-            .describe(AssertSqlSafe(sql).into_sql_str())
-            .await
-            .context(|| format!("describing {} before a delete", self.spec.name))?;
-        let now = described.columns();
-        Ok(now.len() == live.len()
-            && now
-                .iter()
-                .zip(live)
-                .all(|(c, l)| c.name().eq_ignore_ascii_case(&l.name)))
+        let now = super::schema::definition(&mut **tx, self.spec.name).await?;
+        Ok(now == live.definition)
     }
 
     /// What the deleted rows of a batch held in columns its lines lack, recorded so far.
@@ -443,7 +448,7 @@ impl PurgeQueries {
     pub(crate) async fn count(&self, pool: &MySqlPool, of: ChunkOf<'_>) -> Result<u64, DbError> {
         let flavour = self.flavour(pool).await?;
         let live = self.live(pool).await?;
-        let unarchived = Unarchived::of(of.batch, &live);
+        let unarchived = Unarchived::of(of.batch, &live.columns);
         let recorded = match unarchived.is_empty() {
             true => Recorded::new(),
             false => self.recorded(pool, of.app, of.batch_id).await?,
@@ -484,7 +489,7 @@ impl PurgeQueries {
                     tracing::info!(
                         table = self.spec.name,
                         batch_id = of.batch_id,
-                        "the table's columns changed under a purge chunk: done again on the table as it is now"
+                        "the table's definition changed under a purge chunk: done again on the table as it is now"
                     );
                     self.forget_live().await
                 }
@@ -497,13 +502,13 @@ impl PurgeQueries {
     }
 
     /// One attempt at a chunk on the table described as `live`: `None` (rolled back) when the
-    /// table, asked in the transaction once its rows are locked, has other columns.
+    /// table, asked in the transaction once its rows are locked, is defined otherwise now.
     #[allow(clippy::too_many_arguments)]
     async fn try_chunk(
         &self,
         pool: &MySqlPool,
         of: ChunkOf<'_>,
-        live: &[LiveColumn],
+        live: &Described,
         lock: &AppLock,
         include_restored: bool,
         failpoints: &FailPoints,
@@ -511,7 +516,7 @@ impl PurgeQueries {
     ) -> Result<Option<Chunk>, PurgeError> {
         let (app, batch_id) = (of.app, of.batch_id);
         let flavour = self.flavour(pool).await?;
-        let unarchived = Unarchived::of(of.batch, live);
+        let unarchived = Unarchived::of(of.batch, &live.columns);
         let mut tx = pool
             .begin()
             .await
@@ -530,7 +535,7 @@ impl PurgeQueries {
         let mut compared = self
             .compare(&mut *tx, flavour, of, true, &unarchived, &recorded)
             .await?;
-        if !self.columns_still(&mut tx, live).await? {
+        if !self.still(&mut tx, live).await? {
             tx.rollback()
                 .await
                 .context(|| format!("rolling back a purge chunk of batch {batch_id}"))?;
@@ -545,7 +550,16 @@ impl PurgeQueries {
                 .saturating_sub(seen as u64);
         }
         let deleted = self
-            .delete_compared(tx, flavour, of, &unarchived, &compared, lock, failpoints, now_ms)
+            .delete_compared(
+                tx,
+                flavour,
+                of,
+                &unarchived,
+                &compared,
+                lock,
+                failpoints,
+                now_ms,
+            )
             .await?;
         Ok(Some(Chunk {
             purged: deleted,

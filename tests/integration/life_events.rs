@@ -109,7 +109,7 @@ async fn a_column_added_while_purge_runs_loses_no_value() {
     // transaction, and was done again on the table as it is.
     assert!(
         run.all_output
-            .contains("the table's columns changed under a purge chunk"),
+            .contains("the table's definition changed under a purge chunk"),
         "{}",
         run.all_output
     );

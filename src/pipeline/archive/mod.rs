@@ -163,6 +163,9 @@ pub(crate) struct Archiver<'a> {
     deadline: Option<Instant>,
     /// Shared by every app of the run.
     budget: Budget,
+    /// The source table's definition when the run held it to its columns ([`prepare`]): a
+    /// receipt is recorded only while it is the same, or the columns are.
+    definition: String,
 }
 
 #[async_trait::async_trait]
@@ -209,7 +212,14 @@ impl<'a> Archiver<'a> {
             recorder: Recorder::new(ctx.spec),
             deadline,
             budget: Budget::new(opts.memory_budget),
+            definition: String::new(),
         }
+    }
+
+    /// The archiver of a run whose table had `definition` when its columns were checked.
+    pub(crate) fn on(mut self, definition: String) -> Archiver<'a> {
+        self.definition = definition;
+        self
     }
 
     /// Appends the app's new receipts to its log in the store, whatever the run's outcome: what

@@ -7,9 +7,11 @@ use crate::pipeline::publish::probe_write_once;
 use crate::pipeline::RunContext;
 use crate::store::ConditionalPut;
 
-/// What an archive run settles once, before its apps: the store's answer to create-only puts.
+/// What an archive run settles once, before its apps: the store's answer to create-only puts,
+/// and the source table's definition when its columns were found to be the run's.
 pub(crate) struct Prepared {
     pub conditional_put: Option<ConditionalPut>,
+    pub definition: String,
 }
 
 /// Why an archive run did not start its apps.
@@ -49,9 +51,18 @@ pub(crate) async fn prepare(
             }
         })?;
     }
+    let without_apps =
+        |e: crate::db::DbError| Unprepared::WithoutApps(e.to_string(), conditional_put);
+    // The definition first: a column added after it is found by the check before any receipt.
+    let definition = crate::db::definition(&ctx.db.pool, ctx.spec.name)
+        .await
+        .map_err(without_apps)?;
     ctx.db
         .check_columns_unchanged(ctx.spec)
         .await
-        .map_err(|e| Unprepared::WithoutApps(e.to_string(), conditional_put))?;
-    Ok(Prepared { conditional_put })
+        .map_err(without_apps)?;
+    Ok(Prepared {
+        conditional_put,
+        definition,
+    })
 }

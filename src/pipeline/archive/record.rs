@@ -44,7 +44,9 @@ impl Archiver<'_> {
         // Every page of this batch has been read: a column added to the table since the run
         // started is missing from the batch's lines. The batch is not recorded (its objects are
         // replaced by the next run, which archives the column): a batch holds whole rows.
-        ctx.db.check_columns_unchanged(ctx.spec).await?;
+        ctx.db
+            .check_columns_unchanged_since(ctx.spec, &self.definition)
+            .await?;
         // The receipt transaction writes (and is replicated): not while a replica lags.
         let replica_wait = match &ctx.stops.replicas {
             Some(gate) => gate.wait(app, Some(lock), &ctx.shutdown).await?,
