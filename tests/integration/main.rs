@@ -25,6 +25,7 @@ mod hostile;
 mod image;
 mod lock;
 mod log;
+mod log_identity;
 mod members_layout;
 mod metrics;
 mod operator;
