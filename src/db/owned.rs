@@ -41,8 +41,8 @@ impl OwnedTable {
     }
 }
 
-/// The owned tables of `spec`, in the order they are created: six, and for a profile's table
-/// a seventh that keeps the columns archived so far.
+/// The owned tables of `spec`, in the order they are created: seven, and for a profile's table
+/// an eighth that keeps the columns archived so far.
 pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
     let mut tables = vec![
         receipts(spec),
@@ -51,6 +51,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         drills(spec),
         superseded(spec),
         home(spec),
+        logs(spec),
     ];
     if !spec.is_builtin() {
         tables.push(archived_columns(spec));
@@ -206,6 +207,28 @@ fn home(spec: &TableSpec) -> OwnedTable {
             ("run_id", "VARCHAR(32) CHARACTER SET ascii NULL"),
         ]),
         keys: vec!["PRIMARY KEY (id)".into()],
+    }
+}
+
+/// Each app's log identity: the folder its log of batches is kept under, recorded once
+/// (migration 15; `db::logs`). Both codes compare byte for byte, whatever the source's
+/// collation: `Pay` and `pay` are two rows, two folders.
+fn logs(spec: &TableSpec) -> OwnedTable {
+    OwnedTable {
+        name: spec.logs_table(),
+        columns: columns(&[
+            ("app_code", MEMBERS_APP_CODE),
+            (
+                "folder",
+                "VARCHAR(48) CHARACTER SET ascii COLLATE ascii_bin NOT NULL",
+            ),
+            ("how", "VARCHAR(8) CHARACTER SET ascii NOT NULL"),
+            ("recorded_at_ms", "BIGINT NOT NULL"),
+        ]),
+        keys: vec![
+            "PRIMARY KEY (app_code)".into(),
+            format!("UNIQUE KEY idx_{}_logs_folder (folder)", spec.owned_prefix),
+        ],
     }
 }
 
