@@ -3,8 +3,10 @@
 
 Needs nothing of the archiver: Python 3's standard library and a copy of the archive's objects
 (`aws s3 sync s3://BUCKET/PREFIX ./copy`, or a file:// store as it is). For every app of the
-table (`{table}/_log/app_code={app}/`: one folder per app, its code in lowercase — or exactly,
-where the table's app codes compare case-sensitively and `Pay` and `pay` are two apps), it
+table (`{table}/_log/app_code={app}/`: one folder per app, named once when its log began — its
+code in lowercase, or exactly where the table's app codes compared case-sensitively then and
+`Pay` and `pay` were two apps, or `{that}~{n}` for an app whose code named an older app's log
+folder already: its batches are under `app_code={code}/`), it
 
   1. reads the checkpoint (C2SP tlog-checkpoint: origin, tree size, base64 root; a signature
      line after a blank line when a log key signs it — check it with Go's note package or
@@ -220,7 +222,7 @@ def audit_log(table, app, folder, batches, problems):
             problems.append(f"chain_mismatch: {app}: the linear chain's checkpoint {key} cannot be read: {e}")
         print(f"{app}: carries on the linear chain to seq {head_seq} link {link}")
     for index, batch_id, manifest_sha256 in entries_out:
-        where = batches.get(app.lower(), {}).get(batch_id)
+        where = batches.get(code_of(app), {}).get(batch_id)
         if where is None and accepted.get(index) == batch_id:
             continue  # removed on purpose, accepted: its objects may be gone
         if where is None:
@@ -240,6 +242,12 @@ def audit_log(table, app, folder, batches, problems):
             problems.append(f"{app} leaf {index}: the data object of batch {batch_id} is not the one its manifest hashes")
     print(f"{app}: tree of {size} leaves, root {base64.b64encode(root).decode()}")
     return entries_out
+
+
+def code_of(folder):
+    """The app code (lowercase) whose batch folders a log folder's leaves are in: the folder's
+    name without a `~{n}` suffix (a second log under one name; no app code holds a `~`)."""
+    return folder.split("~", 1)[0].lower()
 
 
 def main(root, table):
@@ -265,9 +273,9 @@ def main(root, table):
     bound = {}
     for app in logged:
         for _, batch_id, _ in audit_log(table, app, os.path.join(log_dir, f"app_code={app}"), batches, problems):
-            bound.setdefault(app.lower(), set()).add(batch_id)
+            bound.setdefault(code_of(app), set()).add(batch_id)
     for code in sorted(batches):
-        if code not in {a.lower() for a in logged}:
+        if code not in {code_of(a) for a in logged}:
             print(f"{code}: no log")
         for batch_id in sorted(set(batches[code]) - bound.get(code, set())):
             print(f"{code}: note: batch {batch_id} is in the store but in no leaf (its run ended before its receipt or before appending; verify lists orphans)")

@@ -13,9 +13,11 @@
 -- row moves to the batch that archived the new version, and the old version is kept in
 -- `_superseded` (README, "Redelivered rows"). INSERT on the home records the store the first
 -- batch binds the archive to (DELETE takes back a binding whose marker could not be written);
--- moving it later (`relocate`) is an operator's job, with the same grant, by hand. The columns
--- table records the columns added to the outbox that archive has written (DELETE takes back the
--- entry of a generated column made a stored one); every role reads it at start-up.
+-- moving it later (`relocate`) is an operator's job, with the same grant, by hand. INSERT on the
+-- logs records an app's log identity when its log begins, or — a log an older build began — at
+-- the app's next archive (README, "The log of batches"); every other role only reads them. The
+-- columns table records the columns added to the outbox that archive has written (DELETE takes
+-- back the entry of a generated column made a stored one); every role reads it at start-up.
 CREATE USER IF NOT EXISTS 'outbox_archiver'@'%' IDENTIFIED BY 'CHANGE-ME';
 GRANT SELECT ON `wallet`.`wallet_outbox` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_archiver'@'%';
@@ -27,6 +29,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_archiver'@'%'
 GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_archiver'@'%';
 
 -- purge (the daily CronJob): delete exactly the archived members from the outbox and record it,
 -- with what the deleted rows held in columns added to the outbox after they were archived
@@ -42,6 +45,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_purger'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_purger'@'%';
 
 -- restore and restore drills (by hand, by on-call): a separate role again, because it creates
 -- tables. Restoring into the live table (--into-source) additionally needs INSERT on it and
@@ -66,6 +70,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_compactor'@'%
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_compactor'@'%';
 
 -- Replica lag (--replica, --replicas-from; README "Replica lag"): on each replica, the roles that
 -- write (archive, purge, compact) read its replication status. The privilege's name depends on

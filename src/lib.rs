@@ -20,13 +20,13 @@
 //!   if it crashed.
 //! * `db/` — the database, one repository per owned table: `receipts/` (`mod.rs` its queries
 //!   and the lifecycle rules as SQL, `row.rs` the receipt as a row: columns, insert, decode),
-//!   `members.rs`, `runs.rs`, `drills.rs`, `home.rs`, `chain.rs`; `record.rs` (the receipt +
-//!   members transaction), `source.rs` (the source table's keyset pages), `purge.rs`,
-//!   `compact.rs` and `restore.rs` (their transactions and target tables), `owned.rs` and
-//!   `columns.rs` (the owned tables made from a spec), `schema.rs` (start-up checks),
-//!   `preflight.rs` (doctor's read-only questions), `replica.rs` (lag), `lock.rs` (the per-app
-//!   advisory lock), `apps.rs` (an app's spellings), `nodelay.rs` (TCP_NODELAY on every socket).
-//!   No store, no format I/O.
+//!   `members.rs`, `runs.rs`, `drills.rs`, `home.rs`, `chain.rs`, `logs.rs` (each app's log
+//!   identity); `record.rs` (the receipt + members transaction), `source.rs` (the source
+//!   table's keyset pages), `purge.rs`, `compact.rs` and `restore.rs` (their transactions and
+//!   target tables), `owned.rs` and `columns.rs` (the owned tables made from a spec), `schema.rs`
+//!   (start-up checks), `preflight.rs` (doctor's read-only questions), `replica.rs` (lag),
+//!   `lock.rs` (the per-app advisory lock), `apps.rs` (an app's spellings), `nodelay.rs`
+//!   (TCP_NODELAY on every socket). No store, no format I/O.
 //! * `store/` — the object store behind one narrow trait (`mod.rs`): `local.rs` (a folder) and
 //!   `s3/` (`settings.rs` and the client in `mod.rs`, `error.rs` the SDK's errors in the store's
 //!   words, `read.rs` the resumable GET, `intercept.rs` the request interceptors, `inspect.rs` the

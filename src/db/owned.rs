@@ -50,6 +50,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         drills(spec),
         superseded(spec),
         home(spec),
+        logs(spec),
         archived_columns(spec),
         added_values(spec),
     ]
@@ -203,6 +204,28 @@ fn home(spec: &TableSpec) -> OwnedTable {
             ("run_id", "VARCHAR(32) CHARACTER SET ascii NULL"),
         ]),
         keys: vec!["PRIMARY KEY (id)".into()],
+    }
+}
+
+/// Each app's log identity: the folder its log of batches is kept under, recorded once
+/// (migration 15; `db::logs`). Both codes compare byte for byte, whatever the source's
+/// collation: `Pay` and `pay` are two rows, two folders.
+fn logs(spec: &TableSpec) -> OwnedTable {
+    OwnedTable {
+        name: spec.logs_table(),
+        columns: columns(&[
+            ("app_code", MEMBERS_APP_CODE),
+            (
+                "folder",
+                "VARCHAR(48) CHARACTER SET ascii COLLATE ascii_bin NOT NULL",
+            ),
+            ("how", "VARCHAR(8) CHARACTER SET ascii NOT NULL"),
+            ("recorded_at_ms", "BIGINT NOT NULL"),
+        ]),
+        keys: vec![
+            "PRIMARY KEY (app_code)".into(),
+            format!("UNIQUE KEY idx_{}_logs_folder (folder)", spec.owned_prefix),
+        ],
     }
 }
 

@@ -187,10 +187,12 @@ pub(crate) fn chain_app(app_code: &str) -> String {
     app_code.to_ascii_lowercase()
 }
 
-/// How an app names its checkpoints' folder and their `app_code`: its code as the database
-/// tells apps apart — exactly where the source's app codes compare case-sensitively (`Pay` and
-/// `pay` are two apps, two chains), else in lowercase (the database holds an app's spellings
-/// equal, so its chain is one).
+/// The folder a log that begins today takes (and the name a build before issue 42 derived on
+/// every run, its checkpoints' `app_code` included): the app's code as the database tells apps
+/// apart — exactly where the source's app codes compare case-sensitively (`Pay` and `pay` are
+/// two apps, two logs), else in lowercase (the database holds an app's spellings equal, so its
+/// log is one). Only for a log that begins: an app's folder is its recorded log identity from
+/// then on (`pipeline::log::identity`), whatever the collation says later.
 pub(crate) fn folder_name(app_code: &str, case_matters: bool) -> String {
     match case_matters {
         true => app_code.to_string(),

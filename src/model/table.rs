@@ -288,6 +288,11 @@ impl TableSpec {
         format!("{}_home", self.owned_prefix)
     }
 
+    /// Each app's log identity: the folder its log of batches is kept under (migration 15).
+    pub(crate) fn logs_table(&self) -> String {
+        format!("{}_logs", self.owned_prefix)
+    }
+
     pub(crate) fn cursor_index(&self) -> String {
         format!("idx_{}_cursor", self.owned_prefix)
     }

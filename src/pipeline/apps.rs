@@ -115,42 +115,20 @@ impl Selection {
     }
 }
 
-/// Adds to `apps` the apps the store holds a log of and the database no longer knows: an app
-/// whose receipts and rows are all gone still has its log, which is audited too (every leaf a
-/// gap). `verify` and `attest` of every app.
+/// Adds to `apps` the apps that have a log the database's rows and receipts no longer name
+/// ([`super::log::logged_apps`]): an app whose receipts and rows are all gone still has its
+/// log, which is audited too (every leaf a gap). Keeps the list sorted. `verify` and `attest`
+/// of every app.
 pub(crate) async fn add_logged(
     ctx: &super::RunContext,
     apps: &mut Vec<String>,
 ) -> Result<(), String> {
-    let case_matters = ctx.app_case_matters().await.map_err(|e| e.to_string())?;
-    let logged = super::log::apps_in_store(ctx)
+    let more = super::log::logged_apps(ctx, apps)
         .await
         .map_err(|e| format!("listing the apps' logs: {e}"))?;
-    add_missing(apps, logged, case_matters);
-    Ok(())
-}
-
-/// Adds to `apps` each of `more` (the apps the store holds chains of, by their folders' names)
-/// that none of them is, keeping the list sorted: ASCII case aside (the apps' spellings are one
-/// app), or — `case_matters`, where the source's app codes compare case-sensitively — exactly.
-/// There, a lowercase folder of an app spelled otherwise, with no lowercase app of its own, is
-/// not another app: a build before 2026-12-03 named every app's folder in lowercase, and that
-/// app's chain is anchored in its own folder since.
-fn add_missing(apps: &mut Vec<String>, more: Vec<String>, case_matters: bool) {
-    for app in more {
-        let known = match case_matters {
-            true => {
-                apps.contains(&app)
-                    || (app == app.to_ascii_lowercase()
-                        && apps.iter().any(|a| a.to_ascii_lowercase() == app))
-            }
-            false => apps.iter().any(|a| a.eq_ignore_ascii_case(&app)),
-        };
-        if !known {
-            apps.push(app);
-        }
-    }
+    apps.extend(more);
     apps.sort();
+    Ok(())
 }
 
 /// The apps of `apps` (listed ones once each, in the order given).

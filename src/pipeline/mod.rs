@@ -24,7 +24,8 @@
 //!   Publish treats a finding as an error; verify, purge, restore, compact and find report it.
 //! * `log/` — the log of batches in the store (`mod.rs`: its keys read and written): appended by
 //!   archive (`append.rs`), audited whole by verify (`audit.rs`), proven from by purge and attest
-//!   (`proof.rs`).
+//!   (`proof.rs`); where each app's log is — its recorded identity, found or begun
+//!   (`identity.rs`).
 //! * Each command's work per app: `verify.rs`, `purge.rs`, `restore.rs`, `compact.rs`,
 //!   `find.rs`, `status.rs`, `attest.rs`; and of the run as a whole: `history.rs` (the runs
 //!   recorded), `migrate.rs` (the owned tables), `doctor/` the preflight (`database.rs`,

@@ -288,7 +288,7 @@ impl<'a> Purger<'a> {
         let pool = &self.ctx.db.pool;
         // Only batches whose receipt is proven to be the leaf at its index in the tree head the
         // store holds are purged: an inclusion proof each, the tiles on its path read once.
-        let log = Log::open(self.ctx, app).await.map_err(ChainError::from)?;
+        let log = Log::open(self.ctx, app).await?;
         let mut prover = Prover::open(&log).await?;
         let receipts = self.receipts.stream(pool, self.scope(app));
         futures_util::pin_mut!(receipts);

@@ -26,6 +26,7 @@ mod image;
 mod life_events;
 mod lock;
 mod log;
+mod log_identity;
 mod members_layout;
 mod metrics;
 mod operator;

@@ -41,7 +41,8 @@ impl GrantsFor {
         let migrations = "_sqlx_migrations".to_string();
         let mut needs: Vec<(String, &'static [Privilege])> = match self {
             // The home: its first batch binds the archive (a binding whose marker could not be
-            // written is taken back, DELETE).
+            // written is taken back, DELETE). The logs: an app's log identity is recorded when
+            // its log begins, or at its next archive for one an older build began.
             GrantsFor::Archive => vec![
                 (source, &[Select]),
                 (spec.receipts_table(), &[Select, Insert, Update]),
@@ -49,6 +50,7 @@ impl GrantsFor {
                 (spec.superseded_table(), &[Select, Insert]),
                 (spec.runs_table(), &[Select, Insert]),
                 (spec.home_table(), &[Select, Insert, Delete]),
+                (spec.logs_table(), &[Select, Insert]),
                 (migrations, &[Select]),
             ],
             GrantsFor::Verify => vec![
@@ -57,6 +59,7 @@ impl GrantsFor {
                 (spec.members_table(), &[Select]),
                 (spec.superseded_table(), &[Select]),
                 (spec.home_table(), &[Select]),
+                (spec.logs_table(), &[Select]),
                 (migrations, &[Select]),
             ],
             GrantsFor::Status => vec![
@@ -74,6 +77,7 @@ impl GrantsFor {
                 (spec.runs_table(), &[Select, Insert]),
                 (spec.drills_table(), &[Select]),
                 (spec.home_table(), &[Select]),
+                (spec.logs_table(), &[Select]),
                 (migrations, &[Select]),
             ],
             GrantsFor::Restore => vec![

@@ -198,7 +198,7 @@ pub(crate) async fn append(
     policy: &WritePolicy,
     accept_break: Option<&str>,
 ) -> Result<Anchoring, ChainError> {
-    let log = Log::open(ctx, app).await?;
+    let log = Log::open_for(ctx, app, super::identity::Purpose::Append).await?;
     let options = PutOptions {
         storage_class: None,
         lock: policy.lock_at(ctx.now()),
@@ -322,6 +322,7 @@ async fn publish(log: &Log<'_>, e: &mut Edge, options: &PutOptions) -> Result<St
     };
     let key = log.key(format::LOG_CHECKPOINT);
     let note = checkpoint.to_note(log.ctx.log_keys.signer.as_deref());
+    log.begin().await?;
     log.ctx
         .store
         .put_with(&key, Bytes::from(note), PutMode::Overwrite, &transient)

@@ -3,7 +3,8 @@
 //! receipts at the end of each archive run, proving one batch's leaf for `purge` and `attest`,
 //! and auditing the whole tree for `verify`.
 //!
-//! In the store, beside the apps' folders, per app (its [`chain::folder_name`]):
+//! In the store, beside the apps' folders, per app (its folder: the app's log identity, recorded
+//! once when its log begins — [`identity`]):
 //!
 //! ```text
 //! {table prefix}_log/app_code={app}/checkpoint          the tree head: origin, size, root (signed with a log key)
@@ -24,7 +25,6 @@ use serde::{Deserialize, Serialize};
 
 use super::RunContext;
 use crate::db::DbError;
-use crate::model::chain;
 use crate::model::digest::sha256_hex;
 use crate::model::format;
 use crate::model::note::{Checkpoint, Signer, Verifier};
@@ -35,10 +35,12 @@ use crate::store::{self, PutMode, StoreError};
 
 mod append;
 mod audit;
+mod identity;
 mod proof;
 
 pub(crate) use append::append;
 pub(crate) use audit::LogAudit;
+pub(crate) use identity::logged_apps;
 pub(crate) use proof::{prove_period, PeriodProof, Prover};
 
 /// Why a log could not be read, proven or appended to.
@@ -119,10 +121,14 @@ pub(crate) struct Transition {
 pub(crate) struct Log<'a> {
     ctx: &'a RunContext,
     app: String,
-    /// How the app is named in the store and its entries ([`chain::folder_name`]).
+    /// How the app is named in the store and its entries: its recorded log identity
+    /// ([`identity::resolve`]).
     pub folder: String,
     prefix: String,
     pub origin: String,
+    /// Whether the identity is recorded; if not, the first write records it ([`Log::begin`]).
+    recorded: bool,
+    begun: tokio::sync::OnceCell<()>,
 }
 
 /// The table's prefix in the store.
@@ -130,9 +136,8 @@ fn table_prefix(ctx: &RunContext) -> String {
     format::table_prefix(ctx.store.location().prefix(), ctx.spec.name)
 }
 
-/// The apps the store holds a log of (by their folders' names): an app whose receipts are all
-/// gone is still audited. One delimited LIST (a page per thousand apps).
-pub(crate) async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
+/// The folders of the logs the store holds. One delimited LIST (a page per thousand apps).
+async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
     let prefix = format::logs_prefix(&table_prefix(ctx));
     let mut apps: Vec<String> = ctx
         .store
@@ -158,20 +163,30 @@ fn b64(h: &Hash) -> String {
 }
 
 impl<'a> Log<'a> {
-    pub(crate) async fn open(ctx: &'a RunContext, app: &str) -> Result<Log<'a>, DbError> {
-        let folder = chain::folder_name(app, ctx.app_case_matters().await?);
-        Ok(Log::of_folder(ctx, app, folder))
+    /// The app's log to read, where its recorded identity says (or, not recorded yet, where
+    /// [`identity::resolve`] finds it).
+    pub(crate) async fn open(ctx: &'a RunContext, app: &str) -> Result<Log<'a>, ChainError> {
+        Log::open_for(ctx, app, identity::Purpose::Read).await
     }
 
-    /// The log kept under `folder`, for an app the database may no longer know.
-    pub(crate) fn of_folder(ctx: &'a RunContext, app: &str, folder: String) -> Log<'a> {
-        Log {
+    /// The app's log opened for `purpose`: to append to it, an identity found in the store is
+    /// recorded now, and one not begun by the log's first write ([`Log::begin`]).
+    async fn open_for(
+        ctx: &'a RunContext,
+        app: &str,
+        purpose: identity::Purpose,
+    ) -> Result<Log<'a>, ChainError> {
+        let identity = identity::resolve(ctx, app, purpose).await?;
+        let folder = identity.folder;
+        Ok(Log {
             prefix: format::log_prefix(&table_prefix(ctx), &folder),
             origin: format::log_origin(ctx.spec.name, &folder),
             ctx,
             app: app.to_string(),
             folder,
-        }
+            recorded: identity.recorded,
+            begun: tokio::sync::OnceCell::new(),
+        })
     }
 
     fn key(&self, path: &str) -> String {
@@ -308,6 +323,7 @@ impl<'a> Log<'a> {
         bytes: Vec<u8>,
         options: &PutOptions,
     ) -> Result<(), ChainError> {
+        self.begin().await?;
         let store = self.ctx.store.as_ref();
         match store
             .put_with(key, Bytes::from(bytes.clone()), PutMode::Create, options)
