@@ -7,7 +7,7 @@
 //!
 //! * `model/` — the pure core, no I/O, unit-tested with fixed vectors. What an outbox table is:
 //!   `table.rs` (its columns and their roles), `profile.rs` (a table described in a file),
-//!   `unarchived.rs` (columns a batch's lines lack), `record_schema.rs` (one line's JSON
+//!   `unarchived.rs` (columns a batch's lines lack, and what purge records of them), `record_schema.rs` (one line's JSON
 //!   Schema). Its rows: `codec.rs` (a row ⇄ one NDJSON line), `digest.rs` (SHA-256, CRC-64,
 //!   sizes, row fingerprints), `batch.rs` (rows → a bounded gzip batch, and the facts read back
 //!   from an object). The archive: `format.rs` (batch ids, every object key built and parsed,
@@ -21,7 +21,7 @@
 //! * `db/` — the database, one repository per owned table: `receipts/` (`mod.rs` its queries
 //!   and the lifecycle rules as SQL, `row.rs` the receipt as a row: columns, insert, decode),
 //!   `members.rs`, `runs.rs`, `drills.rs`, `home.rs`, `chain.rs`, `logs.rs` (each app's log
-//!   identity); `record.rs` (the receipt + members transaction), `source.rs` (the source
+//!   identity), `added.rs` (what purge recorded of columns a batch's lines lack); `record.rs` (the receipt + members transaction), `source.rs` (the source
 //!   table's keyset pages), `purge.rs`, `compact.rs` and `restore.rs` (their transactions and
 //!   target tables), `owned.rs` and `columns.rs` (the owned tables made from a spec), `schema.rs`
 //!   (start-up checks), `preflight.rs` (doctor's read-only questions), `replica.rs` (lag),
