@@ -22,8 +22,8 @@
 //!   and the lifecycle rules as SQL, `row.rs` the receipt as a row: columns, insert, decode),
 //!   `members.rs`, `runs.rs`, `drills.rs`, `home.rs`, `chain.rs`, `logs.rs` (each app's log
 //!   identity), `added.rs` (what purge recorded of columns a batch's lines lack); `record.rs` (the receipt + members transaction), `source.rs` (the source
-//!   table's keyset pages), `purge.rs`, `compact.rs` and `restore.rs` (their transactions and
-//!   target tables), `owned.rs` and `columns.rs` (the owned tables made from a spec), `schema.rs`
+//!   table's keyset pages), `purge/` (`mod.rs` the delete transactions, `compare.rs` rows held to
+//!   their members), `compact.rs` and `restore.rs` (their transactions and target tables), `owned.rs` and `columns.rs` (the owned tables made from a spec), `schema.rs`
 //!   (start-up checks), `preflight.rs` (doctor's read-only questions), `replica.rs` (lag),
 //!   `lock.rs` (the per-app advisory lock), `apps.rs` (an app's spellings), `nodelay.rs`
 //!   (TCP_NODELAY on every socket). No store, no format I/O.
