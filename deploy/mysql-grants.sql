@@ -13,7 +13,10 @@
 -- row moves to the batch that archived the new version, and the old version is kept in
 -- `_superseded` (README, "Redelivered rows"). INSERT on the home records the store the first
 -- batch binds the archive to (DELETE takes back a binding whose marker could not be written);
--- moving it later (`relocate`) is an operator's job, with the same grant, by hand.
+-- moving it later (`relocate`) is an operator's job, with the same grant, by hand. INSERT on the
+-- object versions is for `verify --batch-id` (and `relocate`): a batch's objects written again
+-- with the archived bytes (a restore from versioning, a copy) are recorded under their new
+-- identity, with the evidence, and the receipt takes it (UPDATE on the receipts, above).
 CREATE USER IF NOT EXISTS 'outbox_archiver'@'%' IDENTIFIED BY 'CHANGE-ME';
 GRANT SELECT ON `wallet`.`wallet_outbox` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_archiver'@'%';
@@ -23,6 +26,7 @@ GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_a
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_archiver'@'%';
 
 -- purge (the daily CronJob): delete exactly the archived members from the outbox and record it.
 CREATE USER IF NOT EXISTS 'outbox_purger'@'%' IDENTIFIED BY 'CHANGE-ME';
@@ -34,6 +38,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_purger'@'
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_purger'@'%';
 
 -- restore and restore drills (by hand, by on-call): a separate role again, because it creates
 -- tables. Restoring into the live table (--into-source) additionally needs INSERT on it and
@@ -56,6 +61,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_compactor
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_compactor'@'%';
 
 -- Replica lag (--replica, --replicas-from; README "Replica lag"): on each replica, the roles that
 -- write (archive, purge, compact) read its replication status. The privilege's name depends on

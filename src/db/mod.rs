@@ -13,6 +13,7 @@ pub(crate) mod home;
 pub(crate) mod lock;
 pub(crate) mod members;
 pub(crate) mod nodelay;
+pub(crate) mod object_versions;
 pub(crate) mod owned;
 pub(crate) mod preflight;
 pub(crate) mod purge;

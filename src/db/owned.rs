@@ -41,8 +41,8 @@ impl OwnedTable {
     }
 }
 
-/// The owned tables of `spec`, in the order they are created: six, and for a profile's table
-/// a seventh that keeps the columns archived so far.
+/// The owned tables of `spec`, in the order they are created: seven, and for a profile's table
+/// an eighth that keeps the columns archived so far.
 pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
     let mut tables = vec![
         receipts(spec),
@@ -51,6 +51,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         drills(spec),
         superseded(spec),
         home(spec),
+        super::object_versions::table(spec),
     ];
     if !spec.is_builtin() {
         tables.push(archived_columns(spec));
