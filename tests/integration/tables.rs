@@ -80,8 +80,8 @@ async fn owned_tables_from_the_spec_are_the_migrated_tables() {
             .map(|c| c.0.clone())
             .collect::<std::collections::BTreeSet<_>>()
             .len(),
-        6,
-        "all six owned tables are compared"
+        7,
+        "all seven owned tables are compared"
     );
     assert_eq!(shape(&generated, &names).await, (columns, indexes));
     // A second run is a no-op, and the tables pass the start-up check.
