@@ -18,6 +18,9 @@
 -- the app's next archive (README, "The log of batches"); every other role only reads them. The
 -- columns table records the columns added to the outbox that archive has written (DELETE takes
 -- back the entry of a generated column made a stored one); every role reads it at start-up.
+-- INSERT on the object versions is for `verify --batch-id` (and `relocate`): a batch's objects written again
+-- with the archived bytes (a restore from versioning, a copy) are recorded under their new
+-- identity, with the evidence, and the receipt takes it (UPDATE on the receipts, above).
 CREATE USER IF NOT EXISTS 'outbox_archiver'@'%' IDENTIFIED BY 'CHANGE-ME';
 GRANT SELECT ON `wallet`.`wallet_outbox` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_archiver'@'%';
@@ -30,6 +33,7 @@ GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_home` TO 'outbox
 GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_archiver'@'%';
 
 -- purge (the daily CronJob): delete exactly the archived members from the outbox and record it,
 -- with what the deleted rows held in columns added to the outbox after they were archived
@@ -46,6 +50,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_purger'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_purger'@'%';
 
 -- restore and restore drills (by hand, by on-call): a separate role again, because it creates
 -- tables. Restoring into the live table (--into-source) additionally needs INSERT on it and
@@ -71,6 +76,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_compactor'@'%';
 
 -- Replica lag (--replica, --replicas-from; README "Replica lag"): on each replica, the roles that
 -- write (archive, purge, compact) read its replication status. The privilege's name depends on

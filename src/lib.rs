@@ -20,7 +20,8 @@
 //!   if it crashed.
 //! * `db/` — the database, one repository per owned table: `receipts/` (`mod.rs` its queries
 //!   and the lifecycle rules as SQL, `row.rs` the receipt as a row: columns, insert, decode),
-//!   `members.rs`, `runs.rs`, `drills.rs`, `home.rs`, `chain.rs`, `logs.rs` (each app's log
+//!   `members.rs`, `runs.rs`, `drills.rs`, `home.rs`, `object_versions.rs` (objects recorded
+//!   under new versions, with the evidence), `chain.rs`, `logs.rs` (each app's log
 //!   identity), `added.rs` (what purge recorded of columns a batch's lines lack); `record.rs` (the receipt + members transaction), `source.rs` (the source
 //!   table's keyset pages), `purge/` (`mod.rs` the delete transactions, `compare.rs` rows held to
 //!   their members), `compact.rs` and `restore.rs` (their transactions and target tables), `owned.rs` and `columns.rs` (the owned tables made from a spec), `schema.rs`
@@ -131,6 +132,7 @@ pub use db::chain::ChainTable;
 pub use db::compact::{CompactError, CompactQueries, Compacted};
 pub use db::home::Home;
 pub use db::lock::{database_lock_name, lock_name, AppLock, Doing, LockLost};
+pub use db::object_versions::{NewVersions, RecordedVersions};
 pub use db::owned::{create_owned_tables, owned_tables, OwnedTable};
 pub use db::purge::PurgeQueries;
 pub use db::receipts::{ReceiptScope, Receipts};

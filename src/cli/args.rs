@@ -50,7 +50,9 @@ pub(crate) enum Command {
     Migrate(MigrateArgs),
     /// Archive delivered rows below the cutoff (the CronJob).
     Archive(ArchiveArgs),
-    /// Re-read archived batches and check them against receipts and members; find gaps.
+    /// Re-read archived batches and check them against receipts and members; find gaps. With
+    /// --batch-id, a batch read in full whose objects were written again with the archived bytes
+    /// (restored from versioning) is recorded under their new versions, with the evidence.
     Verify(VerifyArgs),
     /// Per app: cursor, receipts, archived rows, backlog, rows awaiting purge, last run.
     Status(StatusArgs),
@@ -76,8 +78,9 @@ pub(crate) enum Command {
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),
     /// Move the archive's home to another bucket (or folder) under the same prefix, where it was
-    /// copied whole (its marker included): checked there, and recorded with the reason. The old
-    /// home need not be reachable.
+    /// copied whole (its marker included): every batch is read there in full first (a copy
+    /// lacking or changing one is refused, nothing moved), then the move is recorded with the
+    /// reason and each batch's object versions there. The old home need not be reachable.
     Relocate(RelocateArgs),
     /// Print the JSON Schema of the table's NDJSON record (--table, or --table-profile: then
     /// the database describes the table's columns).
@@ -552,8 +555,14 @@ pub(crate) struct RelocateArgs {
     /// Why it moves, kept with the move (history and doctor show it).
     #[arg(long, value_name = "TEXT")]
     pub reason: String,
+    /// Batches re-read at the new home at once (every batch is read there in full before the
+    /// home moves: the cost of one full verify).
+    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL", default_value_t = 4, value_parser = clap::value_parser!(u32).range(1..=64))]
+    pub parallel: u32,
     #[command(flatten)]
     pub s3: S3Args,
+    #[command(flatten)]
+    pub stops: StopArgs,
 }
 
 #[derive(Debug, Args)]

@@ -420,8 +420,14 @@ async fn relocate_command(
         };
         match opened.await {
             Ok(store) => {
-                let ctx = RunContext::new(base.spec, base.db, store, base.shutdown, base.clock);
-                relocate::run(&ctx, &args.reason).await
+                // `--sentinel` stops the re-read before the next batch (nothing moves).
+                let stops = crate::pipeline::Stops {
+                    sentinel: connect.sentinel.clone(),
+                    replicas: None,
+                };
+                let ctx = RunContext::new(base.spec, base.db, store, base.shutdown, base.clock)
+                    .with_stops(stops);
+                relocate::run(&ctx, &args.reason, args.parallel as usize).await
             }
             Err(e) => Summary::unusable(name, e),
         }

@@ -420,6 +420,7 @@ impl Command {
             },
             Command::Relocate(a) => Groups {
                 s3: Some(&a.s3),
+                stops: Some(&a.stops),
                 ..none
             },
             Command::Migrate(_)

@@ -51,9 +51,13 @@ impl Homes {
             .context(|| format!("reading the home of {}'s archive", self.spec.name))
     }
 
-    /// Records `home` (its `id` one more than the current one's, or 1). `Ok(false)`: another run
-    /// recorded that id first — read [`Homes::current`] again.
-    pub(crate) async fn insert(&self, pool: &MySqlPool, home: &Home) -> Result<bool, DbError> {
+    /// Records `home` (its `id` one more than the current one's, or 1), through `executor` (a
+    /// relocation's transaction). `Ok(false)`: another run recorded that id first — read
+    /// [`Homes::current`] again.
+    pub(crate) async fn insert<'e, E>(&self, executor: E, home: &Home) -> Result<bool, DbError>
+    where
+        E: sqlx::Executor<'e, Database = sqlx::MySql>,
+    {
         let sql = format!(
             "INSERT INTO {} (id, store, archive_id, marker_key, bound_at_ms, moved_from, reason, run_id) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?)",
@@ -68,7 +72,7 @@ impl Homes {
             .bind(&home.moved_from)
             .bind(&home.reason)
             .bind(&home.run_id)
-            .execute(pool)
+            .execute(executor)
             .await;
         match inserted {
             Ok(_) => Ok(true),

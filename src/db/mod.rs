@@ -15,6 +15,7 @@ pub(crate) mod lock;
 pub(crate) mod logs;
 pub(crate) mod members;
 pub(crate) mod nodelay;
+pub(crate) mod object_versions;
 pub(crate) mod owned;
 pub(crate) mod preflight;
 pub(crate) mod purge;

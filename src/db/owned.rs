@@ -51,6 +51,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         superseded(spec),
         home(spec),
         logs(spec),
+        super::object_versions::table(spec),
         archived_columns(spec),
         added_values(spec),
     ]

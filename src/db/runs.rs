@@ -27,6 +27,11 @@ pub struct Run {
     /// What the run found, as recorded: `{"count": n, "first": […]}`.
     #[serde(serialize_with = "as_json")]
     pub findings: Option<String>,
+    /// The object versions the run recorded anew (relocate, verify --batch-id), with their
+    /// evidence: read from their own table by `history`, not a column of this one.
+    #[sqlx(skip)]
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recorded_versions: Option<super::object_versions::RecordedVersions>,
 }
 
 /// The recorded findings as the JSON they are, not as a string of it.

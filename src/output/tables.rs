@@ -164,6 +164,42 @@ pub(crate) fn history(runs: &[Run], now: i64) -> String {
             let _ = writeln!(out, "    error: {error}");
         }
         out.push_str(&findings(r));
+        out.push_str(&recorded_versions(r));
+    }
+    out
+}
+
+/// The object versions a run recorded anew: how many, and the first few with their old and
+/// new identity and the hash their bytes were held to.
+fn recorded_versions(run: &Run) -> String {
+    let Some(recorded) = &run.recorded_versions else {
+        return String::new();
+    };
+    let mut out = format!(
+        "    recorded the object versions of {} batches, each read in full and proven to hold the archived bytes:\n",
+        recorded.count
+    );
+    let none = |v: &Option<String>| v.clone().unwrap_or_else(|| "none".into());
+    for v in recorded.first.iter().take(5) {
+        let _ = writeln!(
+            out,
+            "      {} batch {} ({}): data version {} -> {}, ETag {} -> {}; gzip sha256 {}",
+            v.app_code,
+            v.batch_id,
+            v.cause,
+            none(&v.old_data_version_id),
+            none(&v.new_data_version_id),
+            none(&v.old_data_etag),
+            none(&v.new_data_etag),
+            v.gzip_sha256,
+        );
+    }
+    if recorded.count > 5 {
+        let _ = writeln!(
+            out,
+            "      … and {} more (history --format json lists the first {FINDINGS_KEPT})",
+            recorded.count - 5,
+        );
     }
     out
 }

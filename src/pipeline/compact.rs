@@ -275,10 +275,13 @@ impl<'a> Compactor<'a> {
                 None => ColdObjects::Metadata,
             },
         };
-        let verified = verifier
+        let mut verified = verifier
             .verify(&expected)
             .await
             .map_err(|e| AppError::Store(batch.clone(), e))?;
+        // An object written again since (object_replaced) is left as purge leaves it: until its
+        // new identity is recorded (the finding names the step).
+        verified.explain_replaced(batch, false);
         if !verified.findings.is_empty() {
             for f in &verified.findings {
                 tracing::error!(app, batch_id = batch, finding = %f, "batch not compacted");

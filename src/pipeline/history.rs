@@ -2,8 +2,10 @@
 //! data spells it — and of a command. By key only (the runs table's own indexes), whatever its
 //! size.
 
-use crate::db::runs::Runs;
+use crate::db::object_versions::ObjectVersions;
+use crate::db::runs::{Run, Runs, FINDINGS_KEPT};
 use crate::db::DbError;
+use crate::model::command::CommandName;
 use crate::pipeline::report::details::HistoryRun;
 use crate::pipeline::DbContext;
 
@@ -23,7 +25,7 @@ pub(crate) async fn recent(ctx: &DbContext, opts: &HistoryOptions) -> Result<His
         Some(typed) => Some(known_app(ctx, typed).await?),
         None => None,
     };
-    let runs = Runs::new(ctx.spec)
+    let mut runs = Runs::new(ctx.spec)
         .recent(
             &ctx.db.pool,
             app.as_deref(),
@@ -31,7 +33,33 @@ pub(crate) async fn recent(ctx: &DbContext, opts: &HistoryOptions) -> Result<His
             opts.last,
         )
         .await?;
+    with_recorded_versions(ctx, &mut runs).await?;
     Ok(HistoryRun { runs })
+}
+
+/// The object versions each run of `relocate` or `verify` recorded anew (SPEC §5.17), with their
+/// evidence: the count and the first [`FINDINGS_KEPT`] of each, two dives into their table's
+/// run key per run shown — never a read that grows with the archive's history.
+async fn with_recorded_versions(ctx: &DbContext, runs: &mut [Run]) -> Result<(), DbError> {
+    let versions = ObjectVersions::new(ctx.spec);
+    for run in runs.iter_mut() {
+        let Some(run_id) = run.run_id.as_deref() else {
+            continue;
+        };
+        let recording = [CommandName::Relocate, CommandName::Verify]
+            .iter()
+            .any(|c| c.as_str() == run.command);
+        if !recording || run.dry_run {
+            continue;
+        }
+        // A run as a whole (relocate's) recorded for every app; an app's, for that app.
+        let app = Some(run.app_code.as_str()).filter(|a| !a.is_empty());
+        let recorded = versions
+            .of_run(&ctx.db.pool, run_id, app, FINDINGS_KEPT as u32)
+            .await?;
+        run.recorded_versions = (recorded.count > 0).then_some(recorded);
+    }
+    Ok(())
 }
 
 /// `typed` as the data spells it: an app of the source, the receipts or the runs; else an

@@ -4,7 +4,9 @@
 //! that opens the store holds `--store` to that home before it does anything ([`check`]): another
 //! bucket or prefix is refused naming both, and a store under the home's name that lacks the
 //! marker (or holds another archive's) is refused too — a wrong endpoint or account. Moving the
-//! archive is an explicit, recorded step ([`relocate`]), never a side effect of a setting.
+//! archive is an explicit, recorded step ([`relocate`]), never a side effect of a setting: every
+//! batch is re-read at the new home first, and the copy's object versions are recorded with the
+//! move (`pipeline::versions`).
 //!
 //! An archive from before the home existed is held to its receipts instead (their keys' prefix,
 //! and a few of their objects by HEAD), and is bound by its next batch.
@@ -14,7 +16,7 @@ use std::sync::Arc;
 use bytes::Bytes;
 use sqlx::MySqlPool;
 
-use super::RunContext;
+use super::{Observer, RunContext};
 use crate::db::home::{Home, Homes};
 use crate::db::DbError;
 use crate::model::format::{self, HomeMarker};
@@ -504,34 +506,82 @@ pub(crate) enum RelocateError {
     Refused(String),
 }
 
-/// The objects that tie a copy at `to` to this database's archive: the newest batch of every app
-/// (its data object by HEAD, at its recorded size). A copy missing one — a batch archived during
-/// or after the copy — is not whole.
-async fn copy_holds_every_app(ctx: &RunContext) -> Result<Vec<String>, RelocateError> {
-    let to = ctx.store.as_ref();
-    let target = to.location().to_string();
-    let objects = Homes::new(ctx.spec)
-        .newest_data_objects(&ctx.db.pool, None)
-        .await?;
-    let mut checked = Vec::new();
-    for (key, size) in objects {
-        match to.head(&key).await {
-            Ok(Some(meta)) if meta.size == size => checked.push(key),
-            Ok(Some(meta)) => {
-                return Err(RelocateError::Refused(format!(
-                    "{target} holds {key} at {} bytes, not the {size} its receipt records: copy the archive whole and byte for byte first",
-                    meta.size
-                )))
-            }
-            Ok(None) => {
-                return Err(RelocateError::Refused(format!(
-                    "{target} lacks {key}, the newest batch of its app: copy the whole archive there first (stop the archive CronJob meanwhile, so that no batch is written after the copy), then relocate"
-                )))
-            }
-            Err(e) => return Err(RelocateError::Refused(format!("{target}: {e}"))),
-        }
+/// Every batch re-read at the copy `ctx` opened (`pipeline::versions::reread`): the records the
+/// move writes, or the refusal that names what the copy lacks or holds otherwise, and what to
+/// copy (`home`: the archive's home now, where there is one).
+async fn copy_holds_every_batch(
+    ctx: &RunContext,
+    parallel: usize,
+    observer: &dyn Observer,
+    home: Option<&str>,
+) -> Result<super::versions::Reread, RelocateError> {
+    let target = ctx.store.location().to_string();
+    let reread = super::versions::reread(ctx, parallel, observer)
+        .await
+        .map_err(|e| match e {
+            super::versions::RereadError::Db(e) => RelocateError::Db(e),
+            e => RelocateError::Refused(e.to_string()),
+        })?;
+    if reread.unproven_count == 0 {
+        return Ok(reread);
     }
-    Ok(checked)
+    let listed: Vec<String> = reread.unproven.iter().map(|u| u.to_string()).collect();
+    let more = reread.unproven_count - reread.unproven.len() as u64;
+    let from = match home {
+        Some(home) => format!(
+            "from the archive's home (aws s3 sync {home} {target}, or aws s3 cp of each key)"
+        ),
+        None => "from wherever the archive is kept".to_string(),
+    };
+    Err(RelocateError::Refused(format!(
+        "{target} does not hold {} of the {} batches as their receipts say (each was read in full there; nothing moved): {}{}. Copy those objects again {from}, byte for byte and readable at once, then relocate again",
+        reread.unproven_count,
+        reread.unproven_count + reread.versions.len() as u64,
+        listed.join("; "),
+        if more > 0 { format!("; and {more} more") } else { String::new() },
+    )))
+}
+
+/// Records a move (or a home taken back) and every batch's record, in one transaction: the home
+/// row and the receipts' new identities, or nothing. `Ok(false)`: another run recorded a home
+/// with that id first.
+async fn record_move(
+    ctx: &RunContext,
+    home: &Home,
+    reread: &super::versions::Reread,
+) -> Result<bool, RelocateError> {
+    use crate::db::Context as _;
+    let context = || "recording the archive's move".to_string();
+    let mut tx = ctx.db.pool.begin().await.context(context)?;
+    if !Homes::new(ctx.spec).insert(&mut *tx, home).await? {
+        tx.rollback().await.context(context)?;
+        return Ok(false);
+    }
+    let run_id = home.run_id.as_deref().unwrap_or_default();
+    crate::db::object_versions::ObjectVersions::new(ctx.spec)
+        .record_move(&mut tx, &reread.versions, run_id)
+        .await?;
+    tx.commit().await.context(context)?;
+    Ok(true)
+}
+
+/// What a move checked, for its report.
+fn moved_report(
+    from: String,
+    home: &Home,
+    reason: &str,
+    reread: &super::versions::Reread,
+) -> RelocateRun {
+    RelocateRun {
+        from,
+        to: home.store.clone(),
+        archive_id: home.archive_id.clone(),
+        reason: reason.to_string(),
+        marker: home.marker_key.clone(),
+        checked_batches: reread.versions.len() as u64,
+        checked_bytes: reread.bytes,
+        recorded_versions: reread.changed(),
+    }
 }
 
 /// Every app's lock (the one every `--lock-prefix` shares on this database), so that no archive,
@@ -564,8 +614,12 @@ async fn lock_every_app(
 /// `relocate` where the database has no home: the store `ctx` opened holds an archive's marker
 /// and this database's batches (a database restored from before its archive's first batch, or
 /// one whose home row was lost): the home is recorded with that marker's id, and the reason.
-async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, RelocateError> {
-    let homes = Homes::new(ctx.spec);
+async fn adopt(
+    ctx: &RunContext,
+    reason: &str,
+    parallel: usize,
+    observer: &dyn Observer,
+) -> Result<RelocateRun, RelocateError> {
     let to = ctx.store.as_ref();
     let target = to.location().to_string();
     let marker_key = format::home_marker_key(&table_prefix(ctx));
@@ -581,15 +635,13 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, RelocateEr
             marker.table, ctx.spec.name
         )));
     }
-    let mut checked = vec![marker_key.clone()];
-    let batches = copy_holds_every_app(ctx).await?;
-    if batches.is_empty() {
+    let reread = copy_holds_every_batch(ctx, parallel, observer, None).await?;
+    if reread.versions.is_empty() {
         return Err(RelocateError::Refused(format!(
             "this database has no receipt of {}: nothing ties it to the archive at {target} (marker of database {})",
             ctx.spec.name, marker.database
         )));
     }
-    checked.extend(batches);
     let home = Home {
         id: 1,
         store: target.clone(),
@@ -600,40 +652,52 @@ async fn adopt(ctx: &RunContext, reason: &str) -> Result<RelocateRun, RelocateEr
         reason: Some(reason.to_string()),
         run_id: Some(crate::pipeline::report::run_id().to_string()),
     };
-    if !homes.insert(&ctx.db.pool, &home).await? {
+    if !record_move(ctx, &home, &reread).await? {
         return Err(RelocateError::Refused(
             "another run bound the archive at the same moment: look at it again (doctor)".into(),
         ));
     }
-    Ok(RelocateRun {
-        from: "(no home: taken back)".into(),
-        to: target,
-        archive_id: marker.archive_id,
-        reason: reason.to_string(),
-        checked,
-    })
+    Ok(moved_report(
+        "(no home: taken back)".into(),
+        &home,
+        reason,
+        &reread,
+    ))
 }
 
 /// Moves the archive's home to the store `ctx` opened (`--to`), where an operator copied it
 /// (its marker included): under the same prefix (object keys are part of what every receipt,
-/// manifest and chain link recorded), holding this archive's marker and every app's newest
-/// batch. Every app's lock is held meanwhile. Recorded with the operator's reason; the old home
-/// need not be reachable (a lost bucket's archive restored from a replica moves too).
-pub(crate) async fn relocate(ctx: &RunContext, reason: &str) -> Result<RelocateRun, RelocateError> {
+/// manifest and chain link recorded), holding this archive's marker and every batch — each
+/// re-read there in full against its receipt, `parallel` at a time. Every app's lock is held
+/// meanwhile. Recorded with the operator's reason, and with every batch's objects' identity
+/// there (a copy has new version ids, often new ETags: verify and purge hold the objects to
+/// those from then on), in one transaction; the old home need not be reachable (a lost bucket's
+/// archive restored from a replica moves too).
+pub(crate) async fn relocate(
+    ctx: &RunContext,
+    reason: &str,
+    parallel: usize,
+    observer: &dyn Observer,
+) -> Result<RelocateRun, RelocateError> {
     let lock = lock_every_app(ctx).await?;
-    let moved = relocate_locked(ctx, reason).await;
+    let moved = relocate_locked(ctx, reason, parallel, observer).await;
     if let Some(lock) = lock {
         lock.release().await;
     }
     moved
 }
 
-async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, RelocateError> {
+async fn relocate_locked(
+    ctx: &RunContext,
+    reason: &str,
+    parallel: usize,
+    observer: &dyn Observer,
+) -> Result<RelocateRun, RelocateError> {
     let homes = Homes::new(ctx.spec);
     let pool = &ctx.db.pool;
     let to = ctx.store.as_ref();
     let Some(home) = homes.current(pool).await? else {
-        return adopt(ctx, reason).await;
+        return adopt(ctx, reason, parallel, observer).await;
     };
     let target = to.location().to_string();
     if target == home.store {
@@ -651,11 +715,8 @@ async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, 
             to.location().prefix(),
         )));
     }
-    let mut checked = Vec::new();
     match read_marker(to, &home.marker_key).await? {
-        Marker::Found(marker) if marker.archive_id == home.archive_id => {
-            checked.push(home.marker_key.clone())
-        }
+        Marker::Found(marker) if marker.archive_id == home.archive_id => {}
         Marker::Found(marker) => {
             return Err(RelocateError::Refused(format!(
                 "{target} holds another archive's marker ({}: archive {}), not this one's ({})",
@@ -669,7 +730,7 @@ async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, 
             )))
         }
     }
-    checked.extend(copy_holds_every_app(ctx).await?);
+    let reread = copy_holds_every_batch(ctx, parallel, observer, Some(&home.store)).await?;
     let moved = Home {
         id: home.id + 1,
         store: target.clone(),
@@ -680,14 +741,8 @@ async fn relocate_locked(ctx: &RunContext, reason: &str) -> Result<RelocateRun, 
         reason: Some(reason.to_string()),
         run_id: Some(crate::pipeline::report::run_id().to_string()),
     };
-    if !homes.insert(pool, &moved).await? {
+    if !record_move(ctx, &moved, &reread).await? {
         return Err(RelocateError::Refused("another run moved or bound the archive at the same moment: look at it again (doctor), then relocate again if still needed".into()));
     }
-    Ok(RelocateRun {
-        from: home.store,
-        to: target,
-        archive_id: home.archive_id,
-        reason: reason.to_string(),
-        checked,
-    })
+    Ok(moved_report(home.store, &moved, reason, &reread))
 }

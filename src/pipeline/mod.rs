@@ -14,7 +14,7 @@
 //!   statement.
 //! * `replicas.rs` — writes paced by the replicas' lag; `budget.rs` — the memory every batch in
 //!   flight holds, all apps together; `home.rs` — `--store` held to the archive's home, and its
-//!   moves.
+//!   moves (every batch re-read at the new home first).
 //! * `archive/` — one app's batches (`mod.rs`): the run prepared once (`prepare.rs`), the three
 //!   overlapping stages (`stages.rs`: built by `builder.rs`, written and read back by
 //!   `publish.rs`), a batch's receipt and members recorded (`record.rs`).
@@ -26,6 +26,9 @@
 //!   archive (`append.rs`), audited whole by verify (`audit.rs`), proven from by purge and attest
 //!   (`proof.rs`); where each app's log is — its recorded identity, found or begun
 //!   (`identity.rs`).
+//! * `versions.rs` — objects written again with the archived bytes (a copy, a restore from
+//!   versioning): recorded under their new identity by `relocate` (every batch re-read at the
+//!   new home) and by `verify --batch-id`; reported by verify and left by purge until then.
 //! * Each command's work per app: `verify.rs`, `purge.rs`, `restore.rs`, `compact.rs`,
 //!   `find.rs`, `status.rs`, `attest.rs`; and of the run as a whole: `history.rs` (the runs
 //!   recorded), `migrate.rs` (the owned tables), `doctor/` the preflight (`database.rs`,
@@ -52,6 +55,7 @@ pub(crate) mod restore;
 pub(crate) mod status;
 pub(crate) mod verifier;
 pub(crate) mod verify;
+pub(crate) mod versions;
 
 use std::path::PathBuf;
 use std::sync::Arc;

@@ -692,20 +692,21 @@ impl<'a> Purger<'a> {
 
     /// The batch's objects verified to `depth` — or read in full after all, where HEAD could
     /// vouch only for their size or found them written again — and the depth they were.
+    ///
+    /// An object written again since its receipt recorded it (another ETag or version id) is
+    /// `object_replaced` here as in verify, whatever its bytes: its batch is not purged until
+    /// the new identity is recorded — by `verify --batch-id`, which reads it in full, or by
+    /// `relocate` — so that verify and purge never disagree about the same bytes, and a batch's
+    /// rows never go on objects nobody has looked at since they changed (SPEC §5.17). The read
+    /// says which it is: the archived bytes (the finding names the command that records them),
+    /// or other ones (their own findings).
     async fn verified(
         &self,
         receipt: &Receipt,
         expected: &Expected,
         mut depth: Depth,
     ) -> Result<(Verified, Depth), AppError> {
-        // Read in full, the bytes are the proof: an object written again with the same bytes
-        // (another version, re-encrypted) is still the archived one.
-        let mut read_expected = expected.clone();
-        read_expected.receipt.objects.stored = Default::default();
-        let mut verified = match depth {
-            Depth::Head => self.verify(expected, depth).await?,
-            _ => self.verify(&read_expected, depth).await?,
-        };
+        let mut verified = self.verify(expected, depth).await?;
         let replaced_only = !verified.findings.is_empty()
             && verified
                 .findings
@@ -719,8 +720,9 @@ impl<'a> Purger<'a> {
             // HEAD said only that an object of the right size is there, or that it was
             // written again since: its bytes decide.
             depth = Depth::Read;
-            verified = self.verify(&read_expected, depth).await?;
+            verified = self.verify(expected, depth).await?;
         }
+        verified.explain_replaced(&receipt.batch_id, depth == Depth::Head);
         Ok((verified, depth))
     }
 

@@ -16,6 +16,7 @@ use futures_util::StreamExt;
 use super::apps::{Access, AppWork, Apps, Selection};
 use super::log;
 use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
+use super::versions::{self, Recording};
 use super::{Observer, RunContext};
 use crate::db::chain::ChainTable;
 use crate::db::members::Members;
@@ -402,11 +403,60 @@ impl<'a> Verify<'a> {
             },
         };
         let expected = Expected::of_receipt(self.ctx.spec, receipt, members);
-        let verified = verifier.verify(&expected).await?;
+        let mut verified = verifier.verify(&expected).await?;
+        // Asked for by id and read in full: objects written again with the archived bytes (a
+        // restore from versioning) are recorded under their new identity, with the evidence
+        // (SPEC §5.17). Any other run reports them, saying so and how to record them.
+        let asked = !self.opts.selection.batch_ids.is_empty();
+        let not_recorded = match asked && verified.archived_bytes_under_new_identity() {
+            true => self.record_versions(receipt, &mut verified).await?,
+            false => None,
+        };
+        verified.explain_replaced(&receipt.batch_id, self.opts.metadata_only);
+        if let Some(why) = not_recorded {
+            for f in &mut verified.findings {
+                if let Some(actual) = &mut f.actual {
+                    actual.push_str(&format!(" (not recorded: {why})"));
+                }
+            }
+        }
         if !self.opts.metadata_only && verified.findings.is_empty() && verified.cold.is_empty() {
             self.record_full_verification(receipt, &verified).await;
         }
         Ok(verified)
+    }
+
+    /// Records the new identity of a batch read in full whose objects hold the archived bytes:
+    /// its findings (`object_replaced`) are answered, and the record joins the run's. `Some`:
+    /// why it was not recorded (the findings stay).
+    async fn record_versions(
+        &self,
+        receipt: &Receipt,
+        verified: &mut Verified,
+    ) -> Result<Option<String>, AppError> {
+        match versions::record_one(self.ctx, receipt, verified).await? {
+            Recording::Recorded(record) => {
+                tracing::info!(
+                    app = record.app_code,
+                    batch_id = record.batch_id,
+                    old_data_version = record.old_data_version_id.as_deref().unwrap_or("none"),
+                    new_data_version = record.new_data_version_id.as_deref().unwrap_or("none"),
+                    "the batch's objects were written again with the archived bytes: their new versions are recorded"
+                );
+                verified.findings.clear();
+                let mut run = self.run.lock().expect("not poisoned");
+                run.recorded_versions.push(*record);
+                Ok(None)
+            }
+            Recording::NotRecorded(why) => {
+                tracing::warn!(
+                    batch_id = receipt.batch_id,
+                    why,
+                    "new object versions not recorded"
+                );
+                Ok(Some(why))
+            }
+        }
     }
 
     /// Notes on the receipt that its objects were just read in full and found whole (for

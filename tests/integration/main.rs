@@ -52,5 +52,6 @@ mod support;
 mod tables;
 mod tls;
 mod verify;
+mod versions;
 mod wedges;
 mod write_once;

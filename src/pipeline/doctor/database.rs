@@ -108,6 +108,14 @@ impl GrantsFor {
                 (migrations, &[Select]),
             ],
         };
+        // Every command's start-up check looks for the object versions table; the archive role
+        // writes it (`relocate` and `verify --batch-id` record objects under new versions: a
+        // verify role without INSERT reports them instead, saying so), history reads it.
+        let versions: &'static [Privilege] = match self {
+            GrantsFor::Archive => &[Select, Insert],
+            _ => &[Select],
+        };
+        needs.push((crate::db::object_versions::table_name(spec), versions));
         self.of_table(spec, &mut needs);
         needs
     }

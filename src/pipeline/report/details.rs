@@ -393,8 +393,15 @@ pub struct RelocateRun {
     pub to: String,
     pub archive_id: String,
     pub reason: String,
-    /// The objects looked for at the new home (the marker, and every app's newest batch).
-    pub checked: Vec<String>,
+    /// The archive's marker, found at the new home holding the archive's id.
+    pub marker: String,
+    /// Every VERIFIED batch, its three objects read there in full against its receipt and
+    /// member rows (as `verify` reads them), and the data objects' bytes read.
+    pub checked_batches: u64,
+    pub checked_bytes: u64,
+    /// Batches whose objects have another ETag or version id there than their receipts held
+    /// (a copy's new versions): recorded with the move, as evidence and on the receipts.
+    pub recorded_versions: u64,
 }
 
 /// `migrate`'s run: what it changed.
@@ -510,6 +517,10 @@ pub struct VerifyRun {
     /// once; with `--thaw` the store was asked to restore them, and a later run reads them in
     /// full. Not a failure.
     pub pending_thaw: Vec<ColdObject>,
+    /// `--batch-id`: batches read in full whose objects were written again with the archived
+    /// bytes (a restore from versioning), recorded under their new identity with the evidence.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub recorded_versions: Vec<crate::db::object_versions::NewVersions>,
 }
 
 /// `verify --sample-percent`: the share, the seed that repeats it, and how many were in scope.

@@ -121,6 +121,15 @@ impl Finding {
 }
 
 impl Finding {
+    /// A batch whose objects were read whole but reported another identity right after: one
+    /// was written again while it was read, and the bytes read may not be the ones now there.
+    pub(crate) fn written_while_read(batch_id: &str) -> Finding {
+        Finding::new(FindingKind::ObjectReplaced, batch_id, None).values(
+            "the versions whose bytes were just read",
+            "another version, written while they were read: read the batch again",
+        )
+    }
+
     /// A chain finding of `app`'s chain.
     pub(crate) fn of_chain(app: &str, f: crate::model::chain::ChainFinding) -> Finding {
         use crate::model::chain::Problem;

@@ -75,6 +75,47 @@ pub(crate) struct Verified {
 }
 
 impl Verified {
+    /// Whether the batch's three objects were read in full and found to hold the archived bytes,
+    /// nothing found but `object_replaced`: written again since its receipt recorded them (a
+    /// copy to a new home, a restore from versioning), under another ETag or version id. Such a
+    /// batch is clean once the new identity is recorded (SPEC §5.17, `pipeline::versions`).
+    pub(crate) fn archived_bytes_under_new_identity(&self) -> bool {
+        self.data_members.is_some()
+            && self.cold.is_empty()
+            && !self.findings.is_empty()
+            && self
+                .findings
+                .iter()
+                .all(|f| f.kind == FindingKind::ObjectReplaced)
+    }
+
+    /// Says, on each `object_replaced` finding of a batch, what its bytes showed and the step
+    /// that records the new identity: read in full and the archived ones (`proven`), or not read
+    /// (HEAD only) and nothing else found. Bytes read and found different need no word: their
+    /// own findings say it.
+    pub(crate) fn explain_replaced(&mut self, batch_id: &str, head_only: bool) {
+        let proven = self.archived_bytes_under_new_identity();
+        let unread = head_only
+            && self
+                .findings
+                .iter()
+                .all(|f| f.kind == FindingKind::ObjectReplaced);
+        let hint = if proven {
+            format!(" — read in full, its bytes are the archived ones: `outbox-archiver verify --batch-id {batch_id}` records the new version (README, \"Recovering from a finding\")")
+        } else if unread {
+            format!(" — not read: `outbox-archiver verify --batch-id {batch_id}` reads it in full and records the new version if its bytes are the ones archived")
+        } else {
+            return;
+        };
+        for f in &mut self.findings {
+            if f.kind == FindingKind::ObjectReplaced {
+                if let Some(actual) = &mut f.actual {
+                    actual.push_str(&hint);
+                }
+            }
+        }
+    }
+
     /// The batch's protection as the store reports it: the weakest retention of its objects,
     /// and the data object's class and encryption (what a receipt records).
     pub(crate) fn protection(&self) -> Protection {
@@ -341,6 +382,44 @@ const READ_AHEAD_CHUNKS: usize = 8;
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn only_bytes_read_in_full_and_found_archived_are_proven_under_a_new_identity() {
+        let replaced =
+            || Finding::new(FindingKind::ObjectReplaced, "b", Some("k")).values("v1", "v2");
+        let read = |findings: Vec<Finding>| Verified {
+            findings,
+            data_members: Some(Vec::new()),
+            ..Verified::default()
+        };
+        let mut proven = read(vec![replaced()]);
+        assert!(proven.archived_bytes_under_new_identity());
+        proven.explain_replaced("b", false);
+        let actual = proven.findings[0].actual.as_deref().unwrap();
+        assert!(actual.starts_with("v2 — read in full") && actual.contains("verify --batch-id b"));
+        // Other bytes: their own findings speak, object_replaced gets no word.
+        let mut damaged = read(vec![
+            replaced(),
+            Finding::new(FindingKind::Sha256Mismatch, "b", Some("k")),
+        ]);
+        assert!(!damaged.archived_bytes_under_new_identity());
+        damaged.explain_replaced("b", false);
+        assert_eq!(damaged.findings[0].actual.as_deref(), Some("v2"));
+        // Not read (HEAD only): nothing proven, the step that reads it named.
+        let mut unread = Verified {
+            findings: vec![replaced()],
+            ..Verified::default()
+        };
+        assert!(!unread.archived_bytes_under_new_identity());
+        unread.explain_replaced("b", true);
+        assert!(unread.findings[0]
+            .actual
+            .as_deref()
+            .unwrap()
+            .contains("not read"));
+        // Nothing found: nothing to record.
+        assert!(!read(Vec::new()).archived_bytes_under_new_identity());
+    }
 
     #[test]
     fn a_receipt_records_the_weakest_retention_and_encryption_all_objects_share() {
