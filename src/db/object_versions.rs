@@ -7,8 +7,6 @@
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Transaction};
 
-use super::columns::{columns, APP_CODE, BATCH_ID, SHA256};
-use super::owned::OwnedTable;
 use super::{Context, DbError};
 use crate::model::format::Identity;
 use crate::model::receipt::StoredAs;
@@ -116,47 +114,6 @@ const FIELDS: &[&str] = &[
     "row_count",
 ];
 
-/// The table for `spec` (`db::owned` makes it; migration 16 is wallet_outbox's).
-pub(crate) fn table(spec: &TableSpec) -> OwnedTable {
-    const ETAG: &str = "VARCHAR(256) CHARACTER SET ascii NULL";
-    const VERSION: &str = "VARCHAR(1024) CHARACTER SET ascii NULL";
-    let prefix = spec.owned_prefix;
-    OwnedTable {
-        name: table_name(spec),
-        columns: columns(&[
-            ("id", "BIGINT NOT NULL AUTO_INCREMENT"),
-            ("app_code", APP_CODE),
-            ("batch_id", BATCH_ID),
-            ("recorded_at_ms", "BIGINT NOT NULL"),
-            ("run_id", "VARCHAR(32) CHARACTER SET ascii NOT NULL"),
-            ("cause", "VARCHAR(16) CHARACTER SET ascii NOT NULL"),
-            ("store", "VARCHAR(1024) NOT NULL"),
-            ("old_data_etag", ETAG),
-            ("old_data_version_id", VERSION),
-            ("old_manifest_etag", ETAG),
-            ("old_success_etag", ETAG),
-            ("new_data_etag", ETAG),
-            ("new_data_version_id", VERSION),
-            ("new_manifest_etag", ETAG),
-            ("new_success_etag", ETAG),
-            ("gzip_sha256", SHA256),
-            ("ndjson_sha256", SHA256),
-            ("manifest_sha256", SHA256),
-            ("success_crc64", "VARCHAR(20) CHARACTER SET ascii NOT NULL"),
-            ("row_count", "BIGINT NOT NULL"),
-        ]),
-        keys: vec![
-            "PRIMARY KEY (id)".into(),
-            format!("KEY idx_{prefix}_object_versions_batch (app_code, batch_id, id)"),
-            format!("KEY idx_{prefix}_object_versions_run (run_id, app_code, id)"),
-        ],
-    }
-}
-
-pub(crate) fn table_name(spec: &TableSpec) -> String {
-    format!("{}_object_versions", spec.owned_prefix)
-}
-
 /// Rows written per INSERT.
 const CHUNK: usize = 500;
 
@@ -179,7 +136,7 @@ impl ObjectVersions {
     }
 
     fn table(&self) -> String {
-        table_name(self.spec)
+        self.spec.object_versions_table()
     }
 
     /// Records one batch's new identity (`verify --batch-id`): the receipt takes it only if it

@@ -9,7 +9,7 @@
 
 use sqlx::{Executor, MySql, Pool};
 
-use super::columns::{columns, APP_CODE, BATCH_ID, EVENT_ID};
+use super::columns::{columns, APP_CODE, BATCH_ID, EVENT_ID, SHA256};
 use super::{Context, Db, DbError};
 use crate::model::table::TableSpec;
 
@@ -51,7 +51,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         superseded(spec),
         home(spec),
         logs(spec),
-        super::object_versions::table(spec),
+        object_versions(spec),
         archived_columns(spec),
         added_values(spec),
     ]
@@ -226,6 +226,44 @@ fn logs(spec: &TableSpec) -> OwnedTable {
         keys: vec![
             "PRIMARY KEY (app_code)".into(),
             format!("UNIQUE KEY idx_{}_logs_folder (folder)", spec.owned_prefix),
+        ],
+    }
+}
+
+/// One row per batch whose objects were recorded under a new identity with the archived bytes
+/// (relocate, `verify --batch-id`), with the evidence (migration 16 is wallet_outbox's).
+fn object_versions(spec: &TableSpec) -> OwnedTable {
+    const ETAG: &str = "VARCHAR(256) CHARACTER SET ascii NULL";
+    const VERSION: &str = "VARCHAR(1024) CHARACTER SET ascii NULL";
+    let prefix = spec.owned_prefix;
+    OwnedTable {
+        name: spec.object_versions_table(),
+        columns: columns(&[
+            ("id", "BIGINT NOT NULL AUTO_INCREMENT"),
+            ("app_code", APP_CODE),
+            ("batch_id", BATCH_ID),
+            ("recorded_at_ms", "BIGINT NOT NULL"),
+            ("run_id", "VARCHAR(32) CHARACTER SET ascii NOT NULL"),
+            ("cause", "VARCHAR(16) CHARACTER SET ascii NOT NULL"),
+            ("store", "VARCHAR(1024) NOT NULL"),
+            ("old_data_etag", ETAG),
+            ("old_data_version_id", VERSION),
+            ("old_manifest_etag", ETAG),
+            ("old_success_etag", ETAG),
+            ("new_data_etag", ETAG),
+            ("new_data_version_id", VERSION),
+            ("new_manifest_etag", ETAG),
+            ("new_success_etag", ETAG),
+            ("gzip_sha256", SHA256),
+            ("ndjson_sha256", SHA256),
+            ("manifest_sha256", SHA256),
+            ("success_crc64", "VARCHAR(20) CHARACTER SET ascii NOT NULL"),
+            ("row_count", "BIGINT NOT NULL"),
+        ]),
+        keys: vec![
+            "PRIMARY KEY (id)".into(),
+            format!("KEY idx_{prefix}_object_versions_batch (app_code, batch_id, id)"),
+            format!("KEY idx_{prefix}_object_versions_run (run_id, app_code, id)"),
         ],
     }
 }

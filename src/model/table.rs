@@ -293,6 +293,11 @@ impl TableSpec {
         format!("{}_logs", self.owned_prefix)
     }
 
+    /// Objects recorded under a new identity with the archived bytes (`db::object_versions`).
+    pub(crate) fn object_versions_table(&self) -> String {
+        format!("{}_object_versions", self.owned_prefix)
+    }
+
     pub(crate) fn cursor_index(&self) -> String {
         format!("idx_{}_cursor", self.owned_prefix)
     }

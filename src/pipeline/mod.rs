@@ -29,7 +29,8 @@
 //! * `versions.rs` — objects written again with the archived bytes (a copy, a restore from
 //!   versioning): recorded under their new identity by `relocate` (every batch re-read at the
 //!   new home) and by `verify --batch-id`; reported by verify and left by purge until then.
-//! * Each command's work per app: `verify.rs`, `purge.rs`, `restore.rs`, `compact.rs`,
+//! * Each command's work per app: `verify.rs`, `purge/` (`mod.rs` the deletes, `proof.rs` what
+//!   they rest on), `restore.rs`, `compact.rs`,
 //!   `find.rs`, `status.rs`, `attest.rs`; and of the run as a whole: `history.rs` (the runs
 //!   recorded), `migrate.rs` (the owned tables), `doctor/` the preflight (`database.rs`,
 //!   `bucket.rs`, `probe.rs` the write probe), line by line.

@@ -116,7 +116,7 @@ pub(crate) async fn record_one(
         )),
         Err(e) => Ok(Recording::NotRecorded(format!(
             "could not record it ({e}): verify's user needs INSERT on {} and UPDATE on the receipts table",
-            crate::db::object_versions::table_name(ctx.spec)
+            ctx.spec.object_versions_table()
         ))),
     }
 }

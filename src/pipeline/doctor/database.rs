@@ -108,14 +108,6 @@ impl GrantsFor {
                 (migrations, &[Select]),
             ],
         };
-        // Every command's start-up check looks for the object versions table; the archive role
-        // writes it (`relocate` and `verify --batch-id` record objects under new versions: a
-        // verify role without INSERT reports them instead, saying so), history reads it.
-        let versions: &'static [Privilege] = match self {
-            GrantsFor::Archive => &[Select, Insert],
-            _ => &[Select],
-        };
-        needs.push((crate::db::object_versions::table_name(spec), versions));
         self.of_table(spec, &mut needs);
         needs
     }
@@ -124,7 +116,9 @@ impl GrantsFor {
     /// the description have no migrations history; the record of the archived columns is read at
     /// every start (added to by archive, which also takes back a generated column's entry), and
     /// so is the table of the values purge records for columns a batch's lines lack (start-up
-    /// checks every owned table; purge writes it, restore reads it).
+    /// checks every owned table; purge writes it, restore reads it). The object versions table
+    /// too: the archive role writes it (`relocate` and `verify --batch-id` record objects under
+    /// new versions: a verify role without INSERT reports them instead, saying so).
     fn of_table(self, spec: &TableSpec, needs: &mut Vec<(String, &'static [Privilege])>) {
         use Privilege::*;
         if spec.owned_by == crate::model::table::OwnedBy::Spec {
@@ -140,6 +134,11 @@ impl GrantsFor {
             _ => &[Select],
         };
         needs.push((spec.added_values_table(), added));
+        let versions: &'static [Privilege] = match self {
+            GrantsFor::Archive => &[Select, Insert],
+            _ => &[Select],
+        };
+        needs.push((spec.object_versions_table(), versions));
     }
 }
 
