@@ -105,8 +105,9 @@ pub struct Lifecycle {
     /// When `verify` last read its objects in full and found them whole, and how
     /// (migration 10).
     pub full_verified: Option<(i64, String)>,
-    /// When a check (`verify`) last found the batch other than recorded, and its findings as
-    /// JSON, `{"count": n, "first": […]}` (migration 17).
+    /// When a check (`verify`, or `purge` and `compact` before they act) last found the batch
+    /// other than recorded, and its findings as JSON, `{"count": n, "first": […]}` (migration
+    /// 17).
     pub last_findings: Option<(i64, String)>,
 }
 

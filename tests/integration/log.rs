@@ -1460,3 +1460,120 @@ async fn a_statement_names_a_batch_its_latest_check_found_damaged_until_it_is_fo
     assert_eq!(named[0]["batch_id"], batch.as_str(), "{named}");
     assert_eq!(named[0]["kinds"], serde_json::json!(["missing_object"]));
 }
+
+/// The same rule for the checks purge and compact make before they act: a batch either found
+/// damaged is named by the statements of its day (a dry run, which writes nothing, notes
+/// nothing), until a full verify finds it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_names_a_batch_purge_or_compact_found_damaged() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    std::fs::create_dir(&root).unwrap();
+    let envs = vec![
+        ("DATABASE_URL", db.url.clone()),
+        (
+            "OUTBOX_ARCHIVER_STORE",
+            format!("file://{}", root.display()),
+        ),
+        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
+    ];
+    db.insert(&rows("a1", 30)).await;
+    let archive = [
+        "archive",
+        "--app",
+        "a1",
+        "--batch-rows",
+        "10",
+        "--cutoff",
+        "2026-01-04T00:00:00Z",
+    ];
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    recorded_days_ago(&db, 1).await;
+    let day = outbox_archiver::utc_date(chrono::Utc::now().timestamp_millis() - DAY);
+    let batches: Vec<(String, String)> = sqlx::query_as(
+        "SELECT CAST(batch_id AS CHAR), CAST(data_object_key AS CHAR) \
+         FROM wallet_outbox_archive_receipts ORDER BY log_index",
+    )
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap();
+    let flip = |key: &str| {
+        let path = root.join(key);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+    };
+    let named = |text: &str| -> Vec<(String, Vec<String>)> {
+        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+        doc["batches_with_unresolved_findings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no list of unresolved findings: {text}"))
+            .iter()
+            .map(|b| {
+                let kinds = b["kinds"].as_array().unwrap();
+                let kinds = kinds.iter().map(|k| k.as_str().unwrap().to_string());
+                (b["batch_id"].as_str().unwrap().to_string(), kinds.collect())
+            })
+            .collect()
+    };
+
+    // Purge reads batch 1 in full and finds it damaged: not purged, and named from then on.
+    flip(&batches[1].1);
+    let purge = ["purge", "--app", "a1", "--grace", "0s", "--reverify"];
+    let run = run_cli(&[&purge[..], &["--dry-run"]].concat(), &envs).await;
+    assert!(
+        run.all_output.contains("sha256_mismatch"),
+        "{}",
+        run.all_output
+    );
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(code, 0, "a dry run noted what it found: {text}");
+    let run = run_cli(&purge, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert_eq!(
+        run.summary["apps"][0]["purged_rows"], 20,
+        "{}",
+        run.all_output
+    );
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(
+        code, 1,
+        "attest vouched for a batch purge found damaged: {text}"
+    );
+    let found = named(&text);
+    assert_eq!(found.len(), 1, "{text}");
+    assert_eq!(found[0].0, batches[1].0, "{text}");
+    assert!(
+        found[0].1.contains(&"sha256_mismatch".to_string()),
+        "{text}"
+    );
+
+    // Compact reads batch 2 (purged) in full and finds it damaged: named as well.
+    flip(&batches[2].1);
+    let run = run_cli(&["compact", "--app", "a1", "--older-than", "0s"], &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(
+        code, 1,
+        "attest vouched for a batch compact found damaged: {text}"
+    );
+    let found: Vec<String> = named(&text).into_iter().map(|(b, _)| b).collect();
+    assert_eq!(
+        found,
+        [batches[1].0.clone(), batches[2].0.clone()],
+        "{text}"
+    );
+
+    // Repaired and verified whole: vouched for again.
+    flip(&batches[1].1);
+    flip(&batches[2].1);
+    let ids = format!("{},{}", batches[1].0, batches[2].0);
+    let run = run_cli(&["verify", "--batch-id", &ids], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(code, 0, "{text}");
+    assert!(named(&text).is_empty(), "{text}");
+}

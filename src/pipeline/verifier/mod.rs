@@ -1,7 +1,7 @@
 //! The one verifier (SPEC §5.1, §6 `verify`): a batch's expected facts, what the store says
 //! about its three objects (HEAD) and their bytes (GET) → the findings. `publish` treats any
-//! finding as an error; `verify`, `purge` and `restore` report them, and `verify` notes them on
-//! the batch's receipt for `attest` (`noted.rs`).
+//! finding as an error; `verify`, `purge` and `restore` report them, and `verify`, `purge` and
+//! `compact` note them on the batch's receipt for `attest` (`noted.rs`).
 //!
 //! The comparisons are pure functions; [`Verifier::verify`] only fetches. A problem found is a
 //! [`Finding`] — data, not an error; an `Err` means the store could not be asked.

@@ -1,8 +1,8 @@
-//! What a check found of a batch, noted on its receipt for `attest` (migration 17): whatever
-//! `verify` finds other than recorded is kept with the receipt — when, and the first findings
-//! with their count — so that a statement made later names the batch rather than vouch for it.
-//! Only a full `verify` that reads the batch whole after that clears it
-//! (`Receipt::unresolved_findings`).
+//! What a check found of a batch, noted on its receipt for `attest` (migration 17): `verify`,
+//! `purge` and `compact` each hold the batch to its receipt before they act, and whatever they
+//! find other than recorded is kept with the receipt — when, and the first findings with their
+//! count — so that a statement made later names the batch rather than vouch for it. Only a full
+//! `verify` that reads the batch whole after that clears it (`Receipt::unresolved_findings`).
 //!
 //! The note is a courtesy to the auditor, never a condition of the check: a user without
 //! `UPDATE` on the receipts still checks, and is told once that the note was skipped.
