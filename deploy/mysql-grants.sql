@@ -8,7 +8,11 @@
 -- archive (the hourly CronJob), verify and status: read the outbox, write receipts, members and
 -- run records. No DELETE on the outbox: this role cannot remove a row from it. UPDATE on the
 -- receipts and members is for the idempotent `INSERT … ON DUPLICATE KEY UPDATE key = key` of a
--- rerun (the server asks for UPDATE on every inserted column; a column grant is not enough).
+-- rerun (the server asks for UPDATE on every inserted column; a column grant is not enough);
+-- verify uses the receipts' UPDATE to note on each batch's receipt when it read it whole and what
+-- it found (full_verified_*, last_findings*: attest's statements say it; without the grant verify
+-- still verifies, and says once that it could not note). purge and compact note their findings
+-- the same way, with the UPDATE they have.
 -- DELETE on the members (only) is for a row delivered again after it was archived: its member
 -- row moves to the batch that archived the new version, and the old version is kept in
 -- `_superseded` (README, "Redelivered rows"). INSERT on the home records the store the first

@@ -8,6 +8,11 @@
 // previous statement's heads at its end must be this one's at its start: nothing removed or
 // rewritten since.
 //
+// A statement may name batches whose latest check (`outbox-archiver verify`) found them other
+// than recorded — an object missing, bytes or checksums that differ — and so does not vouch
+// for them (`unresolved_findings`, listed in `batches_with_unresolved_findings`): each is
+// printed with what the check found, and the exit status is 1 even when every proof holds.
+//
 //	go run deploy/verify-log.go -verifier 'NAME+HASH+KEY' [-previous last.json] statement.json
 //
 // With golang.org/x/mod in GOPATH (Debian: golang-golang-x-mod-dev; GO111MODULE=off
@@ -32,11 +37,24 @@ type head struct {
 	Root string `json:"root"`
 }
 
+type finding struct {
+	Kind     string  `json:"kind"`
+	Key      *string `json:"key"`
+	EventID  *string `json:"event_id"`
+	Expected *string `json:"expected"`
+	Actual   *string `json:"actual"`
+}
+
 type batch struct {
-	BatchID        string   `json:"batch_id"`
-	ManifestSHA256 string   `json:"manifest_sha256"`
-	LeafIndex      int64    `json:"leaf_index"`
-	InclusionProof []string `json:"inclusion_proof"`
+	BatchID            string   `json:"batch_id"`
+	ManifestSHA256     string   `json:"manifest_sha256"`
+	LeafIndex          int64    `json:"leaf_index"`
+	InclusionProof     []string `json:"inclusion_proof"`
+	UnresolvedFindings *struct {
+		FoundAt string    `json:"found_at"`
+		Count   int       `json:"count"`
+		First   []finding `json:"first"`
+	} `json:"unresolved_findings"`
 }
 
 type app struct {
@@ -57,8 +75,27 @@ type app struct {
 }
 
 type statement struct {
-	Table string `json:"table"`
-	Apps  []app  `json:"apps"`
+	Table      string `json:"table"`
+	Apps       []app  `json:"apps"`
+	Unresolved []struct {
+		AppCode string `json:"app_code"`
+		BatchID string `json:"batch_id"`
+	} `json:"batches_with_unresolved_findings"`
+}
+
+// describe is a finding as verify's summary words it: kind, key, event, expected and found.
+func describe(f finding) string {
+	text := f.Kind
+	if f.Key != nil {
+		text += " at " + *f.Key
+	}
+	if f.EventID != nil {
+		text += " (event " + *f.EventID + ")"
+	}
+	if f.Expected != nil && f.Actual != nil {
+		text += ": expected " + *f.Expected + ", found " + *f.Actual
+	}
+	return text
 }
 
 func load(path string) statement {
@@ -139,6 +176,7 @@ func main() {
 			ends[a.Log.AppCode] = a.Log.AtEnd
 		}
 	}
+	unresolved := map[string]bool{}
 	for _, a := range s.Apps {
 		l := a.Log
 		size, root := checkpoint(l.Checkpoint, l.Origin, verifiers)
@@ -162,6 +200,13 @@ func main() {
 		proven := 0
 		for _, d := range a.Days {
 			for _, b := range d.BatchList {
+				if u := b.UnresolvedFindings; u != nil {
+					unresolved[l.AppCode+"/"+b.BatchID] = true
+					fmt.Printf("%s: batch %s is NOT vouched for: its latest check (%s) found %d problem(s):\n", l.AppCode, b.BatchID, u.FoundAt, u.Count)
+					for _, f := range u.First {
+						fmt.Printf("  %s\n", describe(f))
+					}
+				}
 				entry := fmt.Sprintf("outbox-archive-log/v1\n%s\n%s\n%s\n%s\n", s.Table, l.AppCode, b.BatchID, b.ManifestSHA256)
 				leaf := tlog.RecordHash([]byte(entry))
 				if err := tlog.CheckRecord(hashes(b.InclusionProof), l.AtEnd.Size, end, b.LeafIndex, leaf); err != nil {
@@ -175,5 +220,20 @@ func main() {
 			fmt.Printf("; the previous statement's end is this one's start")
 		}
 		fmt.Println()
+	}
+	listed := map[string]bool{}
+	for _, u := range s.Unresolved {
+		listed[u.AppCode+"/"+u.BatchID] = true
+	}
+	for name := range unresolved {
+		if !listed[name] {
+			fail("batch %s has unresolved findings that batches_with_unresolved_findings does not list: the statement was edited", name)
+		}
+	}
+	if len(listed) != len(unresolved) {
+		fail("batches_with_unresolved_findings lists %d batches, the batches carry findings on %d: the statement was edited", len(listed), len(unresolved))
+	}
+	if len(unresolved) > 0 {
+		fail("every proof holds, but the statement does not vouch for %d batch(es) whose latest check found them other than recorded (listed above)", len(unresolved))
 	}
 }

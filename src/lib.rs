@@ -95,7 +95,7 @@ pub use pipeline::report::details::{
 };
 pub use pipeline::report::statement::{
     AcceptedBreak, AppStatement, BatchStatement, DayStatement, FullVerification, LogStatement,
-    RetentionStatement, Statement, TreeHead,
+    RetentionStatement, Statement, TreeHead, UnresolvedBatch, UnresolvedFindings,
 };
 pub use pipeline::report::{
     run_id, AppDetails, AppReport, BatchReport, Document, Outcome, RunDetails, Summary,

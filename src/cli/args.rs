@@ -74,6 +74,8 @@ pub(crate) enum Command {
     /// control totals, first and last cursor, the chain head at the period's end and the
     /// checkpoint anchoring it, each batch's last full verification, retention and storage
     /// class — canonical JSON (hash and sign it) or CSV; refused when an app's chain is broken.
+    /// A batch whose latest check found it damaged is named with the findings, not vouched for
+    /// (exit 1).
     Attest(AttestArgs),
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),

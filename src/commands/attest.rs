@@ -1,12 +1,16 @@
 //! `attest` — the auditor's statement for a period ([`crate::pipeline::attest`]): every app in
 //! scope through the driver, each app's period proven in its log (inclusion and consistency proofs); printed
 //! as canonical JSON or CSV when every app's period is whole, refused (exit 1, each app's
-//! finding named in the summary) when any is not.
+//! finding named in the summary) when any is not. A statement that names batches whose latest
+//! check found them other than recorded is printed, and exits 1 naming them.
+
+use std::collections::BTreeSet;
 
 use crate::model::command::CommandName;
 use crate::model::timespec;
 use crate::pipeline::apps::{self, Apps, Driver, Gate, Population};
 use crate::pipeline::attest::{self, Attest, Period};
+use crate::pipeline::report::statement::Statement;
 use crate::pipeline::report::{Document, Summary};
 use crate::pipeline::RunContext;
 
@@ -76,7 +80,39 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
             ctx.now(),
             parts,
         );
+        summary.error = unresolved_error(&statement);
         summary.document = Some(Document::Statement(Box::new(statement)));
     }
     summary.settle()
+}
+
+/// A statement that names batches whose latest check found them other than recorded is
+/// printed, and the run fails (exit 1) saying which and what to do: it must not pass unnoticed.
+fn unresolved_error(statement: &Statement) -> Option<String> {
+    let named = &statement.batches_with_unresolved_findings;
+    if named.is_empty() {
+        return None;
+    }
+    let ids: BTreeSet<&str> = named.iter().map(|b| b.batch_id.as_str()).collect();
+    let listed: Vec<String> = named
+        .iter()
+        .map(|b| {
+            format!(
+                "{} batch {} (checked {}: {})",
+                b.app_code,
+                b.batch_id,
+                b.found_at,
+                b.kinds.join(", ")
+            )
+        })
+        .collect();
+    Some(format!(
+        "the statement names {} batch(es) whose latest check found them other than recorded, \
+         and does not vouch for them: {}; repair the objects (README, \"Recovering from a \
+         finding\") and run `outbox-archiver verify --batch-id {}`: a statement made after a \
+         full verify that finds a batch whole vouches for it again",
+        named.len(),
+        listed.join("; "),
+        ids.into_iter().collect::<Vec<_>>().join(",")
+    ))
 }

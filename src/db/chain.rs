@@ -252,4 +252,28 @@ impl ChainTable {
         .context(|| format!("recording the verification of batch {batch_id}"))?;
         Ok(())
     }
+
+    /// Records that a check of the batch at `at_ms` found it other than recorded, and what it
+    /// found (`findings`: JSON, as a run's findings are kept — migration 17).
+    pub(crate) async fn record_findings(
+        &self,
+        pool: &MySqlPool,
+        app: &str,
+        batch_id: &str,
+        at_ms: i64,
+        findings: &str,
+    ) -> Result<(), DbError> {
+        sqlx::query(AssertSqlSafe(format!(
+            "UPDATE {} SET last_findings_at_ms = ?, last_findings = ? WHERE app_code = ? AND batch_id = ?",
+            self.spec.receipts_table()
+        )))
+        .bind(at_ms)
+        .bind(findings)
+        .bind(app)
+        .bind(batch_id)
+        .execute(pool)
+        .await
+        .context(|| format!("recording the findings of batch {batch_id}"))?;
+        Ok(())
+    }
 }

@@ -529,6 +529,7 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
         .await
         .context(|| format!("adding the log's unique key to {receipts}"))?;
     }
+    add_findings_columns(pool, &receipts).await?;
     let runs = spec.runs_table();
     if !has_column(pool, &runs, "run_id").await? {
         let mut added: Vec<String> = RUNS_TOLD_COLUMNS
@@ -554,6 +555,24 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
                 .context(|| format!("clustering {} by batch", spec.members_table()))?;
         }
     }
+    Ok(())
+}
+
+/// Gives a receipts table made before migration 17 its columns of the batches' last findings.
+async fn add_findings_columns(pool: &Pool<MySql>, receipts: &str) -> Result<(), DbError> {
+    if has_column(pool, receipts, "last_findings_at_ms").await? {
+        return Ok(());
+    }
+    let added: Vec<String> = super::receipts::FINDINGS_COLUMNS
+        .iter()
+        .map(|(name, ty)| format!("ADD COLUMN {name} {ty}"))
+        .collect();
+    pool.execute(sqlx::AssertSqlSafe(format!(
+        "ALTER TABLE {receipts} {}",
+        added.join(", ")
+    )))
+    .await
+    .context(|| format!("adding the batches' last findings to {receipts}"))?;
     Ok(())
 }
 

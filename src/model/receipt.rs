@@ -105,6 +105,10 @@ pub struct Lifecycle {
     /// When `verify` last read its objects in full and found them whole, and how
     /// (migration 10).
     pub full_verified: Option<(i64, String)>,
+    /// When a check (`verify`, or `purge` and `compact` before they act) last found the batch
+    /// other than recorded, and its findings as JSON, `{"count": n, "first": […]}` (migration
+    /// 17).
+    pub last_findings: Option<(i64, String)>,
 }
 
 /// What a compacted receipt keeps of its members.
@@ -193,6 +197,15 @@ impl Receipt {
             ),
         }
     }
+
+    /// What the batch's latest check found, when that check found something: its time and
+    /// findings (JSON). A full verification that found the batch whole later than that (a
+    /// repaired object read again) resolves them; one earlier does not.
+    pub(crate) fn unresolved_findings(&self) -> Option<(i64, &str)> {
+        let (found_at, findings) = self.life.last_findings.as_ref()?;
+        let (whole_at, _) = self.last_full_verification();
+        (*found_at >= whole_at).then_some((*found_at, findings.as_str()))
+    }
 }
 
 /// The receipts table's columns besides the control totals (each total is a column too), in
@@ -252,6 +265,8 @@ pub(crate) const COLUMNS: &[&str] = &[
     "full_verified_how",
     "log_index",
     "app_code_bytes",
+    "last_findings_at_ms",
+    "last_findings",
 ];
 
 /// What every receipt records of its member list at archive time (README, "What purge

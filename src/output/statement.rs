@@ -7,7 +7,9 @@ use std::collections::{BTreeMap, BTreeSet};
 
 use serde_json::{Map, Value};
 
-use crate::pipeline::report::statement::{BatchStatement, Statement};
+use crate::pipeline::report::statement::{
+    AppStatement, BatchStatement, DayStatement, Statement, UnresolvedBatch,
+};
 
 /// The statement as canonical JSON.
 pub(crate) fn json(statement: &Statement) -> String {
@@ -37,7 +39,8 @@ pub fn canonical(value: &Value) -> String {
     text
 }
 
-/// The CSV's columns: the day's figures, one column per summed total, the log and the checks.
+/// The CSV's columns: the day's figures, one column per summed total, the log and the checks
+/// (the batches whose latest check found them other than recorded last).
 fn csv_header(sums: &[&str]) -> Vec<String> {
     let mut header: Vec<String> = [
         "app_code",
@@ -62,6 +65,7 @@ fn csv_header(sums: &[&str]) -> Vec<String> {
             "verified_how",
             "earliest_retain_until",
             "storage_classes",
+            "unresolved_findings",
         ]
         .iter()
         .map(|s| s.to_string()),
@@ -114,11 +118,23 @@ pub(crate) fn csv(statement: &Statement) -> String {
                     .min()
                     .unwrap_or_default(),
                 joined(&|b| b.storage_class.clone()),
+                unresolved(&statement.batches_with_unresolved_findings, app, day),
             ]);
             line(&mut out, &row);
         }
     }
     out
+}
+
+/// The day's batches whose latest check found them other than recorded, with what it found:
+/// `BATCH: kind, kind; BATCH: kind` (empty when the statement vouches for every batch).
+fn unresolved(named: &[UnresolvedBatch], app: &AppStatement, day: &DayStatement) -> String {
+    named
+        .iter()
+        .filter(|b| b.app_code == app.app_code && b.day == day.day)
+        .map(|b| format!("{}: {}", b.batch_id, b.kinds.join(", ")))
+        .collect::<Vec<_>>()
+        .join("; ")
 }
 
 fn line(out: &mut String, fields: &[String]) {

@@ -3,10 +3,12 @@
 //! each batch's inclusion proof in the tree head at the period's end, that head's consistency
 //! proofs from the head at the period's start (the previous statement's end) and to the store's
 //! checkpoint, signed where a log key is configured (README, "The log of batches"). Per batch
-//! too, when it was last verified in full and how, its retention and storage class. An app
+//! too, when it was last verified in full and how, its retention and storage class — and, when
+//! its latest check found it other than recorded, what that check found: the statement names
+//! such a batch (and lists it) rather than vouch for it. An app
 //! whose period cannot be proven — a batch not appended yet, a leaf without its receipt, a
-//! proof that fails — is not attested. Reads the period's receipts and the tiles on their
-//! paths, not the app's history.
+//! proof that fails — is not attested. Reads the period's receipts (each carries its latest
+//! check) and the tiles on their paths, not the app's history.
 //!
 //! A batch belongs to the day its receipt was recorded (UTC): the day it entered the archive.
 //! The JSON is canonical — keys sorted at every level, no insignificant whitespace, one
@@ -17,7 +19,7 @@ use std::collections::{BTreeMap, BTreeSet};
 use super::log::{self, ChainError, Log, PeriodProof};
 use super::report::statement::{
     AcceptedBreak, AppStatement, BatchStatement, DayStatement, FullVerification,
-    RetentionStatement, Statement, SCHEMA,
+    RetentionStatement, Statement, UnresolvedBatch, UnresolvedFindings, SCHEMA,
 };
 use crate::db::receipts::Receipts;
 use crate::model::chain::{ChainFinding, Problem};
@@ -74,6 +76,7 @@ fn batch(spec: &TableSpec, r: &Receipt, inclusion: &(u64, Vec<tlog::Hash>)) -> B
             at: timespec::rfc3339(verified_at),
             how,
         },
+        unresolved_findings: r.unresolved_findings().map(unresolved),
         retention: r.protection.lock.map(|l| RetentionStatement {
             mode: l.mode.as_str(),
             retain_until: timespec::rfc3339(l.retain_until_ms),
@@ -85,6 +88,52 @@ fn batch(spec: &TableSpec, r: &Receipt, inclusion: &(u64, Vec<tlog::Hash>)) -> B
             .clone()
             .unwrap_or_else(|| "STANDARD".into()),
     }
+}
+
+/// A batch's unresolved findings as its receipt keeps them (`{"count": n, "first": […]}`, as a
+/// run's findings are kept); a text that is not that JSON is named as it is, never dropped.
+fn unresolved((found_at, findings): (i64, &str)) -> UnresolvedFindings {
+    let recorded: Option<serde_json::Value> = serde_json::from_str(findings).ok();
+    let first = recorded
+        .as_ref()
+        .and_then(|v| v["first"].as_array().cloned())
+        .unwrap_or_else(|| vec![serde_json::Value::from(findings)]);
+    UnresolvedFindings {
+        found_at: timespec::rfc3339(found_at),
+        count: recorded
+            .as_ref()
+            .and_then(|v| v["count"].as_u64())
+            .unwrap_or(first.len() as u64),
+        first,
+    }
+}
+
+/// Every batch of `apps` whose latest check found it other than recorded, with its findings'
+/// kinds, in the statement's order.
+fn unresolved_batches(apps: &[AppStatement]) -> Vec<UnresolvedBatch> {
+    let mut out = Vec::new();
+    for app in apps {
+        for day in &app.days {
+            for b in &day.batch_list {
+                let Some(found) = &b.unresolved_findings else {
+                    continue;
+                };
+                let kinds: BTreeSet<String> = found
+                    .first
+                    .iter()
+                    .map(|f| f["kind"].as_str().unwrap_or("finding").to_string())
+                    .collect();
+                out.push(UnresolvedBatch {
+                    app_code: app.app_code.clone(),
+                    day: day.day.clone(),
+                    batch_id: b.batch_id.clone(),
+                    found_at: found.found_at.clone(),
+                    kinds: kinds.into_iter().collect(),
+                });
+            }
+        }
+    }
+    out
 }
 
 /// One UTC day of an app's period: its receipts' rows, batches, summed totals and range.
@@ -185,6 +234,7 @@ pub(crate) fn statement(
         to: to.to_string(),
         day_of_a_batch: "the UTC day its receipt was recorded",
         generated_at: timespec::rfc3339(generated_at_ms),
+        batches_with_unresolved_findings: unresolved_batches(&apps),
         apps,
         sums: spec
             .totals

@@ -12,7 +12,7 @@ use futures_util::StreamExt;
 use super::apps::{Access, AppWork, Apps};
 use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
-use super::verifier::{ColdObjects, Depth, Expected, Verifier};
+use super::verifier::{note_findings, ColdObjects, Depth, Expected, Verifier};
 use super::{Observer, RunContext};
 use crate::db::compact::{CompactError, CompactQueries};
 use crate::db::members::Members;
@@ -205,7 +205,7 @@ impl<'a> Compactor<'a> {
         details: &mut CompactApp,
     ) -> Result<(), AppError> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
-        let Some(in_data) = self.data_digest(receipt, details).await? else {
+        let Some(in_data) = self.data_digest(receipt, access, details).await? else {
             return Ok(());
         };
         let lock = match access {
@@ -256,10 +256,12 @@ impl<'a> Compactor<'a> {
 
     /// The digest of the data object's `(event_id, updated_at_ms)` pairs, from its objects read
     /// back in full and verified against the receipt and its member rows; `None` when the batch
-    /// cannot be compacted now (findings, a cold object: `details` says which).
+    /// cannot be compacted now (findings, a cold object: `details` says which). Findings are
+    /// noted on the receipt, but in a dry run.
     async fn data_digest(
         &self,
         receipt: &Receipt,
+        access: Access<'_>,
         details: &mut CompactApp,
     ) -> Result<Option<MembersDigest>, AppError> {
         let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
@@ -285,6 +287,10 @@ impl<'a> Compactor<'a> {
         if !verified.findings.is_empty() {
             for f in &verified.findings {
                 tracing::error!(app, batch_id = batch, finding = %f, "batch not compacted");
+            }
+            if let Access::Locked(_) = access {
+                // For attest: a statement must not vouch for a batch found damaged here.
+                note_findings(self.ctx, receipt, &verified.findings, "compact").await;
             }
             details.failed_batches.push(batch.clone());
             details.findings.extend(verified.findings);

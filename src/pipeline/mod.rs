@@ -20,8 +20,9 @@
 //!   `publish.rs`), a batch's receipt and members recorded (`record.rs`).
 //! * `verifier/` — the one comparison of a batch's expected facts with what the store holds
 //!   (`mod.rs`): what a receipt or a batch just written expects (`expected.rs`), the comparisons
-//!   (`compare.rs`), objects in cold storage (`cold.rs`), what a finding is (`finding.rs`).
-//!   Publish treats a finding as an error; verify, purge, restore, compact and find report it.
+//!   (`compare.rs`), objects in cold storage (`cold.rs`), what a finding is (`finding.rs`),
+//!   what a check found noted on the batch's receipt for attest (`noted.rs`). Publish treats a
+//!   finding as an error; verify, purge, restore, compact and find report it.
 //! * `log/` — the log of batches in the store (`mod.rs`: its keys read and written): appended by
 //!   archive (`append.rs`), audited whole by verify (`audit.rs`), proven from by purge and attest
 //!   (`proof.rs`); where each app's log is — its recorded identity, found or begun

@@ -15,7 +15,9 @@ use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps, Selection};
 use super::log;
-use super::verifier::{ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier};
+use super::verifier::{
+    note_findings, ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier,
+};
 use super::versions::{self, Recording};
 use super::{Observer, RunContext};
 use crate::db::chain::ChainTable;
@@ -420,9 +422,7 @@ impl<'a> Verify<'a> {
                 }
             }
         }
-        if !self.opts.metadata_only && verified.findings.is_empty() && verified.cold.is_empty() {
-            self.record_full_verification(receipt, &verified).await;
-        }
+        self.record_check(receipt, &verified).await;
         Ok(verified)
     }
 
@@ -459,12 +459,21 @@ impl<'a> Verify<'a> {
         }
     }
 
-    /// Notes on the receipt that its objects were just read in full and found whole (for
-    /// `attest`). verify needs no write grant: without `UPDATE (full_verified_at_ms,
-    /// full_verified_how)` on the receipts table the note is skipped, and said once.
-    async fn record_full_verification(&self, receipt: &Receipt, verified: &Verified) {
+    /// Notes on the receipt what this check found, for `attest`: that its objects were just
+    /// read in full and found whole, or — at any depth — that they were not, with the findings
+    /// ([`note_findings`]; a check that found nothing without reading in full notes nothing).
+    /// verify needs no write grant: without `UPDATE (full_verified_at_ms, full_verified_how)`
+    /// on the receipts table the note is skipped, and said once.
+    async fn record_check(&self, receipt: &Receipt, verified: &Verified) {
         use std::sync::atomic::{AtomicBool, Ordering};
         static SAID: AtomicBool = AtomicBool::new(false);
+        if !verified.findings.is_empty() {
+            note_findings(self.ctx, receipt, &verified.findings, "verify").await;
+            return;
+        }
+        if self.opts.metadata_only || !verified.cold.is_empty() {
+            return;
+        }
         let recorded = ChainTable::new(self.ctx.spec)
             .record_full_verification(
                 &self.ctx.db.pool,

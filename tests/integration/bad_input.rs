@@ -546,3 +546,100 @@ async fn app_code_collations_are_compared_by_what_they_tell_apart() {
         "{error}"
     );
 }
+
+/// Issue 42: a time that cannot be meant is refused, never read as something else. `--cutoff
+/// 20261101` (a day without its dashes) was epoch ms 1970-01-01T05:37Z and archive said
+/// `up_to_date`; `04/12/2026` and `2026-11-31` said "premature end of input". Each flag that
+/// takes a time refuses with exit 2, naming the flag and the real cause, before any work.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn times_that_cannot_be_meant_are_refused_naming_the_flag_and_the_cause() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    db.insert(&[row("a1", "e1", T0), row("a1", "e2", T0 + 1)])
+        .await;
+    let store = format!("file://{}", dir.path().display());
+    let prefix = db.lock_prefix();
+    let envs = vec![("DATABASE_URL", db.url.clone())];
+    let common = ["--store", &store, "--app", "a1"];
+    let run = |command: &'static str,
+               flags: Vec<&'static str>,
+               env: Option<(&'static str, &'static str)>| {
+        let mut args: Vec<String> = vec![command.into()];
+        args.extend(common.iter().map(|a| a.to_string()));
+        if matches!(command, "archive" | "restore") {
+            args.extend(["--lock-prefix".to_string(), prefix.clone()]);
+        }
+        args.extend(flags.iter().map(|a| a.to_string()));
+        let mut envs = envs.clone();
+        envs.extend(env.map(|(k, v)| (k, v.to_string())));
+        async move {
+            let args: Vec<&str> = args.iter().map(String::as_str).collect();
+            run_cli(&args, &envs).await
+        }
+    };
+    type Case = (
+        &'static str,
+        Vec<&'static str>,
+        Option<(&'static str, &'static str)>,
+        [&'static str; 2],
+    );
+    let cases: Vec<Case> = vec![
+        (
+            "archive",
+            vec!["--cutoff", "20261101"],
+            None,
+            ["--cutoff", "the day 2026-11-01 without its dashes"],
+        ),
+        (
+            "archive",
+            vec![],
+            Some(("OUTBOX_ARCHIVER_CUTOFF", "1767312000")),
+            ["--cutoff", "epoch seconds (2026-01-02T00:00:00.000Z)"],
+        ),
+        (
+            "verify",
+            vec!["--from", "04/12/2026"],
+            None,
+            [
+                "--from",
+                "04/12/2026: write the day as YYYY-MM-DD (2026-12-04",
+            ],
+        ),
+        (
+            "restore",
+            vec!["--to", "2026-11-31"],
+            None,
+            ["--to", "2026-11-31 is not a date (November has 30 days)"],
+        ),
+        (
+            "find",
+            vec!["--event-id", "e1", "--from", "0"],
+            None,
+            ["--from", "1970-01-01T00:00:00.000Z, before 2001"],
+        ),
+        (
+            "attest",
+            vec!["--from", "20261101", "--to", "2026-11-02"],
+            None,
+            ["--from", "the day 2026-11-01 without its dashes"],
+        ),
+    ];
+    for (command, flags, env, needles) in cases {
+        let case = format!("{command} {flags:?} {env:?}");
+        let refused = run(command, flags, env).await;
+        assert_eq!(refused.code, 2, "{case}: {}", refused.all_output);
+        assert_eq!(refused.summary["ok"], Json::Bool(false), "{case}");
+        assert_eq!(refused.summary["apps"], Json::Array(vec![]), "{case}");
+        let error = refused.summary["error"].as_str().unwrap_or_default();
+        for needle in needles {
+            assert!(error.contains(needle), "{case}: {error:?} lacks {needle:?}");
+        }
+        assert!(!error.contains("premature end of input"), "{case}: {error}");
+    }
+    assert!(db.receipts("a1").await.is_empty(), "nothing was archived");
+
+    // The day written as it must be archives the rows below it.
+    let archived = run("archive", vec!["--cutoff", "2026-01-02"], None).await;
+    assert_eq!(archived.code, 0, "{}", archived.all_output);
+    assert_eq!(archived.summary["apps"][0]["rows"], 2);
+}

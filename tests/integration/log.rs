@@ -5,7 +5,8 @@
 //! chain carried over, signed checkpoints checked by Go's own tlog and note packages, and a
 //! purge after thousands of batches that reads what one batch needs. Each problem is named by
 //! `verify` with its leaf, refused by `attest`, and kept from `purge` — only the batches it
-//! touches.
+//! touches. A batch whose latest check found it damaged is named in every statement of its day
+//! until a full verify finds it whole again.
 
 use outbox_archiver::Apps;
 use outbox_archiver::RunContext;
@@ -1307,4 +1308,272 @@ async fn purge_after_thousands_of_runs_reads_what_one_batch_needs() {
         purge_large.get <= purge_small.get + 2 && purge_large.list == purge_small.list,
         "{requests:?}"
     );
+}
+
+/// A statement of `day`, as the binary prints it (`--format`), with its exit status: stdout
+/// alone, whatever the exit status (a statement that names damage exits 1).
+async fn statement_of(envs: &[(&str, String)], day: &str, format: &str) -> (i32, String) {
+    let out = tokio::process::Command::new(binary())
+        .args(["attest", "--app", "a1", "--from", day, "--to", day])
+        .args(["--format", format])
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .await
+        .unwrap();
+    (
+        out.status.code().unwrap(),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+    )
+}
+
+/// Issue 42, "attest vouches for damage": after `verify` found a batch's data object corrupt,
+/// `attest` over its day exited 0 and showed the archive's read-back as the batch's last full
+/// verification. The latest check of each batch is what a statement says: one that found the
+/// batch other than recorded is named — in the batch, in the statement's list, in the CSV and
+/// by Go's verifier — and the run exits 1; a full verify that finds the repaired object whole
+/// makes it vouch again; a check that finds it damaged again (a metadata-only one: the object
+/// gone) names it again.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_names_a_batch_its_latest_check_found_damaged_until_it_is_found_whole() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    std::fs::create_dir(&root).unwrap();
+    let envs = vec![
+        ("DATABASE_URL", db.url.clone()),
+        (
+            "OUTBOX_ARCHIVER_STORE",
+            format!("file://{}", root.display()),
+        ),
+        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
+    ];
+    let cutoff = ["--cutoff", "2026-01-04T00:00:00Z"];
+    db.insert(&rows("a1", 30)).await;
+    let mut archive = vec!["archive", "--app", "a1", "--batch-rows", "10"];
+    archive.extend(cutoff);
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    recorded_days_ago(&db, 1).await;
+    let day = outbox_archiver::utc_date(chrono::Utc::now().timestamp_millis() - DAY);
+    let (batch, key): (String, String) = sqlx::query_as(
+        "SELECT CAST(batch_id AS CHAR), CAST(data_object_key AS CHAR) \
+         FROM wallet_outbox_archive_receipts ORDER BY log_index LIMIT 1 OFFSET 1",
+    )
+    .fetch_one(&db.db.pool)
+    .await
+    .unwrap();
+    let path = root.join(&key);
+    let whole = std::fs::read(&path).unwrap();
+    let mut corrupt = whole.clone();
+    let middle = corrupt.len() / 2;
+    corrupt[middle] ^= 0xff;
+    std::fs::write(&path, &corrupt).unwrap();
+    let mut verify = vec!["verify", "--app", "a1"];
+    verify.extend(cutoff);
+    let run = run_cli(&verify, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert!(
+        run.all_output.contains("sha256_mismatch"),
+        "{}",
+        run.all_output
+    );
+
+    // The statement names the batch and what its latest check found, and the run exits 1.
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(code, 1, "attest vouched for a damaged batch: {text}");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let named = &doc["batches_with_unresolved_findings"];
+    assert_eq!(named.as_array().map(Vec::len), Some(1), "{named}");
+    assert_eq!(named[0]["batch_id"], batch.as_str(), "{named}");
+    assert!(
+        named[0]["kinds"]
+            .as_array()
+            .unwrap()
+            .contains(&"sha256_mismatch".into()),
+        "{named}"
+    );
+    let batches = doc["apps"][0]["days"][0]["batch_list"].as_array().unwrap();
+    assert_eq!(batches.len(), 3);
+    for b in batches {
+        let found = &b["unresolved_findings"];
+        if b["batch_id"] == batch.as_str() {
+            let first = found["first"].as_array().unwrap();
+            assert!(
+                first
+                    .iter()
+                    .any(|f| f["kind"] == "sha256_mismatch" && f["key"] == key.as_str()),
+                "{found}"
+            );
+        } else {
+            assert!(found.is_null(), "{b}");
+            assert_eq!(b["last_full_verification"]["how"], "verify (read_back)");
+        }
+    }
+    let file = dir.path().join("damaged.json");
+    std::fs::write(&file, &text).unwrap();
+    let (code, out) = go_verifier(&file, &[]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains(&format!("a1: batch {batch} is NOT vouched for"))
+            && out.contains(&format!("sha256_mismatch at {key}"))
+            && out.contains("a1: 3 batches proven"),
+        "{out}"
+    );
+    let (code, csv) = statement_of(&envs, &day, "csv").await;
+    assert_eq!(code, 1, "{csv}");
+    assert!(
+        csv.lines()
+            .next()
+            .unwrap()
+            .ends_with(",unresolved_findings"),
+        "{csv}"
+    );
+    assert!(csv.contains(&format!("{batch}: ")), "{csv}");
+
+    // Repaired and read whole again by a full verify: the statement vouches for it again.
+    std::fs::write(&path, &whole).unwrap();
+    let run = run_cli(&["verify", "--batch-id", &batch], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(code, 0, "{text}");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    assert_eq!(
+        doc["batches_with_unresolved_findings"],
+        serde_json::json!([])
+    );
+    std::fs::write(&file, &text).unwrap();
+    let (code, out) = go_verifier(&file, &[]);
+    assert_eq!(code, 0, "{out}");
+
+    // Found damaged again after that clean check: named again.
+    std::fs::remove_file(&path).unwrap();
+    let mut heads = verify.clone();
+    heads.push("--metadata-only");
+    let run = run_cli(&heads, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(code, 1, "{text}");
+    let doc: serde_json::Value = serde_json::from_str(&text).unwrap();
+    let named = &doc["batches_with_unresolved_findings"];
+    assert_eq!(named[0]["batch_id"], batch.as_str(), "{named}");
+    assert_eq!(named[0]["kinds"], serde_json::json!(["missing_object"]));
+}
+
+/// The same rule for the checks purge and compact make before they act: a batch either found
+/// damaged is named by the statements of its day (a dry run, which writes nothing, notes
+/// nothing), until a full verify finds it whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_statement_names_a_batch_purge_or_compact_found_damaged() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    std::fs::create_dir(&root).unwrap();
+    let envs = vec![
+        ("DATABASE_URL", db.url.clone()),
+        (
+            "OUTBOX_ARCHIVER_STORE",
+            format!("file://{}", root.display()),
+        ),
+        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
+    ];
+    db.insert(&rows("a1", 30)).await;
+    let archive = [
+        "archive",
+        "--app",
+        "a1",
+        "--batch-rows",
+        "10",
+        "--cutoff",
+        "2026-01-04T00:00:00Z",
+    ];
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    recorded_days_ago(&db, 1).await;
+    let day = outbox_archiver::utc_date(chrono::Utc::now().timestamp_millis() - DAY);
+    let batches: Vec<(String, String)> = sqlx::query_as(
+        "SELECT CAST(batch_id AS CHAR), CAST(data_object_key AS CHAR) \
+         FROM wallet_outbox_archive_receipts ORDER BY log_index",
+    )
+    .fetch_all(&db.db.pool)
+    .await
+    .unwrap();
+    let flip = |key: &str| {
+        let path = root.join(key);
+        let mut bytes = std::fs::read(&path).unwrap();
+        let middle = bytes.len() / 2;
+        bytes[middle] ^= 0xff;
+        std::fs::write(&path, &bytes).unwrap();
+    };
+    let named = |text: &str| -> Vec<(String, Vec<String>)> {
+        let doc: serde_json::Value = serde_json::from_str(text).unwrap();
+        doc["batches_with_unresolved_findings"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no list of unresolved findings: {text}"))
+            .iter()
+            .map(|b| {
+                let kinds = b["kinds"].as_array().unwrap();
+                let kinds = kinds.iter().map(|k| k.as_str().unwrap().to_string());
+                (b["batch_id"].as_str().unwrap().to_string(), kinds.collect())
+            })
+            .collect()
+    };
+
+    // Purge reads batch 1 in full and finds it damaged: not purged, and named from then on.
+    flip(&batches[1].1);
+    let purge = ["purge", "--app", "a1", "--grace", "0s", "--reverify"];
+    let run = run_cli(&[&purge[..], &["--dry-run"]].concat(), &envs).await;
+    assert!(
+        run.all_output.contains("sha256_mismatch"),
+        "{}",
+        run.all_output
+    );
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(code, 0, "a dry run noted what it found: {text}");
+    let run = run_cli(&purge, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert_eq!(
+        run.summary["apps"][0]["purged_rows"], 20,
+        "{}",
+        run.all_output
+    );
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(
+        code, 1,
+        "attest vouched for a batch purge found damaged: {text}"
+    );
+    let found = named(&text);
+    assert_eq!(found.len(), 1, "{text}");
+    assert_eq!(found[0].0, batches[1].0, "{text}");
+    assert!(
+        found[0].1.contains(&"sha256_mismatch".to_string()),
+        "{text}"
+    );
+
+    // Compact reads batch 2 (purged) in full and finds it damaged: named as well.
+    flip(&batches[2].1);
+    let run = run_cli(&["compact", "--app", "a1", "--older-than", "0s"], &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(
+        code, 1,
+        "attest vouched for a batch compact found damaged: {text}"
+    );
+    let found: Vec<String> = named(&text).into_iter().map(|(b, _)| b).collect();
+    assert_eq!(
+        found,
+        [batches[1].0.clone(), batches[2].0.clone()],
+        "{text}"
+    );
+
+    // Repaired and verified whole: vouched for again.
+    flip(&batches[1].1);
+    flip(&batches[2].1);
+    let ids = format!("{},{}", batches[1].0, batches[2].0);
+    let run = run_cli(&["verify", "--batch-id", &ids], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let (code, text) = statement_of(&envs, &day, "json").await;
+    assert_eq!(code, 0, "{text}");
+    assert!(named(&text).is_empty(), "{text}");
 }

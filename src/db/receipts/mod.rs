@@ -6,7 +6,7 @@ mod row;
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
 
-pub(crate) use row::{columns, insert, keys, CHAIN_COLUMNS};
+pub(crate) use row::{columns, insert, keys, CHAIN_COLUMNS, FINDINGS_COLUMNS};
 
 use super::{Context, DbError};
 use crate::model::format::Cursor;

@@ -83,6 +83,7 @@ pub(crate) fn columns(spec: &TableSpec) -> Vec<(String, String)> {
     ]));
     receipts.extend(named(CHAIN_COLUMNS));
     receipts.extend(named(LOG_COLUMNS));
+    receipts.extend(named(FINDINGS_COLUMNS));
     receipts
 }
 
@@ -113,6 +114,13 @@ const LOG_COLUMNS: &[(&str, &str)] = &[
         "app_code_bytes",
         "VARBINARY(128) AS (CAST(app_code AS BINARY)) VIRTUAL",
     ),
+];
+
+/// The receipts columns of migration 17: when a check last found the batch other than recorded,
+/// and what it found.
+pub(crate) const FINDINGS_COLUMNS: &[(&str, &str)] = &[
+    ("last_findings_at_ms", "BIGINT NULL"),
+    ("last_findings", "MEDIUMTEXT NULL"),
 ];
 
 /// The receipts columns of migration 10: the chain, and the last verification in full.
@@ -286,6 +294,7 @@ pub(super) fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<Receipt, sqlx::
             restored_at_ms: row.try_get("restored_at_ms")?,
             compaction: compaction(row)?,
             full_verified: full_verification(row)?,
+            last_findings: last_findings(row)?,
         },
         objects,
         batch_id,
@@ -384,6 +393,19 @@ fn full_verification(row: &MySqlRow) -> Result<Option<(i64, String)>, sqlx::Erro
             row.try_get::<Option<String>, _>("full_verified_how")?,
         ) {
             (Some(at), Some(how)) => Some((at, how)),
+            _ => None,
+        },
+    )
+}
+
+/// When a check last found the batch other than recorded, and its findings' JSON (migration 17).
+fn last_findings(row: &MySqlRow) -> Result<Option<(i64, String)>, sqlx::Error> {
+    Ok(
+        match (
+            row.try_get::<Option<i64>, _>("last_findings_at_ms")?,
+            row.try_get::<Option<String>, _>("last_findings")?,
+        ) {
+            (Some(at), Some(findings)) => Some((at, findings)),
             _ => None,
         },
     )

@@ -344,6 +344,9 @@ impl<'a> Purger<'a> {
                     "the batch's objects or member rows are not what its receipt says; batch not purged"
                 );
             }
+            if let Access::Locked(_) = access {
+                super::verifier::note_findings(self.ctx, receipt, &findings, "purge").await;
+            }
             tally.details.failed_batches.push(receipt.batch_id.clone());
             tally.details.findings.extend(findings);
             return Ok(Step::Done);

@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::model::format::Cursor;
 
 /// The statement's schema name.
-pub(crate) const SCHEMA: &str = "outbox-archive-attestation/v2";
+pub(crate) const SCHEMA: &str = "outbox-archive-attestation/v3";
 
 /// The whole statement: the period, the table and store it speaks of, every app attested.
 #[derive(Debug, Clone, Serialize)]
@@ -25,6 +25,9 @@ pub struct Statement {
     pub generated_at: String,
     /// By app code.
     pub apps: Vec<AppStatement>,
+    /// Every batch of the period whose latest check found it other than recorded (each named in
+    /// its batch too): empty when the statement vouches for every batch.
+    pub batches_with_unresolved_findings: Vec<UnresolvedBatch>,
     /// The table's control totals that are sums, in its order: a day's totals (and the CSV's
     /// columns for them).
     #[serde(skip)]
@@ -107,6 +110,10 @@ pub struct BatchStatement {
     pub data_sha256: String,
     pub data_object_key: String,
     pub last_full_verification: FullVerification,
+    /// What the batch's latest check found when it found the batch other than recorded (an
+    /// object missing, bytes or checksums that differ, …): `null` when its latest check is
+    /// `last_full_verification`, which found it whole.
+    pub unresolved_findings: Option<UnresolvedFindings>,
     pub retention: Option<RetentionStatement>,
     pub legal_hold: bool,
     pub storage_class: String,
@@ -117,6 +124,30 @@ pub struct BatchStatement {
 pub struct FullVerification {
     pub at: String,
     pub how: String,
+}
+
+/// The findings of a batch's latest check, as `verify` recorded them on its receipt.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnresolvedFindings {
+    /// When the check found them.
+    pub found_at: String,
+    /// How many findings the check made.
+    pub count: u64,
+    /// The first of them (at most 20), as verify's summary lists findings: kind, batch_id,
+    /// key, event_id, expected, actual.
+    pub first: Vec<serde_json::Value>,
+}
+
+/// A batch of the period whose latest check found it other than recorded, as the statement's
+/// list of them names it.
+#[derive(Debug, Clone, Serialize)]
+pub struct UnresolvedBatch {
+    pub app_code: String,
+    pub day: String,
+    pub batch_id: String,
+    pub found_at: String,
+    /// The kinds of its findings (`sha256_mismatch`, `missing_object`, …), each once.
+    pub kinds: Vec<String>,
 }
 
 /// A batch's Object Lock retention.

@@ -1,6 +1,7 @@
 //! The one verifier (SPEC §5.1, §6 `verify`): a batch's expected facts, what the store says
 //! about its three objects (HEAD) and their bytes (GET) → the findings. `publish` treats any
-//! finding as an error; `verify`, `purge` and `restore` report them.
+//! finding as an error; `verify`, `purge` and `restore` report them, and `verify`, `purge` and
+//! `compact` note them on the batch's receipt for `attest` (`noted.rs`).
 //!
 //! The comparisons are pure functions; [`Verifier::verify`] only fetches. A problem found is a
 //! [`Finding`] — data, not an error; an `Err` means the store could not be asked.
@@ -16,6 +17,7 @@ mod cold;
 mod compare;
 mod expected;
 mod finding;
+mod noted;
 
 use futures_util::TryStreamExt;
 
@@ -27,6 +29,7 @@ pub(crate) use compare::{
 use compare::{compare_identity, member_count};
 pub(crate) use expected::{Encryption, Expected, Guard};
 pub use finding::{Finding, FindingKind};
+pub(crate) use noted::note_findings;
 
 use crate::model::batch::{DataRead, DataReader, KeptLines, Member};
 use crate::model::digest::ObjectDigest;
