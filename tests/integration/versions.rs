@@ -352,6 +352,20 @@ async fn an_object_restored_from_versioning_is_recorded_by_verify_batch_id_and_c
         let run = run_cli(&["verify"], &envs).await;
         assert_eq!(run.code, 0, "{}", run.all_output);
     }
+    // And for attest: the findings verify and purge noted on the receipt are older than the
+    // whole reading the recording verify noted after them, so a statement vouches again.
+    let (findings_at, whole_at): (Option<i64>, Option<i64>) = sqlx::query_as(
+        "SELECT last_findings_at_ms, full_verified_at_ms FROM wallet_outbox_archive_receipts WHERE batch_id = ?",
+    )
+    .bind(&batch)
+    .fetch_one(&db.db.pool)
+    .await
+    .unwrap();
+    let findings_at = findings_at.expect("verify and purge noted object_replaced on the receipt");
+    assert!(
+        whole_at.is_some_and(|whole| whole > findings_at),
+        "the recording verify's whole reading ({whole_at:?}) is after the findings ({findings_at})"
+    );
     let run = run_cli(PURGE, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert_eq!(purge_app(&run, "a1")["purged_rows"], 10, "{}", run.summary);
