@@ -1310,6 +1310,44 @@ async fn purge_after_thousands_of_runs_reads_what_one_batch_needs() {
     );
 }
 
+/// App a1's 30 rows archived in three batches into a `file://` store (its root returned) and
+/// recorded yesterday: the run's environment and yesterday's day, for a statement of it.
+async fn three_batches_of_yesterday() -> (
+    TestDb,
+    tempfile::TempDir,
+    std::path::PathBuf,
+    Vec<(&'static str, String)>,
+    String,
+) {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let root = dir.path().join("store");
+    std::fs::create_dir(&root).unwrap();
+    let envs = vec![
+        ("DATABASE_URL", db.url.clone()),
+        (
+            "OUTBOX_ARCHIVER_STORE",
+            format!("file://{}", root.display()),
+        ),
+        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
+    ];
+    db.insert(&rows("a1", 30)).await;
+    let archive = [
+        "archive",
+        "--app",
+        "a1",
+        "--batch-rows",
+        "10",
+        "--cutoff",
+        "2026-01-04T00:00:00Z",
+    ];
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    recorded_days_ago(&db, 1).await;
+    let day = outbox_archiver::utc_date(chrono::Utc::now().timestamp_millis() - DAY);
+    (db, dir, root, envs, day)
+}
+
 /// A statement of `day`, as the binary prints it (`--format`), with its exit status: stdout
 /// alone, whatever the exit status (a statement that names damage exits 1).
 async fn statement_of(envs: &[(&str, String)], day: &str, format: &str) -> (i32, String) {
@@ -1337,26 +1375,8 @@ async fn statement_of(envs: &[(&str, String)], day: &str, format: &str) -> (i32,
 /// gone) names it again.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_names_a_batch_its_latest_check_found_damaged_until_it_is_found_whole() {
-    let db = TestDb::new().await;
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("store");
-    std::fs::create_dir(&root).unwrap();
-    let envs = vec![
-        ("DATABASE_URL", db.url.clone()),
-        (
-            "OUTBOX_ARCHIVER_STORE",
-            format!("file://{}", root.display()),
-        ),
-        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
-    ];
+    let (db, dir, root, envs, day) = three_batches_of_yesterday().await;
     let cutoff = ["--cutoff", "2026-01-04T00:00:00Z"];
-    db.insert(&rows("a1", 30)).await;
-    let mut archive = vec!["archive", "--app", "a1", "--batch-rows", "10"];
-    archive.extend(cutoff);
-    let run = run_cli(&archive, &envs).await;
-    assert_eq!(run.code, 0, "{}", run.all_output);
-    recorded_days_ago(&db, 1).await;
-    let day = outbox_archiver::utc_date(chrono::Utc::now().timestamp_millis() - DAY);
     let (batch, key): (String, String) = sqlx::query_as(
         "SELECT CAST(batch_id AS CHAR), CAST(data_object_key AS CHAR) \
          FROM wallet_outbox_archive_receipts ORDER BY log_index LIMIT 1 OFFSET 1",
@@ -1466,32 +1486,7 @@ async fn a_statement_names_a_batch_its_latest_check_found_damaged_until_it_is_fo
 /// nothing), until a full verify finds it whole.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_statement_names_a_batch_purge_or_compact_found_damaged() {
-    let db = TestDb::new().await;
-    let dir = tempfile::tempdir().unwrap();
-    let root = dir.path().join("store");
-    std::fs::create_dir(&root).unwrap();
-    let envs = vec![
-        ("DATABASE_URL", db.url.clone()),
-        (
-            "OUTBOX_ARCHIVER_STORE",
-            format!("file://{}", root.display()),
-        ),
-        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
-    ];
-    db.insert(&rows("a1", 30)).await;
-    let archive = [
-        "archive",
-        "--app",
-        "a1",
-        "--batch-rows",
-        "10",
-        "--cutoff",
-        "2026-01-04T00:00:00Z",
-    ];
-    let run = run_cli(&archive, &envs).await;
-    assert_eq!(run.code, 0, "{}", run.all_output);
-    recorded_days_ago(&db, 1).await;
-    let day = outbox_archiver::utc_date(chrono::Utc::now().timestamp_millis() - DAY);
+    let (db, _dir, root, envs, day) = three_batches_of_yesterday().await;
     let batches: Vec<(String, String)> = sqlx::query_as(
         "SELECT CAST(batch_id AS CHAR), CAST(data_object_key AS CHAR) \
          FROM wallet_outbox_archive_receipts ORDER BY log_index",

@@ -9,6 +9,19 @@ use crate::support::*;
 
 const CUTOFF: &str = "2026-01-04T00:00:00Z";
 
+/// `archive` of `app` in batches of 10 rows, up to [`CUTOFF`].
+fn archive(app: &str) -> [&str; 7] {
+    [
+        "archive",
+        "--app",
+        app,
+        "--batch-rows",
+        "10",
+        "--cutoff",
+        CUTOFF,
+    ]
+}
+
 /// The binary's environment for this test's database and store.
 fn binary_envs(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
     let mut envs = s3.binary_env();
@@ -154,17 +167,6 @@ async fn a_collation_made_case_sensitive_moves_no_log() {
     let s3 = TestS3::new().await;
     let store = s3.store().await;
     let envs = binary_envs(&db, &s3);
-    let archive = |app: &'static str| {
-        [
-            "archive",
-            "--app",
-            app,
-            "--batch-rows",
-            "10",
-            "--cutoff",
-            CUTOFF,
-        ]
-    };
     db.insert(&batch("Pay", "a", T0, 25)).await;
     let run = run_cli(&archive("Pay"), &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
@@ -266,17 +268,6 @@ async fn a_log_an_older_build_began_is_found_and_a_new_app_gets_its_own() {
     envs.push(("OUTBOX_ARCHIVER_LOG_VERIFIER", verifier));
     let mut signing = envs.clone();
     signing.push(("OUTBOX_ARCHIVER_LOG_KEY_FILE", key));
-    let archive = |app: &'static str| {
-        [
-            "archive",
-            "--app",
-            app,
-            "--batch-rows",
-            "10",
-            "--cutoff",
-            CUTOFF,
-        ]
-    };
     db.insert(&batch("Pay", "a", T0, 25)).await;
     let run = run_cli(&archive("Pay"), &signing).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
@@ -354,15 +345,7 @@ async fn a_collation_made_case_insensitive_again_moves_no_log() {
     let s3 = TestS3::new().await;
     let store = s3.store().await;
     let envs = binary_envs(&db, &s3);
-    let archive = [
-        "archive",
-        "--app",
-        "Pay",
-        "--batch-rows",
-        "10",
-        "--cutoff",
-        CUTOFF,
-    ];
+    let archive = archive("Pay");
     change_collation(&db, &envs, Some("utf8mb4_bin")).await;
     db.insert(&batch("Pay", "a", T0, 25)).await;
     let run = run_cli(&archive, &envs).await;
