@@ -70,12 +70,13 @@ pub(crate) enum Command {
     /// Replace the member rows of receipts purged longer ago than --older-than by a digest on the
     /// receipt, after reading each batch back in full.
     Compact(CompactArgs),
-    /// The auditor's statement for UTC days --from..=--to: per app and day the rows, batches,
-    /// control totals, first and last cursor, the chain head at the period's end and the
-    /// checkpoint anchoring it, each batch's last full verification, retention and storage
-    /// class — canonical JSON (hash and sign it) or CSV; refused when an app's chain is broken.
-    /// A batch whose latest check found it damaged is named with the findings, not vouched for
-    /// (exit 1).
+    /// The auditor's statement for UTC days --from..=--to, days that are over (--to before
+    /// today, UTC): per app and day the rows, batches, control totals, first and last cursor,
+    /// the log's tree heads at the period's start and end with the consistency proofs between
+    /// them and to the checkpoint, each batch's inclusion proof, last full verification,
+    /// retention and storage class — canonical JSON (hash and sign it) or CSV; refused when an
+    /// app's log does not prove its period. A batch whose latest check found it damaged is
+    /// named with the findings, not vouched for (exit 1).
     Attest(AttestArgs),
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
     Demo(DemoArgs),
@@ -260,10 +261,10 @@ pub(crate) struct ArchiveArgs {
     pub apps: AppArgs,
     #[command(flatten)]
     pub cutoff: CutoffArgs,
-    /// When the store holds checkpoints of an app's chain that its database no longer continues
-    /// (a database restored from an older backup, investigated): record the break with this
-    /// reason, in a write-once object every later verify and statement shows, and anchor the
-    /// database's chain again (README, "The chain of batches").
+    /// After an investigated break of an app's log (a database restored from an older backup,
+    /// a batch removed on purpose, a linear chain not carried over): record the leaves as gone
+    /// with this reason, write-once (every later verify and statement shows it), and append the
+    /// database's receipts after them (README, "The log of batches").
     #[arg(long, value_name = "REASON")]
     pub accept_chain_break: Option<String>,
     /// Most rows in one batch.
@@ -539,6 +540,7 @@ pub(crate) struct AttestArgs {
     #[arg(long, value_name = "DAY", value_parser = parse_day)]
     pub from: i64,
     /// The period's last UTC day, included: 2026-11-30 (or RFC 3339 / epoch ms of its midnight).
+    /// It must be over: a day still being archived would be stated otherwise tomorrow.
     #[arg(long, value_name = "DAY", value_parser = parse_day)]
     pub to: i64,
     #[command(flatten)]

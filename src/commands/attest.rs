@@ -54,7 +54,7 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
     summary.store = Some(ctx.store.location().to_string());
     let period = match opts.period(ctx.now()) {
         Ok(period) => period,
-        Err(e) => return summary.without_apps(e),
+        Err(e) => return summary.could_not_start(e),
     };
     let population = Population::Receipts(Default::default());
     let mut apps = match apps::resolve(ctx, &opts.apps, &population).await {

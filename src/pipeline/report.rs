@@ -329,12 +329,17 @@ impl Summary {
 
     /// A command that could not start: exit status 2.
     pub(crate) fn unusable(command: CommandName, error: String) -> Summary {
-        let mut s = Summary::new(command);
-        s.error = Some(error);
-        s.stop_reason = Some("could not start (see error)".into());
-        s.exit_code = 2;
-        s.ok = false;
-        s
+        Summary::new(command).could_not_start(error)
+    }
+
+    /// A command refused before any work on what it was asked (an `attest` period not over):
+    /// nothing was done, exit status 2, the summary naming its table and store as usual.
+    pub(crate) fn could_not_start(mut self, error: impl std::fmt::Display) -> Summary {
+        self.error = Some(error.to_string());
+        self.stop_reason = Some("could not start (see error)".into());
+        self.exit_code = 2;
+        self.ok = false;
+        self
     }
 
     /// A command that started but could not tell which apps to work on: nothing was done,

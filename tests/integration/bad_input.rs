@@ -643,3 +643,49 @@ async fn times_that_cannot_be_meant_are_refused_naming_the_flag_and_the_cause() 
     assert_eq!(archived.code, 0, "{}", archived.all_output);
     assert_eq!(archived.summary["apps"][0]["rows"], 2);
 }
+
+/// Issue 43, "the auditor's tools as an auditor meets them": `attest` of a day that is not over
+/// was refused with "could not list the apps to work on", and `attest --help` neither said the
+/// period must be over nor spoke of the log (it said "chain"). The refusal names the flag and why,
+/// as a run that could not start (exit 2, nothing done), and the help says both.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn attest_of_a_day_not_over_says_so_and_its_help_says_the_period_must_be_over() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store = format!("file://{}", dir.path().display());
+    let envs = vec![("DATABASE_URL", db.url.clone())];
+    let today = outbox_archiver::utc_date(chrono::Utc::now().timestamp_millis());
+    let run = run_cli(
+        &[
+            "attest", "--store", &store, "--app", "a1", "--from", &today, "--to", &today,
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    let error = run.summary["error"].as_str().unwrap_or_default();
+    assert!(
+        error.starts_with(&format!("--to {today} has not ended yet"))
+            && error.contains("whole UTC days that are over"),
+        "{error}"
+    );
+    assert_eq!(
+        run.summary["stop_reason"], "could not start (see error)",
+        "{}",
+        run.summary
+    );
+    let (code, help) = run_cli_text(&["attest", "--help"], &[]).await;
+    assert_eq!(code, 0, "{help}");
+    let help = help.split_whitespace().collect::<Vec<_>>().join(" ");
+    assert!(help.contains("days that are over"), "{help}");
+    assert!(help.contains("It must be over"), "{help}");
+    // The log, not the linear chain of older builds (a certificate still chains to its CA).
+    assert!(
+        !help.contains("chain head") && !help.contains("'s chain"),
+        "{help}"
+    );
+    assert!(
+        help.contains("the log's tree heads") && help.contains("a period not over yet"),
+        "{help}"
+    );
+}
