@@ -133,15 +133,21 @@ func hashes(texts []string) []tlog.Hash {
 	return out
 }
 
-// checkpoint reads a C2SP checkpoint: with a verifier, note.Open checks its signature.
-func checkpoint(text, origin string, verifiers note.Verifiers) (int64, tlog.Hash) {
+// checkpoint reads a C2SP checkpoint: with a verifier, note.Open checks its signature. It also
+// says what was checked of the signature, for the success line.
+func checkpoint(text, origin string, verifiers note.Verifiers) (int64, tlog.Hash, string) {
 	body := text
+	signed := "its signature not checked (no -verifier)"
 	if verifiers != nil {
+		if !strings.Contains(text, "\n\n\u2014 ") {
+			fail("%s: the checkpoint carries no signature at all, and -verifier was given: the log was not signed when this statement was made (or its signature was removed)", origin)
+		}
 		n, err := note.Open([]byte(text), verifiers)
 		if err != nil {
 			fail("%s: the checkpoint's signature does not verify: %v", origin, err)
 		}
 		body = n.Text
+		signed = fmt.Sprintf("its signature by %s checked", n.Sigs[0].Name)
 	}
 	lines := strings.SplitN(body, "\n", 4)
 	if len(lines) < 4 || lines[0] != origin {
@@ -151,7 +157,7 @@ func checkpoint(text, origin string, verifiers note.Verifiers) (int64, tlog.Hash
 	if err != nil {
 		fail("%s: the checkpoint's size %q", origin, lines[1])
 	}
-	return size, hash(lines[2])
+	return size, hash(lines[2]), signed
 }
 
 func main() {
@@ -179,7 +185,7 @@ func main() {
 	unresolved := map[string]bool{}
 	for _, a := range s.Apps {
 		l := a.Log
-		size, root := checkpoint(l.Checkpoint, l.Origin, verifiers)
+		size, root, signed := checkpoint(l.Checkpoint, l.Origin, verifiers)
 		if size != l.Size {
 			fail("%s: the checkpoint holds %d leaves, the statement says %d", l.AppCode, size, l.Size)
 		}
@@ -215,7 +221,7 @@ func main() {
 				proven++
 			}
 		}
-		fmt.Printf("%s: %d batches proven in the tree of %d leaves (root %s), a prefix of the checkpoint's %d leaves", l.AppCode, proven, l.AtEnd.Size, l.AtEnd.Root, size)
+		fmt.Printf("%s: %d batches proven in the tree of %d leaves (root %s), a prefix of the checkpoint's %d leaves (%s)", l.AppCode, proven, l.AtEnd.Size, l.AtEnd.Root, size, signed)
 		if _, ok := ends[l.AppCode]; ok {
 			fmt.Printf("; the previous statement's end is this one's start")
 		}

@@ -1192,7 +1192,30 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
     let (code, out) = go_verifier(&first, &["-verifier", &verifier]);
     assert_eq!(code, 0, "{out}");
     assert!(
-        out.contains("a1: 3 batches proven in the tree of 3 leaves"),
+        out.contains("a1: 3 batches proven in the tree of 3 leaves")
+            && out.contains("its signature by archive.example.com/wallet checked"),
+        "{out}"
+    );
+    // Issue 43: the success line says whether the signature was checked — without -verifier it
+    // was not — and a checkpoint with no signature at all, given -verifier, says so plainly
+    // (Go's note package said only "malformed note").
+    let (code, out) = go_verifier(&first, &[]);
+    assert_eq!(code, 0, "{out}");
+    assert!(
+        out.contains("its signature not checked (no -verifier)"),
+        "{out}"
+    );
+    let unsigned = dir.path().join("unsigned.json");
+    let mut doc: serde_json::Value =
+        serde_json::from_str(&std::fs::read_to_string(&first).unwrap()).unwrap();
+    let text = doc["apps"][0]["log"]["checkpoint"].as_str().unwrap();
+    let body = text.split("\n\n").next().unwrap().to_string() + "\n";
+    doc["apps"][0]["log"]["checkpoint"] = serde_json::Value::String(body);
+    std::fs::write(&unsigned, doc.to_string()).unwrap();
+    let (code, out) = go_verifier(&unsigned, &["-verifier", &verifier]);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("the checkpoint carries no signature at all, and -verifier was given"),
         "{out}"
     );
     let (code, out) = go_verifier(
