@@ -29,7 +29,8 @@ folder already: its batches are under `app_code={code}/`), it
 
 It prints, per app, the tree head (size and root) — a statement's `log.size` and `log.root` in
 its checkpoint must be this one or, with a consistency proof, an earlier head of the same tree
-— and exits 1 on any problem, 0 when every log recomputes.
+— and exits 1 on any problem, 0 when every log recomputes, 2 when it audited nothing: a folder
+that does not exist or holds no folder of the table (a wrong path or table name), named.
 
     deploy/audit-chain.py ./copy wallet_outbox
 """
@@ -250,6 +251,20 @@ def code_of(folder):
     return folder.split("~", 1)[0].lower()
 
 
+def refusal(root, table):
+    """Why the copy cannot be audited as given (a wrong folder or table), or None."""
+    if not os.path.isdir(root):
+        return f"{root}: no such folder (the copy of the store's prefix: aws s3 sync s3://BUCKET/PREFIX ./copy)"
+    table_dir = os.path.join(root, table)
+    if os.path.isdir(table_dir):
+        return None
+    held = sorted(n for n in os.listdir(root) if os.path.isdir(os.path.join(root, n)))
+    return (
+        f"{root} holds no folder {table}: not the copy of a store prefix with that table's archive "
+        f"(its folders: {', '.join(held) if held else 'none'}; the copy of s3://BUCKET/PREFIX holds one folder per table)"
+    )
+
+
 def main(root, table):
     table_dir = os.path.join(root, table)
     log_dir = os.path.join(table_dir, "_log")
@@ -286,5 +301,10 @@ def main(root, table):
 
 if __name__ == "__main__":
     if len(sys.argv) != 3:
-        sys.exit(f"usage: {sys.argv[0]} ARCHIVE_COPY_DIR TABLE")
+        print(f"usage: {sys.argv[0]} ARCHIVE_COPY_DIR TABLE", file=sys.stderr)
+        sys.exit(2)
+    why = refusal(sys.argv[1], sys.argv[2])
+    if why:
+        print(f"nothing audited: {why}", file=sys.stderr)
+        sys.exit(2)
     sys.exit(main(sys.argv[1], sys.argv[2]))

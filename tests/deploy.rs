@@ -314,3 +314,41 @@ fn compose_file_wires_the_suite_to_its_servers() {
         }
     }
 }
+
+/// Issue 43: the auditor's script given a wrong folder or table ended in a Python traceback
+/// (FileNotFoundError). It audits nothing then, and says so — naming the folder and what it
+/// holds — with exit 2, not 0 or a traceback.
+#[test]
+fn the_audit_script_names_a_wrong_folder_or_table() {
+    let script = root().join("deploy/audit-chain.py");
+    let audit = |copy: &Path, table: &str| {
+        let out = Command::new("python3")
+            .arg(&script)
+            .arg(copy)
+            .arg(table)
+            .output()
+            .expect("python3 runs");
+        (
+            out.status.code().unwrap_or(-1),
+            String::from_utf8_lossy(&out.stdout).into_owned()
+                + &String::from_utf8_lossy(&out.stderr),
+        )
+    };
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("copy");
+    let (code, out) = audit(&missing, "wallet_outbox");
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        !out.contains("Traceback") && out.contains("no such folder"),
+        "{out}"
+    );
+    std::fs::create_dir_all(dir.path().join("room_outbox/_log")).unwrap();
+    let (code, out) = audit(dir.path(), "wallet_outbox");
+    assert_eq!(code, 2, "{out}");
+    assert!(
+        !out.contains("Traceback")
+            && out.contains("holds no folder wallet_outbox")
+            && out.contains("its folders: room_outbox"),
+        "{out}"
+    );
+}
