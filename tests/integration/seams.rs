@@ -300,7 +300,8 @@ async fn every_time_flag_takes_a_day_rfc3339_or_epoch_ms() {
     .await;
     assert_eq!(code, 2, "{text}");
     assert!(
-        text.contains("attest: could not list the apps (see error) (exit 2)"),
+        text.contains("attest: could not start (see error) (exit 2)")
+            && text.contains("--to 2999-01-01 has not ended yet"),
         "{text}"
     );
     let (code, text) = run_cli_text(
