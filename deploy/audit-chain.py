@@ -26,6 +26,9 @@ folder already: its batches are under `app_code={code}/`), it
      the copy) and prints each, with its reason;
   6. lists every batch folder the copy holds that no leaf names (a batch whose run ended before
      its receipt, or before appending) as a note, not a problem.
+  7. names as a problem (chain_unanchored) a linear chain of an older build (`_chain/`) that no
+     log carries over yet: nothing of that app is checked here until the new build's first
+     archive of it carries the chain over.
 
 It prints, per app, the tree head (size and root) — a statement's `log.size` and `log.root` in
 its checkpoint must be this one or, with a consistency proof, an earlier head of the same tree
@@ -289,6 +292,21 @@ def main(root, table):
     for app in logged:
         for _, batch_id, _ in audit_log(table, app, os.path.join(log_dir, f"app_code={app}"), batches, problems):
             bound.setdefault(code_of(app), set()).add(batch_id)
+    # A linear chain of an older build that no log carries over yet (the store copied between
+    # the upgrade and the app's first archive by the new build): this script checks logs only,
+    # so nothing of that app was checked, and it must not look as if it had been.
+    chain_dir = os.path.join(table_dir, "_chain")
+    chained = sorted(
+        n[len("app_code="):] for n in (os.listdir(chain_dir) if os.path.isdir(chain_dir) else [])
+        if n.startswith("app_code=")
+    )
+    for app in chained:
+        if code_of(app) not in {code_of(a) for a in logged}:
+            problems.append(
+                f"chain_unanchored: {app}: the store holds a linear chain of an older build "
+                f"(_chain/app_code={app}/) that no log carries over yet: nothing of it was checked "
+                f"(this script checks logs; the new build's first archive of the app carries the chain over)"
+            )
     for code in sorted(batches):
         if code not in {code_of(a) for a in logged}:
             print(f"{code}: no log")

@@ -649,6 +649,17 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
         .put(&legacy_key, legacy.to_bytes().into(), PutMode::Create)
         .await
         .unwrap();
+    assert!(legacy_key.contains("/_chain/app_code=a1/"), "{legacy_key}");
+    // Issue 43: a copy of the store made before the new build's first archive holds only the
+    // chain, which the script does not check: it said "a1: no log" and exited 0 having checked
+    // nothing. It names the chain no log carries over, as a problem.
+    let before = tempfile::tempdir().unwrap();
+    let (code, out) = audit_script(&copy_of(store.as_ref(), before.path()).await);
+    assert_eq!(code, 1, "{out}");
+    assert!(
+        out.contains("chain_unanchored: a1:") && out.contains("nothing of it was checked"),
+        "{out}"
+    );
     let archived = archive(&env, &options(&db, &["a1"], ARCHIVED_CUTOFF)).await;
     assert!(archived.ok, "{}", archived.to_json());
     let transition: serde_json::Value = serde_json::from_slice(
