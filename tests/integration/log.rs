@@ -1385,15 +1385,10 @@ async fn three_batches_of_yesterday() -> (
 /// A statement of `day`, as the binary prints it (`--format`), with its exit status: stdout
 /// alone, whatever the exit status (a statement that names damage exits 1).
 async fn statement_of(envs: &[(&str, String)], day: &str, format: &str) -> (i32, String) {
-    let out = tokio::process::Command::new(binary())
-        .args(["attest", "--app", "a1", "--from", day, "--to", day])
-        .args(["--format", format])
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .await
-        .unwrap();
+    let args = [
+        "attest", "--app", "a1", "--from", day, "--to", day, "--format", format,
+    ];
+    let out = run_cli_output(&args, envs).await;
     (
         out.status.code().unwrap(),
         String::from_utf8_lossy(&out.stdout).into_owned(),

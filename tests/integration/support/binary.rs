@@ -16,18 +16,10 @@ pub struct Run {
     pub all_output: String,
 }
 
-/// Runs the binary with a clean environment (no AWS config of the machine) plus `envs`.
 /// Runs the binary as [`run_cli`] does and returns its exit status and everything it printed
 /// (stdout, then stderr), for output that is not a summary (`--help`).
 pub async fn run_cli_text(args: &[&str], envs: &[(&str, String)]) -> (i32, String) {
-    let out = tokio::process::Command::new(binary())
-        .args(args)
-        .env_clear()
-        .env("PATH", std::env::var("PATH").unwrap_or_default())
-        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
-        .output()
-        .await
-        .unwrap();
+    let out = run_cli_output(args, envs).await;
     (
         out.status.code().unwrap(),
         format!(
@@ -38,6 +30,20 @@ pub async fn run_cli_text(args: &[&str], envs: &[(&str, String)]) -> (i32, Strin
     )
 }
 
+/// Runs the binary with a clean environment plus `envs`, and returns what it left: its exit
+/// status, stdout and stderr apart (a statement on stdout, whatever the exit status).
+pub async fn run_cli_output(args: &[&str], envs: &[(&str, String)]) -> std::process::Output {
+    tokio::process::Command::new(binary())
+        .args(args)
+        .env_clear()
+        .env("PATH", std::env::var("PATH").unwrap_or_default())
+        .envs(envs.iter().map(|(k, v)| (*k, v.as_str())))
+        .output()
+        .await
+        .unwrap()
+}
+
+/// Runs the binary with a clean environment (no AWS config of the machine) plus `envs`.
 pub async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
     let mut cmd = tokio::process::Command::new(binary());
     cmd.args(args)
