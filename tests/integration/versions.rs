@@ -276,8 +276,28 @@ async fn a_copy_missing_a_middle_batch_is_refused_and_nothing_moves() {
         "nothing recorded"
     );
     assert_eq!(run_cli(&["verify"], &envs).await.code, 0, "the old home");
-    // Copied, it moves.
     copy_object(&old, &middle_key, None, &new).await;
+    // The sentinel stops the re-read before any batch: nothing moves.
+    let dir = tempfile::tempdir().unwrap();
+    let sentinel = dir.path().join("stop");
+    std::fs::write(&sentinel, b"").unwrap();
+    let mut stopped: Vec<&str> = relocate.to_vec();
+    stopped.extend(["--sentinel", sentinel.to_str().unwrap()]);
+    let run = run_cli(&stopped, &envs).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    let error = run.summary["error"].as_str().unwrap();
+    assert!(
+        error.contains("stopped before every batch was re-read (sentinel file")
+            && error.contains("nothing moved"),
+        "{error}"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_object_versions")
+            .await,
+        0,
+        "nothing recorded"
+    );
+    // Copied, and not stopped, it moves.
     let run = run_cli(&relocate, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
 }
