@@ -28,14 +28,22 @@ folder already: its batches are under `app_code={code}/`), it
      its receipt, or before appending) as a note, not a problem.
   7. names as a problem (chain_unanchored) a linear chain of an older build (`_chain/`) that no
      log carries over yet: nothing of that app is checked here until the new build's first
-     archive of it carries the chain over.
+     archive of it carries the chain over;
+  8. holds the checkpoint to the largest tree head the log was published at (heads/: every
+     checkpoint an archive run wrote, kept write-once under its size) and, with --seen, to the
+     checkpoint each given statement saw: a smaller tree, or one that does not grow from that
+     head (its first leaves another tree), is chain_rollback — the checkpoint written back.
+
+A tile that is not full is read from its `.p/{width}` object or, where a later append replaced
+it, from the first hashes of a wider one or the full tile (C2SP: a tile's first hashes never
+change).
 
 It prints, per app, the tree head (size and root) — a statement's `log.size` and `log.root` in
 its checkpoint must be this one or, with a consistency proof, an earlier head of the same tree
 — and exits 1 on any problem, 0 when every log recomputes, 2 when it audited nothing: a folder
 that does not exist or holds no folder of the table (a wrong path or table name), named.
 
-    deploy/audit-chain.py ./copy wallet_outbox
+    deploy/audit-chain.py [--seen STATEMENT ...] ./copy wallet_outbox
 """
 
 import base64
@@ -99,6 +107,57 @@ def entries_path(n, width):
     return f"tile/entries/{index_path(n)}" + ("" if width == WIDTH else f".p/{width}")
 
 
+def read_tile(folder, path_of, n, width, split):
+    """The first `width` items of tile `n` (`split` cuts an object into items): its own `.p/{width}`
+    object, else the full tile, else the narrowest wider partial one."""
+    candidates = [path_of(n, width)]
+    if width != WIDTH:
+        candidates.append(path_of(n, WIDTH))
+        partials = os.path.join(folder, path_of(n, WIDTH) + ".p")
+        wider = sorted(int(w) for w in (os.listdir(partials) if os.path.isdir(partials) else [])
+                       if w.isdigit() and int(w) > width)
+        candidates += [path_of(n, w) for w in wider[:1]]
+    for path in candidates:
+        full = os.path.join(folder, path)
+        if os.path.exists(full):
+            items = split(read(full))
+            return items[:width] if len(items) >= width else items
+    raise OSError(f"{path_of(n, width)}: no such tile, nor a wider one")
+
+
+def hashes_of(data):
+    return [data[i:i + 32] for i in range(0, len(data), 32)]
+
+
+def checkpoint_body(text):
+    """(origin, size, root) of a checkpoint note's text."""
+    body = text.split("\n\n", 1)[0].split("\n")
+    return body[0], int(body[1]), base64.b64decode(body[2], validate=True)
+
+
+def seen_heads(folder, origin, seen):
+    """The heads the log was seen at before: the largest of heads/ and each statement's."""
+    out = []
+    heads = os.path.join(folder, "heads")
+    names = sorted(n for n in (os.listdir(heads) if os.path.isdir(heads) else [])
+                   if len(n) == 17 and n.isdigit())
+    if names:
+        name = names[0]  # named 99999999999999999 - size: the largest head first
+        try:
+            o, size, root = checkpoint_body(read(os.path.join(heads, name)).decode())
+            if o == origin and size == 99999999999999999 - int(name):
+                out.append((size, root, f"the store keeps a head of {size} (heads/{name})"))
+            else:
+                out.append((None, None, f"heads/{name} is not the head its name says"))
+        except (OSError, ValueError, IndexError, UnicodeDecodeError) as e:
+            out.append((None, None, f"heads/{name} cannot be read: {e}"))
+    for path, checkpoints in seen:
+        if origin in checkpoints:
+            size, root = checkpoints[origin]
+            out.append((size, root, f"the statement {path} saw {size}"))
+    return out
+
+
 def unbundle(data):
     out, at = [], 0
     while at < len(data):
@@ -130,16 +189,15 @@ def read(path):
         return f.read()
 
 
-def audit_log(table, app, folder, batches, problems):
+def audit_log(table, app, folder, batches, problems, seen=()):
     """One app's log: its leaves as (index, batch_id, manifest_sha256)."""
     origin = f"outbox-archive/{table}/app_code={app}"
     try:
         text = read(os.path.join(folder, "checkpoint")).decode()
-        body = text.split("\n\n", 1)[0].split("\n")
-        if body[0] != origin:
-            problems.append(f"chain_fork: {app}: the checkpoint is of log {body[0]!r}, not {origin!r}")
+        found, size, root = checkpoint_body(text)
+        if found != origin:
+            problems.append(f"chain_fork: {app}: the checkpoint is of log {found!r}, not {origin!r}")
             return []
-        size, root = int(body[1]), base64.b64decode(body[2], validate=True)
     except (OSError, ValueError, IndexError, UnicodeDecodeError) as e:
         problems.append(f"chain_fork: {app}: the checkpoint cannot be read: {e}")
         return []
@@ -168,9 +226,8 @@ def audit_log(table, app, folder, batches, problems):
     for n in range((size + WIDTH - 1) // WIDTH):
         width = min(WIDTH, size - n * WIDTH)
         try:
-            data = read(os.path.join(folder, tile_path(0, n, width)))
-            hashes = [data[i:i + 32] for i in range(0, len(data), 32)]
-            entries = unbundle(read(os.path.join(folder, entries_path(n, width))))
+            hashes = read_tile(folder, lambda i, w: tile_path(0, i, w), n, width, hashes_of)
+            entries = read_tile(folder, entries_path, n, width, unbundle)
         except (OSError, ValueError) as e:
             problems.append(f"chain_mismatch: {app} leaf {n * WIDTH}: tile {n} cannot be read: {e}")
             return []
@@ -196,11 +253,10 @@ def audit_log(table, app, folder, batches, problems):
         for n in range((count + WIDTH - 1) // WIDTH):
             width = min(WIDTH, count - n * WIDTH)
             try:
-                data = read(os.path.join(folder, tile_path(level, n, width)))
-            except OSError as e:
+                stored = read_tile(folder, lambda i, w: tile_path(level, i, w), n, width, hashes_of)
+            except (OSError, ValueError) as e:
                 problems.append(f"chain_mismatch: {app}: tile {level}/{n} cannot be read: {e}")
                 return entries_out
-            stored = [data[i:i + 32] for i in range(0, len(data), 32)]
             if stored != below[n * WIDTH:n * WIDTH + width]:
                 problems.append(f"chain_mismatch: {app}: tile {level}/{n} is not the hashes of the tiles below it (rewritten)")
             if width == WIDTH:
@@ -210,6 +266,13 @@ def audit_log(table, app, folder, batches, problems):
     computed = tree_hash(leaves)
     if computed != root:
         problems.append(f"chain_fork: {app}: the checkpoint's root {base64.b64encode(root).decode()} is not the tree of its tiles ({base64.b64encode(computed).decode()})")
+    for seen_size, seen_root, where in seen_heads(folder, origin, seen):
+        if seen_size is None:
+            problems.append(f"chain_rollback: {app}: {where}")
+        elif seen_size > size:
+            problems.append(f"chain_rollback: {app}: the checkpoint holds {size} leaves, {where}: the checkpoint was written back (the batches of leaves {size}..{seen_size} may be gone with their receipts)")
+        elif tree_hash(leaves[:seen_size]) != seen_root:
+            problems.append(f"chain_rollback: {app}: the checkpoint's tree does not grow from the head {where.replace('saw ', 'saw, of ')}: its first {seen_size} leaves are another tree")
     if transition and transition.get("legacy_head_seq"):
         head_seq, link = transition["legacy_head_seq"], GENESIS
         for index, batch_id, manifest in entries_out[:head_seq]:
@@ -268,7 +331,7 @@ def refusal(root, table):
     )
 
 
-def main(root, table):
+def main(root, table, seen=()):
     table_dir = os.path.join(root, table)
     log_dir = os.path.join(table_dir, "_log")
     problems = []
@@ -290,7 +353,7 @@ def main(root, table):
     )
     bound = {}
     for app in logged:
-        for _, batch_id, _ in audit_log(table, app, os.path.join(log_dir, f"app_code={app}"), batches, problems):
+        for _, batch_id, _ in audit_log(table, app, os.path.join(log_dir, f"app_code={app}"), batches, problems, seen):
             bound.setdefault(code_of(app), set()).add(batch_id)
     # A linear chain of an older build that no log carries over yet (the store copied between
     # the upgrade and the app's first archive by the new build): this script checks logs only,
@@ -317,12 +380,33 @@ def main(root, table):
     return 1 if problems else 0
 
 
+def statement_heads(path):
+    """The checkpoint a statement (`outbox-archiver attest`) saw of each log: origin -> (size, root)."""
+    with open(path, encoding="utf-8") as f:
+        doc = json.load(f)
+    if not str(doc.get("schema", "")).startswith("outbox-archive-attestation/"):
+        raise ValueError("not a statement outbox-archiver attest printed")
+    out = {}
+    for app in doc.get("apps", []):
+        origin, size, root = checkpoint_body(app["log"]["checkpoint"])
+        out[origin] = (size, root)
+    return out
+
+
 if __name__ == "__main__":
-    if len(sys.argv) != 3:
-        print(f"usage: {sys.argv[0]} ARCHIVE_COPY_DIR TABLE", file=sys.stderr)
+    args, seen = sys.argv[1:], []
+    while len(args) >= 2 and args[0] == "--seen":
+        try:
+            seen.append((args[1], statement_heads(args[1])))
+        except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
+            print(f"--seen {args[1]}: {e}", file=sys.stderr)
+            sys.exit(2)
+        args = args[2:]
+    if len(args) != 2:
+        print(f"usage: {sys.argv[0]} [--seen STATEMENT ...] ARCHIVE_COPY_DIR TABLE", file=sys.stderr)
         sys.exit(2)
-    why = refusal(sys.argv[1], sys.argv[2])
+    why = refusal(args[0], args[1])
     if why:
         print(f"nothing audited: {why}", file=sys.stderr)
         sys.exit(2)
-    sys.exit(main(sys.argv[1], sys.argv[2]))
+    sys.exit(main(args[0], args[1], seen))

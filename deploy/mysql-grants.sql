@@ -19,7 +19,9 @@
 -- batch binds the archive to (DELETE takes back a binding whose marker could not be written);
 -- moving it later (`relocate`) is an operator's job, with the same grant, by hand. INSERT on the
 -- logs records an app's log identity when its log begins, or — a log an older build began — at
--- the app's next archive (README, "The log of batches"); every other role only reads them. The
+-- the app's next archive (README, "The log of batches"); every other role only reads them.
+-- INSERT on the log heads records each tree head an archive run publishes (README, "What each
+-- party keeps"): the head no later checkpoint may fall behind; every other role reads it. The
 -- columns table records the columns added to the outbox that archive has written (DELETE takes
 -- back the entry of a generated column made a stored one); every role reads it at start-up.
 -- INSERT on the object versions is for `verify --batch-id` (and `relocate`): a batch's objects written again
@@ -37,6 +39,7 @@ GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_home` TO 'outbox
 GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_log_heads` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_archiver'@'%';
 
 -- purge (the daily CronJob): delete exactly the archived members from the outbox and record it,
@@ -54,6 +57,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_purger'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_log_heads` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_purger'@'%';
 
 -- restore and restore drills (by hand, by on-call): a separate role again, because it creates
@@ -80,6 +84,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_log_heads` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_compactor'@'%';
 
 -- Replica lag (--replica, --replicas-from; README "Replica lag"): on each replica, the roles that

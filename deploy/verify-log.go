@@ -4,9 +4,11 @@
 // checkpoint it carries (its signature, with -verifier), that the tree head at the period's end
 // is a prefix of the checkpoint's tree and the head at its start a prefix of that one
 // (consistency proofs), and that every batch of the period is the leaf its statement says it is
-// (an inclusion proof of the entry rebuilt from the batch's fields). With -previous, the
-// previous statement's heads at its end must be this one's at its start: nothing removed or
-// rewritten since.
+// (an inclusion proof of the entry rebuilt from the batch's fields), and that the checkpoint's
+// tree grew from every head the statement says the log was seen at before (heads_seen). With
+// -previous, the previous statement's heads at its end must be this one's at its start, and its
+// checkpoint a head this one proves its checkpoint grew from (`attest --previous`): a
+// checkpoint written back (a rollback) or another tree is refused.
 //
 // A statement may name batches whose latest check (`outbox-archiver verify`) found them other
 // than recorded — an object missing, bytes or checksums that differ — and so does not vouch
@@ -35,6 +37,15 @@ import (
 type head struct {
 	Size int64  `json:"size"`
 	Root string `json:"root"`
+}
+
+// seen is a tree head the log was seen at before the statement, with the consistency proof
+// from it to the statement's checkpoint.
+type seen struct {
+	Size         int64    `json:"size"`
+	Root         string   `json:"root"`
+	Source       string   `json:"source"`
+	ToCheckpoint []string `json:"to_checkpoint"`
 }
 
 type finding struct {
@@ -68,6 +79,7 @@ type app struct {
 		AtEnd           head     `json:"at_end"`
 		StartToEnd      []string `json:"start_to_end"`
 		EndToCheckpoint []string `json:"end_to_checkpoint"`
+		HeadsSeen       []seen   `json:"heads_seen"`
 	} `json:"log"`
 	Days []struct {
 		BatchList []batch `json:"batch_list"`
@@ -147,7 +159,11 @@ func checkpoint(text, origin string, verifiers note.Verifiers) (int64, tlog.Hash
 			fail("%s: the checkpoint's signature does not verify: %v", origin, err)
 		}
 		body = n.Text
-		signed = fmt.Sprintf("its signature by %s checked", n.Sigs[0].Name)
+		names := []string{}
+		for _, s := range n.Sigs {
+			names = append(names, s.Name)
+		}
+		signed = fmt.Sprintf("its signature by %s checked", strings.Join(names, " and "))
 	}
 	lines := strings.SplitN(body, "\n", 4)
 	if len(lines) < 4 || lines[0] != origin {
@@ -161,25 +177,32 @@ func checkpoint(text, origin string, verifiers note.Verifiers) (int64, tlog.Hash
 }
 
 func main() {
-	verifierKey := flag.String("verifier", "", "the log's verifier key (name+hash+key): the checkpoint must carry its signature")
-	previous := flag.String("previous", "", "the previous statement: its heads at the end must be this one's at the start")
+	verifierKey := flag.String("verifier", "", "the log's verifier key (name+hash+key), or several separated by commas while a key is rotated: the checkpoint must carry a signature by one of them")
+	previous := flag.String("previous", "", "the previous statement: its heads at the end must be this one's at the start, and this one's checkpoint a tree grown from its checkpoint")
 	flag.Parse()
 	if flag.NArg() != 1 {
 		fail("usage: verify-log [-verifier KEY] [-previous STATEMENT] STATEMENT")
 	}
 	var verifiers note.Verifiers
 	if *verifierKey != "" {
-		v, err := note.NewVerifier(*verifierKey)
-		if err != nil {
-			fail("-verifier: %v", err)
+		var list []note.Verifier
+		for _, text := range strings.Split(*verifierKey, ",") {
+			v, err := note.NewVerifier(strings.TrimSpace(text))
+			if err != nil {
+				fail("-verifier: %v", err)
+			}
+			list = append(list, v)
 		}
-		verifiers = note.VerifierList(v)
+		verifiers = note.VerifierList(list...)
 	}
 	s := load(flag.Arg(0))
 	ends := map[string]head{}
+	saw := map[string]head{}
 	if *previous != "" {
 		for _, a := range load(*previous).Apps {
 			ends[a.Log.AppCode] = a.Log.AtEnd
+			size, root, _ := checkpoint(a.Log.Checkpoint, a.Log.Origin, nil)
+			saw[a.Log.AppCode] = head{Size: size, Root: base64.StdEncoding.EncodeToString(root[:])}
 		}
 	}
 	unresolved := map[string]bool{}
@@ -203,6 +226,30 @@ func main() {
 		if prev, ok := ends[l.AppCode]; ok && prev != l.AtStart {
 			fail("%s: the previous statement ends at %d leaves (root %s), this one starts at %d (root %s): the log was rewritten in between", l.AppCode, prev.Size, prev.Root, l.AtStart.Size, l.AtStart.Root)
 		}
+		// Every head seen before (the previous statement's checkpoint, the largest the log was
+		// published at) must be a prefix of this checkpoint's tree.
+		for _, h := range l.HeadsSeen {
+			if h.Size > size {
+				fail("%s: %s saw a tree of %d leaves, the checkpoint holds %d: the log was written back (a rollback)", l.AppCode, h.Source, h.Size, size)
+			}
+			if err := tlog.CheckTree(hashes(h.ToCheckpoint), size, root, h.Size, hash(h.Root)); err != nil {
+				fail("%s: the checkpoint's tree does not grow from the head of %d leaves %s saw: %v", l.AppCode, h.Size, h.Source, err)
+			}
+		}
+		grew := ""
+		if prev, ok := saw[l.AppCode]; ok {
+			if prev.Size > size {
+				fail("%s: the previous statement saw a tree of %d leaves, this one's checkpoint holds %d: the log was written back in between (a rollback)", l.AppCode, prev.Size, size)
+			}
+			proven := prev.Size == size && prev.Root == base64.StdEncoding.EncodeToString(root[:])
+			for _, h := range l.HeadsSeen {
+				proven = proven || (h.Size == prev.Size && h.Root == prev.Root)
+			}
+			if !proven {
+				fail("%s: this statement does not prove its checkpoint grew from the previous statement's checkpoint of %d leaves (root %s): make it with `outbox-archiver attest --previous PREVIOUS`; a statement made so whose proof fails was given another tree", l.AppCode, prev.Size, prev.Root)
+			}
+			grew = fmt.Sprintf("; grew from the previous statement's checkpoint of %d leaves", prev.Size)
+		}
 		proven := 0
 		for _, d := range a.Days {
 			for _, b := range d.BatchList {
@@ -223,7 +270,7 @@ func main() {
 		}
 		fmt.Printf("%s: %d batches proven in the tree of %d leaves (root %s), a prefix of the checkpoint's %d leaves (%s)", l.AppCode, proven, l.AtEnd.Size, l.AtEnd.Root, size, signed)
 		if _, ok := ends[l.AppCode]; ok {
-			fmt.Printf("; the previous statement's end is this one's start")
+			fmt.Printf("; the previous statement's end is this one's start%s", grew)
 		}
 		fmt.Println()
 	}

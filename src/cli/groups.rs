@@ -320,39 +320,45 @@ pub(crate) enum FormatArg {
 pub(crate) struct LogSigningArgs {
     /// The log's signing key, a file holding `PRIVATE+KEY+name+hash+key` (as `outbox-archiver
     /// log-key` writes it; a Kubernetes secret): archive signs each checkpoint with it, and
-    /// every command holds the store's checkpoint to it.
-    #[arg(long, env = "OUTBOX_ARCHIVER_LOG_KEY_FILE", value_name = "PATH")]
-    pub log_key_file: Option<PathBuf>,
-    /// The log's verifier key (`name+hash+key`, public): a checkpoint without its signature is
-    /// refused — a store rewritten by someone without the signing key.
-    #[arg(long, env = "OUTBOX_ARCHIVER_LOG_VERIFIER", value_name = "KEY")]
-    pub log_verifier: Option<String>,
+    /// holds the store's checkpoint to it. Repeat it (or separate paths with commas) to sign
+    /// with two keys while one is rotated; a log begun unsigned starts being signed at the run
+    /// that first gives one (recorded in the store, README "Keys over the years").
+    #[arg(
+        long,
+        env = "OUTBOX_ARCHIVER_LOG_KEY_FILE",
+        value_name = "PATH",
+        value_delimiter = ','
+    )]
+    pub log_key_file: Vec<PathBuf>,
+    /// The log's verifier key (`name+hash+key`, public): a checkpoint that carries no signature
+    /// by it is refused — a store rewritten by someone without the signing key. Repeat it (or
+    /// separate keys with commas) while a key is rotated: a signature by any one is enough.
+    #[arg(
+        long,
+        env = "OUTBOX_ARCHIVER_LOG_VERIFIER",
+        value_name = "KEY",
+        value_delimiter = ','
+    )]
+    pub log_verifier: Vec<String>,
 }
 
 impl LogSigningArgs {
     /// The keys, read and parsed (an error names the setting, never the key).
     pub(crate) fn keys(&self) -> Result<crate::pipeline::log::LogKeys, String> {
         use crate::model::note::{Signer, Verifier};
-        let signer = match &self.log_key_file {
-            None => None,
-            Some(path) => {
-                let text = std::fs::read_to_string(path).map_err(|e| {
-                    format!("--log-key-file {}: cannot be read: {e}", path.display())
-                })?;
-                let signer = Signer::parse(&text)
-                    .map_err(|e| format!("--log-key-file {}: {e}", path.display()))?;
-                Some(std::sync::Arc::new(signer))
-            }
-        };
-        let verifier = match &self.log_verifier {
-            None => None,
-            Some(text) => Some(Verifier::parse(text).map_err(|e| format!("--log-verifier: {e}"))?),
-        };
-        if let (Some(s), Some(v)) = (&signer, &verifier) {
-            if s.verifier() != *v {
-                return Err(format!("--log-key-file is key {}, and --log-verifier is another key ({}): give the verifier of the signing key", s.name(), v.name));
-            }
+        let mut signers = Vec::new();
+        for path in &self.log_key_file {
+            let text = std::fs::read_to_string(path)
+                .map_err(|e| format!("--log-key-file {}: cannot be read: {e}", path.display()))?;
+            let signer = Signer::parse(&text)
+                .map_err(|e| format!("--log-key-file {}: {e}", path.display()))?;
+            signers.push(std::sync::Arc::new(signer));
         }
-        Ok(crate::pipeline::log::LogKeys { signer, verifier })
+        let verifiers = self
+            .log_verifier
+            .iter()
+            .map(|text| Verifier::parse(text).map_err(|e| format!("--log-verifier: {e}")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(crate::pipeline::log::LogKeys { signers, verifiers })
     }
 }

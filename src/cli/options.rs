@@ -290,6 +290,7 @@ impl AttestArgs {
             apps: self.apps.apps(),
             from: crate::model::timespec::utc_date(self.from),
             to: crate::model::timespec::utc_date(self.to),
+            previous: self.previous,
         })
     }
 }

@@ -22,6 +22,8 @@ pub struct AttestOptions {
     /// The first and last UTC day, `YYYY-MM-DD`.
     pub from: String,
     pub to: String,
+    /// The previous statement, whose checkpoints each log must have grown from.
+    pub previous: Option<std::path::PathBuf>,
 }
 
 impl AttestOptions {
@@ -66,7 +68,14 @@ pub async fn run(ctx: &RunContext, opts: &AttestOptions) -> Summary {
             return summary.without_apps(e);
         }
     }
-    let work = Attest::new(ctx, period);
+    let previous = match &opts.previous {
+        None => Default::default(),
+        Some(path) => match attest::previous_heads(path, ctx.spec.name) {
+            Ok(heads) => heads,
+            Err(e) => return summary.could_not_start(e),
+        },
+    };
+    let work = Attest::new(ctx, period, previous);
     let driver = Driver::new(ctx, CommandName::Attest, Gate::Open).noting_runs();
     summary.apps = driver.run(apps, &work).await;
     let (parts, refusals) = work.into_parts();

@@ -12,6 +12,7 @@ pub(crate) mod compact;
 pub(crate) mod drills;
 pub(crate) mod home;
 pub(crate) mod lock;
+pub(crate) mod log_heads;
 pub(crate) mod logs;
 pub(crate) mod members;
 pub(crate) mod nodelay;

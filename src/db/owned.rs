@@ -51,6 +51,7 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         superseded(spec),
         home(spec),
         logs(spec),
+        log_heads(spec),
         object_versions(spec),
         archived_columns(spec),
         added_values(spec),
@@ -227,6 +228,25 @@ fn logs(spec: &TableSpec) -> OwnedTable {
             "PRIMARY KEY (app_code)".into(),
             format!("UNIQUE KEY idx_{}_logs_folder (folder)", spec.owned_prefix),
         ],
+    }
+}
+
+/// Every tree head an app's log was published at, as the archive run that wrote it recorded it
+/// (migration 18; `db::log_heads`): the largest is the head no checkpoint may fall behind.
+/// Inserted only, never updated.
+fn log_heads(spec: &TableSpec) -> OwnedTable {
+    OwnedTable {
+        name: spec.log_heads_table(),
+        columns: columns(&[
+            ("app_code", MEMBERS_APP_CODE),
+            ("size", "BIGINT NOT NULL"),
+            (
+                "root",
+                "CHAR(44) CHARACTER SET ascii COLLATE ascii_bin NOT NULL",
+            ),
+            ("recorded_at_ms", "BIGINT NOT NULL"),
+        ]),
+        keys: vec!["PRIMARY KEY (app_code, size)".into()],
     }
 }
 

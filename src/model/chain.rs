@@ -209,6 +209,9 @@ pub(crate) enum Problem {
     Mismatch,
     /// The store's tree head is not the tree of its tiles, not the log's, or not signed.
     Fork,
+    /// The store's tree head is smaller than one the log was published at before, or is not a
+    /// tree grown from it.
+    Rollback,
 }
 
 impl Problem {
@@ -218,6 +221,7 @@ impl Problem {
             Problem::Gap => "chain_gap",
             Problem::Mismatch => "chain_mismatch",
             Problem::Fork => "chain_fork",
+            Problem::Rollback => "chain_rollback",
         }
     }
 }

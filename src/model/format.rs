@@ -223,6 +223,37 @@ pub(crate) const LOG_TRANSITION: &str = "transition.json";
 /// Under a log's prefix: the folder of its accepted breaks.
 pub(crate) const LOG_BREAKS: &str = "breaks/";
 
+/// Under a log's prefix: the folder of the tree heads it was ever published at, each kept
+/// write-once (README, "What each party keeps").
+pub(crate) const LOG_HEADS: &str = "heads/";
+
+/// The largest size a head's key can name: its key is this minus its size, so that the
+/// largest head is the first key a LIST returns (S3 lists in ascending order only).
+const HEAD_KEY_MAX: u64 = 99_999_999_999_999_999;
+
+/// Under a log's prefix: the write-once copy of its tree head of `size` leaves,
+/// `heads/{99999999999999999 − size, 17 digits}` — the largest head lists first.
+pub(crate) fn log_head_path(size: u64) -> String {
+    format!("{LOG_HEADS}{:017}", HEAD_KEY_MAX - size.min(HEAD_KEY_MAX))
+}
+
+/// The size of the tree head a key made by [`log_head_path`] names.
+pub(crate) fn log_head_size(key: &str) -> Option<u64> {
+    let name = key.rsplit_once(LOG_HEADS)?.1;
+    if name.len() != 17 || !name.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some(HEAD_KEY_MAX - name.parse::<u64>().ok()?)
+}
+
+/// Under a log's prefix: the folder of the records of its key changes.
+pub(crate) const LOG_KEYS: &str = "keys/";
+
+/// Under a log's prefix: the record of the change of keys from the checkpoint of `size` on.
+pub(crate) fn log_keys_path(size: u64) -> String {
+    format!("{LOG_KEYS}{size:020}.json")
+}
+
 /// Under a log's prefix: the record of a break accepting `n` leaves from leaf `first` on.
 pub(crate) fn log_break_path(first: u64, n: usize) -> String {
     format!("{LOG_BREAKS}{first:020}-{n}.json")
@@ -634,6 +665,17 @@ mod tests {
             None
         );
         assert_eq!(log_break_path(2, 3), "breaks/00000000000000000002-3.json");
+        assert_eq!(log_head_path(5), "heads/99999999999999994");
+        assert_eq!(
+            log_head_size(&format!("{log}heads/99999999999999994")),
+            Some(5)
+        );
+        assert_eq!(log_head_size("heads/00000000000000000"), Some(HEAD_KEY_MAX));
+        assert_eq!(log_head_size("heads/9999"), None);
+        assert!(
+            log_head_path(300) < log_head_path(299),
+            "the largest head lists first"
+        );
         assert_eq!(
             log_origin("wallet_outbox", "Pay"),
             "outbox-archive/wallet_outbox/app_code=Pay"

@@ -76,21 +76,39 @@ impl Checkpoint {
         })
     }
 
-    /// The checkpoint as a note: its body, then (with a signer) a blank line and its signature.
-    pub(crate) fn to_note(&self, signer: Option<&Signer>) -> Vec<u8> {
+    /// The checkpoint as a note: its body, then (with signers) a blank line and a signature line
+    /// by each (a signed note may carry several: a key rotated is signed by the old and the new).
+    pub(crate) fn to_note(&self, signers: &[std::sync::Arc<Signer>]) -> Vec<u8> {
         let body = self.body();
-        match signer {
-            None => body.into_bytes(),
-            Some(s) => format!("{body}\n{}", s.signature_line(body.as_bytes())).into_bytes(),
+        if signers.is_empty() {
+            return body.into_bytes();
         }
+        let lines: String = signers
+            .iter()
+            .map(|s| s.signature_line(body.as_bytes()))
+            .collect();
+        format!("{body}\n{lines}").into_bytes()
     }
 
-    /// Reads a note: its body must be a checkpoint of `origin`; with a verifier, one of its
-    /// signatures must be that key's over the body.
+    /// The names on a note's signature lines (verified or not): empty for an unsigned note.
+    pub(crate) fn signature_names(bytes: &[u8]) -> Vec<String> {
+        let text = String::from_utf8_lossy(bytes);
+        let Some((_, signatures)) = text.split_once("\n\n") else {
+            return Vec::new();
+        };
+        signatures
+            .lines()
+            .filter_map(|l| l.strip_prefix("\u{2014} ")?.split_once(' '))
+            .map(|(name, _)| name.to_string())
+            .collect()
+    }
+
+    /// Reads a note: its body must be a checkpoint of `origin`; with verifiers, one of its
+    /// signatures must be one of theirs over the body.
     pub(crate) fn open(
         bytes: &[u8],
         origin: &str,
-        verifier: Option<&Verifier>,
+        verifiers: &[Verifier],
     ) -> Result<Checkpoint, NoteError> {
         let text = std::str::from_utf8(bytes)
             .map_err(|_| NoteError::Malformed("not UTF-8 text".into()))?;
@@ -105,12 +123,13 @@ impl Checkpoint {
                 found: checkpoint.origin,
             });
         }
-        if let Some(v) = verifier {
+        if !verifiers.is_empty() {
             let signed = signatures
                 .lines()
-                .any(|line| v.verifies(body.as_bytes(), line));
+                .any(|line| verifiers.iter().any(|v| v.verifies(body.as_bytes(), line)));
             if !signed {
-                return Err(NoteError::Unsigned(v.name.clone()));
+                let names: Vec<&str> = verifiers.iter().map(|v| v.name.as_str()).collect();
+                return Err(NoteError::Unsigned(names.join(" or ")));
             }
         }
         Ok(checkpoint)
@@ -266,6 +285,12 @@ impl Verifier {
         })
     }
 
+    /// The verifier's text, `name+hash+key`, as `log-key` prints it.
+    pub(crate) fn text(&self) -> String {
+        let key = B64.encode([&[ED25519_ALG][..], &self.public].concat());
+        format!("{}+{}+{key}", self.name, hex::encode(self.hash))
+    }
+
     /// Whether `line` is this key's valid signature over `body`.
     fn verifies(&self, body: &[u8], line: &str) -> bool {
         let Some(rest) = line.strip_prefix("\u{2014} ") else {
@@ -301,17 +326,17 @@ mod tests {
     #[test]
     fn a_checkpoint_is_three_lines() {
         let c = checkpoint();
-        let note = c.to_note(None);
+        let note = c.to_note(&[]);
         assert_eq!(
             String::from_utf8(note.clone()).unwrap(),
             "outbox-archive/wallet_outbox/app_code=pay\n42\nBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwcHBwc=\n"
         );
-        assert_eq!(Checkpoint::open(&note, &c.origin, None), Ok(c.clone()));
+        assert_eq!(Checkpoint::open(&note, &c.origin, &[]), Ok(c.clone()));
         assert!(matches!(
-            Checkpoint::open(&note, "outbox-archive/wallet_outbox/app_code=other", None),
+            Checkpoint::open(&note, "outbox-archive/wallet_outbox/app_code=other", &[]),
             Err(NoteError::OtherLog { .. })
         ));
-        assert!(Checkpoint::open(b"x\ny\n", &c.origin, None).is_err());
+        assert!(Checkpoint::open(b"x\ny\n", &c.origin, &[]).is_err());
     }
 
     /// A key of Go's own `note.GenerateKey` (golang.org/x/mod/sumdb/note's test vector):
@@ -326,6 +351,10 @@ mod tests {
             Verifier::parse("PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW")
                 .unwrap();
         assert_eq!(signer.verifier(), verifier);
+        assert_eq!(
+            verifier.text(),
+            "PeterNeumann+c74f20a3+ARpc2QcUPDhMQegwxbzhKqiBfsVkmqq/LDE4izWy10TW"
+        );
         // Go's signature of its test note "If you think cryptography is the answer to your
         // problem,\nthen you don't know what your problem is.\n" by this key.
         let body = b"If you think cryptography is the answer to your problem,\nthen you don't know what your problem is.\n";
@@ -337,27 +366,68 @@ mod tests {
     #[test]
     fn a_signed_checkpoint_opens_only_with_its_key() {
         let (signing, verifying) = Signer::generate("archive.example.com/wallet").unwrap();
-        let signer = Signer::parse(&signing).unwrap();
+        let signer = std::sync::Arc::new(Signer::parse(&signing).unwrap());
         let verifier = Verifier::parse(&verifying).unwrap();
         let c = checkpoint();
-        let note = c.to_note(Some(&signer));
+        let note = c.to_note(std::slice::from_ref(&signer));
         assert_eq!(
-            Checkpoint::open(&note, &c.origin, Some(&verifier)),
+            Checkpoint::open(&note, &c.origin, std::slice::from_ref(&verifier)),
             Ok(c.clone())
         );
         assert!(matches!(
-            Checkpoint::open(&c.to_note(None), &c.origin, Some(&verifier)),
+            Checkpoint::open(&c.to_note(&[]), &c.origin, std::slice::from_ref(&verifier)),
             Err(NoteError::Unsigned(_))
         ));
         let (_, other) = Signer::generate("archive.example.com/wallet").unwrap();
         let other = Verifier::parse(&other).unwrap();
-        assert!(Checkpoint::open(&note, &c.origin, Some(&other)).is_err());
+        assert!(Checkpoint::open(&note, &c.origin, std::slice::from_ref(&other)).is_err());
         let forged = String::from_utf8(note).unwrap().replace("\n42\n", "\n41\n");
-        assert!(Checkpoint::open(forged.as_bytes(), &c.origin, Some(&verifier)).is_err());
+        assert!(Checkpoint::open(
+            forged.as_bytes(),
+            &c.origin,
+            std::slice::from_ref(&verifier)
+        )
+        .is_err());
         assert!(Verifier::parse(&signing)
             .unwrap_err()
             .0
             .contains("signing key where a verifier"));
         assert!(Signer::generate("a b").is_err());
+    }
+
+    /// A note signed by two keys (a rotation) opens with either verifier, or both; the names on
+    /// its signature lines are read without a key.
+    #[test]
+    fn a_note_signed_by_two_keys_opens_with_either() {
+        let key = |name: &str| {
+            let (s, v) = Signer::generate(name).unwrap();
+            (
+                std::sync::Arc::new(Signer::parse(&s).unwrap()),
+                Verifier::parse(&v).unwrap(),
+            )
+        };
+        let ((old, old_v), (new, new_v)) = (key("old.example"), key("new.example"));
+        let c = checkpoint();
+        let both = c.to_note(&[old.clone(), new.clone()]);
+        for verifiers in [
+            vec![old_v.clone()],
+            vec![new_v.clone()],
+            vec![old_v.clone(), new_v.clone()],
+        ] {
+            assert_eq!(
+                Checkpoint::open(&both, &c.origin, &verifiers),
+                Ok(c.clone())
+            );
+        }
+        assert_eq!(
+            Checkpoint::signature_names(&both),
+            ["old.example", "new.example"]
+        );
+        assert!(Checkpoint::signature_names(&c.to_note(&[])).is_empty());
+        let only_new = c.to_note(&[new]);
+        match Checkpoint::open(&only_new, &c.origin, std::slice::from_ref(&old_v)) {
+            Err(NoteError::Unsigned(names)) => assert_eq!(names, "old.example"),
+            other => panic!("{other:?}"),
+        }
     }
 }

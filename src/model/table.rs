@@ -293,6 +293,11 @@ impl TableSpec {
         format!("{}_logs", self.owned_prefix)
     }
 
+    /// The tree heads each app's log was published at (`db::log_heads`).
+    pub(crate) fn log_heads_table(&self) -> String {
+        format!("{}_log_heads", self.owned_prefix)
+    }
+
     /// Objects recorded under a new identity with the archived bytes (`db::object_versions`).
     pub(crate) fn object_versions_table(&self) -> String {
         format!("{}_object_versions", self.owned_prefix)

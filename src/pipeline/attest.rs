@@ -245,20 +245,90 @@ pub(crate) fn statement(
     }
 }
 
+/// The previous statement's checkpoints (`attest --previous`), by log folder.
+#[derive(Debug, Clone, Default)]
+pub(crate) struct Previous {
+    file: String,
+    checkpoints: BTreeMap<String, String>,
+}
+
+impl Previous {
+    /// The head the previous statement saw of `log` (none: it did not state the app).
+    fn head_of(&self, log: &Log<'_>) -> Result<Option<log::Seen>, String> {
+        let Some(note) = self.checkpoints.get(&log.folder) else {
+            return Ok(None);
+        };
+        match crate::model::note::Checkpoint::open(note.as_bytes(), &log.origin, &[]) {
+            Ok(c) => Ok(Some(log::Seen {
+                size: c.size,
+                root: c.root,
+                source: format!("the previous statement {}", self.file),
+            })),
+            Err(e) => Err(format!(
+                "the previous statement {}'s checkpoint of log {}: {e}",
+                self.file, log.folder
+            )),
+        }
+    }
+}
+
+/// Reads the previous statement at `path`: a statement of `table`, its checkpoint per log.
+pub(crate) fn previous_heads(path: &std::path::Path, table: &str) -> Result<Previous, String> {
+    let file = path.display().to_string();
+    let text = std::fs::read_to_string(path).map_err(|e| format!("--previous {file}: {e}"))?;
+    let value: serde_json::Value = serde_json::from_str(&text).map_err(|e| {
+        format!("--previous {file}: not a statement attest printed (not JSON: {e})")
+    })?;
+    let schema = value["schema"].as_str().unwrap_or_default();
+    if !schema.starts_with("outbox-archive-attestation/") {
+        return Err(format!(
+            "--previous {file}: not a statement attest printed (schema {schema:?})"
+        ));
+    }
+    if value["table"].as_str() != Some(table) {
+        return Err(format!(
+            "--previous {file}: a statement of table {}, not {table}",
+            value["table"]
+        ));
+    }
+    let mut checkpoints = BTreeMap::new();
+    for app in value["apps"].as_array().into_iter().flatten() {
+        let log = &app["log"];
+        match (log["app_code"].as_str(), log["checkpoint"].as_str()) {
+            (Some(folder), Some(note)) => {
+                checkpoints.insert(folder.to_string(), note.to_string());
+            }
+            _ => {
+                return Err(format!(
+                    "--previous {file}: an app without its log's checkpoint"
+                ))
+            }
+        }
+    }
+    Ok(Previous { file, checkpoints })
+}
+
 /// `attest`'s work for one app: its chain audited, its period checked, its part of the
 /// statement built; the parts gather in [`Attest::into_parts`].
 pub(crate) struct Attest<'a> {
     ctx: &'a super::RunContext,
     period: Period,
+    /// The previous statement's checkpoint of each log (by its folder), and where it was read.
+    previous: Previous,
     parts: std::sync::Mutex<Vec<(String, AppStatement)>>,
     refusals: std::sync::Mutex<Vec<Refusal>>,
 }
 
 impl<'a> Attest<'a> {
-    pub(crate) fn new(ctx: &'a super::RunContext, period: Period) -> Attest<'a> {
+    pub(crate) fn new(
+        ctx: &'a super::RunContext,
+        period: Period,
+        previous: Previous,
+    ) -> Attest<'a> {
         Attest {
             ctx,
             period,
+            previous,
             parts: Default::default(),
             refusals: Default::default(),
         }
@@ -319,19 +389,25 @@ impl Attest<'_> {
             };
             return Ok(Err(refuse(format!("leaf {gap}, within the period's leaves {start}..{end}, has no receipt recorded in the period"), Some(finding))));
         }
-        Ok(match log::prove_period(&log, receipts, start, end).await? {
-            Ok(proof) => Ok(Proven {
-                folder: log.folder.clone(),
-                origin: log.origin.clone(),
-                receipts,
-                proof,
-                breaks,
-            }),
-            Err(finding) => Err(refuse(
-                "its log does not prove the period".into(),
-                Some(finding),
-            )),
-        })
+        let previous = match self.previous.head_of(&log) {
+            Ok(p) => p,
+            Err(reason) => return Ok(Err(refuse(reason, None))),
+        };
+        Ok(
+            match log::prove_period(&log, receipts, (start, end), previous).await? {
+                Ok(proof) => Ok(Proven {
+                    folder: log.folder.clone(),
+                    origin: log.origin.clone(),
+                    receipts,
+                    proof,
+                    breaks,
+                }),
+                Err(finding) => Err(refuse(
+                    "its log does not prove the period".into(),
+                    Some(finding),
+                )),
+            },
+        )
     }
 }
 

@@ -34,6 +34,7 @@ fn attest_options(apps: &[&str]) -> AttestOptions {
         },
         from: RECORDED_DAY.into(),
         to: RECORDED_DAY.into(),
+        previous: None,
     }
 }
 
@@ -79,14 +80,14 @@ async fn log_of(db: &TestDb, app: &str) -> Vec<(Option<i64>, String)> {
 }
 
 /// The key of `path` in the app's log.
-fn log_key(store: &dyn ObjectStore, folder: &str, path: &str) -> String {
+pub(crate) fn log_key(store: &dyn ObjectStore, folder: &str, path: &str) -> String {
     let table = outbox_archiver::format::table_prefix(store.location().prefix(), "wallet_outbox");
     format!("{table}_log/app_code={folder}/{path}")
 }
 
 /// Deletes a batch the way a privileged role could: its three objects, its member rows and its
 /// receipt.
-async fn delete_batch(db: &TestDb, store: &dyn ObjectStore, batch_id: &str) {
+pub(crate) async fn delete_batch(db: &TestDb, store: &dyn ObjectStore, batch_id: &str) {
     let keys: (String, String, String) = sqlx::query_as(
         "SELECT data_object_key, manifest_object_key, success_object_key \
          FROM wallet_outbox_archive_receipts WHERE batch_id = ?",
@@ -122,7 +123,8 @@ async fn a_whole_log_is_proven_and_attested_as_canonical_json_and_csv() {
         log.iter().map(|(s, _)| *s).collect::<Vec<_>>(),
         [Some(0), Some(1), Some(2)]
     );
-    // The tree in the store: its head, one partial tile and one partial entry bundle.
+    // The tree in the store: its head (and its write-once copy under its size), one partial
+    // tile and one partial entry bundle.
     assert_eq!(log_size(store.as_ref(), "a1").await, 3);
     let logged: Vec<String> = keys(store.as_ref())
         .await
@@ -133,6 +135,7 @@ async fn a_whole_log_is_proven_and_attested_as_canonical_json_and_csv() {
         logged,
         [
             log_key(store.as_ref(), "a1", "checkpoint"),
+            log_key(store.as_ref(), "a1", "heads/99999999999999996"),
             log_key(store.as_ref(), "a1", "tile/0/000.p/3"),
             log_key(store.as_ref(), "a1", "tile/entries/000.p/3"),
         ]
@@ -534,9 +537,14 @@ async fn a_rewritten_tile_or_checkpoint_is_found_and_purge_keeps_what_it_cannot_
         .await
         .unwrap();
     let verified = verify_metadata(&env).await;
+    // Not the tree of its tiles, and not the head of 3 leaves the log was published at (which
+    // names where the good one is kept).
     assert_eq!(
         log_findings(&verified),
-        [("chain_fork".to_string(), Some(3))],
+        [
+            ("chain_rollback".to_string(), Some(3)),
+            ("chain_fork".to_string(), Some(3))
+        ],
         "{}",
         verified.to_json()
     );
@@ -567,6 +575,8 @@ async fn receipts_recorded_before_the_log_are_appended_by_the_next_archive_run()
             store.delete(&key).await.unwrap();
         }
     }
+    // An older build recorded no tree heads either.
+    db.exec("DELETE FROM wallet_outbox_archive_log_heads").await;
     // Purge keeps every batch not in the log.
     let dry = purge::PurgeOptions {
         dry_run: true,
@@ -599,7 +609,7 @@ async fn receipts_recorded_before_the_log_are_appended_by_the_next_archive_run()
 }
 
 /// What `aws s3 sync` makes of the store: every object at its key under `dir`.
-async fn copy_of(store: &dyn ObjectStore, dir: &std::path::Path) -> std::path::PathBuf {
+pub(crate) async fn copy_of(store: &dyn ObjectStore, dir: &std::path::Path) -> std::path::PathBuf {
     for key in keys(store).await {
         let path = dir.join(&key);
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
@@ -608,7 +618,7 @@ async fn copy_of(store: &dyn ObjectStore, dir: &std::path::Path) -> std::path::P
     dir.join(store.location().prefix())
 }
 
-fn audit_script(copy: &std::path::Path) -> (i32, String) {
+pub(crate) fn audit_script(copy: &std::path::Path) -> (i32, String) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/audit-chain.py");
     let out = std::process::Command::new("python3")
         .arg(script)
@@ -638,6 +648,8 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
             store.delete(&key).await.unwrap();
         }
     }
+    // An older build recorded no tree heads either.
+    db.exec("DELETE FROM wallet_outbox_archive_log_heads").await;
     let links = outbox_archiver::ChainTable::new(db.spec)
         .links(&db.db.pool, "a1", 1, 3)
         .await
@@ -1051,7 +1063,7 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
 }
 
 /// Runs Go's own tlog and note packages (deploy/verify-log.go) on a statement.
-fn go_verifier(statement: &std::path::Path, args: &[&str]) -> (i32, String) {
+pub(crate) fn go_verifier(statement: &std::path::Path, args: &[&str]) -> (i32, String) {
     let cache = tempfile::tempdir().unwrap();
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/verify-log.go");
     let out = std::process::Command::new("go")
@@ -1086,7 +1098,7 @@ async fn statement_to(
 }
 
 /// The binary's stdout alone (a statement), and its exit status.
-async fn run_cli_stdout(args: &[&str], envs: &[(&str, String)]) -> (i32, String) {
+pub(crate) async fn run_cli_stdout(args: &[&str], envs: &[(&str, String)]) -> (i32, String) {
     let out = tokio::process::Command::new(binary())
         .args(args)
         .env_clear()
@@ -1111,7 +1123,7 @@ async fn run_cli_stdout(args: &[&str], envs: &[(&str, String)]) -> (i32, String)
 
 /// Moves the receipts recorded so far back by `days` (the binary's clock is the system's, and a
 /// statement covers whole days that are over).
-async fn recorded_days_ago(db: &TestDb, days: i64) {
+pub(crate) async fn recorded_days_ago(db: &TestDb, days: i64) {
     db.exec(&format!(
         "UPDATE wallet_outbox_archive_receipts SET verified_at_ms = verified_at_ms - {} \
          WHERE verified_at_ms > UNIX_TIMESTAMP(NOW() - INTERVAL 1 HOUR) * 1000",

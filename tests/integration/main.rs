@@ -27,6 +27,8 @@ mod life_events;
 mod lock;
 mod log;
 mod log_identity;
+mod log_keys;
+mod log_rollback;
 mod members_layout;
 mod metrics;
 mod operator;

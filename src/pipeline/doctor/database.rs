@@ -51,6 +51,7 @@ impl GrantsFor {
                 (spec.runs_table(), &[Select, Insert]),
                 (spec.home_table(), &[Select, Insert, Delete]),
                 (spec.logs_table(), &[Select, Insert]),
+                (spec.log_heads_table(), &[Select, Insert]),
                 (migrations, &[Select]),
             ],
             GrantsFor::Verify => vec![
@@ -60,6 +61,7 @@ impl GrantsFor {
                 (spec.superseded_table(), &[Select]),
                 (spec.home_table(), &[Select]),
                 (spec.logs_table(), &[Select]),
+                (spec.log_heads_table(), &[Select]),
                 (migrations, &[Select]),
             ],
             GrantsFor::Status => vec![
@@ -78,6 +80,7 @@ impl GrantsFor {
                 (spec.drills_table(), &[Select]),
                 (spec.home_table(), &[Select]),
                 (spec.logs_table(), &[Select]),
+                (spec.log_heads_table(), &[Select]),
                 (migrations, &[Select]),
             ],
             GrantsFor::Restore => vec![

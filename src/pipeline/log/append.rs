@@ -6,8 +6,9 @@
 use bytes::Bytes;
 use futures_util::{StreamExt, TryStreamExt};
 
+use super::tiles::Tiles;
 use super::{
-    audit, entry_of, table_prefix, ChainError, Log, LogBreak, Transition, APPEND_CHUNK,
+    audit, entry_of, heads, table_prefix, ChainError, Log, LogBreak, Transition, APPEND_CHUNK,
     BREAK_SCHEMA, PARALLEL_GETS, TRANSITION_SCHEMA,
 };
 use crate::db::chain::ChainTable;
@@ -31,6 +32,8 @@ pub(crate) struct Anchoring {
     pub head: u64,
     /// The break record written (`--accept-chain-break`).
     pub break_accepted: Option<String>,
+    /// The key change record written: the run signs with other keys than the checkpoint was.
+    pub keys_changed: Option<String>,
 }
 
 /// The right edge of the tree being appended to: the partial tile at each level and the
@@ -204,22 +207,49 @@ pub(crate) async fn append(
         lock: policy.lock_at(ctx.now()),
         legal_hold: policy.legal_hold,
     };
-    let (mut out, after_seq) = reconcile(&log, accept_break, &options).await?;
+    let (mut out, after_seq, resign) = reconcile(&log, accept_break, &options).await?;
     append_unlogged(&log, after_seq, &options, &mut out).await?;
+    if let (Some(head), None) = (resign, &out.written) {
+        // Keys changed and nothing to append: the same tree's checkpoint, signed by the new keys.
+        let note = head.to_note(&ctx.log_keys.signers);
+        log.keep_head(&head, &note, &options).await?;
+        let key = log.key(format::LOG_CHECKPOINT);
+        ctx.store
+            .put_with(
+                &key,
+                Bytes::from(note),
+                PutMode::Overwrite,
+                &PutOptions::default(),
+            )
+            .await?;
+        out.written = Some(key);
+    }
     Ok(out)
 }
 
 /// Where the app's log and its receipts stand before anything is appended: the store's tree
 /// against the leaves the database knows — an older build's chain carried over into an empty
-/// log, leaves of the store the database's receipts are (taken), breaks accepted. Returns the
-/// anchoring so far and the chain seq after which receipts are not logged yet.
+/// log, leaves of the store the database's receipts are (taken), breaks accepted, a change of
+/// the keys that sign it recorded. Returns the anchoring so far, the chain seq after which
+/// receipts are not logged yet, and — keys changed — the head to sign again if nothing is
+/// appended.
 async fn reconcile(
     log: &Log<'_>,
     accept_break: Option<&str>,
     options: &PutOptions,
-) -> Result<(Anchoring, u64), ChainError> {
+) -> Result<(Anchoring, u64, Option<Checkpoint>), ChainError> {
     let chain_table = ChainTable::new(log.ctx.spec);
-    let size = log.checkpoint().await?.map_or(0, |c| c.size);
+    let (head, change) = log.head_to_append().await?;
+    let size = head.as_ref().map_or(0, |c| c.size);
+    if let Some(seen) = log.largest_seen().await? {
+        let mut tiles = Tiles::new(log, size);
+        if let Some(f) = heads::held_to(&mut tiles, head.as_ref(), &seen).await? {
+            return Err(log.refused(format!(
+                "expected {}; {} (chain_rollback) — nothing is appended after it, or the leaves of the larger tree would be written over; once investigated, the larger head goes back by copying {} over the checkpoint",
+                f.expected, f.actual, seen.source
+            )));
+        }
+    }
     let (known, mut after_seq) = match chain_table.last_logged(&log.ctx.db.pool, &log.app).await? {
         Some((index, seq)) => (index + 1, seq),
         None => (0, 0),
@@ -245,7 +275,12 @@ async fn reconcile(
             out.break_accepted.get_or_insert(key);
         }
     }
-    Ok((out, after_seq))
+    let mut resign = None;
+    if let Some(change) = change {
+        out.keys_changed = Some(log.record_key_change(&change, options).await?);
+        resign = head;
+    }
+    Ok((out, after_seq, resign))
 }
 
 /// Appends the app's receipts not logged yet (after chain seq `after_seq`), a chunk at a time:
@@ -283,8 +318,9 @@ async fn append_unlogged(
             e.push(entry);
             after_seq = r.chain_seq().unwrap_or(after_seq);
         }
-        let key = publish(log, e, options).await?;
+        let (key, head) = publish(log, e, options).await?;
         chain_table.set_leaves(pool, app, &leaves).await?;
+        log.record_head(&head).await?;
         // The partial tiles this checkpoint no longer needs: readers of an older checkpoint
         // take the first hashes of a wider tile instead. Best effort: one left behind is only
         // bytes (a bucket's default retention may keep it).
@@ -300,9 +336,14 @@ async fn append_unlogged(
 }
 
 /// Writes the tiles the edge changed (full ones once, under the batches' retention; partial
-/// ones, which the next append replaces, without) and then the checkpoint of its tree, signed
-/// with the log key where one is configured. Returns the checkpoint's key.
-async fn publish(log: &Log<'_>, e: &mut Edge, options: &PutOptions) -> Result<String, ChainError> {
+/// ones, which the next append replaces, without), the head of its tree kept write-once under
+/// its size (under the retention), then the checkpoint, signed with the log key where one is
+/// configured. Returns the checkpoint's key and head.
+async fn publish(
+    log: &Log<'_>,
+    e: &mut Edge,
+    options: &PutOptions,
+) -> Result<(String, Checkpoint), ChainError> {
     let transient = PutOptions::default();
     futures_util::stream::iter(e.finish())
         .map(|(path, bytes)| {
@@ -321,13 +362,14 @@ async fn publish(log: &Log<'_>, e: &mut Edge, options: &PutOptions) -> Result<St
         root: e.root(),
     };
     let key = log.key(format::LOG_CHECKPOINT);
-    let note = checkpoint.to_note(log.ctx.log_keys.signer.as_deref());
+    let note = checkpoint.to_note(&log.ctx.log_keys.signers);
     log.begin().await?;
+    log.keep_head(&checkpoint, &note, options).await?;
     log.ctx
         .store
         .put_with(&key, Bytes::from(note), PutMode::Overwrite, &transient)
         .await?;
-    Ok(key)
+    Ok((key, checkpoint))
 }
 
 /// Leaves `known..size` the store holds and the database does not: the app's next receipts

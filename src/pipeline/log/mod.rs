@@ -35,11 +35,15 @@ use crate::store::{self, PutMode, StoreError};
 
 mod append;
 mod audit;
+mod heads;
 mod identity;
+mod keys;
 mod proof;
+mod tiles;
 
 pub(crate) use append::append;
 pub(crate) use audit::LogAudit;
+pub(crate) use heads::Seen;
 pub(crate) use identity::logged_apps;
 pub(crate) use proof::{prove_period, PeriodProof, Prover};
 
@@ -54,20 +58,26 @@ pub enum ChainError {
     Refused { app: String, detail: String },
 }
 
-/// The log keys of a run: the signing key checkpoints are signed with (`--log-key`), and the
-/// verifier they are held to (`--log-verifier`, else the signing key's own).
+/// The log keys of a run: the signing keys every checkpoint written is signed with (each
+/// `--log-key-file`: two while a key is rotated), and the verifiers a checkpoint read is held to
+/// — one of their signatures must be on it: each `--log-verifier`, and the signing keys' own.
 #[derive(Debug, Clone, Default)]
 pub struct LogKeys {
-    pub(crate) signer: Option<Arc<Signer>>,
-    pub(crate) verifier: Option<Verifier>,
+    pub(crate) signers: Vec<Arc<Signer>>,
+    pub(crate) verifiers: Vec<Verifier>,
 }
 
 impl LogKeys {
-    /// The key a checkpoint read must be signed by, if any is configured.
-    pub(crate) fn verifier(&self) -> Option<Verifier> {
-        self.verifier
-            .clone()
-            .or_else(|| self.signer.as_ref().map(|s| s.verifier()))
+    /// The keys a checkpoint read may be signed by (none configured: any checkpoint, signed or
+    /// not).
+    pub(crate) fn verifiers(&self) -> Vec<Verifier> {
+        let mut out = self.verifiers.clone();
+        for v in self.signers.iter().map(|s| s.verifier()) {
+            if !out.contains(&v) {
+                out.push(v);
+            }
+        }
+        out
     }
 }
 
@@ -211,7 +221,7 @@ impl<'a> Log<'a> {
         let Some(bytes) = store::get_all(self.ctx.store.as_ref(), &key).await? else {
             return Ok(None);
         };
-        match Checkpoint::open(&bytes, &self.origin, self.ctx.log_keys.verifier().as_ref()) {
+        match Checkpoint::open(&bytes, &self.origin, &self.ctx.log_keys.verifiers()) {
             Ok(c) => Ok(Some((c, bytes))),
             Err(e) => Err(self.refused(format!("{key}: {e}"))),
         }
@@ -334,16 +344,12 @@ impl<'a> Log<'a> {
                 if store::get_all(store, key).await?.as_deref() == Some(bytes.as_slice()) {
                     return Ok(());
                 }
-                // A partial tile past the checkpoint is no part of the log yet: one left by a
-                // writer that failed (or raced without the app's lock) is replaced.
-                if tlog::is_partial(key) {
-                    let bytes = Bytes::from(bytes);
-                    return Ok(store
-                        .put_with(key, bytes, PutMode::Overwrite, options)
-                        .await?);
-                }
+                // Never written over, a partial tile neither: one past the checkpoint holds
+                // leaves of a larger tree — a checkpoint written back since (a rollback), or a
+                // run that ended before its checkpoint whose receipts are gone since. Either
+                // way its leaves are evidence.
                 Err(self.refused(format!(
-                    "{key} already holds other bytes (a tile of another tree: the log forked)"
+                    "{key} already holds other bytes: a tile of another tree (the log forked, or its checkpoint was written back past leaves this tile holds: chain_rollback); nothing is written over"
                 )))
             }
             Err(e) => Err(e.into()),

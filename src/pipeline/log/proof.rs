@@ -2,82 +2,14 @@
 //! `attest` a period's heads, their consistency proofs and its batches' inclusion — each
 //! reading only the tiles on the paths it needs, kept for the run.
 
-use std::collections::HashMap;
-
+use super::heads::{self, Seen};
+use super::tiles::Tiles;
 use super::{b64, entry_of, ChainError, Log};
 use crate::model::chain::{ChainFinding, Problem};
 use crate::model::note::Checkpoint;
 use crate::model::receipt::Receipt;
-use crate::model::tlog::{self, Hash, Subtree};
-use crate::pipeline::report::statement::{LogStatement, TreeHead};
-
-/// A tree head's tiles, read as a proof needs them and kept for the run.
-pub(crate) struct Tiles<'l, 'a> {
-    log: &'l Log<'a>,
-    pub size: u64,
-    cache: HashMap<(u32, u64), Vec<Hash>>,
-}
-
-impl<'l, 'a> Tiles<'l, 'a> {
-    pub(crate) fn new(log: &'l Log<'a>, size: u64) -> Self {
-        Tiles {
-            log,
-            size,
-            cache: HashMap::new(),
-        }
-    }
-
-    async fn subtree(&mut self, s: Subtree) -> Result<Hash, ChainError> {
-        let (level, index, offset, count) = s.in_tile();
-        if !self.cache.contains_key(&(level, index)) {
-            let hashes = self.log.tile(level, index, self.size).await?;
-            self.cache.insert((level, index), hashes);
-        }
-        let hashes = &self.cache[&(level, index)];
-        let part = hashes
-            .get(offset as usize..(offset + count) as usize)
-            .ok_or_else(|| self.log.refused(format!("tile {level}/{index} is short")))?;
-        Ok(tlog::subtree_of(part))
-    }
-
-    async fn range(&mut self, (lo, hi): (u64, u64)) -> Result<Hash, ChainError> {
-        let mut parts = Vec::new();
-        for s in tlog::subtrees(lo, hi) {
-            parts.push(self.subtree(s).await?);
-        }
-        Ok(tlog::range_hash(&parts))
-    }
-
-    /// The root of the tree of the first `n` leaves (n ≤ size).
-    pub(crate) async fn root_at(&mut self, n: u64) -> Result<Hash, ChainError> {
-        match n {
-            0 => Ok(tlog::empty_root()),
-            n => self.range((0, n)).await,
-        }
-    }
-
-    /// The inclusion proof of leaf `index` in the tree of the first `n` leaves.
-    pub(crate) async fn inclusion(&mut self, index: u64, n: u64) -> Result<Vec<Hash>, ChainError> {
-        let mut out = Vec::new();
-        for r in tlog::inclusion_ranges(index, n) {
-            out.push(self.range(r).await?);
-        }
-        Ok(out)
-    }
-
-    /// The consistency proof from the tree of `old` leaves to the tree of `new`.
-    pub(crate) async fn consistency(
-        &mut self,
-        old: u64,
-        new: u64,
-    ) -> Result<Vec<Hash>, ChainError> {
-        let mut out = Vec::new();
-        for r in tlog::consistency_ranges(old, new) {
-            out.push(self.range(r).await?);
-        }
-        Ok(out)
-    }
-}
+use crate::model::tlog::{self, Hash};
+use crate::pipeline::report::statement::{LogStatement, SeenHead, TreeHead};
 
 /// Proves batches' leaves for `purge`: each receipt held to the leaf at its index in the tree
 /// head the store holds, by an inclusion proof (O(log n) hashes, tiles read once per run).
@@ -85,16 +17,21 @@ pub(crate) struct Prover<'l, 'a> {
     log: &'l Log<'a>,
     head: Option<Checkpoint>,
     tiles: Tiles<'l, 'a>,
+    /// The checkpoint is smaller than, or not grown from, a head the log was published at:
+    /// nothing is proven on its word.
+    rollback: Option<ChainFinding>,
 }
 
 impl<'l, 'a> Prover<'l, 'a> {
     pub(crate) async fn open(log: &'l Log<'a>) -> Result<Prover<'l, 'a>, ChainError> {
         let head = log.checkpoint().await?;
         let size = head.as_ref().map_or(0, |c| c.size);
+        let rollback = heads::rollback(log, head.as_ref()).await?;
         Ok(Prover {
             log,
             head,
             tiles: Tiles::new(log, size),
+            rollback,
         })
     }
 
@@ -103,6 +40,12 @@ impl<'l, 'a> Prover<'l, 'a> {
         &mut self,
         receipt: &Receipt,
     ) -> Result<Option<ChainFinding>, ChainError> {
+        if let Some(f) = &self.rollback {
+            return Ok(Some(ChainFinding {
+                batch_id: Some(receipt.batch_id.clone()),
+                ..f.clone()
+            }));
+        }
         let Some(index) = receipt.log_index else {
             return Ok(Some(ChainFinding {
                 problem: Problem::Gap,
@@ -161,6 +104,9 @@ pub(crate) struct PeriodProof {
     pub end_to_checkpoint: Vec<Hash>,
     /// Per batch of the period (in the order given): its leaf and inclusion proof.
     pub inclusions: Vec<(u64, Vec<Hash>)>,
+    /// The heads the log was seen at before (the previous statement's checkpoint, the largest
+    /// head it was published at), each with the consistency proof from it to the checkpoint.
+    pub seen: Vec<(Seen, Vec<Hash>)>,
 }
 
 impl PeriodProof {
@@ -185,18 +131,30 @@ impl PeriodProof {
             at_end: head(&self.end),
             start_to_end: list(&self.start_to_end),
             end_to_checkpoint: list(&self.end_to_checkpoint),
+            heads_seen: self
+                .seen
+                .iter()
+                .map(|(s, proof)| SeenHead {
+                    size: s.size,
+                    root: b64(&s.root),
+                    source: s.source.clone(),
+                    to_checkpoint: list(proof),
+                })
+                .collect(),
         }
     }
 }
 
 /// Proves a period for `attest`: `receipts` (the period's, logged) in the tree head at the
 /// period's end (`end` leaves), consistent with the head at its start (`start` leaves) and
-/// with the store's checkpoint. Reads the tiles on those paths only.
+/// with the store's checkpoint, and the checkpoint grown from every head seen before —
+/// `previous` (the previous statement's) and the largest the log was published at. Reads the
+/// tiles on those paths only.
 pub(crate) async fn prove_period(
     log: &Log<'_>,
     receipts: &[Receipt],
-    start: u64,
-    end: u64,
+    (start, end): (u64, u64),
+    previous: Option<Seen>,
 ) -> Result<Result<PeriodProof, ChainFinding>, ChainError> {
     let Some((head, note)) = log.checkpoint_note().await? else {
         return Ok(Err(ChainFinding {
@@ -217,6 +175,27 @@ pub(crate) async fn prove_period(
         }));
     }
     let mut tiles = Tiles::new(log, head.size);
+    let mut seen = Vec::new();
+    let published = match log.largest_seen().await {
+        Ok(s) => s,
+        Err(ChainError::Refused { detail, .. }) => {
+            return Ok(Err(ChainFinding {
+                problem: Problem::Rollback,
+                seq: None,
+                batch_id: None,
+                expected: "the tree heads the log was published at, kept write-once".into(),
+                actual: detail,
+            }))
+        }
+        Err(e) => return Err(e),
+    };
+    for s in previous.into_iter().chain(published) {
+        if let Some(f) = heads::held_to(&mut tiles, Some(&head), &s).await? {
+            return Ok(Err(f));
+        }
+        let proof = tiles.consistency(s.size, head.size).await?;
+        seen.push((s, proof));
+    }
     let (start_root, end_root) = (tiles.root_at(start).await?, tiles.root_at(end).await?);
     let start_to_end = tiles.consistency(start, end).await?;
     let end_to_checkpoint = tiles.consistency(end, head.size).await?;
@@ -245,5 +224,6 @@ pub(crate) async fn prove_period(
         start_to_end,
         end_to_checkpoint,
         inclusions,
+        seen,
     }))
 }

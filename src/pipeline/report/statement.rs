@@ -10,7 +10,7 @@ use serde::Serialize;
 use crate::model::format::Cursor;
 
 /// The statement's schema name.
-pub(crate) const SCHEMA: &str = "outbox-archive-attestation/v3";
+pub(crate) const SCHEMA: &str = "outbox-archive-attestation/v4";
 
 /// The whole statement: the period, the table and store it speaks of, every app attested.
 #[derive(Debug, Clone, Serialize)]
@@ -61,6 +61,22 @@ pub struct LogStatement {
     /// Base64 hashes.
     pub start_to_end: Vec<String>,
     pub end_to_checkpoint: Vec<String>,
+    /// The heads the log was seen at before this statement — the previous statement's
+    /// checkpoint (`attest --previous`), the largest head the log was published at — each with
+    /// the consistency proof from it to the checkpoint: the log only grew since.
+    pub heads_seen: Vec<SeenHead>,
+}
+
+/// A tree head seen before, where it was seen, and the proof that the checkpoint grew from it.
+#[derive(Debug, Clone, Serialize)]
+pub struct SeenHead {
+    pub size: u64,
+    pub root: String,
+    /// The previous statement's file, the store's key of the head's write-once copy, or the
+    /// database's table.
+    pub source: String,
+    /// Base64 hashes: the consistency proof from this head to the checkpoint.
+    pub to_checkpoint: Vec<String>,
 }
 
 /// A tree head: its size and root (base64).

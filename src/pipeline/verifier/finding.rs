@@ -67,6 +67,10 @@ pub enum FindingKind {
     /// The store's tree head is not the tree of its tiles, or not signed by the log key: the
     /// log was rewritten.
     ChainFork,
+    /// The store's tree head is smaller than a head the log was published at (kept write-once
+    /// in the store, recorded in the database, or seen by the previous statement), or is not a
+    /// tree grown from it: its checkpoint was written back.
+    ChainRollback,
     /// A batch not appended to the log yet: purge waits for the next archive run to append it.
     ChainUnanchored,
 }
@@ -138,6 +142,7 @@ impl Finding {
                 Problem::Gap => FindingKind::ChainGap,
                 Problem::Mismatch => FindingKind::ChainMismatch,
                 Problem::Fork => FindingKind::ChainFork,
+                Problem::Rollback => FindingKind::ChainRollback,
             },
             batch_id: f.batch_id,
             key: None,

@@ -1,0 +1,226 @@
+//! The largest tree head a log was ever published at, remembered where a writer of the store's
+//! `checkpoint` alone cannot take it back (README, "What each party keeps"): every checkpoint an
+//! archive run writes is also kept write-once under its size (`heads/`, under the batches'
+//! retention), and recorded in the database (`_log_heads`). A checkpoint smaller than the
+//! largest head remembered, or whose tree does not grow from it, is a rollback: archive appends
+//! nothing after it (it would write over the leaves the larger tree holds), purge deletes
+//! nothing on its word, verify and attest report it (`chain_rollback`). C2SP tlog-witness and
+//! Go's sumdb clients hold a log to the largest tree they have seen the same way.
+
+use bytes::Bytes;
+
+use super::tiles::Tiles;
+use super::{b64, ChainError, Log};
+use crate::db::log_heads::LogHeads;
+use crate::model::chain::{ChainFinding, Problem};
+use crate::model::format;
+use crate::model::note::Checkpoint;
+use crate::model::protection::PutOptions;
+use crate::model::tlog::{self, Hash};
+use crate::store::{self, PutMode, StoreError};
+
+/// A tree head the log was published at before, and where it is remembered.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Seen {
+    pub size: u64,
+    pub root: Hash,
+    /// Where: the store's key of its write-once copy, the database's table, a statement.
+    pub source: String,
+}
+
+fn parse_root(text: &str) -> Option<Hash> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?
+        .try_into()
+        .ok()
+}
+
+impl Log<'_> {
+    /// The largest head the store keeps a write-once copy of: the first key a LIST of
+    /// `heads/` returns (their names sort the largest first). One LIST, and one GET unless the
+    /// database's record is that size or larger (`known`): the copy is read only when it says
+    /// more than the database.
+    async fn largest_kept(&self, known: u64) -> Result<Option<Seen>, ChainError> {
+        use futures_util::TryStreamExt;
+        let prefix = self.key(format::LOG_HEADS);
+        let mut pages = self.ctx.store.list_pages(&prefix);
+        let first = loop {
+            match pages.try_next().await? {
+                None => return Ok(None),
+                Some(page) => {
+                    if let Some(key) = page
+                        .into_iter()
+                        .find(|k| format::log_head_size(k).is_some())
+                    {
+                        break key;
+                    }
+                }
+            }
+        };
+        if format::log_head_size(&first).is_some_and(|size| size <= known) {
+            return Ok(None);
+        }
+        let bytes = store::get_all(self.ctx.store.as_ref(), &first)
+            .await?
+            .unwrap_or_default();
+        match Checkpoint::open(&bytes, &self.origin, &[]) {
+            Ok(c) if Some(c.size) == format::log_head_size(&first) => Ok(Some(Seen {
+                size: c.size,
+                root: c.root,
+                source: first,
+            })),
+            _ => Err(self.refused(format!(
+                "{first} is not the tree head its name says (a head kept write-once, rewritten: chain_rollback)"
+            ))),
+        }
+    }
+
+    /// The largest head the database recorded for the app.
+    async fn largest_recorded(&self) -> Result<Option<Seen>, ChainError> {
+        let heads = LogHeads::new(self.ctx.spec);
+        let table = self.ctx.spec.log_heads_table();
+        let Some((size, root)) = heads.largest(&self.ctx.db.pool, &self.app).await? else {
+            return Ok(None);
+        };
+        match parse_root(&root) {
+            Some(root) => Ok(Some(Seen {
+                size,
+                root,
+                source: format!("the database's {table}"),
+            })),
+            None => Err(self.refused(format!(
+                "{table} holds a head of {size} leaves whose root {root:?} is no hash"
+            ))),
+        }
+    }
+
+    /// The largest head the log was published at, by the store's copies and the database's
+    /// record — the larger of the two (none: a log no run of this build published yet).
+    pub(crate) async fn largest_seen(&self) -> Result<Option<Seen>, ChainError> {
+        let recorded = self.largest_recorded().await?;
+        let known = recorded.as_ref().map_or(0, |r| r.size);
+        Ok(match self.largest_kept(known).await? {
+            Some(kept) => Some(kept),
+            None => recorded,
+        })
+    }
+
+    /// Keeps the head about to be published write-once under its size, under the batches'
+    /// retention (`options`). A copy already there of the same tree (a retry, or the same head
+    /// signed since) stays; one of another tree of that size is a fork.
+    pub(super) async fn keep_head(
+        &self,
+        head: &Checkpoint,
+        note: &[u8],
+        options: &PutOptions,
+    ) -> Result<(), ChainError> {
+        let key = self.key(&format::log_head_path(head.size));
+        let store = self.ctx.store.as_ref();
+        let body = Bytes::from(note.to_vec());
+        match store.put_with(&key, body, PutMode::Create, options).await {
+            Ok(()) => Ok(()),
+            Err(StoreError::AlreadyExists { .. }) => {
+                let kept = store::get_all(store, &key).await?.unwrap_or_default();
+                match Checkpoint::open(&kept, &self.origin, &[]) {
+                    Ok(c) if c.root == head.root => Ok(()),
+                    _ => Err(self.refused(format!(
+                        "{key} already holds another tree of {} leaves (the log forked: chain_rollback)",
+                        head.size
+                    ))),
+                }
+            }
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// Records in the database that the log was published (or verified whole) at `head`.
+    pub(super) async fn record_head(&self, head: &Checkpoint) -> Result<(), ChainError> {
+        LogHeads::new(self.ctx.spec)
+            .record(
+                &self.ctx.db.pool,
+                &self.app,
+                head.size,
+                &b64(&head.root),
+                self.ctx.now(),
+            )
+            .await?;
+        Ok(())
+    }
+}
+
+/// Whether the store's checkpoint `head` (none: no checkpoint) is the tree `seen` or one grown
+/// from it: none when it is, else the `chain_rollback` finding. Reads the tiles of a
+/// consistency proof (O(log n)) only when the checkpoint is larger than `seen`.
+pub(crate) async fn held_to(
+    tiles: &mut Tiles<'_, '_>,
+    head: Option<&Checkpoint>,
+    seen: &Seen,
+) -> Result<Option<ChainFinding>, ChainError> {
+    let size = head.map_or(0, |h| h.size);
+    let rollback = |actual: String| {
+        ChainFinding {
+        problem: Problem::Rollback,
+        seq: Some(seen.size),
+        batch_id: None,
+        expected: format!(
+            "the store's checkpoint the tree of {} leaves (root {}) kept at {}, or a tree grown from it",
+            seen.size,
+            b64(&seen.root),
+            seen.source
+        ),
+        actual,
+    }
+    };
+    let Some(head) = head.filter(|_| size >= seen.size) else {
+        return Ok(Some(rollback(format!(
+            "it holds {size} leaves: the checkpoint was written back (a rollback); the batches of leaves {size}..{} may be gone with their receipts",
+            seen.size
+        ))));
+    };
+    if size == seen.size {
+        return Ok((head.root != seen.root).then(|| {
+            rollback(format!(
+                "it holds another tree of {size} leaves (root {}): the log was rewritten",
+                b64(&head.root)
+            ))
+        }));
+    }
+    let proof = match tiles.consistency(seen.size, size).await {
+        Ok(p) => p,
+        Err(ChainError::Refused { detail, .. }) => return Ok(Some(rollback(detail))),
+        Err(e) => return Err(e),
+    };
+    let grown =
+        seen.size == 0 || tlog::check_consistency(&proof, seen.size, &seen.root, size, &head.root);
+    Ok((!grown).then(|| {
+        rollback(format!(
+            "its tree of {size} leaves does not grow from that head (a consistency proof from the tiles fails): the log was rewritten"
+        ))
+    }))
+}
+
+/// The store's checkpoint held to the largest head the log was published at
+/// ([`heads::held_to`]): the `chain_rollback` finding, if it is smaller or not grown from it.
+pub(crate) async fn rollback(
+    log: &Log<'_>,
+    head: Option<&Checkpoint>,
+) -> Result<Option<ChainFinding>, ChainError> {
+    let seen = match log.largest_seen().await {
+        Ok(Some(seen)) => seen,
+        Ok(None) => return Ok(None),
+        Err(ChainError::Refused { detail, .. }) => {
+            return Ok(Some(ChainFinding {
+                problem: Problem::Rollback,
+                seq: None,
+                batch_id: None,
+                expected: "the tree heads the log was published at, kept write-once".into(),
+                actual: detail,
+            }))
+        }
+        Err(e) => return Err(e),
+    };
+    let mut tiles = Tiles::new(log, head.map_or(0, |h| h.size));
+    held_to(&mut tiles, head, &seen).await
+}
