@@ -619,9 +619,15 @@ pub(crate) async fn copy_of(store: &dyn ObjectStore, dir: &std::path::Path) -> s
 }
 
 pub(crate) fn audit_script(copy: &std::path::Path) -> (i32, String) {
+    audit_script_with(copy, &[])
+}
+
+/// The auditor's script on `copy`, with arguments before it (`--seen STATEMENT`).
+pub(crate) fn audit_script_with(copy: &std::path::Path, extra: &[&str]) -> (i32, String) {
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/audit-chain.py");
     let out = std::process::Command::new("python3")
         .arg(script)
+        .args(extra)
         .arg(copy)
         .arg("wallet_outbox")
         .output()
@@ -1143,20 +1149,7 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
     let s3 = TestS3::new().await;
     let store = s3.store().await;
     let dir = tempfile::tempdir().unwrap();
-    let key_file = dir.path().join("log.key");
-    let (code, verifier) = run_cli_stdout(
-        &[
-            "log-key",
-            "--name",
-            "archive.example.com/wallet",
-            "--out",
-            key_file.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(code, 0, "{verifier}");
-    let verifier = verifier.trim().to_string();
+    let (key_file, verifier) = crate::log_keys::new_key(dir.path(), "log.key").await;
     assert!(
         verifier.starts_with("archive.example.com/wallet+"),
         "{verifier}"
@@ -1166,10 +1159,7 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
     envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
     envs.push(("OUTBOX_ARCHIVER_LOG_VERIFIER", verifier.clone()));
     let mut signing = envs.clone();
-    signing.push((
-        "OUTBOX_ARCHIVER_LOG_KEY_FILE",
-        key_file.to_str().unwrap().to_string(),
-    ));
+    signing.push(("OUTBOX_ARCHIVER_LOG_KEY_FILE", key_file));
     let archive = [
         "archive",
         "--app",

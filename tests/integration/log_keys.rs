@@ -8,10 +8,10 @@ use outbox_archiver::PutMode;
 use crate::log::{go_verifier, log_key, recorded_days_ago, run_cli_stdout};
 use crate::support::*;
 
-const CUTOFF: &str = "2026-01-04T00:00:00Z";
+use crate::log_rollback::{ARCHIVE, CUTOFF};
 
-/// A new key named as the log's: its file and its verifier.
-async fn new_key(dir: &std::path::Path, file: &str) -> (String, String) {
+/// A new key named as the log's, made by `log-key` in `dir/file`: its file and its verifier.
+pub(crate) async fn new_key(dir: &std::path::Path, file: &str) -> (String, String) {
     let path = dir.join(file);
     let (code, verifier) = run_cli_stdout(
         &[
@@ -49,15 +49,7 @@ async fn a_log_begun_unsigned_is_signed_then_its_key_rotated_and_retired() {
     let mut envs = s3.binary_env();
     envs.push(("DATABASE_URL", db.url.clone()));
     envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
-    let archive = [
-        "archive",
-        "--app",
-        "a1",
-        "--batch-rows",
-        "10",
-        "--cutoff",
-        CUTOFF,
-    ];
+    let archive = ARCHIVE;
     let verify = [
         "verify",
         "--app",

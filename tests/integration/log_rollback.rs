@@ -7,30 +7,39 @@ use outbox_archiver::ObjectStore;
 use outbox_archiver::PutMode;
 
 use crate::log::{
-    audit_script, copy_of, delete_batch, go_verifier, log_key, recorded_days_ago, run_cli_stdout,
+    audit_script, audit_script_with, copy_of, delete_batch, go_verifier, log_key,
+    recorded_days_ago, run_cli_stdout,
 };
 use crate::support::*;
 
-const CUTOFF: &str = "2026-01-04T00:00:00Z";
+pub(crate) const CUTOFF: &str = "2026-01-04T00:00:00Z";
+
+/// a1's rows archived in batches of 10.
+pub(crate) const ARCHIVE: [&str; 7] = [
+    "archive",
+    "--app",
+    "a1",
+    "--batch-rows",
+    "10",
+    "--cutoff",
+    CUTOFF,
+];
 
 fn day(ago: i64) -> String {
     outbox_archiver::utc_date(chrono::Utc::now().timestamp_millis() - ago * DAY)
 }
 
-/// The auditor's script with extra arguments (`--seen STATEMENT`).
-fn audit_script_with(copy: &std::path::Path, extra: &[&str]) -> (i32, String) {
-    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/audit-chain.py");
-    let out = std::process::Command::new("python3")
-        .arg(script)
-        .args(extra)
-        .arg(copy)
-        .arg("wallet_outbox")
-        .output()
-        .expect("python3 runs");
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into_owned() + &String::from_utf8_lossy(&out.stderr),
-    )
+/// The binary's statement of `day` for a1 (with `--previous`), and its exit status.
+async fn attest_day(
+    envs: &[(&str, String)],
+    day: &str,
+    previous: Option<&std::path::Path>,
+) -> (i32, String) {
+    let mut args = vec!["attest", "--app", "a1", "--from", day, "--to", day];
+    if let Some(p) = previous {
+        args.extend(["--previous", p.to_str().unwrap()]);
+    }
+    run_cli_stdout(&args, envs).await
 }
 
 /// The store's keys under `prefix`.
@@ -56,25 +65,10 @@ async fn environment(
     if !signed {
         return (envs.clone(), envs);
     }
-    let key_file = dir.join("log.key");
-    let (code, verifier) = run_cli_stdout(
-        &[
-            "log-key",
-            "--name",
-            "archive.example.com/wallet",
-            "--out",
-            key_file.to_str().unwrap(),
-        ],
-        &[],
-    )
-    .await;
-    assert_eq!(code, 0, "{verifier}");
-    envs.push(("OUTBOX_ARCHIVER_LOG_VERIFIER", verifier.trim().to_string()));
+    let (key_file, verifier) = crate::log_keys::new_key(dir, "log.key").await;
+    envs.push(("OUTBOX_ARCHIVER_LOG_VERIFIER", verifier));
     let mut signing = envs.clone();
-    signing.push((
-        "OUTBOX_ARCHIVER_LOG_KEY_FILE",
-        key_file.to_str().unwrap().to_string(),
-    ));
+    signing.push(("OUTBOX_ARCHIVER_LOG_KEY_FILE", key_file));
     (envs, signing)
 }
 
@@ -91,15 +85,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     let store = s3.store().await;
     let dir = tempfile::tempdir().unwrap();
     let (envs, signing) = environment(&db, &s3, dir.path(), signed).await;
-    let archive = [
-        "archive",
-        "--app",
-        "a1",
-        "--batch-rows",
-        "10",
-        "--cutoff",
-        CUTOFF,
-    ];
+    let archive = ARCHIVE;
     db.insert(&rows("a1", 40)).await;
     let run = run_cli(&archive, &signing).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
@@ -128,11 +114,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
             .await,
         5
     );
-    let (code, first) = run_cli_stdout(
-        &["attest", "--app", "a1", "--from", &day(2), "--to", &day(2)],
-        &envs,
-    )
-    .await;
+    let (code, first) = attest_day(&envs, &day(2), None).await;
     assert_eq!(code, 0, "{first}");
     let first_path = dir.path().join("first.json");
     std::fs::write(&first_path, &first).unwrap();
@@ -199,11 +181,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
         40,
         "nothing purged on the word of a checkpoint written back"
     );
-    let (code, out) = run_cli_stdout(
-        &["attest", "--app", "a1", "--from", &day(1), "--to", &day(1)],
-        &envs,
-    )
-    .await;
+    let (code, out) = attest_day(&envs, &day(1), None).await;
     assert_eq!(code, 1, "{out}");
     assert!(out.contains("chain_rollback"), "{out}");
     let copy_dir = tempfile::tempdir().unwrap();
@@ -259,21 +237,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
             "{key}: a tile of the larger tree is never written over"
         );
     }
-    let (code, out) = run_cli_stdout(
-        &[
-            "attest",
-            "--app",
-            "a1",
-            "--from",
-            &day(1),
-            "--to",
-            &day(1),
-            "--previous",
-            first_path.to_str().unwrap(),
-        ],
-        &envs,
-    )
-    .await;
+    let (code, out) = attest_day(&envs, &day(1), Some(&first_path)).await;
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("chain_rollback") && out.contains("the previous statement"),
@@ -281,11 +245,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     );
     // A statement made without --previous (it cannot know) is caught by the auditor's tools,
     // given the previous one.
-    let (code, second) = run_cli_stdout(
-        &["attest", "--app", "a1", "--from", &day(1), "--to", &day(1)],
-        &envs,
-    )
-    .await;
+    let (code, second) = attest_day(&envs, &day(1), None).await;
     assert_eq!(code, 0, "{second}");
     let second_path = dir.path().join("second.json");
     std::fs::write(&second_path, &second).unwrap();
@@ -326,23 +286,11 @@ async fn statements_prove_the_log_grew_from_the_previous_ones_checkpoint() {
     let s3 = TestS3::new().await;
     let dir = tempfile::tempdir().unwrap();
     let (envs, signing) = environment(&db, &s3, dir.path(), true).await;
-    let archive = [
-        "archive",
-        "--app",
-        "a1",
-        "--batch-rows",
-        "10",
-        "--cutoff",
-        CUTOFF,
-    ];
+    let archive = ARCHIVE;
     db.insert(&rows("a1", 30)).await;
     assert_eq!(run_cli(&archive, &signing).await.code, 0);
     recorded_days_ago(&db, 2).await;
-    let (code, first) = run_cli_stdout(
-        &["attest", "--app", "a1", "--from", &day(2), "--to", &day(2)],
-        &envs,
-    )
-    .await;
+    let (code, first) = attest_day(&envs, &day(2), None).await;
     assert_eq!(code, 0, "{first}");
     let first_path = dir.path().join("first.json");
     std::fs::write(&first_path, &first).unwrap();
@@ -352,21 +300,7 @@ async fn statements_prove_the_log_grew_from_the_previous_ones_checkpoint() {
     db.insert(&more).await;
     assert_eq!(run_cli(&archive, &signing).await.code, 0);
     recorded_days_ago(&db, 1).await;
-    let (code, second) = run_cli_stdout(
-        &[
-            "attest",
-            "--app",
-            "a1",
-            "--from",
-            &day(1),
-            "--to",
-            &day(1),
-            "--previous",
-            first_path.to_str().unwrap(),
-        ],
-        &envs,
-    )
-    .await;
+    let (code, second) = attest_day(&envs, &day(1), Some(&first_path)).await;
     assert_eq!(code, 0, "{second}");
     let second_path = dir.path().join("second.json");
     std::fs::write(&second_path, &second).unwrap();
@@ -399,21 +333,7 @@ async fn statements_prove_the_log_grew_from_the_previous_ones_checkpoint() {
     let other = format!("{}A=", &root[..root.len() - 2]);
     doc["apps"][0]["log"]["checkpoint"] = note.replace(&root, &other).into();
     std::fs::write(&forged, doc.to_string()).unwrap();
-    let (code, out) = run_cli_stdout(
-        &[
-            "attest",
-            "--app",
-            "a1",
-            "--from",
-            &day(1),
-            "--to",
-            &day(1),
-            "--previous",
-            forged.to_str().unwrap(),
-        ],
-        &envs,
-    )
-    .await;
+    let (code, out) = attest_day(&envs, &day(1), Some(&forged)).await;
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains("chain_rollback") && out.contains("does not grow from that head"),
@@ -426,19 +346,10 @@ async fn statements_prove_the_log_grew_from_the_previous_ones_checkpoint() {
         "{out}"
     );
     // A file that is no statement: could not start, naming --previous.
-    let (code, out) = run_cli_stdout(
-        &[
-            "attest",
-            "--app",
-            "a1",
-            "--from",
-            &day(1),
-            "--to",
-            &day(1),
-            "--previous",
-            "/nonexistent/last.json",
-        ],
+    let (code, out) = attest_day(
         &envs,
+        &day(1),
+        Some(std::path::Path::new("/nonexistent/last.json")),
     )
     .await;
     assert_eq!(code, 2, "{out}");

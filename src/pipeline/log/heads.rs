@@ -207,20 +207,29 @@ pub(crate) async fn rollback(
     log: &Log<'_>,
     head: Option<&Checkpoint>,
 ) -> Result<Option<ChainFinding>, ChainError> {
-    let seen = match log.largest_seen().await {
+    let seen = match published(log).await? {
         Ok(Some(seen)) => seen,
         Ok(None) => return Ok(None),
-        Err(ChainError::Refused { detail, .. }) => {
-            return Ok(Some(ChainFinding {
-                problem: Problem::Rollback,
-                seq: None,
-                batch_id: None,
-                expected: "the tree heads the log was published at, kept write-once".into(),
-                actual: detail,
-            }))
-        }
-        Err(e) => return Err(e),
+        Err(finding) => return Ok(Some(finding)),
     };
     let mut tiles = Tiles::new(log, head.map_or(0, |h| h.size));
     held_to(&mut tiles, head, &seen).await
+}
+
+/// The largest head the log was published at ([`Log::largest_seen`]), or — a head kept that is
+/// not what its name says — the `chain_rollback` finding.
+pub(crate) async fn published(
+    log: &Log<'_>,
+) -> Result<Result<Option<Seen>, ChainFinding>, ChainError> {
+    match log.largest_seen().await {
+        Ok(seen) => Ok(Ok(seen)),
+        Err(ChainError::Refused { detail, .. }) => Ok(Err(ChainFinding {
+            problem: Problem::Rollback,
+            seq: None,
+            batch_id: None,
+            expected: "the tree heads the log was published at, kept write-once".into(),
+            actual: detail,
+        })),
+        Err(e) => Err(e),
+    }
 }

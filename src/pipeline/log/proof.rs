@@ -176,18 +176,9 @@ pub(crate) async fn prove_period(
     }
     let mut tiles = Tiles::new(log, head.size);
     let mut seen = Vec::new();
-    let published = match log.largest_seen().await {
+    let published = match heads::published(log).await? {
         Ok(s) => s,
-        Err(ChainError::Refused { detail, .. }) => {
-            return Ok(Err(ChainFinding {
-                problem: Problem::Rollback,
-                seq: None,
-                batch_id: None,
-                expected: "the tree heads the log was published at, kept write-once".into(),
-                actual: detail,
-            }))
-        }
-        Err(e) => return Err(e),
+        Err(finding) => return Ok(Err(finding)),
     };
     for s in previous.into_iter().chain(published) {
         if let Some(f) = heads::held_to(&mut tiles, Some(&head), &s).await? {
