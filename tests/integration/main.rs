@@ -29,6 +29,7 @@ mod log;
 mod log_identity;
 mod log_keys;
 mod log_rollback;
+mod log_upgrade;
 mod members_layout;
 mod metrics;
 mod operator;

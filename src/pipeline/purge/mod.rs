@@ -206,8 +206,20 @@ fn ending(app: &str, tally: &mut Tally) -> Ending {
         )),
         stopped: tally.stop_reason.take().or_else(|| (locked > 0).then(|| format!(
             "left {locked} row(s) another transaction held (locked by the relay claiming them or an open transaction, or put back since their delete): their batches stay unfinished, and the next purge takes them"
-        ))),
+        ))).or_else(|| waiting(app, &tally.details.waiting_for_log)),
     }
+}
+
+/// The batches of an app that wait for the next archive run to append them to its log, said
+/// once (and logged once, at INFO): their rows stay until a purge after that run.
+fn waiting(app: &str, batches: &[String]) -> Option<String> {
+    let first = batches.first()?;
+    let why = format!(
+        "{} batch(es) wait for the next `outbox-archiver archive` of the app to append them to its log (from batch {first}): recorded by an older build — the first archive run of this build carries its chain into the log — or by a run that ended before appending, or held back by a disagreement the last archive run reported (chain_disagreement); their rows stay until the purge after they are appended",
+        batches.len()
+    );
+    tracing::info!(app, batches = batches.len(), first_batch = first, "{why}");
+    Some(why)
 }
 
 impl<'a> Purger<'a> {
@@ -299,8 +311,14 @@ impl<'a> Purger<'a> {
             }
             if let Some(problem) = prover.prove(&receipt).await? {
                 let finding = unsound(app, &receipt, problem);
-                tracing::error!(app, batch_id = receipt.batch_id, finding = %finding, "the batch's leaf in its app's log is not proven; batch not purged");
-                tally.details.failed_batches.push(receipt.batch_id.clone());
+                if finding.kind == FindingKind::ChainUnanchored {
+                    // Not in the log yet: the next archive run appends it. It waits, said once
+                    // for the app below, not once per batch.
+                    tally.details.waiting_for_log.push(receipt.batch_id.clone());
+                } else {
+                    tracing::error!(app, batch_id = receipt.batch_id, finding = %finding, "the batch's leaf in its app's log is not proven; batch not purged");
+                    tally.details.failed_batches.push(receipt.batch_id.clone());
+                }
                 tally.details.findings.push(finding);
                 continue;
             }

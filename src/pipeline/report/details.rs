@@ -207,6 +207,10 @@ pub struct PurgeApp {
     pub kept_for_columns: Vec<String>,
     /// Batches not purged because their objects or members disagree with the receipt.
     pub failed_batches: Vec<String>,
+    /// Batches not purged because they are not in their app's log yet (`chain_unanchored`:
+    /// recorded by an older build, or by a run that ended before appending): the next archive
+    /// run appends them, and they wait — work left, not a failure.
+    pub waiting_for_log: Vec<String>,
     /// What was found about them.
     pub findings: Vec<Finding>,
     /// Receipts left alone because they were restored into the source.
