@@ -23,7 +23,9 @@ folder already: its batches are under `app_code={code}/`), it
      checkpoint;
   5. honours the breaks operators accepted (breaks/*.json: leaves whose receipts are gone on
      purpose — a batch whose objects were lost, archived again — whose objects need not be in
-     the copy) and prints each, with its reason;
+     the copy) and prints each, with its reason; prints too what transition.json says was
+     accepted of the linear chain (a chain not carried over, and why; breaks the older build
+     accepted, past which the chain was carried);
   6. lists every batch folder the copy holds that no leaf names (a batch whose run ended before
      its receipt, or before appending) as a note, not a problem.
   7. names as a problem (chain_unanchored) a linear chain of an older build (`_chain/`) that no
@@ -288,6 +290,10 @@ def audit_log(table, app, folder, batches, problems, seen=()):
         except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
             problems.append(f"chain_mismatch: {app}: the linear chain's checkpoint {key} cannot be read: {e}")
         print(f"{app}: carries on the linear chain to seq {head_seq} link {link}")
+    for key in (transition or {}).get("legacy_breaks") or []:
+        print(f"{app}: the linear chain was carried over past a break its older build accepted ({key}): the checkpoints it names were an abandoned branch")
+    if transition and not transition.get("legacy_head_seq") and transition.get("reason"):
+        print(f"{app}: the linear chain of an older build was NOT carried over (accepted): {transition['reason']}")
     for index, batch_id, manifest_sha256 in entries_out:
         where = batches.get(code_of(app), {}).get(batch_id)
         if where is None and accepted.get(index) == batch_id:

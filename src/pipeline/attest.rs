@@ -50,6 +50,8 @@ struct Proven<'r> {
     receipts: &'r [Receipt],
     proof: PeriodProof,
     breaks: Vec<log::LogBreak>,
+    /// The linear chain of an older build the log carries on, if any.
+    transition: Option<log::Transition>,
 }
 
 fn batch(spec: &TableSpec, r: &Receipt, inclusion: &(u64, Vec<tlog::Hash>)) -> BatchStatement {
@@ -209,6 +211,13 @@ fn app_statement(p: &Proven<'_>, spec: &TableSpec, period: &Period) -> AppStatem
                 reason: b.reason.clone(),
                 accepted_at: timespec::rfc3339(b.accepted_at_ms),
             })
+            .chain(p.transition.iter().flat_map(|t| {
+                t.accepted().into_iter().map(|reason| AcceptedBreak {
+                    leaves: Vec::new(),
+                    reason,
+                    accepted_at: timespec::rfc3339(t.at_ms),
+                })
+            }))
             .collect(),
         days: days
             .into_iter()
@@ -393,6 +402,7 @@ impl Attest<'_> {
             Ok(p) => p,
             Err(reason) => return Ok(Err(refuse(reason, None))),
         };
+        let transition = log.transition().await?;
         Ok(
             match log::prove_period(&log, receipts, (start, end), previous).await? {
                 Ok(proof) => Ok(Proven {
@@ -401,6 +411,7 @@ impl Attest<'_> {
                     receipts,
                     proof,
                     breaks,
+                    transition,
                 }),
                 Err(finding) => Err(refuse(
                     "its log does not prove the period".into(),

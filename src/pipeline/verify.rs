@@ -260,6 +260,7 @@ impl<'a> Verify<'a> {
                             b.reason
                         )
                     })
+                    .chain(audit.transition.iter().flat_map(|t| t.accepted()))
                     .collect();
                 let findings = audit
                     .findings

@@ -8,18 +8,17 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use super::tiles::Tiles;
 use super::{
-    audit, entry_of, heads, table_prefix, ChainError, Log, LogBreak, Transition, APPEND_CHUNK,
-    BREAK_SCHEMA, PARALLEL_GETS, TRANSITION_SCHEMA,
+    audit, entry_of, heads, ChainError, Log, LogBreak, APPEND_CHUNK, BREAK_SCHEMA, PARALLEL_GETS,
 };
 use crate::db::chain::ChainTable;
 use crate::db::receipts::Receipts;
-use crate::model::chain::{self, Problem};
+use crate::model::chain::Problem;
 use crate::model::format;
 use crate::model::note::Checkpoint;
 use crate::model::protection::{PutOptions, WritePolicy};
 use crate::model::tlog::{self, Hash, TILE_WIDTH};
 use crate::pipeline::RunContext;
-use crate::store::{self, PutMode};
+use crate::store::PutMode;
 
 /// What an append did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -265,7 +264,7 @@ async fn reconcile(
         )));
     }
     if size == 0 {
-        carry_over(log, accept_break, options).await?;
+        super::legacy::carry_over(log, accept_break, options).await?;
     }
     if known < size {
         after_seq = settle(log, known, size, after_seq, accept_break, options, &mut out).await?;
@@ -487,76 +486,6 @@ async fn accept_gaps(
         true => Ok(None),
         false => write_break(log, gone, reason, options).await.map(Some),
     }
-}
-
-/// Where the store holds a linear chain of an older build for the app and its log is empty:
-/// the transition record that binds the log's first leaves to that chain's head, written once.
-/// A chain the database does not continue is not carried over — unless accepted.
-async fn carry_over(
-    log: &Log<'_>,
-    accept_break: Option<&str>,
-    options: &PutOptions,
-) -> Result<(), ChainError> {
-    let ctx = log.ctx;
-    let legacy = chain::checkpoint_prefix(&table_prefix(ctx), &log.folder);
-    let newest = ctx
-        .store
-        .list(&legacy)
-        .await?
-        .into_iter()
-        .filter_map(|k| chain::checkpoint_of_key(&k).map(|(seq, _)| (seq, k.clone())))
-        .max();
-    let Some((seq, key)) = newest else {
-        return Ok(());
-    };
-    if log.transition().await?.is_some() {
-        return Ok(());
-    }
-    let anchored = store::get_all(ctx.store.as_ref(), &key)
-        .await?
-        .and_then(|b| chain::Checkpoint::parse(&b, ctx.spec.name, &log.folder).ok())
-        .and_then(|c| c.head().cloned());
-    let table = ChainTable::new(ctx.spec);
-    let ours = table.links(&ctx.db.pool, &log.app, seq, seq).await?.pop();
-    let whole = table.links(&ctx.db.pool, &log.app, 1, seq).await?.len() as u64 == seq;
-    let agrees = matches!((&anchored, &ours), (Some(a), Some(o)) if a.link == o.link) && whole;
-    let record = match (agrees, accept_break) {
-        (true, _) => Transition {
-            schema: TRANSITION_SCHEMA.into(),
-            table: ctx.spec.name.into(),
-            app_code: log.folder.clone(),
-            legacy_checkpoint: Some(key),
-            legacy_head_seq: seq,
-            legacy_head_link: anchored.map(|a| a.link),
-            reason: None,
-            at_ms: ctx.now(),
-        },
-        (false, Some(reason)) => Transition {
-            schema: TRANSITION_SCHEMA.into(),
-            table: ctx.spec.name.into(),
-            app_code: log.folder.clone(),
-            legacy_checkpoint: None,
-            legacy_head_seq: 0,
-            legacy_head_link: None,
-            reason: Some(format!("{reason} (the chain's newest checkpoint {key}, at seq {seq}, was not carried over)")),
-            at_ms: ctx.now(),
-        },
-        (false, None) => {
-            return Err(log.refused(format!(
-                "the linear chain of an older build ends at seq {seq} ({key}), and the database's receipts 1..{seq} do not continue it (a receipt missing, changed, or the checkpoint damaged: chain_mismatch): the log cannot carry it over; `outbox-archiver verify --app {}` on the older build names the problem, and `archive --accept-chain-break REASON` starts the log without it",
-                log.app
-            )))
-        }
-    };
-    let bytes = serde_json::to_vec(&record).expect("a record always serialises");
-    log.write_once(&log.key(format::LOG_TRANSITION), bytes, options)
-        .await?;
-    tracing::info!(
-        app = log.app,
-        legacy_head_seq = record.legacy_head_seq,
-        "the log of batches starts, carrying on the app's linear chain"
-    );
-    Ok(())
 }
 
 #[cfg(test)]

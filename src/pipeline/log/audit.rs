@@ -69,6 +69,9 @@ pub(super) async fn audit_log(log: &Log<'_>) -> Result<LogAudit, ChainError> {
     let size = out.size.unwrap_or(0);
     out.findings
         .extend(heads::rollback(log, head.as_ref()).await?);
+    if size == 0 && out.transition.is_none() {
+        out.findings.extend(super::legacy::unaccepted(log).await?);
+    }
     let mut leaves = Leaves::new(log, &out);
     let full = match leaves.walk(size).await? {
         Ok(full) => full,

@@ -38,6 +38,7 @@ mod audit;
 mod heads;
 mod identity;
 mod keys;
+mod legacy;
 mod proof;
 mod tiles;
 
@@ -124,6 +125,10 @@ pub(crate) struct Transition {
     pub legacy_head_link: Option<String>,
     /// Why no chain was carried, when none was (the operator's `--accept-chain-break`).
     pub reason: Option<String>,
+    /// The break records the older build accepted (their keys): the chain carried over is the
+    /// branch that went on past them.
+    #[serde(default, skip_serializing_if = "Vec::is_empty")]
+    pub legacy_breaks: Vec<String>,
     pub at_ms: i64,
 }
 
