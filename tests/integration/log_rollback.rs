@@ -220,8 +220,20 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
         run.all_output
     );
 
-    // The database's record deleted as well: only the previous statement saw the larger tree.
+    // The database's record deleted as well: the tiles still hold the larger tree's leaf past
+    // the checkpoint (never written over), which verify names; and the previous statement saw
+    // the larger tree.
     db.exec("DELETE FROM wallet_outbox_archive_log_heads").await;
+    let run = run_cli(&verify, &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert!(
+        run.all_output.contains("chain_rollback")
+            && run.all_output.contains(&format!(
+                "the tiles hold leaf 4 (batch {fifth}), which no receipt accounts for"
+            )),
+        "{}",
+        run.all_output
+    );
     let run = run_cli(&archive, &signing).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(

@@ -84,13 +84,15 @@ pub(super) async fn audit_log(log: &Log<'_>) -> Result<LogAudit, ChainError> {
     let (frontier, beyond) = (leaves.frontier.root(), leaves.beyond(size).await?);
     out.findings.extend(leaves.findings);
     out.findings.extend(beyond);
-    out.known = match ChainTable::new(log.ctx.spec)
+    let last_logged = ChainTable::new(log.ctx.spec)
         .last_logged(&log.ctx.db.pool, &log.app)
-        .await?
-    {
-        Some((i, _)) => i + 1,
-        None => 0,
-    };
+        .await?;
+    out.known = last_logged.map_or(0, |(i, _)| i + 1);
+    if out.known <= size {
+        let after_seq = last_logged.map_or(0, |(_, seq)| seq);
+        out.findings
+            .extend(heads::leaves_past(log, size, after_seq).await?);
+    }
     out.findings.extend(upper_levels(log, size, full).await?);
     if let Some(h) = &head {
         if frontier != h.root {

@@ -233,3 +233,68 @@ pub(crate) async fn published(
         Err(e) => Err(e),
     }
 }
+
+/// Leaves the store's tiles hold past the checkpoint of `size` leaves — the rightmost entry
+/// bundle found wider (or full) than the checkpoint needs — that the database's receipts do not
+/// account for: the `chain_rollback` finding. A run that ended between its tiles and its
+/// checkpoint leaves its own receipts' entries there (the database holds them, not logged yet,
+/// after chain seq `after_seq`); anything else is a leaf of a larger tree whose checkpoint was
+/// written back. Tiles are never written over, so this holds where no head was remembered.
+/// One LIST (and a GET when a wider bundle is there).
+pub(crate) async fn leaves_past(
+    log: &Log<'_>,
+    size: u64,
+    after_seq: u64,
+) -> Result<Option<ChainFinding>, ChainError> {
+    use crate::model::tlog::TILE_WIDTH;
+    let (index, have) = (size / TILE_WIDTH, size % TILE_WIDTH);
+    // One LIST of the bundle's key finds the full bundle and its partial ones (`{N}.p/{W}`).
+    let full = log.key(&tlog::entries_path(index, TILE_WIDTH));
+    let found = log.ctx.store.list(&full).await?;
+    let widest = found
+        .iter()
+        .filter_map(|k| match k == &full {
+            true => Some((TILE_WIDTH, k)),
+            false => Some((tlog::partial_width(k)?, k)),
+        })
+        .filter(|(w, _)| *w > have)
+        .max();
+    let Some((_, key)) = widest else {
+        return Ok(None);
+    };
+    let bytes = store::get_all(log.ctx.store.as_ref(), key).await?;
+    let Some(entries) = bytes.as_deref().and_then(tlog::unbundle) else {
+        return Ok(None);
+    };
+    let past = entries.get(have as usize..).unwrap_or_default();
+    if past.is_empty() {
+        return Ok(None);
+    }
+    let pending = crate::db::receipts::Receipts::new(log.ctx.spec)
+        .unlogged(&log.ctx.db.pool, &log.app, after_seq, past.len() as u32)
+        .await?;
+    for (i, entry) in past.iter().enumerate() {
+        if pending
+            .get(i)
+            .map(|r| super::entry_of(log.ctx, &log.folder, r))
+            .as_ref()
+            == Some(entry)
+        {
+            continue;
+        }
+        let leaf = size + i as u64;
+        let batch = tlog::parse_entry(entry).map_or("?".to_string(), |f| f[2].to_string());
+        return Ok(Some(ChainFinding {
+            problem: Problem::Rollback,
+            seq: Some(leaf),
+            batch_id: Some(batch.clone()),
+            expected: format!(
+                "no leaf past the checkpoint's {size} in the store's tiles, or one of the database's receipts not logged yet"
+            ),
+            actual: format!(
+                "the tiles hold leaf {leaf} (batch {batch}), which no receipt accounts for: a leaf of a larger tree whose checkpoint was written back (or receipts lost since a run that ended before its checkpoint)"
+            ),
+        }));
+    }
+    Ok(None)
+}
