@@ -180,6 +180,7 @@ fn purge_notes(p: &PurgeApp) -> Vec<String> {
         ));
     }
     counted(&mut notes, "failed batches", p.failed_batches.len());
+    counted(&mut notes, "waiting for the log", p.waiting_for_log.len());
     counted(&mut notes, "kept changed", p.kept_changed.len());
     notes
 }

@@ -529,4 +529,17 @@ mod tests {
                    "findings": [], "restored_batches_left": 1, "in_grace_rows": 0})
         );
     }
+
+    /// A retried purge attempt keeps the batches the first one found waiting for the log.
+    #[test]
+    fn purge_attempts_keep_every_batch_waiting_for_the_log() {
+        let attempt = |batch: &str| {
+            AppDetails::Purge(PurgeApp {
+                waiting_for_log: vec![batch.into()],
+                ..PurgeApp::default()
+            })
+        };
+        let json = serde_json::to_value(attempt("a").then(attempt("b"))).unwrap();
+        assert_eq!(json["waiting_for_log"], json!(["a", "b"]));
+    }
 }

@@ -209,7 +209,8 @@ pub struct PurgeApp {
     pub failed_batches: Vec<String>,
     /// Batches not purged because they are not in their app's log yet (`chain_unanchored`:
     /// recorded by an older build, or by a run that ended before appending): the next archive
-    /// run appends them, and they wait — work left, not a failure.
+    /// run appends them, and they wait — work left, not a failure. Absent when none wait.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
     pub waiting_for_log: Vec<String>,
     /// What was found about them.
     pub findings: Vec<Finding>,
@@ -260,6 +261,7 @@ impl PurgeApp {
             }
         }
         self.failed_batches.extend(next.failed_batches);
+        self.waiting_for_log.extend(next.waiting_for_log);
         self.findings.extend(next.findings);
         self.restored_batches_left = next.restored_batches_left.or(self.restored_batches_left);
         self.in_grace_rows = next.in_grace_rows;
