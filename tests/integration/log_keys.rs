@@ -8,7 +8,7 @@ use outbox_archiver::PutMode;
 use crate::log::{go_verifier, log_key, recorded_days_ago, run_cli_stdout};
 use crate::support::*;
 
-use crate::log_rollback::{ARCHIVE, CUTOFF};
+use crate::log_rollback::{binary_env, ARCHIVE, VERIFY};
 
 /// A new key named as the log's, made by `log-key` in `dir/file`: its file and its verifier.
 pub(crate) async fn new_key(dir: &std::path::Path, file: &str) -> (String, String) {
@@ -46,18 +46,9 @@ async fn a_log_begun_unsigned_is_signed_then_its_key_rotated_and_retired() {
     let s3 = TestS3::new().await;
     let store = s3.store().await;
     let dir = tempfile::tempdir().unwrap();
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let envs = binary_env(&db, &s3);
     let archive = ARCHIVE;
-    let verify = [
-        "verify",
-        "--app",
-        "a1",
-        "--metadata-only",
-        "--cutoff",
-        CUTOFF,
-    ];
+    let verify = VERIFY;
     const KEY: &str = "OUTBOX_ARCHIVER_LOG_KEY_FILE";
     const VERIFIER: &str = "OUTBOX_ARCHIVER_LOG_VERIFIER";
     let checkpoint = log_key(store.as_ref(), "a1", "checkpoint");
@@ -144,6 +135,13 @@ async fn a_log_begun_unsigned_is_signed_then_its_key_rotated_and_retired() {
     let run = run_cli(&verify, &with(&envs, &[(VERIFIER, &old)])).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(run.all_output.contains("chain_fork"), "{}", run.all_output);
+    let repeated = [
+        &verify[..],
+        &["--log-verifier", &old, "--log-verifier", &new],
+    ]
+    .concat();
+    let run = run_cli(&repeated, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
     let purge = ["purge", "--app", "a1", "--grace", "0s"];
     let run = run_cli(&purge, &with(&envs, &[(VERIFIER, &new)])).await;
     assert_eq!(run.code, 0, "{}", run.all_output);

@@ -14,6 +14,24 @@ use crate::support::*;
 
 pub(crate) const CUTOFF: &str = "2026-01-04T00:00:00Z";
 
+/// a1's log proven whole, without reading the batches.
+pub(crate) const VERIFY: [&str; 6] = [
+    "verify",
+    "--app",
+    "a1",
+    "--metadata-only",
+    "--cutoff",
+    CUTOFF,
+];
+
+/// The binary's environment for `db` and `s3`: the store, the database, the app lock.
+pub(crate) fn binary_env(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    envs
+}
+
 /// a1's rows archived in batches of 10.
 pub(crate) const ARCHIVE: [&str; 7] = [
     "archive",
@@ -59,9 +77,7 @@ async fn environment(
     dir: &std::path::Path,
     signed: bool,
 ) -> (Vec<(&'static str, String)>, Vec<(&'static str, String)>) {
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let mut envs = binary_env(db, s3);
     if !signed {
         return (envs.clone(), envs);
     }
@@ -150,14 +166,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 40);
 
     // Found by the heads the store kept and the database recorded.
-    let verify = [
-        "verify",
-        "--app",
-        "a1",
-        "--metadata-only",
-        "--cutoff",
-        CUTOFF,
-    ];
+    let verify = VERIFY;
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(

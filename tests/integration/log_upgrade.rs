@@ -5,16 +5,8 @@
 
 use outbox_archiver::{chain, ObjectStore, PutMode};
 
-use crate::log_rollback::{ARCHIVE, CUTOFF};
+use crate::log_rollback::{binary_env, ARCHIVE, CUTOFF, VERIFY};
 use crate::support::*;
-
-/// The binary's environment for `db` and `s3`.
-fn environment(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
-    envs
-}
 
 /// Turns what this build archived for a1 into what the build of 2d518d8 left: the receipts
 /// linked but in no log, the chain anchored by a checkpoint of links `1..=n` under `_chain/`
@@ -62,7 +54,7 @@ async fn a_purge_before_the_first_archive_of_a_new_build_waits_and_alerts_for_no
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
     let store = s3.store().await;
-    let envs = environment(&db, &s3);
+    let envs = binary_env(&db, &s3);
     db.insert(&rows("a1", 50)).await;
     let run = run_cli(&ARCHIVE, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
@@ -113,7 +105,7 @@ async fn a_break_the_older_build_accepted_is_honoured_when_its_chain_is_carried_
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
     let store = s3.store().await;
-    let envs = environment(&db, &s3);
+    let envs = binary_env(&db, &s3);
     db.insert(&rows("a1", 100)).await;
     let run = run_cli(&ARCHIVE, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
@@ -168,14 +160,7 @@ async fn a_break_the_older_build_accepted_is_honoured_when_its_chain_is_carried_
         old_break.as_str(),
         "{transition}"
     );
-    let verify = [
-        "verify",
-        "--app",
-        "a1",
-        "--metadata-only",
-        "--cutoff",
-        CUTOFF,
-    ];
+    let verify = VERIFY;
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert!(
@@ -206,7 +191,7 @@ async fn a_fork_the_older_build_reported_is_reported_until_accepted_and_named_af
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
     let store = s3.store().await;
-    let envs = environment(&db, &s3);
+    let envs = binary_env(&db, &s3);
     db.insert(&rows("a1", 30)).await;
     let run = run_cli(&ARCHIVE, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
@@ -216,14 +201,7 @@ async fn a_fork_the_older_build_reported_is_reported_until_accepted_and_named_af
         "f".repeat(64)
     ))
     .await;
-    let verify = [
-        "verify",
-        "--app",
-        "a1",
-        "--metadata-only",
-        "--cutoff",
-        CUTOFF,
-    ];
+    let verify = VERIFY;
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(

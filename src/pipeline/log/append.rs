@@ -31,8 +31,6 @@ pub(crate) struct Anchoring {
     pub head: u64,
     /// The break record written (`--accept-chain-break`).
     pub break_accepted: Option<String>,
-    /// The key change record written: the run signs with other keys than the checkpoint was.
-    pub keys_changed: Option<String>,
 }
 
 /// The right edge of the tree being appended to: the partial tile at each level and the
@@ -210,18 +208,7 @@ pub(crate) async fn append(
     append_unlogged(&log, after_seq, &options, &mut out).await?;
     if let (Some(head), None) = (resign, &out.written) {
         // Keys changed and nothing to append: the same tree's checkpoint, signed by the new keys.
-        let note = head.to_note(&ctx.log_keys.signers);
-        log.keep_head(&head, &note, &options).await?;
-        let key = log.key(format::LOG_CHECKPOINT);
-        ctx.store
-            .put_with(
-                &key,
-                Bytes::from(note),
-                PutMode::Overwrite,
-                &PutOptions::default(),
-            )
-            .await?;
-        out.written = Some(key);
+        out.written = Some(write_checkpoint(&log, &head, &options).await?);
     }
     Ok(out)
 }
@@ -242,7 +229,7 @@ async fn reconcile(
     let size = head.as_ref().map_or(0, |c| c.size);
     if let Some(seen) = log.largest_seen().await? {
         let mut tiles = Tiles::new(log, size);
-        if let Some(f) = heads::held_to(&mut tiles, head.as_ref(), &seen).await? {
+        if let Err(f) = heads::held_to(&mut tiles, head.as_ref(), &seen).await? {
             return Err(log.refused(format!(
                 "expected {}; {} (chain_rollback) — nothing is appended after it, or the leaves of the larger tree would be written over; once investigated, the larger head goes back by copying {} over the checkpoint",
                 f.expected, f.actual, seen.source
@@ -276,7 +263,7 @@ async fn reconcile(
     }
     let mut resign = None;
     if let Some(change) = change {
-        out.keys_changed = Some(log.record_key_change(&change, options).await?);
+        log.record_key_change(&change, options).await?;
         resign = head;
     }
     Ok((out, after_seq, resign))
@@ -360,15 +347,31 @@ async fn publish(
         size: e.size,
         root: e.root(),
     };
+    let key = write_checkpoint(log, &checkpoint, options).await?;
+    Ok((key, checkpoint))
+}
+
+/// Writes `head` as the log's checkpoint, signed by the run's keys: first kept write-once under
+/// its size (under the batches' retention, `options`), then in place of the checkpoint.
+async fn write_checkpoint(
+    log: &Log<'_>,
+    head: &Checkpoint,
+    options: &PutOptions,
+) -> Result<String, ChainError> {
     let key = log.key(format::LOG_CHECKPOINT);
-    let note = checkpoint.to_note(&log.ctx.log_keys.signers);
+    let note = head.to_note(&log.ctx.log_keys.signers);
     log.begin().await?;
-    log.keep_head(&checkpoint, &note, options).await?;
+    log.keep_head(head, &note, options).await?;
     log.ctx
         .store
-        .put_with(&key, Bytes::from(note), PutMode::Overwrite, &transient)
+        .put_with(
+            &key,
+            Bytes::from(note),
+            PutMode::Overwrite,
+            &PutOptions::default(),
+        )
         .await?;
-    Ok((key, checkpoint))
+    Ok(key)
 }
 
 /// Leaves `known..size` the store holds and the database does not: the app's next receipts

@@ -28,36 +28,14 @@ pub(crate) struct Seen {
     pub source: String,
 }
 
-fn parse_root(text: &str) -> Option<Hash> {
-    use base64::Engine;
-    base64::engine::general_purpose::STANDARD
-        .decode(text)
-        .ok()?
-        .try_into()
-        .ok()
-}
-
 impl Log<'_> {
     /// The largest head the store keeps a write-once copy of: the first key a LIST of
     /// `heads/` returns (their names sort the largest first). One LIST, and one GET unless the
     /// database's record is that size or larger (`known`): the copy is read only when it says
     /// more than the database.
     async fn largest_kept(&self, known: u64) -> Result<Option<Seen>, ChainError> {
-        use futures_util::TryStreamExt;
-        let prefix = self.key(format::LOG_HEADS);
-        let mut pages = self.ctx.store.list_pages(&prefix);
-        let first = loop {
-            match pages.try_next().await? {
-                None => return Ok(None),
-                Some(page) => {
-                    if let Some(key) = page
-                        .into_iter()
-                        .find(|k| format::log_head_size(k).is_some())
-                    {
-                        break key;
-                    }
-                }
-            }
+        let Some(first) = self.largest_head_key().await? else {
+            return Ok(None);
         };
         if format::log_head_size(&first).is_some_and(|size| size <= known) {
             return Ok(None);
@@ -77,6 +55,23 @@ impl Log<'_> {
         }
     }
 
+    /// The key of the largest head the store keeps: the first a LIST of `heads/` returns (their
+    /// names sort the largest first) — one page, whatever the log's age.
+    pub(super) async fn largest_head_key(&self) -> Result<Option<String>, ChainError> {
+        use futures_util::TryStreamExt;
+        let prefix = self.key(format::LOG_HEADS);
+        let mut pages = self.ctx.store.list_pages(&prefix);
+        while let Some(page) = pages.try_next().await? {
+            if let Some(key) = page
+                .into_iter()
+                .find(|k| format::log_head_size(k).is_some())
+            {
+                return Ok(Some(key));
+            }
+        }
+        Ok(None)
+    }
+
     /// The largest head the database recorded for the app.
     async fn largest_recorded(&self) -> Result<Option<Seen>, ChainError> {
         let heads = LogHeads::new(self.ctx.spec);
@@ -84,7 +79,7 @@ impl Log<'_> {
         let Some((size, root)) = heads.largest(&self.ctx.db.pool, &self.app).await? else {
             return Ok(None);
         };
-        match parse_root(&root) {
+        match super::hash_of_text(&root) {
             Some(root) => Ok(Some(Seen {
                 size,
                 root,
@@ -151,13 +146,14 @@ impl Log<'_> {
 }
 
 /// Whether the store's checkpoint `head` (none: no checkpoint) is the tree `seen` or one grown
-/// from it: none when it is, else the `chain_rollback` finding. Reads the tiles of a
-/// consistency proof (O(log n)) only when the checkpoint is larger than `seen`.
+/// from it: the consistency proof from `seen` to it (empty when it is that tree), else the
+/// `chain_rollback` finding. Reads the tiles of the proof (O(log n)) only when the checkpoint
+/// is larger than `seen`.
 pub(crate) async fn held_to(
     tiles: &mut Tiles<'_, '_>,
     head: Option<&Checkpoint>,
     seen: &Seen,
-) -> Result<Option<ChainFinding>, ChainError> {
+) -> Result<Result<Vec<Hash>, ChainFinding>, ChainError> {
     let size = head.map_or(0, |h| h.size);
     let rollback = |actual: String| {
         ChainFinding {
@@ -174,31 +170,33 @@ pub(crate) async fn held_to(
     }
     };
     let Some(head) = head.filter(|_| size >= seen.size) else {
-        return Ok(Some(rollback(format!(
+        return Ok(Err(rollback(format!(
             "it holds {size} leaves: the checkpoint was written back (a rollback); the batches of leaves {size}..{} may be gone with their receipts",
             seen.size
         ))));
     };
     if size == seen.size {
-        return Ok((head.root != seen.root).then(|| {
-            rollback(format!(
+        return Ok(match head.root == seen.root {
+            true => Ok(Vec::new()),
+            false => Err(rollback(format!(
                 "it holds another tree of {size} leaves (root {}): the log was rewritten",
                 b64(&head.root)
-            ))
-        }));
+            ))),
+        });
     }
     let proof = match tiles.consistency(seen.size, size).await {
         Ok(p) => p,
-        Err(ChainError::Refused { detail, .. }) => return Ok(Some(rollback(detail))),
+        Err(ChainError::Refused { detail, .. }) => return Ok(Err(rollback(detail))),
         Err(e) => return Err(e),
     };
     let grown =
         seen.size == 0 || tlog::check_consistency(&proof, seen.size, &seen.root, size, &head.root);
-    Ok((!grown).then(|| {
-        rollback(format!(
+    Ok(match grown {
+        true => Ok(proof),
+        false => Err(rollback(format!(
             "its tree of {size} leaves does not grow from that head (a consistency proof from the tiles fails): the log was rewritten"
-        ))
-    }))
+        ))),
+    })
 }
 
 /// The store's checkpoint held to the largest head the log was published at
@@ -213,7 +211,7 @@ pub(crate) async fn rollback(
         Err(finding) => return Ok(Some(finding)),
     };
     let mut tiles = Tiles::new(log, head.map_or(0, |h| h.size));
-    held_to(&mut tiles, head, &seen).await
+    Ok(held_to(&mut tiles, head, &seen).await?.err())
 }
 
 /// The largest head the log was published at ([`Log::largest_seen`]), or — a head kept that is

@@ -94,10 +94,9 @@ impl Log<'_> {
         if !recorded.is_empty() {
             return Ok(false);
         }
-        let heads = self.ctx.store.list(&self.key(format::LOG_HEADS)).await?;
-        match heads.first() {
+        match self.largest_head_key().await? {
             None => Ok(true),
-            Some(k) => Ok(store::get_all(self.ctx.store.as_ref(), k)
+            Some(k) => Ok(store::get_all(self.ctx.store.as_ref(), &k)
                 .await?
                 .is_none_or(|b| Checkpoint::signature_names(&b).is_empty())),
         }
@@ -117,12 +116,12 @@ impl Log<'_> {
     }
 
     /// Records `change` write-once (a record already there for that leaf — a retry — stays),
-    /// under the batches' retention.
+    /// under the batches' retention, and logs it.
     pub(super) async fn record_key_change(
         &self,
         change: &KeyChange,
         options: &PutOptions,
-    ) -> Result<String, ChainError> {
+    ) -> Result<(), ChainError> {
         self.begin().await?;
         let key = self.key(&format::log_keys_path(change.from_size));
         let bytes = serde_json::to_vec(change).expect("a record always serialises");
@@ -148,6 +147,6 @@ impl Log<'_> {
             before = change.before.join(", "),
             "the log's checkpoints are signed by other keys from here on (recorded)"
         );
-        Ok(key)
+        Ok(())
     }
 }

@@ -372,3 +372,13 @@ pub(crate) async fn audit(ctx: &RunContext, app: &str) -> Result<LogAudit, Chain
 pub(crate) fn hash_text(h: &Hash) -> String {
     b64(h)
 }
+
+/// The hash a [`hash_text`] spells (none: not base64 of 32 bytes).
+pub(crate) fn hash_of_text(text: &str) -> Option<Hash> {
+    use base64::Engine;
+    base64::engine::general_purpose::STANDARD
+        .decode(text)
+        .ok()?
+        .try_into()
+        .ok()
+}

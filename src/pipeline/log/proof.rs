@@ -181,11 +181,10 @@ pub(crate) async fn prove_period(
         Err(finding) => return Ok(Err(finding)),
     };
     for s in previous.into_iter().chain(published) {
-        if let Some(f) = heads::held_to(&mut tiles, Some(&head), &s).await? {
-            return Ok(Err(f));
+        match heads::held_to(&mut tiles, Some(&head), &s).await? {
+            Ok(proof) => seen.push((s, proof)),
+            Err(f) => return Ok(Err(f)),
         }
-        let proof = tiles.consistency(s.size, head.size).await?;
-        seen.push((s, proof));
     }
     let (start_root, end_root) = (tiles.root_at(start).await?, tiles.root_at(end).await?);
     let start_to_end = tiles.consistency(start, end).await?;
