@@ -11,7 +11,7 @@ pub(crate) use super::groups::*;
 
 use super::parse::{
     parse_bytes, parse_day, parse_duration, parse_parallel_apps, parse_percent,
-    parse_recorded_command, parse_time, ParallelApps,
+    parse_recorded_command, parse_since, parse_time, ParallelApps,
 };
 use crate::model::shard::Shard;
 
@@ -116,6 +116,12 @@ pub(crate) struct MigrateArgs {
     /// Also create the reference source table (demos and tests).
     #[arg(long, env = "OUTBOX_ARCHIVER_WITH_SOURCE_TABLE")]
     pub with_source_table: bool,
+    /// Then put this many realistic rows into the source table — three apps over the last 30
+    /// days, most delivered, as `demo` seeds them — for a first hour on a trial database.
+    /// Only an empty table of a built-in kind is filled: a table that holds a row already is
+    /// refused, so no real outbox ever gets an invented row.
+    #[arg(long, value_name = "ROWS", value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
+    pub seed_rows: Option<u64>,
 }
 
 #[derive(Debug, Args)]
@@ -126,6 +132,7 @@ pub(crate) struct DoctorArgs {
     /// (deploy/mysql-grants.sql).
     #[arg(
         long,
+        value_name = "COMMANDS",
         env = "OUTBOX_ARCHIVER_DOCTOR_GRANTS_FOR",
         value_delimiter = ',',
         value_enum,
@@ -199,7 +206,7 @@ pub(crate) struct AnyAppArgs {
 #[derive(Debug, Args)]
 pub(crate) struct CutoffArgs {
     /// Rows delivered longer ago than this are old enough (30s, 15m, 24h, 7d).
-    #[arg(long, env = "OUTBOX_ARCHIVER_OLDER_THAN", default_value = "7d", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_OLDER_THAN", default_value = "7d", value_parser = parse_duration)]
     pub older_than: i64,
     /// Rows with updated_at_ms below this instant (2026-06-01 = its UTC midnight, RFC 3339, or
     /// epoch ms); overrides --older-than.
@@ -278,10 +285,10 @@ pub(crate) struct ArchiveArgs {
     #[arg(long, env = "OUTBOX_ARCHIVER_GZIP_LEVEL", default_value_t = 3, value_parser = clap::value_parser!(u32).range(1..=9))]
     pub gzip_level: u32,
     /// Stop each app after this many batches.
-    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_BATCHES")]
+    #[arg(long, value_name = "N", env = "OUTBOX_ARCHIVER_MAX_BATCHES")]
     pub max_batches: Option<u64>,
     /// Start no new batch after this long (30s, 15m, 24h).
-    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
     pub max_runtime: Option<i64>,
     /// Plan the batches and print them; write nothing.
     #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
@@ -293,7 +300,7 @@ pub(crate) struct ArchiveArgs {
     /// Archive this many apps at the same time, each under its own lock: 1 to 8, or auto — one
     /// per CPU core this process may use (a CPU limit counts), at most 4 (see README,
     /// "Performance").
-    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value = "auto", value_parser = parse_parallel_apps)]
+    #[arg(long, value_name = "N", env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value = "auto", value_parser = parse_parallel_apps)]
     pub parallel_apps: ParallelApps,
     /// Memory the batches in flight may hold, all apps together (64MiB, 1GiB); the process
     /// needs about 30 MiB besides. A batch larger than the budget still runs, alone.
@@ -367,6 +374,13 @@ pub(crate) struct HistoryArgs {
     /// How many runs.
     #[arg(long, default_value_t = 20, value_parser = clap::value_parser!(u32).range(1..=10_000))]
     pub last: u32,
+    /// Only runs started at or after this instant: a UTC day (2026-11-01, its midnight), RFC
+    /// 3339, epoch ms, or a duration ago (12h, 7d).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    pub since: Option<i64>,
+    /// Only runs started before this instant (as --since: 2026-11-02, 6h).
+    #[arg(long, value_name = "WHEN", value_parser = parse_since)]
+    pub until: Option<i64>,
 }
 
 #[derive(Debug, Args)]
@@ -405,13 +419,13 @@ pub(crate) struct PurgeArgs {
     #[command(flatten)]
     pub apps: AppArgs,
     /// Only batches verified longer ago than this (30s, 15m, 24h, 7d).
-    #[arg(long, env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
     pub grace: i64,
     /// Delete at most this many rows per second.
-    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_ROWS_PER_SECOND")]
+    #[arg(long, value_name = "N", env = "OUTBOX_ARCHIVER_MAX_ROWS_PER_SECOND")]
     pub max_rows_per_second: Option<u64>,
     /// Start no new chunk after this long.
-    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
     pub max_runtime: Option<i64>,
     /// Count what would be deleted; delete nothing.
     #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
@@ -435,7 +449,7 @@ pub(crate) struct PurgeArgs {
     pub include_restored: bool,
     /// Purge this many apps at the same time, each under its own lock (1 to 4);
     /// --max-rows-per-second stays the limit of the whole run.
-    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    #[arg(long, value_name = "N", env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
     pub parallel_apps: u32,
     #[command(flatten)]
     pub source: SourceArgs,
@@ -471,7 +485,7 @@ pub(crate) struct RestoreArgs {
     /// Restore this many apps at the same time (1 to 4; each under its own lock with
     /// --into-source). One app at a time verifies the next batch while one loads (two batches in
     /// memory); with more, each app holds one.
-    #[arg(long, env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
+    #[arg(long, value_name = "N", env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
     pub parallel_apps: u32,
     #[command(flatten)]
     pub thaw: ThawArgs,
@@ -492,10 +506,10 @@ pub(crate) struct CompactArgs {
     #[command(flatten)]
     pub apps: AppArgs,
     /// Only receipts whose rows purge finished deleting longer ago than this (30d, 90d).
-    #[arg(long, env = "OUTBOX_ARCHIVER_COMPACT_OLDER_THAN", default_value = "90d", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_COMPACT_OLDER_THAN", default_value = "90d", value_parser = parse_duration)]
     pub older_than: i64,
     /// Start no new batch after this long.
-    #[arg(long, env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
     pub max_runtime: Option<i64>,
     /// Read and verify every batch, count the member rows that would go; delete nothing.
     #[arg(long, env = "OUTBOX_ARCHIVER_DRY_RUN")]
@@ -524,7 +538,7 @@ pub(crate) struct StatusArgs {
     pub cutoff: CutoffArgs,
     /// Purge's grace period, to split rows awaiting purge into those purge takes on its next run
     /// and those that still wait (as purge --grace).
-    #[arg(long, env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
+    #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_GRACE", default_value = "24h", value_parser = parse_duration)]
     pub grace: i64,
     #[command(flatten)]
     pub source: SourceArgs,

@@ -76,7 +76,7 @@ pub(crate) struct RetryArgs {
 pub(crate) struct S3Args {
     /// S3 endpoint for MinIO, COS and other compatible stores [default: AWS_ENDPOINT_URL, else
     /// AWS]
-    #[arg(long, env = "OUTBOX_ARCHIVER_S3_ENDPOINT")]
+    #[arg(long, value_name = "URL", env = "OUTBOX_ARCHIVER_S3_ENDPOINT")]
     pub s3_endpoint: Option<String>,
     /// PEM file of the CA certificates an https:// S3 endpoint's certificate must chain to (a
     /// company CA on MinIO, Ceph or COS); only these are trusted then [default: AWS_CA_BUNDLE,
@@ -141,11 +141,16 @@ pub(crate) struct ProtectionArgs {
     /// Object Lock enabled. compliance: nobody, root included, can delete an object version or
     /// shorten its retention before it ends; governance: users with
     /// s3:BypassGovernanceRetention can.
-    #[arg(long, env = "OUTBOX_ARCHIVER_OBJECT_LOCK_MODE", value_enum)]
+    #[arg(
+        long,
+        value_name = "MODE",
+        env = "OUTBOX_ARCHIVER_OBJECT_LOCK_MODE",
+        value_enum
+    )]
     pub object_lock_mode: Option<LockModeArg>,
     /// How long each batch's objects stay locked after they are written: 7y (calendar years),
     /// 30d, 2555d. The receipt records the exact retain-until date.
-    #[arg(long, env = "OUTBOX_ARCHIVER_RETENTION", value_parser = parse_retention)]
+    #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_RETENTION", value_parser = parse_retention)]
     pub retention: Option<Retention>,
     /// Put an Object Lock legal hold on every object archive writes (it lasts until someone with
     /// s3:PutObjectLegalHold lifts it).
@@ -163,7 +168,7 @@ pub(crate) struct ProtectionArgs {
     pub sse: Option<SseArg>,
     /// The KMS key for --sse aws:kms: its ARN (checked against the key the store reports on
     /// every object), key id, or alias (implies --sse aws:kms).
-    #[arg(long, env = "OUTBOX_ARCHIVER_SSE_KMS_KEY_ID")]
+    #[arg(long, value_name = "KEY", env = "OUTBOX_ARCHIVER_SSE_KMS_KEY_ID")]
     pub sse_kms_key_id: Option<String>,
     /// With aws:kms, use an S3 Bucket Key (far fewer KMS requests, lower KMS cost).
     #[arg(long, env = "OUTBOX_ARCHIVER_SSE_BUCKET_KEY")]

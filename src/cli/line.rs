@@ -3,7 +3,7 @@
 //! one JSON summary, and the `OUTBOX_ARCHIVER_*` variables no option reads — a typo refused, any
 //! other warned about.
 
-use super::{effective_config, Cli, Command};
+use super::{effective_config, short_help, Cli, Command};
 use crate::model::command::CommandName;
 use crate::pipeline::report::Summary;
 
@@ -11,7 +11,23 @@ use crate::pipeline::report::Summary;
 /// in help, each command's own words.
 pub fn command() -> clap::Command {
     use clap::CommandFactory;
-    per_command_help(without_env_values(Cli::command()))
+    without_unused_common(per_command_help(without_env_values(Cli::command())))
+}
+
+/// The common options a command never reads, out of its help (`log-key` touches no database
+/// and no store). They are global, so they reach the subcommands when the command is built.
+fn without_unused_common(mut command: clap::Command) -> clap::Command {
+    command.build();
+    command.mut_subcommands(|sub| {
+        let Some(name) = CommandName::parse(sub.get_name()) else {
+            return sub;
+        };
+        let unused = short_help::unused_common(name);
+        sub.mut_args(|arg| match arg.get_long() {
+            Some(long) if unused.contains(&long) => arg.hide(true),
+            _ => arg,
+        })
+    })
 }
 
 /// What each command's help says where one shared option means something of its own, and
@@ -112,7 +128,12 @@ fn usage_error(e: clap::Error, subcommands: &[String]) -> ! {
 /// without connecting to anything. Returns the command line and the subcommand's name.
 pub(crate) fn parse_or_exit() -> (Cli, String) {
     use clap::FromArgMatches;
-    let line = command();
+    // `-h` is the short summary (`short_help`); `--help` every option.
+    let line = if short_help::asked() {
+        short_help::shorten(command())
+    } else {
+        command()
+    };
     let names: Vec<String> = line
         .get_subcommands()
         .map(|c| c.get_name().to_string())
@@ -282,9 +303,11 @@ mod tests {
     #[test]
     fn every_subcommand_parses_into_its_arguments() {
         use clap::FromArgMatches;
+        // Built, the command holds clap's own `help` subcommand too.
         let names: Vec<String> = command()
             .get_subcommands()
             .map(|c| c.get_name().to_string())
+            .filter(|name| name != "help")
             .collect();
         for name in &names {
             assert!(

@@ -12,6 +12,7 @@ mod options;
 mod parse;
 pub(crate) mod print_config;
 mod process;
+mod short_help;
 
 use crate::model::command::CommandName;
 use clap::Parser;
@@ -217,7 +218,7 @@ async fn command_summary(
         );
     }
     match command {
-        Command::Migrate(args) => migrate_command(common, args.with_source_table).await,
+        Command::Migrate(args) => migrate_command(common, &args).await,
         Command::Archive(args) => match args.into_options(common, now) {
             Err(e) => Summary::unusable(CommandName::Archive, e),
             Ok(options) => with_context(common, connect, &options, shutdown).await,
@@ -266,8 +267,11 @@ async fn command_summary(
 }
 
 /// `migrate`: the table's spec needs the database (a profile's columns are read from it).
-async fn migrate_command(common: &Common, with_source_table: bool) -> Summary {
-    let options = migrate::MigrateOptions { with_source_table };
+async fn migrate_command(common: &Common, args: &args::MigrateArgs) -> Summary {
+    let options = migrate::MigrateOptions {
+        with_source_table: args.with_source_table,
+        seed_rows: args.seed_rows,
+    };
     if let Err(e) = common.profile() {
         return Summary::unusable(CommandName::Migrate, e);
     }

@@ -175,6 +175,8 @@ impl HistoryArgs {
             app: self.app,
             command: self.command,
             last: self.last,
+            since_ms: self.since,
+            until_ms: self.until,
         }
     }
 }

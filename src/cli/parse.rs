@@ -69,6 +69,18 @@ pub(super) fn parse_time(text: &str) -> Result<i64, String> {
     timespec::parse_time_ms(text)
 }
 
+/// An instant as every time flag takes it, or a duration ago (`12h`, `7d`: what
+/// `history --since` is mostly asked).
+pub(super) fn parse_since(text: &str) -> Result<i64, String> {
+    let ago =
+        text.trim().ends_with(|c: char| c.is_ascii_alphabetic()) && !text.contains(['-', ':']);
+    if ago {
+        let ms = timespec::parse_duration_ms(text)?;
+        return Ok(chrono::Utc::now().timestamp_millis() - ms);
+    }
+    timespec::parse_time_ms(text)
+}
+
 /// A whole UTC day, written as any time is (`2026-11-01`, its midnight in RFC 3339, or in epoch
 /// ms), as the epoch ms it starts at.
 pub(super) fn parse_day(text: &str) -> Result<i64, String> {

@@ -134,6 +134,7 @@ async fn database(
         spec,
         &migrate::MigrateOptions {
             with_source_table: true,
+            seed_rows: None,
         },
     )
     .await;
@@ -144,15 +145,7 @@ async fn database(
         "created database {} on {}",
         opts.database, db.url_redacted
     ));
-    let plan = SeedPlan {
-        apps: vec!["wallet-cn".into(), "wallet-sg".into(), "fun.games".into()],
-        rows: opts.rows,
-        start_ms: now - 30 * 86_400_000,
-        end_ms: now,
-        delivered_percent: 86,
-        seed: 20261129,
-        event_ids: seed::EventIds::Sequential,
-    };
+    let plan = SeedPlan::trial(opts.rows, now);
     let started = Instant::now();
     seed::seed(&db.pool, spec, &plan).await?;
     say(format!(
@@ -506,8 +499,60 @@ fn where_to_look(
         ));
     }
     say(format!(
-        "query the receipts: {client} {} -e 'SELECT app_code, COUNT(*), SUM(row_count) FROM {} GROUP BY app_code'",
-        opts.database,
+        "query the receipts: {} -e 'SELECT app_code, COUNT(*), SUM(row_count) FROM {} GROUP BY app_code'",
+        client_line(client, &opts.server_url, &opts.database),
         spec.receipts_table()
     ));
+}
+
+/// The server's client pointed where `server_url` points — host, port, socket and user; `-p`
+/// to be asked for a password the URL has (never the password itself).
+fn client_line(client: &str, server_url: &str, database: &str) -> String {
+    let mut line = client.to_string();
+    let Ok(url) = url::Url::parse(server_url) else {
+        return format!("{line} {database}");
+    };
+    let socket = url
+        .query_pairs()
+        .find(|(k, _)| k == "socket")
+        .map(|(_, v)| v.into_owned());
+    match (socket, url.host_str()) {
+        (Some(socket), _) => line.push_str(&format!(" --socket={socket}")),
+        (None, Some(host)) if host != "localhost" => line.push_str(&format!(" -h {host}")),
+        _ => {}
+    }
+    if let Some(port) = url.port().filter(|p| *p != 3306) {
+        line.push_str(&format!(" -P {port}"));
+    }
+    if !url.username().is_empty() {
+        line.push_str(&format!(" -u {}", url.username()));
+    }
+    if url.password().is_some() {
+        line.push_str(" -p");
+    }
+    format!("{line} {database}")
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn the_client_line_goes_where_the_url_goes_and_never_shows_the_password() {
+        use super::client_line;
+        assert_eq!(
+            client_line("mariadb", "mysql://root@localhost/", "d"),
+            "mariadb -u root d"
+        );
+        assert_eq!(
+            client_line("mysql", "mysql://archiver:s3cret@127.0.0.1:3307/x", "d"),
+            "mysql -h 127.0.0.1 -P 3307 -u archiver -p d"
+        );
+        assert_eq!(
+            client_line(
+                "mariadb",
+                "mysql://root@localhost/?socket=/run/mysqld/mysqld.sock",
+                "d"
+            ),
+            "mariadb --socket=/run/mysqld/mysqld.sock -u root d"
+        );
+    }
 }

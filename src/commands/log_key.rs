@@ -1,12 +1,14 @@
 //! `log-key` — a new key to sign the log's checkpoints with (README, "The log of batches"):
 //! written to a new file, readable by its owner only (an existing file is never replaced), and
-//! its verifier printed, for auditors.
+//! its verifier printed, for auditors: alone on a terminal (or `--format table`), in the JSON
+//! summary's `verifier` otherwise, as every command prints its end.
 
 use std::path::Path;
 
 use crate::model::command::CommandName;
 use crate::model::note::Signer;
-use crate::pipeline::report::{Document, Summary};
+use crate::pipeline::report::details::LogKeyRun;
+use crate::pipeline::report::{RunDetails, Summary};
 
 pub(crate) fn run(name: &str, out: &Path) -> Summary {
     let command = CommandName::LogKey;
@@ -24,7 +26,10 @@ pub(crate) fn run(name: &str, out: &Path) -> Summary {
         );
     }
     let mut summary = Summary::new(command);
-    summary.document = Some(Document::Text(format!("{verifier}\n")));
+    summary.details = Some(RunDetails::LogKey(LogKeyRun {
+        verifier,
+        key_file: out.display().to_string(),
+    }));
     summary.settle()
 }
 

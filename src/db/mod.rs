@@ -57,6 +57,10 @@ pub enum DbError {
     },
     #[error("database {database:?} does not exist on {url} (check --database-url / DATABASE_URL)")]
     UnknownDatabase { url: String, database: String },
+    /// MySQL and MariaDB answer a database that does not exist with "access denied" (1044) to a
+    /// login without rights on it, so as not to tell which databases exist.
+    #[error("database {database:?} does not exist on {url}, or the login may not use it (the server answers both alike to a user without rights on it): check the database name in --database-url / DATABASE_URL, then the login's grants (deploy/mysql-grants.sql)")]
+    DatabaseDenied { url: String, database: String },
     #[error("cannot reach the database at {url} ({detail}): check --database-url / DATABASE_URL and that the server is running")]
     Unreachable { url: String, detail: String },
     /// The TLS handshake with the database failed: the server's certificate is not trusted, has
@@ -295,8 +299,13 @@ pub(crate) fn connect_options(url: &str, setting: &str) -> Result<MySqlConnectOp
             )));
         }
     }
-    let mut options = MySqlConnectOptions::from_str(url).map_err(|e| invalid(e.to_string()))?;
     let parsed = url::Url::parse(url).map_err(|e| invalid(e.to_string()))?;
+    for (key, value) in parsed.query_pairs() {
+        if matches!(&*key, "ssl-mode" | "sslmode") {
+            ssl_mode(&value).map_err(|e| invalid(format!("{key}={value}: {e}")))?;
+        }
+    }
+    let mut options = MySqlConnectOptions::from_str(url).map_err(|e| invalid(e.to_string()))?;
     let mut ssl_mode_given = false;
     for (key, value) in parsed.query_pairs() {
         if !URL_PARAMETERS.contains(&&*key) {
@@ -318,6 +327,37 @@ pub(crate) fn connect_options(url: &str, setting: &str) -> Result<MySqlConnectOp
         options = options.ssl_mode(sqlx::mysql::MySqlSslMode::Disabled);
     }
     Ok(options)
+}
+
+/// An `ssl-mode` value as MySQL's clients spell it (any case); PostgreSQL's `sslmode` words,
+/// which a URL copied from another service carries, named with the one meant here.
+fn ssl_mode(value: &str) -> Result<(), String> {
+    const MODES: [&str; 5] = [
+        "DISABLED",
+        "PREFERRED",
+        "REQUIRED",
+        "VERIFY_CA",
+        "VERIFY_IDENTITY",
+    ];
+    let upper = value.to_ascii_uppercase();
+    if MODES.contains(&upper.as_str()) {
+        return Ok(());
+    }
+    let meant = match value.to_ascii_lowercase().as_str() {
+        "verify-full" | "verify_full" | "verify-identity" => Some("VERIFY_IDENTITY"),
+        "verify-ca" => Some("VERIFY_CA"),
+        "require" | "required" => Some("REQUIRED"),
+        "prefer" | "allow" => Some("PREFERRED"),
+        "disable" => Some("DISABLED"),
+        _ => None,
+    };
+    let known = "DISABLED, PREFERRED, REQUIRED, VERIFY_CA or VERIFY_IDENTITY";
+    Err(match meant {
+        Some(meant) => format!(
+            "not a MySQL ssl-mode ({known}); PostgreSQL's {value:?} is ssl-mode={meant} here (with ssl-ca=/path/to/ca.pem)"
+        ),
+        None => format!("not a MySQL ssl-mode: write {known}"),
+    })
 }
 
 fn secrets_of(url: &str) -> Vec<String> {
@@ -370,33 +410,45 @@ fn classify_connect_error(
         }
     }
     match &e {
-        sqlx::Error::Database(db) => match db.code().as_deref() {
-            // 28000 = ER_ACCESS_DENIED_ERROR (1045) and friends
-            Some("28000") => DbError::AccessDenied {
-                url,
-                detail: db.message().to_string(),
-                hint,
-            },
-            Some("42000") if db.message().contains("Unknown database") => {
-                let database = db
-                    .message()
-                    .split('\'')
-                    .nth(1)
-                    .unwrap_or_default()
-                    .to_string();
-                DbError::UnknownDatabase { url, database }
-            }
-            _ if db.message().contains("Access denied") => DbError::AccessDenied {
-                url,
-                detail: db.message().to_string(),
-                hint,
-            },
-            _ => DbError::Unreachable { url, detail },
-        },
+        sqlx::Error::Database(db) => refused(db.as_ref(), url, detail, hint),
         sqlx::Error::Configuration(_) | sqlx::Error::Tls(_) => DbError::InvalidUrl {
             setting: "--database-url / DATABASE_URL".into(),
             url,
             detail,
+        },
+        _ => DbError::Unreachable { url, detail },
+    }
+}
+
+/// What the server's own refusal of the connection means: a login refused, a database that does
+/// not exist (said as "access denied" to a login without rights on it), or another error.
+fn refused(
+    db: &dyn sqlx::error::DatabaseError,
+    url: String,
+    detail: String,
+    hint: &'static str,
+) -> DbError {
+    let message = db.message();
+    // 1044 ER_DBACCESS_DENIED_ERROR: "Access denied for user 'u'@'h' to database 'd'".
+    if let Some((_, rest)) = message.split_once("to database '") {
+        let database = rest.split('\'').next().unwrap_or_default().to_string();
+        return DbError::DatabaseDenied { url, database };
+    }
+    match db.code().as_deref() {
+        // 28000 = ER_ACCESS_DENIED_ERROR (1045) and friends
+        Some("28000") => DbError::AccessDenied {
+            url,
+            detail: message.to_string(),
+            hint,
+        },
+        Some("42000") if message.contains("Unknown database") => {
+            let database = message.split('\'').nth(1).unwrap_or_default().to_string();
+            DbError::UnknownDatabase { url, database }
+        }
+        _ if message.contains("Access denied") => DbError::AccessDenied {
+            url,
+            detail: message.to_string(),
+            hint,
         },
         _ => DbError::Unreachable { url, detail },
     }

@@ -172,6 +172,23 @@ impl Db {
         Ok(tables.into_iter().map(|(t,)| t).collect())
     }
 
+    /// Whether the source table holds a row (one primary-key read): `migrate --seed-rows`
+    /// fills only an empty one.
+    pub(crate) async fn source_holds_rows(
+        &self,
+        spec: &crate::model::table::TableSpec,
+    ) -> Result<bool, DbError> {
+        let sql = format!(
+            "SELECT COUNT(*) FROM (SELECT 1 FROM {} LIMIT 1) AS r",
+            spec.name
+        );
+        let n: i64 = sqlx::query_scalar(AssertSqlSafe(sql))
+            .fetch_one(&self.pool)
+            .await
+            .context(|| format!("looking for rows in {}", spec.name))?;
+        Ok(n > 0)
+    }
+
     /// The migrations `migrate` has applied here (`version description`); none before the first.
     pub(crate) async fn applied_migrations(&self) -> Result<Vec<String>, DbError> {
         let applied: Vec<(i64, String)> = match sqlx::query_as(

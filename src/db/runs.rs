@@ -97,6 +97,21 @@ impl Run {
 }
 
 /// What every read of the runs selects, in [`Run`]'s order.
+/// How far apart the clocks of the hosts that record runs may be, for `history --since`.
+const CLOCK_SKEW_MS: i64 = 10 * 60_000;
+
+/// Which runs `history` reads.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct RunFilter<'a> {
+    pub app: Option<&'a str>,
+    pub command: Option<&'a str>,
+    /// Runs started at or after this instant (epoch ms).
+    pub since_ms: Option<i64>,
+    /// Runs started before this instant (epoch ms).
+    pub until_ms: Option<i64>,
+    pub limit: u32,
+}
+
 const COLUMNS: &str =
     "CAST(app_code AS CHAR) AS app_code, command, started_at_ms, finished_at_ms, \
      outcome, batches, row_count, error, CAST(run_id AS CHAR) AS run_id, store, stop_reason, \
@@ -193,28 +208,77 @@ impl Runs {
         Ok(n > 0)
     }
 
-    /// The most recent runs, newest first: of `app` and of `command` where given.
+    /// The most recent runs, newest first, that `filter` lets through. By key: the app's and
+    /// command's index where given, and with `since_ms` a lower bound on the id found by a
+    /// binary search of the primary key ([`Self::first_finished_from`]), so that a few runs of
+    /// last night are found without reading the years before them.
     pub(crate) async fn recent(
         &self,
         pool: &MySqlPool,
-        app: Option<&str>,
-        command: Option<&str>,
-        limit: u32,
+        filter: &RunFilter<'_>,
     ) -> Result<Vec<Run>, DbError> {
         let mut qb = sqlx::QueryBuilder::<sqlx::MySql>::new(format!(
             "SELECT {COLUMNS} FROM {} WHERE 1 = 1",
             self.spec.runs_table()
         ));
-        if let Some(app) = app {
+        if let Some(app) = filter.app {
             qb.push(" AND app_code = ").push_bind(app);
         }
-        if let Some(command) = command {
+        if let Some(command) = filter.command {
             qb.push(" AND command = ").push_bind(command);
         }
-        qb.push(" ORDER BY id DESC LIMIT ").push_bind(limit);
+        if let Some(since) = filter.since_ms {
+            // A run is recorded as it ends, after it started: none that started at `since` or
+            // later was recorded before the first run that ended then (less the clocks' skew).
+            if let Some(id) = self
+                .first_finished_from(pool, since - CLOCK_SKEW_MS)
+                .await?
+            {
+                qb.push(" AND id >= ").push_bind(id);
+            }
+            qb.push(" AND started_at_ms >= ").push_bind(since);
+        }
+        if let Some(until) = filter.until_ms {
+            qb.push(" AND started_at_ms < ").push_bind(until);
+        }
+        qb.push(" ORDER BY id DESC LIMIT ").push_bind(filter.limit);
         qb.build_query_as()
             .fetch_all(pool)
             .await
             .context(|| "reading the runs".into())
+    }
+
+    /// The id of the first run recorded that ended at `ms` or later, by a binary search of the
+    /// primary key (ids follow the order runs were recorded in, which is the order they ended):
+    /// about 2 log2(runs) point reads. None when no run ended then.
+    async fn first_finished_from(&self, pool: &MySqlPool, ms: i64) -> Result<Option<i64>, DbError> {
+        let table = self.spec.runs_table();
+        let first =
+            format!("SELECT id, finished_at_ms FROM {table} WHERE id >= ? ORDER BY id LIMIT 1");
+        let next = |from: i64| {
+            sqlx::query_as::<_, (i64, i64)>(AssertSqlSafe(first.clone()))
+                .bind(from)
+                .fetch_optional(pool)
+        };
+        let last: Option<i64> =
+            sqlx::query_scalar(AssertSqlSafe(format!("SELECT MAX(id) FROM {table}")))
+                .fetch_one(pool)
+                .await
+                .context(|| "reading the runs".into())?;
+        // Every run below `low` ended before `ms`; `found` is the first run at or above `high`
+        // that ended at `ms` or later, if one was seen.
+        let (mut low, mut high, mut found) = (0i64, last.unwrap_or(0) + 1, None);
+        while low < high {
+            let mid = low + (high - low) / 2;
+            match next(mid).await.context(|| "reading the runs".into())? {
+                Some((id, finished)) if finished < ms => low = id + 1,
+                Some((id, _)) => {
+                    found = Some(id);
+                    high = mid;
+                }
+                None => high = mid,
+            }
+        }
+        Ok(found)
     }
 }

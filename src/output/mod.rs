@@ -38,6 +38,7 @@ pub fn render(summary: &Summary, format: Format, elapsed: Duration, now_ms: i64)
         (None, Format::Table) => match (&summary.details, summary.command) {
             (Some(RunDetails::History(run)), _) => tables::history(&run.runs, now_ms),
             (Some(RunDetails::Doctor(run)), _) => tables::doctor(run),
+            (Some(RunDetails::LogKey(run)), _) => format!("{}\n", run.verifier),
             (_, CommandName::Status) if summary.error.is_none() => {
                 tables::status(&summary.apps, now_ms)
             }

@@ -99,11 +99,11 @@ fn status_line(app: &AppReport, now: i64) -> Vec<String> {
     let awaiting = match (s.awaiting_purge_in_grace_rows, s.purge_eligible_from_ms) {
         (0, _) => s.awaiting_purge_eligible_rows.to_string(),
         (wait, Some(at)) => format!(
-            "{} (+{wait} in grace, from {})",
+            "{} (+{wait} in grace, {})",
             s.awaiting_purge_eligible_rows,
             match at - now {
-                left if left > 0 => format!("in {}", age(Some(left))),
-                _ => "now".into(),
+                left if left > 0 => format!("purgeable in {}", age(Some(left))),
+                _ => "purgeable now".into(),
             }
         ),
         (wait, None) => format!("{} (+{wait} in grace)", s.awaiting_purge_eligible_rows),

@@ -225,16 +225,26 @@ fn run_lists(out: &mut String, summary: &Summary) {
     match &summary.details {
         Some(RunDetails::Verify(run)) => verify_lists(out, run),
         Some(RunDetails::Find(run)) => find_lists(out, run),
-        Some(RunDetails::Migrate(run)) => match run.applied.is_empty() {
-            true => {
-                let _ = writeln!(out, "applied no migration: the schema is up to date");
-            }
-            false => {
-                for m in &run.applied {
-                    let _ = writeln!(out, "applied {m}");
+        Some(RunDetails::Migrate(run)) => {
+            match run.applied.is_empty() {
+                true => {
+                    let _ = writeln!(out, "applied no migration: the schema is up to date");
+                }
+                false => {
+                    for m in &run.applied {
+                        let _ = writeln!(out, "applied {m}");
+                    }
                 }
             }
-        },
+            if run.seeded_rows > 0 {
+                let _ = writeln!(
+                    out,
+                    "seeded {} synthetic rows over the last 30 days, apps {} (most delivered)",
+                    thousands(run.seeded_rows),
+                    run.seeded_apps.join(", ")
+                );
+            }
+        }
         _ => {}
     }
     planned_purges(out, &summary.apps);
@@ -365,7 +375,7 @@ fn planned_batches(out: &mut String, apps: &[AppReport]) {
     for (app, b) in planned.iter().take(LIST) {
         let _ = writeln!(
             out,
-            "  {app} {} {:>10} rows {:>12} bytes  {}",
+            "  {app} {} {:>10} rows {:>12} bytes of NDJSON (uncompressed)  {}",
             b.batch_id,
             thousands(b.rows),
             thousands(b.uncompressed_bytes),

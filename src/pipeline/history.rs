@@ -3,7 +3,7 @@
 //! size.
 
 use crate::db::object_versions::ObjectVersions;
-use crate::db::runs::{Run, Runs, FINDINGS_KEPT};
+use crate::db::runs::{Run, RunFilter, Runs, FINDINGS_KEPT};
 use crate::db::DbError;
 use crate::model::command::CommandName;
 use crate::pipeline::report::details::HistoryRun;
@@ -15,6 +15,10 @@ pub(crate) struct HistoryOptions {
     pub app: Option<String>,
     pub command: Option<String>,
     pub last: u32,
+    /// Runs started at or after this instant (epoch ms).
+    pub since_ms: Option<i64>,
+    /// Runs started before this instant (epoch ms).
+    pub until_ms: Option<i64>,
 }
 
 /// The last `opts.last` runs of the app and command asked for; an error when the database
@@ -25,14 +29,14 @@ pub(crate) async fn recent(ctx: &DbContext, opts: &HistoryOptions) -> Result<His
         Some(typed) => Some(known_app(ctx, typed).await?),
         None => None,
     };
-    let mut runs = Runs::new(ctx.spec)
-        .recent(
-            &ctx.db.pool,
-            app.as_deref(),
-            opts.command.as_deref(),
-            opts.last,
-        )
-        .await?;
+    let filter = RunFilter {
+        app: app.as_deref(),
+        command: opts.command.as_deref(),
+        since_ms: opts.since_ms,
+        until_ms: opts.until_ms,
+        limit: opts.last,
+    };
+    let mut runs = Runs::new(ctx.spec).recent(&ctx.db.pool, &filter).await?;
     with_recorded_versions(ctx, &mut runs).await?;
     Ok(HistoryRun { runs })
 }

@@ -37,7 +37,7 @@ pub enum HomeError {
         bound: String,
         run: String,
     },
-    #[error("the store at {given} does not hold {table}'s archive: {detail}. --store names the archive's bucket and prefix, but --s3-endpoint / AWS_ENDPOINT_URL or the credentials may reach another service or account; if this is the archive's store, its objects are gone: escalate")]
+    #[error("the store at {given} does not hold {table}'s archive: {detail}. --store names the archive's bucket and prefix, but --s3-endpoint / OUTBOX_ARCHIVER_S3_ENDPOINT (or AWS_ENDPOINT_URL) or the credentials may reach another service or account; if this is the archive's store, its objects are gone: escalate")]
     NotHere {
         table: String,
         given: String,

@@ -65,6 +65,7 @@ pub(crate) async fn migrate(
         applied,
         created,
         chain_linked,
+        ..MigrateRun::default()
     };
     (run, error)
 }

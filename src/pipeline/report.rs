@@ -301,7 +301,7 @@ pub struct Summary {
 pub enum Document {
     /// `attest`'s statement: canonical JSON, or CSV, as `--format` asks.
     Statement(Box<statement::Statement>),
-    /// Text printed as it is: `schema`'s record schema, `log-key`'s verifier.
+    /// Text printed as it is: `schema`'s record schema.
     Text(String),
 }
 

@@ -230,7 +230,7 @@ pub enum StoreError {
     NoSuchBucket { bucket: String },
     #[error("the object store refused access ({detail}): check the credentials (AWS_ACCESS_KEY_ID / AWS_SECRET_ACCESS_KEY, profile or role) and the bucket policy")]
     AccessDenied { detail: String },
-    #[error("cannot reach the object store at {endpoint} ({detail}): check --s3-endpoint / AWS_ENDPOINT_URL and the network")]
+    #[error("cannot reach the object store at {endpoint} ({detail}): check --s3-endpoint / OUTBOX_ARCHIVER_S3_ENDPOINT (or AWS_ENDPOINT_URL) and the network")]
     Unreachable { endpoint: String, detail: String },
     #[error("the object store at {endpoint} presented a TLS certificate this job does not trust ({detail}): point --store-ca-bundle / OUTBOX_ARCHIVER_STORE_CA_BUNDLE (or AWS_CA_BUNDLE) at the PEM file of the CA that signed it, and check --s3-endpoint names a host the certificate lists")]
     UntrustedCertificate { endpoint: String, detail: String },

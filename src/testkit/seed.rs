@@ -57,6 +57,22 @@ pub struct SeedPlan {
     pub event_ids: EventIds,
 }
 
+impl SeedPlan {
+    /// A trial's rows, as `demo` and `migrate --seed-rows` make them: three apps over the 30
+    /// days before `now_ms`, 86 % delivered, readable event ids.
+    pub fn trial(rows: u64, now_ms: i64) -> Self {
+        SeedPlan {
+            apps: vec!["wallet-cn".into(), "wallet-sg".into(), "fun.games".into()],
+            rows,
+            start_ms: now_ms - 30 * 86_400_000,
+            end_ms: now_ms,
+            delivered_percent: 86,
+            seed: 20261129,
+            event_ids: EventIds::Sequential,
+        }
+    }
+}
+
 /// How a seed's event ids relate to its rows' order.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub enum EventIds {

@@ -17,22 +17,9 @@ async fn the_least_privilege_roles_can_do_their_jobs_and_no_more() {
     let suffix = db.name.trim_start_matches("oat_");
     let (archiver, purger) = (format!("oa_{suffix}"), format!("op_{suffix}"));
     let compactor = format!("oc_{suffix}");
+    let url_of = apply_grants(&db, [&archiver, &purger, &compactor], PASSWORD).await;
     let grants = grants_sql(&db, [&archiver, &purger, &compactor], PASSWORD);
     let mut admin = admin_connection().await;
-    let statements = sql_statements(&grants);
-    assert!(statements.len() >= 10, "{statements:?}");
-    for statement in statements {
-        admin
-            .execute(AssertSqlSafe(statement.clone()))
-            .await
-            .unwrap_or_else(|e| panic!("{statement}: {e}"));
-    }
-    let url_of = |user: &str| {
-        let mut url = url::Url::parse(&db.url).unwrap();
-        url.set_username(user).unwrap();
-        url.set_password(Some(PASSWORD)).unwrap();
-        url.to_string()
-    };
     let dir = tempfile::tempdir().unwrap();
     let as_role = |user: &str| {
         vec![

@@ -237,7 +237,7 @@ async fn a_collation_made_case_sensitive_moves_no_log() {
 async fn log_key(dir: &std::path::Path) -> (String, String) {
     let key_file = dir.join("log.key");
     let key = key_file.to_str().unwrap().to_string();
-    let (code, out) = run_cli_text(
+    let (code, out) = crate::log::run_cli_stdout(
         &[
             "log-key",
             "--name",
@@ -249,7 +249,7 @@ async fn log_key(dir: &std::path::Path) -> (String, String) {
     )
     .await;
     assert_eq!(code, 0, "{out}");
-    (key, out.trim().to_string())
+    (key, crate::log_keys::verifier_of(&out))
 }
 
 /// A deployment whose log began before identities were recorded (an older build: no row in

@@ -25,10 +25,16 @@ pub(crate) async fn new_key(dir: &std::path::Path, file: &str) -> (String, Strin
     )
     .await;
     assert_eq!(code, 0, "{verifier}");
-    (
-        path.to_str().unwrap().to_string(),
-        verifier.trim().to_string(),
-    )
+    (path.to_str().unwrap().to_string(), verifier_of(&verifier))
+}
+
+/// The verifier in `log-key`'s stdout: off a terminal, one JSON summary (as every command's
+/// end) with the verifier in it.
+pub(crate) fn verifier_of(stdout: &str) -> String {
+    let summary: serde_json::Value = serde_json::from_str(stdout.trim())
+        .unwrap_or_else(|e| panic!("log-key prints one JSON object ({e}): {stdout}"));
+    assert_eq!(summary["command"], "log-key", "{stdout}");
+    summary["verifier"].as_str().expect("verifier").to_string()
 }
 
 fn with(

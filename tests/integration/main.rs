@@ -32,6 +32,7 @@ mod log_rollback;
 mod log_upgrade;
 mod members_layout;
 mod metrics;
+mod new_operator;
 mod operator;
 mod purge_beside;
 mod purge_restore;

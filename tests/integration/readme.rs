@@ -181,6 +181,7 @@ async fn readme_recipes_run_as_written() {
     for (k, v) in [
         ("PATH", path),
         ("DATABASE_URL", db.url.clone()),
+        ("PURGE_DATABASE_URL", db.url.clone()),
         ("OUTBOX_ARCHIVER_STORE", moto.location.to_string()),
         ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
         ("OUTBOX_ARCHIVER_DEMO_DATABASE", format!("{}_demo", db.name)),
@@ -210,6 +211,7 @@ async fn readme_recipes_run_as_written() {
             continue; // the suite itself
         }
         if line.starts_with("export DATABASE_URL=")
+            || line.starts_with("export PURGE_DATABASE_URL=")
             || line.starts_with("export OUTBOX_ARCHIVER_STORE=")
         {
             continue; // README's placeholders; the test's settings stand in

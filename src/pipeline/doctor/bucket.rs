@@ -189,7 +189,9 @@ async fn versioning(s3: &S3Store, probe_version: Option<Option<String>>) -> Chec
         Err(StoreError::AccessDenied { .. }) => {
             " (as the probe object's version id shows; GetBucketVersioning was denied)".into()
         }
-        Err(_) => " (as the probe object's version id shows; the store's answer to GetBucketVersioning could not be read)".into(),
+        // A store that does not implement GetBucketVersioning (s3s-fs, some gateways) or
+        // answers it with an error: the probe's version id tells, and the error is named.
+        Err(e) => format!(" (as the probe object's version id shows; the store answered GetBucketVersioning with an error: {e})"),
     };
     match versioning {
         Versioning::Enabled => Check::ok(

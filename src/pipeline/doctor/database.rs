@@ -34,6 +34,24 @@ impl GrantsFor {
         }
     }
 
+    /// The role of deploy/mysql-grants.sql that runs the command.
+    pub(crate) fn role(self) -> Role {
+        match self {
+            GrantsFor::Archive | GrantsFor::Verify | GrantsFor::Status => Role::Archive,
+            GrantsFor::Purge => Role::Purge,
+            GrantsFor::Compact => Role::Compaction,
+            GrantsFor::Restore | GrantsFor::RestoreIntoSource => Role::Restore,
+        }
+    }
+
+    /// The command as `--grants-for` names it.
+    fn arg(self) -> &'static str {
+        match self {
+            GrantsFor::RestoreIntoSource => "restore-into-source",
+            other => other.as_str(),
+        }
+    }
+
     /// What the command reads and writes, table by table (deploy/mysql-grants.sql grants it).
     fn needs(self, spec: &TableSpec) -> Vec<(String, &'static [Privilege])> {
         use Privilege::*;
@@ -186,8 +204,17 @@ pub(crate) async fn check_database(
     checks.push(packet(db).await);
     checks.push(tables(db, spec).await);
     checks.push(retention_index(db, spec).await);
+    // The login is checked as the role of the first command named (deploy/mysql-grants.sql
+    // gives each role its own login); a command of another role is checked too, but what it
+    // lacks is never advised as a grant to this login — that would give one role another's
+    // rights — only that the other role be checked as itself.
+    let role = opts.grants_for.first().map(|c| c.role());
     for command in &opts.grants_for {
-        checks.push(grants(db, spec, *command).await);
+        let check = grants(db, spec, *command).await;
+        checks.push(match role {
+            Some(role) if command.role() != role => of_another_role(check, *command, role),
+            _ => check,
+        });
     }
     checks.push(buffer_pool(db, spec).await);
 }
@@ -387,6 +414,56 @@ async fn grants(db: &Db, spec: &TableSpec, command: GrantsFor) -> Check {
         ),
         fix.join(" "),
     )
+}
+
+/// A command of another role than the login's that this login may not run: as it should be
+/// (a warning, not a problem), with the way to check that role as itself.
+fn of_another_role(check: Check, command: GrantsFor, role: Role) -> Check {
+    if check.status != super::Status::Problem {
+        return check;
+    }
+    let other = command.role();
+    Check::warning(
+        &check.check,
+        format!(
+            "{} — as it should be if this login is the {} role: deploy/mysql-grants.sql gives `{}` to the {} role",
+            check.detail,
+            role.as_str(),
+            command.as_str(),
+            other.as_str()
+        ),
+        format!(
+            "check the {} role as itself: DATABASE_URL=<the {} role's URL> outbox-archiver doctor --grants-for {} (do not grant this login the {} role's rights)",
+            other.as_str(),
+            other.as_str(),
+            command.arg(),
+            other.as_str()
+        ),
+    )
+}
+
+/// The logins of deploy/mysql-grants.sql, each for its commands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Role {
+    /// archive, verify, status (`outbox_archiver`).
+    Archive,
+    /// purge (`outbox_purger`).
+    Purge,
+    /// compact (`outbox_compactor`).
+    Compaction,
+    /// restore, by hand (`outbox_restorer`).
+    Restore,
+}
+
+impl Role {
+    fn as_str(self) -> &'static str {
+        match self {
+            Role::Archive => "archive",
+            Role::Purge => "purge",
+            Role::Compaction => "compaction",
+            Role::Restore => "restore",
+        }
+    }
 }
 
 /// What the login may do on each table a command needs.

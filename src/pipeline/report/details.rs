@@ -390,6 +390,14 @@ pub enum RunDetails {
     History(HistoryRun),
     Migrate(MigrateRun),
     Relocate(RelocateRun),
+    LogKey(LogKeyRun),
+}
+
+/// `log-key`'s run: the new key's verifier (its public half) and where the signing key went.
+#[derive(Debug, Clone, Serialize)]
+pub struct LogKeyRun {
+    pub verifier: String,
+    pub key_file: String,
 }
 
 /// What `relocate` did: the archive's old and new home.
@@ -419,12 +427,20 @@ pub struct MigrateRun {
     pub created: Vec<String>,
     /// Receipts this run linked into their apps' chains (the genesis backfill).
     pub chain_linked: u64,
+    /// Synthetic rows `--seed-rows` put into the (empty) source table, and their apps.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub seeded_rows: u64,
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub seeded_apps: Vec<String>,
 }
 
 impl MigrateRun {
     /// Whether this run changed anything (a first run does; a rerun does not).
     pub fn changed(&self) -> bool {
-        !self.applied.is_empty() || !self.created.is_empty() || self.chain_linked > 0
+        !self.applied.is_empty()
+            || !self.created.is_empty()
+            || self.chain_linked > 0
+            || self.seeded_rows > 0
     }
 }
 

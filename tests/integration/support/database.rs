@@ -173,6 +173,7 @@ impl TestDb {
             spec,
             &outbox_archiver::migrate::MigrateOptions {
                 with_source_table: true,
+                seed_rows: None,
             },
         )
         .await;
@@ -430,6 +431,33 @@ pub fn grants_sql(db: &TestDb, roles: [&str; 3], password: &str) -> String {
     .replace("'outbox_purger'", &format!("'{purger}'"))
     .replace("'outbox_compactor'", &format!("'{compactor}'"))
     .replace("CHANGE-ME", password)
+}
+
+/// deploy/mysql-grants.sql applied to the server for `db` (see [`grants_sql`]); returns a
+/// function giving each role's URL, as an operator's Secret holds it.
+pub async fn apply_grants(
+    db: &TestDb,
+    roles: [&str; 3],
+    password: &'static str,
+) -> impl Fn(&str) -> String {
+    use sqlx::Executor;
+    let grants = grants_sql(db, roles, password);
+    let mut admin = admin_connection().await;
+    let statements = sql_statements(&grants);
+    assert!(statements.len() >= 10, "{statements:?}");
+    for statement in statements {
+        admin
+            .execute(sqlx::AssertSqlSafe(statement.clone()))
+            .await
+            .unwrap_or_else(|e| panic!("{statement}: {e}"));
+    }
+    let base = db.url.clone();
+    move |user: &str| {
+        let mut url = url::Url::parse(&base).unwrap();
+        url.set_username(user).unwrap();
+        url.set_password(Some(password)).unwrap();
+        url.to_string()
+    }
 }
 
 /// The statements of an SQL script, comment lines left out, in order.
