@@ -70,9 +70,9 @@ async fn only_empty(db: &Db, spec: &TableSpec) -> Result<(), String> {
     Ok(())
 }
 
-/// Fills the source table, found empty, with a trial's rows. Returns the apps seeded.
+/// Fills the source table, found empty by [`only_empty`] before the migration, with a trial's
+/// rows. Returns the apps seeded.
 async fn seed_trial(db: &Db, spec: &TableSpec, rows: u64) -> Result<Vec<String>, String> {
-    only_empty(db, spec).await?;
     let plan = SeedPlan::trial(rows, chrono::Utc::now().timestamp_millis());
     seed(&db.pool, spec, &plan)
         .await

@@ -96,7 +96,6 @@ impl Run {
     }
 }
 
-/// What every read of the runs selects, in [`Run`]'s order.
 /// How far apart the clocks of the hosts that record runs may be, for `history --since`.
 const CLOCK_SKEW_MS: i64 = 10 * 60_000;
 
@@ -112,6 +111,7 @@ pub(crate) struct RunFilter<'a> {
     pub limit: u32,
 }
 
+/// What every read of the runs selects, in [`Run`]'s order.
 const COLUMNS: &str =
     "CAST(app_code AS CHAR) AS app_code, command, started_at_ms, finished_at_ms, \
      outcome, batches, row_count, error, CAST(run_id AS CHAR) AS run_id, store, stop_reason, \
