@@ -98,7 +98,8 @@ pub use pipeline::report::statement::{
     RetentionStatement, Statement, TreeHead, UnresolvedBatch, UnresolvedFindings,
 };
 pub use pipeline::report::{
-    run_id, AppDetails, AppReport, BatchReport, Document, Outcome, RunDetails, Summary,
+    run_id, AppDetails, AppReport, BatchReport, Document, Ending, Moved, Outcome, RunDetails,
+    Signal, Stop, Summary,
 };
 pub use pipeline::verifier::{ColdObject, Finding, FindingKind};
 

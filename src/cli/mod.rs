@@ -33,7 +33,7 @@ use crate::commands::{
 use crate::output::metrics;
 use crate::pipeline::apps::Apps;
 use crate::pipeline::doctor::OpenedStore;
-use crate::pipeline::report::Summary;
+use crate::pipeline::report::{Outcome, Summary};
 use crate::pipeline::{system_clock, DbContext, RunContext};
 use crate::store::{self, Location};
 
@@ -193,7 +193,10 @@ impl CommandOptions for compact::CompactOptions {
 async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
     let Cli { common, command } = cli;
     let now = system_clock()();
-    let summary = command_summary(&common, command, now, shutdown).await;
+    // A Ctrl-C this process took is the run's, though its work ended before it looked.
+    let summary = command_summary(&common, command, now, shutdown)
+        .await
+        .interrupted(crate::pipeline::signal());
     note_run_level(&common, &summary, now).await;
     summary
 }
@@ -587,14 +590,14 @@ async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) 
     if let Ok(spec) = common.spec_on(&db).await {
         if db.require_tables(spec).await.is_ok() {
             let outcome = match summary.exit_code {
-                0 => "done",
-                130 => "stopped",
-                _ => "failed",
+                0 => Outcome::Done,
+                130 => Outcome::Stopped,
+                _ => Outcome::Failed,
             };
             let store = summary.store.clone().or_else(|| common.store.clone());
             let record = crate::db::runs::Record {
                 app: "",
-                command: summary.command.as_str(),
+                command: summary.command,
                 outcome,
                 // The apps' own rows count their batches and rows; this one says the error.
                 batches: 0,
@@ -604,7 +607,7 @@ async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) 
                 finished_at_ms: system_clock()(),
                 run_id: summary.run_id,
                 store: store.as_deref(),
-                stop_reason: summary.stop_reason.as_deref(),
+                stop_reason: summary.stop_reason.as_ref(),
                 dry_run: summary.dry_run.unwrap_or(false),
                 findings: None,
             };

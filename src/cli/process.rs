@@ -48,13 +48,13 @@ pub fn main() -> i32 {
 async fn forward_signals(shutdown: CancellationToken) {
     use tokio::signal::unix::{signal, SignalKind};
     let mut term = signal(SignalKind::terminate()).expect("a SIGTERM handler");
-    let name = tokio::select! {
-        _ = term.recv() => "SIGTERM",
-        _ = tokio::signal::ctrl_c() => "SIGINT",
+    let signal = tokio::select! {
+        _ = term.recv() => report::Signal::Terminate,
+        _ = tokio::signal::ctrl_c() => report::Signal::Interrupt,
     };
-    crate::pipeline::note_signal(name);
+    crate::pipeline::note_signal(signal);
     tracing::warn!(
-        signal = name,
+        signal = signal.name(),
         "shutdown requested: stopping after the current batch"
     );
     shutdown.cancel();

@@ -368,7 +368,7 @@ async fn serve(opts: &DemoOptions, shutdown: CancellationToken) -> anyhow::Resul
         shutdown.cancelled().await;
         drop(server);
         let mut summary = Summary::new(CommandName::Demo);
-        summary.stop_reason = Some(crate::pipeline::shutdown_reason());
+        summary.stop_reason = Some(crate::pipeline::shutdown_reason().into());
         Ok(summary.settle())
     }
     #[cfg(not(feature = "local-s3"))]

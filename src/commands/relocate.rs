@@ -6,7 +6,7 @@
 
 use crate::model::command::CommandName;
 use crate::output::progress::Progress;
-use crate::pipeline::report::{RunDetails, Summary};
+use crate::pipeline::report::{Ending, Moved, RunDetails, Summary};
 use crate::pipeline::RunContext;
 
 /// Moves the home to the store `ctx` opened (`--to`), re-reading `parallel` batches at a time.
@@ -33,10 +33,12 @@ pub(crate) async fn run(ctx: &RunContext, reason: &str, parallel: usize) -> Summ
                 "the archive's home moved, every batch re-read there: every command now holds --store to the new one"
             );
             // What history shows of the move: where from, what it checked, and why.
-            summary.stop_reason = Some(format!(
-                "moved from {} ({} batches re-read there, {} with new object versions recorded): {}",
-                moved.from, moved.checked_batches, moved.recorded_versions, moved.reason
-            ));
+            summary.stop_reason = Some(Ending::Moved(Moved {
+                from: moved.from.clone(),
+                checked_batches: moved.checked_batches,
+                recorded_versions: moved.recorded_versions,
+                reason: moved.reason.clone(),
+            }));
             summary.details = Some(RunDetails::Relocate(moved));
             summary.settle()
         }

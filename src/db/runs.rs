@@ -5,6 +5,8 @@
 use sqlx::{AssertSqlSafe, MySqlPool};
 
 use super::{Context, DbError};
+use crate::model::command::CommandName;
+use crate::model::ending::{Ending, Outcome};
 use crate::model::table::TableSpec;
 
 /// One recorded run of one app (`app_code` empty: the run as a whole — a command that could not
@@ -12,17 +14,20 @@ use crate::model::table::TableSpec;
 #[derive(Debug, Clone, PartialEq, Eq, serde::Serialize, sqlx::FromRow)]
 pub struct Run {
     pub app_code: String,
-    pub command: String,
+    #[sqlx(try_from = "String")]
+    pub command: Recorded<CommandName>,
     pub started_at_ms: i64,
     pub finished_at_ms: i64,
-    pub outcome: String,
+    #[sqlx(try_from = "String")]
+    pub outcome: Recorded<Outcome>,
     pub batches: i64,
     pub row_count: i64,
     pub error: Option<String>,
     /// `None` on runs recorded before migration 11.
     pub run_id: Option<String>,
     pub store: Option<String>,
-    pub stop_reason: Option<String>,
+    #[sqlx(try_from = "Option<String>")]
+    pub stop_reason: RecordedEnding,
     pub dry_run: bool,
     /// What the run found, as recorded: `{"count": n, "first": […]}`.
     #[serde(serialize_with = "as_json")]
@@ -32,6 +37,86 @@ pub struct Run {
     #[sqlx(skip)]
     #[serde(skip_serializing_if = "Option::is_none")]
     pub recorded_versions: Option<super::object_versions::RecordedVersions>,
+}
+
+/// A name the runs table holds: one this build knows, or another build's (a command or an
+/// outcome added since), shown as it was written.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Recorded<T> {
+    Known(T),
+    Other(String),
+}
+
+/// What the runs table's names are read as.
+pub trait RecordedName: Sized + Copy {
+    fn read(name: &str) -> Option<Self>;
+    fn name(self) -> &'static str;
+}
+
+impl RecordedName for CommandName {
+    fn read(name: &str) -> Option<Self> {
+        CommandName::parse(name)
+    }
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl RecordedName for Outcome {
+    fn read(name: &str) -> Option<Self> {
+        Outcome::parse(name)
+    }
+
+    fn name(self) -> &'static str {
+        self.as_str()
+    }
+}
+
+impl<T: RecordedName> Recorded<T> {
+    /// Whether the run recorded `known`.
+    pub fn is(&self, known: T) -> bool
+    where
+        T: PartialEq,
+    {
+        matches!(self, Recorded::Known(t) if *t == known)
+    }
+}
+
+impl<T: RecordedName> From<String> for Recorded<T> {
+    fn from(name: String) -> Self {
+        match T::read(&name) {
+            Some(known) => Recorded::Known(known),
+            None => Recorded::Other(name),
+        }
+    }
+}
+
+impl<T: RecordedName> std::fmt::Display for Recorded<T> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        match self {
+            Recorded::Known(known) => f.write_str(known.name()),
+            Recorded::Other(name) => f.write_str(name),
+        }
+    }
+}
+
+impl<T: RecordedName> serde::Serialize for Recorded<T> {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        s.collect_str(self)
+    }
+}
+
+/// Why a recorded run ended, read back ([`Ending::parse`]); `None` on runs recorded before the
+/// column.
+#[derive(Debug, Clone, PartialEq, Eq, serde::Serialize)]
+#[serde(transparent)]
+pub struct RecordedEnding(pub Option<Ending>);
+
+impl From<Option<String>> for RecordedEnding {
+    fn from(said: Option<String>) -> Self {
+        RecordedEnding(said.as_deref().map(Ending::parse))
+    }
 }
 
 /// The recorded findings as the JSON they are, not as a string of it.
@@ -46,8 +131,8 @@ fn as_json<S: serde::Serializer>(text: &Option<String>, s: S) -> Result<S::Ok, S
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct Record<'a> {
     pub app: &'a str,
-    pub command: &'a str,
-    pub outcome: &'a str,
+    pub command: CommandName,
+    pub outcome: Outcome,
     pub batches: u64,
     pub rows: u64,
     pub error: Option<&'a str>,
@@ -55,7 +140,7 @@ pub(crate) struct Record<'a> {
     pub finished_at_ms: i64,
     pub run_id: &'a str,
     pub store: Option<&'a str>,
-    pub stop_reason: Option<&'a str>,
+    pub stop_reason: Option<&'a Ending>,
     pub dry_run: bool,
     /// The findings, as JSON (see [`findings_json`]).
     pub findings: Option<&'a str>,
@@ -138,16 +223,18 @@ impl Runs {
         // Within the columns, whatever a message holds (strict mode refuses a longer value, and
         // the run would go unrecorded).
         let app: String = run.app.chars().take(32).collect();
-        let reason: Option<String> = run.stop_reason.map(|r| r.chars().take(255).collect());
+        let reason: Option<String> = run
+            .stop_reason
+            .map(|r| r.to_string().chars().take(255).collect());
         let store: Option<String> = run.store.map(|s| s.chars().take(1024).collect());
         let error: Option<String> = run.error.map(|e| e.chars().take(16_000).collect());
-        let worked = !run.dry_run && run.outcome != "skipped_locked";
+        let worked = !run.dry_run && run.outcome != Outcome::SkippedLocked;
         sqlx::query(AssertSqlSafe(sql))
             .bind(app)
-            .bind(run.command)
+            .bind(run.command.as_str())
             .bind(run.started_at_ms)
             .bind(run.finished_at_ms)
-            .bind(run.outcome)
+            .bind(run.outcome.as_str())
             .bind(run.batches as i64)
             .bind(run.rows as i64)
             .bind(error)

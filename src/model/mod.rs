@@ -8,6 +8,7 @@ pub mod chain;
 pub(crate) mod codec;
 pub(crate) mod command;
 pub(crate) mod digest;
+pub(crate) mod ending;
 pub mod format;
 pub(crate) mod human;
 pub(crate) mod ident;

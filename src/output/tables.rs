@@ -143,7 +143,7 @@ pub(crate) fn history(runs: &[Run], now: i64) -> String {
             if r.dry_run {
                 format!("{} (dry run)", r.outcome)
             } else {
-                r.outcome.clone()
+                r.outcome.to_string()
             },
             r.row_count,
             r.batches,
@@ -157,7 +157,7 @@ pub(crate) fn history(runs: &[Run], now: i64) -> String {
         if let Some(store) = &r.store {
             let _ = writeln!(out, "    store: {store}");
         }
-        if let Some(reason) = r.stop_reason.as_deref().filter(|r| !is_plain_end(r)) {
+        if let Some(reason) = r.stop_reason.0.as_ref().filter(|r| !r.is_plain()) {
             let _ = writeln!(out, "    ended: {reason}");
         }
         if let Some(error) = &r.error {
@@ -202,11 +202,6 @@ fn recorded_versions(run: &Run) -> String {
         );
     }
     out
-}
-
-/// A stop reason that says no more than the outcome.
-fn is_plain_end(reason: &str) -> bool {
-    matches!(reason, "done" | "caught up" | "error")
 }
 
 /// The findings a run recorded: how many, and the first few, one a line.

@@ -9,7 +9,7 @@ use std::time::Duration;
 use crate::model::human::{seconds, thousands};
 use crate::model::timespec;
 use crate::pipeline::report::details::{FindRun, PurgeApp, RestoreApp, VerifyRun};
-use crate::pipeline::report::{AppDetails, AppReport, Outcome, RunDetails, Summary};
+use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome, RunDetails, Summary};
 use crate::pipeline::verifier::Finding;
 
 /// At most this many apps, findings or rows are listed; the rest are counted.
@@ -18,19 +18,21 @@ const LIST: usize = 20;
 /// `summary` as a few lines of text, `elapsed` being how long the command took.
 pub(crate) fn render(summary: &Summary, elapsed: Duration) -> String {
     let mut out = String::new();
-    let reason = summary.stop_reason.as_deref();
+    let reason = summary.stop_reason.as_ref();
     let verdict = match (summary.exit_code, reason) {
         (0, _) => "ok".to_string(),
         // A clean stop: what was in flight finished, and the next run resumes.
         (130, _) => "stopped by Ctrl-C (exit 130; the next run resumes)".to_string(),
-        (1, Some(said @ ("not found" | "problems found"))) => format!("{said} (exit 1)"),
-        (2, Some(said)) if said.starts_with("could not") => format!("{said} (exit 2)"),
+        // What a command that looks found, or that it could not look.
+        (code @ (1 | 2), Some(said)) if said.is_verdict() => format!("{said} (exit {code})"),
         (1, _) if has_findings(summary) => "FINDINGS (exit 1)".to_string(),
         (code, _) => format!("FAILED (exit {code})"),
     };
     // Why a clean run ended, when it is news (a limit, a signal); a failed one's apps say why.
     let reason = match reason {
-        Some(reason) if summary.exit_code == 0 && reason != "done" => format!(" ({reason})"),
+        Some(reason) if summary.exit_code == 0 && *reason != Ending::Done => {
+            format!(" ({reason})")
+        }
         _ => String::new(),
     };
     let dry_run = match summary.dry_run == Some(true) {
@@ -115,7 +117,7 @@ fn apps(out: &mut String, apps: &[AppReport]) {
 fn app_notes(app: &AppReport) -> Vec<String> {
     let mut notes = app.details.as_ref().map(details_notes).unwrap_or_default();
     if app.outcome != Outcome::Failed {
-        if let Some(reason) = app.stop_reason.as_deref().filter(|r| *r != "done") {
+        if let Some(reason) = app.stop_reason.as_ref().filter(|r| **r != Ending::Done) {
             notes.push(reason.to_string());
         }
     }
@@ -417,7 +419,7 @@ mod tests {
         let mut a2 = AppReport::new("a2", Outcome::Stopped);
         a2.rows = 20_000;
         a2.batches = 2;
-        a2.stop_reason = Some("--max-runtime reached".into());
+        a2.stop_reason = Some(crate::pipeline::report::Stop::MaxRuntime.into());
         let mut a3 = AppReport::new("a3", Outcome::Failed);
         a3.error = Some("the lock was lost".into());
         summary.apps = vec![a1, a2, a3];

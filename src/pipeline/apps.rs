@@ -22,7 +22,7 @@ use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::{runs, source, DbError};
 use crate::model::appcode;
 use crate::model::shard::Shard;
-use crate::pipeline::report::{app_span, run_id, AppReport, Outcome};
+use crate::pipeline::report::{app_span, run_id, AppReport, Ending, Outcome, Stop};
 
 /// Which apps a command works on.
 #[derive(Debug, Clone)]
@@ -298,9 +298,6 @@ impl<'a> Driver<'a> {
     }
 }
 
-/// The stop reason of an app whose lock another process took while it was being worked.
-pub(crate) const LOST_LOCK: &str = "lost the lock to another archiver";
-
 impl Driver<'_> {
     /// Works the apps, `parallel` at a time (each under its own lock); the reports come back
     /// in the apps' order. Apps whose codes differ only in case (two apps, where the source's
@@ -343,7 +340,7 @@ impl Driver<'_> {
         // Every app says why its run ended (pt-archiver's --why-quit).
         report
             .stop_reason
-            .get_or_insert_with(|| ended(report.outcome).to_string());
+            .get_or_insert_with(|| ended(report.outcome));
         let dry_run = matches!(self.gate, Gate::Lock { dry_run: true, .. });
         // Every run is recorded, lock skips and dry runs too: `history` answers "why did last
         // night's run do nothing", and `status` looks past them to the last run that worked.
@@ -351,8 +348,8 @@ impl Driver<'_> {
             let findings = runs::findings_json(report.findings());
             let record = runs::Record {
                 app: &report.app_code,
-                command: self.command.as_str(),
-                outcome: report.outcome.as_str(),
+                command: self.command,
+                outcome: report.outcome,
                 batches: report.batches,
                 rows: report.rows,
                 error: report.error.as_deref(),
@@ -360,7 +357,7 @@ impl Driver<'_> {
                 finished_at_ms: self.ctx.now(),
                 run_id: run_id(),
                 store: self.ctx.store_label.as_deref(),
-                stop_reason: report.stop_reason.as_deref(),
+                stop_reason: report.stop_reason.as_ref(),
                 dry_run,
                 findings: findings.as_deref(),
             };
@@ -402,7 +399,7 @@ impl Driver<'_> {
                 // Not a skip: this run worked the app until another process took its lock.
                 tracing::warn!(app, "the app's lock was lost to another process; stopping");
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(LOST_LOCK.to_string());
+                report.stop_reason = Some(Stop::LostLock.into());
             }
         }
         report.retries = done;
@@ -474,15 +471,15 @@ impl Driver<'_> {
 }
 
 /// Why an app's run ended, where nothing more particular said so.
-pub(crate) fn ended(outcome: Outcome) -> &'static str {
+pub(crate) fn ended(outcome: Outcome) -> Ending {
     match outcome {
-        Outcome::Archived | Outcome::UpToDate => "caught up",
-        Outcome::Planned => "planned (a dry run: nothing written)",
-        Outcome::Done => "done",
-        Outcome::SkippedLocked => "skipped: another process holds the app's lock",
-        Outcome::Refused => "refused: unsafe app code",
-        Outcome::Failed => "error",
-        Outcome::Stopped => "stopped",
+        Outcome::Archived | Outcome::UpToDate => Ending::CaughtUp,
+        Outcome::Planned => Ending::Planned,
+        Outcome::Done => Ending::Done,
+        Outcome::SkippedLocked => Ending::SkippedLocked,
+        Outcome::Refused => Ending::Refused,
+        Outcome::Failed => Ending::Error,
+        Outcome::Stopped => Ending::StoppedShort,
     }
 }
 

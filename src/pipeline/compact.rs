@@ -22,7 +22,7 @@ use crate::failpoint::FailPoints;
 use crate::model::format::MembersDigest;
 use crate::model::receipt::Receipt;
 use crate::pipeline::report::details::CompactApp;
-use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome, Stop, Unfinished};
 use crate::store::{StoreError, Thaw};
 
 #[derive(Debug, Clone)]
@@ -78,7 +78,7 @@ impl Classify for AppError {
         }
     }
 
-    fn stop_reason(&self) -> Option<String> {
+    fn stop_reason(&self) -> Option<Stop> {
         match self {
             AppError::Replica(e) => e.stop_reason(),
             _ => None,
@@ -112,20 +112,16 @@ impl AppWork for Compactor<'_> {
         // stand, the rest wait for the next run.
         let failed = details.failed_batches.len();
         let cold = details.pending_thaw.len();
-        let ending = Ending {
+        let left = Unfinished {
             failed: (failed > 0).then(|| format!(
                 "{failed} batch(es) not compacted: their objects or member rows disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)"
             )),
-            stopped: (report.outcome == Outcome::Done && cold > 0).then(|| match self.opts.thaw {
-                Some(_) => format!(
-                    "{cold} objects in cold storage are being restored (--thaw); compact again once they are readable"
-                ),
-                None => format!(
-                    "{cold} objects are in a cold storage class and were not compacted: run compact with --thaw DAYS"
-                ),
+            stopped: (report.outcome == Outcome::Done && cold > 0).then_some(match self.opts.thaw {
+                Some(_) => Stop::CompactThawing { objects: cold },
+                None => Stop::Cold { objects: cold },
             }),
         };
-        report.end("compaction", result, ending);
+        report.end("compaction", result, left);
         report.details = Some(AppDetails::Compact(details));
         report
     }
@@ -184,9 +180,9 @@ impl<'a> Compactor<'a> {
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
             let receipt = receipt?;
-            if let Some(reason) = self.ctx.stop_reason(self.deadline) {
+            if let Some(stop) = self.ctx.stop_reason(self.deadline) {
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(reason);
+                report.stop_reason = Some(stop.into());
                 return Ok(());
             }
             self.compact_receipt(&receipt, access, details).await?;

@@ -46,7 +46,7 @@ pub(crate) trait Classify {
     fn kind(&self) -> Kind;
 
     /// Why the app's run ended, where the error says more than "error".
-    fn stop_reason(&self) -> Option<String> {
+    fn stop_reason(&self) -> Option<crate::model::ending::Stop> {
         None
     }
 }
@@ -177,8 +177,8 @@ mod tests {
     fn the_replicas_say_why_the_run_ended() {
         assert_eq!(LagStop::Shutdown.kind(), Kind::Stopped);
         assert_eq!(
-            LagStop::LockLost.stop_reason().as_deref(),
-            Some(crate::pipeline::apps::LOST_LOCK)
+            LagStop::LockLost.stop_reason(),
+            Some(crate::model::ending::Stop::LostLock)
         );
         assert_eq!(RecordError::Db(lost_connection()).stop_reason(), None);
     }

@@ -51,8 +51,8 @@ async fn with_recorded_versions(ctx: &DbContext, runs: &mut [Run]) -> Result<(),
             continue;
         };
         let recording = [CommandName::Relocate, CommandName::Verify]
-            .iter()
-            .any(|c| c.as_str() == run.command);
+            .into_iter()
+            .any(|c| run.command.is(c));
         if !recording || run.dry_run {
             continue;
         }

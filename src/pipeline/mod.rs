@@ -68,6 +68,7 @@ use tokio_util::sync::CancellationToken;
 use crate::db::Db;
 use crate::model::table::TableSpec;
 use crate::store::{ObjectStore, StoreStats};
+use report::{Signal, Stop};
 
 /// Where the work reports its progress: a terminal's progress line, or periodic log lines (`output::progress`).
 pub(crate) trait Observer: Sync {
@@ -153,13 +154,13 @@ impl DbContext {
 
     /// Whether a loop over batches (or chunks) must stop now, and why: shutdown, the sentinel
     /// file, or the run's deadline.
-    pub fn stop_reason(&self, deadline: Option<Instant>) -> Option<String> {
+    pub fn stop_reason(&self, deadline: Option<Instant>) -> Option<Stop> {
         if self.shutdown.is_cancelled() {
             Some(shutdown_reason())
         } else if let Some(path) = self.stops.sentinel.as_ref().filter(|p| p.exists()) {
-            Some(format!("sentinel file {} exists", path.display()))
+            Some(Stop::Sentinel(path.clone()))
         } else if deadline.is_some_and(|d| Instant::now() >= d) {
-            Some("--max-runtime reached".to_string())
+            Some(Stop::MaxRuntime)
         } else {
             None
         }
@@ -168,22 +169,21 @@ impl DbContext {
 
 /// Which signal asked the run to stop (the binary notes it; a library caller that cancels the
 /// shutdown token itself stops as SIGTERM would).
-static SIGNAL: std::sync::OnceLock<&'static str> = std::sync::OnceLock::new();
+static SIGNAL: std::sync::OnceLock<Signal> = std::sync::OnceLock::new();
 
-/// Notes the signal that asked for the shutdown (`SIGTERM`, `SIGINT`).
-pub fn note_signal(name: &'static str) {
-    let _ = SIGNAL.set(name);
+/// Notes the signal that asked for the shutdown.
+pub fn note_signal(signal: Signal) {
+    let _ = SIGNAL.set(signal);
 }
 
 /// The signal that asked for the shutdown, if one did.
-pub(crate) fn signal() -> Option<&'static str> {
+pub(crate) fn signal() -> Option<Signal> {
     SIGNAL.get().copied()
 }
 
-/// The stop reason of a run stopped by a signal: `shutdown requested (SIGTERM)`, or `(SIGINT)`
-/// for a Ctrl-C.
-pub(crate) fn shutdown_reason() -> String {
-    format!("shutdown requested ({})", signal().unwrap_or("SIGTERM"))
+/// The stop of a run stopped by a signal: SIGTERM unless a Ctrl-C was noted.
+pub(crate) fn shutdown_reason() -> Stop {
+    Stop::Signal(signal().unwrap_or(Signal::Terminate))
 }
 
 /// What a run that touches the archive works with: the database side and the store, and

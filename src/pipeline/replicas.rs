@@ -18,6 +18,7 @@ use tokio_util::sync::CancellationToken;
 use super::failure::{Classify, Kind};
 use crate::db::lock::AppLock;
 use crate::db::replica::{Lag, Replica};
+use crate::pipeline::report::Stop;
 
 /// A passed check holds this long.
 const CHECK_INTERVAL: Duration = Duration::from_millis(500);
@@ -61,13 +62,13 @@ impl Classify for LagStop {
         }
     }
 
-    fn stop_reason(&self) -> Option<String> {
+    fn stop_reason(&self) -> Option<Stop> {
         Some(match self {
-            LagStop::Timeout { replica, .. } => {
-                format!("replica lag: {replica} behind --max-replica-lag, or unreadable, for longer than --replica-wait-timeout")
-            }
+            LagStop::Timeout { replica, .. } => Stop::ReplicaLag {
+                replica: replica.clone(),
+            },
             LagStop::Shutdown => super::shutdown_reason(),
-            LagStop::LockLost => super::apps::LOST_LOCK.to_string(),
+            LagStop::LockLost => Stop::LostLock,
         })
     }
 }

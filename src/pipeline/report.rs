@@ -12,46 +12,12 @@ use std::sync::OnceLock;
 
 use serde::Serialize;
 
+pub use crate::model::ending::{Ending, Moved, Outcome, Signal, Stop};
 pub use details::{AppDetails, RunDetails};
 
 pub(crate) use crate::model::command::CommandName;
 use crate::model::format::Cursor;
 use crate::pipeline::doctor::Status as CheckStatus;
-
-/// How one app's run ended.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Outcome {
-    Archived,
-    /// `archive --dry-run`: batches were planned, nothing written.
-    Planned,
-    UpToDate,
-    Done,
-    SkippedLocked,
-    Refused,
-    Failed,
-    Stopped,
-}
-
-impl Outcome {
-    pub(crate) fn is_failure(self) -> bool {
-        matches!(self, Outcome::Refused | Outcome::Failed)
-    }
-
-    /// As the summary (and the runs table) writes it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            Outcome::Archived => "archived",
-            Outcome::Planned => "planned",
-            Outcome::UpToDate => "up_to_date",
-            Outcome::Done => "done",
-            Outcome::SkippedLocked => "skipped_locked",
-            Outcome::Refused => "refused",
-            Outcome::Failed => "failed",
-            Outcome::Stopped => "stopped",
-        }
-    }
-}
 
 /// One batch as the summary lists it.
 #[derive(Debug, Clone, Default, Serialize)]
@@ -106,7 +72,7 @@ pub struct AppReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub cursor_after: Option<Cursor>,
     #[serde(skip_serializing_if = "Option::is_none")]
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<Ending>,
     /// Times the app was tried again after a transient database error.
     #[serde(skip_serializing_if = "is_zero")]
     pub retries: u32,
@@ -152,8 +118,8 @@ impl AppReport {
         self.outcome = Outcome::Failed;
         self.error = Some(error.to_string());
         self.failure = Some(error.kind());
-        if let Some(reason) = error.stop_reason() {
-            self.stop_reason = Some(reason);
+        if let Some(stop) = error.stop_reason() {
+            self.stop_reason = Some(stop.into());
         }
     }
 
@@ -161,10 +127,10 @@ impl AppReport {
     /// restore end an app by: an error that stopped it (shutdown while waiting for the
     /// replicas) is a clean stop with its reason; any other error fails the app (logged, with
     /// whether another attempt may help); work that ended without an error fails the app if it
-    /// left batches unfinished ([`Ending::failed`]), else stops it if it stopped short
-    /// ([`Ending::stopped`]), else keeps the outcome the work set. `doing` names the work in
+    /// left batches unfinished ([`Unfinished::failed`]), else stops it if it stopped short
+    /// ([`Unfinished::stopped`]), else keeps the outcome the work set. `doing` names the work in
     /// the log line of an error (`purge`).
-    pub(crate) fn end<E>(&mut self, doing: &str, result: Result<(), E>, ending: Ending)
+    pub(crate) fn end<E>(&mut self, doing: &str, result: Result<(), E>, left: Unfinished)
     where
         E: std::fmt::Display + super::failure::Classify,
     {
@@ -172,25 +138,25 @@ impl AppReport {
         match result {
             Err(e) if e.kind() == Kind::Stopped => {
                 self.outcome = Outcome::Stopped;
-                self.stop_reason = e.stop_reason();
+                self.stop_reason = e.stop_reason().map(Ending::from);
             }
             Err(e) => {
                 tracing::error!(app = self.app_code.as_str(), error = %e, "{doing} failed");
                 self.fail(&e);
             }
-            Ok(()) => match ending {
-                Ending {
+            Ok(()) => match left {
+                Unfinished {
                     failed: Some(why), ..
                 } => {
                     self.outcome = Outcome::Failed;
                     self.error = Some(why);
                 }
-                Ending {
-                    stopped: Some(reason),
+                Unfinished {
+                    stopped: Some(stop),
                     ..
                 } => {
                     self.outcome = Outcome::Stopped;
-                    self.stop_reason = Some(reason);
+                    self.stop_reason = Some(stop.into());
                 }
                 _ => {}
             },
@@ -230,13 +196,13 @@ impl AppReport {
 
 /// What an app's work left when it ended without an error ([`AppReport::end`]).
 #[derive(Debug, Clone, Default)]
-pub(crate) struct Ending {
+pub(crate) struct Unfinished {
     /// Why the app failed though no error ended its work: the batches it could not finish, said
     /// in full (`2 batch(es) not purged: …`), or the first batch's error (restore goes on past one).
     pub failed: Option<String>,
     /// Why it stopped short of its work: a limit, a signal, rows left locked, objects being
     /// restored from cold storage.
-    pub stopped: Option<String>,
+    pub stopped: Option<Stop>,
 }
 
 /// This process's run id: 16 hex digits, on every log line and in the summary, so one run's
@@ -267,7 +233,7 @@ pub struct Summary {
     pub error: Option<String>,
     /// Why the run ended, as a whole (each app says its own): `done`, `nothing to do`, the
     /// first stopped app's reason, `error`, `could not start`, `could not list the apps`.
-    pub stop_reason: Option<String>,
+    pub stop_reason: Option<Ending>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub table: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -336,7 +302,7 @@ impl Summary {
     /// nothing was done, exit status 2, the summary naming its table and store as usual.
     pub(crate) fn could_not_start(mut self, error: impl std::fmt::Display) -> Summary {
         self.error = Some(error.to_string());
-        self.stop_reason = Some("could not start (see error)".into());
+        self.stop_reason = Some(Ending::CouldNotStart);
         self.exit_code = 2;
         self.ok = false;
         self
@@ -346,7 +312,7 @@ impl Summary {
     /// exit status 2 (every command, one rule).
     pub(crate) fn without_apps(mut self, error: impl std::fmt::Display) -> Summary {
         self.error = Some(format!("could not list the apps to work on: {error}"));
-        self.stop_reason = Some("could not list the apps (see error)".into());
+        self.stop_reason = Some(Ending::CouldNotListApps);
         self.exit_code = 2;
         self.ok = false;
         self
@@ -367,9 +333,9 @@ impl Summary {
     }
 
     /// 2 a command that looks (verify, find, doctor) could not look; 1 it found a problem, an
-    /// app failed, a restore met conflicts, or the run had an error; 130 a Ctrl-C (SIGINT) ended
-    /// an otherwise clean run, so that `archive && purge` does not go on (SIGTERM, a CronJob
-    /// being stopped, stays a clean stop).
+    /// app failed, a restore met conflicts, or the run had an error; 130 a Ctrl-C (SIGINT)
+    /// stopped an app of an otherwise clean run, so that `archive && purge` does not go on
+    /// (SIGTERM, a CronJob being stopped, stays a clean stop).
     fn implied_exit_code(&self) -> i32 {
         let app_errors = self.apps.iter().any(|a| a.error.is_some());
         let looked = match &self.details {
@@ -389,39 +355,47 @@ impl Summary {
         match looked {
             Some(code) => code,
             None if failed || self.apps.iter().any(|a| a.outcome.is_failure()) => 1,
-            None if crate::pipeline::signal() == Some("SIGINT") => 130,
+            None if self.stopped_by() == Some(Signal::Interrupt) => 130,
             None => 0,
         }
     }
 
-    fn implied_stop_reason(&self) -> String {
-        let looked = |found: &'static str, problem: &'static str, could_not: &'static str| {
-            match self.exit_code {
-                0 => found,
-                1 => problem,
-                _ => could_not,
-            }
-            .to_string()
+    /// The signal that stopped the run or one of its apps, if one did.
+    fn stopped_by(&self) -> Option<Signal> {
+        let apps = self.apps.iter().filter_map(|a| a.stop_reason.as_ref());
+        self.stop_reason.iter().chain(apps).find_map(Ending::signal)
+    }
+
+    /// A run the process was interrupted in (Ctrl-C) after its work had ended cleanly: exit
+    /// status 130 all the same, so that `archive && purge` does not go on.
+    pub fn interrupted(mut self, signal: Option<Signal>) -> Summary {
+        if self.exit_code == 0 && signal == Some(Signal::Interrupt) {
+            self.exit_code = 130;
+            self.ok = false;
+        }
+        self
+    }
+
+    fn implied_stop_reason(&self) -> Ending {
+        let looked = |found: Ending, problem: Ending, could_not: Ending| match self.exit_code {
+            0 => found,
+            1 => problem,
+            _ => could_not,
         };
         match &self.details {
             Some(RunDetails::Find(_)) => {
-                return looked("found", "not found", "could not look (see error)")
+                return looked(Ending::Found, Ending::NotFound, Ending::CouldNotLook)
             }
             Some(RunDetails::Doctor(_)) => {
-                return looked(
-                    "done",
-                    "problems found",
-                    "could not reach the database or the store",
-                )
+                return looked(Ending::Done, Ending::ProblemsFound, Ending::Unreachable)
             }
-            Some(RunDetails::Relocate(_)) if self.error.is_none() => return "done".into(),
+            Some(RunDetails::Relocate(_)) if self.error.is_none() => return Ending::Done,
             // A migrate works on no app: whether it applied something is what it says.
             Some(RunDetails::Migrate(run)) if self.error.is_none() => {
                 return match run.changed() {
-                    true => "done",
-                    false => "nothing to do: the schema is up to date",
+                    true => Ending::Done,
+                    false => Ending::SchemaUpToDate,
                 }
-                .to_string()
             }
             _ => {}
         }
@@ -431,11 +405,11 @@ impl Summary {
             .find(|a| a.outcome == Outcome::Stopped)
             .and_then(|a| a.stop_reason.clone());
         match (&self.error, stopped) {
-            (Some(_), _) => "error".to_string(),
+            (Some(_), _) => Ending::Error,
             (None, Some(reason)) => reason,
-            (None, None) if self.exit_code != 0 => "error".to_string(),
-            (None, None) if self.apps.is_empty() => "nothing to do".to_string(),
-            (None, None) => "done".to_string(),
+            (None, None) if self.exit_code != 0 => Ending::Error,
+            (None, None) if self.apps.is_empty() => Ending::NothingToDo,
+            (None, None) => Ending::Done,
         }
     }
 

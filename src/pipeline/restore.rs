@@ -35,7 +35,7 @@ use crate::model::codec::Row;
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::pipeline::report::details::{Drill, RestoreApp};
-use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome, Stop, Unfinished};
 use crate::store::{StoreError, Thaw};
 
 #[derive(Debug, Clone, Default)]
@@ -92,7 +92,7 @@ enum AppError {
     #[error(transparent)]
     Replica(#[from] LagStop),
     #[error("{0}")]
-    Stopped(String),
+    Stopped(Stop),
 }
 
 impl Classify for AppError {
@@ -109,10 +109,10 @@ impl Classify for AppError {
         }
     }
 
-    fn stop_reason(&self) -> Option<String> {
+    fn stop_reason(&self) -> Option<Stop> {
         match self {
             AppError::Replica(e) => e.stop_reason(),
-            AppError::Stopped(reason) => Some(reason.clone()),
+            AppError::Stopped(stop) => Some(stop.clone()),
             _ => None,
         }
     }
@@ -158,9 +158,9 @@ impl AppWork for Restorer<'_> {
         let mut ahead = self.next_verified(&mut receipts).await;
         while let Some(next) = ahead {
             // SIGTERM: the batch in hand was finished; no new one starts.
-            if let Some(reason) = self.ctx.stop_reason(None) {
+            if let Some(stop) = self.ctx.stop_reason(None) {
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = Some(reason);
+                report.stop_reason = Some(stop.into());
                 break;
             }
             let (receipt, verified) = match next {
@@ -215,14 +215,15 @@ fn conclude(report: &mut AppReport, details: RestoreApp) {
         .iter()
         .map(|c| c.batch_id.as_str())
         .collect();
-    let ending = Ending {
+    let left = Unfinished {
         failed: report.error.clone(),
-        stopped: (!thawing.is_empty() && report.outcome == Outcome::Done).then(|| format!(
-            "{} batches are being restored from cold storage (--thaw); run restore again once they are readable",
-            thawing.len()
-        )),
+        stopped: (!thawing.is_empty() && report.outcome == Outcome::Done).then_some(
+            Stop::RestoreThawing {
+                batches: thawing.len(),
+            },
+        ),
     };
-    report.end("restore", Ok::<(), AppError>(()), ending);
+    report.end("restore", Ok::<(), AppError>(()), left);
     report.rows = details.restored_rows;
     report.details = Some(AppDetails::Restore(details));
 }
@@ -327,7 +328,7 @@ impl<'a> Restorer<'a> {
                 // SIGTERM (or the sentinel) between chunks or while waiting for the replicas:
                 // the chunks loaded so far stand.
                 report.outcome = Outcome::Stopped;
-                report.stop_reason = e.stop_reason();
+                report.stop_reason = e.stop_reason().map(Ending::from);
                 return ControlFlow::Break(());
             }
             Err(AppError::Thawing(cold)) => {
@@ -358,9 +359,9 @@ impl<'a> Restorer<'a> {
             .error
             .get_or_insert_with(|| format!("batch {}: {e}", receipt.batch_id));
         details.failed_batches.push(receipt.batch_id.clone());
-        if let Some(reason) = e.stop_reason() {
+        if let Some(stop) = e.stop_reason() {
             // The replicas ended the wait (a timeout, the lock lost meanwhile).
-            report.stop_reason = Some(reason);
+            report.stop_reason = Some(stop.into());
             return ControlFlow::Break(());
         }
         if e.kind() == Kind::LostLock {

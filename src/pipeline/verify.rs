@@ -29,7 +29,7 @@ use crate::model::digest::sha256_hex;
 use crate::model::format;
 use crate::model::receipt::{Receipt, STATE_VERIFIED};
 use crate::pipeline::report::details::{Sample, VerifyApp, VerifyRun, CHECKED_LISTED};
-use crate::pipeline::report::{AppDetails, AppReport, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome, Stop};
 use crate::store::{StoreError, Thaw};
 
 #[derive(Debug, Clone)]
@@ -158,7 +158,7 @@ impl AppWork for Verify<'_> {
                 report.outcome = Outcome::Stopped;
                 report.stop_reason.get_or_insert_with(|| {
                     let why = self.ctx.stop_reason(None);
-                    why.unwrap_or_else(|| "shut down".to_string())
+                    why.map_or(Ending::StoppedShort, Ending::from)
                 });
             }
             None => {}
@@ -290,7 +290,7 @@ impl<'a> Verify<'a> {
         let in_scope = std::sync::atomic::AtomicU64::new(0);
         let in_scope = &in_scope;
         // SIGTERM or the sentinel: no new batch is started; those being checked finish.
-        let stopped = Mutex::new(None::<String>);
+        let stopped = Mutex::new(None::<Stop>);
         let stopped_ref = &stopped;
         let chosen = self
             .receipts
@@ -335,10 +335,10 @@ impl<'a> Verify<'a> {
             sample.of += in_scope.load(std::sync::atomic::Ordering::Relaxed);
         }
         let stopped = stopped.lock().expect("not poisoned").take();
-        if let Some(reason) = stopped {
-            tracing::info!(app, reason, "verify stopping with batches left unchecked");
+        if let Some(stop) = stopped {
+            tracing::info!(app, reason = %stop, "verify stopping with batches left unchecked");
             report.outcome = Outcome::Stopped;
-            report.stop_reason = Some(reason);
+            report.stop_reason = Some(stop.into());
         }
         Ok(())
     }

@@ -182,7 +182,7 @@ pub(crate) enum RereadError {
     #[error("re-reading batch {0} at the new home: {1}")]
     Store(String, StoreError),
     #[error("stopped before every batch was re-read ({0}): nothing moved")]
-    Stopped(String),
+    Stopped(crate::pipeline::report::Stop),
 }
 
 /// Re-reads every VERIFIED batch of every app at the store `ctx` opened (a relocation's new

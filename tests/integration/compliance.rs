@@ -353,7 +353,12 @@ async fn restore_of_a_batch_still_in_deep_archive_asks_for_it_and_stops() {
     let app = report(&first, "a1");
     assert_eq!(app.outcome.as_str(), "stopped");
     assert!(
-        app.stop_reason.as_deref().unwrap().contains("cold storage"),
+        app.stop_reason
+            .as_ref()
+            .map(ToString::to_string)
+            .as_deref()
+            .unwrap()
+            .contains("cold storage"),
         "{:?}",
         app.stop_reason
     );

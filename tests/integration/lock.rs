@@ -233,7 +233,7 @@ async fn a_lock_lost_to_another_archiver_is_a_stop_with_a_reason_not_a_skip() {
     assert!(thief.lock().unwrap().is_some(), "the lock was taken");
     assert_eq!(a1.outcome, Outcome::Stopped, "{}", summary.to_json());
     assert_eq!(
-        a1.stop_reason.as_deref(),
+        a1.stop_reason.as_ref().map(ToString::to_string).as_deref(),
         Some("lost the lock to another archiver")
     );
     assert_eq!((a1.batches, a1.rows), (1, 10), "{}", summary.to_json());
@@ -423,7 +423,7 @@ async fn an_app_that_lost_its_lock_writes_no_more_objects() {
     let a1 = &summary.apps[0];
     assert_eq!(a1.outcome, Outcome::Stopped, "{}", summary.to_json());
     assert_eq!(
-        a1.stop_reason.as_deref(),
+        a1.stop_reason.as_ref().map(ToString::to_string).as_deref(),
         Some("lost the lock to another archiver")
     );
     assert_eq!(a1.batches, 1, "{}", summary.to_json());

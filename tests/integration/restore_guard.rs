@@ -253,7 +253,7 @@ async fn restore_stops_between_batches_on_shutdown() {
     let app = &summary.apps[0];
     assert_eq!(app.outcome, Outcome::Stopped, "{}", summary.to_json());
     assert_eq!(
-        app.stop_reason.as_deref(),
+        app.stop_reason.as_ref().map(ToString::to_string).as_deref(),
         Some("shutdown requested (SIGTERM)")
     );
     assert_eq!(summary.exit_code, 0, "{}", summary.to_json());

@@ -3,8 +3,8 @@
 //! `stop_reason` (pt-archiver's `--why-quit`).
 
 use outbox_archiver::testing::FailPoints;
-use outbox_archiver::Stops;
 use outbox_archiver::{purge, restore, verify};
+use outbox_archiver::{Ending, Stop, Stops};
 
 use crate::support::*;
 
@@ -23,7 +23,7 @@ async fn a_sentinel_file_stops_every_command_before_its_next_batch() {
     db.insert(&rows("a1", 50)).await;
     let dir = tempfile::tempdir().unwrap();
     let file = dir.path().join("stop-outbox-archiver");
-    let expected = format!("sentinel file {} exists", file.display());
+    let expected = Some(Ending::Stopped(Stop::Sentinel(file.clone())));
     let ctx = env(&db, store.clone(), CUTOFF + DAY).with_stops(sentinel(&file));
     let mut opts = options(&db, &["a1"], CUTOFF);
     opts.limits.max_rows = 10;
@@ -43,29 +43,20 @@ async fn a_sentinel_file_stops_every_command_before_its_next_batch() {
     let app = report(&first, "a1");
     assert_eq!(app.outcome.as_str(), "stopped");
     assert_eq!(app.batches, 2);
-    assert_eq!(app.stop_reason.as_deref(), Some(expected.as_str()));
+    assert_eq!(app.stop_reason, expected);
 
     // While it exists, nothing starts: archive, purge, restore, verify.
     opts.failpoints = FailPoints::default();
     let again = archive(&ctx, &opts).await;
     assert_eq!(report(&again, "a1").batches, 0);
-    assert_eq!(
-        report(&again, "a1").stop_reason.as_deref(),
-        Some(expected.as_str())
-    );
+    assert_eq!(report(&again, "a1").stop_reason, expected);
     let purged = purge::run(&ctx, &purge_options(&db, &["a1"])).await;
     assert_eq!(purge_of(&purged, "a1").purged_rows, 0);
     assert_eq!(report(&purged, "a1").outcome.as_str(), "stopped");
-    assert_eq!(
-        report(&purged, "a1").stop_reason.as_deref(),
-        Some(expected.as_str())
-    );
+    assert_eq!(report(&purged, "a1").stop_reason, expected);
     let restored = restore::run(&ctx, &Default::default()).await;
     assert_eq!(restore_of(&restored, "a1").restored_rows, 0);
-    assert_eq!(
-        report(&restored, "a1").stop_reason.as_deref(),
-        Some(expected.as_str())
-    );
+    assert_eq!(report(&restored, "a1").stop_reason, expected);
     let verified = verify::run(
         &ctx,
         &verify::VerifyOptions::everything(CUTOFF, "DELIVERED"),
@@ -79,10 +70,7 @@ async fn a_sentinel_file_stops_every_command_before_its_next_batch() {
     std::fs::remove_file(&file).unwrap();
     let rest = archive(&ctx, &opts).await;
     assert_eq!(report(&rest, "a1").batches, 3);
-    assert_eq!(
-        report(&rest, "a1").stop_reason.as_deref(),
-        Some("caught up")
-    );
+    assert_eq!(report(&rest, "a1").stop_reason, Some(Ending::CaughtUp));
     assert_eq!(
         archived_rows(&db, store.as_ref(), "a1").await,
         db.expected_rows("a1", CUTOFF).await
@@ -125,24 +113,32 @@ async fn every_app_of_every_command_says_why_its_run_ended() {
     let mut opts = options(&db, &["a1", "a2", "bad code"], CUTOFF);
     let archived = archive(&ctx, &opts).await;
     let why = |summary: &outbox_archiver::Summary, app: &str| {
-        report(summary, app).stop_reason.clone().unwrap_or_default()
+        report(summary, app)
+            .stop_reason
+            .clone()
+            .expect("every app says why")
     };
-    assert_eq!(why(&archived, "a1"), "caught up");
-    assert_eq!(why(&archived, "a2"), "caught up", "nothing to archive");
-    assert_eq!(why(&archived, "bad code"), "refused: unsafe app code");
+    assert_eq!(why(&archived, "a1"), Ending::CaughtUp);
+    assert_eq!(why(&archived, "a2"), Ending::CaughtUp, "nothing to archive");
+    assert_eq!(why(&archived, "bad code"), Ending::Refused);
+    // In the words the summary has always said them in.
+    assert_eq!(
+        why(&archived, "bad code").to_string(),
+        "refused: unsafe app code"
+    );
     opts.max_batches = Some(0);
     db.insert(&rows("a3", 5)).await;
     opts.apps = outbox_archiver::Apps::Listed(vec!["a3".into()]);
     let limited = archive(&ctx, &opts).await;
-    assert_eq!(why(&limited, "a3"), "--max-batches reached");
+    assert_eq!(why(&limited, "a3"), Ending::Stopped(Stop::MaxBatches));
     let verified = verify::run(
         &ctx,
         &verify::VerifyOptions::everything(CUTOFF, "DELIVERED"),
     )
     .await;
-    assert_eq!(why(&verified, "a1"), "done");
+    assert_eq!(why(&verified, "a1"), Ending::Done);
     let purged = purge::run(&ctx, &purge_options(&db, &["a1"])).await;
-    assert_eq!(why(&purged, "a1"), "done");
+    assert_eq!(why(&purged, "a1"), Ending::Done);
 }
 
 /// A shutdown while a batch is being built (issue 34): the app stops without writing that

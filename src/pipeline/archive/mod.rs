@@ -35,7 +35,7 @@ use crate::model::batch::Limits;
 use crate::model::format::Cursor;
 use crate::model::protection::WritePolicy;
 use crate::pipeline::report::details::{self, ArchiveApp};
-use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome, Stop, Unfinished};
 
 #[derive(Debug, Clone)]
 pub struct ArchiveOptions {
@@ -144,7 +144,7 @@ impl Classify for AppError {
         }
     }
 
-    fn stop_reason(&self) -> Option<String> {
+    fn stop_reason(&self) -> Option<Stop> {
         match self {
             AppError::Replica(e) => e.stop_reason(),
             _ => None,
@@ -186,7 +186,7 @@ impl AppWork for Archiver<'_> {
         let lost_lock = matches!(&result, Err(e) if e.kind() == Kind::LostLock);
         // Shutdown while waiting for the replicas is a clean stop: the batch in hand is written
         // but not recorded; the next run accepts its objects and records it.
-        report.end("archiving", result.map(drop), Ending::default());
+        report.end("archiving", result.map(drop), Unfinished::default());
         // Anchoring writes too: not once the lock is lost (the archiver that holds it anchors).
         if !self.opts.dry_run && !lost_lock {
             self.anchor(app, &mut report, &mut details).await;
@@ -295,11 +295,11 @@ impl<'a> Archiver<'a> {
         }
     }
 
-    fn stop_reason(&self, batches: u64) -> Option<String> {
+    fn stop_reason(&self, batches: u64) -> Option<Stop> {
         let max_batches = self.opts.max_batches.is_some_and(|max| batches >= max);
         match self.ctx.stop_reason(None) {
             Some(stop) => Some(stop),
-            None if max_batches => Some("--max-batches reached".to_string()),
+            None if max_batches => Some(Stop::MaxBatches),
             None => self.ctx.stop_reason(self.deadline),
         }
     }

@@ -15,7 +15,7 @@ use crate::pipeline::apps::Access;
 use crate::pipeline::builder::Built;
 use crate::pipeline::publish::Published;
 use crate::pipeline::report::details::ArchiveApp;
-use crate::pipeline::report::{AppReport, BatchReport, Outcome};
+use crate::pipeline::report::{AppReport, BatchReport, Outcome, Stop};
 use crate::pipeline::verifier::Expected;
 
 /// A batch between its stages: built, and published (or planned, or found recorded already).
@@ -133,7 +133,7 @@ impl Archiver<'_> {
     async fn ended(
         &self,
         app: &str,
-        stop: Option<String>,
+        stop: Option<Stop>,
         batches: &mut Batches,
         report: &mut AppReport,
     ) -> Result<Outcome, AppError> {
@@ -163,8 +163,8 @@ impl Archiver<'_> {
         if !left {
             return Ok(Outcome::UpToDate);
         }
-        tracing::info!(app, reason, "stopping with work left");
-        report.stop_reason = Some(reason);
+        tracing::info!(app, reason = %reason, "stopping with work left");
+        report.stop_reason = Some(reason.into());
         Ok(Outcome::Stopped)
     }
 

@@ -32,7 +32,7 @@ use crate::model::chain::{ChainFinding, Problem};
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::pipeline::report::details::{ObjectCheck, PlannedPurge, PurgeApp};
-use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome, Stop, Unfinished};
 
 mod proof;
 
@@ -83,7 +83,7 @@ impl Classify for AppError {
         }
     }
 
-    fn stop_reason(&self) -> Option<String> {
+    fn stop_reason(&self) -> Option<Stop> {
         match self {
             AppError::Replica(e) => e.stop_reason(),
             _ => None,
@@ -96,14 +96,14 @@ impl Classify for AppError {
 struct Tally {
     details: PurgeApp,
     done_batches: u64,
-    stop_reason: Option<String>,
+    stop_reason: Option<Stop>,
 }
 
 /// How one receipt went.
 enum Step {
     Done,
     /// Stop the app here (a limit or shutdown); the receipt stays unfinished.
-    Stop(String),
+    Stop(Stop),
 }
 
 /// Purge's work for one app.
@@ -196,28 +196,30 @@ fn unsound(app: &str, receipt: &Receipt, f: ChainFinding) -> Finding {
 /// What a purge that ended without an error left: batches not purged (their findings say why),
 /// a limit or shutdown that stopped it, or rows another transaction held — work left, not a
 /// failure (exit 0: the relay holds rows for seconds), and never "done".
-fn ending(app: &str, tally: &mut Tally) -> Ending {
+fn ending(app: &str, tally: &mut Tally) -> Unfinished {
     let failed = &tally.details.failed_batches;
     let locked = tally.details.left_locked_rows;
-    Ending {
+    Unfinished {
         failed: (!failed.is_empty()).then(|| format!(
             "{} batch(es) not purged: their objects in the store, their member rows or their link in the chain disagree with the receipt (see findings; run `outbox-archiver verify --app {app}`)",
             failed.len()
         )),
-        stopped: tally.stop_reason.take().or_else(|| (locked > 0).then(|| format!(
-            "left {locked} row(s) another transaction held (locked by the relay claiming them or an open transaction, or put back since their delete): their batches stay unfinished, and the next purge takes them"
-        ))).or_else(|| waiting(app, &tally.details.waiting_for_log)),
+        stopped: tally
+            .stop_reason
+            .take()
+            .or_else(|| (locked > 0).then_some(Stop::LeftLocked { rows: locked }))
+            .or_else(|| waiting(app, &tally.details.waiting_for_log)),
     }
 }
 
 /// The batches of an app that wait for the next archive run to append them to its log, said
 /// once (and logged once, at INFO): their rows stay until a purge after that run.
-fn waiting(app: &str, batches: &[String]) -> Option<String> {
+fn waiting(app: &str, batches: &[String]) -> Option<Stop> {
     let first = batches.first()?;
-    let why = format!(
-        "{} batch(es) wait for the next `outbox-archiver archive` of the app to append them to its log (from batch {first}): recorded by an older build — the first archive run of this build carries its chain into the log — or by a run that ended before appending, or held back by a disagreement the last archive run reported (chain_disagreement); their rows stay until the purge after they are appended",
-        batches.len()
-    );
+    let why = Stop::WaitingForLog {
+        batches: batches.len(),
+        first: first.clone(),
+    };
     tracing::info!(app, batches = batches.len(), first_batch = first, "{why}");
     Some(why)
 }
