@@ -129,7 +129,6 @@ pub use model::unarchived::{Unarchived, UnarchivedColumn};
 pub use model::{chain, format, tlog};
 
 // ── The database: the connection, the owned tables, the repositories tests hold to their plans.
-pub use db::chain::ChainTable;
 pub use db::compact::{CompactError, CompactQueries, Compacted};
 pub use db::home::Home;
 pub use db::lock::{database_lock_name, lock_name, AppLock, Doing, LockLost};

@@ -611,8 +611,8 @@ async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) 
                 dry_run: summary.dry_run.unwrap_or(false),
                 findings: None,
             };
-            crate::db::runs::Runs::new(spec)
-                .note(&db.pool, &record)
+            crate::db::runs::Runs::new(&db.pool, spec)
+                .note(&record)
                 .await;
         }
     }

@@ -413,9 +413,9 @@ async fn report(
         timespec::rfc3339(options.cutoff_ms)
     ));
     reconcile(db, spec, options, summary).await?;
-    let receipts = Receipts::new(spec).first(&db.pool, 5).await?;
-    let total = Receipts::new(spec)
-        .count(&db.pool, &Default::default())
+    let receipts = Receipts::new(&db.pool, spec).first(5).await?;
+    let total = Receipts::new(&db.pool, spec)
+        .count(&Default::default())
         .await?;
     say(format!(
         "{total} VERIFIED receipts in {}; the first few:",

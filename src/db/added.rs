@@ -19,6 +19,7 @@ pub(crate) struct AddedValue {
 }
 
 /// The recorded values of `spec`'s batches.
+/// (Every read and write runs in its caller's transaction: it holds no pool.)
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AddedValues {
     spec: &'static TableSpec,

@@ -57,18 +57,27 @@ fn compacting(batch_id: &str, what: &str) -> String {
 #[derive(Debug, Clone)]
 pub struct CompactQueries {
     spec: &'static TableSpec,
+    pool: MySqlPool,
+    /// The batches' receipts: a compaction records its digest on its batch's.
+    receipts: super::receipts::Receipts,
+    /// The member rows a compaction deletes.
+    members: super::members::Members,
 }
 
 impl CompactQueries {
-    pub fn new(spec: &'static TableSpec) -> CompactQueries {
-        CompactQueries { spec }
+    pub fn new(pool: &MySqlPool, spec: &'static TableSpec) -> CompactQueries {
+        CompactQueries {
+            pool: pool.clone(),
+            spec,
+            receipts: super::receipts::Receipts::new(pool, spec),
+            members: super::members::Members::new(pool, spec),
+        }
     }
 
     /// Compacts one receipt whose data object's pairs hash to `in_data`.
     #[allow(clippy::too_many_arguments)]
     pub async fn compact(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
         in_data: &MembersDigest,
@@ -76,6 +85,7 @@ impl CompactQueries {
         now_ms: i64,
         failpoints: &FailPoints,
     ) -> Result<Compacted, CompactError> {
+        let pool = &self.pool;
         let context = |what: &str| compacting(batch_id, what);
         let mut tx = pool
             .begin()
@@ -96,21 +106,9 @@ impl CompactQueries {
             deleted += self.delete_gone(&mut tx, app, batch_id, chunk).await?;
         }
         failpoints.pass("compact-after-delete")?;
-        let sql = format!(
-            "UPDATE {} SET members_digest_sha256 = ?, members_digest_rows = ?, compacted_at_ms = ?, \
-             compacted_member_rows = ? WHERE app_code = ? AND batch_id = ?",
-            self.spec.receipts_table()
-        );
-        sqlx::query(AssertSqlSafe(sql))
-            .bind(&in_data.sha256)
-            .bind(in_data.rows as i64)
-            .bind(now_ms)
-            .bind(deleted as i64)
-            .bind(app)
-            .bind(batch_id)
-            .execute(&mut *tx)
-            .await
-            .context(|| context("writing the digest"))?;
+        self.receipts
+            .mark_compacted(&mut tx, (app, batch_id), in_data, now_ms, deleted)
+            .await?;
         if !lock.held_per(&mut *tx).await? {
             return Err(lock.lost(batch_id, Doing::Compacting).into());
         }
@@ -222,35 +220,20 @@ impl CompactQueries {
         if gone.is_empty() {
             return Ok(0);
         }
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "DELETE FROM {} WHERE app_code = ",
-            spec.members_table()
-        ));
-        qb.push_bind(app)
-            .push(" AND batch_id = ")
-            .push_bind(batch_id)
-            .push(" AND event_id IN (");
-        let mut ids = qb.separated(", ");
-        for event_id in &gone {
-            ids.push_bind(*event_id);
-        }
-        qb.push(")");
-        Ok(qb
-            .build()
-            .execute(&mut **tx)
+        self.members
+            .delete(tx, app, batch_id, &gone)
             .await
-            .context(|| context("deleting member rows"))?
-            .rows_affected())
+            .context(|| context("deleting member rows"))
     }
 
     /// How many of a batch's member rows belong to rows no longer in the source table (what
     /// compaction would delete), by a plain read.
     pub(crate) async fn members_gone_from_source(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
     ) -> Result<u64, DbError> {
+        let pool = &self.pool;
         let spec = self.spec;
         let sql = format!(
             "SELECT COUNT(*) FROM {members} AS m LEFT JOIN {source} AS s \
@@ -273,7 +256,8 @@ impl CompactQueries {
 
     /// Bytes per member row, data and indexes, as information_schema estimates the members
     /// table (for `status`'s bytes saved); `None` on an empty table.
-    pub(crate) async fn bytes_per_member(&self, pool: &MySqlPool) -> Result<Option<f64>, DbError> {
+    pub(crate) async fn bytes_per_member(&self) -> Result<Option<f64>, DbError> {
+        let pool = &self.pool;
         let sized: Vec<(u64, u64)> = super::schema_rows(
             pool,
             "SELECT CAST(COALESCE(table_rows, 0) AS UNSIGNED), \

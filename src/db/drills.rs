@@ -10,22 +10,26 @@ use crate::model::table::TableSpec;
 #[derive(Debug, Clone)]
 pub(crate) struct Drills {
     spec: &'static TableSpec,
+    pool: MySqlPool,
 }
 
 impl Drills {
-    pub(crate) fn new(spec: &'static TableSpec) -> Drills {
-        Drills { spec }
+    pub(crate) fn new(pool: &MySqlPool, spec: &'static TableSpec) -> Drills {
+        Drills {
+            pool: pool.clone(),
+            spec,
+        }
     }
 
     /// Records a drill's result (`detail`: what failed; none when it passed).
     pub(crate) async fn record(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
         at_ms: i64,
         detail: Option<&str>,
     ) -> Result<(), DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "INSERT INTO {} (app_code, batch_id, drilled_at_ms, ok, detail) VALUES (?, ?, ?, ?, ?)",
             self.spec.drills_table()
@@ -43,11 +47,8 @@ impl Drills {
     }
 
     /// The app's last successful drill: `(batch_id, drilled_at_ms)`.
-    pub(crate) async fn last_good(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-    ) -> Result<Option<(String, i64)>, DbError> {
+    pub(crate) async fn last_good(&self, app: &str) -> Result<Option<(String, i64)>, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT batch_id, drilled_at_ms FROM {} WHERE app_code = ? AND CAST(app_code AS BINARY) = CAST(? AS BINARY) \
              AND ok = TRUE ORDER BY id DESC LIMIT 1",

@@ -29,15 +29,20 @@ pub struct Home {
 #[derive(Debug, Clone)]
 pub(crate) struct Homes {
     spec: &'static TableSpec,
+    pool: MySqlPool,
 }
 
 impl Homes {
-    pub(crate) fn new(spec: &'static TableSpec) -> Homes {
-        Homes { spec }
+    pub(crate) fn new(pool: &MySqlPool, spec: &'static TableSpec) -> Homes {
+        Homes {
+            pool: pool.clone(),
+            spec,
+        }
     }
 
     /// The archive's home now: the newest binding, or `None` before the first batch.
-    pub(crate) async fn current(&self, pool: &MySqlPool) -> Result<Option<Home>, DbError> {
+    pub(crate) async fn current(&self) -> Result<Option<Home>, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT id, CAST(store AS CHAR) AS store, CAST(archive_id AS CHAR) AS archive_id, \
              CAST(marker_key AS CHAR) AS marker_key, bound_at_ms, CAST(moved_from AS CHAR) AS moved_from, \
@@ -85,7 +90,8 @@ impl Homes {
 
     /// Takes back a first binding that turned out to be another archive's store (its marker was
     /// there already): nothing was archived under it yet.
-    pub(crate) async fn withdraw(&self, pool: &MySqlPool, home: &Home) -> Result<(), DbError> {
+    pub(crate) async fn withdraw(&self, home: &Home) -> Result<(), DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "DELETE FROM {} WHERE id = ? AND archive_id = ?",
             self.spec.home_table()
@@ -105,9 +111,9 @@ impl Homes {
     /// and the newest batches, the last a lifecycle rule would expire or move to a cold class.
     pub(crate) async fn newest_data_objects(
         &self,
-        pool: &MySqlPool,
         apps: Option<u32>,
     ) -> Result<Vec<(String, u64)>, DbError> {
+        let pool = &self.pool;
         let table = self.spec.receipts_table();
         let listed: Vec<String> = match apps {
             Some(n) => {

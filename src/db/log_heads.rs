@@ -12,19 +12,20 @@ use crate::model::table::TableSpec;
 #[derive(Debug, Clone)]
 pub(crate) struct LogHeads {
     spec: &'static TableSpec,
+    pool: MySqlPool,
 }
 
 impl LogHeads {
-    pub(crate) fn new(spec: &'static TableSpec) -> LogHeads {
-        LogHeads { spec }
+    pub(crate) fn new(pool: &MySqlPool, spec: &'static TableSpec) -> LogHeads {
+        LogHeads {
+            pool: pool.clone(),
+            spec,
+        }
     }
 
     /// The largest head recorded for `app`: its size and base64 root. One primary-key read.
-    pub(crate) async fn largest(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-    ) -> Result<Option<(u64, String)>, DbError> {
+    pub(crate) async fn largest(&self, app: &str) -> Result<Option<(u64, String)>, DbError> {
+        let pool = &self.pool;
         let row: Option<(i64, String)> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT size, CAST(root AS CHAR) FROM {} WHERE app_code = ? ORDER BY size DESC LIMIT 1",
             self.spec.log_heads_table()
@@ -41,12 +42,12 @@ impl LogHeads {
     /// compares roots.
     pub(crate) async fn record(
         &self,
-        pool: &MySqlPool,
         app: &str,
         size: u64,
         root: &str,
         now_ms: i64,
     ) -> Result<(), DbError> {
+        let pool = &self.pool;
         sqlx::query(AssertSqlSafe(format!(
             "INSERT IGNORE INTO {} (app_code, size, root, recorded_at_ms) VALUES (?, ?, ?, ?)",
             self.spec.log_heads_table()

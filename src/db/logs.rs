@@ -40,19 +40,20 @@ pub(crate) enum Recorded {
 #[derive(Debug, Clone)]
 pub(crate) struct LogIdentities {
     spec: &'static TableSpec,
+    pool: MySqlPool,
 }
 
 impl LogIdentities {
-    pub(crate) fn new(spec: &'static TableSpec) -> LogIdentities {
-        LogIdentities { spec }
+    pub(crate) fn new(pool: &MySqlPool, spec: &'static TableSpec) -> LogIdentities {
+        LogIdentities {
+            pool: pool.clone(),
+            spec,
+        }
     }
 
     /// The folder recorded for `app` (exactly this spelling), if any.
-    pub(crate) async fn folder_of(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-    ) -> Result<Option<String>, DbError> {
+    pub(crate) async fn folder_of(&self, app: &str) -> Result<Option<String>, DbError> {
+        let pool = &self.pool;
         sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT CAST(folder AS CHAR) FROM {} WHERE app_code = ?",
             self.spec.logs_table()
@@ -64,11 +65,8 @@ impl LogIdentities {
     }
 
     /// The app `folder` is recorded for, if any.
-    pub(crate) async fn app_of(
-        &self,
-        pool: &MySqlPool,
-        folder: &str,
-    ) -> Result<Option<String>, DbError> {
+    pub(crate) async fn app_of(&self, folder: &str) -> Result<Option<String>, DbError> {
+        let pool = &self.pool;
         sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT CAST(app_code AS CHAR) FROM {} WHERE folder = ?",
             self.spec.logs_table()
@@ -80,7 +78,8 @@ impl LogIdentities {
     }
 
     /// Every identity recorded: `(app, folder)`, one row per app that has a log.
-    pub(crate) async fn all(&self, pool: &MySqlPool) -> Result<Vec<(String, String)>, DbError> {
+    pub(crate) async fn all(&self) -> Result<Vec<(String, String)>, DbError> {
+        let pool = &self.pool;
         sqlx::query_as(AssertSqlSafe(format!(
             "SELECT CAST(app_code AS CHAR), CAST(folder AS CHAR) FROM {} ORDER BY app_code",
             self.spec.logs_table()
@@ -94,12 +93,12 @@ impl LogIdentities {
     /// folder is the answer; where the folder is another app's, [`Recorded::Taken`].
     pub(crate) async fn record(
         &self,
-        pool: &MySqlPool,
         app: &str,
         folder: &str,
         how: How,
         now_ms: i64,
     ) -> Result<Recorded, DbError> {
+        let pool = &self.pool;
         let inserted = sqlx::query(AssertSqlSafe(format!(
             "INSERT INTO {} (app_code, folder, how, recorded_at_ms) VALUES (?, ?, ?, ?)",
             self.spec.logs_table()
@@ -121,10 +120,10 @@ impl LogIdentities {
                 Ok(Recorded::Folder(folder.to_string()))
             }
             Err(sqlx::Error::Database(e)) if e.is_unique_violation() => {
-                if let Some(recorded) = self.folder_of(pool, app).await? {
+                if let Some(recorded) = self.folder_of(app).await? {
                     return Ok(Recorded::Folder(recorded));
                 }
-                let by = self.app_of(pool, folder).await?.unwrap_or_default();
+                let by = self.app_of(folder).await?.unwrap_or_default();
                 Ok(Recorded::Taken { by })
             }
             Err(e) => Err(e).context(|| format!("recording app {app}'s log identity")),

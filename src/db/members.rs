@@ -10,7 +10,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use sqlx::{MySql, MySqlPool, QueryBuilder, Transaction};
+use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder, Transaction};
 
 use super::{Context, DbError};
 use crate::model::batch::{Member, Superseded};
@@ -56,20 +56,77 @@ pub(crate) enum OnDuplicate {
 #[derive(Debug, Clone)]
 pub(crate) struct Members {
     spec: &'static TableSpec,
+    pool: MySqlPool,
 }
 
 impl Members {
-    pub(crate) fn new(spec: &'static TableSpec) -> Members {
-        Members { spec }
+    pub(crate) fn new(pool: &MySqlPool, spec: &'static TableSpec) -> Members {
+        Members {
+            pool: pool.clone(),
+            spec,
+        }
+    }
+
+    /// The batches whose member or superseded rows name `event_id` of `app` (primary-key
+    /// lookups).
+    pub(crate) async fn batches_naming(
+        &self,
+        app: &str,
+        event_id: &str,
+    ) -> Result<Vec<String>, DbError> {
+        let sql = format!(
+            "SELECT batch_id FROM {} WHERE app_code = ? AND event_id = ? \
+             UNION SELECT batch_id FROM {} WHERE app_code = ? AND event_id = ?",
+            self.spec.members_table(),
+            self.spec.superseded_table()
+        );
+        sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(event_id)
+            .bind(app)
+            .bind(event_id)
+            .fetch_all(&self.pool)
+            .await
+            .context(|| format!("looking up event {event_id:?} of app {app} in the members"))
+    }
+
+    /// Deletes the member rows `event_ids` of batch `batch_id` of `app` (a compaction's: rows
+    /// gone from the source), in `tx`. Returns how many went.
+    pub(crate) async fn delete(
+        &self,
+        tx: &mut Transaction<'_, MySql>,
+        app: &str,
+        batch_id: &str,
+        event_ids: &[&str],
+    ) -> Result<u64, sqlx::Error> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "DELETE FROM {} WHERE app_code = ",
+            self.spec.members_table()
+        ));
+        qb.push_bind(app)
+            .push(" AND batch_id = ")
+            .push_bind(batch_id)
+            .push(" AND event_id IN (");
+        let mut ids = qb.separated(", ");
+        for event_id in event_ids {
+            ids.push_bind(*event_id);
+        }
+        qb.push(")");
+        Ok(qb.build().execute(&mut **tx).await?.rows_affected())
+    }
+
+    /// The table whose members these are.
+    pub(crate) fn spec(&self) -> &'static TableSpec {
+        self.spec
     }
 
     /// The members a receipt recorded, as `(event_id, updated_at_ms)`.
     pub(crate) async fn members_of(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
     ) -> Result<Vec<Member>, DbError> {
+        let pool = &self.pool;
         self.versions_in(pool, &self.spec.members_table(), app, batch_id)
             .await
             .context(|| format!("reading the members of batch {batch_id}"))
@@ -78,10 +135,10 @@ impl Members {
     /// The older versions of rows in a batch that later batches superseded.
     pub(crate) async fn superseded_of(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
     ) -> Result<Vec<Member>, DbError> {
+        let pool = &self.pool;
         self.versions_in(pool, &self.spec.superseded_table(), app, batch_id)
             .await
             .context(|| format!("reading the superseded rows of batch {batch_id}"))
@@ -92,12 +149,11 @@ impl Members {
     /// rows with.
     pub(crate) async fn proven_members_of(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
     ) -> Result<Vec<Member>, DbError> {
-        let mut members = self.members_of(pool, app, batch_id).await?;
-        members.extend(self.superseded_of(pool, app, batch_id).await?);
+        let mut members = self.members_of(app, batch_id).await?;
+        members.extend(self.superseded_of(app, batch_id).await?);
         Ok(members)
     }
 
@@ -129,11 +185,10 @@ impl Members {
     /// Of these event ids of an app, the `(event_id, updated_at_ms)` versions members hold.
     pub(crate) async fn versions_among(
         &self,
-        pool: &MySqlPool,
         app: &str,
         event_ids: impl Iterator<Item = &str>,
     ) -> Result<HashSet<(String, i64)>, DbError> {
-        let rows = self.versions(pool, app, None, event_ids).await;
+        let rows = self.versions(app, None, event_ids).await;
         let rows = rows.context(|| format!("looking up members of app {app}"))?;
         Ok(rows.into_iter().collect())
     }
@@ -142,12 +197,11 @@ impl Members {
     /// `batch_id`, with the version that batch holds.
     pub(crate) async fn owned_elsewhere(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
         event_ids: impl Iterator<Item = &str>,
     ) -> Result<HashMap<String, i64>, DbError> {
-        let rows = self.versions(pool, app, Some(batch_id), event_ids).await;
+        let rows = self.versions(app, Some(batch_id), event_ids).await;
         let rows = rows.context(|| format!("looking up members of app {app} in other batches"))?;
         Ok(rows.into_iter().collect())
     }
@@ -156,11 +210,11 @@ impl Members {
     /// batch `not_of` left out.
     async fn versions(
         &self,
-        pool: &MySqlPool,
         app: &str,
         not_of: Option<&str>,
         event_ids: impl Iterator<Item = &str>,
     ) -> Result<Vec<(String, i64)>, sqlx::Error> {
+        let pool = &self.pool;
         let mut qb = QueryBuilder::<MySql>::new(format!(
             "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ",
             self.spec.members_table()

@@ -6,7 +6,6 @@
 
 pub(crate) mod added;
 pub(crate) mod apps;
-pub(crate) mod chain;
 mod columns;
 pub(crate) mod compact;
 pub(crate) mod drills;
@@ -28,6 +27,7 @@ pub(crate) mod runs;
 mod schema;
 pub(crate) use schema::definition;
 pub(crate) mod source;
+pub(crate) mod tables;
 
 use std::str::FromStr;
 use std::time::Duration;

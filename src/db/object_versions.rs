@@ -128,11 +128,18 @@ pub struct RecordedVersions {
 #[derive(Debug, Clone)]
 pub(crate) struct ObjectVersions {
     spec: &'static TableSpec,
+    pool: MySqlPool,
+    /// The batches' receipts: each takes its new identity.
+    receipts: super::receipts::Receipts,
 }
 
 impl ObjectVersions {
-    pub(crate) fn new(spec: &'static TableSpec) -> ObjectVersions {
-        ObjectVersions { spec }
+    pub(crate) fn new(pool: &MySqlPool, spec: &'static TableSpec) -> ObjectVersions {
+        ObjectVersions {
+            pool: pool.clone(),
+            spec,
+            receipts: super::receipts::Receipts::new(pool, spec),
+        }
     }
 
     fn table(&self) -> String {
@@ -142,34 +149,11 @@ impl ObjectVersions {
     /// Records one batch's new identity (`verify --batch-id`): the receipt takes it only if it
     /// still holds the old one (another run may have recorded meanwhile), and the row is written
     /// in the same transaction. `Ok(false)`: the receipt held another identity; nothing written.
-    pub(crate) async fn record_one(
-        &self,
-        pool: &MySqlPool,
-        v: &NewVersions,
-    ) -> Result<bool, DbError> {
+    pub(crate) async fn record_one(&self, v: &NewVersions) -> Result<bool, DbError> {
+        let pool = &self.pool;
         let context = || format!("recording the new versions of batch {}", v.batch_id);
         let mut tx = pool.begin().await.context(context)?;
-        let sql = format!(
-            "UPDATE {} SET data_etag = ?, data_version_id = ?, manifest_etag = ?, success_etag = ? \
-             WHERE app_code = ? AND batch_id = ? AND data_etag <=> ? AND data_version_id <=> ? \
-             AND manifest_etag <=> ? AND success_etag <=> ?",
-            self.spec.receipts_table()
-        );
-        let updated = sqlx::query(AssertSqlSafe(sql))
-            .bind(&v.new_data_etag)
-            .bind(&v.new_data_version_id)
-            .bind(&v.new_manifest_etag)
-            .bind(&v.new_success_etag)
-            .bind(&v.app_code)
-            .bind(&v.batch_id)
-            .bind(&v.old_data_etag)
-            .bind(&v.old_data_version_id)
-            .bind(&v.old_manifest_etag)
-            .bind(&v.old_success_etag)
-            .execute(&mut *tx)
-            .await
-            .context(context)?;
-        if updated.rows_affected() != 1 {
+        if !self.receipts.take_versions(&mut tx, v).await? {
             tx.rollback().await.context(context)?;
             return Ok(false);
         }
@@ -189,21 +173,9 @@ impl ObjectVersions {
         for chunk in rows.chunks(CHUNK) {
             self.insert(tx, chunk).await?;
         }
-        let sql = format!(
-            "UPDATE {receipts} r JOIN {versions} v ON v.app_code = r.app_code AND v.batch_id = r.batch_id \
-             SET r.data_etag = v.new_data_etag, r.data_version_id = v.new_data_version_id, \
-             r.manifest_etag = v.new_manifest_etag, r.success_etag = v.new_success_etag \
-             WHERE v.run_id = ? AND v.cause = ?",
-            receipts = self.spec.receipts_table(),
-            versions = self.table()
-        );
-        sqlx::query(AssertSqlSafe(sql))
-            .bind(run_id)
-            .bind(CAUSE_RELOCATE)
-            .execute(&mut **tx)
+        self.receipts
+            .take_recorded_versions(tx, &self.table(), run_id, CAUSE_RELOCATE)
             .await
-            .context(|| "recording the copy's object versions on the receipts".into())?;
-        Ok(())
     }
 
     async fn insert(
@@ -248,11 +220,11 @@ impl ObjectVersions {
     /// Two dives into the run key, whatever the table's size.
     pub(crate) async fn of_run(
         &self,
-        pool: &MySqlPool,
         run_id: &str,
         app: Option<&str>,
         limit: u32,
     ) -> Result<RecordedVersions, DbError> {
+        let pool = &self.pool;
         let context = || format!("reading the object versions run {run_id} recorded");
         let filter = match app {
             Some(_) => "run_id = ? AND app_code = ?",

@@ -17,7 +17,6 @@ use std::collections::{BTreeMap, HashMap};
 
 use sqlx::{MySql, MySqlPool, Transaction};
 
-use super::chain::ChainTable;
 use super::lock::{AppLock, Doing, LockLost};
 use super::members::{Members, OnDuplicate, Owner};
 use super::receipts::Receipts;
@@ -82,18 +81,18 @@ pub enum RecordError {
 #[derive(Debug, Clone)]
 pub struct Recorder {
     spec: &'static TableSpec,
+    pool: MySqlPool,
     receipts: Receipts,
     members: Members,
-    chain: ChainTable,
 }
 
 impl Recorder {
-    pub fn new(spec: &'static TableSpec) -> Recorder {
+    pub fn new(pool: &MySqlPool, spec: &'static TableSpec) -> Recorder {
         Recorder {
+            pool: pool.clone(),
             spec,
-            receipts: Receipts::new(spec),
-            members: Members::new(spec),
-            chain: ChainTable::new(spec),
+            receipts: Receipts::new(pool, spec),
+            members: Members::new(pool, spec),
         }
     }
 
@@ -101,19 +100,19 @@ impl Recorder {
     /// just before the commit. Returns the older versions of rows this batch superseded.
     pub async fn record(
         &self,
-        pool: &MySqlPool,
         receipt: &Receipt,
         members: &[Member],
         cut: Cut,
         lock: &AppLock,
         failpoints: &FailPoints,
     ) -> Result<Vec<Superseded>, RecordError> {
+        let pool = &self.pool;
         let batch = &receipt.batch_id;
         let mut tx = pool
             .begin()
             .await
             .context(|| format!("starting the receipt transaction of batch {batch}"))?;
-        let head = self.chain.lock_head(&mut tx, &receipt.app_code).await?;
+        let head = self.receipts.lock_head(&mut tx, &receipt.app_code).await?;
         let last = &receipt.content.last;
         // The cursor is the greatest last cursor among the receipts: a straggler batch may record
         // only if some receipt already reaches as far as its last row.
@@ -135,7 +134,7 @@ impl Recorder {
             .await?;
         failpoints.pass("after-members")?;
         // Its link, and those of any receipt an older build recorded before it (SPEC §5.2).
-        self.chain
+        self.receipts
             .link_pending(&mut tx, &receipt.app_code, head)
             .await?;
         if !lock.held_per(&mut *tx).await? {

@@ -70,6 +70,8 @@ pub(crate) struct IntoSource<'a> {
     /// purge can find it.
     pub compacted: bool,
     pub failpoints: &'a crate::failpoint::FailPoints,
+    /// The batch's receipt's repository: marks it restored.
+    pub receipts: &'a super::receipts::Receipts,
 }
 
 impl IntoSource<'_> {
@@ -257,7 +259,15 @@ impl<'a> TargetTable<'a> {
         }
         if inserted > 0 {
             if let Some(source) = into_source {
-                mark_restored(&mut tx, self.lines, app, source, &all, inserted as usize).await?;
+                mark_restored(
+                    &mut tx,
+                    &super::members::Members::new(pool, self.lines),
+                    app,
+                    source,
+                    &all,
+                    inserted as usize,
+                )
+                .await?;
             }
         }
         tx.commit()
@@ -327,7 +337,15 @@ impl<'a> TargetTable<'a> {
             }
             loaded.inserted = missing.len() as u64;
             if let Some(source) = into_source {
-                mark_restored(&mut tx, self.lines, app, source, &missing, missing.len()).await?;
+                mark_restored(
+                    &mut tx,
+                    &super::members::Members::new(pool, self.lines),
+                    app,
+                    source,
+                    &missing,
+                    missing.len(),
+                )
+                .await?;
             }
         }
         tx.commit()
@@ -488,11 +506,11 @@ fn stored_differently(
 /// (`purged_rows` counts what is gone now) — gives the rows of a compacted batch their member
 /// rows back, and confirms the app's lock before the commit. `rows`: those that may have been
 /// put back (for a chunk inserted with IGNORE, all of it; rows already there keep the member row
-/// they have); `inserted`: how many were. `spec`: the batch's lines' columns (the first of each
-/// row's).
+/// they have); `inserted`: how many were. `members`: the repository of the batch's lines' table
+/// (its columns are the first of each row's).
 async fn mark_restored(
     tx: &mut sqlx::Transaction<'_, MySql>,
-    spec: &'static TableSpec,
+    members: &super::members::Members,
     app: &str,
     source: IntoSource<'_>,
     rows: &[&Row],
@@ -502,9 +520,10 @@ async fn mark_restored(
         .failpoints
         .pass("restore-before-mark")
         .map_err(DbError::from)?;
+    let spec = members.spec();
     if source.compacted {
         let layout = spec.layout();
-        let members: Vec<crate::model::batch::Member> = rows
+        let given: Vec<crate::model::batch::Member> = rows
             .iter()
             .map(|r| {
                 // The row's line as archived (the batch's own columns): its fingerprint.
@@ -522,8 +541,8 @@ async fn mark_restored(
             app_code: app,
             batch_id: source.batch_id,
         };
-        super::members::Members::new(spec)
-            .insert(tx, owner, &members, super::members::OnDuplicate::Keep)
+        members
+            .insert(tx, owner, &given, super::members::OnDuplicate::Keep)
             .await
             .context(|| {
                 format!(
@@ -532,19 +551,10 @@ async fn mark_restored(
                 )
             })?;
     }
-    let sql = format!(
-        "UPDATE {} SET restored_at_ms = COALESCE(restored_at_ms, ?), purged_at_ms = NULL, \
-         purged_rows = GREATEST(purged_rows - ?, 0) WHERE app_code = ? AND batch_id = ?",
-        spec.receipts_table()
-    );
-    sqlx::query(AssertSqlSafe(sql))
-        .bind(source.now_ms)
-        .bind(inserted as i64)
-        .bind(app)
-        .bind(source.batch_id)
-        .execute(&mut **tx)
-        .await
-        .context(|| format!("marking batch {} restored into the source", source.batch_id))?;
+    source
+        .receipts
+        .mark_restored(tx, app, source.batch_id, source.now_ms, inserted as u64)
+        .await?;
     if !source.lock.held_per(&mut **tx).await? {
         return Err(source.lock.lost(source.batch_id, Doing::Restoring).into());
     }

@@ -206,14 +206,19 @@ const COLUMNS: &str =
 #[derive(Debug, Clone)]
 pub(crate) struct Runs {
     spec: &'static TableSpec,
+    pool: MySqlPool,
 }
 
 impl Runs {
-    pub(crate) fn new(spec: &'static TableSpec) -> Runs {
-        Runs { spec }
+    pub(crate) fn new(pool: &MySqlPool, spec: &'static TableSpec) -> Runs {
+        Runs {
+            pool: pool.clone(),
+            spec,
+        }
     }
 
-    pub(crate) async fn record(&self, pool: &MySqlPool, run: &Record<'_>) -> Result<(), DbError> {
+    pub(crate) async fn record(&self, run: &Record<'_>) -> Result<(), DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "INSERT INTO {} (app_code, command, started_at_ms, finished_at_ms, outcome, batches, \
              row_count, error, run_id, store, stop_reason, dry_run, worked, findings) \
@@ -251,20 +256,16 @@ impl Runs {
     }
 
     /// Records a run, logging (not returning) a failure: bookkeeping must not change an outcome.
-    pub(crate) async fn note(&self, pool: &MySqlPool, run: &Record<'_>) {
-        if let Err(e) = self.record(pool, run).await {
+    pub(crate) async fn note(&self, run: &Record<'_>) {
+        if let Err(e) = self.record(run).await {
             tracing::warn!(app = run.app, error = %e, "could not record the run");
         }
     }
 
     /// The app's most recent run of `command` that worked it: not a dry run, not a run that
     /// found the app's lock held by another process.
-    pub(crate) async fn last(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-        command: &str,
-    ) -> Result<Option<Run>, DbError> {
+    pub(crate) async fn last(&self, app: &str, command: &str) -> Result<Option<Run>, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT {COLUMNS} FROM {} WHERE app_code = ? AND CAST(app_code AS BINARY) = CAST(? AS BINARY) \
              AND command = ? AND worked = TRUE ORDER BY id DESC LIMIT 1",
@@ -282,7 +283,8 @@ impl Runs {
     }
 
     /// Whether any run of `app` is recorded (its run-level rows aside).
-    pub(crate) async fn knows_app(&self, pool: &MySqlPool, app: &str) -> Result<bool, DbError> {
+    pub(crate) async fn knows_app(&self, app: &str) -> Result<bool, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT COUNT(*) FROM (SELECT 1 FROM {} WHERE app_code = ? LIMIT 1) AS r",
             self.spec.runs_table()
@@ -299,11 +301,8 @@ impl Runs {
     /// command's index where given, and with `since_ms` a lower bound on the id found by a
     /// binary search of the primary key ([`Self::first_finished_from`]), so that a few runs of
     /// last night are found without reading the years before them.
-    pub(crate) async fn recent(
-        &self,
-        pool: &MySqlPool,
-        filter: &RunFilter<'_>,
-    ) -> Result<Vec<Run>, DbError> {
+    pub(crate) async fn recent(&self, filter: &RunFilter<'_>) -> Result<Vec<Run>, DbError> {
+        let pool = &self.pool;
         let mut qb = sqlx::QueryBuilder::<sqlx::MySql>::new(format!(
             "SELECT {COLUMNS} FROM {} WHERE 1 = 1",
             self.spec.runs_table()
@@ -317,10 +316,7 @@ impl Runs {
         if let Some(since) = filter.since_ms {
             // A run is recorded as it ends, after it started: none that started at `since` or
             // later was recorded before the first run that ended then (less the clocks' skew).
-            if let Some(id) = self
-                .first_finished_from(pool, since - CLOCK_SKEW_MS)
-                .await?
-            {
+            if let Some(id) = self.first_finished_from(since - CLOCK_SKEW_MS).await? {
                 qb.push(" AND id >= ").push_bind(id);
             }
             qb.push(" AND started_at_ms >= ").push_bind(since);
@@ -338,7 +334,8 @@ impl Runs {
     /// The id of the first run recorded that ended at `ms` or later, by a binary search of the
     /// primary key (ids follow the order runs were recorded in, which is the order they ended):
     /// about 2 log2(runs) point reads. None when no run ended then.
-    async fn first_finished_from(&self, pool: &MySqlPool, ms: i64) -> Result<Option<i64>, DbError> {
+    async fn first_finished_from(&self, ms: i64) -> Result<Option<i64>, DbError> {
+        let pool = &self.pool;
         let table = self.spec.runs_table();
         let first =
             format!("SELECT id, finished_at_ms FROM {table} WHERE id >= ? ORDER BY id LIMIT 1");

@@ -47,6 +47,7 @@ fn next_page_rows(current: u32, rows: usize, bytes: usize) -> u32 {
 #[derive(Debug, Clone)]
 pub struct SourceTable {
     spec: &'static TableSpec,
+    pool: MySqlPool,
     layout: Layout,
     first: String,
     after: String,
@@ -60,9 +61,89 @@ pub struct SourceTable {
 }
 
 impl SourceTable {
+    /// The rows of `app` among `ids` (primary-key lookups; at most a few hundred ids at a time):
+    /// each one's status, and — the database's comparisons, as archive makes them (event ids are
+    /// never ordered in Rust) — whether it is delivered and whether it lies after `cursor`.
+    pub(crate) async fn look_up(
+        &self,
+        app: &str,
+        ids: &[String],
+        delivered_status: &str,
+        cursor: &Cursor,
+    ) -> Result<Vec<LookedUp>, DbError> {
+        let spec = self.spec;
+        let mut qb = sqlx::QueryBuilder::<sqlx::MySql>::new(format!(
+            "SELECT CAST({id} AS CHAR), CAST({status} AS CHAR), {updated}, {status} = ",
+            id = spec.event_id,
+            status = spec.status,
+            updated = spec.updated_at_ms,
+        ));
+        qb.push_bind(delivered_status);
+        qb.push(format!(", {updated} > ", updated = spec.updated_at_ms))
+            .push_bind(cursor.updated_at_ms)
+            .push(format!(" OR ({} = ", spec.updated_at_ms))
+            .push_bind(cursor.updated_at_ms)
+            .push(format!(" AND {} > ", spec.event_id))
+            .push_bind(&cursor.event_id)
+            .push(format!(") FROM {} WHERE {} = ", spec.name, spec.app_code))
+            .push_bind(app)
+            .push(format!(" AND {} IN (", spec.event_id));
+        let mut listed = qb.separated(", ");
+        for id in ids {
+            listed.push_bind(id);
+        }
+        qb.push(")");
+        let rows: Vec<(String, String, i64, bool, bool)> = qb
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .context(|| format!("looking up ids of app {app} in {}", spec.name))?;
+        Ok(rows
+            .into_iter()
+            .map(
+                |(event_id, status, updated_at_ms, delivered, after_cursor)| LookedUp {
+                    event_id,
+                    status,
+                    updated_at_ms,
+                    delivered,
+                    after_cursor,
+                },
+            )
+            .collect())
+    }
+
+    /// The `updated_at_ms` of row `event_id` of `app`, if the table holds it (one primary-key
+    /// lookup).
+    pub(crate) async fn updated_at_of(
+        &self,
+        app: &str,
+        event_id: &str,
+    ) -> Result<Option<i64>, DbError> {
+        let spec = self.spec;
+        let sql = format!(
+            "SELECT {} FROM {} WHERE {} = ? AND {} = ?",
+            spec.updated_at_ms, spec.name, spec.app_code, spec.event_id
+        );
+        sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(event_id)
+            .fetch_optional(&self.pool)
+            .await
+            .context(|| format!("looking up event {event_id:?} in {}", spec.name))
+    }
+
+    /// Every app code present in the table, by repeated index dives on the primary key
+    /// (`MIN(app_code) … WHERE app_code > ?`): cost grows with the number of apps, not of rows.
+    pub(crate) async fn all_apps(&self) -> Result<Vec<String>, DbError> {
+        let spec = self.spec;
+        super::distinct_by_dives(&self.pool, spec.name, spec.app_code)
+            .await
+            .context(|| format!("listing the apps of {}", spec.name))
+    }
+
     /// The table's pages, every row whole: `spec` is the table as the database holds it (every
     /// stored column, SPEC §4).
-    pub fn new(spec: &'static TableSpec) -> SourceTable {
+    pub fn new(pool: &MySqlPool, spec: &'static TableSpec) -> SourceTable {
         let (upd, id) = (spec.updated_at_ms, spec.event_id);
         let from = format!(
             "FROM {table} FORCE INDEX ({index}) WHERE {app} = ? AND {status} = ? AND {upd} < ?",
@@ -83,6 +164,7 @@ impl SourceTable {
         // Keys only (the retention index covers them): the straggler scan and the backlog.
         let keys = format!("{upd}, {id}");
         SourceTable {
+            pool: pool.clone(),
             spec,
             first: select(&list, "", &order),
             after: select(&list, &after, &order),
@@ -92,7 +174,7 @@ impl SourceTable {
             count_after: select("COUNT(*)", &after, ""),
             oldest_first: select(upd, "", &order),
             oldest_after: select(upd, &after, &order),
-            members: Members::new(spec),
+            members: Members::new(pool, spec),
             layout: spec.layout(),
         }
     }
@@ -101,13 +183,13 @@ impl SourceTable {
     /// encoded.
     pub async fn page(
         &self,
-        pool: &MySqlPool,
         app: &str,
         status: &str,
         after: Option<&Cursor>,
         upper_ms: i64,
         limit: u32,
     ) -> Result<Vec<EncodedRow>, DbError> {
+        let pool = &self.pool;
         let limit = limit.min(PAGE_ROWS);
         let query = match after {
             None => sqlx::query(AssertSqlSafe(self.first.clone()))
@@ -166,22 +248,19 @@ impl SourceTable {
     /// reached `upto`.
     pub async fn straggler_page(
         &self,
-        pool: &MySqlPool,
         app: &str,
         status: &str,
         upto: &Cursor,
         after: Option<&Cursor>,
         upper_ms: i64,
     ) -> Result<(Vec<Cursor>, Option<Cursor>), DbError> {
-        let keys = self
-            .key_page(pool, app, status, upto, after, upper_ms)
-            .await?;
+        let keys = self.key_page(app, status, upto, after, upper_ms).await?;
         if keys.is_empty() {
             return Ok((Vec::new(), None));
         }
         let owned = self
             .members
-            .versions_among(pool, app, keys.iter().map(|k| k.event_id.as_str()))
+            .versions_among(app, keys.iter().map(|k| k.event_id.as_str()))
             .await?;
         let more = keys.len() == PAGE_ROWS as usize;
         let last = keys.last().cloned();
@@ -199,12 +278,12 @@ impl SourceTable {
     /// row from above the cursor (SPEC §5.10).
     pub async fn rows_by_keys(
         &self,
-        pool: &MySqlPool,
         app: &str,
         status: &str,
         upper_ms: i64,
         keys: &[Cursor],
     ) -> Result<Vec<EncodedRow>, DbError> {
+        let pool = &self.pool;
         if keys.is_empty() {
             return Ok(Vec::new());
         }
@@ -266,25 +345,24 @@ impl SourceTable {
     /// dive each) cost the server 11 µs a row.
     pub async fn stragglers(
         &self,
-        pool: &MySqlPool,
         app: &str,
         status: &str,
         upto: &Cursor,
         upper_ms: i64,
         limit: usize,
     ) -> Result<(Vec<Cursor>, bool), DbError> {
-        let receipts = Receipts::new(self.spec);
+        let receipts = Receipts::new(&self.pool, self.spec);
         let scope = ReceiptScope {
             apps: vec![app.to_string()],
             ..ReceiptScope::default()
         };
-        let mut batches = Box::pin(receipts.stream(pool, scope).peekable());
+        let mut batches = Box::pin(receipts.stream(scope).peekable());
         let mut window = BatchWindow::default();
         let mut found = Vec::new();
         let mut after: Option<Cursor> = None;
         loop {
             let keys = self
-                .key_page(pool, app, status, upto, after.as_ref(), upper_ms)
+                .key_page(app, status, upto, after.as_ref(), upper_ms)
                 .await?;
             let (Some(first), Some(last)) = (keys.first(), keys.last()) else {
                 return Ok((found, false));
@@ -302,10 +380,7 @@ impl SourceTable {
                 }
                 let receipt = batches.next().await.expect("peeked")?;
                 if receipt.content.last.updated_at_ms >= from_ms {
-                    let members = self
-                        .members
-                        .members_of(pool, app, &receipt.batch_id)
-                        .await?;
+                    let members = self.members.members_of(app, &receipt.batch_id).await?;
                     window.load(receipt.content.last.updated_at_ms, members);
                 }
             }
@@ -315,7 +390,7 @@ impl SourceTable {
             if !unheld.is_empty() {
                 let owned = self
                     .members
-                    .versions_among(pool, app, unheld.iter().map(|k| k.event_id.as_str()))
+                    .versions_among(app, unheld.iter().map(|k| k.event_id.as_str()))
                     .await?;
                 found.extend(
                     unheld
@@ -338,13 +413,13 @@ impl SourceTable {
     /// covers them.
     async fn key_page(
         &self,
-        pool: &MySqlPool,
         app: &str,
         status: &str,
         upto: &Cursor,
         after: Option<&Cursor>,
         upper_ms: i64,
     ) -> Result<Vec<Cursor>, DbError> {
+        let pool = &self.pool;
         let sql = if after.is_some() {
             &self.keys_after
         } else {
@@ -430,12 +505,12 @@ impl SourceTable {
     /// Counts the backlog with an index range count and finds its oldest row with one index dive.
     pub(crate) async fn backlog(
         &self,
-        pool: &MySqlPool,
         app: &str,
         status: &str,
         after: Option<&Cursor>,
         upper_ms: i64,
     ) -> Result<Backlog, DbError> {
+        let pool = &self.pool;
         let count_sql = match after {
             None => &self.count_first,
             Some(_) => &self.count_after,
@@ -463,7 +538,7 @@ impl SourceTable {
             .fetch_one(pool)
             .await
             .context(|| format!("counting the backlog of app {app}"))?;
-        let oldest_ms = self.oldest(pool, app, status, after, upper_ms).await?;
+        let oldest_ms = self.oldest(app, status, after, upper_ms).await?;
         Ok(Backlog { rows, oldest_ms })
     }
 
@@ -471,12 +546,12 @@ impl SourceTable {
     /// index dive; `None`: caught up).
     pub(crate) async fn oldest(
         &self,
-        pool: &MySqlPool,
         app: &str,
         status: &str,
         after: Option<&Cursor>,
         upper_ms: i64,
     ) -> Result<Option<i64>, DbError> {
+        let pool = &self.pool;
         let sql = match after {
             None => &self.oldest_first,
             Some(_) => &self.oldest_after,
@@ -556,6 +631,17 @@ pub fn decode_row(spec: &TableSpec, row: &MySqlRow) -> Result<Row, sqlx::Error> 
         .collect())
 }
 
+/// A row [`SourceTable::look_up`] found.
+pub(crate) struct LookedUp {
+    pub(crate) event_id: String,
+    pub(crate) status: String,
+    pub(crate) updated_at_ms: i64,
+    /// Its status is the delivered one.
+    pub(crate) delivered: bool,
+    /// It lies after the cursor given, in cursor order.
+    pub(crate) after_cursor: bool,
+}
+
 /// Rows of one app in cursor order, fetched a page ahead of the consumer by a
 /// background task (bounded: at most two pages wait).
 pub(crate) struct RowStream {
@@ -566,7 +652,6 @@ pub(crate) struct RowStream {
 
 impl RowStream {
     pub(crate) fn spawn(
-        pool: MySqlPool,
         queries: SourceTable,
         app: String,
         status: String,
@@ -585,7 +670,7 @@ impl RowStream {
                 // (rows to hand out, where to go on from — None when done)
                 let page = match &source {
                     Source::After(_) => queries
-                        .page(&pool, &app, &status, after.as_ref(), upper_ms, limit)
+                        .page(&app, &status, after.as_ref(), upper_ms, limit)
                         .await
                         .and_then(|rows| match failpoints.pass("after-page") {
                             Ok(()) => Ok(rows),
@@ -600,12 +685,12 @@ impl RowStream {
                         }),
                     Source::Stragglers { upto } => {
                         match queries
-                            .straggler_page(&pool, &app, &status, upto, after.as_ref(), upper_ms)
+                            .straggler_page(&app, &status, upto, after.as_ref(), upper_ms)
                             .await
                         {
                             Ok((keys, next)) => match failpoints.pass("after-straggler-scan") {
                                 Ok(()) => queries
-                                    .rows_by_keys(&pool, &app, &status, upper_ms, &keys)
+                                    .rows_by_keys(&app, &status, upper_ms, &keys)
                                     .await
                                     .map(|rows| (rows, next)),
                                 Err(tripped) => Err(tripped.into()),
@@ -685,14 +770,6 @@ pub(crate) async fn archivable_and_other(
         .fetch_one(pool)
         .await
         .context(|| format!("counting the rows of app {app}"))
-}
-
-/// Every app code present in the source table, by repeated index dives on the primary key
-/// (`MIN(app_code) … WHERE app_code > ?`): cost grows with the number of apps, not of rows.
-pub(crate) async fn all_apps(pool: &MySqlPool, spec: &TableSpec) -> Result<Vec<String>, DbError> {
-    super::distinct_by_dives(pool, spec.name, spec.app_code)
-        .await
-        .context(|| format!("listing the apps of {}", spec.name))
 }
 
 #[cfg(test)]

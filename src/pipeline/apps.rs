@@ -18,8 +18,8 @@ use tracing::Instrument;
 use super::failure::Kind;
 use super::DbContext;
 use crate::db::lock::{database_lock_name, lock_name, AppLock};
-use crate::db::receipts::{ReceiptScope, Receipts};
-use crate::db::{runs, source, DbError};
+use crate::db::receipts::ReceiptScope;
+use crate::db::{runs, DbError};
 use crate::model::appcode;
 use crate::model::shard::Shard;
 use crate::pipeline::report::{app_span, run_id, AppReport, Ending, Outcome, Stop};
@@ -102,8 +102,10 @@ impl Selection {
         if self.batch_ids.is_empty() {
             return Ok(());
         }
-        let unknown = Receipts::new(ctx.spec)
-            .unknown_batch_ids(&ctx.db.pool, &self.batch_ids)
+        let unknown = ctx
+            .tables
+            .receipts
+            .unknown_batch_ids(&self.batch_ids)
             .await?;
         if unknown.is_empty() {
             return Ok(());
@@ -137,13 +139,12 @@ pub(crate) async fn resolve(
     apps: &Apps,
     population: &Population,
 ) -> Result<Vec<String>, DbError> {
-    let pool = &ctx.db.pool;
     let shard = match apps {
         Apps::Listed(list) => {
             // Each typed code becomes the app's own spelling (SPEC §5.4).
             let mut found = Vec::new();
             for typed in list {
-                match crate::db::apps::canonical(pool, ctx.spec, typed).await? {
+                match ctx.tables.canonical_app(typed).await? {
                     Some(app) if !found.contains(&app) => found.push(app),
                     Some(_) => {}
                     None => return Err(unknown_app(ctx, typed).await),
@@ -154,28 +155,26 @@ pub(crate) async fn resolve(
         Apps::All => None,
         Apps::Shard(shard) => Some(*shard),
     };
-    let receipts = Receipts::new(ctx.spec);
+    let receipts = &ctx.tables.receipts;
     let all = match population {
-        Population::Source => source::all_apps(pool, ctx.spec).await?,
+        Population::Source => ctx.tables.source.all_apps().await?,
         Population::Unpurged { include_restored } => {
-            receipts.apps_with_unpurged(pool, *include_restored).await?
+            receipts.apps_with_unpurged(*include_restored).await?
         }
         Population::SourceAndReceipts => {
-            let mut apps = source::all_apps(pool, ctx.spec).await?;
-            apps.extend(receipts.apps_with_receipts(pool).await?);
+            let mut apps = ctx.tables.source.all_apps().await?;
+            apps.extend(receipts.apps_with_receipts().await?);
             apps.sort();
             apps.dedup();
             apps
         }
-        Population::Receipts(scope) => receipts.apps_in(pool, scope).await?,
+        Population::Receipts(scope) => receipts.apps_in(scope).await?,
     };
     // One spelling per app: the receipts' where it has any (a dive finds whichever spelling
     // sorts first among rows its collation holds equal).
     let mut canonical = Vec::with_capacity(all.len());
     for found in all {
-        let app = crate::db::apps::canonical(pool, ctx.spec, &found)
-            .await?
-            .unwrap_or(found);
+        let app = ctx.tables.canonical_app(&found).await?.unwrap_or(found);
         if !canonical.contains(&app) {
             canonical.push(app);
         }
@@ -188,11 +187,11 @@ pub(crate) async fn resolve(
 
 /// The error for a typed app code that matches no app, naming the closest known ones.
 pub(crate) async fn unknown_app(ctx: &DbContext, typed: &str) -> DbError {
-    let pool = &ctx.db.pool;
-    let mut known = source::all_apps(pool, ctx.spec).await.unwrap_or_default();
+    let mut known = ctx.tables.source.all_apps().await.unwrap_or_default();
     known.extend(
-        Receipts::new(ctx.spec)
-            .apps_with_receipts(pool)
+        ctx.tables
+            .receipts
+            .apps_with_receipts()
             .await
             .unwrap_or_default(),
     );
@@ -361,9 +360,7 @@ impl Driver<'_> {
                 dry_run,
                 findings: findings.as_deref(),
             };
-            runs::Runs::new(self.ctx.spec)
-                .note(&self.ctx.db.pool, &record)
-                .await;
+            self.ctx.tables.runs.note(&record).await;
         }
         report
     }

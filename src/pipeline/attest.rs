@@ -21,7 +21,6 @@ use super::report::statement::{
     AcceptedBreak, AppStatement, BatchStatement, DayStatement, FullVerification,
     RetentionStatement, Statement, UnresolvedBatch, UnresolvedFindings, SCHEMA,
 };
-use crate::db::receipts::Receipts;
 use crate::model::chain::{ChainFinding, Problem};
 use crate::model::format::TotalValue;
 use crate::model::receipt::Receipt;
@@ -370,8 +369,8 @@ impl Attest<'_> {
             return Ok(Err(refuse(format!("batch {} is not appended to the log yet: the next `outbox-archiver archive` of the app appends it", r.batch_id), None)));
         }
         let log = Log::open(ctx, app).await?;
-        let table = Receipts::new(ctx.spec);
-        let before = |until| table.last_leaf_before(&ctx.db.pool, app, until);
+        let table = &ctx.tables.receipts;
+        let before = |until| table.last_leaf_before(app, until);
         let first = receipts.iter().filter_map(|r| r.log_index).min();
         let last = receipts.iter().filter_map(|r| r.log_index).max();
         let start = before(period.from_ms).await?.map_or(0, |i| i + 1);
@@ -435,8 +434,11 @@ impl super::apps::AppWork for Attest<'_> {
         mut report: super::report::AppReport,
     ) -> super::report::AppReport {
         let period = &self.period;
-        let receipts = match Receipts::new(self.ctx.spec)
-            .recorded_in(&self.ctx.db.pool, app, period.from_ms, period.until_ms)
+        let receipts = match self
+            .ctx
+            .tables
+            .receipts
+            .recorded_in(app, period.from_ms, period.until_ms)
             .await
         {
             Ok(r) => r,

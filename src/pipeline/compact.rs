@@ -137,9 +137,9 @@ impl<'a> Compactor<'a> {
         Compactor {
             ctx,
             opts,
-            receipts: Receipts::new(ctx.spec),
-            members: Members::new(ctx.spec),
-            queries: CompactQueries::new(ctx.spec),
+            receipts: ctx.tables.receipts.clone(),
+            members: ctx.tables.members.clone(),
+            queries: ctx.tables.compact.clone(),
             deadline,
             observer,
         }
@@ -152,14 +152,13 @@ impl<'a> Compactor<'a> {
         details: &mut CompactApp,
         report: &mut AppReport,
     ) -> Result<(), AppError> {
-        let pool = &self.ctx.db.pool;
         let scope = ReceiptScope {
             apps: vec![app.to_string()],
             compactable_purged_before: Some(self.ctx.now() - self.opts.older_than_ms),
             ..ReceiptScope::default()
         };
         let total = match self.observer.wants_totals() {
-            true => self.receipts.count(pool, &scope).await.ok(),
+            true => self.receipts.count(&scope).await.ok(),
             false => None,
         };
         self.observer.start(app, "batches", total);
@@ -176,7 +175,7 @@ impl<'a> Compactor<'a> {
         report: &mut AppReport,
     ) -> Result<(), AppError> {
         let app = report.app_code.clone();
-        let receipts = self.receipts.stream(&self.ctx.db.pool, scope);
+        let receipts = self.receipts.stream(scope);
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
             let receipt = receipt?;
@@ -200,7 +199,7 @@ impl<'a> Compactor<'a> {
         access: Access<'_>,
         details: &mut CompactApp,
     ) -> Result<(), AppError> {
-        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let (app, batch) = (&receipt.app_code, &receipt.batch_id);
         let Some(in_data) = self.data_digest(receipt, access, details).await? else {
             return Ok(());
         };
@@ -208,10 +207,7 @@ impl<'a> Compactor<'a> {
             Access::Locked(lock) => lock,
             Access::DryRun | Access::Reading => {
                 // The member rows that would go: those of rows no longer in the source.
-                let gone = self
-                    .queries
-                    .members_gone_from_source(pool, app, batch)
-                    .await?;
+                let gone = self.queries.members_gone_from_source(app, batch).await?;
                 *details.would_compact_member_rows.get_or_insert(0) += gone;
                 return Ok(());
             }
@@ -225,7 +221,7 @@ impl<'a> Compactor<'a> {
         let failpoints = &self.opts.failpoints;
         let done = match self
             .queries
-            .compact(pool, app, batch, &in_data, lock, now, failpoints)
+            .compact(app, batch, &in_data, lock, now, failpoints)
             .await
         {
             Err(e @ CompactError::DigestMismatch { .. }) => {
@@ -260,8 +256,8 @@ impl<'a> Compactor<'a> {
         access: Access<'_>,
         details: &mut CompactApp,
     ) -> Result<Option<MembersDigest>, AppError> {
-        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
-        let members = self.members.proven_members_of(pool, app, batch).await?;
+        let (app, batch) = (&receipt.app_code, &receipt.batch_id);
+        let members = self.members.proven_members_of(app, batch).await?;
         let mut expected = Expected::of_receipt(self.ctx.spec, receipt, members);
         expected.digest_data_members = true;
         let verifier = Verifier {

@@ -9,8 +9,8 @@
 use crate::model::command::CommandName;
 use std::collections::{BTreeMap, BTreeSet};
 
+use crate::db::source::LookedUp;
 use futures_util::{StreamExt, TryStreamExt};
-use sqlx::AssertSqlSafe;
 
 use super::apps::{self, Population, Selection};
 use super::{Observer, RunContext};
@@ -109,9 +109,9 @@ async fn find(
     observer: &dyn Observer,
     run: &mut FindRun,
 ) -> Result<(), AppError> {
-    let receipts = Receipts::new(ctx.spec);
-    let candidates = candidates(ctx, opts, apps, &receipts, run).await?;
-    for found in search_all(ctx, &receipts, candidates, opts.parallel, observer).await {
+    let receipts = &ctx.tables.receipts;
+    let candidates = candidates(ctx, opts, apps, receipts, run).await?;
+    for found in search_all(ctx, receipts, candidates, opts.parallel, observer).await {
         run.searched_batches += 1;
         match found? {
             Searched::Rows(rows) => run.found.extend(rows),
@@ -184,46 +184,30 @@ async fn in_source(
     app: &str,
     ids: &[String],
 ) -> Result<Vec<InSource>, DbError> {
-    let spec = ctx.spec;
-    let cursor = Receipts::new(spec)
-        .latest_cursor(&ctx.db.pool, app)
-        .await?
-        .unwrap_or(crate::model::format::Cursor {
-            updated_at_ms: i64::MIN,
-            event_id: String::new(),
-        });
+    let cursor =
+        ctx.tables
+            .receipts
+            .latest_cursor(app)
+            .await?
+            .unwrap_or(crate::model::format::Cursor {
+                updated_at_ms: i64::MIN,
+                event_id: String::new(),
+            });
     let mut out = Vec::new();
     for chunk in ids.chunks(500) {
-        let mut qb = sqlx::QueryBuilder::<sqlx::MySql>::new(format!(
-            "SELECT CAST({id} AS CHAR), CAST({status} AS CHAR), {updated}, {status} = ",
-            id = spec.event_id,
-            status = spec.status,
-            updated = spec.updated_at_ms,
-        ));
-        qb.push_bind(&opts.delivered_status);
-        qb.push(format!(", {updated} > ", updated = spec.updated_at_ms))
-            .push_bind(cursor.updated_at_ms)
-            .push(format!(" OR ({} = ", spec.updated_at_ms))
-            .push_bind(cursor.updated_at_ms)
-            .push(format!(" AND {} > ", spec.event_id))
-            .push_bind(&cursor.event_id)
-            .push(format!(") FROM {} WHERE {} = ", spec.name, spec.app_code))
-            .push_bind(app)
-            .push(format!(" AND {} IN (", spec.event_id));
-        let mut listed = qb.separated(", ");
-        for id in chunk {
-            listed.push_bind(id);
-        }
-        qb.push(")");
-        let rows: Vec<(String, String, i64, bool, bool)> = qb
-            .build_query_as()
-            .fetch_all(&ctx.db.pool)
-            .await
-            .map_err(|source| DbError::Query {
-                context: format!("looking up ids of app {app} in {}", spec.name),
-                source,
-            })?;
-        for (event_id, status, updated_at_ms, delivered, after_cursor) in rows {
+        let rows = ctx
+            .tables
+            .source
+            .look_up(app, chunk, &opts.delivered_status, &cursor)
+            .await?;
+        for LookedUp {
+            event_id,
+            status,
+            updated_at_ms,
+            delivered,
+            after_cursor,
+        } in rows
+        {
             let why = if !delivered {
                 format!("not delivered yet (status {status}): only delivered rows are archived")
             } else if after_cursor {
@@ -260,12 +244,11 @@ async fn candidates(
     receipts: &Receipts,
     run: &mut FindRun,
 ) -> Result<Candidates, AppError> {
-    let pool = &ctx.db.pool;
     let mut candidates = Candidates::new();
     if let Some((column, value)) = &opts.filter {
         for app in apps {
             let scope = opts.selection.scope(Some(app));
-            let listed = receipts.stream(pool, scope);
+            let listed = receipts.stream(scope);
             futures_util::pin_mut!(listed);
             while let Some(receipt) = listed.try_next().await? {
                 candidates.insert(
@@ -290,7 +273,7 @@ async fn candidates(
     if !unplaced.is_empty() {
         for app in apps {
             let scope = opts.selection.scope(Some(app));
-            let listed = receipts.stream(pool, scope);
+            let listed = receipts.stream(scope);
             futures_util::pin_mut!(listed);
             while let Some(receipt) = listed.try_next().await? {
                 if receipt.life.compaction.is_some() {
@@ -313,13 +296,12 @@ async fn search_all(
     parallel: usize,
     observer: &dyn Observer,
 ) -> Vec<Result<Searched, AppError>> {
-    let pool = &ctx.db.pool;
     observer.start("batches", "batches", Some(candidates.len() as u64));
     let searched = futures_util::stream::iter(candidates)
         .map(|((app, batch), wanted)| {
             let receipts = receipts.clone();
             async move {
-                let found = match receipts.get(pool, &app, &batch).await? {
+                let found = match receipts.get(&app, &batch).await? {
                     Some(receipt) => search(ctx, &receipt, &wanted).await?,
                     None => Searched::Rows(Vec::new()),
                 };
@@ -349,24 +331,7 @@ async fn batches_naming(
     app: &str,
     event_id: &str,
 ) -> Result<Vec<String>, DbError> {
-    let spec = ctx.spec;
-    let sql = format!(
-        "SELECT batch_id FROM {} WHERE app_code = ? AND event_id = ? \
-         UNION SELECT batch_id FROM {} WHERE app_code = ? AND event_id = ?",
-        spec.members_table(),
-        spec.superseded_table()
-    );
-    sqlx::query_scalar(AssertSqlSafe(sql))
-        .bind(app)
-        .bind(event_id)
-        .bind(app)
-        .bind(event_id)
-        .fetch_all(&ctx.db.pool)
-        .await
-        .map_err(|source| DbError::Query {
-            context: format!("looking up event {event_id:?} of app {app} in the members"),
-            source,
-        })
+    ctx.tables.members.batches_naming(app, event_id).await
 }
 
 /// What searching one batch found.
@@ -441,22 +406,15 @@ async fn search(
 /// Where a found row stands now: in the source as archived, in the source in another version,
 /// back in the source by a restore, or gone (purged).
 async fn where_it_stands(ctx: &RunContext, row: &FoundRow) -> Result<String, DbError> {
-    let spec = ctx.spec;
-    let sql = format!(
-        "SELECT {} FROM {} WHERE {} = ? AND {} = ?",
-        spec.updated_at_ms, spec.name, spec.app_code, spec.event_id
-    );
-    let in_source: Option<i64> = sqlx::query_scalar(AssertSqlSafe(sql))
-        .bind(&row.app_code)
-        .bind(&row.event_id)
-        .fetch_optional(&ctx.db.pool)
-        .await
-        .map_err(|source| DbError::Query {
-            context: format!("looking up event {:?} in {}", row.event_id, spec.name),
-            source,
-        })?;
-    let receipt = Receipts::new(spec)
-        .get(&ctx.db.pool, &row.app_code, &row.batch_id)
+    let in_source = ctx
+        .tables
+        .source
+        .updated_at_of(&row.app_code, &row.event_id)
+        .await?;
+    let receipt = ctx
+        .tables
+        .receipts
+        .get(&row.app_code, &row.batch_id)
         .await?;
     let restored = receipt
         .as_ref()

@@ -2,8 +2,7 @@
 //! data spells it — and of a command. By key only (the runs table's own indexes), whatever its
 //! size.
 
-use crate::db::object_versions::ObjectVersions;
-use crate::db::runs::{Run, RunFilter, Runs, FINDINGS_KEPT};
+use crate::db::runs::{Run, RunFilter, FINDINGS_KEPT};
 use crate::db::DbError;
 use crate::model::command::CommandName;
 use crate::pipeline::report::details::HistoryRun;
@@ -36,7 +35,7 @@ pub(crate) async fn recent(ctx: &DbContext, opts: &HistoryOptions) -> Result<His
         until_ms: opts.until_ms,
         limit: opts.last,
     };
-    let mut runs = Runs::new(ctx.spec).recent(&ctx.db.pool, &filter).await?;
+    let mut runs = ctx.tables.runs.recent(&filter).await?;
     with_recorded_versions(ctx, &mut runs).await?;
     Ok(HistoryRun { runs })
 }
@@ -45,7 +44,7 @@ pub(crate) async fn recent(ctx: &DbContext, opts: &HistoryOptions) -> Result<His
 /// evidence: the count and the first [`FINDINGS_KEPT`] of each, two dives into their table's
 /// run key per run shown — never a read that grows with the archive's history.
 async fn with_recorded_versions(ctx: &DbContext, runs: &mut [Run]) -> Result<(), DbError> {
-    let versions = ObjectVersions::new(ctx.spec);
+    let versions = &ctx.tables.versions;
     for run in runs.iter_mut() {
         let Some(run_id) = run.run_id.as_deref() else {
             continue;
@@ -58,9 +57,7 @@ async fn with_recorded_versions(ctx: &DbContext, runs: &mut [Run]) -> Result<(),
         }
         // A run as a whole (relocate's) recorded for every app; an app's, for that app.
         let app = Some(run.app_code.as_str()).filter(|a| !a.is_empty());
-        let recorded = versions
-            .of_run(&ctx.db.pool, run_id, app, FINDINGS_KEPT as u32)
-            .await?;
+        let recorded = versions.of_run(run_id, app, FINDINGS_KEPT as u32).await?;
         run.recorded_versions = (recorded.count > 0).then_some(recorded);
     }
     Ok(())
@@ -69,12 +66,11 @@ async fn with_recorded_versions(ctx: &DbContext, runs: &mut [Run]) -> Result<(),
 /// `typed` as the data spells it: an app of the source, the receipts or the runs; else an
 /// error naming the closest known apps.
 async fn known_app(ctx: &DbContext, typed: &str) -> Result<String, DbError> {
-    let pool = &ctx.db.pool;
-    if let Some(found) = crate::db::apps::canonical(pool, ctx.spec, typed).await? {
+    if let Some(found) = ctx.tables.canonical_app(typed).await? {
         return Ok(found);
     }
-    let runs = Runs::new(ctx.spec);
-    if runs.knows_app(pool, typed).await? {
+    let runs = &ctx.tables.runs;
+    if runs.knows_app(typed).await? {
         return Ok(typed.to_string());
     }
     Err(crate::pipeline::apps::unknown_app(ctx, typed).await)

@@ -100,7 +100,7 @@ pub(crate) async fn check_in(
     store: &dyn ObjectStore,
 ) -> Result<Checked, HomeError> {
     let given = store.location().to_string();
-    match Homes::new(spec).current(pool).await? {
+    match Homes::new(pool, spec).current().await? {
         Some(home) if home.store != given => Err(HomeError::Elsewhere {
             table: spec.name.to_string(),
             home: home.store.clone(),
@@ -166,8 +166,8 @@ async fn unbound(
     if let Marker::Found(marker) = read_marker(store, &marker_key).await? {
         return Err(foreign(spec, store, &marker_key, marker, "not bound yet"));
     }
-    let objects = Homes::new(spec)
-        .newest_data_objects(pool, Some(APPS_LOOKED_AT))
+    let objects = Homes::new(pool, spec)
+        .newest_data_objects(Some(APPS_LOOKED_AT))
         .await?;
     if objects.is_empty() {
         return Ok(Checked::Unbound { receipts: false });
@@ -197,8 +197,8 @@ async fn batches_here(
     store: &dyn ObjectStore,
     why: &str,
 ) -> Result<(), HomeError> {
-    let objects = Homes::new(spec)
-        .newest_data_objects(pool, Some(APPS_LOOKED_AT))
+    let objects = Homes::new(pool, spec)
+        .newest_data_objects(Some(APPS_LOOKED_AT))
         .await?;
     if objects.is_empty() {
         return Ok(());
@@ -354,7 +354,7 @@ impl Binding {
 /// `relocate` moves the home holding every app's lock, so a run that took one after a move
 /// learns of it here and writes nothing to the old home.
 pub(crate) async fn still_home(ctx: &RunContext) -> Result<(), HomeError> {
-    match Homes::new(ctx.spec).current(&ctx.db.pool).await? {
+    match ctx.tables.homes.current().await? {
         Some(home) if home.store != ctx.store.location().to_string() => Err(HomeError::Elsewhere {
             table: ctx.spec.name.to_string(),
             home: home.store.clone(),
@@ -369,7 +369,7 @@ pub(crate) async fn still_home(ctx: &RunContext) -> Result<(), HomeError> {
 /// Binds the archive to the run's store (or confirms the binding another run just made), its
 /// marker written once under the batches' retention and read back.
 async fn bind(ctx: &RunContext, policy: &WritePolicy) -> Result<Home, HomeError> {
-    let homes = Homes::new(ctx.spec);
+    let homes = &ctx.tables.homes;
     let pool = &ctx.db.pool;
     loop {
         let home = match check(ctx).await? {
@@ -407,7 +407,7 @@ async fn bind(ctx: &RunContext, policy: &WritePolicy) -> Result<Home, HomeError>
             // Another archive's marker is there (it came between the check and the put):
             // nothing is archived under this binding, and it cannot stand — taken back.
             Err(e @ HomeError::Foreign { .. }) => {
-                homes.withdraw(pool, &home).await?;
+                homes.withdraw(&home).await?;
                 return Err(e);
             }
             // Any other failure leaves the binding: the marker's put may have landed, and the
@@ -553,12 +553,13 @@ async fn record_move(
     use crate::db::Context as _;
     let context = || "recording the archive's move".to_string();
     let mut tx = ctx.db.pool.begin().await.context(context)?;
-    if !Homes::new(ctx.spec).insert(&mut *tx, home).await? {
+    if !ctx.tables.homes.insert(&mut *tx, home).await? {
         tx.rollback().await.context(context)?;
         return Ok(false);
     }
     let run_id = home.run_id.as_deref().unwrap_or_default();
-    crate::db::object_versions::ObjectVersions::new(ctx.spec)
+    ctx.tables
+        .versions
         .record_move(&mut tx, &reread.versions, run_id)
         .await?;
     tx.commit().await.context(context)?;
@@ -590,9 +591,7 @@ fn moved_report(
 async fn lock_every_app(
     ctx: &RunContext,
 ) -> Result<Option<crate::db::lock::AppLock>, RelocateError> {
-    let apps = crate::db::receipts::Receipts::new(ctx.spec)
-        .apps_with_receipts(&ctx.db.pool)
-        .await?;
+    let apps = ctx.tables.receipts.apps_with_receipts().await?;
     if apps.is_empty() {
         return Ok(None);
     }
@@ -693,10 +692,9 @@ async fn relocate_locked(
     parallel: usize,
     observer: &dyn Observer,
 ) -> Result<RelocateRun, RelocateError> {
-    let homes = Homes::new(ctx.spec);
-    let pool = &ctx.db.pool;
+    let homes = &ctx.tables.homes;
     let to = ctx.store.as_ref();
-    let Some(home) = homes.current(pool).await? else {
+    let Some(home) = homes.current().await? else {
         return adopt(ctx, reason, parallel, observer).await;
     };
     let target = to.location().to_string();

@@ -25,7 +25,7 @@ pub(crate) async fn migrate(
             db::create_source_table(&db.pool, spec).await?;
         }
         // The genesis: receipts recorded before the chain get their links, in record order.
-        db::chain::ChainTable::new(spec).backfill(&db.pool).await
+        db::receipts::Receipts::new(&db.pool, spec).backfill().await
     }
     .await;
     let (chain_linked, error) = match result {

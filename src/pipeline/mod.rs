@@ -65,6 +65,7 @@ use std::time::Instant;
 
 use tokio_util::sync::CancellationToken;
 
+use crate::db::tables::Tables;
 use crate::db::Db;
 use crate::model::table::TableSpec;
 use crate::store::{ObjectStore, StoreStats};
@@ -98,6 +99,8 @@ pub(crate) fn system_clock() -> Clock {
 pub struct DbContext {
     pub spec: &'static TableSpec,
     pub db: Db,
+    /// The table's repositories on `db`, built once.
+    pub(crate) tables: Tables,
     /// Cancelled on SIGTERM/SIGINT; loops check it between batches.
     pub shutdown: CancellationToken,
     /// The run's clock: [`DbContext::now`] reads it.
@@ -129,6 +132,7 @@ impl DbContext {
     ) -> Self {
         DbContext {
             spec,
+            tables: Tables::new(&db.pool, spec),
             db,
             shutdown,
             clock,

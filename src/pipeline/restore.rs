@@ -21,8 +21,6 @@ use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
 use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Guard, Verified, Verifier};
 use super::{Observer, RunContext};
-use crate::db::added::AddedValues;
-use crate::db::drills::Drills;
 use crate::db::members::Members;
 use crate::db::receipts::Receipts;
 use crate::db::restore::{
@@ -145,11 +143,11 @@ impl AppWork for Restorer<'_> {
         };
         let scope = self.opts.selection.scope(Some(app));
         let total = match self.observer.wants_totals() {
-            true => self.receipts.count(&self.ctx.db.pool, &scope).await.ok(),
+            true => self.receipts.count(&scope).await.ok(),
             false => None,
         };
         self.observer.start(app, "batches", total);
-        let receipts = self.receipts.stream(&self.ctx.db.pool, scope);
+        let receipts = self.receipts.stream(scope);
         futures_util::pin_mut!(receipts);
         // One app at a time, each batch's objects are fetched and verified while the batch
         // before it is loaded: the job decodes while the database inserts, and two batches are
@@ -305,8 +303,8 @@ impl<'a> Restorer<'a> {
             ctx,
             opts,
             target,
-            receipts: Receipts::new(ctx.spec),
-            members: Members::new(ctx.spec),
+            receipts: ctx.tables.receipts.clone(),
+            members: ctx.tables.members.clone(),
             observer,
             source_columns: tokio::sync::OnceCell::new(),
         }
@@ -386,9 +384,9 @@ impl<'a> Restorer<'a> {
     /// Reads the batch's members and its objects, and verifies the objects against the receipt
     /// and the members, keeping the data object's rows.
     async fn verify_batch(&self, receipt: &Receipt) -> Result<VerifiedBatch, AppError> {
-        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
-        let members = self.members.members_of(pool, app, batch).await?;
-        let superseded = self.members.superseded_of(pool, app, batch).await?;
+        let (app, batch) = (&receipt.app_code, &receipt.batch_id);
+        let members = self.members.members_of(app, batch).await?;
+        let superseded = self.members.superseded_of(app, batch).await?;
         let mut proven = members;
         proven.extend(superseded.iter().cloned());
         let verifier = Verifier {
@@ -500,6 +498,7 @@ impl<'a> Restorer<'a> {
                 now_ms: now,
                 compacted: receipt.life.compaction.is_some(),
                 failpoints: &self.opts.failpoints,
+                receipts: &self.ctx.tables.receipts,
             }),
             Access::DryRun | Access::Reading => None,
         };
@@ -547,7 +546,6 @@ impl<'a> Restorer<'a> {
         let elsewhere = self
             .members
             .owned_elsewhere(
-                &self.ctx.db.pool,
                 &receipt.app_code,
                 &receipt.batch_id,
                 ids.iter().map(String::as_str),
@@ -628,9 +626,7 @@ impl<'a> Restorer<'a> {
         batch: &'static TableSpec,
     ) -> Result<(&'static TableSpec, Vec<crate::model::codec::Value>), AppError> {
         let (pool, app, batch_id) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
-        let added = AddedValues::new(self.ctx.spec)
-            .of_batch(pool, app, batch_id)
-            .await?;
+        let added = self.ctx.tables.added.of_batch(pool, app, batch_id).await?;
         if added.is_empty() {
             return Ok((batch, Vec::new()));
         }
@@ -690,10 +686,12 @@ impl<'a> Restorer<'a> {
         detail: Option<String>,
         details: &mut RestoreApp,
     ) -> Result<(), DbError> {
-        let (pool, spec, now) = (&self.ctx.db.pool, self.ctx.spec, self.ctx.now());
+        let now = self.ctx.now();
         let (app, batch) = (&receipt.app_code, &receipt.batch_id);
-        Drills::new(spec)
-            .record(pool, app, batch, now, detail.as_deref())
+        self.ctx
+            .tables
+            .drills
+            .record(app, batch, now, detail.as_deref())
             .await?;
         details.drills.get_or_insert_with(Vec::new).push(Drill {
             batch_id: receipt.batch_id.clone(),

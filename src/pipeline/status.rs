@@ -7,10 +7,7 @@
 
 use super::apps::{Access, AppWork};
 use super::DbContext;
-use crate::db::compact::CompactQueries;
-use crate::db::drills::Drills;
 use crate::db::receipts::Receipts;
-use crate::db::runs::Runs;
 use crate::db::source::SourceTable;
 use crate::db::DbError;
 use crate::model::command::CommandName;
@@ -62,31 +59,22 @@ impl<'a> Status<'a> {
             cutoff_ms,
             grace_ms,
             delivered_status,
-            receipts: Receipts::new(ctx.spec),
-            pages: SourceTable::new(ctx.spec),
+            receipts: ctx.tables.receipts.clone(),
+            pages: ctx.tables.source.clone(),
         }
     }
 
     async fn app_status(&self, app: &str) -> Result<StatusApp, DbError> {
-        let (pool, spec, now) = (&self.ctx.db.pool, self.ctx.spec, self.ctx.now());
-        let cursor = self.receipts.latest_cursor(pool, app).await?;
-        let totals = self.receipts.totals(pool, app).await?;
+        let now = self.ctx.now();
+        let cursor = self.receipts.latest_cursor(app).await?;
+        let totals = self.receipts.totals(app).await?;
         let backlog = self
             .pages
-            .backlog(
-                pool,
-                app,
-                self.delivered_status,
-                cursor.as_ref(),
-                self.cutoff_ms,
-            )
+            .backlog(app, self.delivered_status, cursor.as_ref(), self.cutoff_ms)
             .await?;
-        let last_good_drill = Drills::new(spec).last_good(pool, app).await?;
-        let (in_grace, first_in_grace) = self
-            .receipts
-            .in_grace(pool, app, now - self.grace_ms)
-            .await?;
-        let runs = Runs::new(spec);
+        let last_good_drill = self.ctx.tables.drills.last_good(app).await?;
+        let (in_grace, first_in_grace) = self.receipts.in_grace(app, now - self.grace_ms).await?;
+        let runs = &self.ctx.tables.runs;
         Ok(StatusApp {
             cursor_age_ms: cursor.as_ref().map(|c| now - c.updated_at_ms),
             cursor,
@@ -101,8 +89,8 @@ impl<'a> Status<'a> {
             backlog_rows: backlog.rows,
             oldest_backlog_ms: backlog.oldest_ms,
             oldest_backlog_age_ms: backlog.oldest_ms.map(|ms| now - ms),
-            last_run: runs.last(pool, app, CommandName::Archive.as_str()).await?,
-            last_purge: runs.last(pool, app, CommandName::Purge.as_str()).await?,
+            last_run: runs.last(app, CommandName::Archive.as_str()).await?,
+            last_purge: runs.last(app, CommandName::Purge.as_str()).await?,
             last_good_drill: last_good_drill.map(|(batch_id, drilled_at_ms)| GoodDrill {
                 batch_id,
                 drilled_at_ms,
@@ -111,8 +99,11 @@ impl<'a> Status<'a> {
             compacted_member_rows: totals.compacted_member_rows,
             compacted_bytes_saved: match totals.compacted_member_rows {
                 0 => Some(0),
-                rows => CompactQueries::new(spec)
-                    .bytes_per_member(pool)
+                rows => self
+                    .ctx
+                    .tables
+                    .compact
+                    .bytes_per_member()
                     .await?
                     .map(|per_row| (per_row * rows as f64) as u64),
             },

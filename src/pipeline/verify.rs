@@ -20,7 +20,6 @@ use super::verifier::{
 };
 use super::versions::{self, Recording};
 use super::{Observer, RunContext};
-use crate::db::chain::ChainTable;
 use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::source::SourceTable;
@@ -183,9 +182,9 @@ impl<'a> Verify<'a> {
             ctx,
             opts,
             observer,
-            receipts: Receipts::new(ctx.spec),
-            members: Members::new(ctx.spec),
-            pages: SourceTable::new(ctx.spec),
+            receipts: ctx.tables.receipts.clone(),
+            members: ctx.tables.members.clone(),
+            pages: ctx.tables.source.clone(),
             run: Mutex::new(VerifyRun {
                 metadata_only: opts.metadata_only,
                 sample: opts.sample_percent.map(|percent| Sample {
@@ -213,7 +212,7 @@ impl<'a> Verify<'a> {
     /// The app's receipts set by hand to a state this tool never writes: each a finding (the
     /// app's archive stops at its rows, and purge leaves them).
     async fn note_not_verified(&self, app: &str, report: &mut AppReport) {
-        match self.receipts.not_verified(&self.ctx.db.pool, app).await {
+        match self.receipts.not_verified(app).await {
             Ok(found) => {
                 let mut run = self.run.lock().expect("not poisoned");
                 run.findings.extend(found.into_iter().map(|(batch_id, state)| Finding {
@@ -280,10 +279,9 @@ impl<'a> Verify<'a> {
 
     /// Re-reads the app's receipts in scope, `--parallel` at a time, as they stream past.
     async fn check_receipts(&self, app: &str, report: &mut AppReport) -> Result<(), DbError> {
-        let pool = &self.ctx.db.pool;
         let scope = self.opts.selection.scope(Some(app));
         let total = match self.observer.wants_totals() {
-            true => Some(self.receipts.count(pool, &scope).await?),
+            true => Some(self.receipts.count(&scope).await?),
             false => None,
         };
         self.observer.start(app, "batches", total);
@@ -294,7 +292,7 @@ impl<'a> Verify<'a> {
         let stopped_ref = &stopped;
         let chosen = self
             .receipts
-            .stream(pool, scope)
+            .stream(scope)
             .take_while(move |_| {
                 let stop = self.ctx.stop_reason(None);
                 let go = stop.is_none();
@@ -376,18 +374,17 @@ impl<'a> Verify<'a> {
 
     /// One receipt: its objects against it and its members (and superseded rows).
     async fn check(&self, receipt: &Receipt) -> Result<Verified, AppError> {
-        let pool = &self.ctx.db.pool;
         let (app, batch) = (&receipt.app_code, &receipt.batch_id);
         self.opts
             .failpoints
             .pass("verify-before-members")
             .map_err(DbError::from)?;
-        let members = self.members.proven_members_of(pool, app, batch).await?;
+        let members = self.members.proven_members_of(app, batch).await?;
         // The receipt as it is now, read after its members: `compact` replaces member rows by
         // a digest in one transaction, so a receipt not compacted now was not when the members
         // were read (they are whole), and one compacted since is held to its digest. The
         // listing's copy could be older than the members (a false member_missing).
-        let receipt = match self.receipts.get(pool, app, batch).await? {
+        let receipt = match self.receipts.get(app, batch).await? {
             Some(fresh) => fresh,
             None => receipt.clone(),
         };
@@ -475,9 +472,11 @@ impl<'a> Verify<'a> {
         if self.opts.metadata_only || !verified.cold.is_empty() {
             return;
         }
-        let recorded = ChainTable::new(self.ctx.spec)
+        let recorded = self
+            .ctx
+            .tables
+            .receipts
             .record_full_verification(
-                &self.ctx.db.pool,
                 &receipt.app_code,
                 &receipt.batch_id,
                 self.ctx.now(),
@@ -493,8 +492,7 @@ impl<'a> Verify<'a> {
 
     /// Delivered rows below the app's cursor and the cutoff whose version no receipt holds.
     async fn stragglers(&self, app: &str) -> Result<(Vec<Finding>, bool), DbError> {
-        let pool = &self.ctx.db.pool;
-        let Some(cursor) = self.receipts.latest_cursor(pool, app).await? else {
+        let Some(cursor) = self.receipts.latest_cursor(app).await? else {
             return Ok((Vec::new(), false));
         };
         let upper = self
@@ -506,7 +504,7 @@ impl<'a> Verify<'a> {
         let limit = self.opts.max_stragglers;
         let (found, more) = self
             .pages
-            .stragglers(pool, app, status, &cursor, upper, limit)
+            .stragglers(app, status, &cursor, upper, limit)
             .await?;
         let findings = found
             .into_iter()
@@ -622,7 +620,7 @@ async fn orphans_under(
     prefix: &str,
     orphans: &mut Vec<String>,
 ) -> Result<(), OrphanError> {
-    let receipts = Receipts::new(ctx.spec);
+    let receipts = &ctx.tables.receipts;
     let mut pages = ctx.store.list_pages(prefix);
     let mut current: Option<(String, Partitions<'_>)> = None;
     while let Some(page) = pages.next().await {
@@ -644,7 +642,7 @@ async fn orphans_under(
                     apps: vec![app.to_string()],
                     ..ReceiptScope::default()
                 };
-                let partitions = Partitions::new(&receipts, &ctx.db.pool, scope);
+                let partitions = Partitions::new(receipts, scope);
                 current = Some((app.to_string(), partitions));
             }
             let (_, partitions) = current.as_mut().expect("set above");
@@ -669,8 +667,8 @@ struct Partitions<'a> {
 }
 
 impl<'a> Partitions<'a> {
-    fn new(receipts: &'a Receipts, pool: &'a sqlx::MySqlPool, scope: ReceiptScope) -> Self {
-        let stream = receipts.stream(pool, scope).boxed();
+    fn new(receipts: &'a Receipts, scope: ReceiptScope) -> Self {
+        let stream = receipts.stream(scope).boxed();
         Partitions {
             receipts: Box::pin(stream.peekable()),
             day: None,

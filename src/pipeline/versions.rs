@@ -14,7 +14,7 @@ use futures_util::StreamExt;
 use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Finding, Verified, Verifier};
 use super::{Observer, RunContext};
 use crate::db::members::Members;
-use crate::db::object_versions::{NewVersions, ObjectVersions, CAUSE_RELOCATE, CAUSE_VERIFY};
+use crate::db::object_versions::{NewVersions, CAUSE_RELOCATE, CAUSE_VERIFY};
 use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::DbError;
 use crate::model::receipt::{Receipt, StoredAs};
@@ -106,8 +106,8 @@ pub(crate) async fn record_one(
         &ctx.store.location().to_string(),
         ctx.now(),
     );
-    match ObjectVersions::new(ctx.spec)
-        .record_one(&ctx.db.pool, &record)
+    match ctx.tables.versions
+        .record_one(&record)
         .await
     {
         Ok(true) => Ok(Recording::Recorded(Box::new(record))),
@@ -199,19 +199,15 @@ pub(crate) async fn reread(
     parallel: usize,
     observer: &dyn Observer,
 ) -> Result<Reread, RereadError> {
-    let receipts = Receipts::new(ctx.spec);
-    let members = Members::new(ctx.spec);
+    let receipts = &ctx.tables.receipts;
+    let members = &ctx.tables.members;
     let store = ctx.store.location().to_string();
     let total = match observer.wants_totals() {
-        true => Some(
-            receipts
-                .count(&ctx.db.pool, &ReceiptScope::default())
-                .await?,
-        ),
+        true => Some(receipts.count(&ReceiptScope::default()).await?),
         false => None,
     };
     observer.start(PROGRESS_KEY, "batches", total);
-    let out = reread_all(ctx, parallel, observer, &receipts, &members, &store).await;
+    let out = reread_all(ctx, parallel, observer, receipts, members, &store).await;
     observer.finish(PROGRESS_KEY);
     out
 }
@@ -228,7 +224,7 @@ async fn reread_all(
     store: &str,
 ) -> Result<Reread, RereadError> {
     let checked = receipts
-        .stream(&ctx.db.pool, ReceiptScope::default())
+        .stream(ReceiptScope::default())
         .map(|receipt| async move {
             if let Some(reason) = ctx.stop_reason(None) {
                 return Err(RereadError::Stopped(reason));
@@ -277,7 +273,7 @@ async fn reread_batch(
     store: &str,
 ) -> Result<Result<NewVersions, Unproven>, RereadError> {
     let (app, batch) = (&receipt.app_code, &receipt.batch_id);
-    let rows = members.proven_members_of(&ctx.db.pool, app, batch).await?;
+    let rows = members.proven_members_of(app, batch).await?;
     let expected = Expected::of_receipt(ctx.spec, receipt, rows);
     let verifier = Verifier {
         store: ctx.store.as_ref(),

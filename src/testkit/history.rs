@@ -5,7 +5,6 @@
 //! store as `n` archive runs of one batch each would leave them, without running archive `n`
 //! times. The copies name the template's objects: `verify` reads them as the template's.
 
-use crate::db::receipts::Receipts;
 use crate::db::Context;
 use crate::model::digest::sha256_hex;
 use crate::model::protection::WritePolicy;
@@ -83,11 +82,11 @@ pub async fn synthesize(ctx: &RunContext, app: &str, n: u64) -> Result<u64, Chai
 /// Sets each copy's manifest hash (after chain seq `after_seq`) to the one its fields imply: its
 /// batch id is in its manifest, so every copy's differs from its template's.
 async fn imply_manifests(ctx: &RunContext, app: &str, after_seq: u64) -> Result<(), ChainError> {
-    let receipts = Receipts::new(ctx.spec);
+    let receipts = &ctx.tables.receipts;
     let (pool, table) = (&ctx.db.pool, ctx.spec.receipts_table());
     let mut after = after_seq;
     loop {
-        let page = receipts.unlogged(pool, app, after, 2_000).await?;
+        let page = receipts.unlogged(app, after, 2_000).await?;
         let Some(last) = page.last() else { break };
         after = last.chain_seq().unwrap_or(after);
         let mut cases = String::new();

@@ -16,9 +16,9 @@ use crate::support::*;
 async fn a_page_never_holds_more_than_500_rows() {
     let db = TestDb::new().await;
     db.insert(&rows("a1", 1_200)).await;
-    let pages = SourceTable::new(&WALLET_OUTBOX);
+    let pages = SourceTable::new(&db.db.pool, &WALLET_OUTBOX);
     let page = pages
-        .page(&db.db.pool, "a1", "DELIVERED", None, T0 + DAY, 10_000)
+        .page("a1", "DELIVERED", None, T0 + DAY, 10_000)
         .await
         .unwrap();
     assert_eq!(

@@ -32,13 +32,13 @@ async fn a_straggler_is_reread_by_its_exact_key_not_by_event_id() {
     assert!(archive(&env, &options(&db, &["a1"], CUTOFF)).await.ok);
     // A delivery that committed late, below the cursor (e9 at T0 + 9).
     db.insert(&[row("a1", "late", T0 + 4)]).await;
-    let pages = SourceTable::new(&WALLET_OUTBOX);
+    let pages = SourceTable::new(&db.db.pool, &WALLET_OUTBOX);
     let upto = Cursor {
         updated_at_ms: T0 + 9,
         event_id: "e9".into(),
     };
     let (keys, _) = pages
-        .straggler_page(&db.db.pool, "a1", "DELIVERED", &upto, None, CUTOFF)
+        .straggler_page("a1", "DELIVERED", &upto, None, CUTOFF)
         .await
         .unwrap();
     assert_eq!(
@@ -53,7 +53,7 @@ async fn a_straggler_is_reread_by_its_exact_key_not_by_event_id() {
     // the next run's cursor would jump over every unarchived row in between).
     set_updated_at(&db, "late", T0 + 500).await;
     let reread = pages
-        .rows_by_keys(&db.db.pool, "a1", "DELIVERED", CUTOFF, &keys)
+        .rows_by_keys("a1", "DELIVERED", CUTOFF, &keys)
         .await
         .unwrap();
     assert!(
@@ -190,8 +190,8 @@ async fn a_straggler_delivered_again_mid_run_never_moves_the_cursor_over_a_row()
     let stragglers = archive(&env, &opts).await;
     assert!(stragglers.ok, "{}", stragglers.to_json());
     assert_eq!(stragglers.apps[0].rows, 0, "{}", stragglers.to_json());
-    let cursor = outbox_archiver::Receipts::new(&WALLET_OUTBOX)
-        .latest_cursor(&db.db.pool, "a1")
+    let cursor = outbox_archiver::Receipts::new(&db.db.pool, &WALLET_OUTBOX)
+        .latest_cursor("a1")
         .await
         .unwrap()
         .unwrap();

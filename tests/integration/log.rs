@@ -657,8 +657,8 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
     }
     // An older build recorded no tree heads either.
     db.exec("DELETE FROM wallet_outbox_archive_log_heads").await;
-    let links = outbox_archiver::ChainTable::new(db.spec)
-        .links(&db.db.pool, "a1", 1, 3)
+    let links = outbox_archiver::Receipts::new(&db.db.pool, db.spec)
+        .links("a1", 1, 3)
         .await
         .unwrap();
     let table = outbox_archiver::format::table_prefix(store.location().prefix(), "wallet_outbox");

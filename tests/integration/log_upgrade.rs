@@ -32,8 +32,8 @@ async fn as_an_older_build_left(
                 .await as u64
         }
     };
-    let links = outbox_archiver::ChainTable::new(db.spec)
-        .links(&db.db.pool, "a1", 1, n)
+    let links = outbox_archiver::Receipts::new(&db.db.pool, db.spec)
+        .links("a1", 1, n)
         .await
         .unwrap();
     let table = outbox_archiver::format::table_prefix(store.location().prefix(), "wallet_outbox");

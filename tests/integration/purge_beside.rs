@@ -24,8 +24,8 @@ async fn every_statement_purge_runs_on_the_source_goes_by_the_unique_key() {
     db.insert(&all).await;
     db.exec("ANALYZE TABLE wallet_outbox").await;
     let ids: Vec<String> = (0..100).map(|i| format!("e{i}")).collect();
-    let plans = PurgeQueries::new(&WALLET_OUTBOX)
-        .plans(&db.db.pool, "a1", &ids)
+    let plans = PurgeQueries::new(&db.db.pool, &WALLET_OUTBOX)
+        .plans("a1", &ids)
         .await
         .unwrap();
     assert_eq!(plans.len(), 4);

@@ -43,16 +43,8 @@ async fn compact_without_the_apps_lock(db: outbox_archiver::Db, batch: String) -
         db.options.get_database().unwrap_or_default()
     );
     let lock = AppLock::try_acquire(&db, &name).await.unwrap().unwrap();
-    let done = CompactQueries::new(&outbox_archiver::WALLET_OUTBOX)
-        .compact(
-            &db.pool,
-            "a1",
-            &batch,
-            &digest,
-            &lock,
-            T0,
-            &FailPoints::default(),
-        )
+    let done = CompactQueries::new(&db.pool, &outbox_archiver::WALLET_OUTBOX)
+        .compact("a1", &batch, &digest, &lock, T0, &FailPoints::default())
         .await
         .unwrap()
         .done;

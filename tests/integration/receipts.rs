@@ -81,8 +81,8 @@ fn members(range: std::ops::Range<i64>) -> Vec<Member> {
 async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     let db = TestDb::new().await;
     let pool = &db.db.pool;
-    let q = Receipts::new(&WALLET_OUTBOX);
-    let recorder = Recorder::new(&WALLET_OUTBOX);
+    let q = Receipts::new(pool, &WALLET_OUTBOX);
+    let recorder = Recorder::new(pool, &WALLET_OUTBOX);
     let lock = AppLock::try_acquire(&db.db, &lock_name(&db.lock_prefix(), "wallet_outbox", "a1"))
         .await
         .unwrap()
@@ -91,7 +91,7 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     let m1 = members(0..1_100); // three chunks of ≤ 500
     let r1 = receipt("b1", &m1, T0 + DAY);
     recorder
-        .record(pool, &r1, &m1, Cut::AfterCursor, &lock, &none)
+        .record(&r1, &m1, Cut::AfterCursor, &lock, &none)
         .await
         .unwrap();
     assert_eq!(db.members("a1").await.len(), 1_100);
@@ -99,7 +99,6 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     // A retry whose first commit's answer was lost: same controls, a later verification time.
     recorder
         .record(
-            pool,
             &receipt("b1", &m1, T0 + 2 * DAY),
             &m1,
             Cut::AfterCursor,
@@ -136,7 +135,7 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     let mut changed = receipt("b1", &m1, T0 + DAY);
     changed.objects.data.sha256 = "0".repeat(64);
     match recorder
-        .record(pool, &changed, &m1, Cut::AfterCursor, &lock, &none)
+        .record(&changed, &m1, Cut::AfterCursor, &lock, &none)
         .await
     {
         Err(RecordError::ReceiptConflict { field, .. }) => assert_eq!(field, "gzip_sha256"),
@@ -147,7 +146,6 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     let m2 = members(1_099..1_300);
     match recorder
         .record(
-            pool,
             &receipt("b2", &m2, T0 + DAY),
             &m2,
             Cut::AfterCursor,
@@ -172,7 +170,6 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     let m3 = members(2_000..2_010);
     let err = recorder
         .record(
-            pool,
             &receipt("b3", &m3, T0 + DAY),
             &m3,
             Cut::AfterCursor,
@@ -186,7 +183,6 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
     // The cursor is the greatest last cursor among VERIFIED receipts.
     recorder
         .record(
-            pool,
             &receipt("b3", &m3, T0 + DAY),
             &m3,
             Cut::AfterCursor,
@@ -195,7 +191,7 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
         )
         .await
         .unwrap();
-    let cursor = q.latest_cursor(pool, "a1").await.unwrap().unwrap();
+    let cursor = q.latest_cursor("a1").await.unwrap().unwrap();
     assert_eq!(
         cursor,
         Cursor {
@@ -203,7 +199,7 @@ async fn recording_is_atomic_idempotent_and_refuses_conflicts() {
             event_id: "e02009".into()
         }
     );
-    assert_eq!(q.latest_cursor(pool, "a2").await.unwrap(), None);
+    assert_eq!(q.latest_cursor("a2").await.unwrap(), None);
     lock.release().await;
 }
 
@@ -249,8 +245,8 @@ async fn receipts_stream_in_pages_in_cursor_order() {
     use outbox_archiver::ReceiptScope;
     let db = TestDb::new().await;
     let pool = &db.db.pool;
-    let q = Receipts::new(&WALLET_OUTBOX);
-    let recorder = Recorder::new(&WALLET_OUTBOX);
+    let q = Receipts::new(pool, &WALLET_OUTBOX);
+    let recorder = Recorder::new(pool, &WALLET_OUTBOX);
     let none = FailPoints::default();
     let mut want = Vec::new();
     for app in ["a1", "a2"] {
@@ -264,7 +260,7 @@ async fn receipts_stream_in_pages_in_cursor_order() {
             let mut r = receipt(&format!("{app}b{i:02}"), &m, T0 + DAY);
             r.app_code = app.into();
             recorder
-                .record(pool, &r, &m, Cut::AfterCursor, &lock, &none)
+                .record(&r, &m, Cut::AfterCursor, &lock, &none)
                 .await
                 .unwrap();
             want.push(format!("{app}b{i:02}"));
@@ -273,7 +269,7 @@ async fn receipts_stream_in_pages_in_cursor_order() {
     }
     for page in [1, 4, 11, 500] {
         let got: Vec<String> = q
-            .stream_in_pages(pool, ReceiptScope::default(), page)
+            .stream_in_pages(ReceiptScope::default(), page)
             .map_ok(|r| r.batch_id)
             .try_collect()
             .await

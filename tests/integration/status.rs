@@ -87,7 +87,7 @@ async fn the_backlog_count_is_an_index_range() {
     db.insert(&rows("a1", 200)).await;
     db.insert(&rows("a2", 2_000)).await;
     db.exec("ANALYZE TABLE wallet_outbox").await;
-    let pages = SourceTable::new(&WALLET_OUTBOX);
+    let pages = SourceTable::new(&db.db.pool, &WALLET_OUTBOX);
     for after in [false, true] {
         // FORMAT=JSON: MySQL 9's default EXPLAIN is a tree of text, MariaDB's a table.
         let sql = format!("EXPLAIN FORMAT=JSON {}", pages.backlog_count_sql(after));

@@ -5,7 +5,7 @@
 
 use std::collections::HashMap;
 
-use sqlx::{MySql, MySqlPool};
+use sqlx::MySql;
 
 use super::{ChunkOf, Over, PurgeQueries};
 use crate::db::preflight::Flavour;
@@ -106,9 +106,10 @@ impl PurgeQueries {
 
     /// How many of these members (of a batch of `of.batch`) would be deleted now (`--dry-run`):
     /// rows exactly as archived.
-    pub(crate) async fn count(&self, pool: &MySqlPool, of: ChunkOf<'_>) -> Result<u64, DbError> {
-        let flavour = self.flavour(pool).await?;
-        let live = self.live(pool).await?;
+    pub(crate) async fn count(&self, of: ChunkOf<'_>) -> Result<u64, DbError> {
+        let pool = &self.pool;
+        let flavour = self.flavour().await?;
+        let live = self.live().await?;
         let unarchived = Unarchived::of(of.batch, &live.columns);
         let recorded = match unarchived.is_empty() {
             true => Recorded::new(),

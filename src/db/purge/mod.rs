@@ -79,6 +79,9 @@ pub(crate) struct Chunk {
 #[derive(Debug, Clone)]
 pub struct PurgeQueries {
     spec: &'static TableSpec,
+    pool: MySqlPool,
+    /// The batches' receipts: what a purge chunk and the batch's end write on them.
+    receipts: crate::db::receipts::Receipts,
     /// The server's kind, read once: how a delete is held to the unique key differs.
     flavour: tokio::sync::OnceCell<Flavour>,
     /// The source table as the server last described it: a batch's lines may lack some of its
@@ -132,9 +135,11 @@ enum Over {
 }
 
 impl PurgeQueries {
-    pub fn new(spec: &'static TableSpec) -> PurgeQueries {
+    pub fn new(pool: &MySqlPool, spec: &'static TableSpec) -> PurgeQueries {
         PurgeQueries {
+            pool: pool.clone(),
             spec,
+            receipts: crate::db::receipts::Receipts::new(pool, spec),
             flavour: tokio::sync::OnceCell::new(),
             live: Default::default(),
         }
@@ -143,7 +148,8 @@ impl PurgeQueries {
     /// The source table's columns as last described (two queries when not known): its
     /// definition, then its columns — so that a change between the two is found by the next
     /// transaction's look at the definition.
-    async fn live(&self, pool: &MySqlPool) -> Result<Arc<Described>, DbError> {
+    async fn live(&self) -> Result<Arc<Described>, DbError> {
+        let pool = &self.pool;
         let mut known = self.live.lock().await;
         if let Some(live) = known.as_ref() {
             return Ok(live.clone());
@@ -195,7 +201,8 @@ impl PurgeQueries {
     }
 
     /// The server's kind (one query, the first time).
-    async fn flavour(&self, pool: &MySqlPool) -> Result<Flavour, DbError> {
+    async fn flavour(&self) -> Result<Flavour, DbError> {
+        let pool = &self.pool;
         self.flavour
             .get_or_try_init(|| async {
                 let version: String = sqlx::query_scalar("SELECT VERSION()")
@@ -289,14 +296,10 @@ impl PurgeQueries {
 
     /// How the server plans each statement purge runs on the source for `ids` of `app` (what
     /// SPEC §5.14 holds them to: the rows named, by the unique key, and no other).
-    pub async fn plans(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-        ids: &[String],
-    ) -> Result<Vec<Plan>, DbError> {
+    pub async fn plans(&self, app: &str, ids: &[String]) -> Result<Vec<Plan>, DbError> {
+        let pool = &self.pool;
         use sqlx::Row;
-        let flavour = self.flavour(pool).await?;
+        let flavour = self.flavour().await?;
         let mut plans = Vec::new();
         for (statement, over) in [
             ("lock and read", Over::Lock),
@@ -364,7 +367,6 @@ impl PurgeQueries {
     /// key. A chunk the table's columns changed under is done again on the table as it is now.
     pub(crate) async fn purge_chunk(
         &self,
-        pool: &MySqlPool,
         of: ChunkOf<'_>,
         lock: &AppLock,
         include_restored: bool,
@@ -376,9 +378,9 @@ impl PurgeQueries {
             "purge chunks hold at most {PURGE_CHUNK} rows"
         );
         for _ in 0..COLUMN_CHANGES {
-            let live = self.live(pool).await?;
+            let live = self.live().await?;
             let attempt = self
-                .try_chunk(pool, of, &live, lock, include_restored, failpoints, now_ms)
+                .try_chunk(of, &live, lock, include_restored, failpoints, now_ms)
                 .await?;
             match attempt {
                 Some(chunk) => return Ok(chunk),
@@ -403,7 +405,6 @@ impl PurgeQueries {
     #[allow(clippy::too_many_arguments)]
     async fn try_chunk(
         &self,
-        pool: &MySqlPool,
         of: ChunkOf<'_>,
         live: &Described,
         lock: &AppLock,
@@ -411,8 +412,9 @@ impl PurgeQueries {
         failpoints: &FailPoints,
         now_ms: i64,
     ) -> Result<Option<Chunk>, PurgeError> {
+        let pool = &self.pool;
         let (app, batch_id) = (of.app, of.batch_id);
-        let flavour = self.flavour(pool).await?;
+        let flavour = self.flavour().await?;
         let unarchived = Unarchived::of(of.batch, &live.columns);
         let mut tx = pool
             .begin()
@@ -442,7 +444,7 @@ impl PurgeQueries {
         if seen < of.members.len() {
             // Gone, or locked by another transaction (skipped): a plain read tells them apart.
             compared.busy = self
-                .existing(pool, app, of.members)
+                .existing(app, of.members)
                 .await?
                 .saturating_sub(seen as u64);
         }
@@ -503,18 +505,9 @@ impl PurgeQueries {
                 .insert(&mut tx, app, batch_id, &values, now_ms)
                 .await?;
         }
-        let sql = format!(
-            "UPDATE {} SET purged_rows = purged_rows + ? WHERE app_code = ? AND batch_id = ? AND state = ?",
-            self.spec.receipts_table()
-        );
-        sqlx::query(AssertSqlSafe(sql))
-            .bind(deleted as i64)
-            .bind(app)
-            .bind(batch_id)
-            .bind(STATE_VERIFIED)
-            .execute(&mut *tx)
-            .await
-            .context(|| format!("counting purged rows of batch {batch_id}"))?;
+        self.receipts
+            .count_purged(&mut tx, app, batch_id, deleted)
+            .await?;
         if !lock.held_per(&mut *tx).await? {
             return Err(lock.lost(batch_id, Doing::Purging).into());
         }
@@ -602,14 +595,10 @@ impl PurgeQueries {
 
     /// How many of these members' rows exist now (a plain read, outside the delete transaction:
     /// it does not wait for row locks).
-    async fn existing(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-        members: &[Member],
-    ) -> Result<u64, DbError> {
+    async fn existing(&self, app: &str, members: &[Member]) -> Result<u64, DbError> {
+        let pool = &self.pool;
         let ids = members.iter().map(|m| m.event_id.as_str());
-        let flavour = self.flavour(pool).await?;
+        let flavour = self.flavour().await?;
         let n: i64 = self
             .over_rows(Over::Count, flavour, app, ids, None)
             .build_query_scalar()
@@ -628,7 +617,6 @@ impl PurgeQueries {
     #[allow(clippy::too_many_arguments)]
     pub(crate) async fn finish(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
         gone: &[&str],
@@ -636,7 +624,8 @@ impl PurgeQueries {
         include_restored: bool,
         now_ms: i64,
     ) -> Result<Finished, PurgeError> {
-        let flavour = self.flavour(pool).await?;
+        let pool = &self.pool;
+        let flavour = self.flavour().await?;
         let mut tx = pool
             .begin()
             .await
@@ -665,26 +654,11 @@ impl PurgeQueries {
                 }
             }
         }
-        let sql = format!(
-            "UPDATE {} SET purged_at_ms = ?, kept_rows = ?{} WHERE app_code = ? AND batch_id = ? AND state = ?",
-            self.spec.receipts_table(),
-            if include_restored {
-                ", restored_at_ms = NULL"
-            } else {
-                ""
-            }
-        );
-        let marked = sqlx::query(AssertSqlSafe(sql))
-            .bind(now_ms)
-            .bind(kept as i64)
-            .bind(app)
-            .bind(batch_id)
-            .bind(STATE_VERIFIED)
-            .execute(&mut *tx)
-            .await
-            .context(|| format!("marking batch {batch_id} purged"))?
-            .rows_affected();
-        if marked == 0 {
+        let marked = self
+            .receipts
+            .mark_purged(&mut tx, (app, batch_id), now_ms, kept, include_restored)
+            .await?;
+        if !marked {
             return Err(PurgeError::Withdrawn {
                 batch_id: batch_id.to_string(),
                 now: "no longer VERIFIED when it was to be marked purged".into(),

@@ -2,6 +2,8 @@
 //! command works on — listed a page at a time in (app, cursor) order, so no command holds a whole
 //! archive's receipts — and their sums for `status`. Recording a receipt is [`super::record`]'s.
 
+mod life;
+mod log;
 mod row;
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
@@ -106,11 +108,15 @@ pub(crate) struct ReceiptTotals {
 #[derive(Debug, Clone)]
 pub struct Receipts {
     spec: &'static TableSpec,
+    pool: MySqlPool,
 }
 
 impl Receipts {
-    pub fn new(spec: &'static TableSpec) -> Receipts {
-        Receipts { spec }
+    pub fn new(pool: &MySqlPool, spec: &'static TableSpec) -> Receipts {
+        Receipts {
+            pool: pool.clone(),
+            spec,
+        }
     }
 
     fn table(&self) -> String {
@@ -119,11 +125,8 @@ impl Receipts {
 
     /// The resume cursor: the greatest `(last_updated_at_ms, last_event_id)` among the app's
     /// VERIFIED receipts, by the database's ordering, on the cursor index.
-    pub async fn latest_cursor(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-    ) -> Result<Option<Cursor>, DbError> {
+    pub async fn latest_cursor(&self, app: &str) -> Result<Option<Cursor>, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT last_updated_at_ms, last_event_id FROM {} FORCE INDEX ({}) \
              WHERE app_code = ? AND state = ? ORDER BY last_updated_at_ms DESC, last_event_id DESC LIMIT 1",
@@ -200,10 +203,10 @@ impl Receipts {
     /// tool writes only VERIFIED, an operator may have set another).
     pub(crate) async fn state_of(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
     ) -> Result<Option<String>, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT CAST(state AS CHAR) FROM {} WHERE app_code = ? AND batch_id = ?",
             self.table()
@@ -219,11 +222,8 @@ impl Receipts {
     /// An app's receipts in a state other than VERIFIED — set by hand: this tool writes no
     /// other — as `(batch_id, state)`: one range of the cursor index per state (`state < ?`
     /// and `state > ?`), so the cost is theirs, not the archive's.
-    pub(crate) async fn not_verified(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-    ) -> Result<Vec<(String, String)>, DbError> {
+    pub(crate) async fn not_verified(&self, app: &str) -> Result<Vec<(String, String)>, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT CAST(batch_id AS CHAR), CAST(state AS CHAR) FROM {} FORCE INDEX ({}) \
              WHERE app_code = ? AND (state < ? OR state > ?) ORDER BY batch_id LIMIT 1000",
@@ -240,29 +240,23 @@ impl Receipts {
     }
 
     /// The VERIFIED receipts in scope, by app and cursor: every one (small scopes, tests).
-    pub async fn list(
-        &self,
-        pool: &MySqlPool,
-        scope: &ReceiptScope,
-    ) -> Result<Vec<Receipt>, DbError> {
+    pub async fn list(&self, scope: &ReceiptScope) -> Result<Vec<Receipt>, DbError> {
         use futures_util::TryStreamExt;
-        self.stream(pool, scope.clone()).try_collect().await
+        self.stream(scope.clone()).try_collect().await
     }
 
     /// The VERIFIED receipts in scope as a stream, a page of `RECEIPT_PAGE` at a time, by app
     /// and cursor: memory is one page, whatever the archive's size.
     pub fn stream<'a>(
         &'a self,
-        pool: &'a MySqlPool,
         scope: ReceiptScope,
     ) -> impl futures_util::Stream<Item = Result<Receipt, DbError>> + Send + 'a {
-        self.stream_in_pages(pool, scope, RECEIPT_PAGE)
+        self.stream_in_pages(scope, RECEIPT_PAGE)
     }
 
     /// [`Receipts::stream`] with pages of `page` receipts.
     pub fn stream_in_pages<'a>(
         &'a self,
-        pool: &'a MySqlPool,
         scope: ReceiptScope,
         page: u32,
     ) -> impl futures_util::Stream<Item = Result<Receipt, DbError>> + Send + 'a {
@@ -281,7 +275,7 @@ impl Receipts {
                     let Some(from) = after else {
                         return Ok(None);
                     };
-                    let found = self.page(pool, &scope, from.as_ref(), page).await?;
+                    let found = self.page(&scope, from.as_ref(), page).await?;
                     after = (found.len() == page as usize).then(|| found.last().map(Position::of));
                     buffered.extend(found);
                 }
@@ -293,10 +287,10 @@ impl Receipts {
     /// verified after `verified_after_ms` — and the earliest of those receipts' verification.
     pub(crate) async fn in_grace(
         &self,
-        pool: &MySqlPool,
         app: &str,
         verified_after_ms: i64,
     ) -> Result<(u64, Option<i64>), DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT CAST(COALESCE(SUM({}), 0) AS SIGNED), MIN(verified_at_ms) FROM {} \
              WHERE app_code = ? AND {} AND verified_at_ms > ?",
@@ -316,9 +310,9 @@ impl Receipts {
     /// Of `batch_ids`, those no VERIFIED receipt has (a typo, another table's batch).
     pub(crate) async fn unknown_batch_ids(
         &self,
-        pool: &MySqlPool,
         batch_ids: &[String],
     ) -> Result<Vec<String>, DbError> {
+        let pool = &self.pool;
         let mut unknown = Vec::new();
         for id in batch_ids {
             let sql = format!(
@@ -339,28 +333,23 @@ impl Receipts {
     }
 
     /// The VERIFIED receipt of `batch_id` of `app`, as it is now.
-    pub async fn get(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-        batch_id: &str,
-    ) -> Result<Option<Receipt>, DbError> {
+    pub async fn get(&self, app: &str, batch_id: &str) -> Result<Option<Receipt>, DbError> {
         let scope = ReceiptScope {
             apps: vec![app.to_string()],
             batch_ids: vec![batch_id.to_string()],
             ..ReceiptScope::default()
         };
-        Ok(self.page(pool, &scope, None, 1).await?.pop())
+        Ok(self.page(&scope, None, 1).await?.pop())
     }
 
     /// One page of the receipts in scope after `after`, by app and cursor.
     pub async fn page(
         &self,
-        pool: &MySqlPool,
         scope: &ReceiptScope,
         after: Option<&Position>,
         limit: u32,
     ) -> Result<Vec<Receipt>, DbError> {
+        let pool = &self.pool;
         let mut qb =
             QueryBuilder::<MySql>::new(format!("SELECT * FROM {} WHERE state = ", self.table()));
         qb.push_bind(STATE_VERIFIED);
@@ -394,12 +383,12 @@ impl Receipts {
     /// Receipts of an app by `query` (its `?`s bound to `app` and then `binds`), decoded for it.
     async fn of_app_where(
         &self,
-        pool: &MySqlPool,
         app: &str,
         query: &str,
         binds: &[i64],
         what: &str,
     ) -> Result<Vec<Receipt>, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT * FROM {} WHERE app_code = ? AND {query}",
             self.table()
@@ -422,13 +411,11 @@ impl Receipts {
     /// One page of an app's logged receipts (any state), by leaf from `from` on.
     pub(crate) async fn log_page(
         &self,
-        pool: &MySqlPool,
         app: &str,
         from: u64,
         limit: u32,
     ) -> Result<Vec<Receipt>, DbError> {
         self.of_app_where(
-            pool,
             app,
             "log_index >= ? ORDER BY log_index LIMIT ?",
             &[from as i64, i64::from(limit)],
@@ -440,13 +427,11 @@ impl Receipts {
     /// Up to `limit` of an app's receipts not in its log yet, by chain seq after `after_seq`.
     pub(crate) async fn unlogged(
         &self,
-        pool: &MySqlPool,
         app: &str,
         after_seq: u64,
         limit: u32,
     ) -> Result<Vec<Receipt>, DbError> {
         self.of_app_where(
-            pool,
             app,
             "chain_seq > ? AND log_index IS NULL ORDER BY chain_seq LIMIT ?",
             &[after_seq as i64, i64::from(limit)],
@@ -458,13 +443,11 @@ impl Receipts {
     /// An app's receipts recorded in `[from_ms, until_ms)`, by leaf (unlogged ones last).
     pub(crate) async fn recorded_in(
         &self,
-        pool: &MySqlPool,
         app: &str,
         from_ms: i64,
         until_ms: i64,
     ) -> Result<Vec<Receipt>, DbError> {
         self.of_app_where(
-            pool,
             app,
             "verified_at_ms >= ? AND verified_at_ms < ? ORDER BY log_index IS NULL, log_index, chain_seq",
             &[from_ms, until_ms],
@@ -477,10 +460,10 @@ impl Receipts {
     /// in the order receipts are recorded): read backwards on the recorded key, one row.
     pub(crate) async fn last_leaf_before(
         &self,
-        pool: &MySqlPool,
         app: &str,
         until_ms: i64,
     ) -> Result<Option<u64>, DbError> {
+        let pool = &self.pool;
         let leaf: Option<Option<i64>> = sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT log_index FROM {} WHERE app_code = ? AND verified_at_ms < ? AND log_index IS NOT NULL \
              ORDER BY verified_at_ms DESC LIMIT 1",
@@ -495,12 +478,13 @@ impl Receipts {
     }
 
     /// The first `n` receipts, by app and cursor.
-    pub async fn first(&self, pool: &MySqlPool, n: u32) -> Result<Vec<Receipt>, DbError> {
-        self.page(pool, &ReceiptScope::default(), None, n).await
+    pub async fn first(&self, n: u32) -> Result<Vec<Receipt>, DbError> {
+        self.page(&ReceiptScope::default(), None, n).await
     }
 
     /// How many receipts are in scope (for a progress display).
-    pub async fn count(&self, pool: &MySqlPool, scope: &ReceiptScope) -> Result<u64, DbError> {
+    pub async fn count(&self, scope: &ReceiptScope) -> Result<u64, DbError> {
+        let pool = &self.pool;
         let mut qb = QueryBuilder::<MySql>::new(format!(
             "SELECT COUNT(*) FROM {} WHERE state = ",
             self.table()
@@ -516,11 +500,8 @@ impl Receipts {
     }
 
     /// The app codes of the receipts in a scope (for `--batch-id` and restore), each once.
-    pub(crate) async fn apps_in(
-        &self,
-        pool: &MySqlPool,
-        scope: &ReceiptScope,
-    ) -> Result<Vec<String>, DbError> {
+    pub(crate) async fn apps_in(&self, scope: &ReceiptScope) -> Result<Vec<String>, DbError> {
+        let pool = &self.pool;
         let mut qb = QueryBuilder::<MySql>::new(format!(
             "SELECT DISTINCT app_code FROM {} WHERE state = ",
             self.table()
@@ -535,11 +516,8 @@ impl Receipts {
     }
 
     /// An app's receipts summed up, for `status`.
-    pub(crate) async fn totals(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-    ) -> Result<ReceiptTotals, DbError> {
+    pub(crate) async fn totals(&self, app: &str) -> Result<ReceiptTotals, DbError> {
+        let pool = &self.pool;
         // Awaiting purge: what purge may still delete of the receipts awaiting it.
         let sql = format!(
             "SELECT COUNT(*) AS receipts, CAST(COALESCE(SUM(row_count), 0) AS SIGNED) AS archived_rows, \
@@ -563,10 +541,8 @@ impl Receipts {
 
     /// Every app code that has receipts, by index dives on the primary key (`MIN(app_code) …
     /// WHERE app_code > ?`): cost grows with the number of apps, not of receipts.
-    pub(crate) async fn apps_with_receipts(
-        &self,
-        pool: &MySqlPool,
-    ) -> Result<Vec<String>, DbError> {
+    pub(crate) async fn apps_with_receipts(&self) -> Result<Vec<String>, DbError> {
+        let pool = &self.pool;
         super::distinct_by_dives(pool, &self.table(), "app_code")
             .await
             .context(|| "listing the apps with receipts".into())
@@ -576,9 +552,9 @@ impl Receipts {
     /// all gone from the source table may still have receipts to finish).
     pub(crate) async fn apps_with_unpurged(
         &self,
-        pool: &MySqlPool,
         include_restored: bool,
     ) -> Result<Vec<String>, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT DISTINCT app_code FROM {} WHERE {} ORDER BY app_code",
             self.table(),
@@ -594,11 +570,8 @@ impl Receipts {
     }
 
     /// Receipts of an app that purge leaves alone because they were restored into the source.
-    pub(crate) async fn restored_unpurged(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-    ) -> Result<u64, DbError> {
+    pub(crate) async fn restored_unpurged(&self, app: &str) -> Result<u64, DbError> {
+        let pool = &self.pool;
         let sql = format!(
             "SELECT COUNT(*) FROM {} WHERE app_code = ? AND {}",
             self.table(),

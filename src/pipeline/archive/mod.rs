@@ -207,9 +207,9 @@ impl<'a> Archiver<'a> {
             ctx,
             opts,
             observer,
-            pages: SourceTable::new(ctx.spec),
-            receipts: Receipts::new(ctx.spec),
-            recorder: Recorder::new(ctx.spec),
+            pages: ctx.tables.source.clone(),
+            receipts: ctx.tables.receipts.clone(),
+            recorder: Recorder::new(&ctx.db.pool, ctx.spec),
             deadline,
             budget: Budget::new(opts.memory_budget),
             definition: String::new(),
@@ -270,9 +270,8 @@ impl<'a> Archiver<'a> {
 
     async fn backlog(&self, app: &str, after: Option<&Cursor>) -> Result<Backlog, DbError> {
         let status = &self.opts.delivered_status;
-        let pool = &self.ctx.db.pool;
         self.pages
-            .backlog(pool, app, status, after, self.opts.cutoff_ms)
+            .backlog(app, status, after, self.opts.cutoff_ms)
             .await
     }
 
@@ -306,7 +305,7 @@ impl<'a> Archiver<'a> {
 
     /// The app's rows, from the cursor on (or its stragglers below it); `None`: nothing to do.
     async fn source(&self, app: &str, report: &mut AppReport) -> Result<Option<Source>, AppError> {
-        let cursor = self.receipts.latest_cursor(&self.ctx.db.pool, app).await?;
+        let cursor = self.receipts.latest_cursor(app).await?;
         report.cursor_before = cursor.clone();
         report.cursor_after = cursor.clone();
         Ok(match (self.opts.stragglers, cursor) {
@@ -347,7 +346,6 @@ impl<'a> Archiver<'a> {
     /// tasks of their own, ahead of the batches being published (within the run's budget).
     fn batches(&self, app: &str, source: Source) -> Batches {
         let rows = RowStream::spawn(
-            self.ctx.db.pool.clone(),
             self.pages.clone(),
             app.to_string(),
             self.opts.delivered_status.clone(),

@@ -39,7 +39,7 @@ impl Archiver<'_> {
         published: Published,
         cut: Cut,
     ) -> Result<Recorded, AppError> {
-        let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
+        let ctx = self.ctx;
         let receipt = published.receipt.recorded(&batch.members, ctx.now());
         // Every page of this batch has been read: a column added to the table since the run
         // started is missing from the batch's lines. The batch is not recorded (its objects are
@@ -55,7 +55,7 @@ impl Archiver<'_> {
         let failpoints = &self.opts.failpoints;
         let superseded = self
             .recorder
-            .record(pool, &receipt, &batch.members, cut, lock, failpoints)
+            .record(&receipt, &batch.members, cut, lock, failpoints)
             .await?;
         warn_superseded(app, &receipt.batch_id, &superseded);
         Ok(Recorded {
@@ -82,10 +82,10 @@ impl Archiver<'_> {
         batch: &EncodedBatch,
         batch_id: &str,
     ) -> Result<Recorded, AppError> {
-        let (ctx, pool) = (self.ctx, &self.ctx.db.pool);
+        let ctx = self.ctx;
         let receipt = self
             .receipts
-            .get(pool, app, batch_id)
+            .get(app, batch_id)
             .await?
             .ok_or_else(|| AppError::AlreadyRecorded(batch_id.to_string()))?;
         let expected = Expected::of_receipt(ctx.spec, &receipt, batch.members.clone());
@@ -113,14 +113,7 @@ impl Archiver<'_> {
         let failpoints = &self.opts.failpoints;
         let superseded = self
             .recorder
-            .record(
-                pool,
-                &receipt,
-                &batch.members,
-                Cut::Stragglers,
-                lock,
-                failpoints,
-            )
+            .record(&receipt, &batch.members, Cut::Stragglers, lock, failpoints)
             .await?;
         tracing::warn!(
             app,

@@ -150,7 +150,6 @@ impl Archiver<'_> {
                 false => self
                     .pages
                     .oldest(
-                        &self.ctx.db.pool,
                         app,
                         &self.opts.delivered_status,
                         report.cursor_after.as_ref(),
@@ -191,10 +190,9 @@ impl Archiver<'_> {
                 step: Step::Planned(Box::new(planned)),
             });
         }
-        let pool = &self.ctx.db.pool;
         if let Some(state) = self
             .receipts
-            .state_of(pool, app, &planned.receipt.batch_id)
+            .state_of(app, &planned.receipt.batch_id)
             .await?
         {
             if state != STATE_VERIFIED {

@@ -10,8 +10,6 @@ use super::tiles::Tiles;
 use super::{
     audit, entry_of, heads, ChainError, Log, LogBreak, APPEND_CHUNK, BREAK_SCHEMA, PARALLEL_GETS,
 };
-use crate::db::chain::ChainTable;
-use crate::db::receipts::Receipts;
 use crate::model::chain::Problem;
 use crate::model::format;
 use crate::model::note::Checkpoint;
@@ -224,7 +222,7 @@ async fn reconcile(
     accept_break: Option<&str>,
     options: &PutOptions,
 ) -> Result<(Anchoring, u64, Option<Checkpoint>), ChainError> {
-    let chain_table = ChainTable::new(log.ctx.spec);
+    let receipts = &log.ctx.tables.receipts;
     let (head, change) = log.head_to_append().await?;
     let size = head.as_ref().map_or(0, |c| c.size);
     if let Some(seen) = log.largest_seen().await? {
@@ -236,7 +234,7 @@ async fn reconcile(
             )));
         }
     }
-    let (known, mut after_seq) = match chain_table.last_logged(&log.ctx.db.pool, &log.app).await? {
+    let (known, mut after_seq) = match receipts.last_logged(&log.app).await? {
         Some((index, seq)) => (index + 1, seq),
         None => (0, 0),
     };
@@ -279,14 +277,10 @@ async fn append_unlogged(
     out: &mut Anchoring,
 ) -> Result<(), ChainError> {
     let (ctx, app) = (log.ctx, log.app.as_str());
-    let pool = &ctx.db.pool;
-    let chain_table = ChainTable::new(ctx.spec);
-    let receipts = Receipts::new(ctx.spec);
+    let receipts = &ctx.tables.receipts;
     let mut edge: Option<Edge> = None;
     loop {
-        let batch = receipts
-            .unlogged(pool, app, after_seq, APPEND_CHUNK)
-            .await?;
+        let batch = receipts.unlogged(app, after_seq, APPEND_CHUNK).await?;
         if batch.is_empty() {
             return Ok(());
         }
@@ -305,7 +299,7 @@ async fn append_unlogged(
             after_seq = r.chain_seq().unwrap_or(after_seq);
         }
         let (key, head) = publish(log, e, options).await?;
-        chain_table.set_leaves(pool, app, &leaves).await?;
+        receipts.set_leaves(app, &leaves).await?;
         log.record_head(&head).await?;
         // The partial tiles this checkpoint no longer needs: readers of an older checkpoint
         // take the first hashes of a wider tile instead. Best effort: one left behind is only
@@ -394,9 +388,10 @@ async fn settle(
         .iter()
         .flat_map(|b| b.leaves.iter().map(|(i, _)| *i))
         .collect();
-    let pending = Receipts::new(ctx.spec)
+    let pending = ctx
+        .tables
+        .receipts
         .unlogged(
-            &ctx.db.pool,
             &log.app,
             after_seq,
             (size - known).min(u64::from(APPEND_CHUNK)) as u32,
@@ -434,9 +429,7 @@ async fn settle(
         };
         out.break_accepted = Some(write_break(log, unknown, reason, options).await?);
     }
-    ChainTable::new(ctx.spec)
-        .set_leaves(&ctx.db.pool, &log.app, &taken)
-        .await?;
+    ctx.tables.receipts.set_leaves(&log.app, &taken).await?;
     Ok(seq)
 }
 

@@ -9,7 +9,6 @@ use std::collections::{BTreeMap, VecDeque};
 use futures_util::StreamExt;
 
 use super::{b64, entry_of, heads, ChainError, Log, LogBreak, Transition, PAGE, PARALLEL_GETS};
-use crate::db::chain::ChainTable;
 use crate::db::receipts::Receipts;
 use crate::model::chain::{self, ChainFinding, Problem};
 use crate::model::receipt::Receipt;
@@ -84,9 +83,7 @@ pub(super) async fn audit_log(log: &Log<'_>) -> Result<LogAudit, ChainError> {
     let (frontier, beyond) = (leaves.frontier.root(), leaves.beyond(size).await?);
     out.findings.extend(leaves.findings);
     out.findings.extend(beyond);
-    let last_logged = ChainTable::new(log.ctx.spec)
-        .last_logged(&log.ctx.db.pool, &log.app)
-        .await?;
+    let last_logged = log.ctx.tables.receipts.last_logged(&log.app).await?;
     out.known = last_logged.map_or(0, |(i, _)| i + 1);
     if out.known <= size {
         let after_seq = last_logged.map_or(0, |(_, seq)| seq);
@@ -142,7 +139,7 @@ impl<'l, 'a> Leaves<'l, 'a> {
         Leaves {
             log,
             ctx: log.ctx,
-            receipts: Receipts::new(log.ctx.spec),
+            receipts: log.ctx.tables.receipts.clone(),
             accepted: audit
                 .breaks
                 .iter()
@@ -245,7 +242,7 @@ impl<'l, 'a> Leaves<'l, 'a> {
         if self.page.is_empty() && !self.db_done {
             let next = self
                 .receipts
-                .log_page(&self.ctx.db.pool, &self.log.app, self.next_page_from, PAGE)
+                .log_page(&self.log.app, self.next_page_from, PAGE)
                 .await?;
             self.db_done = next.len() < PAGE as usize;
             if let Some(i) = next.last().and_then(|r| r.log_index) {
@@ -293,11 +290,7 @@ impl<'l, 'a> Leaves<'l, 'a> {
     async fn beyond(&mut self, size: u64) -> Result<Option<ChainFinding>, ChainError> {
         let beyond = match self.page.pop_front() {
             Some(r) => Some(r),
-            None if !self.db_done => self
-                .receipts
-                .log_page(&self.ctx.db.pool, &self.log.app, size, 1)
-                .await?
-                .pop(),
+            None if !self.db_done => self.receipts.log_page(&self.log.app, size, 1).await?.pop(),
             None => None,
         };
         Ok(beyond.map(|r| {
@@ -367,9 +360,7 @@ async fn taken_later(log: &Log<'_>, batch: Option<&str>, entry: &[u8]) -> Result
     let Some(batch) = batch else {
         return Ok(false);
     };
-    let receipt = Receipts::new(log.ctx.spec)
-        .get(&log.ctx.db.pool, &log.app, batch)
-        .await?;
+    let receipt = log.ctx.tables.receipts.get(&log.app, batch).await?;
     Ok(receipt
         .is_some_and(|r| r.log_index.is_none() && entry_of(log.ctx, &log.folder, &r) == entry))
 }

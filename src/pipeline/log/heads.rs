@@ -11,7 +11,6 @@ use bytes::Bytes;
 
 use super::tiles::Tiles;
 use super::{b64, ChainError, Log};
-use crate::db::log_heads::LogHeads;
 use crate::model::chain::{ChainFinding, Problem};
 use crate::model::format;
 use crate::model::note::Checkpoint;
@@ -74,9 +73,9 @@ impl Log<'_> {
 
     /// The largest head the database recorded for the app.
     async fn largest_recorded(&self) -> Result<Option<Seen>, ChainError> {
-        let heads = LogHeads::new(self.ctx.spec);
+        let heads = &self.ctx.tables.log_heads;
         let table = self.ctx.spec.log_heads_table();
-        let Some((size, root)) = heads.largest(&self.ctx.db.pool, &self.app).await? else {
+        let Some((size, root)) = heads.largest(&self.app).await? else {
             return Ok(None);
         };
         match super::hash_of_text(&root) {
@@ -132,14 +131,10 @@ impl Log<'_> {
 
     /// Records in the database that the log was published (or verified whole) at `head`.
     pub(super) async fn record_head(&self, head: &Checkpoint) -> Result<(), ChainError> {
-        LogHeads::new(self.ctx.spec)
-            .record(
-                &self.ctx.db.pool,
-                &self.app,
-                head.size,
-                &b64(&head.root),
-                self.ctx.now(),
-            )
+        self.ctx
+            .tables
+            .log_heads
+            .record(&self.app, head.size, &b64(&head.root), self.ctx.now())
             .await?;
         Ok(())
     }
@@ -268,8 +263,11 @@ pub(crate) async fn leaves_past(
     if past.is_empty() {
         return Ok(None);
     }
-    let pending = crate::db::receipts::Receipts::new(log.ctx.spec)
-        .unlogged(&log.ctx.db.pool, &log.app, after_seq, past.len() as u32)
+    let pending = log
+        .ctx
+        .tables
+        .receipts
+        .unlogged(&log.app, after_seq, past.len() as u32)
         .await?;
     for (i, entry) in past.iter().enumerate() {
         if pending

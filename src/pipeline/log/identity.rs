@@ -22,9 +22,7 @@
 use std::collections::BTreeSet;
 
 use super::{table_prefix, ChainError, Log};
-use crate::db::chain::ChainTable;
-use crate::db::logs::{How, LogIdentities, Recorded};
-use crate::db::receipts::Receipts;
+use crate::db::logs::{How, Recorded};
 use crate::model::{chain, format};
 use crate::pipeline::RunContext;
 
@@ -55,18 +53,14 @@ pub(crate) async fn resolve(
     app: &str,
     purpose: Purpose,
 ) -> Result<Identity, ChainError> {
-    let ids = LogIdentities::new(ctx.spec);
-    let pool = &ctx.db.pool;
-    if let Some(folder) = ids.folder_of(pool, app).await? {
+    let ids = &ctx.tables.logs;
+    if let Some(folder) = ids.folder_of(app).await? {
         return Ok(Identity {
             folder,
             recorded: true,
         });
     }
-    let logged = ChainTable::new(ctx.spec)
-        .last_logged(pool, app)
-        .await?
-        .is_some();
+    let logged = ctx.tables.receipts.last_logged(app).await?.is_some();
     let found = match logged {
         true => found_logged(ctx, app).await?,
         false => found_unlogged(ctx, app, purpose).await?,
@@ -95,9 +89,9 @@ async fn record_found(
             recorded: false,
         });
     }
-    let ids = LogIdentities::new(ctx.spec);
+    let ids = &ctx.tables.logs;
     match ids
-        .record(&ctx.db.pool, app, &folder, How::Found, ctx.now())
+        .record(app, &folder, How::Found, ctx.now())
         .await?
     {
         Recorded::Folder(folder) => Ok(Identity {
@@ -134,9 +128,9 @@ async fn has_log(ctx: &RunContext, folder: &str) -> Result<bool, ChainError> {
 /// The log an older build began for `app`, whose receipts are logged (rule 2): the first of its
 /// derived names that holds a checkpoint and is recorded for no other app.
 async fn found_logged(ctx: &RunContext, app: &str) -> Result<Option<String>, ChainError> {
-    let ids = LogIdentities::new(ctx.spec);
+    let ids = &ctx.tables.logs;
     for folder in derived_names(app) {
-        if ids.app_of(&ctx.db.pool, &folder).await?.is_none() && has_log(ctx, &folder).await? {
+        if ids.app_of(&folder).await?.is_none() && has_log(ctx, &folder).await? {
             return Ok(Some(folder));
         }
     }
@@ -151,10 +145,10 @@ async fn found_unlogged(
     app: &str,
     purpose: Purpose,
 ) -> Result<Option<String>, ChainError> {
-    let ids = LogIdentities::new(ctx.spec);
+    let ids = &ctx.tables.logs;
     let mut claimed: Option<BTreeSet<String>> = None;
     for folder in derived_names(app) {
-        if ids.app_of(&ctx.db.pool, &folder).await?.is_some() || !has_log(ctx, &folder).await? {
+        if ids.app_of(&folder).await?.is_some() || !has_log(ctx, &folder).await? {
             continue;
         }
         if claimed.is_none() {
@@ -180,17 +174,16 @@ async fn claimed_by_other_spellings(
     if !ctx.app_case_matters().await? {
         return Ok(claimed);
     }
-    let pool = &ctx.db.pool;
-    let ids = LogIdentities::new(ctx.spec);
-    let chains = ChainTable::new(ctx.spec);
-    let apps = Receipts::new(ctx.spec).apps_with_receipts(pool).await?;
+    let ids = &ctx.tables.logs;
+    let receipts = &ctx.tables.receipts;
+    let apps = ctx.tables.receipts.apps_with_receipts().await?;
     for other in apps
         .iter()
         .filter(|o| *o != app && o.eq_ignore_ascii_case(app))
     {
-        if let Some(folder) = ids.folder_of(pool, other).await? {
+        if let Some(folder) = ids.folder_of(other).await? {
             claimed.insert(folder);
-        } else if chains.last_logged(pool, other).await?.is_some() {
+        } else if receipts.last_logged(other).await?.is_some() {
             if let Some(folder) = found_logged(ctx, other).await? {
                 claimed.insert(record_found(ctx, other, folder, purpose).await?.folder);
             }
@@ -203,13 +196,13 @@ async fn claimed_by_other_spellings(
 /// `{derived}~{n}` that no record names and the store holds no log in.
 async fn fresh(ctx: &RunContext, app: &str) -> Result<String, ChainError> {
     let derived = chain::folder_name(app, ctx.app_case_matters().await?);
-    let ids = LogIdentities::new(ctx.spec);
+    let ids = &ctx.tables.logs;
     for n in 1..=MAX_SUFFIX {
         let folder = match n {
             1 => derived.clone(),
             n => format!("{derived}~{n}"),
         };
-        if ids.app_of(&ctx.db.pool, &folder).await?.is_none() && !has_log(ctx, &folder).await? {
+        if ids.app_of(&folder).await?.is_none() && !has_log(ctx, &folder).await? {
             return Ok(folder);
         }
     }
@@ -228,9 +221,9 @@ impl Log<'_> {
                 if self.recorded {
                     return Ok(());
                 }
-                let ids = LogIdentities::new(self.ctx.spec);
+                let ids = &self.ctx.tables.logs;
                 let recorded = ids
-                    .record(&self.ctx.db.pool, &self.app, &self.folder, How::Begun, self.ctx.now())
+                    .record(&self.app, &self.folder, How::Begun, self.ctx.now())
                     .await?;
                 match recorded {
                     Recorded::Folder(f) if f == self.folder => Ok(()),
@@ -251,7 +244,7 @@ pub(crate) async fn logged_apps(
     ctx: &RunContext,
     apps: &[String],
 ) -> Result<Vec<String>, ChainError> {
-    let recorded = LogIdentities::new(ctx.spec).all(&ctx.db.pool).await?;
+    let recorded = ctx.tables.logs.all().await?;
     let mut claimed: BTreeSet<String> = recorded.iter().map(|(_, f)| f.clone()).collect();
     let mut more: Vec<String> = recorded
         .iter()

@@ -10,7 +10,6 @@ use std::collections::HashSet;
 use serde::Deserialize;
 
 use super::{table_prefix, ChainError, Log, Transition, TRANSITION_SCHEMA};
-use crate::db::chain::ChainTable;
 use crate::model::chain::{self, ChainFinding, Problem};
 use crate::model::format;
 use crate::model::protection::PutOptions;
@@ -71,9 +70,9 @@ pub(super) async fn find(log: &Log<'_>) -> Result<Option<Legacy>, ChainError> {
         .await?
         .and_then(|b| chain::Checkpoint::parse(&b, ctx.spec.name, &log.folder).ok())
         .and_then(|c| c.head().cloned());
-    let table = ChainTable::new(ctx.spec);
-    let ours = table.links(&ctx.db.pool, &log.app, seq, seq).await?.pop();
-    let whole = table.links(&ctx.db.pool, &log.app, 1, seq).await?.len() as u64 == seq;
+    let table = &ctx.tables.receipts;
+    let ours = table.links(&log.app, seq, seq).await?.pop();
+    let whole = table.links(&log.app, 1, seq).await?.len() as u64 == seq;
     let agrees = matches!((&anchored, &ours), (Some(a), Some(o)) if a.link == o.link) && whole;
     Ok(Some(Legacy {
         seq,

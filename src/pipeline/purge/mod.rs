@@ -135,11 +135,7 @@ impl AppWork for Purger<'_> {
             tally.details.would_purge_rows = Some(0);
         }
         let total = match self.observer.wants_totals() {
-            true => self
-                .receipts
-                .count(&self.ctx.db.pool, &self.scope(app))
-                .await
-                .ok(),
+            true => self.receipts.count(&self.scope(app)).await.ok(),
             false => None,
         };
         self.observer.start(app, "batches", total);
@@ -235,9 +231,9 @@ impl<'a> Purger<'a> {
         Purger {
             ctx,
             opts,
-            receipts: Receipts::new(ctx.spec),
-            members: Members::new(ctx.spec),
-            purge: PurgeQueries::new(ctx.spec),
+            receipts: ctx.tables.receipts.clone(),
+            members: ctx.tables.members.clone(),
+            purge: PurgeQueries::new(&ctx.db.pool, ctx.spec),
             deadline,
             started,
             throttle_rows: AtomicU64::new(0),
@@ -260,20 +256,12 @@ impl<'a> Purger<'a> {
     /// purged on their receipt), and rows archived too recently for `--grace`. A failure to count
     /// is logged, not fatal.
     async fn note_left(&self, app: &str, details: &mut PurgeApp) {
-        match self
-            .receipts
-            .restored_unpurged(&self.ctx.db.pool, app)
-            .await
-        {
+        match self.receipts.restored_unpurged(app).await {
             Ok(n) => details.restored_batches_left = Some(n),
             Err(e) => tracing::warn!(app, error = %e, "could not count restored batches"),
         }
         let grace_from = self.ctx.now() - self.opts.grace_ms;
-        match self
-            .receipts
-            .in_grace(&self.ctx.db.pool, app, grace_from)
-            .await
-        {
+        match self.receipts.in_grace(app, grace_from).await {
             Ok((rows, first)) if rows > 0 => {
                 let eligible = first.map(|ms| ms + self.opts.grace_ms);
                 tracing::info!(
@@ -298,12 +286,11 @@ impl<'a> Purger<'a> {
         access: Access<'_>,
         tally: &mut Tally,
     ) -> Result<(), AppError> {
-        let pool = &self.ctx.db.pool;
         // Only batches whose receipt is proven to be the leaf at its index in the tree head the
         // store holds are purged: an inclusion proof each, the tiles on its path read once.
         let log = Log::open(self.ctx, app).await?;
         let mut prover = Prover::open(&log).await?;
-        let receipts = self.receipts.stream(pool, self.scope(app));
+        let receipts = self.receipts.stream(self.scope(app));
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
             let receipt = receipt?;
@@ -349,11 +336,8 @@ impl<'a> Purger<'a> {
         access: Access<'_>,
         tally: &mut Tally,
     ) -> Result<Step, AppError> {
-        let (pool, app) = (&self.ctx.db.pool, receipt.app_code.as_str());
-        let members = self
-            .members
-            .members_of(pool, app, &receipt.batch_id)
-            .await?;
+        let app = receipt.app_code.as_str();
+        let members = self.members.members_of(app, &receipt.batch_id).await?;
         let (findings, members, batch) = self.proven(receipt, members).await?;
         if !findings.is_empty() {
             for f in &findings {
@@ -385,7 +369,7 @@ impl<'a> Purger<'a> {
                         members: chunk,
                         batch,
                     };
-                    rows += self.purge.count(pool, of).await?;
+                    rows += self.purge.count(of).await?;
                 }
                 *tally.details.would_purge_rows.get_or_insert(0) += rows;
                 let c = &receipt.content;
@@ -435,11 +419,7 @@ impl<'a> Purger<'a> {
         kept_from: usize,
         tally: &mut Tally,
     ) -> Result<Step, AppError> {
-        let (pool, app, batch_id) = (
-            &self.ctx.db.pool,
-            receipt.app_code.as_str(),
-            &receipt.batch_id,
-        );
+        let (app, batch_id) = (receipt.app_code.as_str(), &receipt.batch_id);
         let failpoints = &self.opts.failpoints;
         let mut busy = 0;
         for chunk in members.chunks(PURGE_CHUNK) {
@@ -455,7 +435,6 @@ impl<'a> Purger<'a> {
             let done = match self
                 .purge
                 .purge_chunk(
-                    pool,
                     of,
                     lock,
                     self.opts.include_restored,
@@ -528,11 +507,7 @@ impl<'a> Purger<'a> {
         busy: u64,
         tally: &mut Tally,
     ) -> Result<Step, AppError> {
-        let (pool, app, batch) = (
-            &self.ctx.db.pool,
-            receipt.app_code.as_str(),
-            &receipt.batch_id,
-        );
+        let (app, batch) = (receipt.app_code.as_str(), &receipt.batch_id);
         if busy > 0 {
             // Rows another transaction held (the relay, an operator): the receipt stays
             // unfinished and the next run looks at them again; the summary says how many.
@@ -555,7 +530,6 @@ impl<'a> Purger<'a> {
         let finished = self
             .purge
             .finish(
-                pool,
                 app,
                 batch,
                 &gone,

@@ -34,11 +34,11 @@ impl Purger<'_> {
         receipt: &Receipt,
         members: Vec<Member>,
     ) -> Result<(Vec<Finding>, Vec<Member>, &'static TableSpec), AppError> {
-        let (pool, app, batch) = (&self.ctx.db.pool, &receipt.app_code, &receipt.batch_id);
+        let (app, batch) = (&receipt.app_code, &receipt.batch_id);
         // What the batch's data object must hold: its members and any older versions of rows
         // a later batch superseded.
         let mut proven = members.clone();
-        proven.extend(self.members.superseded_of(pool, app, batch).await?);
+        proven.extend(self.members.superseded_of(app, batch).await?);
         let expected = Expected::of_receipt(self.ctx.spec, receipt, proven);
         let provable_by_rows = expected.receipt.members_proof.is_some()
             && receipt.life.compaction.is_none()

@@ -10,7 +10,6 @@
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use super::{Finding, FindingKind};
-use crate::db::chain::ChainTable;
 use crate::model::receipt::Receipt;
 use crate::pipeline::DbContext;
 
@@ -36,14 +35,10 @@ pub(crate) async fn note_findings(
     let Some(found) = kept(findings) else {
         return;
     };
-    let noted = ChainTable::new(ctx.spec)
-        .record_findings(
-            &ctx.db.pool,
-            &receipt.app_code,
-            &receipt.batch_id,
-            ctx.now(),
-            &found,
-        )
+    let noted = ctx
+        .tables
+        .receipts
+        .record_findings(&receipt.app_code, &receipt.batch_id, ctx.now(), &found)
         .await;
     if let Err(e) = noted {
         if !SAID.swap(true, Ordering::Relaxed) {

@@ -276,19 +276,12 @@ impl TestDb {
 
     /// Source rows that must be archived: delivered and below the cutoff, in cursor order.
     pub async fn expected_rows(&self, app: &str, cutoff_ms: i64) -> Vec<Row> {
-        let pages = outbox_archiver::SourceTable::new(self.spec);
+        let pages = outbox_archiver::SourceTable::new(&self.db.pool, self.spec);
         let mut rows = Vec::new();
         let mut after = None;
         loop {
             let page = pages
-                .page(
-                    &self.db.pool,
-                    app,
-                    self.delivered_status,
-                    after.as_ref(),
-                    cutoff_ms,
-                    500,
-                )
+                .page(app, self.delivered_status, after.as_ref(), cutoff_ms, 500)
                 .await
                 .unwrap();
             if page.is_empty() {

@@ -1,6 +1,7 @@
-//! The chain of an app's batches in the receipts table (migration 10; the encoding is
-//! [`crate::model::chain`]): linking receipts as they are recorded, reading links back, and
-//! recording when `verify` last read a batch in full.
+//! The log's columns of the receipts table: each receipt's place in its app's record order
+//! (`chain_seq` and its link, migration 10; the encoding is [`crate::model::chain`]) given as it
+//! is recorded, the leaf the store's log gave it (`log_index`), and what the checks last noted of
+//! its batch (a full read, findings).
 //!
 //! A receipt is linked in the transaction that records it, under the app's lock: the head — the
 //! app's greatest seq — is read with a locking read, the receipts not linked yet (this one, and
@@ -8,17 +9,11 @@
 //! on `(app_code, chain_seq)` is what makes a fork impossible even without the lock: a second
 //! writer's seq collides, and its whole transaction fails.
 
-use sqlx::{AssertSqlSafe, MySqlConnection, MySqlPool};
+use sqlx::{AssertSqlSafe, MySqlConnection};
 
-use super::{Context, DbError};
+use super::Receipts;
+use crate::db::{Context, DbError};
 use crate::model::chain::{self, Link, GENESIS};
-use crate::model::table::TableSpec;
-
-/// The chain columns of one outbox table's receipts.
-#[derive(Debug, Clone)]
-pub struct ChainTable {
-    spec: &'static TableSpec,
-}
 
 /// A row of the chain: seq, batch id, manifest hash (the column), link.
 type LinkRow = (i64, String, String, String);
@@ -32,16 +27,12 @@ fn to_link((seq, batch_id, manifest_sha256, link): LinkRow) -> Link {
     }
 }
 
-impl ChainTable {
-    pub fn new(spec: &'static TableSpec) -> ChainTable {
-        ChainTable { spec }
-    }
-
+impl Receipts {
     /// Locks the app's chain head (its greatest seq) for the caller's transaction and returns
     /// it — `(0, genesis)` for an app with no link yet. Taken first in the receipt transaction,
     /// before its receipt is inserted, so that every writer of an app's links takes the head
     /// before any receipt row (no lock-order deadlock with `migrate`'s genesis, which takes it
-    /// first too); [`ChainTable::link_pending`] links after it.
+    /// first too); [`Receipts::link_pending`] links after it.
     pub(crate) async fn lock_head(
         &self,
         tx: &mut MySqlConnection,
@@ -113,7 +104,8 @@ impl ChainTable {
 
     /// Links every app's receipts not linked yet (the genesis backfill of `migrate`): one
     /// transaction per app. Returns the receipts linked.
-    pub(crate) async fn backfill(&self, pool: &MySqlPool) -> Result<u64, DbError> {
+    pub(crate) async fn backfill(&self) -> Result<u64, DbError> {
+        let pool = &self.pool;
         let apps: Vec<String> = sqlx::query_scalar(AssertSqlSafe(format!(
             "SELECT DISTINCT app_code FROM {} WHERE chain_seq IS NULL",
             self.spec.receipts_table()
@@ -137,7 +129,8 @@ impl ChainTable {
     }
 
     /// The app's last link, if any receipt is linked.
-    pub async fn head(&self, pool: &MySqlPool, app: &str) -> Result<Option<Link>, DbError> {
+    pub async fn head(&self, app: &str) -> Result<Option<Link>, DbError> {
+        let pool = &self.pool;
         let row: Option<LinkRow> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT chain_seq, CAST(batch_id AS CHAR), CAST(manifest_sha256 AS CHAR), CAST(chain_link AS CHAR) \
              FROM {} WHERE app_code = ? AND chain_seq IS NOT NULL ORDER BY chain_seq DESC LIMIT 1",
@@ -151,13 +144,8 @@ impl ChainTable {
     }
 
     /// The app's links `from..=to`, in order (those the database has).
-    pub async fn links(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-        from: u64,
-        to: u64,
-    ) -> Result<Vec<Link>, DbError> {
+    pub async fn links(&self, app: &str, from: u64, to: u64) -> Result<Vec<Link>, DbError> {
+        let pool = &self.pool;
         let rows: Vec<LinkRow> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT chain_seq, CAST(batch_id AS CHAR), CAST(manifest_sha256 AS CHAR), CAST(chain_link AS CHAR) \
              FROM {} WHERE app_code = ? AND chain_seq BETWEEN ? AND ? ORDER BY chain_seq",
@@ -173,11 +161,8 @@ impl ChainTable {
     }
 
     /// The app's last leaf the database knows: its index and the chain seq of its receipt.
-    pub(crate) async fn last_logged(
-        &self,
-        pool: &MySqlPool,
-        app: &str,
-    ) -> Result<Option<(u64, u64)>, DbError> {
+    pub(crate) async fn last_logged(&self, app: &str) -> Result<Option<(u64, u64)>, DbError> {
+        let pool = &self.pool;
         let row: Option<(i64, Option<i64>)> = sqlx::query_as(AssertSqlSafe(format!(
             "SELECT log_index, chain_seq FROM {} WHERE app_code = ? AND log_index IS NOT NULL \
              ORDER BY log_index DESC LIMIT 1",
@@ -194,10 +179,10 @@ impl ChainTable {
     /// each only if it has none yet; in one transaction. Returns the receipts given a leaf.
     pub(crate) async fn set_leaves(
         &self,
-        pool: &MySqlPool,
         app: &str,
         leaves: &[(String, u64)],
     ) -> Result<u64, DbError> {
+        let pool = &self.pool;
         let table = self.spec.receipts_table();
         let mut tx = pool
             .begin()
@@ -233,12 +218,12 @@ impl ChainTable {
     /// Records that `verify` read the batch's objects in full at `at_ms` and found them whole.
     pub(crate) async fn record_full_verification(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
         at_ms: i64,
         how: &str,
     ) -> Result<(), DbError> {
+        let pool = &self.pool;
         sqlx::query(AssertSqlSafe(format!(
             "UPDATE {} SET full_verified_at_ms = ?, full_verified_how = ? WHERE app_code = ? AND batch_id = ?",
             self.spec.receipts_table()
@@ -257,12 +242,12 @@ impl ChainTable {
     /// found (`findings`: JSON, as a run's findings are kept — migration 17).
     pub(crate) async fn record_findings(
         &self,
-        pool: &MySqlPool,
         app: &str,
         batch_id: &str,
         at_ms: i64,
         findings: &str,
     ) -> Result<(), DbError> {
+        let pool = &self.pool;
         sqlx::query(AssertSqlSafe(format!(
             "UPDATE {} SET last_findings_at_ms = ?, last_findings = ? WHERE app_code = ? AND batch_id = ?",
             self.spec.receipts_table()
