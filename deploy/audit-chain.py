@@ -28,13 +28,13 @@ folder already: its batches are under `app_code={code}/`), it
      accepted, past which the chain was carried);
   6. lists every batch folder the copy holds that no leaf names (a batch whose run ended before
      its receipt, or before appending) as a note, not a problem.
-  7. names as a problem (chain_unanchored) a linear chain of an older build (`_chain/`) that no
+  7. names as a problem (log_pending, formerly chain_unanchored) a linear chain of an older build (`_chain/`) that no
      log carries over yet: nothing of that app is checked here until the new build's first
      archive of it carries the chain over;
   8. holds the checkpoint to the largest tree head the log was published at (heads/: every
      checkpoint an archive run wrote, kept write-once under its size) and, with --seen, to the
      checkpoint each given statement saw: a smaller tree, or one that does not grow from that
-     head (its first leaves another tree), is chain_rollback — the checkpoint written back.
+     head (its first leaves another tree), is log_rollback (formerly chain_rollback) — the checkpoint written back.
 
 A tile that is not full is read from its `.p/{width}` object or, where a later append replaced
 it, from the first hashes of a wider one or the full tile (C2SP: a tile's first hashes never
@@ -198,10 +198,10 @@ def audit_log(table, app, folder, batches, problems, seen=()):
         text = read(os.path.join(folder, "checkpoint")).decode()
         found, size, root = checkpoint_body(text)
         if found != origin:
-            problems.append(f"chain_fork: {app}: the checkpoint is of log {found!r}, not {origin!r}")
+            problems.append(f"log_fork (formerly chain_fork): {app}: the checkpoint is of log {found!r}, not {origin!r}")
             return []
     except (OSError, ValueError, IndexError, UnicodeDecodeError) as e:
-        problems.append(f"chain_fork: {app}: the checkpoint cannot be read: {e}")
+        problems.append(f"log_fork (formerly chain_fork): {app}: the checkpoint cannot be read: {e}")
         return []
     accepted = {}
     breaks_dir = os.path.join(folder, "breaks")
@@ -222,7 +222,7 @@ def audit_log(table, app, folder, batches, problems, seen=()):
         try:
             transition = json.loads(read(os.path.join(folder, "transition.json")))
         except (OSError, ValueError) as e:
-            problems.append(f"chain_mismatch: {app}: transition.json cannot be read: {e}")
+            problems.append(f"log_mismatch (formerly chain_mismatch): {app}: transition.json cannot be read: {e}")
     leaves, full = [], [[]]
     entries_out = []
     for n in range((size + WIDTH - 1) // WIDTH):
@@ -231,18 +231,18 @@ def audit_log(table, app, folder, batches, problems, seen=()):
             hashes = read_tile(folder, lambda i, w: tile_path(0, i, w), n, width, hashes_of)
             entries = read_tile(folder, entries_path, n, width, unbundle)
         except (OSError, ValueError) as e:
-            problems.append(f"chain_mismatch: {app} leaf {n * WIDTH}: tile {n} cannot be read: {e}")
+            problems.append(f"log_mismatch (formerly chain_mismatch): {app} leaf {n * WIDTH}: tile {n} cannot be read: {e}")
             return []
         if len(hashes) != width or len(entries) != width:
-            problems.append(f"chain_mismatch: {app} leaf {n * WIDTH}: tile {n} does not hold {width} leaves")
+            problems.append(f"log_mismatch (formerly chain_mismatch): {app} leaf {n * WIDTH}: tile {n} does not hold {width} leaves")
             return []
         for i, (h, e) in enumerate(zip(hashes, entries)):
             index = n * WIDTH + i
             if leaf_hash(e) != h:
-                problems.append(f"chain_mismatch: {app} leaf {index}: its hash in the tile is not its entry's (rewritten)")
+                problems.append(f"log_mismatch (formerly chain_mismatch): {app} leaf {index}: its hash in the tile is not its entry's (rewritten)")
             fields = e.decode(errors="replace").split("\n")
             if len(fields) != 6 or fields[0] != ENTRY_SCHEMA or fields[1] != table or fields[2] != app or fields[5] != "":
-                problems.append(f"chain_mismatch: {app} leaf {index}: not an entry of this log")
+                problems.append(f"log_mismatch (formerly chain_mismatch): {app} leaf {index}: not an entry of this log")
                 fields = [None, None, None, "?", "?", ""]
             entries_out.append((index, fields[3], fields[4]))
             leaves.append(h)
@@ -257,38 +257,38 @@ def audit_log(table, app, folder, batches, problems, seen=()):
             try:
                 stored = read_tile(folder, lambda i, w: tile_path(level, i, w), n, width, hashes_of)
             except (OSError, ValueError) as e:
-                problems.append(f"chain_mismatch: {app}: tile {level}/{n} cannot be read: {e}")
+                problems.append(f"log_mismatch (formerly chain_mismatch): {app}: tile {level}/{n} cannot be read: {e}")
                 return entries_out
             if stored != below[n * WIDTH:n * WIDTH + width]:
-                problems.append(f"chain_mismatch: {app}: tile {level}/{n} is not the hashes of the tiles below it (rewritten)")
+                problems.append(f"log_mismatch (formerly chain_mismatch): {app}: tile {level}/{n} is not the hashes of the tiles below it (rewritten)")
             if width == WIDTH:
                 this.append(subtree(stored))
         full.append(this)
         level += 1
     computed = tree_hash(leaves)
     if computed != root:
-        problems.append(f"chain_fork: {app}: the checkpoint's root {base64.b64encode(root).decode()} is not the tree of its tiles ({base64.b64encode(computed).decode()})")
+        problems.append(f"log_fork (formerly chain_fork): {app}: the checkpoint's root {base64.b64encode(root).decode()} is not the tree of its tiles ({base64.b64encode(computed).decode()})")
     for seen_size, seen_root, where in seen_heads(folder, origin, seen):
         if seen_size is None:
-            problems.append(f"chain_rollback: {app}: {where}")
+            problems.append(f"log_rollback (formerly chain_rollback): {app}: {where}")
         elif seen_size > size:
-            problems.append(f"chain_rollback: {app}: the checkpoint holds {size} leaves, {where}: the checkpoint was written back (the batches of leaves {size}..{seen_size} may be gone with their receipts)")
+            problems.append(f"log_rollback (formerly chain_rollback): {app}: the checkpoint holds {size} leaves, {where}: the checkpoint was written back (the batches of leaves {size}..{seen_size} may be gone with their receipts)")
         elif tree_hash(leaves[:seen_size]) != seen_root:
-            problems.append(f"chain_rollback: {app}: the checkpoint's tree does not grow from the head {where.replace('saw ', 'saw, of ')}: its first {seen_size} leaves are another tree")
+            problems.append(f"log_rollback (formerly chain_rollback): {app}: the checkpoint's tree does not grow from the head {where.replace('saw ', 'saw, of ')}: its first {seen_size} leaves are another tree")
     if transition and transition.get("legacy_head_seq"):
         head_seq, link = transition["legacy_head_seq"], GENESIS
         for index, batch_id, manifest in entries_out[:head_seq]:
             link = legacy_link(table, app.lower(), index + 1, link, batch_id, manifest)
         if len(entries_out) < head_seq or link != transition.get("legacy_head_link"):
-            problems.append(f"chain_mismatch: {app}: the log's first {head_seq} leaves do not recompute the linear chain's head link (chain seq {head_seq}: {transition.get('legacy_head_link')}, is not the log's leaf {head_seq - 1})")
+            problems.append(f"log_mismatch (formerly chain_mismatch): {app}: the log's first {head_seq} leaves do not recompute the linear chain's head link (chain seq {head_seq}: {transition.get('legacy_head_link')}, is not the log's leaf {head_seq - 1})")
         key = transition.get("legacy_checkpoint") or ""
         legacy = os.path.join(folder, "..", "..", "_chain", f"app_code={app}", key.rsplit("/", 1)[-1])
         try:
             c = json.loads(read(legacy))
             if c["links"][-1]["seq"] != head_seq or c["links"][-1]["link"] != transition.get("legacy_head_link"):
-                problems.append(f"chain_mismatch: {app}: the linear chain's checkpoint {key} does not end at the head transition.json names")
+                problems.append(f"log_mismatch (formerly chain_mismatch): {app}: the linear chain's checkpoint {key} does not end at the head transition.json names")
         except (OSError, ValueError, KeyError, IndexError, TypeError) as e:
-            problems.append(f"chain_mismatch: {app}: the linear chain's checkpoint {key} cannot be read: {e}")
+            problems.append(f"log_mismatch (formerly chain_mismatch): {app}: the linear chain's checkpoint {key} cannot be read: {e}")
         print(f"{app}: carries on the linear chain to seq {head_seq} link {link}")
     for key in (transition or {}).get("legacy_breaks") or []:
         print(f"{app}: the linear chain was carried over past a break its older build accepted ({key}): the checkpoints it names were an abandoned branch")
@@ -299,11 +299,11 @@ def audit_log(table, app, folder, batches, problems, seen=()):
         if where is None and accepted.get(index) == batch_id:
             continue  # removed on purpose, accepted: its objects may be gone
         if where is None:
-            problems.append(f"chain_gap: {app} leaf {index}: batch {batch_id} is not in the store")
+            problems.append(f"log_gap (formerly chain_gap): {app} leaf {index}: batch {batch_id} is not in the store")
             continue
         manifest_path = os.path.join(where, "manifest.json")
         if not os.path.exists(manifest_path) or sha256_file(manifest_path) != manifest_sha256:
-            problems.append(f"chain_mismatch: {app} leaf {index}: manifest of batch {batch_id} is not the one logged")
+            problems.append(f"log_mismatch (formerly chain_mismatch): {app} leaf {index}: manifest of batch {batch_id} is not the one logged")
             continue
         try:
             manifest = json.loads(read(manifest_path))
@@ -372,7 +372,7 @@ def main(root, table, seen=()):
     for app in chained:
         if code_of(app) not in {code_of(a) for a in logged}:
             problems.append(
-                f"chain_unanchored: {app}: the store holds a linear chain of an older build "
+                f"log_pending (formerly chain_unanchored): {app}: the store holds a linear chain of an older build "
                 f"(_chain/app_code={app}/) that no log carries over yet: nothing of it was checked "
                 f"(this script checks logs; the new build's first archive of the app carries the chain over)"
             )

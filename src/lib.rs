@@ -142,7 +142,7 @@ pub use db::source::{decode_row, SourceTable};
 pub use db::{
     create_source_table, insert_rows, migrate as migrate_database, Db, DbError, IfPresent,
 };
-pub use pipeline::log::{ChainError, LogKeys};
+pub use pipeline::log::{LogError, LogKeys};
 
 // ── The object store.
 pub use store::{

@@ -272,8 +272,9 @@ pub(crate) struct ArchiveArgs {
     /// a batch removed on purpose, a linear chain not carried over): record the leaves as gone
     /// with this reason, write-once (every later verify and statement shows it), and append the
     /// database's receipts after them (README, "The log of batches").
-    #[arg(long, value_name = "REASON")]
-    pub accept_chain_break: Option<String>,
+    /// (`--accept-chain-break`, its name before 2026-12-05, is read for one release.)
+    #[arg(long, value_name = "REASON", alias = "accept-chain-break")]
+    pub accept_log_break: Option<String>,
     /// Most rows in one batch.
     #[arg(long, env = "OUTBOX_ARCHIVER_BATCH_ROWS", default_value_t = 50_000, value_parser = clap::value_parser!(u64).range(1..=10_000_000))]
     pub batch_rows: u64,

@@ -123,7 +123,7 @@ impl ArchiveArgs {
             parallel_apps: self.parallel_apps.resolve(super::parse::cores()),
             memory_budget: self.memory_budget,
             policy: write_policy(common.store.as_deref(), &self.upload, &self.protection)?,
-            accept_chain_break: self.accept_chain_break.filter(|r| !r.trim().is_empty()),
+            accept_log_break: self.accept_log_break.filter(|r| !r.trim().is_empty()),
             failpoints: failpoints_from_env(),
         })
     }

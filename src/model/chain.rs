@@ -101,7 +101,7 @@ impl Checkpoint {
     }
 
     /// Reads a checkpoint and holds it to itself: of the chain in `table` of the app whose
-    /// [`folder_name`] is `folder`, numbered without a gap, every link the hash of the one
+    /// folder (`pipeline::log::identity`) is `folder`, numbered without a gap, every link the hash of the one
     /// before it and its batch.
     pub(crate) fn parse(
         bytes: &[u8],
@@ -150,7 +150,7 @@ impl Checkpoint {
 
 /// The folder of an app's checkpoints: `{table prefix}_chain/app_code={folder}/`, beside the
 /// apps' folders (a name query engines skip, and no batch's key can take: app codes start
-/// with a letter or digit); `folder` is the app's [`folder_name`].
+/// with a letter or digit); `folder` is the app's folder (`pipeline::log::identity`).
 pub(crate) fn checkpoint_prefix(table_prefix: &str, folder: &str) -> String {
     format!("{table_prefix}_chain/app_code={folder}/")
 }
@@ -185,55 +185,6 @@ pub(crate) fn checkpoint_of_key(key: &str) -> Option<(u64, &str)> {
 /// only in case never share a link).
 pub(crate) fn chain_app(app_code: &str) -> String {
     app_code.to_ascii_lowercase()
-}
-
-/// The folder a log that begins today takes (and the name a build before issue 42 derived on
-/// every run, its checkpoints' `app_code` included): the app's code as the database tells apps
-/// apart — exactly where the source's app codes compare case-sensitively (`Pay` and `pay` are
-/// two apps, two logs), else in lowercase (the database holds an app's spellings equal, so its
-/// log is one). Only for a log that begins: an app's folder is its recorded log identity from
-/// then on (`pipeline::log::identity`), whatever the collation says later.
-pub(crate) fn folder_name(app_code: &str, case_matters: bool) -> String {
-    match case_matters {
-        true => app_code.to_string(),
-        false => chain_app(app_code),
-    }
-}
-
-/// What is wrong with an app's log at one place.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Problem {
-    /// A leaf without its receipt, or a receipt beyond the store's tree or not in it yet.
-    Gap,
-    /// A receipt, a manifest, a tile or an entry changed since the batch was logged.
-    Mismatch,
-    /// The store's tree head is not the tree of its tiles, not the log's, or not signed.
-    Fork,
-    /// The store's tree head is smaller than one the log was published at before, or is not a
-    /// tree grown from it.
-    Rollback,
-}
-
-impl Problem {
-    /// The finding kind `verify` names it by.
-    pub(crate) fn kind(self) -> &'static str {
-        match self {
-            Problem::Gap => "chain_gap",
-            Problem::Mismatch => "chain_mismatch",
-            Problem::Fork => "chain_fork",
-            Problem::Rollback => "chain_rollback",
-        }
-    }
-}
-
-/// One problem of a log, with the leaf (none: a receipt not in the log) and what was found.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct ChainFinding {
-    pub problem: Problem,
-    pub seq: Option<u64>,
-    pub batch_id: Option<String>,
-    pub expected: String,
-    pub actual: String,
 }
 
 /// One compact JSON line (serde_json's encoding, SPEC §4), keys in the order declared.
@@ -362,8 +313,9 @@ mod tests {
     #[test]
     fn checkpoint_keys_sort_in_chain_order_and_parse_back() {
         let links = chain(10);
-        let folder = folder_name("Wallet-SG", false);
-        let key = checkpoint_key("outbox/wallet_outbox/", &folder, &links[4]);
+        // The folder of app Wallet-SG where app codes compare case-insensitively.
+        let folder = "wallet-sg";
+        let key = checkpoint_key("outbox/wallet_outbox/", folder, &links[4]);
         assert_eq!(
             key,
             format!(
@@ -372,11 +324,7 @@ mod tests {
             )
         );
         // Where app codes compare case-sensitively, Wallet-SG and wallet-sg are two apps.
-        let exact = checkpoint_key(
-            "outbox/wallet_outbox/",
-            &folder_name("Wallet-SG", true),
-            &links[4],
-        );
+        let exact = checkpoint_key("outbox/wallet_outbox/", "Wallet-SG", &links[4]);
         assert!(exact.contains("/_chain/app_code=Wallet-SG/"), "{exact}");
         assert_eq!(checkpoint_of_key(&key), Some((5, &links[4].link[..16])));
         assert!(checkpoint_key("p/", "a", &links[8]) < checkpoint_key("p/", "a", &links[9]));

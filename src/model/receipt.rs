@@ -38,8 +38,9 @@ pub struct Receipt {
     pub objects: Objects,
     /// How the objects are protected and stored, as the store reported it after the puts.
     pub protection: Protection,
-    /// Its link in its app's chain (migration 10; none until linked).
-    pub chain: Option<Link>,
+    /// Its place in its app's record order — the seq, which orders its app's leaves in the
+    /// log, and the link an older build's linear chain gave it (migration 10; none until given).
+    pub link: Option<Link>,
     /// Its leaf in its app's log (migration 13; none until an archive run appended it).
     pub log_index: Option<u64>,
     /// Where it is in its life: recorded, restored, compacted, verified again.
@@ -140,7 +141,7 @@ impl Receipt {
             members_proof: None,
             objects,
             protection: Protection::default(),
-            chain: None,
+            link: None,
             log_index: None,
             life: Lifecycle::default(),
         }
@@ -177,9 +178,9 @@ impl Receipt {
         .to_bytes()
     }
 
-    /// Its seq in its app's chain, once linked.
-    pub(crate) fn chain_seq(&self) -> Option<u64> {
-        self.chain.as_ref().map(|link| link.seq)
+    /// Its seq in its app's record order, once given.
+    pub(crate) fn seq(&self) -> Option<u64> {
+        self.link.as_ref().map(|link| link.seq)
     }
 
     /// A compacted receipt's digest of the data object's `(event_id, updated_at_ms)` pairs.

@@ -206,7 +206,7 @@ fn restore_notes(r: &RestoreApp) -> Vec<String> {
 }
 
 fn finding_text(f: &Finding) -> String {
-    let mut text = f.kind.name();
+    let mut text = f.kind.label();
     if let Some(batch) = &f.batch_id {
         let _ = write!(text, " batch {batch}");
     }

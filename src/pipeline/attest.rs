@@ -16,16 +16,16 @@
 
 use std::collections::{BTreeMap, BTreeSet};
 
-use super::log::{self, ChainError, Log, PeriodProof};
+use super::log::{self, Log, LogError, PeriodProof};
 use super::report::statement::{
     AcceptedBreak, AppStatement, BatchStatement, DayStatement, FullVerification,
     RetentionStatement, Statement, UnresolvedBatch, UnresolvedFindings, SCHEMA,
 };
-use crate::model::chain::{ChainFinding, Problem};
 use crate::model::format::TotalValue;
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::model::{timespec, tlog};
+use crate::pipeline::log::finding::{LogFinding, Problem};
 
 /// The period attested: UTC days `from..=to`.
 #[derive(Debug, Clone, Copy)]
@@ -39,7 +39,7 @@ pub(crate) struct Period {
 #[derive(Debug, Clone)]
 pub(crate) struct Refusal {
     pub reason: String,
-    pub finding: Option<Box<ChainFinding>>,
+    pub finding: Option<Box<LogFinding>>,
 }
 
 /// One app's period, proven.
@@ -359,9 +359,9 @@ impl Attest<'_> {
         &self,
         app: &str,
         receipts: &'r [Receipt],
-    ) -> Result<Result<Proven<'r>, Refusal>, ChainError> {
+    ) -> Result<Result<Proven<'r>, Refusal>, LogError> {
         let (ctx, period) = (self.ctx, &self.period);
-        let refuse = |reason: String, finding: Option<ChainFinding>| Refusal {
+        let refuse = |reason: String, finding: Option<LogFinding>| Refusal {
             reason,
             finding: finding.map(Box::new),
         };
@@ -388,7 +388,7 @@ impl Attest<'_> {
             .collect();
         let ours: BTreeSet<u64> = receipts.iter().filter_map(|r| r.log_index).collect();
         if let Some(gap) = (start..end).find(|i| !ours.contains(i) && !accepted.contains(i)) {
-            let finding = ChainFinding {
+            let finding = LogFinding {
                 problem: Problem::Gap,
                 seq: Some(gap),
                 batch_id: None,
@@ -464,7 +464,7 @@ impl super::apps::AppWork for Attest<'_> {
                     Some(f) => format!(
                         "not attested: {} — {} at leaf {}: expected {}, found {}",
                         refusal.reason,
-                        f.problem.kind(),
+                        f.problem.kind().label(),
                         f.seq.map_or("-".into(), |s| s.to_string()),
                         f.expected,
                         f.actual

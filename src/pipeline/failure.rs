@@ -123,12 +123,12 @@ impl Classify for StoreError {
     }
 }
 
-impl Classify for super::log::ChainError {
+impl Classify for super::log::LogError {
     fn kind(&self) -> Kind {
         match self {
-            super::log::ChainError::Db(e) => e.kind(),
-            super::log::ChainError::Store(e) => e.kind(),
-            super::log::ChainError::Refused { .. } => Kind::Fatal,
+            super::log::LogError::Db(e) => e.kind(),
+            super::log::LogError::Store(e) => e.kind(),
+            super::log::LogError::Refused { .. } => Kind::Fatal,
         }
     }
 }

@@ -28,14 +28,14 @@ pub(crate) async fn migrate(
         db::receipts::Receipts::new(&db.pool, spec).backfill().await
     }
     .await;
-    let (chain_linked, error) = match result {
+    let (numbered, error) = match result {
         Ok(linked) => (linked, None),
         Err(e) => (0, Some(e)),
     };
-    if chain_linked > 0 {
+    if numbered > 0 {
         tracing::info!(
-            receipts = chain_linked,
-            "linked the receipts recorded before the chain into their apps' chains, from the genesis in the order they were recorded"
+            receipts = numbered,
+            "numbered the receipts an older build recorded in their apps' record order (their links from the genesis)"
         );
     }
     let applied: Vec<String> = db
@@ -58,13 +58,13 @@ pub(crate) async fn migrate(
     if !created.is_empty() {
         tracing::info!(tables = created.join(", "), "created");
     }
-    if applied.is_empty() && created.is_empty() && chain_linked == 0 && error.is_none() {
+    if applied.is_empty() && created.is_empty() && numbered == 0 && error.is_none() {
         tracing::info!("nothing to do: every migration was applied already");
     }
     let run = MigrateRun {
         applied,
         created,
-        chain_linked,
+        numbered: crate::pipeline::report::log_fields::Numbered(numbered),
         ..MigrateRun::default()
     };
     (run, error)

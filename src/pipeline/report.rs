@@ -6,6 +6,7 @@
 //! summary.
 
 pub(crate) mod details;
+pub(crate) mod log_fields;
 pub(crate) mod statement;
 
 use std::sync::OnceLock;

@@ -125,19 +125,19 @@ impl AppWork for Verify<'_> {
         // The app's log, unless the run checks listed batches only: the whole tree proven once
         // and each leaf held to its receipt (a tile and an entry bundle per 256 batches, the
         // receipts a page at a time).
-        let chain = async {
+        let audit = async {
             match self.opts.selection.batch_ids.is_empty() {
                 true => Some(log::audit(self.ctx, app).await),
                 false => None,
             }
         };
-        let (checked, scanned, chained) =
-            tokio::join!(self.check_receipts(app, &mut report), scan, chain);
+        let (checked, scanned, audited) =
+            tokio::join!(self.check_receipts(app, &mut report), scan, audit);
         if let Err(e) = checked {
             report.error.get_or_insert(e.to_string());
         }
-        if let Some(chained) = chained {
-            self.note_chain(app, chained, &mut details, &mut report);
+        if let Some(audited) = audited {
+            self.note_log(app, audited, &mut details, &mut report);
         }
         self.note_not_verified(app, &mut report).await;
         match scanned {
@@ -232,19 +232,19 @@ impl<'a> Verify<'a> {
     }
 
     /// An app's log audited: its findings join the run's, its head and breaks its details.
-    fn note_chain(
+    fn note_log(
         &self,
         app: &str,
-        audited: Result<log::LogAudit, log::ChainError>,
+        audited: Result<log::LogAudit, log::LogError>,
         details: &mut VerifyApp,
         report: &mut AppReport,
     ) {
         match audited {
             Ok(audit) => {
-                details.chain_head = audit.size;
-                details.chain_root = audit.root.as_ref().map(log::hash_text);
-                details.chain_anchored_to = audit.size.map(|_| audit.known);
-                details.chain_breaks_accepted = audit
+                details.log.size = audit.size;
+                details.log.root = audit.root.as_ref().map(log::hash_text);
+                details.log.appended_to = audit.size.map(|_| audit.known);
+                details.log.breaks_accepted = audit
                     .breaks
                     .iter()
                     .map(|b| {
@@ -261,10 +261,7 @@ impl<'a> Verify<'a> {
                     })
                     .chain(audit.transition.iter().flat_map(|t| t.accepted()))
                     .collect();
-                let findings = audit
-                    .findings
-                    .into_iter()
-                    .map(|f| Finding::of_chain(app, f));
+                let findings = audit.findings.into_iter().map(|f| Finding::of_log(app, f));
                 self.run
                     .lock()
                     .expect("not poisoned")
@@ -631,7 +628,7 @@ async fn orphans_under(
                 // home's (every command reads it).
                 let checkpoint = key.starts_with(&format::logs_prefix(table))
                     || (key.starts_with(&format!("{table}_chain/"))
-                        && crate::model::chain::checkpoint_of_key(&key).is_some());
+                        && log::legacy::is_checkpoint_key(&key));
                 if !checkpoint && key != format::home_marker_key(table) {
                     orphans.push(key);
                 }

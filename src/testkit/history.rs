@@ -8,7 +8,7 @@
 use crate::db::Context;
 use crate::model::digest::sha256_hex;
 use crate::model::protection::WritePolicy;
-use crate::pipeline::log::{self, ChainError};
+use crate::pipeline::log::{self, LogError};
 use crate::pipeline::RunContext;
 
 /// Receipts copied per statement.
@@ -16,7 +16,7 @@ const CHUNK: u64 = 10_000;
 
 /// Copies the app's first receipt `n` times after its last, and appends the copies to the app's
 /// log. Returns the receipts made.
-pub async fn synthesize(ctx: &RunContext, app: &str, n: u64) -> Result<u64, ChainError> {
+pub async fn synthesize(ctx: &RunContext, app: &str, n: u64) -> Result<u64, LogError> {
     let pool = &ctx.db.pool;
     let table = ctx.spec.receipts_table();
     let columns: Vec<(String,)> = crate::db::schema_rows(
@@ -81,14 +81,14 @@ pub async fn synthesize(ctx: &RunContext, app: &str, n: u64) -> Result<u64, Chai
 
 /// Sets each copy's manifest hash (after chain seq `after_seq`) to the one its fields imply: its
 /// batch id is in its manifest, so every copy's differs from its template's.
-async fn imply_manifests(ctx: &RunContext, app: &str, after_seq: u64) -> Result<(), ChainError> {
+async fn imply_manifests(ctx: &RunContext, app: &str, after_seq: u64) -> Result<(), LogError> {
     let receipts = &ctx.tables.receipts;
     let (pool, table) = (&ctx.db.pool, ctx.spec.receipts_table());
     let mut after = after_seq;
     loop {
         let page = receipts.unlogged(app, after, 2_000).await?;
         let Some(last) = page.last() else { break };
-        after = last.chain_seq().unwrap_or(after);
+        after = last.seq().unwrap_or(after);
         let mut cases = String::new();
         let mut ids = Vec::new();
         let mut values: Vec<String> = Vec::new();

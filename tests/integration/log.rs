@@ -62,7 +62,7 @@ fn log_findings(summary: &Summary) -> Vec<(String, Option<u64>)> {
     verify_run(summary)
         .findings
         .iter()
-        .filter(|f| kind(f).starts_with("chain_"))
+        .filter(|f| kind(f).starts_with("log_"))
         .map(|f| (kind(f), f.seq))
         .collect()
 }
@@ -143,6 +143,9 @@ async fn a_whole_log_is_proven_and_attested_as_canonical_json_and_csv() {
     let verified = verify_metadata(&env).await;
     assert_eq!(verified.exit_code, 0, "{}", verified.to_json());
     let json = verified.to_json();
+    assert!(json.contains(r#""log_size":3"#), "{json}");
+    assert!(json.contains(r#""log_appended_to":3"#), "{json}");
+    // The names builds before 2026-12-05 gave them, kept for one release (README, Upgrading).
     assert!(json.contains(r#""chain_head":3"#), "{json}");
     assert!(json.contains(r#""chain_anchored_to":3"#), "{json}");
 
@@ -253,7 +256,7 @@ async fn a_batch_deleted_with_its_receipt_is_a_gap_at_its_leaf_and_its_neighbour
         .findings
         .iter()
         .filter(|f| {
-            kind(f) == "chain_gap" && f.expected.as_deref().unwrap_or_default().contains("app a2")
+            kind(f) == "log_gap" && f.expected.as_deref().unwrap_or_default().contains("app a2")
         })
         .collect();
     assert_eq!(gone.len(), 1, "{}", everything.to_json());
@@ -276,21 +279,21 @@ async fn a_batch_deleted_with_its_receipt_is_a_gap_at_its_leaf_and_its_neighbour
     assert_eq!(verified.exit_code, 1, "{}", verified.to_json());
     assert_eq!(
         log_findings(&verified),
-        [("chain_gap".to_string(), Some(1))],
+        [("log_gap".to_string(), Some(1))],
         "{}",
         verified.to_json()
     );
     let gap = verify_run(&verified)
         .findings
         .iter()
-        .find(|f| kind(f) == "chain_gap")
+        .find(|f| kind(f) == "log_gap")
         .unwrap();
     assert_eq!(gap.batch_id.as_deref(), Some(log[1].1.as_str()));
     assert!(
         gap.actual
             .as_deref()
             .unwrap()
-            .contains("--accept-chain-break"),
+            .contains("--accept-log-break"),
         "{gap:?}"
     );
 
@@ -302,7 +305,10 @@ async fn a_batch_deleted_with_its_receipt_is_a_gap_at_its_leaf_and_its_neighbour
     );
     let json = statement.to_json();
     assert!(json.contains("not attested"), "{json}");
-    assert!(json.contains("chain_gap at leaf 1"), "{json}");
+    assert!(
+        json.contains("log_gap (formerly chain_gap) at leaf 1"),
+        "{json}"
+    );
 
     // Each batch is proven on its own: purge takes both neighbours of the gap.
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
@@ -326,14 +332,16 @@ async fn a_receipts_totals_edited_is_a_mismatch_at_its_leaf_and_only_its_rows_ar
     let verified = verify_metadata(&env).await;
     assert_eq!(verified.exit_code, 1, "{}", verified.to_json());
     assert!(
-        log_findings(&verified).contains(&("chain_mismatch".to_string(), Some(1))),
+        log_findings(&verified).contains(&("log_mismatch".to_string(), Some(1))),
         "{}",
         verified.to_json()
     );
     let statement = attest::run(&day_after(&db, &store), &attest_options(&["a1"])).await;
     assert_eq!(statement.exit_code, 1, "{}", statement.to_json());
     assert!(
-        statement.to_json().contains("chain_mismatch at leaf 1"),
+        statement
+            .to_json()
+            .contains("log_mismatch (formerly chain_mismatch) at leaf 1"),
         "{}",
         statement.to_json()
     );
@@ -342,7 +350,7 @@ async fn a_receipts_totals_edited_is_a_mismatch_at_its_leaf_and_only_its_rows_ar
     let purge = purge_of(&purged, "a1");
     assert_eq!(purge.purged_rows, 200, "{}", purged.to_json());
     assert_eq!(purge.failed_batches, [log[1].1.clone()]);
-    assert_eq!(kind(&purge.findings[0]), "chain_mismatch");
+    assert_eq!(kind(&purge.findings[0]), "log_mismatch");
     assert_eq!(purge.findings[0].seq, Some(1));
     assert_eq!(
         db.count("SELECT COUNT(*) FROM wallet_outbox").await,
@@ -404,8 +412,8 @@ async fn a_database_restored_from_an_older_backup_is_reported_not_papered_over()
     assert_eq!(
         log_findings(&verified),
         [
-            ("chain_gap".to_string(), Some(2)),
-            ("chain_gap".to_string(), Some(3))
+            ("log_gap".to_string(), Some(2)),
+            ("log_gap".to_string(), Some(3))
         ],
         "{}",
         verified.to_json()
@@ -418,9 +426,9 @@ async fn a_database_restored_from_an_older_backup_is_reported_not_papered_over()
     assert_eq!(archived.exit_code, 1, "{}", archived.to_json());
     let details = archive_of(&archived, "a1");
     assert!(
-        details.chain_disagreement.as_deref().is_some_and(|d| d
+        details.log.disagreement.as_deref().is_some_and(|d| d
             .contains("2 leaf/leaves the database's receipts do not (from leaf 2")
-            && d.contains("--accept-chain-break")),
+            && d.contains("--accept-log-break")),
         "{}",
         archived.to_json()
     );
@@ -438,16 +446,17 @@ async fn a_database_restored_from_an_older_backup_is_reported_not_papered_over()
     let purge = purge_of(&purged, "a1");
     assert_eq!(purge.purged_rows, 200, "{}", purged.to_json());
     assert_eq!(purge.waiting_for_log.len(), 2, "{}", purged.to_json());
-    assert_eq!(kind(&purge.findings[0]), "chain_unanchored");
+    assert_eq!(kind(&purge.findings[0]), "log_pending");
 
     // Investigated: the operator accepts the break. It is recorded, write-once, and the
     // database's receipts appended after the store's leaves, which stay.
     let mut accept = options(&db, &["a1"], ARCHIVED_CUTOFF);
-    accept.accept_chain_break = Some("restored from the 03:00 backup, INC-4711".into());
+    accept.accept_log_break = Some("restored from the 03:00 backup, INC-4711".into());
     let accepted = archive(&env, &accept).await;
     assert!(accepted.ok, "{}", accepted.to_json());
     let key = archive_of(&accepted, "a1")
-        .chain_break
+        .log
+        .break_record
         .clone()
         .expect("a break written");
     assert_eq!(
@@ -497,12 +506,12 @@ async fn a_rewritten_tile_or_checkpoint_is_found_and_purge_keeps_what_it_cannot_
     let verified = verify_metadata(&env).await;
     let found = log_findings(&verified);
     assert!(
-        found.contains(&("chain_mismatch".to_string(), Some(2))),
+        found.contains(&("log_mismatch".to_string(), Some(2))),
         "{found:?}: {}",
         verified.to_json()
     );
     assert!(
-        found.contains(&("chain_fork".to_string(), Some(3))),
+        found.contains(&("log_fork".to_string(), Some(3))),
         "{found:?}"
     );
     // Dry run: leaf 2's proof does not need its own hash from the tile; leaves 0 and 1 need
@@ -542,8 +551,8 @@ async fn a_rewritten_tile_or_checkpoint_is_found_and_purge_keeps_what_it_cannot_
     assert_eq!(
         log_findings(&verified),
         [
-            ("chain_rollback".to_string(), Some(3)),
-            ("chain_fork".to_string(), Some(3))
+            ("log_rollback".to_string(), Some(3)),
+            ("log_fork".to_string(), Some(3))
         ],
         "{}",
         verified.to_json()
@@ -585,10 +594,7 @@ async fn receipts_recorded_before_the_log_are_appended_by_the_next_archive_run()
     let planned = purge::run(&env, &dry).await;
     assert_eq!(purge_of(&planned, "a1").waiting_for_log.len(), 5);
     assert!(purge_of(&planned, "a1").failed_batches.is_empty());
-    assert_eq!(
-        kind(&purge_of(&planned, "a1").findings[0]),
-        "chain_unanchored"
-    );
+    assert_eq!(kind(&purge_of(&planned, "a1").findings[0]), "log_pending");
 
     let migrated = migrate::run(&db.db, db.spec, &Default::default()).await;
     assert!(migrated.ok, "{}", migrated.to_json());
@@ -601,7 +607,7 @@ async fn receipts_recorded_before_the_log_are_appended_by_the_next_archive_run()
     // recorded, with nothing to archive.
     let archived = archive(&env, &options(&db, &["a1"], ARCHIVED_CUTOFF)).await;
     assert!(archived.ok, "{}", archived.to_json());
-    assert!(archive_of(&archived, "a1").chain_checkpoint.is_some());
+    assert!(archive_of(&archived, "a1").log.checkpoint.is_some());
     assert_eq!(log_of(&db, "a1").await, before);
     let verified = verify_metadata(&env).await;
     assert_eq!(verified.exit_code, 0, "{}", verified.to_json());
@@ -676,7 +682,8 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
     let (code, out) = audit_script(&copy_of(store.as_ref(), before.path()).await);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("chain_unanchored: a1:") && out.contains("nothing of it was checked"),
+        out.contains("log_pending (formerly chain_unanchored): a1:")
+            && out.contains("nothing of it was checked"),
         "{out}"
     );
     let archived = archive(&env, &options(&db, &["a1"], ARCHIVED_CUTOFF)).await;
@@ -760,7 +767,7 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
         "{}",
         refused.to_json()
     );
-    b1.accept_chain_break = Some("INC-9: the old chain of b1 was a test".into());
+    b1.accept_log_break = Some("INC-9: the old chain of b1 was a test".into());
     let accepted = archive(&env, &b1).await;
     assert!(accepted.ok, "{}", accepted.to_json());
     let transition: serde_json::Value = serde_json::from_slice(
@@ -779,7 +786,7 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
 async fn an_auditor_recomputes_the_log_from_a_copy_of_the_store_alone() {
     let (db, _s3, store, env) = archived_env(&rows("a1", 300), &["a1"], 100).await;
     let verified = verify_metadata(&env).await;
-    let root = serde_json::to_value(&verified).unwrap()["apps"][0]["chain_root"]
+    let root = serde_json::to_value(&verified).unwrap()["apps"][0]["log_root"]
         .as_str()
         .unwrap()
         .to_string();
@@ -825,16 +832,21 @@ async fn an_auditor_recomputes_the_log_from_a_copy_of_the_store_alone() {
     let (code, out) = audit_script(&copy);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("PROBLEM chain_mismatch: a1 leaf 0: manifest"),
-        "{out}"
-    );
-    assert!(out.contains("PROBLEM chain_gap: a1 leaf 1"), "{out}");
-    assert!(
-        out.contains("PROBLEM chain_mismatch: a1 leaf 2: its hash in the tile"),
+        out.contains("PROBLEM log_mismatch (formerly chain_mismatch): a1 leaf 0: manifest"),
         "{out}"
     );
     assert!(
-        out.contains("PROBLEM chain_fork: a1: the checkpoint's root"),
+        out.contains("PROBLEM log_gap (formerly chain_gap): a1 leaf 1"),
+        "{out}"
+    );
+    assert!(
+        out.contains(
+            "PROBLEM log_mismatch (formerly chain_mismatch): a1 leaf 2: its hash in the tile"
+        ),
+        "{out}"
+    );
+    assert!(
+        out.contains("PROBLEM log_fork (formerly chain_fork): a1: the checkpoint's root"),
         "{out}"
     );
 }
@@ -911,8 +923,8 @@ async fn apps_that_differ_only_in_case_are_two_apps_with_two_logs() {
     .await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     for app in run.summary["apps"].as_array().unwrap() {
-        assert_eq!(app["chain_head"], 6, "{}", run.summary);
-        assert_eq!(app["chain_anchored_to"], 6, "{}", run.summary);
+        assert_eq!(app["log_size"], 6, "{}", run.summary);
+        assert_eq!(app["log_appended_to"], 6, "{}", run.summary);
     }
     let dir = tempfile::tempdir().unwrap();
     let copy = copy_of(store.as_ref(), dir.path()).await;
@@ -939,7 +951,7 @@ async fn apps_that_differ_only_in_case_are_two_apps_with_two_logs() {
 
 /// A batch removed on purpose (issue 34): its objects lost, an operator deletes its receipt and
 /// member rows so that its rows are archived again. Until someone says so it is a gap — verify
-/// names it (every other batch is still proven and purged); `archive --accept-chain-break
+/// names it (every other batch is still proven and purged); `archive --accept-log-break
 /// REASON` records it, write-once, beside the log; then verify lists it, and the auditor's
 /// script honours it from a copy of the store. Through the binary.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -987,9 +999,9 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
     ];
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
-    assert!(run.all_output.contains("chain_gap"), "{}", run.all_output);
+    assert!(run.all_output.contains("log_gap"), "{}", run.all_output);
     assert!(
-        run.all_output.contains("--accept-chain-break"),
+        run.all_output.contains("--accept-log-break"),
         "says the way out: {}",
         run.all_output
     );
@@ -1005,12 +1017,12 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
     // Accepted, with the operator's reason: one write-once record.
     let mut accept = archive.to_vec();
     accept.extend([
-        "--accept-chain-break",
+        "--accept-log-break",
         "INC-7: batch 2's objects lost, re-archived",
     ]);
     let run = run_cli(&accept, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
-    let record = run.summary["apps"][0]["chain_break"]
+    let record = run.summary["apps"][0]["log_break"]
         .as_str()
         .unwrap()
         .to_string();
@@ -1025,7 +1037,7 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
     let run = run_cli(&accept, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert!(
-        run.summary["apps"][0]["chain_break"].is_null(),
+        run.summary["apps"][0]["log_break"].is_null(),
         "{}",
         run.summary
     );
@@ -1039,7 +1051,7 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
     assert_eq!(run.summary["apps"][0]["rows"], 100, "{}", run.summary);
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
-    let breaks = run.summary["apps"][0]["chain_breaks_accepted"][0]
+    let breaks = run.summary["apps"][0]["log_breaks_accepted"][0]
         .as_str()
         .unwrap();
     assert!(
@@ -1267,7 +1279,7 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
         .unwrap();
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
-    assert!(run.all_output.contains("chain_fork"), "{}", run.all_output);
+    assert!(run.all_output.contains("log_fork"), "{}", run.all_output);
     assert!(
         run.all_output
             .contains("carries no valid signature by archive.example.com/wallet"),

@@ -124,9 +124,9 @@ async fn verify_purge_attest(
     )
     .await;
     assert_eq!(run.code, 0, "verify {app}: {}", run.all_output);
-    let size = app_of(&run.summary, app)["chain_head"].clone();
+    let size = app_of(&run.summary, app)["log_size"].clone();
     assert_eq!(
-        app_of(&run.summary, app)["chain_anchored_to"],
+        app_of(&run.summary, app)["log_appended_to"],
         size,
         "{}",
         run.summary
@@ -157,7 +157,7 @@ async fn verify_purge_attest(
 /// of `app_code` — its log in `_log/app_code=pay/` — then `app_code` made `utf8mb4_bin` and the
 /// ALTERs start-up prints for the archiver's tables applied (issue 42). The log's folder was
 /// derived from today's collation, so it moved to `Pay/`: archive failed every run (chain_gap),
-/// `--accept-chain-break` the same, purge refused every batch. Now the folder recorded when
+/// `--accept-log-break` the same, purge refused every batch. Now the folder recorded when
 /// the log began is the one every command uses: archive appends to it, verify audits it, purge
 /// proves its batches, attest states it, with no break accepted. A new app `pay` — whose code
 /// names `Pay`'s folder now — gets a log of its own (`pay~2`), and both logs recompute.
@@ -222,7 +222,7 @@ async fn a_collation_made_case_sensitive_moves_no_log() {
         run.summary
     );
     assert_eq!(
-        app_of(&run.summary, "pay")["chain_head"],
+        app_of(&run.summary, "pay")["log_size"],
         2,
         "{}",
         run.summary

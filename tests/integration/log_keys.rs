@@ -140,7 +140,7 @@ async fn a_log_begun_unsigned_is_signed_then_its_key_rotated_and_retired() {
     assert_eq!(run.code, 0, "{}", run.all_output);
     let run = run_cli(&verify, &with(&envs, &[(VERIFIER, &old)])).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
-    assert!(run.all_output.contains("chain_fork"), "{}", run.all_output);
+    assert!(run.all_output.contains("log_fork"), "{}", run.all_output);
     let repeated = [
         &verify[..],
         &["--log-verifier", &old, "--log-verifier", &new],

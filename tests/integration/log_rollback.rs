@@ -170,7 +170,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(
-        run.all_output.contains("chain_rollback")
+        run.all_output.contains("log_rollback")
             && run
                 .all_output
                 .contains("it holds 4 leaves: the checkpoint was written back"),
@@ -181,7 +181,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     let run = run_cli(&purge, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(
-        run.all_output.contains("chain_rollback"),
+        run.all_output.contains("log_rollback"),
         "{}",
         run.all_output
     );
@@ -192,14 +192,14 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     );
     let (code, out) = attest_day(&envs, &day(1), None).await;
     assert_eq!(code, 1, "{out}");
-    assert!(out.contains("chain_rollback"), "{out}");
+    assert!(out.contains("log_rollback"), "{out}");
     let copy_dir = tempfile::tempdir().unwrap();
     let copy = copy_of(store.as_ref(), copy_dir.path()).await;
     let (code, out) = audit_script(&copy);
     assert_eq!(code, 1, "{out}");
     assert!(
         out.contains(
-            "chain_rollback: a1: the checkpoint holds 4 leaves, the store keeps a head of 5"
+            "log_rollback (formerly chain_rollback): a1: the checkpoint holds 4 leaves, the store keeps a head of 5"
         ),
         "{out}"
     );
@@ -211,7 +211,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     let run = run_cli(&archive, &signing).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(
-        run.all_output.contains("chain_rollback"),
+        run.all_output.contains("log_rollback"),
         "{}",
         run.all_output
     );
@@ -223,7 +223,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(
-        run.all_output.contains("chain_rollback")
+        run.all_output.contains("log_rollback")
             && run.all_output.contains("wallet_outbox_archive_log_heads"),
         "{}",
         run.all_output
@@ -236,7 +236,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(
-        run.all_output.contains("chain_rollback")
+        run.all_output.contains("log_rollback")
             && run.all_output.contains(&format!(
                 "the tiles hold leaf 4 (batch {fifth}), which no receipt accounts for"
             )),
@@ -261,7 +261,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     let (code, out) = attest_day(&envs, &day(1), Some(&first_path)).await;
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("chain_rollback") && out.contains("the previous statement"),
+        out.contains("log_rollback") && out.contains("the previous statement"),
         "{out}"
     );
     // A statement made without --previous (it cannot know) is caught by the auditor's tools,
@@ -283,7 +283,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     let (code, out) = audit_script_with(&copy, &["--seen", first_path.to_str().unwrap()]);
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("chain_rollback: a1: the checkpoint holds 4 leaves, the statement"),
+        out.contains("log_rollback (formerly chain_rollback): a1: the checkpoint holds 4 leaves, the statement"),
         "{out}"
     );
 }
@@ -357,7 +357,7 @@ async fn statements_prove_the_log_grew_from_the_previous_ones_checkpoint() {
     let (code, out) = attest_day(&envs, &day(1), Some(&forged)).await;
     assert_eq!(code, 1, "{out}");
     assert!(
-        out.contains("chain_rollback") && out.contains("does not grow from that head"),
+        out.contains("log_rollback") && out.contains("does not grow from that head"),
         "{out}"
     );
     let (code, out) = go_verifier(&second_path, &["-previous", forged.to_str().unwrap()]);

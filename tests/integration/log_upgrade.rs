@@ -164,7 +164,7 @@ async fn a_break_the_older_build_accepted_is_honoured_when_its_chain_is_carried_
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert!(
-        run.summary["apps"][0]["chain_breaks_accepted"][0]
+        run.summary["apps"][0]["log_breaks_accepted"][0]
             .as_str()
             .unwrap()
             .contains("carried over past a break that build accepted"),
@@ -205,7 +205,7 @@ async fn a_fork_the_older_build_reported_is_reported_until_accepted_and_named_af
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(
-        run.all_output.contains("chain_mismatch")
+        run.all_output.contains("log_mismatch")
             && run
                 .all_output
                 .contains("continuing the linear chain of an older build"),
@@ -220,6 +220,7 @@ async fn a_fork_the_older_build_reported_is_reported_until_accepted_and_named_af
         "a1",
         "--cutoff",
         CUTOFF,
+        // The flag's name before 2026-12-05 (`--accept-log-break` now), read for one release.
         "--accept-chain-break",
         "receipt 3 rewritten by hand, INC-99",
     ];
@@ -227,7 +228,7 @@ async fn a_fork_the_older_build_reported_is_reported_until_accepted_and_named_af
     assert_eq!(run.code, 0, "{}", run.all_output);
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
-    let accepted = run.summary["apps"][0]["chain_breaks_accepted"].to_string();
+    let accepted = run.summary["apps"][0]["log_breaks_accepted"].to_string();
     assert!(
         accepted.contains("was not carried over: receipt 3 rewritten by hand, INC-99"),
         "{}",

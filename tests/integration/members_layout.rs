@@ -164,7 +164,7 @@ async fn migration_9_carries_an_older_builds_members_over_and_every_command_goes
         .count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts")
         .await;
     assert_eq!(
-        migrated.summary["chain_linked"], receipts,
+        migrated.summary["receipts_numbered"], receipts,
         "{}",
         migrated.all_output
     );
@@ -478,7 +478,7 @@ async fn receipts_an_older_build_left_under_two_spellings_are_one_app_after_migr
     let migrated = run_cli(&["migrate"], &[("DATABASE_URL", older.url.clone())]).await;
     assert_eq!(migrated.code, 0, "{}", migrated.all_output);
     assert_eq!(
-        migrated.summary["chain_linked"], receipts,
+        migrated.summary["receipts_numbered"], receipts,
         "{}",
         migrated.all_output
     );
@@ -507,7 +507,7 @@ async fn receipts_an_older_build_left_under_two_spellings_are_one_app_after_migr
     assert_eq!(anchored.apps[0].rows, 0, "{}", anchored.to_json());
     let one = anchored.apps[0].app_code.clone();
     assert_eq!(
-        archive_of(&anchored, &one).chain_head,
+        archive_of(&anchored, &one).log.size,
         Some(receipts as u64),
         "{}",
         anchored.to_json()

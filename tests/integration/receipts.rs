@@ -62,7 +62,7 @@ fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
             stored: Default::default(),
         },
         protection: Default::default(),
-        chain: None,
+        link: None,
         log_index: None,
         life: Lifecycle {
             verified_at_ms,

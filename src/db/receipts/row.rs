@@ -285,7 +285,7 @@ pub(super) fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<Receipt, sqlx::
         },
         members_proof: row.try_get("members_proof_sha256")?,
         protection: protection(row)?,
-        chain: link(row, &batch_id, &objects.manifest_sha256)?,
+        link: link(row, &batch_id, &objects.manifest_sha256)?,
         log_index: row
             .try_get::<Option<i64>, _>("log_index")?
             .map(|i| i.max(0) as u64),

@@ -63,9 +63,9 @@ pub struct ArchiveOptions {
     pub memory_budget: u64,
     /// Retention, legal hold and storage class of the objects written.
     pub policy: WritePolicy,
-    /// `--accept-chain-break REASON`: anchor the database's chain over checkpoints it does not
+    /// `--accept-log-break REASON`: anchor the database's chain over checkpoints it does not
     /// continue, recording the break (README, "The chain of batches").
-    pub accept_chain_break: Option<String>,
+    pub accept_log_break: Option<String>,
     pub failpoints: FailPoints,
 }
 
@@ -92,7 +92,7 @@ impl ArchiveOptions {
             parallel_apps: 1,
             memory_budget: DEFAULT_MEMORY_BUDGET,
             policy: WritePolicy::default(),
-            accept_chain_break: None,
+            accept_log_break: None,
             failpoints: FailPoints::default(),
         }
     }
@@ -119,7 +119,7 @@ enum AppError {
     AlreadyRecorded(String),
     /// The batch's receipt was set by hand to a state this tool never writes: its rows lie
     /// after the cursor (which counts VERIFIED receipts only) and are that batch again.
-    #[error("batch {batch_id} has a receipt in state {state}, which this tool never writes (someone set it by hand): the app's cursor counts only VERIFIED receipts, so its rows come round as that batch again and the app stops there, writing nothing. Check the batch (`outbox-archiver verify --app APP` reports receipts not VERIFIED), then set its state back to VERIFIED — or, to archive its rows again, delete the receipt and its member rows and accept the removal with `outbox-archiver archive --accept-chain-break REASON` (README, Recovering from a finding)")]
+    #[error("batch {batch_id} has a receipt in state {state}, which this tool never writes (someone set it by hand): the app's cursor counts only VERIFIED receipts, so its rows come round as that batch again and the app stops there, writing nothing. Check the batch (`outbox-archiver verify --app APP` reports receipts not VERIFIED), then set its state back to VERIFIED — or, to archive its rows again, delete the receipt and its member rows and accept the removal with `outbox-archiver archive --accept-log-break REASON` (README, Recovering from a finding)")]
     NotVerified { batch_id: String, state: String },
     /// Waiting for the replicas before the receipt transaction ended the app's work; the
     /// batch's objects are written and will be accepted by the next run.
@@ -187,9 +187,9 @@ impl AppWork for Archiver<'_> {
         // Shutdown while waiting for the replicas is a clean stop: the batch in hand is written
         // but not recorded; the next run accepts its objects and records it.
         report.end("archiving", result.map(drop), Unfinished::default());
-        // Anchoring writes too: not once the lock is lost (the archiver that holds it anchors).
+        // Appended writes too: not once the lock is lost (the archiver that holds it anchors).
         if !self.opts.dry_run && !lost_lock {
-            self.anchor(app, &mut report, &mut details).await;
+            self.append_to_log(app, &mut report, &mut details).await;
         }
         report.details = Some(AppDetails::Archive(details));
         report
@@ -225,27 +225,27 @@ impl<'a> Archiver<'a> {
     /// Appends the app's new receipts to its log in the store, whatever the run's outcome: what
     /// was recorded is logged. A failure fails the app (the next run appends them); a log that
     /// holds leaves the database does not is said, and left as it is.
-    async fn anchor(&self, app: &str, report: &mut AppReport, details: &mut ArchiveApp) {
-        let accept = self.opts.accept_chain_break.as_deref();
+    async fn append_to_log(&self, app: &str, report: &mut AppReport, details: &mut ArchiveApp) {
+        let accept = self.opts.accept_log_break.as_deref();
         match log::append(self.ctx, app, &self.opts.policy, accept).await {
-            Ok(anchoring) => {
-                if let Some(key) = &anchoring.written {
+            Ok(appended) => {
+                if let Some(key) = &appended.written {
                     tracing::info!(
                         app,
                         key,
-                        leaves = anchoring.links,
-                        size = anchoring.head,
+                        leaves = appended.leaves,
+                        size = appended.size,
                         "log appended"
                     );
                 }
-                details.chain_head = (anchoring.head > 0).then_some(anchoring.head);
-                details.chain_checkpoint = anchoring.written;
-                details.chain_break = anchoring.break_accepted;
+                details.log.size = (appended.size > 0).then_some(appended.size);
+                details.log.checkpoint = appended.written;
+                details.log.break_record = appended.break_accepted;
             }
             Err(e) => {
                 tracing::error!(app, error = %e, "could not append to the log");
-                if let log::ChainError::Refused { detail, .. } = &e {
-                    details.chain_disagreement = Some(detail.clone());
+                if let log::LogError::Refused { detail, .. } = &e {
+                    details.log.disagreement = Some(detail.clone());
                 }
                 if report.error.is_none() {
                     report.fail(&e);

@@ -8,26 +8,26 @@ use futures_util::{StreamExt, TryStreamExt};
 
 use super::tiles::Tiles;
 use super::{
-    audit, entry_of, heads, ChainError, Log, LogBreak, APPEND_CHUNK, BREAK_SCHEMA, PARALLEL_GETS,
+    audit, entry_of, heads, Log, LogBreak, LogError, APPEND_CHUNK, BREAK_SCHEMA, PARALLEL_GETS,
 };
-use crate::model::chain::Problem;
 use crate::model::format;
 use crate::model::note::Checkpoint;
 use crate::model::protection::{PutOptions, WritePolicy};
 use crate::model::tlog::{self, Hash, TILE_WIDTH};
+use crate::pipeline::log::finding::Problem;
 use crate::pipeline::RunContext;
 use crate::store::PutMode;
 
 /// What an append did.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
-pub(crate) struct Anchoring {
+pub(crate) struct Appended {
     /// The checkpoint written (none: nothing to append).
     pub written: Option<String>,
     /// The leaves appended.
-    pub links: u64,
+    pub leaves: u64,
     /// The log's size after.
-    pub head: u64,
-    /// The break record written (`--accept-chain-break`).
+    pub size: u64,
+    /// The break record written (`--accept-log-break`).
     pub break_accepted: Option<String>,
 }
 
@@ -45,7 +45,7 @@ struct Edge {
 }
 
 impl Edge {
-    async fn load(log: &Log<'_>, size: u64) -> Result<Edge, ChainError> {
+    async fn load(log: &Log<'_>, size: u64) -> Result<Edge, LogError> {
         let mut levels = Vec::new();
         for level in 0..tlog::tile_levels(size) {
             let hashes = size >> (tlog::TILE_HEIGHT * level);
@@ -195,7 +195,7 @@ pub(crate) async fn append(
     app: &str,
     policy: &WritePolicy,
     accept_break: Option<&str>,
-) -> Result<Anchoring, ChainError> {
+) -> Result<Appended, LogError> {
     let log = Log::open_for(ctx, app, super::identity::Purpose::Append).await?;
     let options = PutOptions {
         storage_class: None,
@@ -221,7 +221,7 @@ async fn reconcile(
     log: &Log<'_>,
     accept_break: Option<&str>,
     options: &PutOptions,
-) -> Result<(Anchoring, u64, Option<Checkpoint>), ChainError> {
+) -> Result<(Appended, u64, Option<Checkpoint>), LogError> {
     let receipts = &log.ctx.tables.receipts;
     let (head, change) = log.head_to_append().await?;
     let size = head.as_ref().map_or(0, |c| c.size);
@@ -229,7 +229,7 @@ async fn reconcile(
         let mut tiles = Tiles::new(log, size);
         if let Err(f) = heads::held_to(&mut tiles, head.as_ref(), &seen).await? {
             return Err(log.refused(format!(
-                "expected {}; {} (chain_rollback) — nothing is appended after it, or the leaves of the larger tree would be written over; once investigated, the larger head goes back by copying {} over the checkpoint",
+                "expected {}; {} (log_rollback, formerly chain_rollback) — nothing is appended after it, or the leaves of the larger tree would be written over; once investigated, the larger head goes back by copying {} over the checkpoint",
                 f.expected, f.actual, seen.source
             )));
         }
@@ -238,9 +238,9 @@ async fn reconcile(
         Some((index, seq)) => (index + 1, seq),
         None => (0, 0),
     };
-    let mut out = Anchoring {
-        head: size,
-        ..Anchoring::default()
+    let mut out = Appended {
+        size,
+        ..Appended::default()
     };
     if known > size {
         return Err(log.refused(format!(
@@ -274,8 +274,8 @@ async fn append_unlogged(
     log: &Log<'_>,
     mut after_seq: u64,
     options: &PutOptions,
-    out: &mut Anchoring,
-) -> Result<(), ChainError> {
+    out: &mut Appended,
+) -> Result<(), LogError> {
     let (ctx, app) = (log.ctx, log.app.as_str());
     let receipts = &ctx.tables.receipts;
     let mut edge: Option<Edge> = None;
@@ -285,7 +285,7 @@ async fn append_unlogged(
             return Ok(());
         }
         if edge.is_none() {
-            edge = Some(Edge::load(log, out.head).await?);
+            edge = Some(Edge::load(log, out.size).await?);
         }
         let e = edge.as_mut().expect("loaded");
         let mut leaves = Vec::with_capacity(batch.len());
@@ -296,7 +296,7 @@ async fn append_unlogged(
             }
             leaves.push((r.batch_id.clone(), e.size));
             e.push(entry);
-            after_seq = r.chain_seq().unwrap_or(after_seq);
+            after_seq = r.seq().unwrap_or(after_seq);
         }
         let (key, head) = publish(log, e, options).await?;
         receipts.set_leaves(app, &leaves).await?;
@@ -309,9 +309,9 @@ async fn append_unlogged(
                 tracing::debug!(app, path, error = %err, "a superseded partial tile was not deleted");
             }
         }
-        out.links += leaves.len() as u64;
+        out.leaves += leaves.len() as u64;
         out.written = Some(key);
-        out.head = e.size;
+        out.size = e.size;
     }
 }
 
@@ -323,7 +323,7 @@ async fn publish(
     log: &Log<'_>,
     e: &mut Edge,
     options: &PutOptions,
-) -> Result<(String, Checkpoint), ChainError> {
+) -> Result<(String, Checkpoint), LogError> {
     let transient = PutOptions::default();
     futures_util::stream::iter(e.finish())
         .map(|(path, bytes)| {
@@ -351,7 +351,7 @@ async fn write_checkpoint(
     log: &Log<'_>,
     head: &Checkpoint,
     options: &PutOptions,
-) -> Result<String, ChainError> {
+) -> Result<String, LogError> {
     let key = log.key(format::LOG_CHECKPOINT);
     let note = head.to_note(&log.ctx.log_keys.signers);
     log.begin().await?;
@@ -379,8 +379,8 @@ async fn settle(
     after_seq: u64,
     accept_break: Option<&str>,
     options: &PutOptions,
-    out: &mut Anchoring,
-) -> Result<u64, ChainError> {
+    out: &mut Appended,
+) -> Result<u64, LogError> {
     let ctx = log.ctx;
     let accepted: std::collections::HashSet<u64> = log
         .breaks()
@@ -409,7 +409,7 @@ async fn settle(
             match pending.peek() {
                 Some(r) if unknown.is_empty() && entry_of(ctx, &log.folder, r) == entry => {
                     taken.push((r.batch_id.clone(), index));
-                    seq = r.chain_seq().unwrap_or(seq);
+                    seq = r.seq().unwrap_or(seq);
                     pending.next();
                 }
                 _ => {
@@ -423,7 +423,7 @@ async fn settle(
     if !unknown.is_empty() {
         let Some(reason) = accept_break else {
             return Err(log.refused(format!(
-                "the store's log holds {} leaf/leaves the database's receipts do not (from leaf {}, batch {}): receipts lost — a database restored from an older backup — or a receipt rewritten (chain_fork); once investigated, `archive --app {} --accept-chain-break REASON` records them as gone and the log goes on after them",
+                "the store's log holds {} leaf/leaves the database's receipts do not (from leaf {}, batch {}): receipts lost — a database restored from an older backup — or a receipt rewritten (log_fork); once investigated, `archive --app {} --accept-log-break REASON` records them as gone and the log goes on after them",
                 unknown.len(), unknown[0].0, unknown[0].1, log.app
             )));
         };
@@ -438,7 +438,7 @@ async fn write_break(
     leaves: Vec<(u64, String)>,
     reason: &str,
     options: &PutOptions,
-) -> Result<String, ChainError> {
+) -> Result<String, LogError> {
     let record = LogBreak {
         schema: BREAK_SCHEMA.into(),
         table: log.ctx.spec.name.into(),
@@ -463,14 +463,14 @@ async fn write_break(
     Ok(key)
 }
 
-/// With `--accept-chain-break`: the leaves whose receipts are gone from the database (a batch
+/// With `--accept-log-break`: the leaves whose receipts are gone from the database (a batch
 /// removed on purpose) that no break names yet, recorded as gone. Reads the whole log: it is
 /// the operator's one-off step.
 async fn accept_gaps(
     log: &Log<'_>,
     reason: &str,
     options: &PutOptions,
-) -> Result<Option<String>, ChainError> {
+) -> Result<Option<String>, LogError> {
     let audit = audit::audit_log(log).await?;
     let gone: Vec<(u64, String)> = audit
         .findings

@@ -8,11 +8,13 @@ use std::collections::{BTreeMap, VecDeque};
 
 use futures_util::StreamExt;
 
-use super::{b64, entry_of, heads, ChainError, Log, LogBreak, Transition, PAGE, PARALLEL_GETS};
+use super::{
+    b64, entry_of, heads, legacy, Log, LogBreak, LogError, Transition, PAGE, PARALLEL_GETS,
+};
 use crate::db::receipts::Receipts;
-use crate::model::chain::{self, ChainFinding, Problem};
 use crate::model::receipt::Receipt;
 use crate::model::tlog::{self, Hash, TILE_WIDTH};
+use crate::pipeline::log::finding::{LogFinding, Problem};
 use crate::pipeline::RunContext;
 
 /// What the audit of one app's log concludes.
@@ -23,7 +25,7 @@ pub(crate) struct LogAudit {
     pub root: Option<Hash>,
     /// The leaves the database's receipts are logged up to.
     pub known: u64,
-    pub findings: Vec<ChainFinding>,
+    pub findings: Vec<LogFinding>,
     pub breaks: Vec<LogBreak>,
     pub transition: Option<Transition>,
 }
@@ -34,8 +36,8 @@ fn finding(
     batch_id: Option<String>,
     expected: String,
     actual: String,
-) -> ChainFinding {
-    ChainFinding {
+) -> LogFinding {
+    LogFinding {
         problem,
         seq,
         batch_id,
@@ -45,11 +47,11 @@ fn finding(
 }
 
 /// [`super::audit`] of a log.
-pub(super) async fn audit_log(log: &Log<'_>) -> Result<LogAudit, ChainError> {
+pub(super) async fn audit_log(log: &Log<'_>) -> Result<LogAudit, LogError> {
     let mut out = LogAudit::default();
     let head = match log.checkpoint().await {
         Ok(h) => h,
-        Err(ChainError::Refused { detail, .. }) => {
+        Err(LogError::Refused { detail, .. }) => {
             out.findings.push(finding(
                 Problem::Fork,
                 None,
@@ -131,7 +133,7 @@ struct Leaves<'l, 'a> {
     page: VecDeque<Receipt>,
     next_page_from: u64,
     db_done: bool,
-    findings: Vec<ChainFinding>,
+    findings: Vec<LogFinding>,
 }
 
 impl<'l, 'a> Leaves<'l, 'a> {
@@ -146,7 +148,7 @@ impl<'l, 'a> Leaves<'l, 'a> {
                 .flat_map(|b| b.leaves.iter().cloned())
                 .collect(),
             legacy: audit.transition.clone().filter(|t| t.legacy_head_seq > 0),
-            link: chain::GENESIS.to_string(),
+            link: legacy::first_link(),
             frontier: tlog::Frontier::default(),
             page: VecDeque::new(),
             next_page_from: 0,
@@ -158,7 +160,7 @@ impl<'l, 'a> Leaves<'l, 'a> {
     /// Every level-0 tile and entry bundle, read `PARALLEL_GETS` at a time, each leaf checked;
     /// returns the hash of every full tile (what level 1 must hold), or the problem that ended
     /// the walk (a tile missing or unreadable).
-    async fn walk(&mut self, size: u64) -> Result<Result<Vec<Hash>, ChainFinding>, ChainError> {
+    async fn walk(&mut self, size: u64) -> Result<Result<Vec<Hash>, LogFinding>, LogError> {
         let log = self.log;
         let mut full = Vec::new();
         let mut tiles = futures_util::stream::iter(0..size.div_ceil(TILE_WIDTH))
@@ -167,8 +169,8 @@ impl<'l, 'a> Leaves<'l, 'a> {
         while let Some((n, hashes, entries)) = tiles.next().await {
             let (hashes, entries) = match (hashes, entries) {
                 (Ok(h), Ok(e)) => (h, e),
-                (Err(ChainError::Refused { detail, .. }), _)
-                | (_, Err(ChainError::Refused { detail, .. })) => {
+                (Err(LogError::Refused { detail, .. }), _)
+                | (_, Err(LogError::Refused { detail, .. })) => {
                     return Ok(Err(finding(
                         Problem::Mismatch,
                         Some(n * TILE_WIDTH),
@@ -190,7 +192,7 @@ impl<'l, 'a> Leaves<'l, 'a> {
     }
 
     /// One leaf: its hash, its entry, the linear chain's link, its receipt.
-    async fn leaf(&mut self, index: u64, hash: &Hash, entry: &[u8]) -> Result<(), ChainError> {
+    async fn leaf(&mut self, index: u64, hash: &Hash, entry: &[u8]) -> Result<(), LogError> {
         let (ctx, folder) = (self.ctx, &self.log.folder);
         self.frontier.push(*hash);
         let fields = tlog::parse_entry(entry);
@@ -208,8 +210,8 @@ impl<'l, 'a> Leaves<'l, 'a> {
         }
         if let (Some(t), Some(f)) = (&self.legacy, fields) {
             if index < t.legacy_head_seq {
-                let app = chain::chain_app(folder);
-                self.link = chain::link(ctx.spec.name, &app, index + 1, &self.link, f[2], f[3]);
+                self.link =
+                    legacy::next_link(ctx.spec.name, folder, index, &self.link, (f[2], f[3]));
                 if index + 1 == t.legacy_head_seq && Some(&self.link) != t.legacy_head_link.as_ref()
                 {
                     self.findings.push(finding(
@@ -238,7 +240,7 @@ impl<'l, 'a> Leaves<'l, 'a> {
         index: u64,
         batch: Option<String>,
         entry: &[u8],
-    ) -> Result<(), ChainError> {
+    ) -> Result<(), LogError> {
         if self.page.is_empty() && !self.db_done {
             let next = self
                 .receipts
@@ -279,7 +281,7 @@ impl<'l, 'a> Leaves<'l, 'a> {
             batch.clone(),
             format!("a receipt for leaf {index}"),
             format!(
-                "the store logs batch {} there, and the database has no receipt of it at that leaf (removed, or lost in a restore; `archive --accept-chain-break REASON` records a batch removed on purpose)",
+                "the store logs batch {} there, and the database has no receipt of it at that leaf (removed, or lost in a restore; `archive --accept-log-break REASON` records a batch removed on purpose)",
                 batch.unwrap_or_default()
             ),
         ));
@@ -287,7 +289,7 @@ impl<'l, 'a> Leaves<'l, 'a> {
     }
 
     /// A receipt at a leaf beyond the store's tree (its checkpoint written back), if any.
-    async fn beyond(&mut self, size: u64) -> Result<Option<ChainFinding>, ChainError> {
+    async fn beyond(&mut self, size: u64) -> Result<Option<LogFinding>, LogError> {
         let beyond = match self.page.pop_front() {
             Some(r) => Some(r),
             None if !self.db_done => self.receipts.log_page(&self.log.app, size, 1).await?.pop(),
@@ -313,7 +315,7 @@ async fn upper_levels(
     log: &Log<'_>,
     size: u64,
     mut full: Vec<Hash>,
-) -> Result<Vec<ChainFinding>, ChainError> {
+) -> Result<Vec<LogFinding>, LogError> {
     let mut found = Vec::new();
     let mut level = 1;
     while size >> (tlog::TILE_HEIGHT * level) > 0 {
@@ -322,7 +324,7 @@ async fn upper_levels(
         for n in 0..hashes.div_ceil(TILE_WIDTH) {
             let stored = match log.tile(level, n, size).await {
                 Ok(h) => h,
-                Err(ChainError::Refused { detail, .. }) => {
+                Err(LogError::Refused { detail, .. }) => {
                     found.push(finding(
                         Problem::Mismatch,
                         None,
@@ -356,7 +358,7 @@ async fn upper_levels(
 
 /// Whether the receipt of `batch` is in the database without a leaf and is the very `entry`:
 /// the next append takes the leaf for it.
-async fn taken_later(log: &Log<'_>, batch: Option<&str>, entry: &[u8]) -> Result<bool, ChainError> {
+async fn taken_later(log: &Log<'_>, batch: Option<&str>, entry: &[u8]) -> Result<bool, LogError> {
     let Some(batch) = batch else {
         return Ok(false);
     };

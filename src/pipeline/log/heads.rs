@@ -10,12 +10,12 @@
 use bytes::Bytes;
 
 use super::tiles::Tiles;
-use super::{b64, ChainError, Log};
-use crate::model::chain::{ChainFinding, Problem};
+use super::{b64, Log, LogError};
 use crate::model::format;
 use crate::model::note::Checkpoint;
 use crate::model::protection::PutOptions;
 use crate::model::tlog::{self, Hash};
+use crate::pipeline::log::finding::{LogFinding, Problem};
 use crate::store::{self, PutMode, StoreError};
 
 /// A tree head the log was published at before, and where it is remembered.
@@ -32,7 +32,7 @@ impl Log<'_> {
     /// `heads/` returns (their names sort the largest first). One LIST, and one GET unless the
     /// database's record is that size or larger (`known`): the copy is read only when it says
     /// more than the database.
-    async fn largest_kept(&self, known: u64) -> Result<Option<Seen>, ChainError> {
+    async fn largest_kept(&self, known: u64) -> Result<Option<Seen>, LogError> {
         let Some(first) = self.largest_head_key().await? else {
             return Ok(None);
         };
@@ -56,7 +56,7 @@ impl Log<'_> {
 
     /// The key of the largest head the store keeps: the first a LIST of `heads/` returns (their
     /// names sort the largest first) — one page, whatever the log's age.
-    pub(super) async fn largest_head_key(&self) -> Result<Option<String>, ChainError> {
+    pub(super) async fn largest_head_key(&self) -> Result<Option<String>, LogError> {
         use futures_util::TryStreamExt;
         let prefix = self.key(format::LOG_HEADS);
         let mut pages = self.ctx.store.list_pages(&prefix);
@@ -72,7 +72,7 @@ impl Log<'_> {
     }
 
     /// The largest head the database recorded for the app.
-    async fn largest_recorded(&self) -> Result<Option<Seen>, ChainError> {
+    async fn largest_recorded(&self) -> Result<Option<Seen>, LogError> {
         let heads = &self.ctx.tables.log_heads;
         let table = self.ctx.spec.log_heads_table();
         let Some((size, root)) = heads.largest(&self.app).await? else {
@@ -92,7 +92,7 @@ impl Log<'_> {
 
     /// The largest head the log was published at, by the store's copies and the database's
     /// record — the larger of the two (none: a log no run of this build published yet).
-    pub(crate) async fn largest_seen(&self) -> Result<Option<Seen>, ChainError> {
+    pub(crate) async fn largest_seen(&self) -> Result<Option<Seen>, LogError> {
         let recorded = self.largest_recorded().await?;
         let known = recorded.as_ref().map_or(0, |r| r.size);
         Ok(match self.largest_kept(known).await? {
@@ -109,7 +109,7 @@ impl Log<'_> {
         head: &Checkpoint,
         note: &[u8],
         options: &PutOptions,
-    ) -> Result<(), ChainError> {
+    ) -> Result<(), LogError> {
         let key = self.key(&format::log_head_path(head.size));
         let store = self.ctx.store.as_ref();
         let body = Bytes::from(note.to_vec());
@@ -130,7 +130,7 @@ impl Log<'_> {
     }
 
     /// Records in the database that the log was published (or verified whole) at `head`.
-    pub(super) async fn record_head(&self, head: &Checkpoint) -> Result<(), ChainError> {
+    pub(super) async fn record_head(&self, head: &Checkpoint) -> Result<(), LogError> {
         self.ctx
             .tables
             .log_heads
@@ -148,10 +148,10 @@ pub(crate) async fn held_to(
     tiles: &mut Tiles<'_, '_>,
     head: Option<&Checkpoint>,
     seen: &Seen,
-) -> Result<Result<Vec<Hash>, ChainFinding>, ChainError> {
+) -> Result<Result<Vec<Hash>, LogFinding>, LogError> {
     let size = head.map_or(0, |h| h.size);
     let rollback = |actual: String| {
-        ChainFinding {
+        LogFinding {
         problem: Problem::Rollback,
         seq: Some(seen.size),
         batch_id: None,
@@ -181,7 +181,7 @@ pub(crate) async fn held_to(
     }
     let proof = match tiles.consistency(seen.size, size).await {
         Ok(p) => p,
-        Err(ChainError::Refused { detail, .. }) => return Ok(Err(rollback(detail))),
+        Err(LogError::Refused { detail, .. }) => return Ok(Err(rollback(detail))),
         Err(e) => return Err(e),
     };
     let grown =
@@ -199,7 +199,7 @@ pub(crate) async fn held_to(
 pub(crate) async fn rollback(
     log: &Log<'_>,
     head: Option<&Checkpoint>,
-) -> Result<Option<ChainFinding>, ChainError> {
+) -> Result<Option<LogFinding>, LogError> {
     let seen = match published(log).await? {
         Ok(Some(seen)) => seen,
         Ok(None) => return Ok(None),
@@ -211,12 +211,10 @@ pub(crate) async fn rollback(
 
 /// The largest head the log was published at ([`Log::largest_seen`]), or — a head kept that is
 /// not what its name says — the `chain_rollback` finding.
-pub(crate) async fn published(
-    log: &Log<'_>,
-) -> Result<Result<Option<Seen>, ChainFinding>, ChainError> {
+pub(crate) async fn published(log: &Log<'_>) -> Result<Result<Option<Seen>, LogFinding>, LogError> {
     match log.largest_seen().await {
         Ok(seen) => Ok(Ok(seen)),
-        Err(ChainError::Refused { detail, .. }) => Ok(Err(ChainFinding {
+        Err(LogError::Refused { detail, .. }) => Ok(Err(LogFinding {
             problem: Problem::Rollback,
             seq: None,
             batch_id: None,
@@ -238,7 +236,7 @@ pub(crate) async fn leaves_past(
     log: &Log<'_>,
     size: u64,
     after_seq: u64,
-) -> Result<Option<ChainFinding>, ChainError> {
+) -> Result<Option<LogFinding>, LogError> {
     use crate::model::tlog::TILE_WIDTH;
     let (index, have) = (size / TILE_WIDTH, size % TILE_WIDTH);
     // One LIST of the bundle's key finds the full bundle and its partial ones (`{N}.p/{W}`).
@@ -280,7 +278,7 @@ pub(crate) async fn leaves_past(
         }
         let leaf = size + i as u64;
         let batch = tlog::parse_entry(entry).map_or("?".to_string(), |f| f[2].to_string());
-        return Ok(Some(ChainFinding {
+        return Ok(Some(LogFinding {
             problem: Problem::Rollback,
             seq: Some(leaf),
             batch_id: Some(batch.clone()),

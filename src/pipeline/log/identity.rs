@@ -21,9 +21,9 @@
 
 use std::collections::BTreeSet;
 
-use super::{table_prefix, ChainError, Log};
+use super::{table_prefix, Log, LogError};
 use crate::db::logs::{How, Recorded};
-use crate::model::{chain, format};
+use crate::model::format;
 use crate::pipeline::RunContext;
 
 /// The most folders a log that begins tries (`{code}~2` … ): two apps' logs under one derived
@@ -52,7 +52,7 @@ pub(crate) async fn resolve(
     ctx: &RunContext,
     app: &str,
     purpose: Purpose,
-) -> Result<Identity, ChainError> {
+) -> Result<Identity, LogError> {
     let ids = &ctx.tables.logs;
     if let Some(folder) = ids.folder_of(app).await? {
         return Ok(Identity {
@@ -82,7 +82,7 @@ async fn record_found(
     app: &str,
     folder: String,
     purpose: Purpose,
-) -> Result<Identity, ChainError> {
+) -> Result<Identity, LogError> {
     if purpose == Purpose::Read || crate::model::appcode::validate(app).is_err() {
         return Ok(Identity {
             folder,
@@ -98,7 +98,7 @@ async fn record_found(
             folder,
             recorded: true,
         }),
-        Recorded::Taken { by } => Err(ChainError::Refused {
+        Recorded::Taken { by } => Err(LogError::Refused {
             app: app.to_string(),
             detail: format!("its log in folder {folder} was recorded as app {by}'s by another run at the same time; nothing changed — run the command again"),
         }),
@@ -108,7 +108,7 @@ async fn record_found(
 /// The names any build gave `app`'s log folder: its code, then its code in lowercase.
 fn derived_names(app: &str) -> Vec<String> {
     let mut names = vec![app.to_string()];
-    let lower = chain::chain_app(app);
+    let lower = app.to_ascii_lowercase();
     if lower != app {
         names.push(lower);
     }
@@ -116,7 +116,7 @@ fn derived_names(app: &str) -> Vec<String> {
 }
 
 /// Whether the store holds a checkpoint in the log folder `folder`.
-async fn has_log(ctx: &RunContext, folder: &str) -> Result<bool, ChainError> {
+async fn has_log(ctx: &RunContext, folder: &str) -> Result<bool, LogError> {
     let key = format!(
         "{}{}",
         format::log_prefix(&table_prefix(ctx), folder),
@@ -127,7 +127,7 @@ async fn has_log(ctx: &RunContext, folder: &str) -> Result<bool, ChainError> {
 
 /// The log an older build began for `app`, whose receipts are logged (rule 2): the first of its
 /// derived names that holds a checkpoint and is recorded for no other app.
-async fn found_logged(ctx: &RunContext, app: &str) -> Result<Option<String>, ChainError> {
+async fn found_logged(ctx: &RunContext, app: &str) -> Result<Option<String>, LogError> {
     let ids = &ctx.tables.logs;
     for folder in derived_names(app) {
         if ids.app_of(&folder).await?.is_none() && has_log(ctx, &folder).await? {
@@ -144,7 +144,7 @@ async fn found_unlogged(
     ctx: &RunContext,
     app: &str,
     purpose: Purpose,
-) -> Result<Option<String>, ChainError> {
+) -> Result<Option<String>, LogError> {
     let ids = &ctx.tables.logs;
     let mut claimed: Option<BTreeSet<String>> = None;
     for folder in derived_names(app) {
@@ -169,7 +169,7 @@ async fn claimed_by_other_spellings(
     ctx: &RunContext,
     app: &str,
     purpose: Purpose,
-) -> Result<BTreeSet<String>, ChainError> {
+) -> Result<BTreeSet<String>, LogError> {
     let mut claimed = BTreeSet::new();
     if !ctx.app_case_matters().await? {
         return Ok(claimed);
@@ -194,8 +194,8 @@ async fn claimed_by_other_spellings(
 
 /// The folder a log that begins now takes (rule 3): the derived one, or the first
 /// `{derived}~{n}` that no record names and the store holds no log in.
-async fn fresh(ctx: &RunContext, app: &str) -> Result<String, ChainError> {
-    let derived = chain::folder_name(app, ctx.app_case_matters().await?);
+async fn fresh(ctx: &RunContext, app: &str) -> Result<String, LogError> {
+    let derived = folder_name(app, ctx.app_case_matters().await?);
     let ids = &ctx.tables.logs;
     for n in 1..=MAX_SUFFIX {
         let folder = match n {
@@ -206,7 +206,7 @@ async fn fresh(ctx: &RunContext, app: &str) -> Result<String, ChainError> {
             return Ok(folder);
         }
     }
-    Err(ChainError::Refused {
+    Err(LogError::Refused {
         app: app.to_string(),
         detail: format!("the log folders {derived} to {derived}~{MAX_SUFFIX} are all other apps' logs: no folder for a new log"),
     })
@@ -215,7 +215,7 @@ async fn fresh(ctx: &RunContext, app: &str) -> Result<String, ChainError> {
 impl Log<'_> {
     /// Records the log's identity as it begins (rule 3), before its first object is written:
     /// once per log; a log whose identity is recorded passes at once.
-    pub(super) async fn begin(&self) -> Result<(), ChainError> {
+    pub(super) async fn begin(&self) -> Result<(), LogError> {
         self.begun
             .get_or_try_init(|| async {
                 if self.recorded {
@@ -243,7 +243,7 @@ impl Log<'_> {
 pub(crate) async fn logged_apps(
     ctx: &RunContext,
     apps: &[String],
-) -> Result<Vec<String>, ChainError> {
+) -> Result<Vec<String>, LogError> {
     let recorded = ctx.tables.logs.all().await?;
     let mut claimed: BTreeSet<String> = recorded.iter().map(|(_, f)| f.clone()).collect();
     let mut more: Vec<String> = recorded
@@ -263,4 +263,30 @@ pub(crate) async fn logged_apps(
         }
     }
     Ok(more)
+}
+
+/// The folder a log that begins today takes (and the name a build before issue 42 derived on
+/// every run, its checkpoints' `app_code` included): the app's code as the database tells apps
+/// apart — exactly where the source's app codes compare case-sensitively (`Pay` and `pay` are
+/// two apps, two logs), else in lowercase (the database holds an app's spellings equal, so its
+/// log is one). Only for a log that begins: an app's folder is its recorded log identity from
+/// then on, whatever the collation says later.
+fn folder_name(app_code: &str, case_matters: bool) -> String {
+    match case_matters {
+        true => app_code.to_string(),
+        false => app_code.to_ascii_lowercase(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_folder_is_the_code_as_the_database_tells_apps_apart() {
+        assert_eq!(folder_name("Wallet-SG", false), "wallet-sg");
+        assert_eq!(folder_name("Wallet-SG", true), "Wallet-SG");
+        assert_eq!(derived_names("Wallet-SG"), ["Wallet-SG", "wallet-sg"]);
+        assert_eq!(derived_names("pay"), ["pay"]);
+    }
 }

@@ -8,7 +8,7 @@
 use bytes::Bytes;
 use serde::{Deserialize, Serialize};
 
-use super::{ChainError, Log};
+use super::{Log, LogError};
 use crate::model::format;
 use crate::model::note::{Checkpoint, NoteError};
 use crate::model::protection::PutOptions;
@@ -39,7 +39,7 @@ impl Log<'_> {
     /// begins there.
     pub(super) async fn head_to_append(
         &self,
-    ) -> Result<(Option<Checkpoint>, Option<KeyChange>), ChainError> {
+    ) -> Result<(Option<Checkpoint>, Option<KeyChange>), LogError> {
         let key = self.key(format::LOG_CHECKPOINT);
         let keys = &self.ctx.log_keys;
         let bytes = store::get_all(self.ctx.store.as_ref(), &key).await?;
@@ -89,7 +89,7 @@ impl Log<'_> {
 
     /// Whether no checkpoint of the log was ever signed, as far as the store tells: no key
     /// change recorded, and its largest head kept unsigned.
-    async fn never_signed(&self) -> Result<bool, ChainError> {
+    async fn never_signed(&self) -> Result<bool, LogError> {
         let recorded = self.key_changes().await?;
         if !recorded.is_empty() {
             return Ok(false);
@@ -103,7 +103,7 @@ impl Log<'_> {
     }
 
     /// The key changes recorded for the log, in order.
-    pub(crate) async fn key_changes(&self) -> Result<Vec<KeyChange>, ChainError> {
+    pub(crate) async fn key_changes(&self) -> Result<Vec<KeyChange>, LogError> {
         let mut out = Vec::new();
         for key in self.ctx.store.list(&self.key(format::LOG_KEYS)).await? {
             let bytes = store::get_all(self.ctx.store.as_ref(), &key).await?;
@@ -121,7 +121,7 @@ impl Log<'_> {
         &self,
         change: &KeyChange,
         options: &PutOptions,
-    ) -> Result<(), ChainError> {
+    ) -> Result<(), LogError> {
         self.begin().await?;
         let key = self.key(&format::log_keys_path(change.from_size));
         let bytes = serde_json::to_vec(change).expect("a record always serialises");

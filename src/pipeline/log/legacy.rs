@@ -9,10 +9,11 @@ use std::collections::HashSet;
 
 use serde::Deserialize;
 
-use super::{table_prefix, ChainError, Log, Transition, TRANSITION_SCHEMA};
-use crate::model::chain::{self, ChainFinding, Problem};
+use super::{table_prefix, Log, LogError, Transition, TRANSITION_SCHEMA};
+use crate::model::chain;
 use crate::model::format;
 use crate::model::protection::PutOptions;
+use crate::pipeline::log::finding::{LogFinding, Problem};
 use crate::store;
 
 /// An older build's break record, as much of it as the carry-over needs.
@@ -32,6 +33,30 @@ pub(super) struct Legacy {
     pub agrees: bool,
 }
 
+/// The link the linear chain gives the leaf at `index` after `prev` (the genesis for the first:
+/// [`first_link`]), from the leaf's entry fields (batch id, manifest hash): what the log audit
+/// recomputes over the first leaves of a log that carries an older build's chain on.
+pub(super) fn next_link(
+    table: &str,
+    folder: &str,
+    index: u64,
+    prev: &str,
+    (batch_id, manifest_sha256): (&str, &str),
+) -> String {
+    let app = chain::chain_app(folder);
+    chain::link(table, &app, index + 1, prev, batch_id, manifest_sha256)
+}
+
+/// The link before the linear chain's first.
+pub(super) fn first_link() -> String {
+    chain::GENESIS.to_string()
+}
+
+/// Whether `key`, under the table's `{table}_chain/`, is a checkpoint an older build wrote.
+pub(crate) fn is_checkpoint_key(key: &str) -> bool {
+    chain::checkpoint_of_key(key).is_some()
+}
+
 /// Whether an older build's key names a break record (`…-break-….json`).
 fn is_break_key(key: &str) -> bool {
     key.rsplit('/')
@@ -41,7 +66,7 @@ fn is_break_key(key: &str) -> bool {
 
 /// The app's linear chain of an older build, if the store holds one: its newest checkpoint not
 /// abandoned by a break the older build accepted, held to the database's links.
-pub(super) async fn find(log: &Log<'_>) -> Result<Option<Legacy>, ChainError> {
+pub(super) async fn find(log: &Log<'_>) -> Result<Option<Legacy>, LogError> {
     let ctx = log.ctx;
     let prefix = chain::checkpoint_prefix(&table_prefix(ctx), &log.folder);
     let keys = ctx.store.list(&prefix).await?;
@@ -85,8 +110,8 @@ pub(super) async fn find(log: &Log<'_>) -> Result<Option<Legacy>, ChainError> {
 /// For `verify`, where no log carries the app's chain yet: a chain of an older build the
 /// database does not continue — a fork the older build reported, never accepted — as the
 /// finding it was then (`chain_mismatch` at its head).
-pub(super) async fn unaccepted(log: &Log<'_>) -> Result<Option<ChainFinding>, ChainError> {
-    Ok(find(log).await?.filter(|l| !l.agrees).map(|l| ChainFinding {
+pub(super) async fn unaccepted(log: &Log<'_>) -> Result<Option<LogFinding>, LogError> {
+    Ok(find(log).await?.filter(|l| !l.agrees).map(|l| LogFinding {
         problem: Problem::Mismatch,
         seq: Some(l.seq),
         batch_id: None,
@@ -95,7 +120,7 @@ pub(super) async fn unaccepted(log: &Log<'_>) -> Result<Option<ChainFinding>, Ch
             l.seq, l.key
         ),
         actual: format!(
-            "they do not (a receipt missing or changed, a database restored, or the checkpoint damaged): no log can carry the chain over; once investigated, `archive --app {} --accept-chain-break REASON` starts the log without it, and the reason is kept",
+            "they do not (a receipt missing or changed, a database restored, or the checkpoint damaged): no log can carry the chain over; once investigated, `archive --app {} --accept-log-break REASON` starts the log without it, and the reason is kept",
             log.app
         ),
     }))
@@ -108,7 +133,7 @@ pub(super) async fn carry_over(
     log: &Log<'_>,
     accept_break: Option<&str>,
     options: &PutOptions,
-) -> Result<(), ChainError> {
+) -> Result<(), LogError> {
     let ctx = log.ctx;
     let Some(legacy) = find(log).await? else {
         return Ok(());
@@ -148,7 +173,7 @@ pub(super) async fn carry_over(
         },
         (false, None) => {
             return Err(log.refused(format!(
-                "the linear chain of an older build ends at seq {seq} ({key}), and the database's receipts 1..{seq} do not continue it (a receipt missing, changed, or the checkpoint damaged: chain_mismatch): the log cannot carry it over; `outbox-archiver verify --app {}` names it, and `archive --accept-chain-break REASON` starts the log without it (the reason is kept, and verify and every statement show it)",
+                "the linear chain of an older build ends at seq {seq} ({key}), and the database's receipts 1..{seq} do not continue it (a receipt missing, changed, or the checkpoint damaged: log_mismatch): the log cannot carry it over; `outbox-archiver verify --app {}` names it, and `archive --accept-log-break REASON` starts the log without it (the reason is kept, and verify and every statement show it)",
                 log.app
             )))
         }

@@ -35,10 +35,11 @@ use crate::store::{self, PutMode, StoreError};
 
 mod append;
 mod audit;
+pub(crate) mod finding;
 mod heads;
 mod identity;
 mod keys;
-mod legacy;
+pub(crate) mod legacy;
 mod proof;
 mod tiles;
 
@@ -50,7 +51,7 @@ pub(crate) use proof::{prove_period, PeriodProof, Prover};
 
 /// Why a log could not be read, proven or appended to.
 #[derive(Debug, thiserror::Error)]
-pub enum ChainError {
+pub enum LogError {
     #[error(transparent)]
     Db(#[from] DbError),
     #[error(transparent)]
@@ -97,7 +98,7 @@ pub(crate) const BREAK_SCHEMA: &str = "outbox-archive-log-break/v1";
 /// The schema of the transition record.
 pub(crate) const TRANSITION_SCHEMA: &str = "outbox-archive-log-transition/v1";
 
-/// Leaves an operator accepted as gone from the database (`archive --accept-chain-break`):
+/// Leaves an operator accepted as gone from the database (`archive --accept-log-break`):
 /// a batch removed on purpose, or receipts lost in a restore of the database from a backup.
 /// Written once, never removed: every `verify` lists it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
@@ -123,7 +124,7 @@ pub(crate) struct Transition {
     pub legacy_checkpoint: Option<String>,
     pub legacy_head_seq: u64,
     pub legacy_head_link: Option<String>,
-    /// Why no chain was carried, when none was (the operator's `--accept-chain-break`).
+    /// Why no chain was carried, when none was (the operator's `--accept-log-break`).
     pub reason: Option<String>,
     /// The break records the older build accepted (their keys): the chain carried over is the
     /// branch that went on past them.
@@ -180,7 +181,7 @@ fn b64(h: &Hash) -> String {
 impl<'a> Log<'a> {
     /// The app's log to read, where its recorded identity says (or, not recorded yet, where
     /// [`identity::resolve`] finds it).
-    pub(crate) async fn open(ctx: &'a RunContext, app: &str) -> Result<Log<'a>, ChainError> {
+    pub(crate) async fn open(ctx: &'a RunContext, app: &str) -> Result<Log<'a>, LogError> {
         Log::open_for(ctx, app, identity::Purpose::Read).await
     }
 
@@ -190,7 +191,7 @@ impl<'a> Log<'a> {
         ctx: &'a RunContext,
         app: &str,
         purpose: identity::Purpose,
-    ) -> Result<Log<'a>, ChainError> {
+    ) -> Result<Log<'a>, LogError> {
         let identity = identity::resolve(ctx, app, purpose).await?;
         let folder = identity.folder;
         Ok(Log {
@@ -208,20 +209,20 @@ impl<'a> Log<'a> {
         format!("{}{path}", self.prefix)
     }
 
-    fn refused(&self, detail: String) -> ChainError {
-        ChainError::Refused {
+    fn refused(&self, detail: String) -> LogError {
+        LogError::Refused {
             app: self.app.clone(),
             detail,
         }
     }
 
     /// The log's head, held to the log key where one is configured (none: an empty log).
-    pub(crate) async fn checkpoint(&self) -> Result<Option<Checkpoint>, ChainError> {
+    pub(crate) async fn checkpoint(&self) -> Result<Option<Checkpoint>, LogError> {
         Ok(self.checkpoint_note().await?.map(|(c, _)| c))
     }
 
     /// The log's head and the note it was read from (signatures included).
-    async fn checkpoint_note(&self) -> Result<Option<(Checkpoint, Vec<u8>)>, ChainError> {
+    async fn checkpoint_note(&self) -> Result<Option<(Checkpoint, Vec<u8>)>, LogError> {
         let key = self.key(format::LOG_CHECKPOINT);
         let Some(bytes) = store::get_all(self.ctx.store.as_ref(), &key).await? else {
             return Ok(None);
@@ -236,11 +237,7 @@ impl<'a> Log<'a> {
     /// that width reads it: the object itself or, where a later append replaced that partial
     /// tile, the first `width` items of a wider one (C2SP tlog-tiles: a tile's first hashes
     /// never change) — the full tile, else the narrowest wider partial one.
-    async fn tile_bytes(
-        &self,
-        full: &str,
-        width: u64,
-    ) -> Result<Option<(Vec<u8>, u64)>, ChainError> {
+    async fn tile_bytes(&self, full: &str, width: u64) -> Result<Option<(Vec<u8>, u64)>, LogError> {
         let store = self.ctx.store.as_ref();
         let exact = tlog::tile_path_of_width(full, width);
         if let Some(bytes) = store::get_all(store, &self.key(&exact)).await? {
@@ -276,7 +273,7 @@ impl<'a> Log<'a> {
         path_of: impl Fn(u64) -> String,
         width: u64,
         parse: impl Fn(&[u8]) -> Option<Vec<T>>,
-    ) -> Result<Vec<T>, ChainError> {
+    ) -> Result<Vec<T>, LogError> {
         let key = self.key(&path_of(width));
         let (bytes, found) = self
             .tile_bytes(&path_of(TILE_WIDTH), width)
@@ -292,14 +289,14 @@ impl<'a> Log<'a> {
     }
 
     /// The hashes of the tile at `level`, `index` in the tree of `size` leaves.
-    async fn tile(&self, level: u32, index: u64, size: u64) -> Result<Vec<Hash>, ChainError> {
+    async fn tile(&self, level: u32, index: u64, size: u64) -> Result<Vec<Hash>, LogError> {
         let width = tlog::tile_width(level, index, size);
         let path = |w| tlog::tile_path(level, index, w);
         self.items("tile", path, width, tlog::tile_hashes).await
     }
 
     /// The entries of bundle `index` in the tree of `size` leaves.
-    async fn entries(&self, index: u64, size: u64) -> Result<Vec<Vec<u8>>, ChainError> {
+    async fn entries(&self, index: u64, size: u64) -> Result<Vec<Vec<u8>>, LogError> {
         let width = tlog::tile_width(0, index, size);
         let path = |w| tlog::entries_path(index, w);
         self.items("entry bundle", path, width, tlog::unbundle)
@@ -307,7 +304,7 @@ impl<'a> Log<'a> {
     }
 
     /// The breaks accepted for this log (one LIST; they are few).
-    pub(crate) async fn breaks(&self) -> Result<Vec<LogBreak>, ChainError> {
+    pub(crate) async fn breaks(&self) -> Result<Vec<LogBreak>, LogError> {
         let mut out = Vec::new();
         for key in self.ctx.store.list(&self.key(format::LOG_BREAKS)).await? {
             let bytes = store::get_all(self.ctx.store.as_ref(), &key).await?;
@@ -320,7 +317,7 @@ impl<'a> Log<'a> {
     }
 
     /// The transition record, if the log carries on a linear chain.
-    pub(crate) async fn transition(&self) -> Result<Option<Transition>, ChainError> {
+    pub(crate) async fn transition(&self) -> Result<Option<Transition>, LogError> {
         let key = self.key(format::LOG_TRANSITION);
         match store::get_all(self.ctx.store.as_ref(), &key).await? {
             None => Ok(None),
@@ -337,7 +334,7 @@ impl<'a> Log<'a> {
         key: &str,
         bytes: Vec<u8>,
         options: &PutOptions,
-    ) -> Result<(), ChainError> {
+    ) -> Result<(), LogError> {
         self.begin().await?;
         let store = self.ctx.store.as_ref();
         match store
@@ -364,7 +361,7 @@ impl<'a> Log<'a> {
 
 /// The whole tree proven once ([`audit::audit_log`]): every leaf, tile and the root, each leaf
 /// held to the receipt at its index.
-pub(crate) async fn audit(ctx: &RunContext, app: &str) -> Result<LogAudit, ChainError> {
+pub(crate) async fn audit(ctx: &RunContext, app: &str) -> Result<LogAudit, LogError> {
     audit::audit_log(&Log::open(ctx, app).await?).await
 }
 

@@ -4,11 +4,11 @@
 
 use super::heads::{self, Seen};
 use super::tiles::Tiles;
-use super::{b64, entry_of, ChainError, Log};
-use crate::model::chain::{ChainFinding, Problem};
+use super::{b64, entry_of, Log, LogError};
 use crate::model::note::Checkpoint;
 use crate::model::receipt::Receipt;
 use crate::model::tlog::{self, Hash};
+use crate::pipeline::log::finding::{LogFinding, Problem};
 use crate::pipeline::report::statement::{LogStatement, SeenHead, TreeHead};
 
 /// Proves batches' leaves for `purge`: each receipt held to the leaf at its index in the tree
@@ -19,11 +19,11 @@ pub(crate) struct Prover<'l, 'a> {
     tiles: Tiles<'l, 'a>,
     /// The checkpoint is smaller than, or not grown from, a head the log was published at:
     /// nothing is proven on its word.
-    rollback: Option<ChainFinding>,
+    rollback: Option<LogFinding>,
 }
 
 impl<'l, 'a> Prover<'l, 'a> {
-    pub(crate) async fn open(log: &'l Log<'a>) -> Result<Prover<'l, 'a>, ChainError> {
+    pub(crate) async fn open(log: &'l Log<'a>) -> Result<Prover<'l, 'a>, LogError> {
         let head = log.checkpoint().await?;
         let size = head.as_ref().map_or(0, |c| c.size);
         let rollback = heads::rollback(log, head.as_ref()).await?;
@@ -39,15 +39,15 @@ impl<'l, 'a> Prover<'l, 'a> {
     pub(crate) async fn prove(
         &mut self,
         receipt: &Receipt,
-    ) -> Result<Option<ChainFinding>, ChainError> {
+    ) -> Result<Option<LogFinding>, LogError> {
         if let Some(f) = &self.rollback {
-            return Ok(Some(ChainFinding {
+            return Ok(Some(LogFinding {
                 batch_id: Some(receipt.batch_id.clone()),
                 ..f.clone()
             }));
         }
         let Some(index) = receipt.log_index else {
-            return Ok(Some(ChainFinding {
+            return Ok(Some(LogFinding {
                 problem: Problem::Gap,
                 seq: None,
                 batch_id: Some(receipt.batch_id.clone()),
@@ -57,7 +57,7 @@ impl<'l, 'a> Prover<'l, 'a> {
         };
         let size = self.tiles.size;
         let Some(head) = self.head.as_ref().filter(|_| index < size) else {
-            return Ok(Some(ChainFinding {
+            return Ok(Some(LogFinding {
                 problem: Problem::Gap,
                 seq: Some(index),
                 batch_id: Some(receipt.batch_id.clone()),
@@ -68,8 +68,8 @@ impl<'l, 'a> Prover<'l, 'a> {
         let entry = entry_of(self.log.ctx, &self.log.folder, receipt);
         let proof = match self.tiles.inclusion(index, size).await {
             Ok(p) => p,
-            Err(ChainError::Refused { detail, .. }) => {
-                return Ok(Some(ChainFinding {
+            Err(LogError::Refused { detail, .. }) => {
+                return Ok(Some(LogFinding {
                     problem: Problem::Mismatch,
                     seq: Some(index),
                     batch_id: Some(receipt.batch_id.clone()),
@@ -82,7 +82,7 @@ impl<'l, 'a> Prover<'l, 'a> {
         if tlog::check_inclusion(&proof, index, size, &tlog::leaf_hash(&entry), &head.root) {
             return Ok(None);
         }
-        Ok(Some(ChainFinding {
+        Ok(Some(LogFinding {
             problem: Problem::Mismatch,
             seq: Some(index),
             batch_id: Some(receipt.batch_id.clone()),
@@ -155,9 +155,9 @@ pub(crate) async fn prove_period(
     receipts: &[Receipt],
     (start, end): (u64, u64),
     previous: Option<Seen>,
-) -> Result<Result<PeriodProof, ChainFinding>, ChainError> {
+) -> Result<Result<PeriodProof, LogFinding>, LogError> {
     let Some((head, note)) = log.checkpoint_note().await? else {
-        return Ok(Err(ChainFinding {
+        return Ok(Err(LogFinding {
             problem: Problem::Gap,
             seq: None,
             batch_id: None,
@@ -166,7 +166,7 @@ pub(crate) async fn prove_period(
         }));
     };
     if end > head.size {
-        return Ok(Err(ChainFinding {
+        return Ok(Err(LogFinding {
             problem: Problem::Gap,
             seq: Some(end),
             batch_id: None,
@@ -194,7 +194,7 @@ pub(crate) async fn prove_period(
         && (end == 0
             || tlog::check_consistency(&end_to_checkpoint, end, &end_root, head.size, &head.root));
     if !consistent {
-        return Ok(Err(ChainFinding { problem: Problem::Fork, seq: Some(end), batch_id: None, expected: "the period's tree heads prefixes of the checkpoint's tree".into(), actual: "a consistency proof from the tiles fails: the tiles or the checkpoint were rewritten".into() }));
+        return Ok(Err(LogFinding { problem: Problem::Fork, seq: Some(end), batch_id: None, expected: "the period's tree heads prefixes of the checkpoint's tree".into(), actual: "a consistency proof from the tiles fails: the tiles or the checkpoint were rewritten".into() }));
     }
     let mut inclusions = Vec::new();
     for r in receipts {
@@ -202,7 +202,7 @@ pub(crate) async fn prove_period(
         let proof = tiles.inclusion(index, end).await?;
         let leaf = tlog::leaf_hash(&entry_of(log.ctx, &log.folder, r));
         if !tlog::check_inclusion(&proof, index, end, &leaf, &end_root) {
-            return Ok(Err(ChainFinding { problem: Problem::Mismatch, seq: Some(index), batch_id: Some(r.batch_id.clone()), expected: format!("batch {}'s entry the leaf at {index}", r.batch_id), actual: "its inclusion proof fails: the receipt changed since it was logged, or the tiles were rewritten".into() }));
+            return Ok(Err(LogFinding { problem: Problem::Mismatch, seq: Some(index), batch_id: Some(r.batch_id.clone()), expected: format!("batch {}'s entry the leaf at {index}", r.batch_id), actual: "its inclusion proof fails: the receipt changed since it was logged, or the tiles were rewritten".into() }));
         }
         inclusions.push((index, proof));
     }

@@ -3,7 +3,7 @@
 
 use std::collections::HashMap;
 
-use super::{ChainError, Log};
+use super::{Log, LogError};
 use crate::model::tlog::{self, Hash, Subtree};
 
 /// A tree head's tiles, read as a proof needs them and kept for the run.
@@ -22,7 +22,7 @@ impl<'l, 'a> Tiles<'l, 'a> {
         }
     }
 
-    async fn subtree(&mut self, s: Subtree) -> Result<Hash, ChainError> {
+    async fn subtree(&mut self, s: Subtree) -> Result<Hash, LogError> {
         let (level, index, offset, count) = s.in_tile();
         if !self.cache.contains_key(&(level, index)) {
             let hashes = self.log.tile(level, index, self.size).await?;
@@ -35,7 +35,7 @@ impl<'l, 'a> Tiles<'l, 'a> {
         Ok(tlog::subtree_of(part))
     }
 
-    async fn range(&mut self, (lo, hi): (u64, u64)) -> Result<Hash, ChainError> {
+    async fn range(&mut self, (lo, hi): (u64, u64)) -> Result<Hash, LogError> {
         let mut parts = Vec::new();
         for s in tlog::subtrees(lo, hi) {
             parts.push(self.subtree(s).await?);
@@ -44,7 +44,7 @@ impl<'l, 'a> Tiles<'l, 'a> {
     }
 
     /// The root of the tree of the first `n` leaves (n ≤ size).
-    pub(crate) async fn root_at(&mut self, n: u64) -> Result<Hash, ChainError> {
+    pub(crate) async fn root_at(&mut self, n: u64) -> Result<Hash, LogError> {
         match n {
             0 => Ok(tlog::empty_root()),
             n => self.range((0, n)).await,
@@ -52,7 +52,7 @@ impl<'l, 'a> Tiles<'l, 'a> {
     }
 
     /// The inclusion proof of leaf `index` in the tree of the first `n` leaves.
-    pub(crate) async fn inclusion(&mut self, index: u64, n: u64) -> Result<Vec<Hash>, ChainError> {
+    pub(crate) async fn inclusion(&mut self, index: u64, n: u64) -> Result<Vec<Hash>, LogError> {
         let mut out = Vec::new();
         for r in tlog::inclusion_ranges(index, n) {
             out.push(self.range(r).await?);
@@ -61,11 +61,7 @@ impl<'l, 'a> Tiles<'l, 'a> {
     }
 
     /// The consistency proof from the tree of `old` leaves to the tree of `new`.
-    pub(crate) async fn consistency(
-        &mut self,
-        old: u64,
-        new: u64,
-    ) -> Result<Vec<Hash>, ChainError> {
+    pub(crate) async fn consistency(&mut self, old: u64, new: u64) -> Result<Vec<Hash>, LogError> {
         let mut out = Vec::new();
         for r in tlog::consistency_ranges(old, new) {
             out.push(self.range(r).await?);

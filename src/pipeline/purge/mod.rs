@@ -17,7 +17,7 @@ use futures_util::StreamExt;
 
 use super::apps::{Access, AppWork, Apps};
 use super::failure::{Classify, Kind};
-use super::log::{ChainError, Log, Prover};
+use super::log::{Log, LogError, Prover};
 use super::replicas::LagStop;
 use super::verifier::{Finding, FindingKind};
 use super::{Observer, RunContext};
@@ -28,9 +28,9 @@ use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::model::batch::Member;
-use crate::model::chain::{ChainFinding, Problem};
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
+use crate::pipeline::log::finding::{LogFinding, Problem};
 use crate::pipeline::report::details::{ObjectCheck, PlannedPurge, PurgeApp};
 use crate::pipeline::report::{AppDetails, AppReport, Outcome, Stop, Unfinished};
 
@@ -69,13 +69,13 @@ enum AppError {
     #[error(transparent)]
     Replica(#[from] LagStop),
     #[error("proving the batches' leaves in the log before purging: {0}")]
-    Chain(#[from] ChainError),
+    Log(#[from] LogError),
 }
 
 impl Classify for AppError {
     fn kind(&self) -> Kind {
         match self {
-            AppError::Chain(e) => e.kind(),
+            AppError::Log(e) => e.kind(),
             AppError::Db(e) => e.kind(),
             AppError::Purge(e) => e.kind(),
             AppError::Store(_, e) => e.kind(),
@@ -170,10 +170,10 @@ fn note_chunk(app: &str, batch_id: &str, done: Chunk, tally: &mut Tally) {
 }
 
 /// Why a batch's leaf is not proven: not logged yet, or the finding its proof made.
-fn unsound(app: &str, receipt: &Receipt, f: ChainFinding) -> Finding {
+fn unsound(app: &str, receipt: &Receipt, f: LogFinding) -> Finding {
     let mut finding = match (f.problem, f.seq) {
         (Problem::Gap, None) => Finding {
-            kind: FindingKind::ChainUnanchored,
+            kind: FindingKind::LogPending,
             batch_id: Some(receipt.batch_id.clone()),
             key: None,
             event_id: None,
@@ -181,7 +181,7 @@ fn unsound(app: &str, receipt: &Receipt, f: ChainFinding) -> Finding {
             actual: Some(f.actual),
             seq: None,
         },
-        _ => Finding::of_chain(app, f),
+        _ => Finding::of_log(app, f),
     };
     finding
         .batch_id
@@ -300,7 +300,7 @@ impl<'a> Purger<'a> {
             }
             if let Some(problem) = prover.prove(&receipt).await? {
                 let finding = unsound(app, &receipt, problem);
-                if finding.kind == FindingKind::ChainUnanchored {
+                if finding.kind == FindingKind::LogPending {
                     // Not in the log yet: the next archive run appends it. It waits, said once
                     // for the app below, not once per batch.
                     tally.details.waiting_for_log.push(receipt.batch_id.clone());

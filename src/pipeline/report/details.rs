@@ -4,6 +4,7 @@
 
 use serde::Serialize;
 
+use super::log_fields::{ArchiveLog, Numbered, VerifyLog};
 use crate::db::restore::Conflict;
 use crate::db::runs::Run;
 use crate::model::batch::Superseded;
@@ -100,19 +101,9 @@ pub struct ArchiveApp {
     pub superseded: Vec<Superseded>,
     #[serde(flatten)]
     pub replica_wait: ReplicaWait,
-    /// The size of the app's log after the run (its leaves), if it has one.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chain_head: Option<u64>,
-    /// The log's checkpoint, where this run appended to it.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chain_checkpoint: Option<String>,
-    /// Leaves of the log the database's receipts do not have (receipts lost, a fork), or
-    /// another reason the log could not be appended to: nothing was appended.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chain_disagreement: Option<String>,
-    /// The break record this run wrote (`--accept-chain-break`).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chain_break: Option<String>,
+    /// The app's log after the run.
+    #[serde(flatten)]
+    pub log: ArchiveLog,
 }
 
 /// Time spent waiting for lagging replicas before writes (`--replica`), and how many waits.
@@ -172,19 +163,9 @@ pub struct Backlog {
 #[derive(Debug, Clone, Default, Serialize)]
 pub struct VerifyApp {
     pub stragglers: u64,
-    /// The size of the app's log in the store (its checkpoint's tree size).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chain_head: Option<u64>,
-    /// The root of that tree (base64, as the checkpoint spells it), proven from its tiles.
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chain_root: Option<String>,
-    /// The leaves the database's receipts are logged up to (the rest: not appended yet).
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub chain_anchored_to: Option<u64>,
-    /// Leaves operators accepted as gone (`archive --accept-chain-break`), each with its
-    /// leaves, reason and time: not findings, but never out of sight.
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub chain_breaks_accepted: Vec<String>,
+    /// The app's log as the run read it.
+    #[serde(flatten)]
+    pub log: VerifyLog,
     /// This app's share of the run's findings (the summary lists them once, at the run's level;
     /// the runs table keeps each app's).
     #[serde(skip)]
@@ -425,8 +406,9 @@ pub struct MigrateRun {
     pub applied: Vec<String>,
     /// Tables this run created.
     pub created: Vec<String>,
-    /// Receipts this run linked into their apps' chains (the genesis backfill).
-    pub chain_linked: u64,
+    /// Receipts this run gave their place in their app's record order (the genesis backfill).
+    #[serde(flatten)]
+    pub numbered: Numbered,
     /// Synthetic rows `--seed-rows` put into the (empty) source table, and their apps.
     #[serde(skip_serializing_if = "is_zero")]
     pub seeded_rows: u64,
@@ -439,7 +421,7 @@ impl MigrateRun {
     pub fn changed(&self) -> bool {
         !self.applied.is_empty()
             || !self.created.is_empty()
-            || self.chain_linked > 0
+            || self.numbered.0 > 0
             || self.seeded_rows > 0
     }
 }

@@ -86,7 +86,7 @@ pub struct TreeHead {
     pub root: String,
 }
 
-/// Leaves operators accepted as gone (`archive --accept-chain-break`).
+/// Leaves operators accepted as gone (`archive --accept-log-break`).
 #[derive(Debug, Clone, Serialize)]
 pub struct AcceptedBreak {
     /// `[leaf, batch id]` of each leaf accepted.

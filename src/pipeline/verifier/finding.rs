@@ -60,22 +60,43 @@ pub enum FindingKind {
     /// A leaf of the app's log without its receipt (a batch deleted with its receipt, a
     /// database restored from an older backup), or a receipt logged beyond the store's tree
     /// (its checkpoint written back).
-    ChainGap,
+    LogGap,
     /// A receipt or its manifest changed since it was logged (its entry is not the leaf at its
     /// index), or a tile or entry bundle of the log rewritten.
-    ChainMismatch,
+    LogMismatch,
     /// The store's tree head is not the tree of its tiles, or not signed by the log key: the
     /// log was rewritten.
-    ChainFork,
+    LogFork,
     /// The store's tree head is smaller than a head the log was published at (kept write-once
     /// in the store, recorded in the database, or seen by the previous statement), or is not a
     /// tree grown from it: its checkpoint was written back.
-    ChainRollback,
+    LogRollback,
     /// A batch not appended to the log yet: purge waits for the next archive run to append it.
-    ChainUnanchored,
+    LogPending,
 }
 
 impl FindingKind {
+    /// The name a build before 2026-12-05 gave the kind (the log's kinds were `chain_…`),
+    /// which reports still carry beside the name for one release (README, "Upgrading").
+    pub(crate) fn formerly(self) -> Option<&'static str> {
+        Some(match self {
+            FindingKind::LogGap => "chain_gap",
+            FindingKind::LogMismatch => "chain_mismatch",
+            FindingKind::LogFork => "chain_fork",
+            FindingKind::LogRollback => "chain_rollback",
+            FindingKind::LogPending => "chain_unanchored",
+            _ => return None,
+        })
+    }
+
+    /// Its name as a line of text shows it: with its former name, where it had one.
+    pub(crate) fn label(self) -> String {
+        match self.formerly() {
+            Some(old) => format!("{} (formerly {old})", self.name()),
+            None => self.name(),
+        }
+    }
+
     /// Its name, as the reports spell it (`missing_object`).
     pub(crate) fn name(self) -> String {
         serde_json::to_value(self)
@@ -85,8 +106,9 @@ impl FindingKind {
     }
 }
 
-/// One problem, with what was expected and what was found (absent parts are null).
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+/// One problem, with what was expected and what was found (absent parts are null). Serialized
+/// with its kind's former name too (`formerly`), where it had one.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Finding {
     pub kind: FindingKind,
     pub batch_id: Option<String>,
@@ -95,8 +117,27 @@ pub struct Finding {
     pub expected: Option<String>,
     pub actual: Option<String>,
     /// The leaf in the app's log, from 0 (log findings).
-    #[serde(skip_serializing_if = "Option::is_none")]
     pub seq: Option<u64>,
+}
+
+impl Serialize for Finding {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::SerializeMap;
+        let mut map = s.serialize_map(None)?;
+        map.serialize_entry("kind", &self.kind)?;
+        if let Some(old) = self.kind.formerly() {
+            map.serialize_entry("formerly", old)?;
+        }
+        map.serialize_entry("batch_id", &self.batch_id)?;
+        map.serialize_entry("key", &self.key)?;
+        map.serialize_entry("event_id", &self.event_id)?;
+        map.serialize_entry("expected", &self.expected)?;
+        map.serialize_entry("actual", &self.actual)?;
+        if let Some(seq) = self.seq {
+            map.serialize_entry("seq", &seq)?;
+        }
+        map.end()
+    }
 }
 
 impl Finding {
@@ -134,16 +175,10 @@ impl Finding {
         )
     }
 
-    /// A chain finding of `app`'s chain.
-    pub(crate) fn of_chain(app: &str, f: crate::model::chain::ChainFinding) -> Finding {
-        use crate::model::chain::Problem;
+    /// A finding of `app`'s log.
+    pub(crate) fn of_log(app: &str, f: crate::pipeline::log::finding::LogFinding) -> Finding {
         Finding {
-            kind: match f.problem {
-                Problem::Gap => FindingKind::ChainGap,
-                Problem::Mismatch => FindingKind::ChainMismatch,
-                Problem::Fork => FindingKind::ChainFork,
-                Problem::Rollback => FindingKind::ChainRollback,
-            },
+            kind: f.problem.kind(),
             batch_id: f.batch_id,
             key: None,
             event_id: None,
@@ -156,7 +191,7 @@ impl Finding {
 
 impl std::fmt::Display for Finding {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        write!(f, "{}", self.kind.name())?;
+        write!(f, "{}", self.kind.label())?;
         if let Some(key) = &self.key {
             write!(f, " at {key}")?;
         }
