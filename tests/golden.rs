@@ -98,7 +98,7 @@ fn golden_batch(spec: &'static TableSpec, rows: Vec<Row>, dir: &str) {
     }
     let batch = encoder.finish().unwrap().unwrap();
     let docs = format::documents(
-        "golden",
+        &format::Prefix::parse("golden").unwrap(),
         spec.name,
         "app1",
         &batch.content,

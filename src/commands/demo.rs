@@ -186,7 +186,7 @@ async fn archive_location(
         server.create_bucket(BUCKET)?;
         let location = Location::S3 {
             bucket: BUCKET.into(),
-            prefix: PREFIX.into(),
+            prefix: crate::model::key::Prefix::parse(PREFIX).expect("the demo's prefix"),
         };
         let store = store::open(location, &server.settings()).await?;
         store.confirm_access().await?;
@@ -483,7 +483,7 @@ fn where_to_look(
     };
     say(format!(
         "objects are under {}",
-        root.join(store.location().prefix())
+        root.join(store.location().prefix().trimmed())
             .join(spec.name)
             .display()
     ));

@@ -335,7 +335,10 @@ mod tests {
         );
         // Not a batch's key: the orphan scan and the day listing pass it by.
         assert_eq!(
-            crate::model::format::app_and_day("outbox/wallet_outbox/", &key),
+            crate::model::format::app_and_day(
+                &crate::model::key::Prefix::parse("outbox/wallet_outbox").unwrap(),
+                &key
+            ),
             None
         );
     }

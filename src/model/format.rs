@@ -8,6 +8,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::model::digest::{sha256_hex, ObjectDigest};
+pub use crate::model::key::Prefix;
 use crate::model::timespec;
 
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -140,36 +141,34 @@ pub struct ObjectKeys {
     pub success: String,
 }
 
-/// `{prefix}/{table}/app_code={app}/dt={YYYY-MM-DD}/{batch_id}/…`; `prefix` is already
-/// normalised (no leading, trailing or doubled `/`; empty means the bucket's root).
+/// `{prefix}{table}/app_code={app}/dt={YYYY-MM-DD}/{batch_id}/…`.
 pub fn object_keys(
-    prefix: &str,
+    prefix: &Prefix,
     table: &str,
     app_code: &str,
     updated_at_ms: i64,
     batch_id: &str,
 ) -> ObjectKeys {
-    let dir = format!(
-        "{}app_code={app_code}/dt={}/{batch_id}",
-        table_prefix(prefix, table),
+    let dir = app_prefix(&table_prefix(prefix, table), app_code).folder(&format!(
+        "dt={}/{batch_id}",
         timespec::utc_date(updated_at_ms)
-    );
+    ));
     ObjectKeys {
-        data: format!("{dir}/data.ndjson.gz"),
-        manifest: format!("{dir}/manifest.json"),
-        success: format!("{dir}/_SUCCESS"),
+        data: dir.key("data.ndjson.gz"),
+        manifest: dir.key("manifest.json"),
+        success: dir.key("_SUCCESS"),
     }
 }
 
 /// `{table_prefix}app_code={app}/`: every object of one app lives below it.
-pub(crate) fn app_prefix(table_prefix: &str, app_code: &str) -> String {
-    format!("{table_prefix}app_code={app_code}/")
+pub(crate) fn app_prefix(table_prefix: &Prefix, app_code: &str) -> Prefix {
+    table_prefix.folder(&format!("app_code={app_code}"))
 }
 
 /// The app code and the `dt=` day of a key `{table_prefix}app_code={app}/dt={day}/…` (what
 /// [`object_keys`] builds); `None` for any other key under the table's prefix.
-pub(crate) fn app_and_day<'k>(table_prefix: &str, key: &'k str) -> Option<(&'k str, &'k str)> {
-    let rest = key.strip_prefix(table_prefix)?.strip_prefix("app_code=")?;
+pub(crate) fn app_and_day<'k>(table_prefix: &Prefix, key: &'k str) -> Option<(&'k str, &'k str)> {
+    let rest = table_prefix.relative(key)?.strip_prefix("app_code=")?;
     let (app, rest) = rest.split_once('/')?;
     let day = rest.strip_prefix("dt=")?.split('/').next()?;
     Some((app, day))
@@ -182,30 +181,27 @@ pub(crate) fn day_of_key(key: &str) -> &str {
         .unwrap_or_default()
 }
 
-/// `{prefix}/{table}/`: every object of a table lives below it.
-pub fn table_prefix(prefix: &str, table: &str) -> String {
-    if prefix.is_empty() {
-        format!("{table}/")
-    } else {
-        format!("{prefix}/{table}/")
-    }
+/// `{prefix}{table}/`: every object of a table lives below it.
+pub fn table_prefix(prefix: &Prefix, table: &str) -> Prefix {
+    prefix.folder(table)
 }
 
 /// `{table_prefix}_log/`: the folder every app's log of batches is kept under (README, "The log
 /// of batches"), beside the apps' folders.
-pub(crate) fn logs_prefix(table_prefix: &str) -> String {
-    format!("{table_prefix}_log/")
+pub(crate) fn logs_prefix(table_prefix: &Prefix) -> Prefix {
+    table_prefix.folder("_log")
 }
 
 /// `{table_prefix}_log/app_code={folder}/`: one app's log — its checkpoint, tiles, breaks and
 /// transition record ([`LOG_CHECKPOINT`], [`crate::model::tlog::tile_path`], …) below it.
-pub(crate) fn log_prefix(table_prefix: &str, folder: &str) -> String {
-    format!("{}app_code={folder}/", logs_prefix(table_prefix))
+pub(crate) fn log_prefix(table_prefix: &Prefix, folder: &str) -> Prefix {
+    logs_prefix(table_prefix).folder(&format!("app_code={folder}"))
 }
 
 /// The folder of the app's log a key under [`logs_prefix`] belongs to.
-pub(crate) fn log_folder_of_key<'k>(logs_prefix: &str, key: &'k str) -> Option<&'k str> {
-    key.strip_prefix(logs_prefix)?
+pub(crate) fn log_folder_of_key<'k>(logs_prefix: &Prefix, key: &'k str) -> Option<&'k str> {
+    logs_prefix
+        .relative(key)?
         .strip_prefix("app_code=")?
         .split('/')
         .next()
@@ -261,8 +257,8 @@ pub(crate) fn log_break_path(first: u64, n: usize) -> String {
 
 /// `{table_prefix}_archive.json`: the archive's marker, written once when its first batch is
 /// archived (SPEC §5.13). Outside every app's keys, so no batch ever uses it.
-pub fn home_marker_key(table_prefix: &str) -> String {
-    format!("{table_prefix}_archive.json")
+pub fn home_marker_key(table_prefix: &Prefix) -> String {
+    table_prefix.key("_archive.json")
 }
 
 /// What an archive's marker says: which table's archive the store holds, under which id.
@@ -299,29 +295,8 @@ impl HomeMarker {
 /// (SPEC §5.11): under the configured prefix (so a prefix-scoped policy allows it) and outside
 /// every table's keys (so `verify` never counts it as an orphan). One fixed key, so a bucket that
 /// denies deletes holds at most one.
-pub(crate) fn conditional_put_probe_key(prefix: &str) -> String {
-    const NAME: &str = "_outbox_archiver/conditional-put-probe";
-    if prefix.is_empty() {
-        NAME.to_string()
-    } else {
-        format!("{prefix}/{NAME}")
-    }
-}
-
-/// Normalises a configured key prefix; refuses `.`/`..` segments and empty segments in the middle.
-pub(crate) fn normalize_prefix(prefix: &str) -> Result<String, String> {
-    let trimmed = prefix.trim_matches('/');
-    if trimmed.is_empty() {
-        return Ok(String::new());
-    }
-    for segment in trimmed.split('/') {
-        if segment.is_empty() || segment == "." || segment == ".." {
-            return Err(format!(
-                "key prefix {prefix:?} has an empty, '.' or '..' segment"
-            ));
-        }
-    }
-    Ok(trimmed.to_string())
+pub(crate) fn conditional_put_probe_key(prefix: &Prefix) -> String {
+    prefix.key("_outbox_archiver/conditional-put-probe")
 }
 
 /// manifest.json (SPEC §4): one compact JSON object, keys in the contract's order, then `\n`.
@@ -397,7 +372,7 @@ pub struct BatchDocuments {
 
 /// Builds the manifest and `_SUCCESS` bytes for a batch whose data object has digest `data`.
 pub fn documents(
-    prefix: &str,
+    prefix: &Prefix,
     table: &str,
     app_code: &str,
     content: &ContentFacts,
@@ -468,6 +443,11 @@ pub fn members_digest<'a>(pairs: impl IntoIterator<Item = (&'a str, i64)>) -> Me
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A configured prefix.
+    fn p(text: &str) -> Prefix {
+        Prefix::parse(text).unwrap()
+    }
 
     #[test]
     fn the_members_digest_is_a_fixed_function_of_the_pairs() {
@@ -544,11 +524,11 @@ mod tests {
 
     #[test]
     fn keys_name_their_app_and_day() {
-        let t = table_prefix("p", "wallet_outbox");
+        let t = table_prefix(&p("p"), "wallet_outbox");
         let key = "p/wallet_outbox/app_code=a1/dt=2026-01-02/b/data.ndjson.gz";
         assert_eq!(app_and_day(&t, key), Some(("a1", "2026-01-02")));
         assert_eq!(day_of_key(key), "2026-01-02");
-        assert!(key.starts_with(&app_prefix(&t, "a1")));
+        assert!(key.starts_with(app_prefix(&t, "a1").as_str()));
         assert_eq!(app_and_day(&t, "p/wallet_outbox/app_code=a1/README"), None);
         assert_eq!(app_and_day(&t, "p/wallet_outbox/stray.txt"), None);
         assert_eq!(day_of_key("p/wallet_outbox/stray.txt"), "");
@@ -557,7 +537,7 @@ mod tests {
     #[test]
     fn keys_follow_the_layout() {
         let keys = object_keys(
-            "archive/prod",
+            &p("archive/prod"),
             "wallet_outbox",
             "app1",
             1_700_000_000_000,
@@ -575,7 +555,7 @@ mod tests {
             keys.success,
             "archive/prod/wallet_outbox/app_code=app1/dt=2023-11-14/0123/_SUCCESS"
         );
-        let root = object_keys("", "wallet_outbox", "a", 0, "b");
+        let root = object_keys(&Prefix::root(), "wallet_outbox", "a", 0, "b");
         assert_eq!(
             root.data,
             "wallet_outbox/app_code=a/dt=1970-01-01/b/data.ndjson.gz"
@@ -584,7 +564,7 @@ mod tests {
 
     #[test]
     fn the_home_marker_is_one_json_line_under_the_tables_prefix() {
-        let table = table_prefix("outbox", "wallet_outbox");
+        let table = table_prefix(&p("outbox"), "wallet_outbox");
         assert_eq!(
             home_marker_key(&table),
             "outbox/wallet_outbox/_archive.json"
@@ -607,22 +587,13 @@ mod tests {
     }
 
     #[test]
-    fn prefixes_are_normalised() {
-        assert_eq!(normalize_prefix("/a/b/").unwrap(), "a/b");
-        assert_eq!(normalize_prefix("").unwrap(), "");
-        assert_eq!(normalize_prefix("/").unwrap(), "");
-        assert!(normalize_prefix("a//b").is_err());
-        assert!(normalize_prefix("a/../b").is_err());
-    }
-
-    #[test]
     fn manifest_has_the_contract_order_and_exact_totals() {
         let data = ObjectDigest {
             sha256: "cd".repeat(32),
             crc64: u64::MAX,
             size: 99,
         };
-        let docs = documents("p", "wallet_outbox", "app1", &facts(), &data);
+        let docs = documents(&p("p"), "wallet_outbox", "app1", &facts(), &data);
         let text = String::from_utf8(docs.manifest.clone()).unwrap();
         let expected = format!(
             concat!(
@@ -654,10 +625,10 @@ mod tests {
 
     #[test]
     fn a_logs_keys_are_built_and_parsed_here() {
-        let logs = logs_prefix("outbox/wallet_outbox/");
-        assert_eq!(logs, "outbox/wallet_outbox/_log/");
-        let log = log_prefix("outbox/wallet_outbox/", "Pay");
-        assert_eq!(log, "outbox/wallet_outbox/_log/app_code=Pay/");
+        let logs = logs_prefix(&p("outbox/wallet_outbox"));
+        assert_eq!(logs.as_str(), "outbox/wallet_outbox/_log/");
+        let log = log_prefix(&p("outbox/wallet_outbox"), "Pay");
+        assert_eq!(log.as_str(), "outbox/wallet_outbox/_log/app_code=Pay/");
         let key = format!("{log}{LOG_CHECKPOINT}");
         assert_eq!(log_folder_of_key(&logs, &key), Some("Pay"));
         assert_eq!(

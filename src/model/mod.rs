@@ -12,6 +12,7 @@ pub(crate) mod ending;
 pub mod format;
 pub(crate) mod human;
 pub(crate) mod ident;
+pub(crate) mod key;
 pub(crate) mod note;
 pub(crate) mod profile;
 pub(crate) mod protection;

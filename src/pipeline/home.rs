@@ -172,19 +172,19 @@ async fn unbound(
     if objects.is_empty() {
         return Ok(Checked::Unbound { receipts: false });
     }
-    if let Some((off, _)) = objects.iter().find(|(k, _)| !k.starts_with(&expected)) {
+    if let Some((off, _)) = objects.iter().find(|(k, _)| expected.relative(k).is_none()) {
         return Err(HomeError::PrefixMismatch {
             table: spec.name.to_string(),
             given: store.location().to_string(),
             recorded: off.clone(),
-            expected,
+            expected: expected.to_string(),
         });
     }
     batches_here(spec, pool, store, "no marker").await?;
     Ok(Checked::Unbound { receipts: true })
 }
 
-fn table_prefix(ctx: &RunContext) -> String {
+fn table_prefix(ctx: &RunContext) -> format::Prefix {
     format::table_prefix(ctx.store.location().prefix(), ctx.spec.name)
 }
 
@@ -704,13 +704,14 @@ async fn relocate_locked(
         )));
     }
     let old_prefix = Location::parse(&home.store)
-        .map(|l| l.prefix().to_string())
+        .map(|l| l.prefix().clone())
         .unwrap_or_default();
-    if to.location().prefix() != old_prefix {
+    if to.location().prefix() != &old_prefix {
         return Err(RelocateError::Refused(format!(
             "--to {target} has another key prefix than the archive's home {} ({:?}, not {old_prefix:?}): every receipt, manifest and chain link records its objects' full keys, so the archive moves only to another bucket (or folder) under the same prefix",
             home.store,
-            to.location().prefix(),
+            to.location().prefix().trimmed(),
+            old_prefix = old_prefix.trimmed(),
         )));
     }
     match read_marker(to, &home.marker_key).await? {

@@ -137,7 +137,7 @@ impl Publisher<'_> {
         planned: Expected,
         now_ms: i64,
     ) -> Result<Placed, PublishError> {
-        let prefix = self.store.location().prefix().to_string();
+        let prefix = self.store.location().prefix().clone();
         let lock = self.policy.lock_at(now_ms);
         let documents = PutOptions {
             storage_class: None,

@@ -590,7 +590,7 @@ async fn wrong_location(ctx: &RunContext, run: &VerifyRun) -> Option<String> {
         return None;
     }
     let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
-    let empty = match ctx.store.list_pages(&table).next().await {
+    let empty = match ctx.store.list_pages(table.as_str()).next().await {
         None => true,
         Some(Ok(keys)) => keys.is_empty(),
         Some(Err(_)) => false,
@@ -613,12 +613,12 @@ async fn wrong_location(ctx: &RunContext, run: &VerifyRun) -> Option<String> {
 /// memory is one partition's keys, never the archive's.
 async fn orphans_under(
     ctx: &RunContext,
-    table: &str,
-    prefix: &str,
+    table: &format::Prefix,
+    prefix: &format::Prefix,
     orphans: &mut Vec<String>,
 ) -> Result<(), OrphanError> {
     let receipts = &ctx.tables.receipts;
-    let mut pages = ctx.store.list_pages(prefix);
+    let mut pages = ctx.store.list_pages(prefix.as_str());
     let mut current: Option<(String, Partitions<'_>)> = None;
     while let Some(page) = pages.next().await {
         for key in page? {
@@ -626,8 +626,8 @@ async fn orphans_under(
                 // The logs are the log audit's to account for (and the linear chains of older
                 // builds, which a log's transition record names), the archive's marker its
                 // home's (every command reads it).
-                let checkpoint = key.starts_with(&format::logs_prefix(table))
-                    || (key.starts_with(&format!("{table}_chain/"))
+                let checkpoint = format::logs_prefix(table).relative(&key).is_some()
+                    || (table.folder("_chain").relative(&key).is_some()
                         && log::legacy::is_checkpoint_key(&key));
                 if !checkpoint && key != format::home_marker_key(table) {
                     orphans.push(key);

@@ -23,7 +23,7 @@ pub use local::LocalStore;
 pub use s3::{ConditionalPutSetting, S3Settings, UploadChecksum};
 pub(crate) use s3::{S3Store, DEFAULT_MAX_ATTEMPTS};
 
-use crate::model::format;
+pub(crate) use crate::model::key::Prefix;
 
 /// An object's body, chunk by chunk.
 pub(crate) type ByteStream = BoxStream<'static, Result<Bytes, StoreError>>;
@@ -283,7 +283,7 @@ impl StoreError {
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Location {
     /// `s3://bucket/prefix`
-    S3 { bucket: String, prefix: String },
+    S3 { bucket: String, prefix: Prefix },
     /// `file:///path` — the directory plays the bucket; there is no prefix.
     Local { root: std::path::PathBuf },
 }
@@ -302,8 +302,7 @@ impl Location {
                     "--store {text:?} has no valid bucket name ({HELP})"
                 ));
             }
-            let prefix =
-                format::normalize_prefix(prefix).map_err(|e| format!("--store {text:?}: {e}"))?;
+            let prefix = Prefix::parse(prefix).map_err(|e| format!("--store {text:?}: {e}"))?;
             Ok(Location::S3 {
                 bucket: bucket.to_string(),
                 prefix,
@@ -321,11 +320,12 @@ impl Location {
         }
     }
 
-    /// The key prefix every object of this archive starts with (no trailing `/`).
-    pub fn prefix(&self) -> &str {
+    /// The folder every object of this archive is below (the root of a local store).
+    pub fn prefix(&self) -> &Prefix {
+        static ROOT: Prefix = Prefix::root_const();
         match self {
             Location::S3 { prefix, .. } => prefix,
-            Location::Local { .. } => "",
+            Location::Local { .. } => &ROOT,
         }
     }
 }
@@ -333,8 +333,8 @@ impl Location {
 impl fmt::Display for Location {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self {
-            Location::S3 { bucket, prefix } if prefix.is_empty() => write!(f, "s3://{bucket}"),
-            Location::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{prefix}"),
+            Location::S3 { bucket, prefix } if prefix.is_root() => write!(f, "s3://{bucket}"),
+            Location::S3 { bucket, prefix } => write!(f, "s3://{bucket}/{}", prefix.trimmed()),
             Location::Local { root } => write!(f, "file://{}", root.display()),
         }
     }
@@ -393,7 +393,8 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         None
     }
 
-    /// Every key under `prefix`, in lexicographic order.
+    /// Every key that starts with `prefix` (a folder's [`Prefix::as_str`], or a key, whose
+    /// longer siblings it then lists too), in lexicographic order.
     async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
 
     /// The keys under `prefix` in lexicographic order, a page at a time, so a caller that walks
@@ -441,7 +442,7 @@ pub async fn open(location: Location, s3: &S3Settings) -> Result<Arc<dyn ObjectS
 
 #[cfg(test)]
 mod tests {
-    use super::Location;
+    use super::{Location, Prefix};
 
     #[test]
     fn parses_store_urls() {
@@ -449,14 +450,14 @@ mod tests {
             Location::parse("s3://bkt/a/b/").unwrap(),
             Location::S3 {
                 bucket: "bkt".into(),
-                prefix: "a/b".into()
+                prefix: Prefix::parse("a/b").unwrap()
             }
         );
         assert_eq!(
             Location::parse("s3://bkt").unwrap(),
             Location::S3 {
                 bucket: "bkt".into(),
-                prefix: String::new()
+                prefix: Prefix::root()
             }
         );
         assert_eq!(

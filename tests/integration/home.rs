@@ -87,14 +87,14 @@ async fn a_store_typo_is_refused_naming_both_and_writes_nothing() {
     let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
         unreachable!("the tests' store is S3")
     };
-    let typo = format!("s3://{bucket}/{}x", prefix);
+    let typo = format!("s3://{bucket}/{}x", prefix.trimmed());
     let other_bucket = format!("{bucket}-other");
     s3.server
         .as_ref()
         .unwrap()
         .create_bucket(&other_bucket)
         .unwrap();
-    let elsewhere = format!("s3://{other_bucket}/{prefix}");
+    let elsewhere = format!("s3://{other_bucket}/{}", prefix.trimmed());
     for given in [&typo, &elsewhere] {
         every_command_refuses(
             &with_store(&envs, given),
@@ -210,7 +210,7 @@ async fn an_archive_from_before_the_home_is_held_to_its_receipts_then_bound() {
     let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
         unreachable!()
     };
-    let typo = format!("s3://{bucket}/{prefix}x");
+    let typo = format!("s3://{bucket}/{}x", prefix.trimmed());
     let run = run_cli(&["verify"], &with_store(&envs, &typo)).await;
     assert_eq!(run.code, 2, "{}", run.all_output);
     assert!(
@@ -245,7 +245,7 @@ async fn relocate_moves_the_home_to_a_whole_copy_and_records_why() {
     let server = s3.server.as_ref().unwrap();
     let new_bucket = format!("{bucket}-dr");
     server.create_bucket(&new_bucket).unwrap();
-    let new_home = format!("s3://{new_bucket}/{prefix}");
+    let new_home = format!("s3://{new_bucket}/{}", prefix.trimmed());
     // Not copied yet: refused, nothing moves.
     let run = run_cli(
         &["relocate", "--to", &new_home, "--reason", "region move"],
@@ -425,7 +425,7 @@ async fn relocate_waits_for_no_run_and_a_run_that_opened_before_the_move_writes_
     let new_bucket = format!("{bucket}-moved");
     server.create_bucket(&new_bucket).unwrap();
     copy_tree(&server.root.join(bucket), &server.root.join(&new_bucket));
-    let new_home = format!("s3://{new_bucket}/{prefix}");
+    let new_home = format!("s3://{new_bucket}/{}", prefix.trimmed());
     // An archive of a1 is working: relocate refuses, naming the fix.
     let mut other = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
     let database_lock = outbox_archiver::database_lock_name(&db.name, "wallet_outbox", "a1");

@@ -84,7 +84,7 @@ async fn hostile_payloads_are_archived_faithfully_and_hostile_app_codes_refused(
         db.expected_rows("ok", T0 + DAY).await,
         "byte for byte"
     );
-    let prefix = format!("{}/wallet_outbox/app_code=ok/", store.location().prefix());
+    let prefix = format!("{}wallet_outbox/app_code=ok/", store.location().prefix());
     assert!(batch_keys(store.as_ref())
         .await
         .iter()

@@ -622,7 +622,7 @@ pub(crate) async fn copy_of(store: &dyn ObjectStore, dir: &std::path::Path) -> s
         std::fs::create_dir_all(path.parent().unwrap()).unwrap();
         std::fs::write(&path, read(store, &key).await).unwrap();
     }
-    dir.join(store.location().prefix())
+    dir.join(store.location().prefix().trimmed())
 }
 
 pub(crate) fn audit_script(copy: &std::path::Path) -> (i32, String) {
@@ -669,7 +669,7 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
         .unwrap();
     let table = outbox_archiver::format::table_prefix(store.location().prefix(), "wallet_outbox");
     let legacy = chain::Checkpoint::new("wallet_outbox", "a1", chain::GENESIS, links.clone());
-    let legacy_key = chain::checkpoint_key(&table, "a1", legacy.head().unwrap());
+    let legacy_key = chain::checkpoint_key(table.as_str(), "a1", legacy.head().unwrap());
     store
         .put(&legacy_key, legacy.to_bytes().into(), PutMode::Create)
         .await
@@ -754,7 +754,7 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
     );
     store
         .put(
-            &chain::checkpoint_key(&table, "b1", forged.head().unwrap()),
+            &chain::checkpoint_key(table.as_str(), "b1", forged.head().unwrap()),
             forged.to_bytes().into(),
             PutMode::Create,
         )

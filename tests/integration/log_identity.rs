@@ -397,7 +397,7 @@ async fn audit_copy(
     let script = concat!(env!("CARGO_MANIFEST_DIR"), "/deploy/audit-chain.py");
     let out = std::process::Command::new("python3")
         .arg(script)
-        .arg(dir.join(store.location().prefix()))
+        .arg(dir.join(store.location().prefix().trimmed()))
         .arg("wallet_outbox")
         .output()
         .expect("python3 runs");

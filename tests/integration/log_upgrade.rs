@@ -38,7 +38,7 @@ async fn as_an_older_build_left(
         .unwrap();
     let table = outbox_archiver::format::table_prefix(store.location().prefix(), "wallet_outbox");
     let legacy = chain::Checkpoint::new("wallet_outbox", "a1", chain::GENESIS, links);
-    let key = chain::checkpoint_key(&table, "a1", legacy.head().unwrap());
+    let key = chain::checkpoint_key(table.as_str(), "a1", legacy.head().unwrap());
     store
         .put(&key, legacy.to_bytes().into(), PutMode::Create)
         .await

@@ -25,7 +25,13 @@ fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
         app_code: "a1".into(),
         recorded_app_code: "a1".into(),
         batch_id: batch_id.into(),
-        keys: object_keys("p", "wallet_outbox", "a1", first.updated_at_ms, batch_id),
+        keys: object_keys(
+            &outbox_archiver::format::Prefix::parse("p").unwrap(),
+            "wallet_outbox",
+            "a1",
+            first.updated_at_ms,
+            batch_id,
+        ),
         content: ContentFacts {
             row_count: members.len() as u64,
             first: Cursor {

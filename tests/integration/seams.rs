@@ -125,7 +125,7 @@ async fn every_command_starts_from_the_binary() {
     };
     let copy = format!("{bucket}-copy");
     s3.server.as_ref().unwrap().create_bucket(&copy).unwrap();
-    let relocate_to = format!("s3://{copy}/{prefix}");
+    let relocate_to = format!("s3://{copy}/{}", prefix.trimmed());
     let key_dir = tempfile::tempdir().unwrap();
     let key_file = key_dir.path().join("log.key").display().to_string();
     let runs = real_runs(&demo_database, &relocate_to, &key_file);

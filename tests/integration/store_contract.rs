@@ -37,10 +37,7 @@ struct Contract<'a> {
 
 impl Contract<'_> {
     fn key(&self, name: &str) -> String {
-        match self.store.location().prefix() {
-            "" => name.to_string(),
-            prefix => format!("{prefix}/{name}"),
-        }
+        self.store.location().prefix().key(name)
     }
 
     async fn a_missing_key_reads_as_none(&self) {

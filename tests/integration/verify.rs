@@ -319,7 +319,10 @@ async fn scopes_samples_and_orphans() {
     assert_eq!(verify_run(&first).sample.map(|s| s.seed), Some(42));
 
     // An interrupted run's leftover is an orphan: information, not a failure.
-    let orphan = format!("{}/wallet_outbox/app_code=a1/dt=2026-01-01/ffffffffffffffffffffffffffffffff/data.ndjson.gz", store.location().prefix());
+    let orphan = format!(
+        "{}wallet_outbox/app_code=a1/dt=2026-01-01/ffffffffffffffffffffffffffffffff/data.ndjson.gz",
+        store.location().prefix()
+    );
     store
         .put(&orphan, Bytes::from_static(b"x"), PutMode::Create)
         .await
@@ -337,7 +340,7 @@ async fn scopes_samples_and_orphans() {
         verify_run(&with_orphan).orphans,
         std::slice::from_ref(&orphan)
     );
-    let junk = format!("{}/wallet_outbox/notes.txt", store.location().prefix());
+    let junk = format!("{}wallet_outbox/notes.txt", store.location().prefix());
     store
         .put(&junk, Bytes::from_static(b"x"), PutMode::Create)
         .await
@@ -493,7 +496,7 @@ async fn orphans_are_found_partition_by_partition_over_many_receipts() {
     assert!(archived.ok, "{}", archived.to_json());
     assert_eq!(db.receipts("a1").await.len(), 40);
 
-    let table = format!("{}/wallet_outbox/", store.location().prefix());
+    let table = format!("{}wallet_outbox/", store.location().prefix());
     let leftover = |app: &str, day: &str| {
         format!("{table}app_code={app}/dt={day}/ffffffffffffffffffffffffffffffff/data.ndjson.gz")
     };

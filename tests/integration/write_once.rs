@@ -128,8 +128,10 @@ async fn the_same_rows_under_other_settings_give_identical_bytes() {
             .into_iter()
             .filter(|k| !is_home_marker(k))
         {
-            let relative = key
-                .strip_prefix(store.location().prefix())
+            let relative = store
+                .location()
+                .prefix()
+                .relative(&key)
                 .unwrap()
                 .to_string();
             objects.push((relative, read(store.as_ref(), &key).await));

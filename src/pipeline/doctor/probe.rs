@@ -12,16 +12,11 @@ use crate::store::{ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
 
 /// The probe object's key: one per run, so that two doctors at once (the archive and the purge
 /// role of the doctor Job) never remove each other's probe.
-fn probe_key(prefix: &str) -> String {
-    let name = format!(
+fn probe_key(prefix: &crate::model::key::Prefix) -> String {
+    prefix.key(&format!(
         "_outbox_archiver/doctor-probe-{}",
         crate::pipeline::report::run_id()
-    );
-    if prefix.is_empty() {
-        name
-    } else {
-        format!("{prefix}/{name}")
-    }
+    ))
 }
 
 /// Writes one object as archive writes a data object (its storage class, a retention in the

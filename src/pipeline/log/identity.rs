@@ -117,11 +117,7 @@ fn derived_names(app: &str) -> Vec<String> {
 
 /// Whether the store holds a checkpoint in the log folder `folder`.
 async fn has_log(ctx: &RunContext, folder: &str) -> Result<bool, LogError> {
-    let key = format!(
-        "{}{}",
-        format::log_prefix(&table_prefix(ctx), folder),
-        format::LOG_CHECKPOINT
-    );
+    let key = format::log_prefix(&table_prefix(ctx), folder).key(format::LOG_CHECKPOINT);
     Ok(ctx.store.head(&key).await?.is_some())
 }
 

@@ -68,7 +68,7 @@ fn is_break_key(key: &str) -> bool {
 /// abandoned by a break the older build accepted, held to the database's links.
 pub(super) async fn find(log: &Log<'_>) -> Result<Option<Legacy>, LogError> {
     let ctx = log.ctx;
-    let prefix = chain::checkpoint_prefix(&table_prefix(ctx), &log.folder);
+    let prefix = chain::checkpoint_prefix(table_prefix(ctx).as_str(), &log.folder);
     let keys = ctx.store.list(&prefix).await?;
     let breaks: Vec<String> = keys.iter().filter(|k| is_break_key(k)).cloned().collect();
     let mut abandoned = HashSet::new();

@@ -140,7 +140,7 @@ pub(crate) struct Log<'a> {
     /// How the app is named in the store and its entries: its recorded log identity
     /// ([`identity::resolve`]).
     pub folder: String,
-    prefix: String,
+    prefix: format::Prefix,
     pub origin: String,
     /// Whether the identity is recorded; if not, the first write records it ([`Log::begin`]).
     recorded: bool,
@@ -148,7 +148,7 @@ pub(crate) struct Log<'a> {
 }
 
 /// The table's prefix in the store.
-fn table_prefix(ctx: &RunContext) -> String {
+fn table_prefix(ctx: &RunContext) -> format::Prefix {
     format::table_prefix(ctx.store.location().prefix(), ctx.spec.name)
 }
 
@@ -157,7 +157,7 @@ async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
     let prefix = format::logs_prefix(&table_prefix(ctx));
     let mut apps: Vec<String> = ctx
         .store
-        .list(&prefix)
+        .list(prefix.as_str())
         .await?
         .iter()
         .filter_map(|k| Some(format::log_folder_of_key(&prefix, k)?.to_string()))
@@ -206,7 +206,7 @@ impl<'a> Log<'a> {
     }
 
     fn key(&self, path: &str) -> String {
-        format!("{}{path}", self.prefix)
+        self.prefix.key(path)
     }
 
     fn refused(&self, detail: String) -> LogError {

@@ -126,7 +126,7 @@ impl Expected {
     /// for the data object as placed (`data`: its own digest where an existing object was
     /// adopted).
     pub(crate) fn of_batch(
-        prefix: &str,
+        prefix: &format::Prefix,
         spec: &TableSpec,
         app_code: &str,
         batch: &EncodedBatch,

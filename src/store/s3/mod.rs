@@ -161,11 +161,7 @@ impl ObjectStore for S3Store {
             .client()
             .list_objects_v2()
             .bucket(self.bucket())
-            .prefix(if prefix.is_empty() {
-                String::new()
-            } else {
-                format!("{prefix}/")
-            })
+            .prefix(prefix.as_str())
             .max_keys(1)
             .send()
             .await;

@@ -269,7 +269,7 @@ mod tests {
     fn location() -> Location {
         Location::S3 {
             bucket: "archive".into(),
-            prefix: "p".into(),
+            prefix: crate::model::key::Prefix::parse("p").unwrap(),
         }
     }
 

@@ -182,7 +182,7 @@ impl MotoS3 {
             settings,
             location: Location::S3 {
                 bucket: bucket.clone(),
-                prefix: "archive".into(),
+                prefix: outbox_archiver::format::Prefix::parse("archive").unwrap(),
             },
             bucket,
             admin,

@@ -46,7 +46,10 @@ impl TestS3 {
             return TestS3 {
                 server: None,
                 settings,
-                location: Location::S3 { bucket, prefix },
+                location: Location::S3 {
+                    bucket,
+                    prefix: outbox_archiver::format::Prefix::parse(&prefix).unwrap(),
+                },
                 _dir: dir,
             };
         }
@@ -66,7 +69,7 @@ impl TestS3 {
             settings,
             location: Location::S3 {
                 bucket,
-                prefix: "archive".into(),
+                prefix: outbox_archiver::format::Prefix::parse("archive").unwrap(),
             },
             _dir: dir,
         }
@@ -139,7 +142,10 @@ pub async fn ndjson_of(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
 
 /// Every key in the test's store, sorted.
 pub async fn keys(store: &dyn ObjectStore) -> Vec<String> {
-    store.list(store.location().prefix()).await.unwrap()
+    store
+        .list(store.location().prefix().as_str())
+        .await
+        .unwrap()
 }
 
 /// Every key of the batches' objects: [`keys`] without the apps' logs (and the linear chains
