@@ -291,7 +291,7 @@ impl fmt::Display for Stop {
             ),
             Stop::WaitingForLog { batches, first } => write!(
                 f,
-                "{batches} batch(es) wait for the next `outbox-archiver archive` of the app to append them to its log (from batch {first}): recorded by an older build — the first archive run of this build carries its chain into the log — or by a run that ended before appending, or held back by a disagreement the last archive run reported (chain_disagreement); their rows stay until the purge after they are appended"
+                "{batches} batch(es) wait for the next `outbox-archiver archive` of the app to append them to its log (from batch {first}): recorded by an older build — the first archive run of this build carries its chain into the log — or by a run that ended before appending, or held back by a disagreement the last archive run reported (log_disagreement); their rows stay until the purge after they are appended"
             ),
             Stop::RestoreThawing { batches } => write!(
                 f,

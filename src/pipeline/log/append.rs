@@ -244,7 +244,7 @@ async fn reconcile(
     };
     if known > size {
         return Err(log.refused(format!(
-            "the database's receipts are logged up to leaf {}, the store's checkpoint holds {size} leaves: the checkpoint was written back or the log lost (chain_gap)",
+            "the database's receipts are logged up to leaf {}, the store's checkpoint holds {size} leaves: the checkpoint was written back or the log lost (log_gap, formerly chain_gap)",
             known - 1
         )));
     }

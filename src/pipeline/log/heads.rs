@@ -49,7 +49,7 @@ impl Log<'_> {
                 source: first,
             })),
             _ => Err(self.refused(format!(
-                "{first} is not the tree head its name says (a head kept write-once, rewritten: chain_rollback)"
+                "{first} is not the tree head its name says (a head kept write-once, rewritten: log_rollback, formerly chain_rollback)"
             ))),
         }
     }
@@ -120,7 +120,7 @@ impl Log<'_> {
                 match Checkpoint::open(&kept, &self.origin, &[]) {
                     Ok(c) if c.root == head.root => Ok(()),
                     _ => Err(self.refused(format!(
-                        "{key} already holds another tree of {} leaves (the log forked: chain_rollback)",
+                        "{key} already holds another tree of {} leaves (the log forked: log_rollback, formerly chain_rollback)",
                         head.size
                     ))),
                 }
