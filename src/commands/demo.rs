@@ -488,7 +488,7 @@ fn where_to_look(
             .display()
     ));
     if let Some(first) = first {
-        let path = root.join(&first.keys.data);
+        let path = root.join(first.keys.data.as_str());
         say(format!(
             "look at one batch:  zcat {} | head -n 2",
             path.display()

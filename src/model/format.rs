@@ -8,7 +8,7 @@ use serde::ser::SerializeMap;
 use serde::{Deserialize, Serialize, Serializer};
 
 use crate::model::digest::{sha256_hex, ObjectDigest};
-pub use crate::model::key::Prefix;
+pub use crate::model::key::{Key, Prefix};
 use crate::model::timespec;
 
 pub(crate) const SCHEMA_VERSION: u32 = 1;
@@ -136,9 +136,9 @@ pub fn batch_id(table: &str, app_code: &str, facts: &ContentFacts) -> String {
 /// The three object keys of a batch.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize)]
 pub struct ObjectKeys {
-    pub data: String,
-    pub manifest: String,
-    pub success: String,
+    pub data: Key,
+    pub manifest: Key,
+    pub success: Key,
 }
 
 /// `{prefix}{table}/app_code={app}/dt={YYYY-MM-DD}/{batch_id}/…`.
@@ -257,7 +257,7 @@ pub(crate) fn log_break_path(first: u64, n: usize) -> String {
 
 /// `{table_prefix}_archive.json`: the archive's marker, written once when its first batch is
 /// archived (SPEC §5.13). Outside every app's keys, so no batch ever uses it.
-pub fn home_marker_key(table_prefix: &Prefix) -> String {
+pub fn home_marker_key(table_prefix: &Prefix) -> Key {
     table_prefix.key("_archive.json")
 }
 
@@ -295,7 +295,7 @@ impl HomeMarker {
 /// (SPEC §5.11): under the configured prefix (so a prefix-scoped policy allows it) and outside
 /// every table's keys (so `verify` never counts it as an orphan). One fixed key, so a bucket that
 /// denies deletes holds at most one.
-pub(crate) fn conditional_put_probe_key(prefix: &Prefix) -> String {
+pub(crate) fn conditional_put_probe_key(prefix: &Prefix) -> Key {
     prefix.key("_outbox_archiver/conditional-put-probe")
 }
 
@@ -390,7 +390,7 @@ pub fn documents(
         table: table.to_string(),
         app_code: app_code.to_string(),
         batch_id: batch_id.clone(),
-        data_object_key: keys.data.clone(),
+        data_object_key: keys.data.to_string(),
         content: content.clone(),
         data: data.clone(),
     }
@@ -569,7 +569,7 @@ mod tests {
             home_marker_key(&table),
             "outbox/wallet_outbox/_archive.json"
         );
-        assert_eq!(app_and_day(&table, &home_marker_key(&table)), None);
+        assert_eq!(app_and_day(&table, home_marker_key(&table).as_str()), None);
         let marker = HomeMarker {
             archive_id: "0123456789abcdef0123456789abcdef".into(),
             table: "wallet_outbox".into(),

@@ -1,6 +1,6 @@
-//! Where objects live in the store: a [`Prefix`] is a folder — the bucket's root, or segments
-//! each ending in `/` — and every key and folder below it is made by [`Prefix::key`] and
-//! [`Prefix::folder`], the one place a name is joined to a folder (object_store's `Path` is the
+//! Where objects live in the store: a [`Key`] names one object, a [`Prefix`] is a folder — the
+//! bucket's root, or segments each ending in `/` — and every key and folder below it is made by
+//! [`Prefix::key`] and [`Prefix::folder`], the one place a name is joined to a folder (object_store's `Path` is the
 //! model: one type with stated invariants and `child()`). The configured prefix
 //! (`--store s3://bucket/a/b`) is parsed into one once ([`Prefix::parse`]); the archive's
 //! folders (its table's, its apps', its logs') are built from it in [`crate::model::format`].
@@ -48,12 +48,12 @@ impl Prefix {
     }
 
     /// The key `name` in this folder (`name` may go on below it: `dt=…/batch/data.ndjson.gz`).
-    pub fn key(&self, name: &str) -> String {
+    pub fn key(&self, name: &str) -> Key {
         debug_assert!(
-            !name.is_empty() && !name.starts_with('/'),
+            !name.is_empty() && !name.starts_with('/') && !name.ends_with('/'),
             "a key name: {name:?}"
         );
-        format!("{}{name}", self.0)
+        Key(format!("{}{name}", self.0))
     }
 
     /// The folder as keys start with it (`""` or ending in `/`): what a LIST asks for.
@@ -74,6 +74,66 @@ impl Prefix {
     /// What `key` names below this folder; `None` for a key outside it.
     pub fn relative<'k>(&self, key: &'k str) -> Option<&'k str> {
         key.strip_prefix(self.0.as_str())
+    }
+}
+
+/// One object's key: built below a [`Prefix`] ([`Prefix::key`]), or taken as a receipt, a
+/// listing or an older build holds it ([`Key::stored`]). What every method of the store that
+/// reads or writes one object takes.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord, Hash, serde::Serialize)]
+#[serde(transparent)]
+pub struct Key(String);
+
+impl Key {
+    /// A key as it was stored: in a receipt, a record, a listing (whoever wrote it made it a
+    /// key; nothing is checked).
+    pub fn stored(text: impl Into<String>) -> Key {
+        Key(text.into())
+    }
+
+    pub fn as_str(&self) -> &str {
+        &self.0
+    }
+
+    /// The key's last segment (`data.ndjson.gz`).
+    pub fn name(&self) -> &str {
+        self.0.rsplit('/').next().unwrap_or_default()
+    }
+}
+
+impl fmt::Display for Key {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
+impl AsRef<str> for Key {
+    fn as_ref(&self) -> &str {
+        &self.0
+    }
+}
+
+impl PartialEq<str> for Key {
+    fn eq(&self, other: &str) -> bool {
+        self.0 == other
+    }
+}
+
+impl PartialEq<&str> for Key {
+    fn eq(&self, other: &&str) -> bool {
+        self.0 == *other
+    }
+}
+
+impl PartialEq<String> for Key {
+    fn eq(&self, other: &String) -> bool {
+        &self.0 == other
+    }
+}
+
+impl From<Key> for String {
+    fn from(key: Key) -> String {
+        key.0
     }
 }
 
@@ -110,6 +170,7 @@ mod tests {
         let root = Prefix::root();
         let outbox = Prefix::parse("outbox").unwrap();
         assert_eq!(root.key("_archive.json"), "_archive.json");
+        assert_eq!(root.key("a/b.json").name(), "b.json");
         assert_eq!(outbox.key("_archive.json"), "outbox/_archive.json");
         let table = outbox.folder("wallet_outbox");
         assert_eq!(table.as_str(), "outbox/wallet_outbox/");

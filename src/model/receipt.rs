@@ -161,7 +161,7 @@ impl Receipt {
             table: table.to_string(),
             app_code: self.recorded_app_code.clone(),
             batch_id: self.batch_id.clone(),
-            data_object_key: self.keys.data.clone(),
+            data_object_key: self.keys.data.to_string(),
             content: self.content.clone(),
             data: self.objects.data.clone(),
         }

@@ -72,7 +72,7 @@ fn batch(spec: &TableSpec, r: &Receipt, inclusion: &(u64, Vec<tlog::Hash>)) -> B
             .collect(),
         manifest_sha256: crate::model::digest::sha256_hex(&r.manifest(spec.name)),
         data_sha256: r.objects.data.sha256.clone(),
-        data_object_key: r.keys.data.clone(),
+        data_object_key: r.keys.data.to_string(),
         last_full_verification: FullVerification {
             at: timespec::rfc3339(verified_at),
             how,

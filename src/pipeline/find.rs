@@ -350,7 +350,7 @@ async fn search(
     use std::io::BufRead;
     let key = &receipt.keys.data;
     let Some(bytes) = store::get_all(ctx.store.as_ref(), key).await? else {
-        return Ok(Searched::Missing(key.clone()));
+        return Ok(Searched::Missing(key.to_string()));
     };
     let intact = crate::model::digest::sha256_hex(&bytes) == receipt.objects.data.sha256;
     let layout = ctx.spec.layout();
@@ -391,7 +391,7 @@ async fn search(
                 event_id: row[id_key].as_str().unwrap_or_default().to_string(),
                 app_code: receipt.app_code.clone(),
                 batch_id: receipt.batch_id.clone(),
-                key: key.clone(),
+                key: key.to_string(),
                 line: n as u64 + 1,
                 updated_at_ms: row[updated_key].as_i64().unwrap_or_default(),
                 object_matches_receipt: intact,

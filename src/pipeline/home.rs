@@ -19,7 +19,7 @@ use sqlx::MySqlPool;
 use super::{Observer, RunContext};
 use crate::db::home::{Home, Homes};
 use crate::db::DbError;
-use crate::model::format::{self, HomeMarker};
+use crate::model::format::{self, HomeMarker, Key};
 use crate::model::protection::{PutOptions, WritePolicy};
 use crate::model::table::TableSpec;
 use crate::pipeline::doctor::Check;
@@ -121,15 +121,10 @@ async fn at_home(
     store: &dyn ObjectStore,
     home: Home,
 ) -> Result<Checked, HomeError> {
-    match read_marker(store, &home.marker_key).await? {
+    let marker_key = Key::stored(home.marker_key.as_str());
+    match read_marker(store, &marker_key).await? {
         Marker::Found(marker) if marker.archive_id == home.archive_id => Ok(Checked::Home(home)),
-        Marker::Found(marker) => Err(foreign(
-            spec,
-            store,
-            &home.marker_key,
-            marker,
-            &home.archive_id,
-        )),
+        Marker::Found(marker) => Err(foreign(spec, store, &marker_key, marker, &home.archive_id)),
         // A lifecycle rule moved it to a cold class: the batches vouch for the store.
         Marker::Cold => {
             batches_here(
@@ -204,7 +199,7 @@ async fn batches_here(
         return Ok(());
     }
     for (key, _) in &objects {
-        match store.head(key).await {
+        match store.head(&Key::stored(key.as_str())).await {
             Ok(Some(_)) => return Ok(()),
             Ok(None) => {}
             Err(source) => {
@@ -229,7 +224,7 @@ async fn batches_here(
 fn foreign(
     spec: &TableSpec,
     store: &dyn ObjectStore,
-    key: &str,
+    key: &crate::model::key::Key,
     marker: HomeMarker,
     ours: &str,
 ) -> HomeError {
@@ -301,7 +296,10 @@ enum Marker {
     Cold,
 }
 
-async fn read_marker(store: &dyn ObjectStore, key: &str) -> Result<Marker, HomeError> {
+async fn read_marker(
+    store: &dyn ObjectStore,
+    key: &crate::model::key::Key,
+) -> Result<Marker, HomeError> {
     let bytes = match store::get_all(store, key).await {
         Ok(bytes) => bytes,
         Err(StoreError::NotReadable { .. }) => return Ok(Marker::Cold),
@@ -384,7 +382,7 @@ async fn bind(ctx: &RunContext, policy: &WritePolicy) -> Result<Home, HomeError>
                 id: 1,
                 store: ctx.store.location().to_string(),
                 archive_id: new_archive_id(),
-                marker_key: format::home_marker_key(&table_prefix(ctx)),
+                marker_key: format::home_marker_key(&table_prefix(ctx)).to_string(),
                 bound_at_ms: ctx.now(),
                 moved_from: None,
                 reason: None,
@@ -436,9 +434,9 @@ async fn put_marker(ctx: &RunContext, home: &Home, policy: &WritePolicy) -> Resu
         lock: policy.lock_at(ctx.now()),
         legal_hold: policy.legal_hold,
     };
-    let key = &home.marker_key;
+    let key = &Key::stored(home.marker_key.as_str());
     let stored = |source| HomeError::Store {
-        key: key.clone(),
+        key: key.to_string(),
         source,
     };
     match ctx
@@ -465,7 +463,7 @@ async fn put_marker(ctx: &RunContext, home: &Home, policy: &WritePolicy) -> Resu
         )),
         Marker::Absent | Marker::Cold => Err(stored(StoreError::Other {
             op: "get",
-            key: key.clone(),
+            key: key.to_string(),
             detail: "written, but not readable when read back".into(),
         })),
     }
@@ -645,7 +643,7 @@ async fn adopt(
         id: 1,
         store: target.clone(),
         archive_id: marker.archive_id.clone(),
-        marker_key,
+        marker_key: marker_key.to_string(),
         bound_at_ms: ctx.now(),
         moved_from: None,
         reason: Some(reason.to_string()),
@@ -714,7 +712,7 @@ async fn relocate_locked(
             old_prefix = old_prefix.trimmed(),
         )));
     }
-    match read_marker(to, &home.marker_key).await? {
+    match read_marker(to, &Key::stored(home.marker_key.as_str())).await? {
         Marker::Found(marker) if marker.archive_id == home.archive_id => {}
         Marker::Found(marker) => {
             return Err(RelocateError::Refused(format!(

@@ -20,6 +20,7 @@ use crate::db::lock::{AppLock, Doing, LockLost};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::model::batch::{DataRead, EncodedBatch};
 use crate::model::digest::{self, ObjectDigest};
+use crate::model::key::Key;
 use crate::model::protection::{ObjectLock, WritePolicy};
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
@@ -48,17 +49,17 @@ pub(crate) struct Published {
     /// read-back. Recorded once its members are known ([`Receipt::recorded`]).
     pub receipt: Receipt,
     /// Keys where a leftover with other content was replaced.
-    pub replaced: Vec<String>,
+    pub replaced: Vec<Key>,
     /// Keys where an existing data object with identical NDJSON was kept.
-    pub adopted: Vec<String>,
+    pub adopted: Vec<Key>,
 }
 
 /// The batch's three objects as put: what they are, and the keys where a leftover was replaced
 /// or an identical data object adopted.
 struct Placed {
     expected: Expected,
-    replaced: Vec<String>,
-    adopted: Vec<String>,
+    replaced: Vec<Key>,
+    adopted: Vec<Key>,
 }
 
 /// How an object came to be at its key.
@@ -108,7 +109,7 @@ impl Publisher<'_> {
             if kept != asked {
                 // Cost, not proof: recorded as the store reports it, and said.
                 tracing::warn!(
-                    key = expected.receipt.keys.data,
+                    key = %expected.receipt.keys.data,
                     asked,
                     kept,
                     "the store keeps the data object in another storage class than \
@@ -239,7 +240,7 @@ impl Publisher<'_> {
     /// Writes `body` at `key` unless something is there already; true when written.
     async fn create(
         &self,
-        key: &str,
+        key: &Key,
         body: bytes::Bytes,
         options: &PutOptions,
     ) -> Result<bool, PublishError> {
@@ -256,7 +257,7 @@ impl Publisher<'_> {
 
     async fn place_data(
         &self,
-        key: &str,
+        key: &Key,
         batch: &EncodedBatch,
         options: &PutOptions,
     ) -> Result<Placement, PublishError> {
@@ -294,7 +295,7 @@ impl Publisher<'_> {
             }
         }
         tracing::warn!(
-            key,
+            key = %key,
             "replacing a leftover data object that no receipt references and whose content, \
              storage class or encryption differs"
         );
@@ -306,7 +307,7 @@ impl Publisher<'_> {
 
     async fn place_exact(
         &self,
-        key: &str,
+        key: &Key,
         bytes: &[u8],
         options: &PutOptions,
     ) -> Result<Placement, PublishError> {
@@ -322,7 +323,7 @@ impl Publisher<'_> {
             }
         }
         tracing::warn!(
-            key,
+            key = %key,
             "replacing a leftover object that no receipt references and whose bytes, storage \
              class or encryption differ"
         );
@@ -355,7 +356,7 @@ impl Publisher<'_> {
     /// always converges.
     async fn brought_up_to_policy(
         &self,
-        key: &str,
+        key: &Key,
         meta: &ObjectMeta,
         options: &PutOptions,
     ) -> bool {
@@ -376,14 +377,14 @@ impl Publisher<'_> {
         match self.store.extend_lock(key, lock.as_ref(), hold).await {
             Ok(()) => {
                 tracing::info!(
-                    key,
+                    key = %key,
                     "an object left by an earlier attempt got this batch's retention / legal hold"
                 );
                 true
             }
             Err(e) => {
                 tracing::warn!(
-                    key,
+                    key = %key,
                     error = %e,
                     "cannot extend the retention of an object left by an earlier attempt; \
                      writing it again as a new version"

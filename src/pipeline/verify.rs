@@ -590,7 +590,7 @@ async fn wrong_location(ctx: &RunContext, run: &VerifyRun) -> Option<String> {
         return None;
     }
     let table = format::table_prefix(ctx.store.location().prefix(), ctx.spec.name);
-    let empty = match ctx.store.list_pages(table.as_str()).next().await {
+    let empty = match ctx.store.list_pages(&table).next().await {
         None => true,
         Some(Ok(keys)) => keys.is_empty(),
         Some(Err(_)) => false,
@@ -618,19 +618,19 @@ async fn orphans_under(
     orphans: &mut Vec<String>,
 ) -> Result<(), OrphanError> {
     let receipts = &ctx.tables.receipts;
-    let mut pages = ctx.store.list_pages(prefix.as_str());
+    let mut pages = ctx.store.list_pages(prefix);
     let mut current: Option<(String, Partitions<'_>)> = None;
     while let Some(page) = pages.next().await {
         for key in page? {
-            let Some((app, day)) = format::app_and_day(table, &key) else {
+            let Some((app, day)) = format::app_and_day(table, key.as_str()) else {
                 // The logs are the log audit's to account for (and the linear chains of older
                 // builds, which a log's transition record names), the archive's marker its
                 // home's (every command reads it).
-                let checkpoint = format::logs_prefix(table).relative(&key).is_some()
-                    || (table.folder("_chain").relative(&key).is_some()
-                        && log::legacy::is_checkpoint_key(&key));
+                let checkpoint = format::logs_prefix(table).relative(key.as_str()).is_some()
+                    || (table.folder("_chain").relative(key.as_str()).is_some()
+                        && log::legacy::is_checkpoint_key(key.as_str()));
                 if !checkpoint && key != format::home_marker_key(table) {
-                    orphans.push(key);
+                    orphans.push(key.to_string());
                 }
                 continue;
             };
@@ -643,8 +643,8 @@ async fn orphans_under(
                 current = Some((app.to_string(), partitions));
             }
             let (_, partitions) = current.as_mut().expect("set above");
-            if !partitions.references(day, &key).await? {
-                orphans.push(key);
+            if !partitions.references(day, key.as_str()).await? {
+                orphans.push(key.to_string());
             }
         }
     }
@@ -689,11 +689,11 @@ impl<'a> Partitions<'a> {
             self.exhausted = true;
             return Ok(());
         };
-        let day = format::day_of_key(&first.keys.data).to_string();
+        let day = format::day_of_key(first.keys.data.as_str()).to_string();
         self.take(first);
         loop {
             match self.receipts.as_mut().peek().await {
-                Some(Ok(next)) if format::day_of_key(&next.keys.data) == day => {}
+                Some(Ok(next)) if format::day_of_key(next.keys.data.as_str()) == day => {}
                 _ => break,
             }
             if let Some(next) = self.receipts.next().await.transpose()? {
@@ -706,9 +706,9 @@ impl<'a> Partitions<'a> {
 
     fn take(&mut self, receipt: Receipt) {
         self.referenced.extend([
-            receipt.keys.data,
-            receipt.keys.manifest,
-            receipt.keys.success,
+            receipt.keys.data.into(),
+            receipt.keys.manifest.into(),
+            receipt.keys.success.into(),
         ]);
     }
 }

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use bytes::Bytes;
 use futures_util::StreamExt;
 
-use super::{ByteStream, Location, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
+use super::{ByteStream, Key, Location, ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
 
 #[derive(Debug)]
 pub struct LocalStore {
@@ -80,7 +80,8 @@ impl ObjectStore for LocalStore {
         }
     }
 
-    async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError> {
+    async fn head(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError> {
+        let key = key.as_str();
         match tokio::fs::metadata(self.path(key)?).await {
             Ok(m) if m.is_file() => Ok(Some(ObjectMeta {
                 size: m.len(),
@@ -92,7 +93,8 @@ impl ObjectStore for LocalStore {
         }
     }
 
-    async fn get(&self, key: &str) -> Result<Option<ByteStream>, StoreError> {
+    async fn get(&self, key: &Key) -> Result<Option<ByteStream>, StoreError> {
+        let key = key.as_str();
         let file = match tokio::fs::File::open(self.path(key)?).await {
             Ok(f) => f,
             Err(e) if e.kind() == ErrorKind::NotFound => return Ok(None),
@@ -106,11 +108,12 @@ impl ObjectStore for LocalStore {
 
     async fn put_with(
         &self,
-        key: &str,
+        key: &Key,
         body: Bytes,
         mode: PutMode,
         options: &PutOptions,
     ) -> Result<(), StoreError> {
+        let key = key.as_str();
         if *options != PutOptions::default() {
             return Err(StoreError::Unsupported {
                 store: "file://",
@@ -152,7 +155,7 @@ impl ObjectStore for LocalStore {
         })?
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
+    async fn list_starting(&self, prefix: &str) -> Result<Vec<Key>, StoreError> {
         let root = self.root.clone();
         let prefix = prefix.to_string();
         tokio::task::spawn_blocking(move || {
@@ -177,7 +180,7 @@ impl ObjectStore for LocalStore {
                             .to_string_lossy()
                             .to_string();
                         if key.starts_with(&prefix) {
-                            keys.push(key);
+                            keys.push(Key::stored(key));
                         }
                     }
                 }
@@ -193,7 +196,8 @@ impl ObjectStore for LocalStore {
         })?
     }
 
-    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+    async fn delete(&self, key: &Key) -> Result<(), StoreError> {
+        let key = key.as_str();
         match tokio::fs::remove_file(self.path(key)?).await {
             Ok(()) => Ok(()),
             Err(e) if e.kind() == ErrorKind::NotFound => Ok(()),

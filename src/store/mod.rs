@@ -23,13 +23,13 @@ pub use local::LocalStore;
 pub use s3::{ConditionalPutSetting, S3Settings, UploadChecksum};
 pub(crate) use s3::{S3Store, DEFAULT_MAX_ATTEMPTS};
 
-pub(crate) use crate::model::key::Prefix;
+pub(crate) use crate::model::key::{Key, Prefix};
 
 /// An object's body, chunk by chunk.
 pub(crate) type ByteStream = BoxStream<'static, Result<Bytes, StoreError>>;
 
 /// Pages of keys, in lexicographic order.
-pub(crate) type KeyPages<'a> = BoxStream<'a, Result<Vec<String>, StoreError>>;
+pub(crate) type KeyPages<'a> = BoxStream<'a, Result<Vec<Key>, StoreError>>;
 
 /// What a HEAD tells about an object.
 #[derive(Debug, Clone, Default, PartialEq, Eq)]
@@ -347,22 +347,22 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// Confirms the bucket (or directory) exists and these credentials can use it.
     async fn confirm_access(&self) -> Result<(), StoreError>;
 
-    async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError>;
+    async fn head(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError>;
 
-    async fn get(&self, key: &str) -> Result<Option<ByteStream>, StoreError>;
+    async fn get(&self, key: &Key) -> Result<Option<ByteStream>, StoreError>;
 
     /// Writes `body` at `key` as `options` ask (storage class, retention, legal hold); the
     /// store's own encryption setting applies to every put.
     async fn put_with(
         &self,
-        key: &str,
+        key: &Key,
         body: Bytes,
         mode: PutMode,
         options: &PutOptions,
     ) -> Result<(), StoreError>;
 
     /// A put in the store's default class, without retention.
-    async fn put(&self, key: &str, body: Bytes, mode: PutMode) -> Result<(), StoreError> {
+    async fn put(&self, key: &Key, body: Bytes, mode: PutMode) -> Result<(), StoreError> {
         self.put_with(key, body, mode, &PutOptions::default()).await
     }
 
@@ -370,7 +370,7 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// shortens one) and sets its legal hold when `legal_hold`.
     async fn extend_lock(
         &self,
-        _key: &str,
+        _key: &Key,
         _lock: Option<&ObjectLock>,
         _legal_hold: bool,
     ) -> Result<(), StoreError> {
@@ -381,7 +381,7 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     }
 
     /// Asks the store to restore a cold object for `thaw.days`, so that it can be read later.
-    async fn request_thaw(&self, _key: &str, _thaw: &Thaw) -> Result<ThawState, StoreError> {
+    async fn request_thaw(&self, _key: &Key, _thaw: &Thaw) -> Result<ThawState, StoreError> {
         Err(StoreError::Unsupported {
             store: "file://",
             what: "restore objects from cold storage".into(),
@@ -393,17 +393,32 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
         None
     }
 
-    /// Every key that starts with `prefix` (a folder's [`Prefix::as_str`], or a key, whose
-    /// longer siblings it then lists too), in lexicographic order.
-    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError>;
+    /// Every key that starts with `start`, in lexicographic order: what [`ObjectStore::list`]
+    /// and [`ObjectStore::list_from`] ask.
+    async fn list_starting(&self, start: &str) -> Result<Vec<Key>, StoreError>;
 
-    /// The keys under `prefix` in lexicographic order, a page at a time, so a caller that walks
-    /// a large archive holds one page, not every key. Stores without paging give one page.
-    fn list_pages<'a>(&'a self, prefix: &'a str) -> KeyPages<'a> {
-        futures_util::stream::once(self.list(prefix)).boxed()
+    /// [`ObjectStore::list_starting`] a page at a time. Stores without paging give one page.
+    fn list_pages_starting<'a>(&'a self, start: &'a str) -> KeyPages<'a> {
+        futures_util::stream::once(self.list_starting(start)).boxed()
     }
 
-    async fn delete(&self, key: &str) -> Result<(), StoreError>;
+    /// Every key in the folder `prefix` (and below it), in lexicographic order.
+    async fn list(&self, prefix: &Prefix) -> Result<Vec<Key>, StoreError> {
+        self.list_starting(prefix.as_str()).await
+    }
+
+    /// The keys in the folder `prefix` in lexicographic order, a page at a time, so a caller
+    /// that walks a large archive holds one page, not every key.
+    fn list_pages<'a>(&'a self, prefix: &'a Prefix) -> KeyPages<'a> {
+        self.list_pages_starting(prefix.as_str())
+    }
+
+    /// `key` and every key that continues it (`{key}.p/…`), in lexicographic order: one LIST.
+    async fn list_from(&self, key: &Key) -> Result<Vec<Key>, StoreError> {
+        self.list_starting(key.as_str()).await
+    }
+
+    async fn delete(&self, key: &Key) -> Result<(), StoreError>;
 
     /// What the store's requests went through so far, for stores that go over a network.
     fn stats(&self) -> Option<StoreStats> {
@@ -414,13 +429,13 @@ pub trait ObjectStore: Send + Sync + fmt::Debug {
     /// refused at an existing key, using `probe_key` (a key under the archive's prefix that no
     /// batch uses); from then on create-only puts rely on the answer. Stores that create
     /// atomically by themselves have nothing to probe.
-    async fn probe_conditional_put(&self, _probe_key: &str) -> Result<ConditionalPut, StoreError> {
+    async fn probe_conditional_put(&self, _probe_key: &Key) -> Result<ConditionalPut, StoreError> {
         Ok(ConditionalPut::Native)
     }
 }
 
 /// Reads a whole (small) object into memory.
-pub async fn get_all(store: &dyn ObjectStore, key: &str) -> Result<Option<Vec<u8>>, StoreError> {
+pub async fn get_all(store: &dyn ObjectStore, key: &Key) -> Result<Option<Vec<u8>>, StoreError> {
     use futures_util::TryStreamExt;
     let Some(mut stream) = store.get(key).await? else {
         return Ok(None);

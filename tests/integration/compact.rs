@@ -6,6 +6,7 @@
 
 use bytes::Bytes;
 use outbox_archiver::format;
+use outbox_archiver::format::Key;
 use outbox_archiver::purge;
 use outbox_archiver::Apps;
 use outbox_archiver::CompactApp;
@@ -201,7 +202,11 @@ async fn compacted_receipts_keep_a_digest_and_every_batch_stays_provable() {
     let middle = bytes.len() / 2;
     bytes[middle] ^= 0x01;
     store
-        .put(&key, Bytes::from(bytes), PutMode::Overwrite)
+        .put(
+            &Key::stored(key.clone()),
+            Bytes::from(bytes),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let verified = verify::run(&later, &everything).await;

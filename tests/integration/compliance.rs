@@ -4,6 +4,7 @@
 //! verified by the store's checksum and thawed, and a store that ignores what was asked for
 //! failing the batch instead of recording it.
 
+use outbox_archiver::format::Key;
 use outbox_archiver::Selection;
 use outbox_archiver::{restore, restore::RestoreOptions};
 use outbox_archiver::{verify, verify::VerifyOptions};
@@ -84,7 +85,11 @@ async fn a_compliance_locked_archive_outlives_a_mistaken_delete() {
     assert_eq!(recorded[0].6, "read_back");
     let keys = batch_keys(&summary);
     for key in &keys {
-        let meta = store.head(key).await.unwrap().unwrap();
+        let meta = store
+            .head(&Key::stored(key.clone()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             meta.lock,
             Some(ObjectLock {
@@ -167,7 +172,11 @@ async fn a_governance_retention_shows_on_head_and_a_shortened_one_is_a_finding()
     let until = Retention::Millis(30 * DAY).until_ms(now);
     let keys = batch_keys(&summary);
     for key in &keys {
-        let meta = store.head(key).await.unwrap().unwrap();
+        let meta = store
+            .head(&Key::stored(key.clone()))
+            .await
+            .unwrap()
+            .unwrap();
         assert_eq!(
             meta.lock.map(|l| (l.mode, l.retain_until_ms)),
             Some((LockMode::Governance, until)),
@@ -264,7 +273,7 @@ async fn a_deep_archive_batch_is_verified_by_the_store_checksum_then_thawed_and_
     assert!(summary.ok, "{}", summary.to_json());
     let keys = batch_keys(&summary);
     // The data object cannot be read back: the store's own checksum stood in for the read.
-    let got = outbox_archiver::get_all(store.as_ref(), &keys[0]).await;
+    let got = outbox_archiver::get_all(store.as_ref(), &Key::stored(keys[0].clone())).await;
     assert!(
         matches!(got, Err(outbox_archiver::StoreError::NotReadable { .. })),
         "{got:?}"
@@ -274,7 +283,12 @@ async fn a_deep_archive_batch_is_verified_by_the_store_checksum_then_thawed_and_
     assert_eq!(recorded[0].6, VerifiedBy::StoreChecksum.as_str());
     // manifest.json and _SUCCESS stay in STANDARD (small; read at once).
     assert_eq!(
-        store.head(&keys[1]).await.unwrap().unwrap().storage_class,
+        store
+            .head(&Key::stored(keys[1].clone()))
+            .await
+            .unwrap()
+            .unwrap()
+            .storage_class,
         None
     );
 
@@ -518,7 +532,13 @@ async fn a_leftover_from_an_earlier_attempt_gets_the_batchs_retention() {
     assert!(second.ok, "{}", second.to_json());
     let until = Retention::Millis(10 * DAY).until_ms(later);
     for key in batch_keys(&second) {
-        let lock = store.head(&key).await.unwrap().unwrap().lock.unwrap();
+        let lock = store
+            .head(&Key::stored(key.clone()))
+            .await
+            .unwrap()
+            .unwrap()
+            .lock
+            .unwrap();
         assert_eq!(lock.retain_until_ms, until, "{key}");
     }
     assert_eq!(protection_columns(&db, "a1").await[0].1, Some(until));

@@ -5,6 +5,7 @@
 //! and purge configured with another delivered status than archive was. In each, purge deletes
 //! nothing that the archive does not hold, and says why.
 
+use outbox_archiver::format::Key;
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Arc;
 
@@ -284,10 +285,13 @@ async fn a_same_size_overwrite_on_s3_changes_the_etag_purge_holds_it_to() {
 
 /// Writes other bytes of the same length over `key`.
 async fn overwrite_with_same_size(store: &dyn ObjectStore, key: &str) {
-    let bytes = outbox_archiver::get_all(store, key).await.unwrap().unwrap();
+    let bytes = outbox_archiver::get_all(store, &Key::stored(key))
+        .await
+        .unwrap()
+        .unwrap();
     let garbage: Vec<u8> = bytes.iter().map(|b| b ^ 0x5a).collect();
     store
-        .put(key, garbage.into(), PutMode::Overwrite)
+        .put(&Key::stored(key), garbage.into(), PutMode::Overwrite)
         .await
         .unwrap();
 }

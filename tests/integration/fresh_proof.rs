@@ -3,6 +3,7 @@
 //! checksum where it reports one — and a batch whose objects are gone or different is not purged.
 
 use bytes::Bytes;
+use outbox_archiver::format::Key;
 use outbox_archiver::purge;
 use outbox_archiver::FindingKind;
 use outbox_archiver::{ObjectStore, PutMode};
@@ -52,14 +53,14 @@ async fn purge_keeps_the_rows_of_a_batch_whose_objects_are_gone_or_different() {
     // the receipt vouches for (a bucket restored from an older copy).
     let (gone, gone_key, _, _) = receipts[0].clone();
     store
-        .delete(&gone_key.replace("data.ndjson.gz", "_SUCCESS"))
+        .delete(&Key::stored(gone_key.replace("data.ndjson.gz", "_SUCCESS")))
         .await
         .unwrap();
     let (short, short_key, _, _) = receipts[1].clone();
     let bytes = read(store.as_ref(), &short_key).await;
     store
         .put(
-            &short_key,
+            &Key::stored(short_key.clone()),
             Bytes::from(bytes[..bytes.len() / 2].to_vec()),
             PutMode::Overwrite,
         )

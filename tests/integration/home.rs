@@ -5,6 +5,7 @@
 //! home is held to its receipts; moving it is `relocate`, checked and recorded.
 
 use crate::support::*;
+use outbox_archiver::format::Key;
 
 fn envs_for(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
     let mut envs = s3.binary_env();
@@ -163,7 +164,7 @@ async fn a_lost_marker_is_written_again_while_the_batches_are_there() {
         .find(|k| is_home_marker(k))
         .unwrap();
     let bytes = read(store.as_ref(), &marker).await;
-    store.delete(&marker).await.unwrap();
+    store.delete(&Key::stored(marker.clone())).await.unwrap();
     let run = run_cli(&["verify"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert!(
@@ -204,7 +205,7 @@ async fn an_archive_from_before_the_home_is_held_to_its_receipts_then_bound() {
     let store = s3.store().await;
     for key in keys(store.as_ref()).await {
         if is_home_marker(&key) {
-            store.delete(&key).await.unwrap();
+            store.delete(&Key::stored(key.clone())).await.unwrap();
         }
     }
     let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
@@ -368,7 +369,7 @@ async fn a_home_recorded_without_its_marker_gets_it_from_the_next_archive() {
     let run = run_cli(ARCHIVE, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let store = s3.store().await;
-    let marker = String::from_utf8(read(store.as_ref(), &marker_key).await).unwrap();
+    let marker = String::from_utf8(read(store.as_ref(), marker_key.as_str()).await).unwrap();
     assert!(
         marker.contains("0123456789abcdef0123456789abcdef"),
         "{marker}"
@@ -397,7 +398,7 @@ async fn a_marker_a_lifecycle_rule_moved_to_a_cold_class_still_lets_every_comman
     let bytes = read(store.as_ref(), &marker).await;
     store
         .put_with(
-            &marker,
+            &Key::stored(marker.clone()),
             bytes.into(),
             PutMode::Overwrite,
             &PutOptions {
@@ -407,7 +408,10 @@ async fn a_marker_a_lifecycle_rule_moved_to_a_cold_class_still_lets_every_comman
         )
         .await
         .unwrap();
-    assert!(store.get(&marker).await.is_err(), "the marker is cold now");
+    assert!(
+        store.get(&Key::stored(marker.clone())).await.is_err(),
+        "the marker is cold now"
+    );
     let run = run_cli(&["verify", "--metadata-only"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let run = run_cli(&["purge", "--all-apps", "--dry-run"], &envs).await;

@@ -8,6 +8,7 @@
 //! touches. A batch whose latest check found it damaged is named in every statement of its day
 //! until a full verify finds it whole again.
 
+use outbox_archiver::format::Key;
 use outbox_archiver::Apps;
 use outbox_archiver::RunContext;
 use outbox_archiver::Summary;
@@ -97,7 +98,7 @@ pub(crate) async fn delete_batch(db: &TestDb, store: &dyn ObjectStore, batch_id:
     .await
     .unwrap();
     for key in [keys.0, keys.1, keys.2] {
-        store.delete(&key).await.unwrap();
+        store.delete(&Key::stored(key.clone())).await.unwrap();
     }
     forget_batch(db, batch_id).await;
 }
@@ -500,7 +501,11 @@ async fn a_rewritten_tile_or_checkpoint_is_found_and_purge_keeps_what_it_cannot_
     let mut forged = original.clone();
     forged[64..96].copy_from_slice(&outbox_archiver::tlog::leaf_hash(b"a forged entry"));
     store
-        .put(&tile, forged.into(), PutMode::Overwrite)
+        .put(
+            &Key::stored(tile.clone()),
+            forged.into(),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let verified = verify_metadata(&env).await;
@@ -531,7 +536,11 @@ async fn a_rewritten_tile_or_checkpoint_is_found_and_purge_keeps_what_it_cannot_
 
     // The tile back, the checkpoint rewritten to another tree: nothing can be proven.
     store
-        .put(&tile, original.into(), PutMode::Overwrite)
+        .put(
+            &Key::stored(tile.clone()),
+            original.into(),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let checkpoint = log_key(store.as_ref(), "a1", "checkpoint");
@@ -542,7 +551,11 @@ async fn a_rewritten_tile_or_checkpoint_is_found_and_purge_keeps_what_it_cannot_
         lines[0], lines[1], "AAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAAA="
     );
     store
-        .put(&checkpoint, other.into_bytes().into(), PutMode::Overwrite)
+        .put(
+            &Key::stored(checkpoint.clone()),
+            other.into_bytes().into(),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let verified = verify_metadata(&env).await;
@@ -564,7 +577,11 @@ async fn a_rewritten_tile_or_checkpoint_is_found_and_purge_keeps_what_it_cannot_
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 300);
     // And back: every batch proven, every row purged.
     store
-        .put(&checkpoint, text.into_bytes().into(), PutMode::Overwrite)
+        .put(
+            &Key::stored(checkpoint.clone()),
+            text.into_bytes().into(),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
@@ -581,7 +598,7 @@ async fn receipts_recorded_before_the_log_are_appended_by_the_next_archive_run()
         .await;
     for key in keys(store.as_ref()).await {
         if key.contains("/_log/") {
-            store.delete(&key).await.unwrap();
+            store.delete(&Key::stored(key.clone())).await.unwrap();
         }
     }
     // An older build recorded no tree heads either.
@@ -658,7 +675,7 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
         .await;
     for key in keys(store.as_ref()).await {
         if key.contains("/_log/") {
-            store.delete(&key).await.unwrap();
+            store.delete(&Key::stored(key.clone())).await.unwrap();
         }
     }
     // An older build recorded no tree heads either.
@@ -671,7 +688,11 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
     let legacy = chain::Checkpoint::new("wallet_outbox", "a1", chain::GENESIS, links.clone());
     let legacy_key = chain::checkpoint_key(table.as_str(), "a1", legacy.head().unwrap());
     store
-        .put(&legacy_key, legacy.to_bytes().into(), PutMode::Create)
+        .put(
+            &Key::stored(legacy_key.clone()),
+            legacy.to_bytes().into(),
+            PutMode::Create,
+        )
         .await
         .unwrap();
     assert!(legacy_key.contains("/_chain/app_code=a1/"), "{legacy_key}");
@@ -754,7 +775,11 @@ async fn a_linear_chain_of_an_older_build_is_carried_over_and_checked() {
     );
     store
         .put(
-            &chain::checkpoint_key(table.as_str(), "b1", forged.head().unwrap()),
+            &Key::stored(chain::checkpoint_key(
+                table.as_str(),
+                "b1",
+                forged.head().unwrap(),
+            )),
             forged.to_bytes().into(),
             PutMode::Create,
         )
@@ -1274,7 +1299,11 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
     // The checkpoint rewritten without the key (the same tree, unsigned): refused.
     let body = signed.split("\n\n").next().unwrap().to_string() + "\n";
     store
-        .put(&checkpoint, body.into_bytes().into(), PutMode::Overwrite)
+        .put(
+            &Key::stored(checkpoint.clone()),
+            body.into_bytes().into(),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let run = run_cli(&verify, &envs).await;
@@ -1292,7 +1321,11 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 80);
     // The signed one back: purge proves every batch and takes every row.
     store
-        .put(&checkpoint, signed.into_bytes().into(), PutMode::Overwrite)
+        .put(
+            &Key::stored(checkpoint.clone()),
+            signed.into_bytes().into(),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let run = run_cli(&purge, &envs).await;

@@ -3,6 +3,7 @@
 //! refuses a run without one, and a key is rotated — the old one's verifier still given, or both
 //! keys signing — and retired; each verifier set proves what it should, Go's note package too.
 
+use outbox_archiver::format::Key;
 use outbox_archiver::PutMode;
 
 use crate::log::{go_verifier, log_key, recorded_days_ago, run_cli_stdout};
@@ -101,7 +102,11 @@ async fn a_log_begun_unsigned_is_signed_then_its_key_rotated_and_retired() {
     );
     let signed = read(store.as_ref(), &checkpoint).await;
     store
-        .put(&checkpoint, unsigned.clone().into(), PutMode::Overwrite)
+        .put(
+            &Key::stored(checkpoint.clone()),
+            unsigned.clone().into(),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let run = run_cli(&archive, &with(&envs, &[(KEY, &old_key)])).await;
@@ -113,7 +118,11 @@ async fn a_log_begun_unsigned_is_signed_then_its_key_rotated_and_retired() {
         run.all_output
     );
     store
-        .put(&checkpoint, signed.into(), PutMode::Overwrite)
+        .put(
+            &Key::stored(checkpoint.clone()),
+            signed.into(),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let run = run_cli(&archive, &with(&envs, &[(KEY, &old_key)])).await;

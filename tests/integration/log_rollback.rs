@@ -3,6 +3,7 @@
 //! the store, recorded in the database, carried by the previous statement — and a smaller or
 //! other tree is found by verify, purge, attest, archive and both auditor's tools.
 
+use outbox_archiver::format::Key;
 use outbox_archiver::ObjectStore;
 use outbox_archiver::PutMode;
 
@@ -153,7 +154,11 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
     .await;
     delete_batch(&db, store.as_ref(), &fifth).await;
     store
-        .put(&checkpoint, four.clone().into(), PutMode::Overwrite)
+        .put(
+            &Key::stored(checkpoint.clone()),
+            four.clone().into(),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let tiles_before: Vec<(String, Vec<u8>)> = {
@@ -218,7 +223,7 @@ async fn a_checkpoint_written_back_is_found(signed: bool) {
 
     // The store's heads deleted too (a bucket without Object Lock): the database's record finds it.
     for key in keys_under(store.as_ref(), &heads).await {
-        store.delete(&key).await.unwrap();
+        store.delete(&Key::stored(key.clone())).await.unwrap();
     }
     let run = run_cli(&verify, &envs).await;
     assert_eq!(run.code, 1, "{}", run.all_output);

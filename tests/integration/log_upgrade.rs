@@ -3,6 +3,7 @@
 //! fork it reported — each through the binary, on a store and database laid out as the build of
 //! 2d518d8 left them (receipts linked, `_chain/` checkpoints, no log).
 
+use outbox_archiver::format::Key;
 use outbox_archiver::{chain, ObjectStore, PutMode};
 
 use crate::log_rollback::{binary_env, ARCHIVE, CUTOFF, VERIFY};
@@ -20,7 +21,7 @@ async fn as_an_older_build_left(
         .await;
     for key in keys(store).await {
         if key.contains("/_log/") {
-            store.delete(&key).await.unwrap();
+            store.delete(&Key::stored(key.clone())).await.unwrap();
         }
     }
     db.exec("DELETE FROM wallet_outbox_archive_log_heads").await;
@@ -40,7 +41,11 @@ async fn as_an_older_build_left(
     let legacy = chain::Checkpoint::new("wallet_outbox", "a1", chain::GENESIS, links);
     let key = chain::checkpoint_key(table.as_str(), "a1", legacy.head().unwrap());
     store
-        .put(&key, legacy.to_bytes().into(), PutMode::Create)
+        .put(
+            &Key::stored(key.clone()),
+            legacy.to_bytes().into(),
+            PutMode::Create,
+        )
         .await
         .unwrap();
     key
@@ -121,7 +126,11 @@ async fn a_break_the_older_build_accepted_is_honoured_when_its_chain_is_carried_
     .unwrap();
     let lost = format!("{prefix}/00000000000000000015-0123456789abcdef.json");
     store
-        .put(&lost, b"{\"lost\":true}\n".to_vec().into(), PutMode::Create)
+        .put(
+            &Key::stored(lost.clone()),
+            b"{\"lost\":true}\n".to_vec().into(),
+            PutMode::Create,
+        )
         .await
         .unwrap();
     let old_break = format!("{prefix}/00000000000000000011-break-{}.json", &head[..16]);
@@ -133,7 +142,7 @@ async fn a_break_the_older_build_accepted_is_honoured_when_its_chain_is_carried_
     });
     store
         .put(
-            &old_break,
+            &Key::stored(old_break.clone()),
             format!("{record}\n").into_bytes().into(),
             PutMode::Create,
         )

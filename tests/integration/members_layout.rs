@@ -4,6 +4,7 @@
 //! in the older layout is refused at start-up with the command that fixes it.
 
 use outbox_archiver::create_owned_tables;
+use outbox_archiver::format::Key;
 use outbox_archiver::purge;
 use outbox_archiver::{verify, verify::VerifyOptions};
 use outbox_archiver::{ROOM_OUTBOX, WALLET_OUTBOX};
@@ -343,7 +344,7 @@ async fn without_marker_and_checkpoints(store: &dyn outbox_archiver::ObjectStore
     ));
     store.delete(&marker).await.unwrap();
     for key in keys(store).await.into_iter().filter(|k| is_log_key(k)) {
-        store.delete(&key).await.unwrap();
+        store.delete(&Key::stored(key.clone())).await.unwrap();
     }
     assert!(checkpoint_keys(store).await.is_empty());
 }

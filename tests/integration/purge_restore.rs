@@ -1,6 +1,7 @@
 //! purge deletes exactly what is proven; restore brings it back byte for byte; drills record
 //! their results (issue: purge and restore).
 
+use outbox_archiver::format::Key;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -167,7 +168,11 @@ async fn reverify_refuses_a_corrupted_batch_and_restore_loads_nothing_of_it() {
     let mid = bytes.len() / 2;
     bytes[mid] ^= 1;
     store
-        .put(&data_key, Bytes::from(bytes), PutMode::Overwrite)
+        .put(
+            &Key::stored(data_key.clone()),
+            Bytes::from(bytes),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let bad_members: Vec<String> =
@@ -283,7 +288,7 @@ async fn drills_record_success_and_failure() {
     assert_eq!(scratch, 0, "scratch tables are dropped");
 
     let (_, data_key, _, _) = db.receipts("a1").await.remove(0);
-    store.delete(&data_key).await.unwrap();
+    store.delete(&Key::stored(data_key.clone())).await.unwrap();
     let failed = restore::run(
         &env,
         &RestoreOptions {

@@ -3,6 +3,7 @@
 //! it; and a batch whose receipt exists is never written again.
 
 use bytes::Bytes;
+use outbox_archiver::format::Key;
 use outbox_archiver::testing::FailPoints;
 use outbox_archiver::Member;
 use outbox_archiver::ObjectDigest;
@@ -226,7 +227,11 @@ async fn a_batch_with_a_receipt_is_never_written_again() {
     .await
     .unwrap();
     store
-        .put(&data_key, Bytes::from_static(b"marker"), PutMode::Overwrite)
+        .put(
+            &Key::stored(data_key.clone()),
+            Bytes::from_static(b"marker"),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let rerun = archive(&env, &opts).await;

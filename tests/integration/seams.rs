@@ -5,6 +5,7 @@
 //! `migrate`, a dry run, a sample's seed, errors in words).
 
 use crate::support::*;
+use outbox_archiver::format::Key;
 
 fn binary_envs(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
     let mut envs = s3.binary_env();
@@ -385,7 +386,7 @@ async fn find_says_when_it_could_not_look_and_where_an_unarchived_id_stands() {
         .into_iter()
         .find(|k| k.ends_with("data.ndjson.gz"))
         .unwrap();
-    store.delete(&key).await.unwrap();
+    store.delete(&Key::stored(key.clone())).await.unwrap();
     let run = run_cli(&["find", "--event-id", "e3"], &envs).await;
     assert_eq!(run.code, 2, "{}", run.all_output);
     assert!(
@@ -534,7 +535,7 @@ async fn history_tells_every_run_with_its_id_store_and_findings() {
     let store = s3.store().await;
     for key in batch_keys(store.as_ref()).await {
         if key.ends_with("data.ndjson.gz") {
-            store.delete(&key).await.unwrap();
+            store.delete(&Key::stored(key.clone())).await.unwrap();
             break;
         }
     }

@@ -5,6 +5,7 @@
 //! Content-MD5 nor a checksum, so `--s3-upload-checksum none` cannot be used there.
 
 use bytes::Bytes;
+use outbox_archiver::format::Key;
 use outbox_archiver::{crc64nvme, sha256_hex};
 use outbox_archiver::{
     ConditionalPut, ConditionalPutSetting, LocalStore, Location, ObjectStore, PutMode, StoreError,
@@ -37,14 +38,25 @@ struct Contract<'a> {
 
 impl Contract<'_> {
     fn key(&self, name: &str) -> String {
-        self.store.location().prefix().key(name)
+        self.store.location().prefix().key(name).to_string()
     }
 
     async fn a_missing_key_reads_as_none(&self) {
         let (store, label) = (self.store, self.label);
         let key = self.key("t/app_code=x/dt=2026-01-01/missing/data.ndjson.gz");
-        assert_eq!(store.head(&key).await.unwrap(), None, "{label}: head");
-        assert!(store.get(&key).await.unwrap().is_none(), "{label}: get");
+        assert_eq!(
+            store.head(&Key::stored(key.clone())).await.unwrap(),
+            None,
+            "{label}: head"
+        );
+        assert!(
+            store
+                .get(&Key::stored(key.clone()))
+                .await
+                .unwrap()
+                .is_none(),
+            "{label}: get"
+        );
     }
 
     /// 70,000 bytes: more than one chunk of a streamed GET.
@@ -53,10 +65,14 @@ impl Contract<'_> {
         let key = self.key("t/app_code=x/dt=2026-01-01/put/data.ndjson.gz");
         let body = Bytes::from((0..70_000u32).map(|i| (i % 251) as u8).collect::<Vec<_>>());
         store
-            .put(&key, body.clone(), PutMode::Create)
+            .put(&Key::stored(key.clone()), body.clone(), PutMode::Create)
             .await
             .unwrap_or_else(|e| panic!("{label}: put: {e}"));
-        let meta = store.head(&key).await.unwrap().expect("present");
+        let meta = store
+            .head(&Key::stored(key.clone()))
+            .await
+            .unwrap()
+            .expect("present");
         assert_eq!(meta.size, body.len() as u64, "{label}");
         if let Some(stored) = meta.crc64nvme {
             assert_eq!(
@@ -83,11 +99,19 @@ impl Contract<'_> {
         let (store, label) = (self.store, self.label);
         let key = self.key("t/app_code=x/dt=2026-01-01/create/manifest.json");
         store
-            .put(&key, Bytes::from_static(b"first"), PutMode::Create)
+            .put(
+                &Key::stored(key.clone()),
+                Bytes::from_static(b"first"),
+                PutMode::Create,
+            )
             .await
             .unwrap_or_else(|e| panic!("{label}: put: {e}"));
         match store
-            .put(&key, Bytes::from_static(b"other"), PutMode::Create)
+            .put(
+                &Key::stored(key.clone()),
+                Bytes::from_static(b"other"),
+                PutMode::Create,
+            )
             .await
         {
             Err(StoreError::AlreadyExists { key: refused }) => assert_eq!(refused, key),
@@ -105,12 +129,25 @@ impl Contract<'_> {
         let key = self.key("t/app_code=x/dt=2026-01-01/overwrite/data.ndjson.gz");
         for body in [&b"first"[..], b"replaced"] {
             store
-                .put(&key, Bytes::from_static(body), PutMode::Overwrite)
+                .put(
+                    &Key::stored(key.clone()),
+                    Bytes::from_static(body),
+                    PutMode::Overwrite,
+                )
                 .await
                 .unwrap_or_else(|e| panic!("{label}: overwrite: {e}"));
         }
         assert_eq!(read(store, &key).await, b"replaced", "{label}: overwrite");
-        assert_eq!(store.head(&key).await.unwrap().unwrap().size, 8, "{label}");
+        assert_eq!(
+            store
+                .head(&Key::stored(key.clone()))
+                .await
+                .unwrap()
+                .unwrap()
+                .size,
+            8,
+            "{label}"
+        );
     }
 
     async fn list_is_sorted_and_by_prefix(&self) {
@@ -124,17 +161,24 @@ impl Contract<'_> {
             .chain([&self.key("l2/other"), &self.key("m/other")])
         {
             store
-                .put(key, Bytes::from_static(b"{}\n"), PutMode::Create)
+                .put(
+                    &Key::stored(key.clone()),
+                    Bytes::from_static(b"{}\n"),
+                    PutMode::Create,
+                )
                 .await
                 .unwrap_or_else(|e| panic!("{label}: put {key}: {e}"));
         }
         assert_eq!(
-            store.list(&self.key("l/")).await.unwrap(),
+            store
+                .list(&self.store.location().prefix().folder("l"))
+                .await
+                .unwrap(),
             vec![listed[1].clone(), listed[0].clone()],
             "{label}: list is sorted and by prefix"
         );
         assert_eq!(
-            outbox_archiver::get_all(store, &listed[0])
+            outbox_archiver::get_all(store, &Key::stored(listed[0].clone()))
                 .await
                 .unwrap()
                 .unwrap(),
@@ -148,13 +192,21 @@ impl Contract<'_> {
         let (store, label) = (self.store, self.label);
         let key = self.key("t/app_code=x/dt=2026-01-01/delete/_SUCCESS");
         store
-            .put(&key, Bytes::from_static(b"{}\n"), PutMode::Create)
+            .put(
+                &Key::stored(key.clone()),
+                Bytes::from_static(b"{}\n"),
+                PutMode::Create,
+            )
             .await
             .unwrap();
-        store.delete(&key).await.unwrap();
-        assert_eq!(store.head(&key).await.unwrap(), None, "{label}: deleted");
+        store.delete(&Key::stored(key.clone())).await.unwrap();
+        assert_eq!(
+            store.head(&Key::stored(key.clone())).await.unwrap(),
+            None,
+            "{label}: deleted"
+        );
         store
-            .delete(&key)
+            .delete(&Key::stored(key.clone()))
             .await
             .unwrap_or_else(|e| panic!("{label}: a second delete: {e}"));
     }
@@ -194,7 +246,9 @@ async fn s3_store_with_every_checksum_setting() {
             s3.settings.conditional_put = Some(conditional);
             let store = s3.store().await;
             let probed = store
-                .probe_conditional_put("archive/_outbox_archiver/conditional-put-probe")
+                .probe_conditional_put(&Key::stored(
+                    "archive/_outbox_archiver/conditional-put-probe",
+                ))
                 .await
                 .unwrap();
             if s3.server.is_some() {
@@ -234,14 +288,20 @@ async fn moto_with_object_lock_takes_every_put_that_carries_a_checksum() {
         let store = moto.store().await;
         let label = format!("moto, Object Lock by default, {checksum:?}");
         let probed = store
-            .probe_conditional_put("archive/_outbox_archiver/conditional-put-probe")
+            .probe_conditional_put(&Key::stored(
+                "archive/_outbox_archiver/conditional-put-probe",
+            ))
             .await;
         if checksum == UploadChecksum::None {
             // The probe always sends Content-MD5; a batch's puts with no checksum are refused,
             // and the error names the setting.
             assert_eq!(probed.unwrap(), ConditionalPut::Honoured);
             let refused = store
-                .put("archive/t/x", Bytes::from_static(b"x"), PutMode::Create)
+                .put(
+                    &Key::stored("archive/t/x"),
+                    Bytes::from_static(b"x"),
+                    PutMode::Create,
+                )
                 .await;
             match refused {
                 Err(e @ StoreError::ChecksumRequired { .. }) => {
@@ -280,7 +340,11 @@ async fn archive_verifies_against_the_stores_own_checksum() {
     .await;
     assert!(summary.ok, "{}", summary.to_json());
     let data_key = &summary.apps[0].batch_list[0].data_object_key;
-    let meta = store.head(data_key).await.unwrap().unwrap();
+    let meta = store
+        .head(&Key::stored(data_key.clone()))
+        .await
+        .unwrap()
+        .unwrap();
     if s3.server.is_some() {
         assert!(
             meta.crc64nvme.is_some(),

@@ -3,6 +3,7 @@
 //! migrations wallet_outbox's are made by.
 
 use bytes::Bytes;
+use outbox_archiver::format::Key;
 use outbox_archiver::purge;
 use outbox_archiver::testing::Rng;
 use outbox_archiver::PutMode;
@@ -266,7 +267,11 @@ async fn room_outbox_round_trips_its_envelopes_through_every_command() {
     let at = bad.len() / 2;
     bad[at] ^= 0x04;
     store
-        .put(&data, Bytes::from(bad), PutMode::Overwrite)
+        .put(
+            &Key::stored(data.clone()),
+            Bytes::from(bad),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
     let flipped = verify::run(&env, &verify_opts).await;
@@ -280,7 +285,11 @@ async fn room_outbox_round_trips_its_envelopes_through_every_command() {
         flipped.to_json()
     );
     store
-        .put(&data, Bytes::from(good), PutMode::Overwrite)
+        .put(
+            &Key::stored(data.clone()),
+            Bytes::from(good),
+            PutMode::Overwrite,
+        )
         .await
         .unwrap();
 

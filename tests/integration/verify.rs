@@ -2,6 +2,7 @@
 //! archive gives exit 0 and no findings; samples are reproducible; stragglers are found and
 //! `archive --stragglers` archives exactly them without moving the cursor.
 
+use outbox_archiver::format::Key;
 use std::sync::Arc;
 
 use bytes::Bytes;
@@ -64,7 +65,7 @@ async fn flip(store: &dyn ObjectStore, key: &str) {
     let at = bytes.len() / 2;
     bytes[at] ^= 0x04;
     store
-        .put(key, Bytes::from(bytes), PutMode::Overwrite)
+        .put(&Key::stored(key), Bytes::from(bytes), PutMode::Overwrite)
         .await
         .unwrap();
 }
@@ -149,24 +150,28 @@ async fn a_broken_archive_is_found(damage: Damage, kind: &str, key_suffix: &str)
         Damage::TruncateGzip => {
             let bytes = read(s, &data).await;
             s.put(
-                &data,
+                &Key::stored(data.clone()),
                 Bytes::from(bytes[..bytes.len() - 9].to_vec()),
                 PutMode::Overwrite,
             )
             .await
             .unwrap();
         }
-        Damage::DeleteSuccess => s.delete(&success).await.unwrap(),
-        Damage::DeleteData => s.delete(&data).await.unwrap(),
+        Damage::DeleteSuccess => s.delete(&Key::stored(success.clone())).await.unwrap(),
+        Damage::DeleteData => s.delete(&Key::stored(data.clone())).await.unwrap(),
         Damage::ManifestRowCount => {
             let mut m: serde_json::Map<String, Json> =
                 serde_json::from_slice(&read(s, &manifest).await).unwrap();
             m.insert("row_count".into(), Json::from(29));
             let mut bytes = serde_json::to_vec(&m).unwrap();
             bytes.push(b'\n');
-            s.put(&manifest, Bytes::from(bytes), PutMode::Overwrite)
-                .await
-                .unwrap();
+            s.put(
+                &Key::stored(manifest.clone()),
+                Bytes::from(bytes),
+                PutMode::Overwrite,
+            )
+            .await
+            .unwrap();
         }
         Damage::DeleteMember => {
             sqlx::query(
@@ -224,11 +229,11 @@ async fn a_broken_archive_is_found(damage: Damage, kind: &str, key_suffix: &str)
 async fn metadata_only_sees_missing_and_resized_objects_without_downloading() {
     let (db, _s3, store, env) = archived().await;
     let (_, data, _, success) = first_keys(&db).await;
-    store.delete(&success).await.unwrap();
+    store.delete(&Key::stored(success.clone())).await.unwrap();
     let bytes = read(store.as_ref(), &data).await;
     store
         .put(
-            &data,
+            &Key::stored(data.clone()),
             Bytes::from(bytes[..bytes.len() - 1].to_vec()),
             PutMode::Overwrite,
         )
@@ -324,7 +329,11 @@ async fn scopes_samples_and_orphans() {
         store.location().prefix()
     );
     store
-        .put(&orphan, Bytes::from_static(b"x"), PutMode::Create)
+        .put(
+            &Key::stored(orphan.clone()),
+            Bytes::from_static(b"x"),
+            PutMode::Create,
+        )
         .await
         .unwrap();
     let with_orphan = verify::run(
@@ -342,7 +351,11 @@ async fn scopes_samples_and_orphans() {
     );
     let junk = format!("{}wallet_outbox/notes.txt", store.location().prefix());
     store
-        .put(&junk, Bytes::from_static(b"x"), PutMode::Create)
+        .put(
+            &Key::stored(junk.clone()),
+            Bytes::from_static(b"x"),
+            PutMode::Create,
+        )
         .await
         .unwrap();
     let table_wide = verify::run(&env, &verify_options()).await;
@@ -512,7 +525,11 @@ async fn orphans_are_found_partition_by_partition_over_many_receipts() {
     ];
     for key in &planted {
         store
-            .put(key, Bytes::from_static(b"x"), PutMode::Create)
+            .put(
+                &Key::stored(key.clone()),
+                Bytes::from_static(b"x"),
+                PutMode::Create,
+            )
             .await
             .unwrap();
     }

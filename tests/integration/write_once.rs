@@ -2,6 +2,7 @@
 //! is adopted, a leftover with other content is replaced and reported, and the same rows under
 //! other settings give identical bytes.
 
+use outbox_archiver::format::Key;
 use std::io::Write;
 
 use bytes::Bytes;
@@ -30,7 +31,7 @@ async fn leftovers_with_other_bytes_are_replaced_and_reported() {
     let manifest_key = data_key.replace("data.ndjson.gz", "manifest.json");
     store
         .put(
-            &data_key,
+            &Key::stored(data_key.clone()),
             Bytes::from_static(b"not gzip at all"),
             PutMode::Create,
         )
@@ -38,7 +39,7 @@ async fn leftovers_with_other_bytes_are_replaced_and_reported() {
         .unwrap();
     store
         .put(
-            &manifest_key,
+            &Key::stored(manifest_key.clone()),
             Bytes::from_static(b"{\"old\":\"layout\"}\n"),
             PutMode::Create,
         )
@@ -81,7 +82,11 @@ async fn a_data_object_with_identical_ndjson_is_adopted() {
     gz.write_all(&ndjson).unwrap();
     let other = gz.finish().unwrap();
     store
-        .put(&data_key, other.clone().into(), PutMode::Create)
+        .put(
+            &Key::stored(data_key.clone()),
+            other.clone().into(),
+            PutMode::Create,
+        )
         .await
         .unwrap();
 
@@ -159,7 +164,7 @@ async fn a_store_that_ignores_if_none_match_is_found_out_and_leftovers_are_still
     let data_key = planned_keys(&db, &s3, cutoff).await.remove(0);
     store
         .put(
-            &data_key,
+            &Key::stored(data_key.clone()),
             Bytes::from_static(b"a leftover of a failed attempt"),
             PutMode::Create,
         )

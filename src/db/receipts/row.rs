@@ -12,6 +12,7 @@ use crate::model::chain::Link;
 use crate::model::digest::ObjectDigest;
 use crate::model::format::SCHEMA_VERSION;
 use crate::model::format::{ContentFacts, Cursor, Identity, MembersDigest, ObjectKeys, TotalValue};
+use crate::model::key::Key;
 use crate::model::protection::{LockMode, ObjectLock, Protection, VerifiedBy};
 use crate::model::receipt::{Compaction, Lifecycle, Objects, Receipt, StoredAs, STATE_VERIFIED};
 use crate::model::table::{TableSpec, TotalKind};
@@ -146,9 +147,9 @@ fn controls(spec: &TableSpec, receipt: &Receipt) -> Vec<(&'static str, String)> 
     let (c, keys, o) = (&receipt.content, &receipt.keys, &receipt.objects);
     let mut out = vec![
         ("state", STATE_VERIFIED.to_string()),
-        ("data_object_key", keys.data.clone()),
-        ("manifest_object_key", keys.manifest.clone()),
-        ("success_object_key", keys.success.clone()),
+        ("data_object_key", keys.data.to_string()),
+        ("manifest_object_key", keys.manifest.to_string()),
+        ("success_object_key", keys.success.to_string()),
         ("schema_version", SCHEMA_VERSION.to_string()),
         ("row_count", c.row_count.to_string()),
         ("first_updated_at_ms", c.first.updated_at_ms.to_string()),
@@ -269,9 +270,9 @@ pub(super) fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<Receipt, sqlx::
         recorded_app_code: app_code.clone(),
         app_code,
         keys: ObjectKeys {
-            data: text("data_object_key")?,
-            manifest: text("manifest_object_key")?,
-            success: text("success_object_key")?,
+            data: Key::stored(text("data_object_key")?),
+            manifest: Key::stored(text("manifest_object_key")?),
+            success: Key::stored(text("success_object_key")?),
         },
         content: ContentFacts {
             row_count: int("row_count")? as u64,

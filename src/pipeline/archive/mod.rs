@@ -232,7 +232,7 @@ impl<'a> Archiver<'a> {
                 if let Some(key) = &appended.written {
                     tracing::info!(
                         app,
-                        key,
+                        key = %key,
                         leaves = appended.leaves,
                         size = appended.size,
                         "log appended"

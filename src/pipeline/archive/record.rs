@@ -61,13 +61,13 @@ impl Archiver<'_> {
         Ok(Recorded {
             batch_report: BatchReport::of(
                 receipt.batch_id,
-                receipt.keys.data,
+                receipt.keys.data.to_string(),
                 batch,
                 receipt.objects.data.size,
             ),
             superseded,
-            replaced: published.replaced,
-            adopted: published.adopted,
+            replaced: published.replaced.iter().map(|k| k.to_string()).collect(),
+            adopted: published.adopted.iter().map(|k| k.to_string()).collect(),
             replica_wait,
         })
     }
@@ -124,7 +124,7 @@ impl Archiver<'_> {
         Ok(Recorded {
             batch_report: BatchReport::of(
                 receipt.batch_id.clone(),
-                receipt.keys.data.clone(),
+                receipt.keys.data.to_string(),
                 batch,
                 receipt.objects.data.size,
             ),

@@ -244,7 +244,7 @@ impl Archiver<'_> {
             (Step::Planned(planned), _) => {
                 let report = BatchReport::of(
                     planned.receipt.batch_id,
-                    planned.receipt.keys.data,
+                    planned.receipt.keys.data.to_string(),
                     batch,
                     batch.gzip_digest.size,
                 );

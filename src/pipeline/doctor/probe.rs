@@ -12,7 +12,7 @@ use crate::store::{ObjectMeta, ObjectStore, PutMode, PutOptions, StoreError};
 
 /// The probe object's key: one per run, so that two doctors at once (the archive and the purge
 /// role of the doctor Job) never remove each other's probe.
-fn probe_key(prefix: &crate::model::key::Prefix) -> String {
+fn probe_key(prefix: &crate::model::key::Prefix) -> crate::model::key::Key {
     prefix.key(&format!(
         "_outbox_archiver/doctor-probe-{}",
         crate::pipeline::report::run_id()
@@ -106,7 +106,7 @@ fn probe_options(
 /// it (`options` then says so). A refusal is the problem it shows, with its fix.
 async fn put_probe(
     s3: &S3Store,
-    key: &str,
+    key: &crate::model::key::Key,
     body: &bytes::Bytes,
     options: &mut PutOptions,
     opts: &DoctorOptions,
@@ -276,7 +276,7 @@ fn kept_encryption(sse: &Sse, meta: &ObjectMeta) -> Check {
 /// over. A bucket policy that denies deletes (deploy/bucket-policy.json) keeps it: named.
 async fn clean_up(
     s3: &S3Store,
-    key: &str,
+    key: &crate::model::key::Key,
     options: &PutOptions,
     meta: &ObjectMeta,
     wait: Option<Duration>,
@@ -284,15 +284,15 @@ async fn clean_up(
 ) {
     let version = meta.version_id.as_deref();
     if let (true, Some(version)) = (options.legal_hold, version) {
-        if let Err(e) = s3.lift_legal_hold(key, version).await {
-            tracing::debug!(key, error = %e, "could not lift the probe's legal hold");
+        if let Err(e) = s3.lift_legal_hold(key.as_str(), version).await {
+            tracing::debug!(key = %key, error = %e, "could not lift the probe's legal hold");
         }
     }
     if let Some(wait) = wait {
         tokio::time::sleep(wait.min(Duration::from_secs(5))).await;
     }
     let removed = match version {
-        Some(version) => s3.delete_version(key, version).await,
+        Some(version) => s3.delete_version(key.as_str(), version).await,
         None => s3.delete(key).await,
     };
     match removed {

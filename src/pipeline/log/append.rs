@@ -365,7 +365,7 @@ async fn write_checkpoint(
             &PutOptions::default(),
         )
         .await?;
-    Ok(key)
+    Ok(key.to_string())
 }
 
 /// Leaves `known..size` the store holds and the database does not: the app's next receipts
@@ -455,12 +455,12 @@ async fn write_break(
     log.write_once(&key, bytes, options).await?;
     tracing::warn!(
         app = log.app,
-        key,
+        key = %key,
         leaves = record.leaves.len(),
         reason,
         "log break accepted: the leaves it names are recorded as gone from the database on purpose"
     );
-    Ok(key)
+    Ok(key.to_string())
 }
 
 /// With `--accept-log-break`: the leaves whose receipts are gone from the database (a batch

@@ -36,17 +36,17 @@ impl Log<'_> {
         let Some(first) = self.largest_head_key().await? else {
             return Ok(None);
         };
-        if format::log_head_size(&first).is_some_and(|size| size <= known) {
+        if format::log_head_size(first.as_str()).is_some_and(|size| size <= known) {
             return Ok(None);
         }
         let bytes = store::get_all(self.ctx.store.as_ref(), &first)
             .await?
             .unwrap_or_default();
         match Checkpoint::open(&bytes, &self.origin, &[]) {
-            Ok(c) if Some(c.size) == format::log_head_size(&first) => Ok(Some(Seen {
+            Ok(c) if Some(c.size) == format::log_head_size(first.as_str()) => Ok(Some(Seen {
                 size: c.size,
                 root: c.root,
-                source: first,
+                source: first.to_string(),
             })),
             _ => Err(self.refused(format!(
                 "{first} is not the tree head its name says (a head kept write-once, rewritten: log_rollback, formerly chain_rollback)"
@@ -56,14 +56,14 @@ impl Log<'_> {
 
     /// The key of the largest head the store keeps: the first a LIST of `heads/` returns (their
     /// names sort the largest first) — one page, whatever the log's age.
-    pub(super) async fn largest_head_key(&self) -> Result<Option<String>, LogError> {
+    pub(super) async fn largest_head_key(&self) -> Result<Option<format::Key>, LogError> {
         use futures_util::TryStreamExt;
-        let prefix = self.key(format::LOG_HEADS);
+        let prefix = self.folder(format::LOG_HEADS);
         let mut pages = self.ctx.store.list_pages(&prefix);
         while let Some(page) = pages.try_next().await? {
             if let Some(key) = page
                 .into_iter()
-                .find(|k| format::log_head_size(k).is_some())
+                .find(|k| format::log_head_size(k.as_str()).is_some())
             {
                 return Ok(Some(key));
             }
@@ -241,12 +241,12 @@ pub(crate) async fn leaves_past(
     let (index, have) = (size / TILE_WIDTH, size % TILE_WIDTH);
     // One LIST of the bundle's key finds the full bundle and its partial ones (`{N}.p/{W}`).
     let full = log.key(&tlog::entries_path(index, TILE_WIDTH));
-    let found = log.ctx.store.list(&full).await?;
+    let found = log.ctx.store.list_from(&full).await?;
     let widest = found
         .iter()
         .filter_map(|k| match k == &full {
             true => Some((TILE_WIDTH, k)),
-            false => Some((tlog::partial_width(k)?, k)),
+            false => Some((tlog::partial_width(k.as_str())?, k)),
         })
         .filter(|(w, _)| *w > have)
         .max();

@@ -105,7 +105,7 @@ impl Log<'_> {
     /// The key changes recorded for the log, in order.
     pub(crate) async fn key_changes(&self) -> Result<Vec<KeyChange>, LogError> {
         let mut out = Vec::new();
-        for key in self.ctx.store.list(&self.key(format::LOG_KEYS)).await? {
+        for key in self.ctx.store.list(&self.folder(format::LOG_KEYS)).await? {
             let bytes = store::get_all(self.ctx.store.as_ref(), &key).await?;
             match bytes.map(|b| serde_json::from_slice::<KeyChange>(&b)) {
                 Some(Ok(c)) if c.schema == KEYS_SCHEMA => out.push(c),
@@ -141,7 +141,7 @@ impl Log<'_> {
             .collect();
         tracing::warn!(
             app = self.app,
-            key,
+            key = %key,
             from_leaf = change.from_size,
             signed_by = names.join(", "),
             before = change.before.join(", "),

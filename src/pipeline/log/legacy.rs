@@ -26,9 +26,9 @@ struct OldBreak {
 pub(super) struct Legacy {
     /// Its newest checkpoint of the branch that went on: seq and key.
     pub seq: u64,
-    pub key: String,
+    pub key: crate::model::key::Key,
     /// The older build's break records (keys), each abandoning checkpoints.
-    pub breaks: Vec<String>,
+    pub breaks: Vec<crate::model::key::Key>,
     /// Whether the database's links `1..=seq` are whole and end at that checkpoint's head.
     pub agrees: bool,
 }
@@ -69,8 +69,13 @@ fn is_break_key(key: &str) -> bool {
 pub(super) async fn find(log: &Log<'_>) -> Result<Option<Legacy>, LogError> {
     let ctx = log.ctx;
     let prefix = chain::checkpoint_prefix(table_prefix(ctx).as_str(), &log.folder);
-    let keys = ctx.store.list(&prefix).await?;
-    let breaks: Vec<String> = keys.iter().filter(|k| is_break_key(k)).cloned().collect();
+    // The older build's folder, as it named it (a carry-over: not one of this build's).
+    let keys = ctx.store.list_starting(&prefix).await?;
+    let breaks: Vec<crate::model::key::Key> = keys
+        .iter()
+        .filter(|k| is_break_key(k.as_str()))
+        .cloned()
+        .collect();
     let mut abandoned = HashSet::new();
     for key in &breaks {
         let bytes = store::get_all(ctx.store.as_ref(), key).await?;
@@ -85,8 +90,8 @@ pub(super) async fn find(log: &Log<'_>) -> Result<Option<Legacy>, LogError> {
     }
     let newest = keys
         .into_iter()
-        .filter(|k| !abandoned.contains(k))
-        .filter_map(|k| chain::checkpoint_of_key(&k).map(|(seq, _)| (seq, k.clone())))
+        .filter(|k| !abandoned.contains(k.as_str()))
+        .filter_map(|k| chain::checkpoint_of_key(k.as_str()).map(|(seq, _)| (seq, k.clone())))
         .max();
     let Some((seq, key)) = newest else {
         return Ok(None);
@@ -152,11 +157,11 @@ pub(super) async fn carry_over(
                 schema: TRANSITION_SCHEMA.into(),
                 table: ctx.spec.name.into(),
                 app_code: log.folder.clone(),
-                legacy_checkpoint: Some(key),
+                legacy_checkpoint: Some(key.to_string()),
                 legacy_head_seq: seq,
                 legacy_head_link: head.map(|a| a.link),
                 reason: None,
-                legacy_breaks: legacy.breaks,
+                legacy_breaks: legacy.breaks.iter().map(|k| k.to_string()).collect(),
                 at_ms: ctx.now(),
             }
         }
@@ -168,7 +173,7 @@ pub(super) async fn carry_over(
             legacy_head_seq: 0,
             legacy_head_link: None,
             reason: Some(format!("{reason} (the chain's newest checkpoint {key}, at seq {seq}, was not carried over)")),
-            legacy_breaks: legacy.breaks,
+            legacy_breaks: legacy.breaks.iter().map(|k| k.to_string()).collect(),
             at_ms: ctx.now(),
         },
         (false, None) => {

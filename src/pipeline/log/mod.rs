@@ -157,10 +157,10 @@ async fn apps_in_store(ctx: &RunContext) -> Result<Vec<String>, StoreError> {
     let prefix = format::logs_prefix(&table_prefix(ctx));
     let mut apps: Vec<String> = ctx
         .store
-        .list(prefix.as_str())
+        .list(&prefix)
         .await?
         .iter()
-        .filter_map(|k| Some(format::log_folder_of_key(&prefix, k)?.to_string()))
+        .filter_map(|k| Some(format::log_folder_of_key(&prefix, k.as_str())?.to_string()))
         .collect();
     apps.dedup();
     Ok(apps)
@@ -205,8 +205,14 @@ impl<'a> Log<'a> {
         })
     }
 
-    fn key(&self, path: &str) -> String {
+    fn key(&self, path: &str) -> format::Key {
         self.prefix.key(path)
+    }
+
+    /// The folder `path` of this log (`keys/`, `breaks/`, `heads/`: the `/` at its end is the
+    /// folder's).
+    fn folder(&self, path: &str) -> format::Prefix {
+        self.prefix.folder(path.trim_end_matches('/'))
     }
 
     fn refused(&self, detail: String) -> LogError {
@@ -252,11 +258,11 @@ impl<'a> Log<'a> {
         let partials = self
             .ctx
             .store
-            .list(&self.key(&tlog::partials_of(full)))
+            .list(&self.folder(&tlog::partials_of(full)))
             .await?;
         let wider = partials
             .iter()
-            .filter_map(|k| Some((tlog::partial_width(k)?, k)))
+            .filter_map(|k| Some((tlog::partial_width(k.as_str())?, k)))
             .filter(|(w, _)| *w > width)
             .min();
         match wider {
@@ -306,7 +312,12 @@ impl<'a> Log<'a> {
     /// The breaks accepted for this log (one LIST; they are few).
     pub(crate) async fn breaks(&self) -> Result<Vec<LogBreak>, LogError> {
         let mut out = Vec::new();
-        for key in self.ctx.store.list(&self.key(format::LOG_BREAKS)).await? {
+        for key in self
+            .ctx
+            .store
+            .list(&self.folder(format::LOG_BREAKS))
+            .await?
+        {
             let bytes = store::get_all(self.ctx.store.as_ref(), &key).await?;
             match bytes.map(|b| serde_json::from_slice::<LogBreak>(&b)) {
                 Some(Ok(b)) if b.schema == BREAK_SCHEMA => out.push(b),
@@ -331,7 +342,7 @@ impl<'a> Log<'a> {
     /// these very bytes (a retry).
     async fn write_once(
         &self,
-        key: &str,
+        key: &crate::model::key::Key,
         bytes: Vec<u8>,
         options: &PutOptions,
     ) -> Result<(), LogError> {

@@ -74,7 +74,8 @@ impl Verifier<'_> {
         ));
         verified.findings.extend(member_count(expected));
         verified.findings.extend(members_proof_finding(expected));
-        self.note_cold(expected, key, meta, &mut verified).await?;
+        self.note_cold(expected, &expected.receipt.keys.data, meta, &mut verified)
+            .await?;
         Ok(verified)
     }
 
@@ -85,7 +86,7 @@ impl Verifier<'_> {
     pub(super) async fn verify_cold_document(
         &self,
         expected: &Expected,
-        key: &str,
+        key: &crate::model::key::Key,
         bytes: &[u8],
         digest: &ObjectDigest,
         meta: &ObjectMeta,
@@ -94,7 +95,7 @@ impl Verifier<'_> {
         let batch_id = expected.receipt.batch_id.as_str();
         verified.findings.extend(compare_head(
             batch_id,
-            key,
+            key.as_str(),
             Some(meta),
             digest,
             Some(crc64nvme(bytes)),
@@ -102,7 +103,7 @@ impl Verifier<'_> {
         if let ColdObjects::Uploaded(_) = self.cold {
             verified
                 .findings
-                .extend(store_checksum_missing(batch_id, key, meta));
+                .extend(store_checksum_missing(batch_id, key.as_str(), meta));
             verified.verified_by = VerifiedBy::StoreChecksum;
             return Ok(());
         }
@@ -113,7 +114,7 @@ impl Verifier<'_> {
     async fn note_cold(
         &self,
         expected: &Expected,
-        key: &str,
+        key: &crate::model::key::Key,
         meta: &ObjectMeta,
         verified: &mut Verified,
     ) -> Result<(), StoreError> {

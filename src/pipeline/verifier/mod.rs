@@ -198,7 +198,7 @@ impl Verifier<'_> {
     async fn verify_document(
         &self,
         expected: &Expected,
-        key: &str,
+        key: &crate::model::key::Key,
         bytes: &[u8],
         digest: &ObjectDigest,
         kind: FindingKind,
@@ -229,7 +229,7 @@ impl Verifier<'_> {
         };
         verified.findings.extend(compare_document(
             &expected.receipt.batch_id,
-            key,
+            key.as_str(),
             bytes,
             digest,
             kind,
@@ -253,7 +253,7 @@ impl Verifier<'_> {
         if self.depth == Depth::Head {
             verified.findings.extend(compare_head(
                 &expected.receipt.batch_id,
-                key,
+                key.as_str(),
                 head.as_ref(),
                 &expected.receipt.objects.data,
                 expected.receipt.objects.data_crc64nvme,
@@ -297,24 +297,24 @@ impl Verifier<'_> {
     async fn head(
         &self,
         expected: &Expected,
-        key: &str,
+        key: &crate::model::key::Key,
         verified: &mut Verified,
     ) -> Result<Option<ObjectMeta>, StoreError> {
         let head = self.store.head(key).await?;
         if let Some(meta) = &head {
             verified.findings.extend(compare_guard(
                 &expected.receipt.batch_id,
-                key,
+                key.as_str(),
                 meta,
                 &expected.guard,
             ));
-            let (recorded, seen) = if key == expected.receipt.keys.data {
+            let (recorded, seen) = if *key == expected.receipt.keys.data {
                 verified.data_head = Some(meta.clone());
                 (
                     &expected.receipt.objects.stored.data,
                     &mut verified.stored.data,
                 )
-            } else if key == expected.receipt.keys.manifest {
+            } else if *key == expected.receipt.keys.manifest {
                 (
                     &expected.receipt.objects.stored.manifest,
                     &mut verified.stored.manifest,
@@ -328,7 +328,7 @@ impl Verifier<'_> {
             *seen = meta.identity();
             verified.findings.extend(compare_identity(
                 &expected.receipt.batch_id,
-                key,
+                key.as_str(),
                 meta,
                 recorded,
             ));
@@ -349,7 +349,7 @@ pub(crate) async fn read_data(
     store: &dyn ObjectStore,
     spec: &'static TableSpec,
     app_code: &str,
-    key: &str,
+    key: &crate::model::key::Key,
     keep_lines: Option<&ContentFacts>,
 ) -> Result<Option<DataRead>, StoreError> {
     let Some(mut body) = store.get(key).await? else {

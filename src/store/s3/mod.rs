@@ -35,8 +35,8 @@ pub use settings::{ConditionalPutSetting, S3Settings, UploadChecksum};
 pub(crate) use settings::{DEFAULT_MAX_ATTEMPTS, NO_REGION};
 
 use super::{
-    ByteStream, ConditionalPut, Counters, KeyPages, Location, ObjectMeta, ObjectStore, PutMode,
-    PutOptions, StoreError, StoreStats,
+    ByteStream, ConditionalPut, Counters, Key, KeyPages, Location, ObjectMeta, ObjectStore,
+    PutMode, PutOptions, StoreError, StoreStats,
 };
 use crate::model::digest;
 use crate::model::protection::{LockMode, ObjectLock, RestoreStatus, Sse, Thaw, ThawState};
@@ -178,7 +178,8 @@ impl ObjectStore for S3Store {
         }
     }
 
-    async fn head(&self, key: &str) -> Result<Option<ObjectMeta>, StoreError> {
+    async fn head(&self, key: &Key) -> Result<Option<ObjectMeta>, StoreError> {
+        let key = key.as_str();
         let cos = CaptureCosCrc::default();
         let result = self
             .client()
@@ -233,17 +234,19 @@ impl ObjectStore for S3Store {
         }))
     }
 
-    async fn get(&self, key: &str) -> Result<Option<ByteStream>, StoreError> {
+    async fn get(&self, key: &Key) -> Result<Option<ByteStream>, StoreError> {
+        let key = key.as_str();
         self.fetch.read(key).await
     }
 
     async fn put_with(
         &self,
-        key: &str,
+        key: &Key,
         body: Bytes,
         mode: PutMode,
         options: &PutOptions,
     ) -> Result<(), StoreError> {
+        let key = key.as_str();
         use aws_sdk_s3::types::{ChecksumAlgorithm, ObjectLockLegalHoldStatus, StorageClass};
         let mut request = self
             .client()
@@ -290,7 +293,7 @@ impl ObjectStore for S3Store {
         if mode == PutMode::Create {
             if self.sends_if_none_match() {
                 request = request.if_none_match("*");
-            } else if self.head(key).await?.is_some() {
+            } else if self.head(&Key::stored(key)).await?.is_some() {
                 return Err(StoreError::AlreadyExists {
                     key: key.to_string(),
                 });
@@ -302,7 +305,7 @@ impl ObjectStore for S3Store {
         }
     }
 
-    fn list_pages<'a>(&'a self, prefix: &'a str) -> KeyPages<'a> {
+    fn list_pages_starting<'a>(&'a self, prefix: &'a str) -> KeyPages<'a> {
         let pages = self
             .client()
             .list_objects_v2()
@@ -316,7 +319,7 @@ impl ObjectStore for S3Store {
                 .map(|page| {
                     page.contents()
                         .iter()
-                        .filter_map(|o| o.key().map(str::to_string))
+                        .filter_map(|o| o.key().map(Key::stored))
                         .collect::<Vec<_>>()
                 })
                 .map_err(|e| self.error("list", prefix, e));
@@ -325,9 +328,9 @@ impl ObjectStore for S3Store {
         .boxed()
     }
 
-    async fn list(&self, prefix: &str) -> Result<Vec<String>, StoreError> {
-        let mut keys: Vec<String> = self
-            .list_pages(prefix)
+    async fn list_starting(&self, prefix: &str) -> Result<Vec<Key>, StoreError> {
+        let mut keys: Vec<Key> = self
+            .list_pages_starting(prefix)
             .try_collect::<Vec<_>>()
             .await?
             .concat();
@@ -335,7 +338,8 @@ impl ObjectStore for S3Store {
         Ok(keys)
     }
 
-    async fn delete(&self, key: &str) -> Result<(), StoreError> {
+    async fn delete(&self, key: &Key) -> Result<(), StoreError> {
+        let key = key.as_str();
         self.client()
             .delete_object()
             .bucket(self.bucket())
@@ -352,10 +356,11 @@ impl ObjectStore for S3Store {
 
     async fn extend_lock(
         &self,
-        key: &str,
+        key: &Key,
         lock: Option<&ObjectLock>,
         legal_hold: bool,
     ) -> Result<(), StoreError> {
+        let key = key.as_str();
         use aws_sdk_s3::types::{
             ObjectLockLegalHold, ObjectLockLegalHoldStatus, ObjectLockRetention,
         };
@@ -391,7 +396,8 @@ impl ObjectStore for S3Store {
         Ok(())
     }
 
-    async fn request_thaw(&self, key: &str, thaw: &Thaw) -> Result<ThawState, StoreError> {
+    async fn request_thaw(&self, key: &Key, thaw: &Thaw) -> Result<ThawState, StoreError> {
+        let key = key.as_str();
         use aws_sdk_s3::types::{GlacierJobParameters, RestoreRequest, Tier};
         let job = GlacierJobParameters::builder()
             .tier(Tier::from(thaw.tier.as_str()))
@@ -428,7 +434,8 @@ impl ObjectStore for S3Store {
     /// `If-None-Match: *` refuses the second (or the first, if an earlier run's probe is still
     /// there because the bucket denies deletes). One that accepts both overwrites blindly, and
     /// the rest of the run uses HEAD-then-PUT, which the app's lock makes correct.
-    async fn probe_conditional_put(&self, probe_key: &str) -> Result<ConditionalPut, StoreError> {
+    async fn probe_conditional_put(&self, probe_key: &Key) -> Result<ConditionalPut, StoreError> {
+        let probe_key = probe_key.as_str();
         match self.conditional_put {
             ConditionalPutSetting::Off => return Ok(ConditionalPut::Off),
             ConditionalPutSetting::On => return Ok(ConditionalPut::Trusted),
@@ -465,7 +472,7 @@ impl ObjectStore for S3Store {
                 Err(e) => return Err(e),
             }
         }
-        match self.delete(probe_key).await {
+        match self.delete(&Key::stored(probe_key)).await {
             Ok(()) => {}
             // A bucket policy that denies deletes (as deploy/bucket-policy.json does) keeps this
             // one small object; the next run's probe is refused at once, which answers too.

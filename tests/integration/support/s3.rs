@@ -1,6 +1,7 @@
 //! The store side: a bucket of its own per test on a real S3 HTTP server (s3s-fs in this
 //! process, or the endpoint in `OUTBOX_ARCHIVER_TEST_S3_ENDPOINT` with a per-test prefix).
 
+use outbox_archiver::format::Key;
 use std::sync::atomic::Ordering;
 use std::sync::Arc;
 
@@ -131,7 +132,7 @@ pub async fn archived_rows(db: &TestDb, store: &dyn ObjectStore, app: &str) -> V
 
 /// The NDJSON a data object holds, decompressed.
 pub async fn ndjson_of(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
-    let bytes = outbox_archiver::get_all(store, key)
+    let bytes = outbox_archiver::get_all(store, &Key::stored(key))
         .await
         .unwrap()
         .expect("data object exists");
@@ -143,9 +144,12 @@ pub async fn ndjson_of(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
 /// Every key in the test's store, sorted.
 pub async fn keys(store: &dyn ObjectStore) -> Vec<String> {
     store
-        .list(store.location().prefix().as_str())
+        .list(store.location().prefix())
         .await
         .unwrap()
+        .into_iter()
+        .map(String::from)
+        .collect()
 }
 
 /// Every key of the batches' objects: [`keys`] without the apps' logs (and the linear chains
@@ -182,7 +186,7 @@ pub async fn checkpoint_keys(store: &dyn ObjectStore) -> Vec<String> {
 pub async fn log_size(store: &dyn ObjectStore, folder: &str) -> u64 {
     let table = outbox_archiver::format::table_prefix(store.location().prefix(), "wallet_outbox");
     let key = format!("{table}_log/app_code={folder}/checkpoint");
-    match store.get(&key).await.unwrap() {
+    match store.get(&Key::stored(key.clone())).await.unwrap() {
         None => 0,
         Some(_) => {
             let text = String::from_utf8(read(store, &key).await).unwrap();
@@ -193,7 +197,11 @@ pub async fn log_size(store: &dyn ObjectStore, folder: &str) -> u64 {
 
 /// Reads a whole object.
 pub async fn read(store: &dyn ObjectStore, key: &str) -> Vec<u8> {
-    let mut body = store.get(key).await.unwrap().expect("object exists");
+    let mut body = store
+        .get(&Key::stored(key))
+        .await
+        .unwrap()
+        .expect("object exists");
     let mut out = Vec::new();
     while let Some(chunk) = body.try_next().await.unwrap() {
         out.extend_from_slice(&chunk);
