@@ -559,7 +559,7 @@ pub(crate) struct AttestArgs {
     #[arg(long, value_name = "DAY", value_parser = parse_day)]
     pub to: i64,
     /// The previous statement (a file attest printed before): each app's log must have grown
-    /// from the checkpoint it saw — a smaller or other tree is chain_rollback, not attested —
+    /// from the checkpoint it saw — a smaller or other tree is log_rollback, not attested —
     /// and this statement carries the consistency proof from it, which
     /// `deploy/verify-log.go -previous` checks.
     #[arg(long, value_name = "FILE")]

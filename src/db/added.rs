@@ -19,7 +19,8 @@ pub(crate) struct AddedValue {
 }
 
 /// The recorded values of `spec`'s batches.
-/// (Every read and write runs in its caller's transaction: it holds no pool.)
+/// (It holds no pool: every read and write runs on the executor its caller gives — the delete's
+/// transaction, or the pool for restore's read.)
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct AddedValues {
     spec: &'static TableSpec,

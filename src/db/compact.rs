@@ -108,7 +108,8 @@ impl CompactQueries {
         failpoints.pass("compact-after-delete")?;
         self.receipts
             .mark_compacted(&mut tx, (app, batch_id), in_data, now_ms, deleted)
-            .await?;
+            .await
+            .context(|| context("writing the digest"))?;
         if !lock.held_per(&mut *tx).await? {
             return Err(lock.lost(batch_id, Doing::Compacting).into());
         }

@@ -115,11 +115,6 @@ impl Members {
         Ok(qb.build().execute(&mut **tx).await?.rows_affected())
     }
 
-    /// The table whose members these are.
-    pub(crate) fn spec(&self) -> &'static TableSpec {
-        self.spec
-    }
-
     /// The members a receipt recorded, as `(event_id, updated_at_ms)`.
     pub(crate) async fn members_of(
         &self,

@@ -72,6 +72,8 @@ pub(crate) struct IntoSource<'a> {
     pub failpoints: &'a crate::failpoint::FailPoints,
     /// The batch's receipt's repository: marks it restored.
     pub receipts: &'a super::receipts::Receipts,
+    /// The table's member rows: a compacted batch's rows put back get theirs again.
+    pub members: &'a super::members::Members,
 }
 
 impl IntoSource<'_> {
@@ -259,15 +261,7 @@ impl<'a> TargetTable<'a> {
         }
         if inserted > 0 {
             if let Some(source) = into_source {
-                mark_restored(
-                    &mut tx,
-                    &super::members::Members::new(pool, self.lines),
-                    app,
-                    source,
-                    &all,
-                    inserted as usize,
-                )
-                .await?;
+                mark_restored(&mut tx, self.lines, app, source, &all, inserted as usize).await?;
             }
         }
         tx.commit()
@@ -337,15 +331,7 @@ impl<'a> TargetTable<'a> {
             }
             loaded.inserted = missing.len() as u64;
             if let Some(source) = into_source {
-                mark_restored(
-                    &mut tx,
-                    &super::members::Members::new(pool, self.lines),
-                    app,
-                    source,
-                    &missing,
-                    missing.len(),
-                )
-                .await?;
+                mark_restored(&mut tx, self.lines, app, source, &missing, missing.len()).await?;
             }
         }
         tx.commit()
@@ -506,11 +492,11 @@ fn stored_differently(
 /// (`purged_rows` counts what is gone now) — gives the rows of a compacted batch their member
 /// rows back, and confirms the app's lock before the commit. `rows`: those that may have been
 /// put back (for a chunk inserted with IGNORE, all of it; rows already there keep the member row
-/// they have); `inserted`: how many were. `members`: the repository of the batch's lines' table
-/// (its columns are the first of each row's).
+/// they have); `inserted`: how many were. `spec`: the batch's lines' columns (the first of each
+/// row's).
 async fn mark_restored(
     tx: &mut sqlx::Transaction<'_, MySql>,
-    members: &super::members::Members,
+    spec: &'static TableSpec,
     app: &str,
     source: IntoSource<'_>,
     rows: &[&Row],
@@ -520,7 +506,6 @@ async fn mark_restored(
         .failpoints
         .pass("restore-before-mark")
         .map_err(DbError::from)?;
-    let spec = members.spec();
     if source.compacted {
         let layout = spec.layout();
         let given: Vec<crate::model::batch::Member> = rows
@@ -541,7 +526,8 @@ async fn mark_restored(
             app_code: app,
             batch_id: source.batch_id,
         };
-        members
+        source
+            .members
             .insert(tx, owner, &given, super::members::OnDuplicate::Keep)
             .await
             .context(|| {

@@ -14,12 +14,7 @@ pub struct Prefix(String);
 
 impl Prefix {
     /// The bucket's root.
-    pub fn root() -> Prefix {
-        Prefix::root_const()
-    }
-
-    /// [`Prefix::root`], in a constant.
-    pub const fn root_const() -> Prefix {
+    pub const fn root() -> Prefix {
         Prefix(String::new())
     }
 
@@ -30,9 +25,9 @@ impl Prefix {
         if trimmed.is_empty() {
             return Ok(Prefix::root());
         }
-        if let Some(bad) = trimmed.split('/').find(|s| !is_segment(s)) {
+        if !trimmed.split('/').all(is_segment) {
             return Err(format!(
-                "key prefix {text:?} has an empty, '.' or '..' segment ({bad:?})"
+                "key prefix {text:?} has an empty, '.' or '..' segment"
             ));
         }
         Ok(Prefix(format!("{trimmed}/")))
@@ -94,22 +89,11 @@ impl Key {
     pub fn as_str(&self) -> &str {
         &self.0
     }
-
-    /// The key's last segment (`data.ndjson.gz`).
-    pub fn name(&self) -> &str {
-        self.0.rsplit('/').next().unwrap_or_default()
-    }
 }
 
 impl fmt::Display for Key {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         f.write_str(&self.0)
-    }
-}
-
-impl AsRef<str> for Key {
-    fn as_ref(&self) -> &str {
-        &self.0
     }
 }
 
@@ -143,9 +127,9 @@ impl fmt::Display for Prefix {
     }
 }
 
-/// Whether `segment` may be one segment of a folder.
+/// Whether `segment` (split at `/`) may be one segment of a folder.
 fn is_segment(segment: &str) -> bool {
-    !segment.is_empty() && segment != "." && segment != ".." && !segment.contains('/')
+    !segment.is_empty() && segment != "." && segment != ".."
 }
 
 #[cfg(test)]
@@ -170,7 +154,6 @@ mod tests {
         let root = Prefix::root();
         let outbox = Prefix::parse("outbox").unwrap();
         assert_eq!(root.key("_archive.json"), "_archive.json");
-        assert_eq!(root.key("a/b.json").name(), "b.json");
         assert_eq!(outbox.key("_archive.json"), "outbox/_archive.json");
         let table = outbox.folder("wallet_outbox");
         assert_eq!(table.as_str(), "outbox/wallet_outbox/");

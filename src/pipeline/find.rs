@@ -298,16 +298,13 @@ async fn search_all(
 ) -> Vec<Result<Searched, AppError>> {
     observer.start("batches", "batches", Some(candidates.len() as u64));
     let searched = futures_util::stream::iter(candidates)
-        .map(|((app, batch), wanted)| {
-            let receipts = receipts.clone();
-            async move {
-                let found = match receipts.get(&app, &batch).await? {
-                    Some(receipt) => search(ctx, &receipt, &wanted).await?,
-                    None => Searched::Rows(Vec::new()),
-                };
-                observer.advance("batches", 1, "");
-                Ok(found)
-            }
+        .map(|((app, batch), wanted)| async move {
+            let found = match receipts.get(&app, &batch).await? {
+                Some(receipt) => search(ctx, &receipt, &wanted).await?,
+                None => Searched::Rows(Vec::new()),
+            };
+            observer.advance("batches", 1, "");
+            Ok(found)
         })
         .buffer_unordered(parallel.max(1))
         .collect()

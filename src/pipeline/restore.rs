@@ -499,6 +499,7 @@ impl<'a> Restorer<'a> {
                 compacted: receipt.life.compaction.is_some(),
                 failpoints: &self.opts.failpoints,
                 receipts: &self.ctx.tables.receipts,
+                members: &self.ctx.tables.members,
             }),
             Access::DryRun | Access::Reading => None,
         };

@@ -618,19 +618,24 @@ async fn orphans_under(
     orphans: &mut Vec<String>,
 ) -> Result<(), OrphanError> {
     let receipts = &ctx.tables.receipts;
+    // The keys outside the apps' that are not orphans: the logs (the log audit's to account
+    // for), the linear chains of older builds (a log's transition record names them) and the
+    // archive's marker (its home's: every command reads it).
+    let (logs, chains, marker) = (
+        format::logs_prefix(table),
+        table.folder("_chain"),
+        format::home_marker_key(table),
+    );
     let mut pages = ctx.store.list_pages(prefix);
     let mut current: Option<(String, Partitions<'_>)> = None;
     while let Some(page) = pages.next().await {
         for key in page? {
             let Some((app, day)) = format::app_and_day(table, key.as_str()) else {
-                // The logs are the log audit's to account for (and the linear chains of older
-                // builds, which a log's transition record names), the archive's marker its
-                // home's (every command reads it).
-                let checkpoint = format::logs_prefix(table).relative(key.as_str()).is_some()
-                    || (table.folder("_chain").relative(key.as_str()).is_some()
+                let checkpoint = logs.relative(key.as_str()).is_some()
+                    || (chains.relative(key.as_str()).is_some()
                         && log::legacy::is_checkpoint_key(key.as_str()));
-                if !checkpoint && key != format::home_marker_key(table) {
-                    orphans.push(key.to_string());
+                if !checkpoint && key != marker {
+                    orphans.push(key.into());
                 }
                 continue;
             };
@@ -644,7 +649,7 @@ async fn orphans_under(
             }
             let (_, partitions) = current.as_mut().expect("set above");
             if !partitions.references(day, key.as_str()).await? {
-                orphans.push(key.to_string());
+                orphans.push(key.into());
             }
         }
     }

@@ -322,7 +322,7 @@ impl Location {
 
     /// The folder every object of this archive is below (the root of a local store).
     pub fn prefix(&self) -> &Prefix {
-        static ROOT: Prefix = Prefix::root_const();
+        static ROOT: Prefix = Prefix::root();
         match self {
             Location::S3 { prefix, .. } => prefix,
             Location::Local { .. } => &ROOT,

@@ -96,7 +96,7 @@ impl Receipts {
     }
 
     /// Records that the batch's member rows were compacted at `now_ms` to `digest`
-    /// (`deleted` member rows gone).
+    /// (`deleted` member rows gone). The caller says what failed (compaction's own context).
     pub(crate) async fn mark_compacted(
         &self,
         tx: &mut MySqlConnection,
@@ -104,7 +104,7 @@ impl Receipts {
         digest: &MembersDigest,
         now_ms: i64,
         deleted: u64,
-    ) -> Result<(), DbError> {
+    ) -> Result<(), sqlx::Error> {
         let sql = format!(
             "UPDATE {} SET members_digest_sha256 = ?, members_digest_rows = ?, compacted_at_ms = ?, \
              compacted_member_rows = ? WHERE app_code = ? AND batch_id = ?",
@@ -118,8 +118,7 @@ impl Receipts {
             .bind(app)
             .bind(batch_id)
             .execute(&mut *tx)
-            .await
-            .context(|| format!("compacting batch {batch_id}: writing the digest"))?;
+            .await?;
         Ok(())
     }
 

@@ -229,8 +229,8 @@ async fn reconcile(
         let mut tiles = Tiles::new(log, size);
         if let Err(f) = heads::held_to(&mut tiles, head.as_ref(), &seen).await? {
             return Err(log.refused(format!(
-                "expected {}; {} (log_rollback, formerly chain_rollback) — nothing is appended after it, or the leaves of the larger tree would be written over; once investigated, the larger head goes back by copying {} over the checkpoint",
-                f.expected, f.actual, seen.source
+                "expected {}; {} ({}) — nothing is appended after it, or the leaves of the larger tree would be written over; once investigated, the larger head goes back by copying {} over the checkpoint",
+                f.expected, f.actual, Problem::Rollback.kind().label(), seen.source
             )));
         }
     }
@@ -244,8 +244,9 @@ async fn reconcile(
     };
     if known > size {
         return Err(log.refused(format!(
-            "the database's receipts are logged up to leaf {}, the store's checkpoint holds {size} leaves: the checkpoint was written back or the log lost (log_gap, formerly chain_gap)",
-            known - 1
+            "the database's receipts are logged up to leaf {}, the store's checkpoint holds {size} leaves: the checkpoint was written back or the log lost ({})",
+            known - 1,
+            Problem::Gap.kind().label()
         )));
     }
     if size == 0 {
@@ -423,8 +424,8 @@ async fn settle(
     if !unknown.is_empty() {
         let Some(reason) = accept_break else {
             return Err(log.refused(format!(
-                "the store's log holds {} leaf/leaves the database's receipts do not (from leaf {}, batch {}): receipts lost — a database restored from an older backup — or a receipt rewritten (log_fork); once investigated, `archive --app {} --accept-log-break REASON` records them as gone and the log goes on after them",
-                unknown.len(), unknown[0].0, unknown[0].1, log.app
+                "the store's log holds {} leaf/leaves the database's receipts do not (from leaf {}, batch {}): receipts lost — a database restored from an older backup — or a receipt rewritten ({}); once investigated, `archive --app {} --accept-log-break REASON` records them as gone and the log goes on after them",
+                unknown.len(), unknown[0].0, unknown[0].1, Problem::Fork.kind().label(), log.app
             )));
         };
         out.break_accepted = Some(write_break(log, unknown, reason, options).await?);

@@ -4,7 +4,7 @@
 //! retention), and recorded in the database (`_log_heads`). A checkpoint smaller than the
 //! largest head remembered, or whose tree does not grow from it, is a rollback: archive appends
 //! nothing after it (it would write over the leaves the larger tree holds), purge deletes
-//! nothing on its word, verify and attest report it (`chain_rollback`). C2SP tlog-witness and
+//! nothing on its word, verify and attest report it (`log_rollback`). C2SP tlog-witness and
 //! Go's sumdb clients hold a log to the largest tree they have seen the same way.
 
 use bytes::Bytes;
@@ -49,7 +49,8 @@ impl Log<'_> {
                 source: first.to_string(),
             })),
             _ => Err(self.refused(format!(
-                "{first} is not the tree head its name says (a head kept write-once, rewritten: log_rollback, formerly chain_rollback)"
+                "{first} is not the tree head its name says (a head kept write-once, rewritten: {})",
+                Problem::Rollback.kind().label()
             ))),
         }
     }
@@ -120,8 +121,9 @@ impl Log<'_> {
                 match Checkpoint::open(&kept, &self.origin, &[]) {
                     Ok(c) if c.root == head.root => Ok(()),
                     _ => Err(self.refused(format!(
-                        "{key} already holds another tree of {} leaves (the log forked: log_rollback, formerly chain_rollback)",
-                        head.size
+                        "{key} already holds another tree of {} leaves (the log forked: {})",
+                        head.size,
+                        Problem::Rollback.kind().label()
                     ))),
                 }
             }
@@ -142,7 +144,7 @@ impl Log<'_> {
 
 /// Whether the store's checkpoint `head` (none: no checkpoint) is the tree `seen` or one grown
 /// from it: the consistency proof from `seen` to it (empty when it is that tree), else the
-/// `chain_rollback` finding. Reads the tiles of the proof (O(log n)) only when the checkpoint
+/// `log_rollback` finding. Reads the tiles of the proof (O(log n)) only when the checkpoint
 /// is larger than `seen`.
 pub(crate) async fn held_to(
     tiles: &mut Tiles<'_, '_>,
@@ -195,7 +197,7 @@ pub(crate) async fn held_to(
 }
 
 /// The store's checkpoint held to the largest head the log was published at
-/// ([`heads::held_to`]): the `chain_rollback` finding, if it is smaller or not grown from it.
+/// ([`heads::held_to`]): the `log_rollback` finding, if it is smaller or not grown from it.
 pub(crate) async fn rollback(
     log: &Log<'_>,
     head: Option<&Checkpoint>,
@@ -210,7 +212,7 @@ pub(crate) async fn rollback(
 }
 
 /// The largest head the log was published at ([`Log::largest_seen`]), or — a head kept that is
-/// not what its name says — the `chain_rollback` finding.
+/// not what its name says — the `log_rollback` finding.
 pub(crate) async fn published(log: &Log<'_>) -> Result<Result<Option<Seen>, LogFinding>, LogError> {
     match log.largest_seen().await {
         Ok(seen) => Ok(Ok(seen)),
@@ -227,7 +229,7 @@ pub(crate) async fn published(log: &Log<'_>) -> Result<Result<Option<Seen>, LogF
 
 /// Leaves the store's tiles hold past the checkpoint of `size` leaves — the rightmost entry
 /// bundle found wider (or full) than the checkpoint needs — that the database's receipts do not
-/// account for: the `chain_rollback` finding. A run that ended between its tiles and its
+/// account for: the `log_rollback` finding. A run that ended between its tiles and its
 /// checkpoint leaves its own receipts' entries there (the database holds them, not logged yet,
 /// after chain seq `after_seq`); anything else is a leaf of a larger tree whose checkpoint was
 /// written back. Tiles are never written over, so this holds where no head was remembered.

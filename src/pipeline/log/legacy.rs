@@ -114,7 +114,7 @@ pub(super) async fn find(log: &Log<'_>) -> Result<Option<Legacy>, LogError> {
 
 /// For `verify`, where no log carries the app's chain yet: a chain of an older build the
 /// database does not continue — a fork the older build reported, never accepted — as the
-/// finding it was then (`chain_mismatch` at its head).
+/// finding it was then (`log_mismatch` at its head).
 pub(super) async fn unaccepted(log: &Log<'_>) -> Result<Option<LogFinding>, LogError> {
     Ok(find(log).await?.filter(|l| !l.agrees).map(|l| LogFinding {
         problem: Problem::Mismatch,
@@ -178,7 +178,8 @@ pub(super) async fn carry_over(
         },
         (false, None) => {
             return Err(log.refused(format!(
-                "the linear chain of an older build ends at seq {seq} ({key}), and the database's receipts 1..{seq} do not continue it (a receipt missing, changed, or the checkpoint damaged: log_mismatch): the log cannot carry it over; `outbox-archiver verify --app {}` names it, and `archive --accept-log-break REASON` starts the log without it (the reason is kept, and verify and every statement show it)",
+                "the linear chain of an older build ends at seq {seq} ({key}), and the database's receipts 1..{seq} do not continue it (a receipt missing, changed, or the checkpoint damaged: {}): the log cannot carry it over; `outbox-archiver verify --app {}` names it, and `archive --accept-log-break REASON` starts the log without it (the reason is kept, and verify and every statement show it)",
+                Problem::Mismatch.kind().label(),
                 log.app
             )))
         }

@@ -362,7 +362,8 @@ impl<'a> Log<'a> {
                 // run that ended before its checkpoint whose receipts are gone since. Either
                 // way its leaves are evidence.
                 Err(self.refused(format!(
-                    "{key} already holds other bytes: a tile of another tree (the log forked, or its checkpoint was written back past leaves this tile holds: log_rollback, formerly chain_rollback); nothing is written over"
+                    "{key} already holds other bytes: a tile of another tree (the log forked, or its checkpoint was written back past leaves this tile holds: {}); nothing is written over",
+                    finding::Problem::Rollback.kind().label()
                 )))
             }
             Err(e) => Err(e.into()),

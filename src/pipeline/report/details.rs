@@ -188,7 +188,7 @@ pub struct PurgeApp {
     pub kept_for_columns: Vec<String>,
     /// Batches not purged because their objects or members disagree with the receipt.
     pub failed_batches: Vec<String>,
-    /// Batches not purged because they are not in their app's log yet (`chain_unanchored`:
+    /// Batches not purged because they are not in their app's log yet (`log_pending`:
     /// recorded by an older build, or by a run that ended before appending): the next archive
     /// run appends them, and they wait — work left, not a failure. Absent when none wait.
     #[serde(skip_serializing_if = "Vec::is_empty")]

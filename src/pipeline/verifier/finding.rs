@@ -207,3 +207,31 @@ impl std::fmt::Display for Finding {
         Ok(())
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_log_finding_carries_its_former_kind_for_one_release() {
+        let mut f = Finding::new(FindingKind::LogRollback, "b1", None);
+        f.seq = Some(4);
+        assert_eq!(
+            serde_json::to_string(&f).unwrap(),
+            r#"{"kind":"log_rollback","formerly":"chain_rollback","batch_id":"b1","key":null,"event_id":null,"expected":null,"actual":null,"seq":4}"#
+        );
+        assert_eq!(
+            f.to_string(),
+            "log_rollback (formerly chain_rollback) at leaf 4"
+        );
+        let plain = Finding::new(FindingKind::MissingObject, "b1", Some("k"));
+        assert_eq!(
+            serde_json::to_string(&plain).unwrap(),
+            r#"{"kind":"missing_object","batch_id":"b1","key":"k","event_id":null,"expected":null,"actual":null}"#
+        );
+        assert_eq!(
+            FindingKind::LogPending.label(),
+            "log_pending (formerly chain_unanchored)"
+        );
+    }
+}

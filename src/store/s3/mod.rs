@@ -246,7 +246,7 @@ impl ObjectStore for S3Store {
         mode: PutMode,
         options: &PutOptions,
     ) -> Result<(), StoreError> {
-        let key = key.as_str();
+        let (object, key) = (key, key.as_str());
         use aws_sdk_s3::types::{ChecksumAlgorithm, ObjectLockLegalHoldStatus, StorageClass};
         let mut request = self
             .client()
@@ -293,7 +293,7 @@ impl ObjectStore for S3Store {
         if mode == PutMode::Create {
             if self.sends_if_none_match() {
                 request = request.if_none_match("*");
-            } else if self.head(&Key::stored(key)).await?.is_some() {
+            } else if self.head(object).await?.is_some() {
                 return Err(StoreError::AlreadyExists {
                     key: key.to_string(),
                 });
@@ -434,8 +434,8 @@ impl ObjectStore for S3Store {
     /// `If-None-Match: *` refuses the second (or the first, if an earlier run's probe is still
     /// there because the bucket denies deletes). One that accepts both overwrites blindly, and
     /// the rest of the run uses HEAD-then-PUT, which the app's lock makes correct.
-    async fn probe_conditional_put(&self, probe_key: &Key) -> Result<ConditionalPut, StoreError> {
-        let probe_key = probe_key.as_str();
+    async fn probe_conditional_put(&self, probe: &Key) -> Result<ConditionalPut, StoreError> {
+        let probe_key = probe.as_str();
         match self.conditional_put {
             ConditionalPutSetting::Off => return Ok(ConditionalPut::Off),
             ConditionalPutSetting::On => return Ok(ConditionalPut::Trusted),
@@ -472,7 +472,7 @@ impl ObjectStore for S3Store {
                 Err(e) => return Err(e),
             }
         }
-        match self.delete(&Key::stored(probe_key)).await {
+        match self.delete(probe).await {
             Ok(()) => {}
             // A bucket policy that denies deletes (as deploy/bucket-policy.json does) keeps this
             // one small object; the next run's probe is refused at once, which answers too.
