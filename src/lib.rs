@@ -39,11 +39,12 @@
 //!   (what stdout gets for `--format`), `text.rs` (the short summary), `tables.rs` (status,
 //!   history, doctor), `statement.rs` (attest's canonical JSON and CSV), `progress.rs` (progress
 //!   lines and the log's writer), `metrics.rs` (Prometheus).
-//! * `commands/` — one thin module per subcommand, options in and a typed report out, no SQL and
-//!   no store call (`mod.rs` lists them): `archive.rs`, `verify.rs`, `status.rs`, `find.rs`,
-//!   `history.rs`, `purge.rs`, `restore.rs`, `compact.rs`, `attest.rs`, `doctor.rs`,
-//!   `relocate.rs`, `migrate.rs`, `schema.rs`, `log_key.rs`, and `demo.rs`, the tour `cargo run --
-//!   demo` takes. `cli/` — the only place that knows clap: `args.rs` and `groups.rs` (the
+//! * `commands/` — above the pipeline and the output: `run` (any command's options run with a
+//!   progress line for its name), and the commands that are not a pipeline's work: `demo.rs`
+//!   (the tour `cargo run -- demo` takes), `schema.rs`, `log_key.rs`, `doctor.rs` (the
+//!   preflight printed) and `migrate.rs` (the owned tables, before a run's context can exist).
+//!   A command that works on the archive is one module of `pipeline/`: its options, its run
+//!   (`pipeline::command::Command`) and its work per app. `cli/` — the only place that knows clap: `args.rs` and `groups.rs` (the
 //!   command line's shape), `line.rs` (as the binary reads it), `parse.rs` (values),
 //!   `options.rs` (arguments → each command's options), `print_config.rs`, `logs.rs`,
 //!   `process.rs` (the process: runtime, signals, printing), `mod.rs` (opens and always closes
@@ -74,8 +75,52 @@ mod testkit;
 // ── The binary: the command line, run as a process (src/main.rs), and its shape.
 pub use cli::{command as command_line, main};
 
-// ── The commands as a library: each module's options and its `run` (tests, benchmarks).
-pub use commands::{archive, attest, compact, demo, migrate, purge, restore, status, verify};
+// ── The commands as a library: each command's options, run by [`run`] (tests, benchmarks).
+pub use commands::{demo, run};
+pub use pipeline::command::Command;
+pub use pipeline::Observer;
+
+/// `archive`'s options.
+pub mod archive {
+    pub use crate::commands::run;
+    pub use crate::pipeline::archive::ArchiveOptions;
+}
+/// `attest`'s options, and the canonical JSON its statement is printed as.
+pub mod attest {
+    pub use crate::commands::run;
+    pub use crate::output::statement::canonical;
+    pub use crate::pipeline::attest::AttestOptions;
+}
+/// `compact`'s options.
+pub mod compact {
+    pub use crate::commands::run;
+    pub use crate::pipeline::compact::CompactOptions;
+}
+/// `migrate`'s options and its run (on the database alone: the tables may not exist yet).
+pub mod migrate {
+    pub use crate::commands::migrate::{run, MigrateOptions};
+}
+/// `purge`'s options.
+pub mod purge {
+    pub use crate::commands::run;
+    pub use crate::pipeline::purge::PurgeOptions;
+    pub use crate::pipeline::report::details::ObjectCheck;
+}
+/// `restore`'s options.
+pub mod restore {
+    pub use crate::commands::run;
+    pub use crate::pipeline::restore::RestoreOptions;
+}
+/// `status`'s options.
+pub mod status {
+    pub use crate::commands::run;
+    pub use crate::pipeline::status::StatusOptions;
+}
+/// `verify`'s options.
+pub mod verify {
+    pub use crate::commands::run;
+    pub use crate::pipeline::verify::VerifyOptions;
+}
 
 // ── What a command runs with: the table, the database, the store, the clock and the stops.
 pub use pipeline::apps::{Apps, Selection};

@@ -21,19 +21,17 @@ use tokio_util::sync::CancellationToken;
 pub(crate) use args::{Command, Common, LogArgs, LogFormat};
 pub use line::command;
 pub(crate) use line::parse_or_exit;
-use options::Connect;
 pub(crate) use options::Groups;
+use options::{Connect, IntoOptions};
 pub(crate) use print_config::effective_config;
 pub use process::main;
 
-use crate::commands::{
-    archive, attest, compact, demo, doctor, find, history, log_key, migrate, purge, relocate,
-    restore, schema, status, verify,
-};
+use crate::commands::{demo, doctor, log_key, schema};
 use crate::output::metrics;
+use crate::pipeline;
 use crate::pipeline::apps::Apps;
 use crate::pipeline::doctor::OpenedStore;
-use crate::pipeline::report::{Outcome, Summary};
+use crate::pipeline::report::Summary;
 use crate::pipeline::{system_clock, DbContext, RunContext};
 use crate::store::{self, Location};
 
@@ -88,108 +86,6 @@ pub(crate) async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
     summary
 }
 
-/// The options of a command that runs over the database and the store ([`with_context`] opens
-/// both for it): its name, the apps it lists, whether it writes, and its run.
-#[async_trait::async_trait]
-trait CommandOptions: Sync {
-    const NAME: CommandName;
-    fn apps(&self) -> Option<&Apps>;
-    /// Whether it writes to the database the replicas follow (then their lag paces it).
-    fn writes(&self) -> bool {
-        false
-    }
-    async fn run(&self, ctx: &RunContext) -> Summary;
-}
-
-#[async_trait::async_trait]
-impl CommandOptions for archive::ArchiveOptions {
-    const NAME: CommandName = CommandName::Archive;
-    fn apps(&self) -> Option<&Apps> {
-        Some(&self.apps)
-    }
-    fn writes(&self) -> bool {
-        !self.dry_run
-    }
-    async fn run(&self, ctx: &RunContext) -> Summary {
-        archive::run(ctx, self).await
-    }
-}
-
-#[async_trait::async_trait]
-impl CommandOptions for purge::PurgeOptions {
-    const NAME: CommandName = CommandName::Purge;
-    fn apps(&self) -> Option<&Apps> {
-        Some(&self.apps)
-    }
-    fn writes(&self) -> bool {
-        !self.dry_run
-    }
-    async fn run(&self, ctx: &RunContext) -> Summary {
-        purge::run(ctx, self).await
-    }
-}
-
-#[async_trait::async_trait]
-impl CommandOptions for verify::VerifyOptions {
-    const NAME: CommandName = CommandName::Verify;
-    fn apps(&self) -> Option<&Apps> {
-        self.selection.apps.as_ref()
-    }
-    async fn run(&self, ctx: &RunContext) -> Summary {
-        verify::run(ctx, self).await
-    }
-}
-
-#[async_trait::async_trait]
-impl CommandOptions for attest::AttestOptions {
-    const NAME: CommandName = CommandName::Attest;
-    fn apps(&self) -> Option<&Apps> {
-        Some(&self.apps)
-    }
-    async fn run(&self, ctx: &RunContext) -> Summary {
-        attest::run(ctx, self).await
-    }
-}
-
-#[async_trait::async_trait]
-impl CommandOptions for restore::RestoreOptions {
-    const NAME: CommandName = CommandName::Restore;
-    fn apps(&self) -> Option<&Apps> {
-        self.selection.apps.as_ref()
-    }
-    fn writes(&self) -> bool {
-        self.into_source
-    }
-    async fn run(&self, ctx: &RunContext) -> Summary {
-        restore::run(ctx, self).await
-    }
-}
-
-#[async_trait::async_trait]
-impl CommandOptions for find::FindOptions {
-    const NAME: CommandName = CommandName::Find;
-    fn apps(&self) -> Option<&Apps> {
-        self.selection.apps.as_ref()
-    }
-    async fn run(&self, ctx: &RunContext) -> Summary {
-        find::run(ctx, self).await
-    }
-}
-
-#[async_trait::async_trait]
-impl CommandOptions for compact::CompactOptions {
-    const NAME: CommandName = CommandName::Compact;
-    fn apps(&self) -> Option<&Apps> {
-        Some(&self.apps)
-    }
-    fn writes(&self) -> bool {
-        !self.dry_run
-    }
-    async fn run(&self, ctx: &RunContext) -> Summary {
-        compact::run(ctx, self).await
-    }
-}
-
 async fn run_command(cli: Cli, shutdown: CancellationToken) -> Summary {
     let Cli { common, command } = cli;
     let now = system_clock()();
@@ -221,46 +117,16 @@ async fn command_summary(
         );
     }
     match command {
+        Command::Archive(args) => run_args(common, connect, args, now, shutdown).await,
+        Command::Verify(args) => run_args(common, connect, args, now, shutdown).await,
+        Command::Status(args) => run_args(common, connect, args, now, shutdown).await,
+        Command::Find(args) => run_args(common, connect, args, now, shutdown).await,
+        Command::History(args) => run_args(common, connect, args, now, shutdown).await,
+        Command::Purge(args) => run_args(common, connect, args, now, shutdown).await,
+        Command::Restore(args) => run_args(common, connect, args, now, shutdown).await,
+        Command::Compact(args) => run_args(common, connect, args, now, shutdown).await,
+        Command::Attest(args) => run_args(common, connect, args, now, shutdown).await,
         Command::Migrate(args) => migrate_command(common, &args).await,
-        Command::Archive(args) => match args.into_options(common, now) {
-            Err(e) => Summary::unusable(CommandName::Archive, e),
-            Ok(options) => with_context(common, connect, &options, shutdown).await,
-        },
-        Command::Purge(args) => match args.into_options(common) {
-            Err(e) => Summary::unusable(CommandName::Purge, e),
-            Ok(options) => with_context(common, connect, &options, shutdown).await,
-        },
-        Command::Compact(args) => match args.into_options() {
-            Err(e) => Summary::unusable(CommandName::Compact, e),
-            Ok(options) => with_context(common, connect, &options, shutdown).await,
-        },
-        Command::Verify(args) => {
-            let options = args.into_options(common, now);
-            with_context(common, connect, &options, shutdown).await
-        }
-        Command::Attest(args) => match args.into_options(common) {
-            Err(e) => Summary::unusable(CommandName::Attest, e),
-            Ok(options) => with_context(common, connect, &options, shutdown).await,
-        },
-        Command::Restore(args) => {
-            let options = args.into_options();
-            with_context(common, connect, &options, shutdown).await
-        }
-        Command::Status(args) => {
-            let options = args.into_options(common, now);
-            status_command(common, &options, shutdown).await
-        }
-        Command::Find(args) => match args.into_options(common) {
-            Err(e) => Summary::unusable(CommandName::Find, e),
-            Ok(options) => with_context(common, connect, &options, shutdown).await,
-        },
-        Command::History(args) => {
-            let options = args.into_options();
-            with_database(common, CommandName::History, shutdown, |ctx| async move {
-                history::run(&ctx, &options).await
-            })
-            .await
-        }
         Command::Doctor(args) => doctor_command(common, args, now).await,
         Command::Schema => schema_command(common).await,
         Command::Demo(args) => demo_command(common, args, shutdown).await,
@@ -269,9 +135,37 @@ async fn command_summary(
     }
 }
 
+/// A command that is a pipeline's work: its arguments made its options, what its options run
+/// with opened and checked ([`Opens`]), the work run, the database always closed.
+async fn run_args<A: IntoOptions>(
+    common: &Common,
+    connect: &Connect,
+    args: A,
+    now: i64,
+    shutdown: CancellationToken,
+) -> Summary
+where
+    <A::Options as pipeline::command::Command>::Context: Opens,
+{
+    use pipeline::command::Command as _;
+    let name = <A::Options as pipeline::command::Command>::NAME;
+    let options = match args.into_options(common, now) {
+        Ok(options) => options,
+        Err(e) => return Summary::unusable(name, e),
+    };
+    let opened = Opens::open(common, connect, options.apps(), options.writes(), shutdown).await;
+    let ctx: <A::Options as pipeline::command::Command>::Context = match opened {
+        Ok(ctx) => ctx,
+        Err(e) => return Summary::unusable(name, e),
+    };
+    let summary = crate::commands::run(&ctx, &options).await;
+    ctx.db().close().await;
+    summary
+}
+
 /// `migrate`: the table's spec needs the database (a profile's columns are read from it).
 async fn migrate_command(common: &Common, args: &args::MigrateArgs) -> Summary {
-    let options = migrate::MigrateOptions {
+    let options = crate::commands::migrate::MigrateOptions {
         with_source_table: args.with_source_table,
         seed_rows: args.seed_rows,
     };
@@ -283,7 +177,7 @@ async fn migrate_command(common: &Common, args: &args::MigrateArgs) -> Summary {
         Err(e) => return Summary::unusable(CommandName::Migrate, e),
     };
     let summary = match common.spec_on(&db).await {
-        Ok(spec) => migrate::run(&db, spec, &options).await,
+        Ok(spec) => crate::commands::migrate::run(&db, spec, &options).await,
         Err(e) => Summary::unusable(CommandName::Migrate, e),
     };
     db.close().await;
@@ -317,87 +211,105 @@ async fn demo_command(
     demo::run(spec, &options, shutdown, system_clock()).await
 }
 
-/// Opens everything a command that touches the archive needs — checked before any work starts:
-/// the table, the database (migrated, collations right), the store (reachable, these credentials
-/// allowed), the listed apps (none equal under the table's collation) — runs `work`, and always
-/// closes the database.
-async fn with_context<C: CommandOptions>(
-    common: &Common,
-    connect: &Connect,
-    command: &C,
-    shutdown: CancellationToken,
-) -> Summary {
-    let ctx = match open(common, connect, command.apps(), command.writes(), shutdown).await {
-        Ok(ctx) => ctx,
-        Err(e) => return Summary::unusable(C::NAME, e),
-    };
-    let summary = command.run(&ctx).await;
-    ctx.db.close().await;
-    summary
+/// What a command runs with, opened from the settings and checked before any work starts.
+#[async_trait::async_trait]
+trait Opens: Sized + Sync {
+    async fn open(
+        common: &Common,
+        connect: &Connect,
+        apps: Option<&Apps>,
+        writes: bool,
+        shutdown: CancellationToken,
+    ) -> Result<Self, String>;
+    fn db(&self) -> &crate::db::Db;
 }
 
-async fn open(
-    common: &Common,
-    connect: &Connect,
-    apps: Option<&Apps>,
-    writes: bool,
-    shutdown: CancellationToken,
-) -> Result<RunContext, String> {
-    common.profile()?;
-    let store_url = common.store.as_deref().ok_or(
-        "no archive location given: set --store or OUTBOX_ARCHIVER_STORE (s3://bucket/prefix or file:///path)",
-    )?;
-    let location = Location::parse(store_url)?;
-    let db = common.database().await?;
-    let checked = async {
-        let spec = common.spec_on(&db).await?;
-        db.require_tables(spec).await.map_err(|e| e.to_string())?;
-        if let Some(Apps::Listed(list)) = apps {
-            db.check_app_list(spec, list)
+/// A command that touches the archive: the table, the database (migrated, collations right),
+/// the store (reachable, these credentials allowed), the listed apps (none equal under the
+/// table's collation), the operator's stops and log keys, and `--store` held to the archive's
+/// home.
+#[async_trait::async_trait]
+impl Opens for RunContext {
+    async fn open(
+        common: &Common,
+        connect: &Connect,
+        apps: Option<&Apps>,
+        writes: bool,
+        shutdown: CancellationToken,
+    ) -> Result<RunContext, String> {
+        common.profile()?;
+        let store_url = common.store.as_deref().ok_or(
+            "no archive location given: set --store or OUTBOX_ARCHIVER_STORE (s3://bucket/prefix or file:///path)",
+        )?;
+        let location = Location::parse(store_url)?;
+        let db = common.database().await?;
+        let checked = async {
+            let spec = common.spec_on(&db).await?;
+            pipeline::command::check_database(&db, spec, apps).await?;
+            let store = store::open(location, &connect.s3)
                 .await
                 .map_err(|e| e.to_string())?;
+            store
+                .confirm_access()
+                .await
+                .map_err(|e| format!("{e} (store {})", store.location()))?;
+            let stops = common.stops(&db, connect, writes).await?;
+            let log_keys = match &connect.log_keys {
+                Some(keys) => keys.keys()?,
+                None => Default::default(),
+            };
+            Ok::<_, String>((spec, store, stops, log_keys))
         }
-        let store = store::open(location, &connect.s3)
-            .await
-            .map_err(|e| e.to_string())?;
-        store
-            .confirm_access()
-            .await
-            .map_err(|e| format!("{e} (store {})", store.location()))?;
-        let stops = common.stops(&db, connect, writes).await?;
-        Ok::<_, String>((spec, store, stops))
-    }
-    .await;
-    let ctx = match checked {
-        Ok((spec, store, stops)) => {
-            let mut ctx =
-                RunContext::new(spec, db, store, shutdown, system_clock()).with_stops(stops);
-            if let Some(keys) = &connect.log_keys {
-                match keys.keys() {
-                    Ok(keys) => ctx.log_keys = keys,
-                    Err(e) => {
-                        ctx.db.close().await;
-                        return Err(e);
-                    }
-                }
+        .await;
+        match checked {
+            Ok((spec, store, stops, log_keys)) => {
+                let ctx = RunContext {
+                    log_keys,
+                    ..RunContext::new(spec, db, store, shutdown, system_clock()).with_stops(stops)
+                };
+                pipeline::command::start(ctx).await
             }
-            ctx
+            Err(e) => {
+                db.close().await;
+                Err(e)
+            }
         }
-        Err(e) => {
-            db.close().await;
-            return Err(e);
+    }
+
+    fn db(&self) -> &crate::db::Db {
+        &self.db
+    }
+}
+
+/// A command of the database side only (`status`, `history`: no store), checked as every
+/// command checks it.
+#[async_trait::async_trait]
+impl Opens for DbContext {
+    async fn open(
+        common: &Common,
+        _: &Connect,
+        _: Option<&Apps>,
+        _: bool,
+        shutdown: CancellationToken,
+    ) -> Result<DbContext, String> {
+        common.profile()?;
+        let db = common.database().await?;
+        let spec = async {
+            let spec = common.spec_on(&db).await?;
+            pipeline::command::check_database(&db, spec, None).await?;
+            Ok::<_, String>(spec)
+        };
+        match spec.await {
+            Ok(spec) => Ok(DbContext::new(spec, db, shutdown, system_clock())),
+            Err(e) => {
+                db.close().await;
+                Err(e)
+            }
         }
-    };
-    // One archive, one home: --store is held to the store the archive is bound to.
-    match crate::pipeline::home::check(&ctx).await {
-        Ok(checked) => Ok(RunContext {
-            binding: crate::pipeline::home::Binding::found(&checked),
-            ..ctx
-        }),
-        Err(e) => {
-            ctx.db.close().await;
-            Err(e.to_string())
-        }
+    }
+
+    fn db(&self) -> &crate::db::Db {
+        &self.db
     }
 }
 
@@ -414,32 +326,42 @@ async fn relocate_command(
         Ok(location) => location,
         Err(e) => return Summary::unusable(name, e.replace("--store", "--to")),
     };
-    with_database(common, name, shutdown, |base| async move {
-        let opened = async {
-            let store = store::open(location, &connect.s3)
-                .await
-                .map_err(|e| e.to_string())?;
-            store
-                .confirm_access()
-                .await
-                .map_err(|e| format!("{e} (--to {})", store.location()))?;
-            Ok::<_, String>(store)
-        };
-        match opened.await {
-            Ok(store) => {
-                // `--sentinel` stops the re-read before the next batch (nothing moves).
-                let stops = crate::pipeline::Stops {
-                    sentinel: connect.sentinel.clone(),
-                    replicas: None,
-                };
-                let ctx = RunContext::new(base.spec, base.db, store, base.shutdown, base.clock)
-                    .with_stops(stops);
-                relocate::run(&ctx, &args.reason, args.parallel as usize).await
-            }
-            Err(e) => Summary::unusable(name, e),
+    let base = match <DbContext as Opens>::open(common, connect, None, false, shutdown).await {
+        Ok(base) => base,
+        Err(e) => return Summary::unusable(name, e),
+    };
+    let opened = async {
+        let store = store::open(location, &connect.s3)
+            .await
+            .map_err(|e| e.to_string())?;
+        store
+            .confirm_access()
+            .await
+            .map_err(|e| format!("{e} (--to {})", store.location()))?;
+        Ok::<_, String>(store)
+    };
+    let summary = match opened.await {
+        Ok(store) => {
+            // `--sentinel` stops the re-read before the next batch (nothing moves).
+            let stops = pipeline::Stops {
+                sentinel: connect.sentinel.clone(),
+                replicas: None,
+            };
+            let ctx = RunContext::new(base.spec, base.db.clone(), store, base.shutdown, base.clock)
+                .with_stops(stops);
+            let options = pipeline::relocate::RelocateOptions {
+                reason: args.reason.clone(),
+                parallel: args.parallel as usize,
+            };
+            // A progress line (a terminal) or log lines (`--progress-every`) while every batch
+            // is re-read at the new home: a large archive's move takes a while.
+            let progress = crate::output::progress::Progress::new(name);
+            pipeline::relocate::run(&ctx, &options, &progress).await
         }
-    })
-    .await
+        Err(e) => Summary::unusable(name, e),
+    };
+    base.db.close().await;
+    summary
 }
 
 /// `doctor` opens the database and the store itself: that one cannot be reached is a finding it
@@ -529,92 +451,18 @@ async fn schema_command(common: &Common) -> Summary {
     }
 }
 
-/// `status` needs no store: the database side only.
-async fn status_command(
-    common: &Common,
-    options: &status::StatusOptions,
-    shutdown: CancellationToken,
-) -> Summary {
-    with_database(common, CommandName::Status, shutdown, |ctx| async move {
-        status::run(&ctx, options).await
-    })
-    .await
-}
-
-/// Opens the database side only (`status`, `history`: no store), checked as every command
-/// checks it, runs `work`, and always closes the database.
-async fn with_database<F, Fut>(
-    common: &Common,
-    name: CommandName,
-    shutdown: CancellationToken,
-    work: F,
-) -> Summary
-where
-    F: FnOnce(DbContext) -> Fut,
-    Fut: std::future::Future<Output = Summary>,
-{
-    if let Err(e) = common.profile() {
-        return Summary::unusable(name, e);
-    }
-    let db = match common.database().await {
-        Ok(db) => db,
-        Err(e) => return Summary::unusable(name, e),
-    };
-    let spec = async {
-        let spec = common.spec_on(&db).await?;
-        db.require_tables(spec).await.map_err(|e| e.to_string())?;
-        Ok::<_, String>(spec)
-    };
-    let summary = match spec.await {
-        Err(e) => Summary::unusable(name, e),
-        Ok(spec) => work(DbContext::new(spec, db.clone(), shutdown, system_clock())).await,
-    };
-    db.close().await;
-    summary
-}
-
-/// Records, as a run of the whole command (app code empty), a run that has no app of its own
-/// to record it — it could not start, failed before its first app, found no app to work, or
-/// works no app by nature (`find`) — and a run-level error beside its apps, where the database
-/// can be reached: `history` shows every run, and why last night's failed even when it failed
-/// before its first app. Only the commands whose runs are recorded
-/// ([`CommandName::is_recorded`]): `doctor`, the preflight, writes no row, so that it needs no
-/// write grant.
+/// Records a run that has no app of its own to record it, where the database can be reached
+/// ([`pipeline::command::note_run_level`]).
 async fn note_run_level(common: &Common, summary: &Summary, started_at_ms: i64) {
-    if !summary.command.is_recorded() || (!summary.apps.is_empty() && summary.error.is_none()) {
+    if !pipeline::command::needs_run_level_row(summary) {
         return;
     }
     let Ok(db) = common.database().await else {
         return;
     };
     if let Ok(spec) = common.spec_on(&db).await {
-        if db.require_tables(spec).await.is_ok() {
-            let outcome = match summary.exit_code {
-                0 => Outcome::Done,
-                130 => Outcome::Stopped,
-                _ => Outcome::Failed,
-            };
-            let store = summary.store.clone().or_else(|| common.store.clone());
-            let record = crate::db::runs::Record {
-                app: "",
-                command: summary.command,
-                outcome,
-                // The apps' own rows count their batches and rows; this one says the error.
-                batches: 0,
-                rows: 0,
-                error: summary.error.as_deref(),
-                started_at_ms,
-                finished_at_ms: system_clock()(),
-                run_id: summary.run_id,
-                store: store.as_deref(),
-                stop_reason: summary.stop_reason.as_ref(),
-                dry_run: summary.dry_run.unwrap_or(false),
-                findings: None,
-            };
-            crate::db::runs::Runs::new(&db.pool, spec)
-                .note(&record)
-                .await;
-        }
+        let store = common.store.as_deref();
+        pipeline::command::note_run_level(&db, spec, summary, started_at_ms, store).await;
     }
     db.close().await;
 }

@@ -12,7 +12,6 @@ use super::args::{
     UploadChecksumArg, VerifyArgs,
 };
 use super::parse::millis;
-use crate::commands::{archive, attest, compact, find, history, purge, restore, status, verify};
 use crate::db::replica::{self, Discovery};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
@@ -25,7 +24,14 @@ use crate::pipeline::apps::{Apps, Selection};
 use crate::pipeline::doctor::{DoctorOptions, GrantsFor};
 use crate::pipeline::replicas::ReplicaGate;
 use crate::pipeline::Stops;
+use crate::pipeline::{archive, attest, compact, find, history, purge, restore, status, verify};
 use crate::store::{S3Settings, UploadChecksum};
+
+/// A command's arguments, made its options (a pipeline's [`crate::pipeline::command::Command`]).
+pub(crate) trait IntoOptions {
+    type Options: crate::pipeline::command::Command;
+    fn into_options(self, common: &Common, now_ms: i64) -> Result<Self::Options, String>;
+}
 
 impl From<UploadChecksumArg> for UploadChecksum {
     fn from(arg: UploadChecksumArg) -> UploadChecksum {
@@ -95,12 +101,9 @@ fn failpoints_from_env() -> FailPoints {
         .unwrap_or_default()
 }
 
-impl ArchiveArgs {
-    pub(crate) fn into_options(
-        self,
-        common: &Common,
-        now_ms: i64,
-    ) -> Result<archive::ArchiveOptions, String> {
+impl IntoOptions for ArchiveArgs {
+    type Options = archive::ArchiveOptions;
+    fn into_options(self, common: &Common, now_ms: i64) -> Result<archive::ArchiveOptions, String> {
         let cutoff_ms = self.cutoff.cutoff_ms(now_ms);
         if let Some(warning) = timespec::check_cutoff(now_ms, cutoff_ms)? {
             tracing::warn!("{warning}");
@@ -129,9 +132,10 @@ impl ArchiveArgs {
     }
 }
 
-impl VerifyArgs {
-    pub(crate) fn into_options(self, common: &Common, now_ms: i64) -> verify::VerifyOptions {
-        verify::VerifyOptions {
+impl IntoOptions for VerifyArgs {
+    type Options = verify::VerifyOptions;
+    fn into_options(self, common: &Common, now_ms: i64) -> Result<verify::VerifyOptions, String> {
+        Ok(verify::VerifyOptions {
             selection: self.scope.selection(),
             sample_percent: self.sample_percent,
             seed: self.seed.unwrap_or(now_ms as u64),
@@ -142,12 +146,13 @@ impl VerifyArgs {
             max_stragglers: self.max_stragglers,
             thaw: self.thaw.thaw(),
             failpoints: failpoints_from_env(),
-        }
+        })
     }
 }
 
-impl PurgeArgs {
-    pub(crate) fn into_options(self, common: &Common) -> Result<purge::PurgeOptions, String> {
+impl IntoOptions for PurgeArgs {
+    type Options = purge::PurgeOptions;
+    fn into_options(self, common: &Common, _: i64) -> Result<purge::PurgeOptions, String> {
         Ok(purge::PurgeOptions {
             apps: self.apps.apps()?,
             grace_ms: self.grace,
@@ -155,9 +160,9 @@ impl PurgeArgs {
             max_runtime: self.max_runtime.map(millis),
             dry_run: self.dry_run,
             objects: match (self.reverify, self.trust_receipts) {
-                (true, _) => purge::ObjectCheck::Read,
-                (false, true) => purge::ObjectCheck::Trusted,
-                (false, false) => purge::ObjectCheck::Head,
+                (true, _) => crate::pipeline::report::details::ObjectCheck::Read,
+                (false, true) => crate::pipeline::report::details::ObjectCheck::Trusted,
+                (false, false) => crate::pipeline::report::details::ObjectCheck::Head,
             },
             include_restored: self.include_restored,
             delivered_status: common.delivered_status(&self.source),
@@ -169,20 +174,22 @@ impl PurgeArgs {
     }
 }
 
-impl HistoryArgs {
-    pub(crate) fn into_options(self) -> history::HistoryOptions {
-        history::HistoryOptions {
+impl IntoOptions for HistoryArgs {
+    type Options = history::HistoryOptions;
+    fn into_options(self, _: &Common, _: i64) -> Result<history::HistoryOptions, String> {
+        Ok(history::HistoryOptions {
             app: self.app,
             command: self.command,
             last: self.last,
             since_ms: self.since,
             until_ms: self.until,
-        }
+        })
     }
 }
 
-impl FindArgs {
-    pub(crate) fn into_options(self, common: &Common) -> Result<find::FindOptions, String> {
+impl IntoOptions for FindArgs {
+    type Options = find::FindOptions;
+    fn into_options(self, common: &Common, _: i64) -> Result<find::FindOptions, String> {
         let mut event_ids = self.event_ids;
         if let Some(path) = &self.event_ids_from {
             let text = if path.as_os_str() == "-" {
@@ -217,9 +224,10 @@ impl FindArgs {
     }
 }
 
-impl RestoreArgs {
-    pub(crate) fn into_options(self) -> restore::RestoreOptions {
-        restore::RestoreOptions {
+impl IntoOptions for RestoreArgs {
+    type Options = restore::RestoreOptions;
+    fn into_options(self, _: &Common, _: i64) -> Result<restore::RestoreOptions, String> {
+        Ok(restore::RestoreOptions {
             selection: self.scope.selection(),
             into: self.into,
             into_source: self.into_source,
@@ -228,7 +236,7 @@ impl RestoreArgs {
             parallel_apps: self.parallel_apps as usize,
             thaw: self.thaw.thaw(),
             failpoints: failpoints_from_env(),
-        }
+        })
     }
 }
 
@@ -266,8 +274,9 @@ impl ThawArgs {
     }
 }
 
-impl CompactArgs {
-    pub(crate) fn into_options(self) -> Result<compact::CompactOptions, String> {
+impl IntoOptions for CompactArgs {
+    type Options = compact::CompactOptions;
+    fn into_options(self, _: &Common, _: i64) -> Result<compact::CompactOptions, String> {
         Ok(compact::CompactOptions {
             apps: self.apps.apps()?,
             older_than_ms: self.older_than,
@@ -281,10 +290,11 @@ impl CompactArgs {
     }
 }
 
-impl AttestArgs {
-    /// The statement is printed as `--format` asks ([`Common::output_format`]): canonical JSON
-    /// or CSV; a table is not a statement.
-    pub(crate) fn into_options(self, common: &Common) -> Result<attest::AttestOptions, String> {
+/// The statement is printed as `--format` asks ([`Common::output_format`]): canonical JSON or
+/// CSV; a table is not a statement.
+impl IntoOptions for AttestArgs {
+    type Options = attest::AttestOptions;
+    fn into_options(self, common: &Common, _: i64) -> Result<attest::AttestOptions, String> {
         if common.log.format == Some(FormatArg::Table) && !common.log.format_from_environment {
             return Err("attest prints the auditor's statement: --format json (the default, canonical) or csv, not table".into());
         }
@@ -297,14 +307,15 @@ impl AttestArgs {
     }
 }
 
-impl StatusArgs {
-    pub(crate) fn into_options(self, common: &Common, now_ms: i64) -> status::StatusOptions {
-        status::StatusOptions {
+impl IntoOptions for StatusArgs {
+    type Options = status::StatusOptions;
+    fn into_options(self, common: &Common, now_ms: i64) -> Result<status::StatusOptions, String> {
+        Ok(status::StatusOptions {
             apps: self.apps.apps(),
             cutoff_ms: self.cutoff.cutoff_ms(now_ms),
             grace_ms: self.grace,
             delivered_status: common.delivered_status(&self.source),
-        }
+        })
     }
 }
 

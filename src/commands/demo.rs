@@ -14,15 +14,16 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::commands::archive::{self, ArchiveOptions};
-use crate::commands::{migrate, status, verify};
+use crate::commands::migrate;
 use crate::db::receipts::Receipts;
 use crate::db::{source, Db};
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::model::timespec;
 use crate::pipeline::apps::Apps;
+use crate::pipeline::archive::ArchiveOptions;
 use crate::pipeline::report::Summary;
+use crate::pipeline::{status, verify};
 use crate::pipeline::{Clock, RunContext};
 use crate::store::{self, Location, ObjectStore};
 use crate::testkit::seed::{self, SeedPlan};
@@ -107,7 +108,7 @@ async fn demo(
         ..ArchiveOptions::new(Apps::All, cutoff_ms)
     };
     let started = Instant::now();
-    let summary = archive::run(&env, &options).await;
+    let summary = super::run(&env, &options).await;
     let elapsed = started.elapsed();
     report(&db, spec, &options, &summary, store.as_ref(), opts, elapsed).await?;
     look_around(&env, cutoff_ms).await;
@@ -208,7 +209,7 @@ async fn archive_location(
 /// Reads everything back as an operator would, and shows the state of each app.
 async fn look_around(env: &RunContext, cutoff_ms: i64) {
     let started = Instant::now();
-    let verified = verify::run(
+    let verified = super::run(
         env,
         &verify::VerifyOptions::everything(cutoff_ms, "DELIVERED"),
     )
@@ -229,7 +230,7 @@ async fn look_around(env: &RunContext, cutoff_ms: i64) {
         grace_ms: 24 * 3_600_000,
         delivered_status: "DELIVERED".into(),
     };
-    let state = status::run(env, &status_options).await;
+    let state = super::run(&env.base, &status_options).await;
     say("status:".into());
     let table = crate::output::render(
         &state,

@@ -1,19 +1,22 @@
-//! The subcommands: each module takes its options, runs its apps through the pipeline's driver
-//! ([`crate::pipeline`]), and returns the [`crate::pipeline::report::Summary`] to print, with its exit
-//! status. No SQL, no object-store calls and no loops over apps of their own live here.
+//! What runs a command above the pipeline: [`run`], any command's options run with a progress
+//! line (or log lines) for its name; and the commands that are not a pipeline's work — the tour
+//! (`demo.rs`, `cargo run -- demo`), the record schema (`schema.rs`), a log key made
+//! (`log_key.rs`), the preflight's printing (`doctor.rs`) and the owned tables made, before a
+//! run's context can exist (`migrate.rs`). A command that works on the
+//! archive is its pipeline module ([`crate::pipeline::command`]), not a file here.
 
-pub mod archive;
-pub mod attest;
-pub mod compact;
 pub mod demo;
 pub(crate) mod doctor;
-pub(crate) mod find;
-pub(crate) mod history;
 pub(crate) mod log_key;
-pub mod migrate;
-pub mod purge;
-pub(crate) mod relocate;
-pub mod restore;
+pub(crate) mod migrate;
 pub(crate) mod schema;
-pub mod status;
-pub mod verify;
+
+use crate::output::progress::Progress;
+use crate::pipeline::command::Command;
+use crate::pipeline::report::Summary;
+
+/// Runs a command's options on what it runs with, its progress drawn on a terminal or logged.
+pub async fn run<C: Command>(ctx: &C::Context, options: &C) -> Summary {
+    let progress = Progress::new(C::NAME);
+    options.run(ctx, &progress).await
+}

@@ -9,7 +9,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
-use super::apps::{Access, AppWork, Apps};
+use super::apps::{self, Access, AppWork, Apps, Driver, Gate, Population};
+use super::command::Command;
 use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
 use super::verifier::{note_findings, ColdObjects, Depth, Expected, Verifier};
@@ -19,10 +20,11 @@ use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
+use crate::model::command::CommandName;
 use crate::model::format::MembersDigest;
 use crate::model::receipt::Receipt;
 use crate::pipeline::report::details::CompactApp;
-use crate::pipeline::report::{AppDetails, AppReport, Outcome, Stop, Unfinished};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome, Stop, Summary, Unfinished};
 use crate::store::{StoreError, Thaw};
 
 #[derive(Debug, Clone)]
@@ -53,6 +55,55 @@ impl CompactOptions {
             db_retries: 5,
             failpoints: FailPoints::default(),
         }
+    }
+}
+
+/// `compact` — replaces the member rows of receipts fully purged longer ago than
+/// `--older-than` by a digest on the receipt (README, "Compaction"), under each app's lock,
+/// after reading every batch back in full: every app with receipts through the driver, each by
+/// [`Compactor`].
+pub(crate) async fn run(
+    ctx: &RunContext,
+    opts: &CompactOptions,
+    observer: &dyn Observer,
+) -> Summary {
+    let before = ctx.store_stats();
+    let mut summary = Summary::new(CommandName::Compact);
+    summary.table = Some(ctx.spec.name.to_string());
+    summary.store = Some(ctx.store.location().to_string());
+    summary.dry_run = Some(opts.dry_run);
+    let population = Population::Receipts(Default::default());
+    let apps = match apps::resolve(ctx, &opts.apps, &population).await {
+        Ok(apps) => apps,
+        Err(e) => return summary.without_apps(e),
+    };
+    let deadline = opts.max_runtime.map(|d| Instant::now() + d);
+    let compactor = Compactor::new(ctx, opts, deadline, observer);
+    let gate = Gate::Lock {
+        prefix: &opts.lock_prefix,
+        dry_run: opts.dry_run,
+    };
+    let driver = Driver::new(ctx, CommandName::Compact, gate)
+        .retries(opts.db_retries)
+        .until(deadline)
+        .noting_runs();
+    summary.apps = driver.run(apps, &compactor).await;
+    summary.store_requests = ctx.store_activity(&before);
+    summary.settle()
+}
+
+#[async_trait::async_trait]
+impl Command for CompactOptions {
+    const NAME: CommandName = CommandName::Compact;
+    type Context = RunContext;
+    fn apps(&self) -> Option<&Apps> {
+        Some(&self.apps)
+    }
+    fn writes(&self) -> bool {
+        !self.dry_run
+    }
+    async fn run(&self, ctx: &RunContext, observer: &dyn Observer) -> Summary {
+        run(ctx, self, observer).await
     }
 }
 

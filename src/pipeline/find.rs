@@ -52,6 +52,22 @@ enum Wanted {
     Filter(String, String),
 }
 
+#[async_trait::async_trait]
+impl super::command::Command for FindOptions {
+    const NAME: CommandName = CommandName::Find;
+    type Context = RunContext;
+    fn apps(&self) -> Option<&super::apps::Apps> {
+        self.selection.apps.as_ref()
+    }
+    async fn run(&self, ctx: &RunContext, observer: &dyn Observer) -> Summary {
+        run(ctx, self, observer).await
+    }
+}
+
+/// `find` — where an archived event is, and what it said: by event id, or by any column over a
+/// time range, with the batch, the object key, the line and the row itself, and where the row
+/// stands now. Exit status 0 every event id found (with `--where`: at least one row), 1 not
+/// found, 2 could not look.
 pub(crate) async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Observer) -> Summary {
     let mut summary = Summary::new(CommandName::Find);
     summary.table = Some(ctx.spec.name.to_string());

@@ -2,10 +2,12 @@
 //! data spells it — and of a command. By key only (the runs table's own indexes), whatever its
 //! size.
 
+use super::command::Command;
 use crate::db::runs::{Run, RunFilter, FINDINGS_KEPT};
 use crate::db::DbError;
 use crate::model::command::CommandName;
 use crate::pipeline::report::details::HistoryRun;
+use crate::pipeline::report::{RunDetails, Summary};
 use crate::pipeline::DbContext;
 
 /// Which runs `history` reads.
@@ -18,6 +20,31 @@ pub(crate) struct HistoryOptions {
     pub since_ms: Option<i64>,
     /// Runs started before this instant (epoch ms).
     pub until_ms: Option<i64>,
+}
+
+/// `history` — what the last runs did, and why one failed or did nothing: the runs table,
+/// newest first — every run of the commands that work on the archive, per app (lock skips and
+/// dry runs included), and the runs of a command as a whole (app code empty: it could not
+/// start, worked no app, or works none, as `find`) — each with its run id, store, why it ended,
+/// its error and what it found. Exit status 0, also when there is no run yet; 2 when the
+/// database cannot be read or an `--app` names no app (no run, no row and no receipt of it).
+pub(crate) async fn run(ctx: &DbContext, opts: &HistoryOptions) -> Summary {
+    let mut summary = Summary::new(CommandName::History);
+    summary.table = Some(ctx.spec.name.to_string());
+    match recent(ctx, opts).await {
+        Ok(run) => summary.details = Some(RunDetails::History(run)),
+        Err(e) => return Summary::unusable(CommandName::History, e.to_string()),
+    }
+    summary.settle()
+}
+
+#[async_trait::async_trait]
+impl Command for HistoryOptions {
+    const NAME: CommandName = CommandName::History;
+    type Context = DbContext;
+    async fn run(&self, ctx: &DbContext, _: &dyn super::Observer) -> Summary {
+        run(ctx, self).await
+    }
 }
 
 /// The last `opts.last` runs of the app and command asked for; an error when the database

@@ -30,17 +30,22 @@
 //! * `versions.rs` — objects written again with the archived bytes (a copy, a restore from
 //!   versioning): recorded under their new identity by `relocate` (every batch re-read at the
 //!   new home) and by `verify --batch-id`; reported by verify and left by purge until then.
-//! * Each command's work per app: `verify.rs`, `purge/` (`mod.rs` the deletes, `proof.rs` what
-//!   they rest on), `restore.rs`, `compact.rs`,
-//!   `find.rs`, `status.rs`, `attest.rs`; and of the run as a whole: `history.rs` (the runs
-//!   recorded), `migrate.rs` (the owned tables), `doctor/` the preflight (`database.rs`,
-//!   `bucket.rs`, `probe.rs` the write probe), line by line.
+//! * `command.rs` — a command as the pipeline runs it ([`command::Command`]: its name, the apps
+//!   it lists, whether it writes, its run), what every run checks before it starts, and the
+//!   run recorded when no app of it was.
+//! * Each command, one module: its options, its run over the apps ([`command::Command`]) and its
+//!   work per app — `archive/`, `verify.rs`, `purge/` (`mod.rs` the deletes, `proof.rs` what
+//!   they rest on), `restore.rs`, `compact.rs`, `find.rs`, `status.rs`, `attest.rs`,
+//!   `history.rs` (the runs recorded), `relocate.rs` (the home moved: `home.rs` does it); and
+//!   `migrate.rs` (the owned tables), `doctor/` the preflight (`database.rs`, `bucket.rs`,
+//!   `probe.rs` the write probe), line by line.
 
 pub(crate) mod apps;
 pub(crate) mod archive;
 pub(crate) mod attest;
 pub(crate) mod budget;
 mod builder;
+pub(crate) mod command;
 pub(crate) mod compact;
 pub(crate) mod doctor;
 pub(crate) mod failure;
@@ -51,6 +56,7 @@ pub(crate) mod log;
 pub(crate) mod migrate;
 pub(crate) mod publish;
 pub(crate) mod purge;
+pub(crate) mod relocate;
 pub(crate) mod replicas;
 pub(crate) mod report;
 pub(crate) mod restore;
@@ -72,7 +78,7 @@ use crate::store::{ObjectStore, StoreStats};
 use report::{Signal, Stop};
 
 /// Where the work reports its progress: a terminal's progress line, or periodic log lines (`output::progress`).
-pub(crate) trait Observer: Sync {
+pub trait Observer: Sync {
     /// Whether a total is worth counting first (a progress display would show it).
     fn wants_totals(&self) -> bool {
         false

@@ -5,14 +5,52 @@
 //! Cheap on a 100M-row table: the backlog is one index range count and one index dive on the
 //! retention index; everything else reads the receipts (one row per batch) and the runs table.
 
-use super::apps::{Access, AppWork};
+use super::apps::{self, Access, AppWork, Apps, Driver, Gate, Population};
+use super::command::Command;
 use super::DbContext;
 use crate::db::receipts::Receipts;
 use crate::db::source::SourceTable;
 use crate::db::DbError;
 use crate::model::command::CommandName;
 use crate::pipeline::report::details::{GoodDrill, StatusApp};
-use crate::pipeline::report::{AppDetails, AppReport, Outcome};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome, Summary};
+
+#[derive(Debug, Clone)]
+pub struct StatusOptions {
+    pub apps: Apps,
+    pub cutoff_ms: i64,
+    /// Purge's `--grace`, to tell rows purge takes next from rows that still wait.
+    pub grace_ms: i64,
+    pub delivered_status: String,
+}
+
+/// `status` — per app, where it stands: the typed report, which `output` prints as JSON or as
+/// a table on a terminal.
+pub(crate) async fn run(ctx: &DbContext, opts: &StatusOptions) -> Summary {
+    let mut summary = Summary::new(CommandName::Status);
+    summary.table = Some(ctx.spec.name.to_string());
+    summary.cutoff_ms = Some(opts.cutoff_ms);
+    let apps = match apps::resolve(ctx, &opts.apps, &Population::SourceAndReceipts).await {
+        Ok(apps) => apps,
+        Err(e) => return summary.without_apps(e),
+    };
+    let status = Status::new(ctx, opts.cutoff_ms, opts.grace_ms, &opts.delivered_status);
+    let driver = Driver::new(ctx, CommandName::Status, Gate::Open);
+    summary.apps = driver.run(apps, &status).await;
+    summary.settle()
+}
+
+#[async_trait::async_trait]
+impl Command for StatusOptions {
+    const NAME: CommandName = CommandName::Status;
+    type Context = DbContext;
+    fn apps(&self) -> Option<&Apps> {
+        Some(&self.apps)
+    }
+    async fn run(&self, ctx: &DbContext, _: &dyn super::Observer) -> Summary {
+        run(ctx, self).await
+    }
+}
 
 /// Status's look at one app.
 pub(crate) struct Status<'a> {

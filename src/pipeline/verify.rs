@@ -13,7 +13,8 @@ use std::sync::Mutex;
 use futures_util::stream::BoxStream;
 use futures_util::StreamExt;
 
-use super::apps::{Access, AppWork, Apps, Selection};
+use super::apps::{self, Access, AppWork, Apps, Driver, Gate, Population, Selection};
+use super::command::Command;
 use super::log;
 use super::verifier::{
     note_findings, ColdObjects, Depth, Expected, Finding, FindingKind, Verified, Verifier,
@@ -24,11 +25,12 @@ use crate::db::members::Members;
 use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::source::SourceTable;
 use crate::db::DbError;
+use crate::model::command::CommandName;
 use crate::model::digest::sha256_hex;
 use crate::model::format;
 use crate::model::receipt::{Receipt, STATE_VERIFIED};
 use crate::pipeline::report::details::{Sample, VerifyApp, VerifyRun, CHECKED_LISTED};
-use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome, Stop};
+use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome, RunDetails, Stop, Summary};
 use crate::store::{StoreError, Thaw};
 
 #[derive(Debug, Clone)]
@@ -66,6 +68,64 @@ impl VerifyOptions {
             thaw: None,
             failpoints: Default::default(),
         }
+    }
+}
+
+/// `verify` — scrubs the archive (SPEC §6): every app in scope through the driver, its receipts
+/// re-read and its stragglers looked for by [`Verify`], then the orphans of the run's prefix
+/// ([`around`]). Findings are data: exit 0 when clean, 1 when anything was found, 2 when it
+/// could not run. Orphans are listed as information (an interrupted run leaves them) and do not
+/// fail the run.
+pub(crate) async fn run(
+    ctx: &RunContext,
+    opts: &VerifyOptions,
+    observer: &dyn Observer,
+) -> Summary {
+    let before = ctx.store_stats();
+    let mut summary = Summary::new(CommandName::Verify);
+    summary.table = Some(ctx.spec.name.to_string());
+    summary.store = Some(ctx.store.location().to_string());
+    summary.cutoff_ms = Some(opts.cutoff_ms);
+    let which = opts.selection.apps();
+    let population = match opts.selection.batch_ids.is_empty() {
+        true => Population::SourceAndReceipts,
+        false => Population::Receipts(opts.selection.scope(None)),
+    };
+    if let Err(e) = opts.selection.check_batch_ids(ctx).await {
+        return summary.without_apps(e);
+    }
+    let mut apps = match apps::resolve(ctx, &which, &population).await {
+        Ok(apps) => apps,
+        Err(e) => return summary.without_apps(e),
+    };
+    if matches!(which, Apps::All) && opts.selection.batch_ids.is_empty() {
+        if let Err(e) = apps::add_logged(ctx, &mut apps).await {
+            return summary.without_apps(e);
+        }
+    }
+    let verify = Verify::new(ctx, opts, observer);
+    let driver = Driver::new(ctx, CommandName::Verify, Gate::Open).noting_runs();
+    // Orphans are looked for under the apps' own spellings (what their keys hold).
+    let listed = apps.clone();
+    summary.apps = driver.run(apps, &verify).await;
+    let mut run = verify.run_details();
+    if let Some(error) = around(ctx, opts, &which, &listed, &mut run).await {
+        summary.error = Some(error);
+    }
+    summary.details = Some(RunDetails::Verify(run));
+    summary.store_requests = ctx.store_activity(&before);
+    summary.settle()
+}
+
+#[async_trait::async_trait]
+impl Command for VerifyOptions {
+    const NAME: CommandName = CommandName::Verify;
+    type Context = RunContext;
+    fn apps(&self) -> Option<&Apps> {
+        self.selection.apps.as_ref()
+    }
+    async fn run(&self, ctx: &RunContext, observer: &dyn Observer) -> Summary {
+        run(ctx, self, observer).await
     }
 }
 

@@ -116,7 +116,9 @@ async fn a_member_delivered_again_never_wedges_its_app() {
     assert_eq!(figures.superseded_rows, 1, "{}", status.to_json());
     assert_eq!(figures.awaiting_purge_rows, 11, "{}", status.to_json());
     // Restore brings back each row once, as it is now.
-    let restored = outbox_archiver::restore::run(&env, &Default::default()).await;
+    let restored =
+        outbox_archiver::restore::run(&env, &outbox_archiver::restore::RestoreOptions::default())
+            .await;
     assert!(restored.ok, "{}", restored.to_json());
     assert_eq!(restore_of(&restored, "a1").restored_rows, 11);
     assert_eq!(restore_of(&restored, "a1").superseded_rows, 1);

@@ -73,7 +73,7 @@ async fn every_command_that_cannot_list_its_apps_exits_2_having_done_nothing() {
         verify::run(&ctx, &VerifyOptions::everything(cutoff, "DELIVERED")).await,
         restore::run(&ctx, &RestoreOptions::default()).await,
         status::run(
-            &ctx,
+            &ctx.base,
             &StatusOptions {
                 grace_ms: 86_400_000,
                 apps: Apps::All,

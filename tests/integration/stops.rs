@@ -54,7 +54,7 @@ async fn a_sentinel_file_stops_every_command_before_its_next_batch() {
     assert_eq!(purge_of(&purged, "a1").purged_rows, 0);
     assert_eq!(report(&purged, "a1").outcome.as_str(), "stopped");
     assert_eq!(report(&purged, "a1").stop_reason, expected);
-    let restored = restore::run(&ctx, &Default::default()).await;
+    let restored = restore::run(&ctx, &restore::RestoreOptions::default()).await;
     assert_eq!(restore_of(&restored, "a1").restored_rows, 0);
     assert_eq!(report(&restored, "a1").stop_reason, expected);
     let verified = verify::run(

@@ -17,9 +17,10 @@ pub(crate) use prepare::{prepare, Unprepared};
 
 use std::time::{Duration, Instant};
 
-use super::apps::{Access, AppWork, Apps};
+use super::apps::{self, Access, AppWork, Apps, Driver, Gate, Population};
 use super::budget::Budget;
 use super::builder::{self, BuildError, Built};
+use super::command::Command;
 use super::failure::{Classify, Kind};
 use super::home::HomeError;
 use super::log;
@@ -32,10 +33,11 @@ use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::model::batch::Limits;
+use crate::model::command::CommandName;
 use crate::model::format::Cursor;
 use crate::model::protection::WritePolicy;
 use crate::pipeline::report::details::{self, ArchiveApp};
-use crate::pipeline::report::{AppDetails, AppReport, Outcome, Stop, Unfinished};
+use crate::pipeline::report::{AppDetails, AppReport, Outcome, Stop, Summary, Unfinished};
 
 #[derive(Debug, Clone)]
 pub struct ArchiveOptions {
@@ -95,6 +97,76 @@ impl ArchiveOptions {
             accept_log_break: None,
             failpoints: FailPoints::default(),
         }
+    }
+}
+
+/// `archive` — the CronJob (SPEC §6): the run prepared once (the store probed for write-once,
+/// the table's columns read), then every app through the driver's gate (safe code, lock), each
+/// app's batches archived by [`Archiver`].
+pub(crate) async fn run(
+    ctx: &RunContext,
+    opts: &ArchiveOptions,
+    observer: &dyn Observer,
+) -> Summary {
+    let before = ctx.store_stats();
+    let mut summary = Summary::new(CommandName::Archive);
+    summary.table = Some(ctx.spec.name.to_string());
+    summary.store = Some(ctx.store.location().to_string());
+    summary.dry_run = Some(opts.dry_run);
+    summary.cutoff_ms = Some(opts.cutoff_ms);
+    let apps = match apps::resolve(ctx, &opts.apps, &Population::Source).await {
+        Ok(apps) => apps,
+        Err(e) => return summary.without_apps(e),
+    };
+    let prepared = match prepare(ctx, opts, &apps).await {
+        Ok(prepared) => prepared,
+        Err(Unprepared::Unusable(e)) => return Summary::unusable(CommandName::Archive, e),
+        Err(Unprepared::Failed(e)) => {
+            summary.error = Some(e);
+            return summary.settle();
+        }
+        Err(Unprepared::WithoutApps(e, conditional_put)) => {
+            summary.conditional_put = conditional_put;
+            return summary.without_apps(e);
+        }
+    };
+    summary.conditional_put = prepared.conditional_put;
+    if !apps.is_empty() {
+        tracing::info!(
+            apps = apps.len(),
+            at_once = opts.parallel_apps.min(apps.len()),
+            memory_budget_mib = opts.memory_budget >> 20,
+            "archiving"
+        );
+    }
+    let deadline = opts.max_runtime.map(|d| Instant::now() + d);
+    let archiver = Archiver::new(ctx, opts, observer, deadline).on(prepared.definition);
+    let gate = Gate::Lock {
+        prefix: &opts.lock_prefix,
+        dry_run: opts.dry_run,
+    };
+    let driver = Driver::new(ctx, CommandName::Archive, gate)
+        .retries(opts.db_retries)
+        .until(deadline)
+        .noting_runs()
+        .parallel(opts.parallel_apps);
+    summary.apps = driver.run(apps, &archiver).await;
+    summary.store_requests = ctx.store_activity(&before);
+    summary.settle()
+}
+
+#[async_trait::async_trait]
+impl Command for ArchiveOptions {
+    const NAME: CommandName = CommandName::Archive;
+    type Context = RunContext;
+    fn apps(&self) -> Option<&Apps> {
+        Some(&self.apps)
+    }
+    fn writes(&self) -> bool {
+        !self.dry_run
+    }
+    async fn run(&self, ctx: &RunContext, observer: &dyn Observer) -> Summary {
+        run(ctx, self, observer).await
     }
 }
 

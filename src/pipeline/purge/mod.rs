@@ -15,7 +15,8 @@ use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
 
-use super::apps::{Access, AppWork, Apps};
+use super::apps::{self, Access, AppWork, Apps, Driver, Gate, Population};
+use super::command::Command;
 use super::failure::{Classify, Kind};
 use super::log::{Log, LogError, Prover};
 use super::replicas::LagStop;
@@ -28,11 +29,14 @@ use crate::db::receipts::{ReceiptScope, Receipts};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
 use crate::model::batch::Member;
+use crate::model::command::CommandName;
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
 use crate::pipeline::log::finding::{LogFinding, Problem};
-use crate::pipeline::report::details::{ObjectCheck, PlannedPurge, PurgeApp};
-use crate::pipeline::report::{AppDetails, AppReport, Outcome, Stop, Unfinished};
+use crate::pipeline::report::details::{ObjectCheck, PlannedPurge, PurgeApp, PurgeRun};
+use crate::pipeline::report::{
+    AppDetails, AppReport, Outcome, RunDetails, Stop, Summary, Unfinished,
+};
 
 mod proof;
 
@@ -56,6 +60,67 @@ pub struct PurgeOptions {
     /// Apps purged at the same time (`--parallel-apps`; 0 or 1: one at a time).
     pub parallel_apps: usize,
     pub failpoints: FailPoints,
+}
+
+/// `purge` — deletes source rows that are exact members of VERIFIED receipts older than the
+/// grace period (SPEC §6), under the same per-app lock as `archive`, after looking at each
+/// batch's objects (SPEC §5.9): every app through the driver, each by [`Purger`].
+pub(crate) async fn run(ctx: &RunContext, opts: &PurgeOptions, observer: &dyn Observer) -> Summary {
+    let before = ctx.store_stats();
+    let mut summary = Summary::new(CommandName::Purge);
+    summary.table = Some(ctx.spec.name.to_string());
+    summary.dry_run = Some(opts.dry_run);
+    summary.details = Some(RunDetails::Purge(PurgeRun {
+        object_check: opts.objects,
+    }));
+    let population = Population::Unpurged {
+        include_restored: opts.include_restored,
+    };
+    let apps = match apps::resolve(ctx, &opts.apps, &population).await {
+        Ok(apps) => apps,
+        Err(e) => return summary.without_apps(e),
+    };
+    if opts.include_restored {
+        tracing::warn!(
+            "--include-restored: batches restored into the source are purged again like any other"
+        );
+    }
+    if opts.objects == ObjectCheck::Trusted {
+        tracing::warn!(
+            "--trust-receipts: rows are deleted on the strength of their receipts alone; the \
+             batches' objects are not looked at before deleting (scrub the archive with verify)"
+        );
+    }
+    let started = Instant::now();
+    let deadline = opts.max_runtime.map(|d| started + d);
+    let purger = Purger::new(ctx, opts, started, deadline, observer);
+    let gate = Gate::Lock {
+        prefix: &opts.lock_prefix,
+        dry_run: opts.dry_run,
+    };
+    let driver = Driver::new(ctx, CommandName::Purge, gate)
+        .retries(opts.db_retries)
+        .until(deadline)
+        .noting_runs()
+        .parallel(opts.parallel_apps);
+    summary.apps = driver.run(apps, &purger).await;
+    summary.store_requests = ctx.store_activity(&before);
+    summary.settle()
+}
+
+#[async_trait::async_trait]
+impl Command for PurgeOptions {
+    const NAME: CommandName = CommandName::Purge;
+    type Context = RunContext;
+    fn apps(&self) -> Option<&Apps> {
+        Some(&self.apps)
+    }
+    fn writes(&self) -> bool {
+        !self.dry_run
+    }
+    async fn run(&self, ctx: &RunContext, observer: &dyn Observer) -> Summary {
+        run(ctx, self, observer).await
+    }
 }
 
 #[derive(Debug, thiserror::Error)]

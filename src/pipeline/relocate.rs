@@ -1,29 +1,39 @@
 //! `relocate` — the explicit step that moves an archive's home (SPEC §5.13, §5.17): after an
 //! operator copied the archive whole to another bucket (or folder) under the same prefix, every
-//! batch is re-read there ([`crate::pipeline::home::relocate`]) and the move recorded with the
-//! reason and the copy's object versions. From then on every command holds `--store` to the new
-//! home.
+//! batch is re-read there ([`super::home::relocate`]) and the move recorded with the reason and
+//! the copy's object versions. From then on every command holds `--store` to the new home. The
+//! command line opens the new home (`--to`) as the run's store, not `--store`: the old home
+//! need not be reachable, and the new one is checked by the move itself.
 
+use super::report::{Ending, Moved, RunDetails, Summary};
+use super::{Observer, RunContext};
 use crate::model::command::CommandName;
-use crate::output::progress::Progress;
-use crate::pipeline::report::{Ending, Moved, RunDetails, Summary};
-use crate::pipeline::RunContext;
 
-/// Moves the home to the store `ctx` opened (`--to`), re-reading `parallel` batches at a time.
-pub(crate) async fn run(ctx: &RunContext, reason: &str, parallel: usize) -> Summary {
+#[derive(Debug, Clone)]
+pub(crate) struct RelocateOptions {
+    /// Why the archive moves (kept with the move).
+    pub reason: String,
+    /// Batches re-read at the new home at once.
+    pub parallel: usize,
+}
+
+/// Moves the home to the store `ctx` opened (`--to`).
+pub(crate) async fn run(
+    ctx: &RunContext,
+    opts: &RelocateOptions,
+    observer: &dyn Observer,
+) -> Summary {
     let mut summary = Summary::new(CommandName::Relocate);
     summary.table = Some(ctx.spec.name.to_string());
     summary.store = Some(ctx.store.location().to_string());
-    if reason.trim().is_empty() {
+    let reason = opts.reason.trim();
+    if reason.is_empty() {
         return Summary::unusable(
             CommandName::Relocate,
             "--reason: say why the archive moves (it is kept with the move)".into(),
         );
     }
-    // A progress line (a terminal) or log lines (`--progress-every`) while every batch is
-    // re-read at the new home: a large archive's move takes a while.
-    let progress = Progress::new(CommandName::Relocate);
-    match crate::pipeline::home::relocate(ctx, reason.trim(), parallel, &progress).await {
+    match super::home::relocate(ctx, reason, opts.parallel, observer).await {
         Ok(moved) => {
             tracing::info!(
                 from = moved.from,

@@ -11,29 +11,32 @@
 //! records the result and drops the table. Older versions of rows that a later batch superseded
 //! are not loaded, except by a drill.
 
+mod drill;
+
 use std::collections::HashSet;
 use std::ops::ControlFlow;
 
 use futures_util::StreamExt;
 
-use super::apps::{Access, AppWork, Selection};
+use super::apps::{self, Access, AppWork, Apps, Driver, Gate, Population, Selection};
+use super::command::Command;
 use super::failure::{Classify, Kind};
 use super::replicas::LagStop;
 use super::verifier::{ColdObject, ColdObjects, Depth, Expected, Guard, Verified, Verifier};
 use super::{Observer, RunContext};
 use crate::db::members::Members;
 use crate::db::receipts::Receipts;
-use crate::db::restore::{
-    first_difference, IntoSource, LoadError, TableFacts, TargetTable, RESTORE_CHUNK,
-    RESTORE_CHUNK_BYTES,
-};
+use crate::db::restore::{IntoSource, LoadError, TargetTable, RESTORE_CHUNK, RESTORE_CHUNK_BYTES};
 use crate::db::DbError;
 use crate::model::batch::{KeptLines, Member};
 use crate::model::codec::Row;
+use crate::model::command::CommandName;
 use crate::model::receipt::Receipt;
 use crate::model::table::TableSpec;
-use crate::pipeline::report::details::{Drill, RestoreApp};
-use crate::pipeline::report::{AppDetails, AppReport, Ending, Outcome, Stop, Unfinished};
+use crate::pipeline::report::details::{Drill, RestoreApp, RestoreRun};
+use crate::pipeline::report::{
+    AppDetails, AppReport, Ending, Outcome, RunDetails, Stop, Summary, Unfinished,
+};
 use crate::store::{StoreError, Thaw};
 
 #[derive(Debug, Clone, Default)]
@@ -71,6 +74,69 @@ impl RestoreOptions {
         };
         TargetTable::new(spec, &target)?;
         Ok(target)
+    }
+}
+
+/// `restore` — loads archived batches back into a table (SPEC §6): every app with receipts in
+/// scope through the driver (under the app's lock with `--into-source`), each batch verified
+/// and loaded by [`Restorer`]; `--drill` restores into scratch tables and records the results.
+pub(crate) async fn run(
+    ctx: &RunContext,
+    opts: &RestoreOptions,
+    observer: &dyn Observer,
+) -> Summary {
+    let before = ctx.store_stats();
+    let mut summary = Summary::new(CommandName::Restore);
+    summary.table = Some(ctx.spec.name.to_string());
+    let target = match opts.target(ctx.spec) {
+        Ok(target) => target,
+        Err(e) => return Summary::unusable(CommandName::Restore, e),
+    };
+    summary.details = Some(RunDetails::Restore(RestoreRun {
+        into: (!opts.drill).then(|| target.clone()),
+        drill: opts.drill,
+    }));
+    let which = opts.selection.apps();
+    let population = Population::Receipts(opts.selection.scope(None));
+    if let Err(e) = opts.selection.check_batch_ids(ctx).await {
+        return summary.without_apps(e);
+    }
+    let apps = match apps::resolve(ctx, &which, &population).await {
+        Ok(apps) => apps,
+        Err(e) => return summary.without_apps(e),
+    };
+    if let Err(e) = create_target(ctx, opts, &target).await {
+        return Summary::unusable(CommandName::Restore, e);
+    }
+    let restorer = Restorer::new(ctx, opts, target, observer);
+    // Into the source table, restore writes where archive reads: under the app's lock.
+    let gate = match opts.into_source {
+        true => Gate::Lock {
+            prefix: &opts.lock_prefix,
+            dry_run: false,
+        },
+        false => Gate::Open,
+    };
+    let driver = Driver::new(ctx, CommandName::Restore, gate)
+        .noting_runs()
+        .parallel(opts.parallel_apps);
+    summary.apps = driver.run(apps, &restorer).await;
+    summary.store_requests = ctx.store_activity(&before);
+    summary.settle()
+}
+
+#[async_trait::async_trait]
+impl Command for RestoreOptions {
+    const NAME: CommandName = CommandName::Restore;
+    type Context = RunContext;
+    fn apps(&self) -> Option<&Apps> {
+        self.selection.apps.as_ref()
+    }
+    fn writes(&self) -> bool {
+        self.into_source
+    }
+    async fn run(&self, ctx: &RunContext, observer: &dyn Observer) -> Summary {
+        run(ctx, self, observer).await
     }
 }
 
@@ -224,64 +290,6 @@ fn conclude(report: &mut AppReport, details: RestoreApp) {
     report.end("restore", Ok::<(), AppError>(()), left);
     report.rows = details.restored_rows;
     report.details = Some(AppDetails::Restore(details));
-}
-
-/// What a drill's scratch table holds that its batch's receipt does not vouch for: another
-/// row count, other totals, other `(event_id, updated_at_ms)` pairs than the members (or, for a
-/// compacted receipt, than its digest), rows other than the archived lines.
-fn drill_problems(
-    spec: &'static TableSpec,
-    receipt: &Receipt,
-    proven: &[Member],
-    rows: &[Row],
-    facts: &TableFacts,
-    restored: &[Row],
-) -> Vec<String> {
-    let mut problems = Vec::new();
-    if facts.rows != receipt.content.row_count {
-        problems.push(format!(
-            "row count {} != receipt {}",
-            facts.rows, receipt.content.row_count
-        ));
-    }
-    let totals: Vec<crate::model::format::TotalValue> = receipt
-        .content
-        .totals
-        .iter()
-        .map(|(_, v)| v.clone())
-        .collect();
-    if facts.totals != totals {
-        problems.push(format!("totals {:?} != receipt {totals:?}", facts.totals));
-    }
-    match &receipt.life.compaction {
-        // Compacted: the restored rows' pairs against the receipt's digest of them.
-        Some(compaction) => {
-            let restored = crate::model::format::members_digest(
-                facts
-                    .members
-                    .iter()
-                    .map(|m| (m.event_id.as_str(), m.updated_at_ms)),
-            );
-            if restored != compaction.digest {
-                problems.push(format!(
-                        "restored rows' (event_id, updated_at_ms) hash to {} ({} pairs), the receipt's digest is {} ({} pairs)",
-                        restored.sha256, restored.rows, compaction.digest.sha256, compaction.digest.rows
-                    ));
-            }
-        }
-        // Compared as sets of (event_id, updated_at_ms): the table lists them in its
-        // collation's order (`x\t` before `x` under a PAD SPACE one), the member list by bytes.
-        None if key_set(&facts.members) != key_set(proven) => {
-            problems.push("restored rows differ from the member list".to_string());
-        }
-        None => {}
-    }
-    if let Some(difference) = first_difference(spec, rows, restored) {
-        problems.push(format!(
-            "restored rows differ from the archive: {difference}"
-        ));
-    }
-    problems
 }
 
 /// A batch whose objects were read and checked, with what it was checked against.
@@ -672,7 +680,7 @@ impl<'a> Restorer<'a> {
         let facts = scratch.facts(pool).await?;
         let restored = scratch.rows(pool).await?;
         scratch.drop(pool).await?;
-        let problems = drill_problems(spec, receipt, &proven, &rows, &facts, &restored);
+        let problems = drill::problems(spec, receipt, &proven, &rows, &facts, &restored);
         let detail = (!problems.is_empty()).then(|| problems.join("; "));
         self.record_drill(receipt, detail.clone(), details).await?;
         match detail {
@@ -729,12 +737,4 @@ fn without_superseded(
     });
     details.superseded_rows += (before - rows.len()) as u64;
     rows
-}
-
-/// The `(event_id, updated_at_ms)` of members, as a set.
-fn key_set(members: &[crate::model::batch::Member]) -> std::collections::BTreeSet<(&str, i64)> {
-    members
-        .iter()
-        .map(|m| (m.event_id.as_str(), m.updated_at_ms))
-        .collect()
 }
