@@ -509,6 +509,9 @@ pub(crate) struct CompactArgs {
     /// Only receipts whose rows purge finished deleting longer ago than this (30d, 90d).
     #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_COMPACT_OLDER_THAN", default_value = "90d", value_parser = parse_duration)]
     pub older_than: i64,
+    /// Stop each app after this many batches; a later run compacts the rest.
+    #[arg(long, value_name = "N", env = "OUTBOX_ARCHIVER_MAX_BATCHES")]
+    pub max_batches: Option<u64>,
     /// Start no new batch after this long.
     #[arg(long, value_name = "DURATION", env = "OUTBOX_ARCHIVER_MAX_RUNTIME", value_parser = parse_duration)]
     pub max_runtime: Option<i64>,

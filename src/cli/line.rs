@@ -3,7 +3,7 @@
 //! one JSON summary, and the `OUTBOX_ARCHIVER_*` variables no option reads — a typo refused, any
 //! other warned about.
 
-use super::{effective_config, short_help, Cli, Command};
+use super::{effective_config, short_help, Cli};
 use crate::model::command::CommandName;
 use crate::pipeline::report::Summary;
 
@@ -22,7 +22,7 @@ fn without_unused_common(mut command: clap::Command) -> clap::Command {
         let Some(name) = CommandName::parse(sub.get_name()) else {
             return sub;
         };
-        let unused = short_help::unused_common(name);
+        let unused = super::help::of(name).map_or(&[][..], |h| h.unused_common);
         sub.mut_args(|arg| match arg.get_long() {
             Some(long) if unused.contains(&long) => arg.hide(true),
             _ => arg,
@@ -37,46 +37,16 @@ fn per_command_help(command: clap::Command) -> clap::Command {
         let Some(name) = CommandName::parse(sub.get_name()) else {
             return sub;
         };
-        let all_apps = match name {
-            CommandName::Archive => Some("Every app code with rows in the source table"),
-            CommandName::Purge => Some(
-                "Every app with VERIFIED receipts not purged yet (its rows may already be gone from the source)",
-            ),
-            CommandName::Compact => Some("Every app with receipts"),
-            _ => None,
+        let Some(help) = super::help::of(name) else {
+            return sub;
         };
-        let sub = match all_apps {
+        let sub = match help.all_apps {
             Some(text) if sub.get_arguments().any(|a| a.get_id() == "all_apps") => {
                 sub.mut_arg("all_apps", |a| a.help(text))
             }
             _ => sub,
         };
-        match exit_status(name) {
-            Some(text) => sub.after_help(text),
-            None => sub,
-        }
-    })
-}
-
-/// The "Exit status" paragraph of a command's help.
-fn exit_status(command: CommandName) -> Option<&'static str> {
-    Some(match command {
-        CommandName::Migrate => "Exit status: 0 the schema is up to date (what was applied is in the summary); 2 the database could not be reached or a migration failed.",
-        CommandName::Archive => "Exit status: 0 every app archived, up to date, skipped because another archiver holds its lock, or stopped by a limit or SIGTERM; 1 an app failed or was refused (the others still ran); 2 bad usage or configuration, an --app that matches nothing, or the apps could not be listed (nothing was done); 130 stopped by Ctrl-C (SIGINT) between batches.",
-        CommandName::Verify => "Exit status: 0 clean (orphans are listed, not failed); 1 a finding (README, \"Recovering from a finding\", says what to do for each kind); 2 could not look (the store or database unreachable, --store pointing elsewhere, a --batch-id or --app that matches nothing); 130 Ctrl-C.",
-        CommandName::Status => "Exit status: 0 the figures were read; 2 the database could not be reached or an --app matches nothing.",
-        CommandName::Find => "Exit status: 0 every event asked for was found (or, with --where, at least one row); 1 not found; 2 could not look (bad usage, the store or database unreachable, a --batch-id that matches nothing).",
-        CommandName::History => "Exit status: 0 the runs were read (also when there is none yet); 2 the database could not be reached.",
-        CommandName::Purge => "Exit status: 0 every eligible batch purged (nothing eligible yet — rows in --grace — is 0 too; the summary says when they become eligible), or stopped by a limit or SIGTERM; 1 a batch was not purged because its objects or member rows disagree with its receipt (see findings), or an app failed; 2 bad usage or configuration, an --app that matches nothing; 130 Ctrl-C.",
-        CommandName::Restore => "Exit status: 0 every batch restored (or drilled and matching); 1 a batch failed verification or loading, or a drill did not match; 2 bad usage or configuration, a --batch-id or --app that matches nothing; 130 Ctrl-C.",
-        CommandName::Compact => "Exit status: 0 every eligible receipt compacted, or stopped by a limit or SIGTERM; 1 a batch was not compacted (its objects or member rows disagree with its receipt) or an app failed; 2 bad usage or configuration; 130 Ctrl-C.",
-        CommandName::Attest => "Exit status: 0 the statement was printed (every app's period proven in its log up to the period's end, every batch found whole by its latest check); 1 the statement was printed but names batches whose latest check found them other than recorded (unresolved_findings), or an app's period is not attested (its log has a gap, a disagreement or a fork, or a batch is not appended to it yet: the summary names the finding) or could not be read; 2 bad usage or configuration, an --app that matches nothing, or a period not over yet (--to today or later).",
-        CommandName::Doctor => "Exit status: 0 no line is a problem (warnings allowed); 1 a line is a problem (each says the fix); 2 the database or the store could not be reached at all (the other lines are still printed).",
-        CommandName::Demo => "Exit status: 0 the demo ran end to end; 2 a step failed (the message says which), it would drop a database or empty a folder it did not make (--force), or the database could not be reached.",
-        CommandName::Schema => "Exit status: 0 the schema was printed; 2 the table or profile could not be described.",
-        CommandName::Relocate => "Exit status: 0 the archive's home moved (the move is recorded with its reason); 2 nothing moved: the archive has no home yet, --to has another prefix, or the new home lacks the archive's marker or batches (copy it whole first), or the database or the store could not be reached.",
-        CommandName::LogKey => "Exit status: 0 the key was written (its verifier printed); 2 the name is not a key name, or the file exists already or cannot be written.",
-        CommandName::None => return None,
+        sub.after_help(help.exit_status)
     })
 }
 
@@ -222,27 +192,6 @@ fn unknown_variables(
     mistyped.sort();
     unknown.sort();
     (mistyped, unknown)
-}
-
-/// The subcommand's name, as the command line spells it.
-pub(super) fn command_name(command: &Command) -> &'static str {
-    match command {
-        Command::Migrate(_) => "migrate",
-        Command::Archive(_) => "archive",
-        Command::Verify(_) => "verify",
-        Command::Status(_) => "status",
-        Command::Find(_) => "find",
-        Command::History(_) => "history",
-        Command::Purge(_) => "purge",
-        Command::Restore(_) => "restore",
-        Command::Compact(_) => "compact",
-        Command::Attest(_) => "attest",
-        Command::Demo(_) => "demo",
-        Command::Schema => "schema",
-        Command::Doctor(_) => "doctor",
-        Command::Relocate(_) => "relocate",
-        Command::LogKey(_) => "log-key",
-    }
 }
 
 #[cfg(test)]

@@ -6,6 +6,7 @@
 
 pub(crate) mod args;
 mod groups;
+mod help;
 mod line;
 pub(crate) mod logs;
 mod options;
@@ -60,12 +61,7 @@ pub(crate) async fn run(cli: Cli, shutdown: CancellationToken) -> Summary {
     }
     let target = cli.command.groups().metrics_target();
     let table = cli.common.db.table.clone();
-    let shard = match &cli.command {
-        Command::Archive(args) => args.apps.shard,
-        Command::Purge(args) => args.apps.shard,
-        Command::Compact(args) => args.apps.shard,
-        _ => None,
-    };
+    let shard = cli.command.app_args().and_then(|apps| apps.shard);
     let mut summary = run_command(cli, shutdown).await;
     // A profile's table is named by the profile, not by --table.
     let table = summary.table.clone().unwrap_or(table);
@@ -112,7 +108,7 @@ async fn command_summary(
         && !matches!(command, Command::Attest(_))
     {
         return Summary::unusable(
-            CommandName::parse(line::command_name(&command)).unwrap_or(CommandName::None),
+            command.name(),
             "--format csv is attest's (its statement per app and day); this command prints table or json".into(),
         );
     }

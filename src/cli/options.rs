@@ -16,6 +16,7 @@ use crate::db::replica::{self, Discovery};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
 use crate::model::batch::Limits;
+use crate::model::command::CommandName;
 use crate::model::profile::Profile;
 use crate::model::protection::{LockMode, Sse, SseAlgorithm, Thaw, ThawTier, WritePolicy};
 use crate::model::table::{self, TableSpec};
@@ -280,6 +281,7 @@ impl IntoOptions for CompactArgs {
         Ok(compact::CompactOptions {
             apps: self.apps.apps()?,
             older_than_ms: self.older_than,
+            max_batches: self.max_batches,
             max_runtime: self.max_runtime.map(millis),
             dry_run: self.dry_run,
             thaw: self.thaw.thaw(),
@@ -367,6 +369,37 @@ pub(crate) struct Groups<'a> {
 }
 
 impl Command {
+    /// The command's name, as the command line spells it.
+    pub(crate) fn name(&self) -> CommandName {
+        match self {
+            Command::Migrate(_) => CommandName::Migrate,
+            Command::Archive(_) => CommandName::Archive,
+            Command::Verify(_) => CommandName::Verify,
+            Command::Status(_) => CommandName::Status,
+            Command::Find(_) => CommandName::Find,
+            Command::History(_) => CommandName::History,
+            Command::Purge(_) => CommandName::Purge,
+            Command::Restore(_) => CommandName::Restore,
+            Command::Compact(_) => CommandName::Compact,
+            Command::Attest(_) => CommandName::Attest,
+            Command::Demo(_) => CommandName::Demo,
+            Command::Schema => CommandName::Schema,
+            Command::Doctor(_) => CommandName::Doctor,
+            Command::Relocate(_) => CommandName::Relocate,
+            Command::LogKey(_) => CommandName::LogKey,
+        }
+    }
+
+    /// Its `--app`/`--all-apps`/`--shard`, where they name the apps it works on.
+    pub(crate) fn app_args(&self) -> Option<&AppArgs> {
+        match self {
+            Command::Archive(args) => Some(&args.apps),
+            Command::Purge(args) => Some(&args.apps),
+            Command::Compact(args) => Some(&args.apps),
+            _ => None,
+        }
+    }
+
     /// The shared groups this subcommand accepts.
     pub(crate) fn groups(&self) -> Groups<'_> {
         let none = Groups::default();

@@ -148,12 +148,7 @@ fn problems(cli: &Cli) -> Vec<String> {
         Err(e) => Err(e),
     };
     problems.extend(table.err());
-    let apps = match &cli.command {
-        Command::Archive(args) => args.apps.apps().err(),
-        Command::Purge(args) => args.apps.apps().err(),
-        Command::Compact(args) => args.apps.apps().err(),
-        _ => None,
-    };
+    let apps = cli.command.app_args().and_then(|apps| apps.apps().err());
     problems.extend(apps);
     let store = common.store.as_deref();
     let policy = match &cli.command {

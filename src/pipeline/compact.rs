@@ -32,6 +32,8 @@ pub struct CompactOptions {
     pub apps: Apps,
     /// Only receipts purged longer ago than this.
     pub older_than_ms: i64,
+    /// Per app: stop after this many batches (the rest on a later run).
+    pub max_batches: Option<u64>,
     pub max_runtime: Option<Duration>,
     /// Read and verify, count what would go; delete nothing.
     pub dry_run: bool,
@@ -48,6 +50,7 @@ impl CompactOptions {
         CompactOptions {
             apps,
             older_than_ms,
+            max_batches: None,
             max_runtime: None,
             dry_run: false,
             thaw: None,
@@ -230,7 +233,9 @@ impl<'a> Compactor<'a> {
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
             let receipt = receipt?;
-            if let Some(stop) = self.ctx.stop_reason(self.deadline) {
+            let limit = self.opts.max_batches.filter(|max| report.batches >= *max);
+            let stop = self.ctx.stop_reason(self.deadline);
+            if let Some(stop) = stop.or(limit.map(|_| Stop::MaxBatches)) {
                 report.outcome = Outcome::Stopped;
                 report.stop_reason = Some(stop.into());
                 return Ok(());

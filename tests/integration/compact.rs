@@ -338,6 +338,71 @@ async fn a_kill_during_compaction_leaves_the_members_or_the_digest_and_a_rerun_c
     assert_eq!(run.summary["apps"][0]["compacted_batches"], 0);
 }
 
+/// `compact --max-batches N` through the binary: each app stops after N batches, says why,
+/// exits 0 (a limit, not a failure), and the next run takes the rest.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn max_batches_bounds_a_compaction_run_and_the_next_run_takes_the_rest() {
+    let db = TestDb::new().await;
+    let dir = tempfile::tempdir().unwrap();
+    let store_url = format!("file://{}", dir.path().display());
+    db.insert(&rows("a1", 60)).await;
+    let base = vec![
+        ("DATABASE_URL", db.url.clone()),
+        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
+        ("OUTBOX_ARCHIVER_STORE", store_url.clone()),
+    ];
+    for args in [
+        vec![
+            "archive",
+            "--app",
+            "a1",
+            "--batch-rows",
+            "20",
+            "--cutoff",
+            "2026-01-02T00:00:00Z",
+        ],
+        vec!["purge", "--app", "a1", "--grace", "0s"],
+    ] {
+        let run = run_cli(&args, &base).await;
+        assert_eq!(run.code, 0, "{args:?}: {}", run.all_output);
+    }
+    let compact = [
+        "compact",
+        "--app",
+        "a1",
+        "--older-than",
+        "0s",
+        "--max-batches",
+        "2",
+    ];
+    let run = run_cli(&compact, &base).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let app = &run.summary["apps"][0];
+    assert_eq!(app["compacted_batches"], 2, "{}", run.summary);
+    assert_eq!(app["compacted_member_rows"], 40, "{}", run.summary);
+    assert_eq!(
+        app["stop_reason"], "--max-batches reached",
+        "{}",
+        run.summary
+    );
+    assert_eq!(db.members("a1").await.len(), 20);
+    // The rest on the next run, which ends because nothing is left, not on the limit.
+    let run = run_cli(&compact, &base).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let app = &run.summary["apps"][0];
+    assert_eq!(app["compacted_batches"], 1, "{}", run.summary);
+    assert_ne!(
+        app["stop_reason"], "--max-batches reached",
+        "{}",
+        run.summary
+    );
+    assert!(db.members("a1").await.is_empty());
+    // `-h` lists it among compact's first options.
+    let (code, help) = run_cli_text(&["compact", "-h"], &[]).await;
+    assert_eq!(code, 0, "{help}");
+    assert!(help.contains("--max-batches"), "{help}");
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_row_written_again_after_compaction_is_restored_in_its_newer_version_only() {
     let (db, _s3, store) = fixture().await;
