@@ -44,9 +44,11 @@
 //!   (the tour `cargo run -- demo` takes), `schema.rs`, `log_key.rs`, `doctor.rs` (the
 //!   preflight printed) and `migrate.rs` (the owned tables, before a run's context can exist).
 //!   A command that works on the archive is one module of `pipeline/`: its options, its run
-//!   (`pipeline::command::Command`) and its work per app. `cli/` — the only place that knows clap: `args.rs` and `groups.rs` (the
-//!   command line's shape), `line.rs` (as the binary reads it), `parse.rs` (values),
-//!   `options.rs` (arguments → each command's options), `print_config.rs`, `logs.rs`,
+//!   (`pipeline::command::Command`) and its work per app. `cli/` — the only place that knows clap: `command/` (one file per
+//!   subcommand — its arguments, its words in help, what it makes of them — and in `mod.rs` the
+//!   one list of them), `args.rs` and `groups.rs` (the common options and the shared groups),
+//!   `help.rs` (what a command's words are), `line.rs` (as the binary reads it), `parse.rs`
+//!   (values), `options.rs` (the shared settings), `print_config.rs`, `logs.rs`,
 //!   `process.rs` (the process: runtime, signals, printing), `mod.rs` (opens and always closes
 //!   the run's database and store). `main.rs` is the allocator and [`main`].
 //! * `testkit/` — for the demo, tests and benchmarks: `seed.rs` (realistic rows), `history.rs`

@@ -22,7 +22,7 @@ fn without_unused_common(mut command: clap::Command) -> clap::Command {
         let Some(name) = CommandName::parse(sub.get_name()) else {
             return sub;
         };
-        let unused = super::help::of(name).map_or(&[][..], |h| h.unused_common);
+        let unused = super::command::help(name).map_or(&[][..], |h| h.unused_common);
         sub.mut_args(|arg| match arg.get_long() {
             Some(long) if unused.contains(&long) => arg.hide(true),
             _ => arg,
@@ -37,7 +37,7 @@ fn per_command_help(command: clap::Command) -> clap::Command {
         let Some(name) = CommandName::parse(sub.get_name()) else {
             return sub;
         };
-        let Some(help) = super::help::of(name) else {
+        let Some(help) = super::command::help(name) else {
             return sub;
         };
         let sub = match help.all_apps {

@@ -1,10 +1,13 @@
-//! The command line (SPEC §6) — the only place clap lives. [`args`] is its shape (option
-//! groups with help headings, one struct per subcommand); `options` turns arguments into the
-//! commands' options; [`print_config`] shows every setting and its source. This module opens
-//! the run's context (database, store), runs the command, always closes the database, and sends
-//! the metrics; the work is in [`crate::commands`] and [`crate::pipeline`].
+//! The command line (SPEC §6) — the only place clap lives. [`args`] holds the common options
+//! and the groups several commands share; `command/` one file per subcommand (its arguments,
+//! its words in help, what it makes of them) and the one list of them; `options` the settings
+//! every command shares (table, database, store, stops); [`print_config`] shows every setting
+//! and its source. This module opens what a command runs with ([`Opens`]: database, store),
+//! runs it, always closes the database, and sends the metrics; the work is in
+//! [`crate::pipeline`] (and [`crate::commands`] for what is not a pipeline's).
 
 pub(crate) mod args;
+mod command;
 mod groups;
 mod help;
 mod line;
@@ -15,23 +18,20 @@ pub(crate) mod print_config;
 mod process;
 mod short_help;
 
-use crate::model::command::CommandName;
 use clap::Parser;
 use tokio_util::sync::CancellationToken;
 
-pub(crate) use args::{Command, Common, LogArgs, LogFormat};
+pub(crate) use args::{Common, LogArgs, LogFormat};
+pub(crate) use command::Command;
 pub use line::command;
 pub(crate) use line::parse_or_exit;
-pub(crate) use options::Groups;
 use options::{Connect, IntoOptions};
 pub(crate) use print_config::effective_config;
 pub use process::main;
 
-use crate::commands::{demo, doctor, log_key, schema};
 use crate::output::metrics;
 use crate::pipeline;
 use crate::pipeline::apps::Apps;
-use crate::pipeline::doctor::OpenedStore;
 use crate::pipeline::report::Summary;
 use crate::pipeline::{system_clock, DbContext, RunContext};
 use crate::store::{self, Location};
@@ -112,28 +112,12 @@ async fn command_summary(
             "--format csv is attest's (its statement per app and day); this command prints table or json".into(),
         );
     }
-    match command {
-        Command::Archive(args) => run_args(common, connect, args, now, shutdown).await,
-        Command::Verify(args) => run_args(common, connect, args, now, shutdown).await,
-        Command::Status(args) => run_args(common, connect, args, now, shutdown).await,
-        Command::Find(args) => run_args(common, connect, args, now, shutdown).await,
-        Command::History(args) => run_args(common, connect, args, now, shutdown).await,
-        Command::Purge(args) => run_args(common, connect, args, now, shutdown).await,
-        Command::Restore(args) => run_args(common, connect, args, now, shutdown).await,
-        Command::Compact(args) => run_args(common, connect, args, now, shutdown).await,
-        Command::Attest(args) => run_args(common, connect, args, now, shutdown).await,
-        Command::Migrate(args) => migrate_command(common, &args).await,
-        Command::Doctor(args) => doctor_command(common, args, now).await,
-        Command::Schema => schema_command(common).await,
-        Command::Demo(args) => demo_command(common, args, shutdown).await,
-        Command::Relocate(args) => relocate_command(common, connect, &args, shutdown).await,
-        Command::LogKey(args) => log_key::run(&args.name, &args.out),
-    }
+    command.run(common, connect, now, shutdown).await
 }
 
 /// A command that is a pipeline's work: its arguments made its options, what its options run
 /// with opened and checked ([`Opens`]), the work run, the database always closed.
-async fn run_args<A: IntoOptions>(
+pub(super) async fn run_args<A: IntoOptions>(
     common: &Common,
     connect: &Connect,
     args: A,
@@ -159,57 +143,9 @@ where
     summary
 }
 
-/// `migrate`: the table's spec needs the database (a profile's columns are read from it).
-async fn migrate_command(common: &Common, args: &args::MigrateArgs) -> Summary {
-    let options = crate::commands::migrate::MigrateOptions {
-        with_source_table: args.with_source_table,
-        seed_rows: args.seed_rows,
-    };
-    if let Err(e) = common.profile() {
-        return Summary::unusable(CommandName::Migrate, e);
-    }
-    let db = match common.database().await {
-        Ok(db) => db,
-        Err(e) => return Summary::unusable(CommandName::Migrate, e),
-    };
-    let summary = match common.spec_on(&db).await {
-        Ok(spec) => crate::commands::migrate::run(&db, spec, &options).await,
-        Err(e) => Summary::unusable(CommandName::Migrate, e),
-    };
-    db.close().await;
-    summary
-}
-
-/// `demo` makes its own database and store; it needs only the server's URL from the settings.
-async fn demo_command(
-    common: &Common,
-    args: args::DemoArgs,
-    shutdown: CancellationToken,
-) -> Summary {
-    let spec = match common.spec() {
-        Ok(spec) => spec,
-        Err(e) => return Summary::unusable(CommandName::Demo, e),
-    };
-    let options = demo::DemoOptions {
-        server_url: common
-            .db
-            .database_url
-            .clone()
-            .unwrap_or_else(|| demo::DEFAULT_SERVER_URL.to_string()),
-        database: args.database,
-        rows: args.rows,
-        dir: std::path::absolute(&args.dir).unwrap_or(args.dir),
-        file_store: args.file_store,
-        force: args.force,
-        serve: args.serve,
-        port: args.port,
-    };
-    demo::run(spec, &options, shutdown, system_clock()).await
-}
-
 /// What a command runs with, opened from the settings and checked before any work starts.
 #[async_trait::async_trait]
-trait Opens: Sized + Sync {
+pub(super) trait Opens: Sized + Sync {
     async fn open(
         common: &Common,
         connect: &Connect,
@@ -306,144 +242,6 @@ impl Opens for DbContext {
 
     fn db(&self) -> &crate::db::Db {
         &self.db
-    }
-}
-
-/// `relocate` opens the database and the archive's new home (`--to`), not `--store`: the old
-/// home need not be reachable, and the new one is checked by the move itself.
-async fn relocate_command(
-    common: &Common,
-    connect: &Connect,
-    args: &args::RelocateArgs,
-    shutdown: CancellationToken,
-) -> Summary {
-    let name = CommandName::Relocate;
-    let location = match Location::parse(&args.to) {
-        Ok(location) => location,
-        Err(e) => return Summary::unusable(name, e.replace("--store", "--to")),
-    };
-    let base = match <DbContext as Opens>::open(common, connect, None, false, shutdown).await {
-        Ok(base) => base,
-        Err(e) => return Summary::unusable(name, e),
-    };
-    let opened = async {
-        let store = store::open(location, &connect.s3)
-            .await
-            .map_err(|e| e.to_string())?;
-        store
-            .confirm_access()
-            .await
-            .map_err(|e| format!("{e} (--to {})", store.location()))?;
-        Ok::<_, String>(store)
-    };
-    let summary = match opened.await {
-        Ok(store) => {
-            // `--sentinel` stops the re-read before the next batch (nothing moves).
-            let stops = pipeline::Stops {
-                sentinel: connect.sentinel.clone(),
-                replicas: None,
-            };
-            let ctx = RunContext::new(base.spec, base.db.clone(), store, base.shutdown, base.clock)
-                .with_stops(stops);
-            let options = pipeline::relocate::RelocateOptions {
-                reason: args.reason.clone(),
-                parallel: args.parallel as usize,
-            };
-            // A progress line (a terminal) or log lines (`--progress-every`) while every batch
-            // is re-read at the new home: a large archive's move takes a while.
-            let progress = crate::output::progress::Progress::new(name);
-            pipeline::relocate::run(&ctx, &options, &progress).await
-        }
-        Err(e) => Summary::unusable(name, e),
-    };
-    base.db.close().await;
-    summary
-}
-
-/// `doctor` opens the database and the store itself: that one cannot be reached is a finding it
-/// reports (with exit status 2), not a reason to stop before looking at the other.
-async fn doctor_command(common: &Common, args: args::DoctorArgs, now_ms: i64) -> Summary {
-    let policy = options::write_policy(common.store.as_deref(), &args.upload, &args.protection);
-    let (profile, policy) = match (common.profile(), policy) {
-        (Ok(profile), Ok(policy)) => (profile, policy),
-        (Err(e), _) | (_, Err(e)) => return Summary::unusable(CommandName::Doctor, e),
-    };
-    // A built-in table's spec now; a profile's once the database describes it.
-    let spec = match profile {
-        Some(_) => None,
-        None => match common.spec() {
-            Ok(spec) => Some(spec),
-            Err(e) => return Summary::unusable(CommandName::Doctor, e),
-        },
-    };
-    let s3_settings = Groups {
-        s3: Some(&args.s3),
-        upload: Some(&args.upload),
-        protection: Some(&args.protection),
-        ..Groups::default()
-    }
-    .s3_settings();
-    let location = match common.store.as_deref().map(Location::parse) {
-        Some(Ok(location)) => location,
-        Some(Err(e)) => return Summary::unusable(CommandName::Doctor, e),
-        None => {
-            return Summary::unusable(CommandName::Doctor,
-                "no archive location given: set --store or OUTBOX_ARCHIVER_STORE (s3://bucket/prefix or file:///path)".into(),
-            )
-        }
-    };
-    let options = args.options(policy);
-    let db = common.database().await;
-    // A profile's table is known once the database describes it: a profile that does not fit
-    // is doctor's answer (exit 2), like a command's start-up refusal.
-    let spec = match (spec, &db) {
-        (Some(spec), _) => spec,
-        (None, Ok(db)) => match common.spec_on(db).await {
-            Ok(spec) => spec,
-            Err(e) => {
-                db.close().await;
-                return Summary::unusable(CommandName::Doctor, e);
-            }
-        },
-        (None, Err(e)) => return Summary::unusable(CommandName::Doctor, e.clone()),
-    };
-    let opened = OpenedStore::open(location, &s3_settings).await;
-    let handle = opened
-        .as_ref()
-        .map(OpenedStore::handle)
-        .map_err(Clone::clone);
-    let summary = doctor::run(
-        spec,
-        db.as_ref().map_err(Clone::clone),
-        handle,
-        &options,
-        now_ms,
-    )
-    .await;
-    if let Ok(db) = db {
-        db.close().await;
-    }
-    summary
-}
-
-/// `schema`: a built-in table's record schema needs nothing (its own columns; with a database, the
-/// columns added to the table too); a profile's, the database that describes its columns.
-async fn schema_command(common: &Common) -> Summary {
-    let spec = match common.profile() {
-        Err(e) => return Summary::unusable(CommandName::Schema, e),
-        Ok(None) if common.db.database_url.is_none() => common.spec(),
-        Ok(_) => match common.database().await {
-            Err(e) => Err(e),
-            Ok(db) => {
-                let spec = common.spec_on(&db).await;
-                db.close().await;
-                spec
-            }
-        },
-    };
-    match spec {
-        Err(e) => Summary::unusable(CommandName::Schema, e),
-        Ok(spec) => schema::run(spec),
     }
 }
 

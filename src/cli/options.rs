@@ -1,31 +1,25 @@
-//! Arguments → the commands' options: one `into_options` per command, and the settings every
-//! command shares (table, database, store).
+//! What arguments become: the settings every command shares (table, database, store, stops,
+//! the write policy), the shared groups' values, and [`IntoOptions`], which each pipeline
+//! command's arguments implement in their file under `command/`.
 
 use std::io::IsTerminal;
 use std::sync::Arc;
 
 use super::args::{
-    AnyAppArgs, AppArgs, ArchiveArgs, AttestArgs, BatchScopeArgs, Command, CommandArg, Common,
-    CompactArgs, CutoffArgs, DiscoveryArg, DoctorArgs, FindArgs, FormatArg, HistoryArgs,
-    LockModeArg, LogFormat, MetricsArgs, ProtectionArgs, PurgeArgs, ReplicaArgs, RestoreArgs,
-    S3Args, SourceArgs, SseArg, StatusArgs, StopArgs, ThawArgs, ThawTierArg, UploadArgs,
-    UploadChecksumArg, VerifyArgs,
+    AnyAppArgs, AppArgs, BatchScopeArgs, Common, CutoffArgs, DiscoveryArg, FormatArg, LockModeArg,
+    LogFormat, MetricsArgs, ProtectionArgs, ReplicaArgs, S3Args, SourceArgs, SseArg, StopArgs,
+    ThawArgs, ThawTierArg, UploadArgs, UploadChecksumArg,
 };
-use super::parse::millis;
 use crate::db::replica::{self, Discovery};
 use crate::db::Db;
 use crate::failpoint::FailPoints;
-use crate::model::batch::Limits;
-use crate::model::command::CommandName;
 use crate::model::profile::Profile;
 use crate::model::protection::{LockMode, Sse, SseAlgorithm, Thaw, ThawTier, WritePolicy};
 use crate::model::table::{self, TableSpec};
 use crate::model::timespec;
 use crate::pipeline::apps::{Apps, Selection};
-use crate::pipeline::doctor::{DoctorOptions, GrantsFor};
 use crate::pipeline::replicas::ReplicaGate;
 use crate::pipeline::Stops;
-use crate::pipeline::{archive, attest, compact, find, history, purge, restore, status, verify};
 use crate::store::{S3Settings, UploadChecksum};
 
 /// A command's arguments, made its options (a pipeline's [`crate::pipeline::command::Command`]).
@@ -96,170 +90,10 @@ impl CutoffArgs {
 }
 
 /// `OUTBOX_ARCHIVER_FAILPOINT=<point>` aborts the process there: a crash rehearsal.
-fn failpoints_from_env() -> FailPoints {
+pub(super) fn failpoints_from_env() -> FailPoints {
     std::env::var("OUTBOX_ARCHIVER_FAILPOINT")
         .map(FailPoints::abort_at)
         .unwrap_or_default()
-}
-
-impl IntoOptions for ArchiveArgs {
-    type Options = archive::ArchiveOptions;
-    fn into_options(self, common: &Common, now_ms: i64) -> Result<archive::ArchiveOptions, String> {
-        let cutoff_ms = self.cutoff.cutoff_ms(now_ms);
-        if let Some(warning) = timespec::check_cutoff(now_ms, cutoff_ms)? {
-            tracing::warn!("{warning}");
-        }
-        Ok(archive::ArchiveOptions {
-            apps: self.apps.apps()?,
-            cutoff_ms,
-            limits: Limits {
-                max_rows: self.batch_rows,
-                max_bytes: self.batch_bytes,
-            },
-            gzip_level: self.gzip_level,
-            max_batches: self.max_batches,
-            max_runtime: self.max_runtime.map(millis),
-            dry_run: self.dry_run,
-            stragglers: self.stragglers,
-            delivered_status: common.delivered_status(&self.source),
-            lock_prefix: self.lock.lock_prefix.clone(),
-            db_retries: self.retry.db_retries,
-            parallel_apps: self.parallel_apps.resolve(super::parse::cores()),
-            memory_budget: self.memory_budget,
-            policy: write_policy(common.store.as_deref(), &self.upload, &self.protection)?,
-            accept_log_break: self.accept_log_break.filter(|r| !r.trim().is_empty()),
-            failpoints: failpoints_from_env(),
-        })
-    }
-}
-
-impl IntoOptions for VerifyArgs {
-    type Options = verify::VerifyOptions;
-    fn into_options(self, common: &Common, now_ms: i64) -> Result<verify::VerifyOptions, String> {
-        Ok(verify::VerifyOptions {
-            selection: self.scope.selection(),
-            sample_percent: self.sample_percent,
-            seed: self.seed.unwrap_or(now_ms as u64),
-            metadata_only: self.metadata_only,
-            parallel: self.parallel as usize,
-            cutoff_ms: self.cutoff.cutoff_ms(now_ms),
-            delivered_status: common.delivered_status(&self.source),
-            max_stragglers: self.max_stragglers,
-            thaw: self.thaw.thaw(),
-            failpoints: failpoints_from_env(),
-        })
-    }
-}
-
-impl IntoOptions for PurgeArgs {
-    type Options = purge::PurgeOptions;
-    fn into_options(self, common: &Common, _: i64) -> Result<purge::PurgeOptions, String> {
-        Ok(purge::PurgeOptions {
-            apps: self.apps.apps()?,
-            grace_ms: self.grace,
-            max_rows_per_second: self.max_rows_per_second,
-            max_runtime: self.max_runtime.map(millis),
-            dry_run: self.dry_run,
-            objects: match (self.reverify, self.trust_receipts) {
-                (true, _) => crate::pipeline::report::details::ObjectCheck::Read,
-                (false, true) => crate::pipeline::report::details::ObjectCheck::Trusted,
-                (false, false) => crate::pipeline::report::details::ObjectCheck::Head,
-            },
-            include_restored: self.include_restored,
-            delivered_status: common.delivered_status(&self.source),
-            lock_prefix: self.lock.lock_prefix.clone(),
-            db_retries: self.retry.db_retries,
-            parallel_apps: self.parallel_apps as usize,
-            failpoints: failpoints_from_env(),
-        })
-    }
-}
-
-impl IntoOptions for HistoryArgs {
-    type Options = history::HistoryOptions;
-    fn into_options(self, _: &Common, _: i64) -> Result<history::HistoryOptions, String> {
-        Ok(history::HistoryOptions {
-            app: self.app,
-            command: self.command,
-            last: self.last,
-            since_ms: self.since,
-            until_ms: self.until,
-        })
-    }
-}
-
-impl IntoOptions for FindArgs {
-    type Options = find::FindOptions;
-    fn into_options(self, common: &Common, _: i64) -> Result<find::FindOptions, String> {
-        let mut event_ids = self.event_ids;
-        if let Some(path) = &self.event_ids_from {
-            let text = if path.as_os_str() == "-" {
-                std::io::read_to_string(std::io::stdin())
-            } else {
-                std::fs::read_to_string(path)
-            }
-            .map_err(|e| format!("--event-ids-from {}: {e}", path.display()))?;
-            event_ids.extend(
-                text.lines()
-                    .map(str::trim)
-                    .filter(|l| !l.is_empty())
-                    .map(str::to_string),
-            );
-        }
-        let filter = match &self.filter {
-            None => None,
-            Some(text) => match text.split_once('=') {
-                Some((column, value)) if !column.trim().is_empty() => {
-                    Some((column.trim().to_string(), value.to_string()))
-                }
-                _ => return Err(format!("--where {text:?}: write COLUMN=VALUE")),
-            },
-        };
-        Ok(find::FindOptions {
-            selection: self.scope.selection(),
-            event_ids,
-            filter,
-            parallel: self.parallel as usize,
-            delivered_status: common.delivered_status(&self.source),
-        })
-    }
-}
-
-impl IntoOptions for RestoreArgs {
-    type Options = restore::RestoreOptions;
-    fn into_options(self, _: &Common, _: i64) -> Result<restore::RestoreOptions, String> {
-        Ok(restore::RestoreOptions {
-            selection: self.scope.selection(),
-            into: self.into,
-            into_source: self.into_source,
-            drill: self.drill,
-            lock_prefix: self.lock.lock_prefix.clone(),
-            parallel_apps: self.parallel_apps as usize,
-            thaw: self.thaw.thaw(),
-            failpoints: failpoints_from_env(),
-        })
-    }
-}
-
-impl DoctorArgs {
-    pub(crate) fn options(&self, policy: WritePolicy) -> DoctorOptions {
-        let mut grants_for: Vec<GrantsFor> = self
-            .grants_for
-            .iter()
-            .map(|c| match c {
-                CommandArg::Archive => GrantsFor::Archive,
-                CommandArg::Verify => GrantsFor::Verify,
-                CommandArg::Status => GrantsFor::Status,
-                CommandArg::Purge => GrantsFor::Purge,
-                CommandArg::Restore => GrantsFor::Restore,
-                CommandArg::RestoreIntoSource => GrantsFor::RestoreIntoSource,
-                CommandArg::Compact => GrantsFor::Compact,
-            })
-            .collect();
-        grants_for.sort();
-        grants_for.dedup();
-        DoctorOptions { grants_for, policy }
-    }
 }
 
 impl ThawArgs {
@@ -271,52 +105,6 @@ impl ThawArgs {
                 ThawTierArg::Standard => ThawTier::Standard,
                 ThawTierArg::Expedited => ThawTier::Expedited,
             },
-        })
-    }
-}
-
-impl IntoOptions for CompactArgs {
-    type Options = compact::CompactOptions;
-    fn into_options(self, _: &Common, _: i64) -> Result<compact::CompactOptions, String> {
-        Ok(compact::CompactOptions {
-            apps: self.apps.apps()?,
-            older_than_ms: self.older_than,
-            max_batches: self.max_batches,
-            max_runtime: self.max_runtime.map(millis),
-            dry_run: self.dry_run,
-            thaw: self.thaw.thaw(),
-            lock_prefix: self.lock.lock_prefix.clone(),
-            db_retries: self.retry.db_retries,
-            failpoints: failpoints_from_env(),
-        })
-    }
-}
-
-/// The statement is printed as `--format` asks ([`Common::output_format`]): canonical JSON or
-/// CSV; a table is not a statement.
-impl IntoOptions for AttestArgs {
-    type Options = attest::AttestOptions;
-    fn into_options(self, common: &Common, _: i64) -> Result<attest::AttestOptions, String> {
-        if common.log.format == Some(FormatArg::Table) && !common.log.format_from_environment {
-            return Err("attest prints the auditor's statement: --format json (the default, canonical) or csv, not table".into());
-        }
-        Ok(attest::AttestOptions {
-            apps: self.apps.apps(),
-            from: crate::model::timespec::utc_date(self.from),
-            to: crate::model::timespec::utc_date(self.to),
-            previous: self.previous,
-        })
-    }
-}
-
-impl IntoOptions for StatusArgs {
-    type Options = status::StatusOptions;
-    fn into_options(self, common: &Common, now_ms: i64) -> Result<status::StatusOptions, String> {
-        Ok(status::StatusOptions {
-            apps: self.apps.apps(),
-            cutoff_ms: self.cutoff.cutoff_ms(now_ms),
-            grace_ms: self.grace,
-            delivered_status: common.delivered_status(&self.source),
         })
     }
 }
@@ -366,117 +154,6 @@ pub(crate) struct Groups<'a> {
     pub stops: Option<&'a StopArgs>,
     pub metrics: Option<&'a MetricsArgs>,
     pub log_keys: Option<&'a super::groups::LogSigningArgs>,
-}
-
-impl Command {
-    /// The command's name, as the command line spells it.
-    pub(crate) fn name(&self) -> CommandName {
-        match self {
-            Command::Migrate(_) => CommandName::Migrate,
-            Command::Archive(_) => CommandName::Archive,
-            Command::Verify(_) => CommandName::Verify,
-            Command::Status(_) => CommandName::Status,
-            Command::Find(_) => CommandName::Find,
-            Command::History(_) => CommandName::History,
-            Command::Purge(_) => CommandName::Purge,
-            Command::Restore(_) => CommandName::Restore,
-            Command::Compact(_) => CommandName::Compact,
-            Command::Attest(_) => CommandName::Attest,
-            Command::Demo(_) => CommandName::Demo,
-            Command::Schema => CommandName::Schema,
-            Command::Doctor(_) => CommandName::Doctor,
-            Command::Relocate(_) => CommandName::Relocate,
-            Command::LogKey(_) => CommandName::LogKey,
-        }
-    }
-
-    /// Its `--app`/`--all-apps`/`--shard`, where they name the apps it works on.
-    pub(crate) fn app_args(&self) -> Option<&AppArgs> {
-        match self {
-            Command::Archive(args) => Some(&args.apps),
-            Command::Purge(args) => Some(&args.apps),
-            Command::Compact(args) => Some(&args.apps),
-            _ => None,
-        }
-    }
-
-    /// The shared groups this subcommand accepts.
-    pub(crate) fn groups(&self) -> Groups<'_> {
-        let none = Groups::default();
-        match self {
-            Command::Archive(a) => Groups {
-                s3: Some(&a.s3),
-                upload: Some(&a.upload),
-                protection: Some(&a.protection),
-                replicas: Some(&a.replicas),
-                stops: Some(&a.stops),
-                log_keys: Some(&a.log_keys),
-                metrics: Some(&a.metrics),
-            },
-            Command::Verify(a) => Groups {
-                s3: Some(&a.s3),
-                stops: Some(&a.stops),
-                log_keys: Some(&a.log_keys),
-                metrics: Some(&a.metrics),
-                ..none
-            },
-            Command::Find(a) => Groups {
-                s3: Some(&a.s3),
-                stops: Some(&a.stops),
-                metrics: Some(&a.metrics),
-                ..none
-            },
-            Command::Purge(a) => Groups {
-                s3: Some(&a.s3),
-                replicas: Some(&a.replicas),
-                stops: Some(&a.stops),
-                log_keys: Some(&a.log_keys),
-                metrics: Some(&a.metrics),
-                ..none
-            },
-            Command::Restore(a) => Groups {
-                s3: Some(&a.s3),
-                replicas: Some(&a.replicas),
-                stops: Some(&a.stops),
-                metrics: Some(&a.metrics),
-                ..none
-            },
-            Command::Compact(a) => Groups {
-                s3: Some(&a.s3),
-                replicas: Some(&a.replicas),
-                stops: Some(&a.stops),
-                metrics: Some(&a.metrics),
-                ..none
-            },
-            Command::Attest(a) => Groups {
-                s3: Some(&a.s3),
-                log_keys: Some(&a.log_keys),
-                metrics: Some(&a.metrics),
-                ..none
-            },
-            Command::Doctor(a) => Groups {
-                s3: Some(&a.s3),
-                upload: Some(&a.upload),
-                protection: Some(&a.protection),
-                metrics: Some(&a.metrics),
-                ..none
-            },
-            Command::Status(a) => Groups {
-                metrics: Some(&a.metrics),
-                ..none
-            },
-            Command::Relocate(a) => Groups {
-                s3: Some(&a.s3),
-                stops: Some(&a.stops),
-                ..none
-            },
-            Command::Migrate(_)
-            | Command::History(_)
-            | Command::Demo(_)
-            | Command::Schema
-            | Command::LogKey(_) => none,
-        }
-    }
 }
 
 impl Groups<'_> {

@@ -7,7 +7,7 @@ use clap::parser::ValueSource;
 use clap::{ArgMatches, CommandFactory};
 use serde_json::{json, Map, Value};
 
-use super::{Cli, Command};
+use super::Cli;
 use crate::store::Location;
 
 /// The configuration as JSON, and whether it has no problems.
@@ -111,23 +111,10 @@ fn problems(cli: &Cli) -> Vec<String> {
         if let Err(e) = Location::parse(store) {
             problems.push(e);
         }
-    } else if !matches!(
-        cli.command,
-        Command::Migrate(_)
-            | Command::Status(_)
-            | Command::History(_)
-            | Command::Demo(_)
-            | Command::Relocate(_)
-            | Command::Schema
-            | Command::LogKey(_)
-    ) {
+    } else if cli.command.needs_store() {
         problems.push("no archive location: set --store or OUTBOX_ARCHIVER_STORE".to_string());
     }
-    let needs_no_database = match cli.command {
-        Command::Demo(_) | Command::LogKey(_) => true,
-        Command::Schema => common.db.table_profile.is_none(),
-        _ => false,
-    };
+    let needs_no_database = !cli.command.needs_database(common);
     match &common.db.database_url {
         None if !needs_no_database => {
             problems.push("no database: set --database-url or DATABASE_URL".to_string())
@@ -150,19 +137,6 @@ fn problems(cli: &Cli) -> Vec<String> {
     problems.extend(table.err());
     let apps = cli.command.app_args().and_then(|apps| apps.apps().err());
     problems.extend(apps);
-    let store = common.store.as_deref();
-    let policy = match &cli.command {
-        Command::Archive(a) => super::options::write_policy(store, &a.upload, &a.protection).err(),
-        Command::Doctor(a) => super::options::write_policy(store, &a.upload, &a.protection).err(),
-        _ => None,
-    };
-    problems.extend(policy);
-    if let Command::Relocate(args) = &cli.command {
-        problems.extend(
-            Location::parse(&args.to)
-                .err()
-                .map(|e| e.replace("--store", "--to")),
-        );
-    }
+    problems.extend(cli.command.problems(common));
     problems
 }

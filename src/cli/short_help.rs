@@ -41,7 +41,7 @@ pub(super) fn shorten(command: clap::Command) -> clap::Command {
         let Some(name) = CommandName::parse(sub.get_name()) else {
             return sub;
         };
-        let Some(help) = super::help::of(name) else {
+        let Some(help) = super::command::help(name) else {
             return sub;
         };
         let list = help.shown;
@@ -116,7 +116,7 @@ mod tests {
         let command = super::super::Cli::command();
         for sub in command.get_subcommands() {
             let name = CommandName::parse(sub.get_name()).expect("a command");
-            let help = super::super::help::of(name).expect("a command's words");
+            let help = super::super::command::help(name).expect("a command's words");
             assert!(!help.about.is_empty(), "{name:?}");
             for (long, summary) in help.shown {
                 assert!(

@@ -162,7 +162,7 @@ async fn database(
 /// it running), or the folder itself.
 async fn archive_location(
     opts: &DemoOptions,
-) -> anyhow::Result<(Arc<dyn ObjectStore>, Option<Box<dyn std::any::Any>>)> {
+) -> anyhow::Result<(Arc<dyn ObjectStore>, Option<Box<dyn std::any::Any + Send>>)> {
     if opts.dir.exists() {
         let marked = opts.dir.join(DIR_MARKER).exists();
         let empty = std::fs::read_dir(&opts.dir)?.next().is_none();

@@ -51,6 +51,33 @@ async fn digests(db: &TestDb, app: &str) -> Vec<(String, Option<String>, Option<
     .unwrap()
 }
 
+/// 60 rows of app a1 archived in three batches of 20 and purged, through the binary into a
+/// `file://` store in `dir`; the settings that reach them.
+async fn archived_and_purged(db: &TestDb, dir: &std::path::Path) -> Vec<(&'static str, String)> {
+    db.insert(&rows("a1", 60)).await;
+    let base = vec![
+        ("DATABASE_URL", db.url.clone()),
+        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
+        ("OUTBOX_ARCHIVER_STORE", format!("file://{}", dir.display())),
+    ];
+    for args in [
+        vec![
+            "archive",
+            "--app",
+            "a1",
+            "--batch-rows",
+            "20",
+            "--cutoff",
+            "2026-01-02T00:00:00Z",
+        ],
+        vec!["purge", "--app", "a1", "--grace", "0s"],
+    ] {
+        let run = run_cli(&args, &base).await;
+        assert_eq!(run.code, 0, "{args:?}: {}", run.all_output);
+    }
+    base
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn compacted_receipts_keep_a_digest_and_every_batch_stays_provable() {
     let (db, _s3, store) = fixture().await;
@@ -282,28 +309,7 @@ async fn members_that_disagree_with_the_data_object_are_never_compacted() {
 async fn a_kill_during_compaction_leaves_the_members_or_the_digest_and_a_rerun_converges() {
     let db = TestDb::new().await;
     let dir = tempfile::tempdir().unwrap();
-    let store_url = format!("file://{}", dir.path().display());
-    db.insert(&rows("a1", 60)).await;
-    let base = vec![
-        ("DATABASE_URL", db.url.clone()),
-        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
-        ("OUTBOX_ARCHIVER_STORE", store_url.clone()),
-    ];
-    for args in [
-        vec![
-            "archive",
-            "--app",
-            "a1",
-            "--batch-rows",
-            "20",
-            "--cutoff",
-            "2026-01-02T00:00:00Z",
-        ],
-        vec!["purge", "--app", "a1", "--grace", "0s"],
-    ] {
-        let run = run_cli(&args, &base).await;
-        assert_eq!(run.code, 0, "{args:?}: {}", run.all_output);
-    }
+    let base = archived_and_purged(&db, dir.path()).await;
     for point in ["compact-after-delete", "compact-before-commit"] {
         let mut envs = base.clone();
         envs.push(("OUTBOX_ARCHIVER_FAILPOINT", point.to_string()));
@@ -344,28 +350,7 @@ async fn a_kill_during_compaction_leaves_the_members_or_the_digest_and_a_rerun_c
 async fn max_batches_bounds_a_compaction_run_and_the_next_run_takes_the_rest() {
     let db = TestDb::new().await;
     let dir = tempfile::tempdir().unwrap();
-    let store_url = format!("file://{}", dir.path().display());
-    db.insert(&rows("a1", 60)).await;
-    let base = vec![
-        ("DATABASE_URL", db.url.clone()),
-        ("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()),
-        ("OUTBOX_ARCHIVER_STORE", store_url.clone()),
-    ];
-    for args in [
-        vec![
-            "archive",
-            "--app",
-            "a1",
-            "--batch-rows",
-            "20",
-            "--cutoff",
-            "2026-01-02T00:00:00Z",
-        ],
-        vec!["purge", "--app", "a1", "--grace", "0s"],
-    ] {
-        let run = run_cli(&args, &base).await;
-        assert_eq!(run.code, 0, "{args:?}: {}", run.all_output);
-    }
+    let base = archived_and_purged(&db, dir.path()).await;
     let compact = [
         "compact",
         "--app",
