@@ -1,7 +1,6 @@
 //! `archive` on the command line: its arguments, its words in help, and what they make of it.
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use super::Subcommand;
 use crate::cli::args::{
@@ -9,14 +8,12 @@ use crate::cli::args::{
     ReplicaArgs, RetryArgs, S3Args, SourceArgs, StopArgs, UploadArgs,
 };
 use crate::cli::help::{Help, APP, ENDPOINT};
-use crate::cli::options::{failpoints_from_env, write_policy, Connect, Groups, IntoOptions};
+use crate::cli::options::{failpoints_from_env, write_policy, Groups, IntoOptions};
 use crate::cli::parse::{millis, parse_bytes, parse_duration, parse_parallel_apps, ParallelApps};
-use crate::cli::run_args;
 use crate::model::batch::Limits;
 use crate::model::command::CommandName;
 use crate::model::timespec;
 use crate::pipeline::archive;
-use crate::pipeline::report::Summary;
 
 #[derive(Debug, Args)]
 pub(crate) struct ArchiveArgs {
@@ -116,7 +113,6 @@ impl IntoOptions for ArchiveArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for ArchiveArgs {
     const HELP: Help = Help {
         name: CommandName::Archive,
@@ -173,15 +169,5 @@ impl Subcommand for ArchiveArgs {
             .err()
             .into_iter()
             .collect()
-    }
-
-    async fn run(
-        self,
-        common: &Common,
-        connect: &Connect,
-        now_ms: i64,
-        shutdown: CancellationToken,
-    ) -> Summary {
-        run_args(common, connect, self, now_ms, shutdown).await
     }
 }

@@ -1,17 +1,14 @@
 //! `attest` on the command line: its arguments, its words in help, and what they make of it.
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use super::Subcommand;
 use crate::cli::args::{AnyAppArgs, Common, FormatArg, LogSigningArgs, MetricsArgs, S3Args};
 use crate::cli::help::{Help, APP, ENDPOINT, VERIFIER};
-use crate::cli::options::{Connect, Groups, IntoOptions};
+use crate::cli::options::{Groups, IntoOptions};
 use crate::cli::parse::parse_day;
-use crate::cli::run_args;
 use crate::model::command::CommandName;
 use crate::pipeline::attest;
-use crate::pipeline::report::Summary;
 
 #[derive(Debug, Args)]
 pub(crate) struct AttestArgs {
@@ -55,7 +52,6 @@ impl IntoOptions for AttestArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for AttestArgs {
     const HELP: Help = Help {
         name: CommandName::Attest,
@@ -86,15 +82,5 @@ impl Subcommand for AttestArgs {
             metrics: Some(&self.metrics),
             ..Groups::default()
         }
-    }
-
-    async fn run(
-        self,
-        common: &Common,
-        connect: &Connect,
-        now_ms: i64,
-        shutdown: CancellationToken,
-    ) -> Summary {
-        run_args(common, connect, self, now_ms, shutdown).await
     }
 }

@@ -1,19 +1,16 @@
 //! `compact` on the command line: its arguments, its words in help, and what they make of it.
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use super::Subcommand;
 use crate::cli::args::{
     AppArgs, Common, LockArgs, MetricsArgs, ReplicaArgs, RetryArgs, S3Args, StopArgs, ThawArgs,
 };
 use crate::cli::help::{Help, APP, ENDPOINT};
-use crate::cli::options::{failpoints_from_env, Connect, Groups, IntoOptions};
+use crate::cli::options::{failpoints_from_env, Groups, IntoOptions};
 use crate::cli::parse::{millis, parse_duration};
-use crate::cli::run_args;
 use crate::model::command::CommandName;
 use crate::pipeline::compact;
-use crate::pipeline::report::Summary;
 
 #[derive(Debug, Args)]
 pub(crate) struct CompactArgs {
@@ -64,7 +61,6 @@ impl IntoOptions for CompactArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for CompactArgs {
     const HELP: Help = Help {
         name: CommandName::Compact,
@@ -98,15 +94,5 @@ impl Subcommand for CompactArgs {
 
     fn app_args(&self) -> Option<&AppArgs> {
         Some(&self.apps)
-    }
-
-    async fn run(
-        self,
-        common: &Common,
-        connect: &Connect,
-        now_ms: i64,
-        shutdown: CancellationToken,
-    ) -> Summary {
-        run_args(common, connect, self, now_ms, shutdown).await
     }
 }

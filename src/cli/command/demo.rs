@@ -4,7 +4,7 @@ use clap::Args;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
-use super::Subcommand;
+use super::{Runs, Subcommand};
 use crate::cli::args::Common;
 use crate::cli::help::Help;
 use crate::cli::options::Connect;
@@ -47,7 +47,6 @@ pub(crate) struct DemoArgs {
     pub port: u16,
 }
 
-#[async_trait::async_trait]
 impl Subcommand for DemoArgs {
     const HELP: Help = Help {
         name: CommandName::Demo,
@@ -75,7 +74,10 @@ impl Subcommand for DemoArgs {
     fn needs_database(&self, _: &Common) -> bool {
         false
     }
+}
 
+#[async_trait::async_trait]
+impl Runs for DemoArgs {
     /// `demo` makes its own database and store; it needs only the server's URL from the settings.
     async fn run(
         self,

@@ -3,7 +3,7 @@
 use clap::{Args, ValueEnum};
 use tokio_util::sync::CancellationToken;
 
-use super::Subcommand;
+use super::{Runs, Subcommand};
 use crate::cli::args::{Common, MetricsArgs, ProtectionArgs, S3Args, UploadArgs};
 use crate::cli::help::{Help, ENDPOINT};
 use crate::cli::options::{write_policy, Connect, Groups};
@@ -74,7 +74,6 @@ impl DoctorArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for DoctorArgs {
     const HELP: Help = Help {
         name: CommandName::Doctor,
@@ -107,7 +106,10 @@ impl Subcommand for DoctorArgs {
             .into_iter()
             .collect()
     }
+}
 
+#[async_trait::async_trait]
+impl Runs for DoctorArgs {
     /// `doctor` opens the database and the store itself: that one cannot be reached is a finding it
     /// reports (with exit status 2), not a reason to stop before looking at the other.
     async fn run(self, common: &Common, _: &Connect, now_ms: i64, _: CancellationToken) -> Summary {

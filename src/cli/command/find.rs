@@ -2,16 +2,13 @@
 
 use clap::Args;
 use std::path::PathBuf;
-use tokio_util::sync::CancellationToken;
 
 use super::Subcommand;
 use crate::cli::args::{BatchScopeArgs, Common, MetricsArgs, S3Args, SourceArgs, StopArgs};
 use crate::cli::help::{Help, APP, BATCH, FROM, TO};
-use crate::cli::options::{Connect, Groups, IntoOptions};
-use crate::cli::run_args;
+use crate::cli::options::{Groups, IntoOptions};
 use crate::model::command::CommandName;
 use crate::pipeline::find;
-use crate::pipeline::report::Summary;
 
 #[derive(Debug, Args)]
 pub(crate) struct FindArgs {
@@ -81,7 +78,6 @@ impl IntoOptions for FindArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for FindArgs {
     const HELP: Help = Help {
         name: CommandName::Find,
@@ -113,15 +109,5 @@ impl Subcommand for FindArgs {
             metrics: Some(&self.metrics),
             ..Groups::default()
         }
-    }
-
-    async fn run(
-        self,
-        common: &Common,
-        connect: &Connect,
-        now_ms: i64,
-        shutdown: CancellationToken,
-    ) -> Summary {
-        run_args(common, connect, self, now_ms, shutdown).await
     }
 }

@@ -1,17 +1,14 @@
 //! `history` on the command line: its arguments, its words in help, and what they make of it.
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use super::Subcommand;
 use crate::cli::args::Common;
 use crate::cli::help::Help;
-use crate::cli::options::{Connect, IntoOptions};
+use crate::cli::options::IntoOptions;
 use crate::cli::parse::{parse_recorded_command, parse_since};
-use crate::cli::run_args;
 use crate::model::command::CommandName;
 use crate::pipeline::history;
-use crate::pipeline::report::Summary;
 
 #[derive(Debug, Args)]
 pub(crate) struct HistoryArgs {
@@ -46,7 +43,6 @@ impl IntoOptions for HistoryArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for HistoryArgs {
     const HELP: Help = Help {
         name: CommandName::History,
@@ -68,15 +64,5 @@ impl Subcommand for HistoryArgs {
 
     fn needs_store(&self) -> bool {
         false
-    }
-
-    async fn run(
-        self,
-        common: &Common,
-        connect: &Connect,
-        now_ms: i64,
-        shutdown: CancellationToken,
-    ) -> Summary {
-        run_args(common, connect, self, now_ms, shutdown).await
     }
 }

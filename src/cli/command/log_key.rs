@@ -4,7 +4,7 @@ use clap::Args;
 use std::path::PathBuf;
 use tokio_util::sync::CancellationToken;
 
-use super::Subcommand;
+use super::{Runs, Subcommand};
 use crate::cli::args::Common;
 use crate::cli::help::Help;
 use crate::cli::options::Connect;
@@ -22,7 +22,6 @@ pub(crate) struct LogKeyArgs {
     pub out: PathBuf,
 }
 
-#[async_trait::async_trait]
 impl Subcommand for LogKeyArgs {
     const HELP: Help = Help {
         name: CommandName::LogKey,
@@ -43,7 +42,10 @@ impl Subcommand for LogKeyArgs {
     fn needs_database(&self, _: &Common) -> bool {
         false
     }
+}
 
+#[async_trait::async_trait]
+impl Runs for LogKeyArgs {
     async fn run(self, _: &Common, _: &Connect, _: i64, _: CancellationToken) -> Summary {
         crate::commands::log_key::run(&self.name, &self.out)
     }

@@ -3,7 +3,7 @@
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::Subcommand;
+use super::{Runs, Subcommand};
 use crate::cli::args::Common;
 use crate::cli::help::Help;
 use crate::cli::options::Connect;
@@ -23,7 +23,6 @@ pub(crate) struct MigrateArgs {
     pub seed_rows: Option<u64>,
 }
 
-#[async_trait::async_trait]
 impl Subcommand for MigrateArgs {
     const HELP: Help = Help {
         name: CommandName::Migrate,
@@ -46,7 +45,10 @@ impl Subcommand for MigrateArgs {
     fn needs_store(&self) -> bool {
         false
     }
+}
 
+#[async_trait::async_trait]
+impl Runs for MigrateArgs {
     /// `migrate`: the table's spec needs the database (a profile's columns are read from it).
     async fn run(self, common: &Common, _: &Connect, _: i64, _: CancellationToken) -> Summary {
         let options = crate::commands::migrate::MigrateOptions {

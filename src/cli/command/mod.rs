@@ -1,8 +1,9 @@
 //! The subcommands, one file each: its arguments (clap), its words in help ([`Help`]), what it
-//! asks of the shared settings, and its run — for a pipeline's command, its arguments made its
-//! options ([`IntoOptions`]) and run by [`run_args`]. The list below is the one place the
-//! commands are listed: the `Command` enum clap parses, and every question asked of a command
-//! by name or by value, are made from it.
+//! asks of the shared settings, and what it makes of its arguments — a pipeline's command its
+//! options (`IntoOptions`, run by [`run_args`]: `work` in the list), any other its own run
+//! ([`Runs`]: `own`). The list below is the one place the commands are listed: the `Command`
+//! enum clap parses, and every question asked of a command by name or by value, are made from
+//! it.
 
 mod archive;
 mod attest;
@@ -25,10 +26,10 @@ use tokio_util::sync::CancellationToken;
 use super::args::{AppArgs, Common};
 use super::help::Help;
 use super::options::{Connect, Groups};
+use super::run_args;
 use crate::pipeline::report::Summary;
 
 /// A subcommand, as the command line knows it.
-#[async_trait::async_trait]
 pub(crate) trait Subcommand: Sized + Send {
     /// Its name and its words in help.
     const HELP: Help;
@@ -57,8 +58,13 @@ pub(crate) trait Subcommand: Sized + Send {
     fn problems(&self, _: &Common) -> Vec<String> {
         Vec::new()
     }
+}
 
-    /// Runs it with the settings every command shares.
+/// A subcommand that is not a pipeline's work (`own` in the list): it runs itself with the
+/// settings every command shares. A pipeline's command (`work`) is its arguments made its
+/// options ([`IntoOptions`]) and run by [`run_args`].
+#[async_trait::async_trait]
+pub(crate) trait Runs {
     async fn run(
         self,
         common: &Common,
@@ -68,9 +74,19 @@ pub(crate) trait Subcommand: Sized + Send {
     ) -> Summary;
 }
 
+/// How the list runs a command of each kind.
+macro_rules! run_as {
+    (work, $args:expr, $common:expr, $connect:expr, $now_ms:expr, $shutdown:expr) => {
+        run_args($common, $connect, $args, $now_ms, $shutdown).await
+    };
+    (own, $args:expr, $common:expr, $connect:expr, $now_ms:expr, $shutdown:expr) => {
+        Runs::run($args, $common, $connect, $now_ms, $shutdown).await
+    };
+}
+
 /// The `Command` enum and what is asked of a command, from one list of `Variant(file::Args)`.
 macro_rules! subcommands {
-    ($($(#[$doc:meta])* $variant:ident($args:ty),)*) => {
+    ($($(#[$doc:meta])* $variant:ident($args:ty) $kind:ident,)*) => {
         #[derive(Debug, clap::Subcommand)]
         pub(crate) enum Command {
             $($(#[$doc])* $variant($args),)*
@@ -133,7 +149,7 @@ macro_rules! subcommands {
                 shutdown: CancellationToken,
             ) -> Summary {
                 match self {
-                    $(Command::$variant(args) => args.run(common, connect, now_ms, shutdown).await,)*
+                    $(Command::$variant(args) => run_as!($kind, args, common, connect, now_ms, shutdown),)*
                 }
             }
         }
@@ -149,29 +165,29 @@ macro_rules! subcommands {
 
 subcommands! {
     /// Apply migrations/ (receipts and members tables).
-    Migrate(migrate::MigrateArgs),
+    Migrate(migrate::MigrateArgs) own,
     /// Archive delivered rows below the cutoff (the CronJob).
-    Archive(archive::ArchiveArgs),
+    Archive(archive::ArchiveArgs) work,
     /// Re-read archived batches and check them against receipts and members; find gaps. With
     /// --batch-id, a batch read in full whose objects were written again with the archived bytes
     /// (restored from versioning) is recorded under their new versions, with the evidence.
-    Verify(verify::VerifyArgs),
+    Verify(verify::VerifyArgs) work,
     /// Per app: cursor, receipts, archived rows, backlog, rows awaiting purge, last run.
-    Status(status::StatusArgs),
+    Status(status::StatusArgs) work,
     /// Where an archived event is and what it said: by --event-id (or --event-ids-from), or by
     /// --where COLUMN=VALUE over --from/--to or --batch-id. Prints each row found with its app,
     /// batch, object key and line, and whether it is still in the source, purged or restored.
-    Find(find::FindArgs),
+    Find(find::FindArgs) work,
     /// The last runs, newest first: command, app, outcome, rows, batches, how long, and the error
     /// of a failed one (every command's runs per app, and runs that could not start).
-    History(history::HistoryArgs),
+    History(history::HistoryArgs) work,
     /// Delete source rows that are exact members of VERIFIED receipts older than the grace period.
-    Purge(purge::PurgeArgs),
+    Purge(purge::PurgeArgs) work,
     /// Load archived batches back into a table, verifying every object first.
-    Restore(restore::RestoreArgs),
+    Restore(restore::RestoreArgs) work,
     /// Replace the member rows of receipts purged longer ago than --older-than by a digest on the
     /// receipt, after reading each batch back in full.
-    Compact(compact::CompactArgs),
+    Compact(compact::CompactArgs) work,
     /// The auditor's statement for UTC days --from..=--to, days that are over (--to before
     /// today, UTC): per app and day the rows, batches, control totals, first and last cursor,
     /// the log's tree heads at the period's start and end with the consistency proofs between
@@ -179,25 +195,25 @@ subcommands! {
     /// retention and storage class — canonical JSON (hash and sign it) or CSV; refused when an
     /// app's log does not prove its period. A batch whose latest check found it damaged is
     /// named with the findings, not vouched for (exit 1).
-    Attest(attest::AttestArgs),
+    Attest(attest::AttestArgs) work,
     /// Set up a throwaway database and archive location, seed rows, archive them, show the result.
-    Demo(demo::DemoArgs),
+    Demo(demo::DemoArgs) own,
     /// Move the archive's home to another bucket (or folder) under the same prefix, where it was
     /// copied whole (its marker included): every batch is read there in full first (a copy
     /// lacking or changing one is refused, nothing moved), then the move is recorded with the
     /// reason and each batch's object versions there. The old home need not be reachable.
-    Relocate(relocate::RelocateArgs),
+    Relocate(relocate::RelocateArgs) own,
     /// Print the JSON Schema of the table's NDJSON record (--table, or --table-profile: then
     /// the database describes the table's columns).
-    Schema(schema::SchemaArgs),
+    Schema(schema::SchemaArgs) own,
     /// Preflight: check the database (grants, tables, collations, buffer pool) and the store
     /// (versioning, Object Lock, encryption, KMS key, create-only puts, a probe put with the
     /// configured class and retention) without writing a row; each line ok / warning / problem,
     /// with the fix.
-    Doctor(doctor::DoctorArgs),
+    Doctor(doctor::DoctorArgs) own,
     /// Make a signing key for the log's checkpoints (C2SP signed-note, Ed25519; the text form
     /// of Go's golang.org/x/mod/sumdb/note): the signing key goes to --out (mode 0600, for a
     /// Kubernetes secret and --log-key-file), its verifier is printed (for --log-verifier and
     /// the auditors). Touches no database and no store.
-    LogKey(log_key::LogKeyArgs),
+    LogKey(log_key::LogKeyArgs) own,
 }

@@ -1,7 +1,6 @@
 //! `purge` on the command line: its arguments, its words in help, and what they make of it.
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use super::Subcommand;
 use crate::cli::args::{
@@ -9,12 +8,10 @@ use crate::cli::args::{
     SourceArgs, StopArgs,
 };
 use crate::cli::help::{Help, APP, ENDPOINT, VERIFIER};
-use crate::cli::options::{failpoints_from_env, Connect, Groups, IntoOptions};
+use crate::cli::options::{failpoints_from_env, Groups, IntoOptions};
 use crate::cli::parse::{millis, parse_duration};
-use crate::cli::run_args;
 use crate::model::command::CommandName;
 use crate::pipeline::purge;
-use crate::pipeline::report::Summary;
 
 #[derive(Debug, Args)]
 pub(crate) struct PurgeArgs {
@@ -95,7 +92,6 @@ impl IntoOptions for PurgeArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for PurgeArgs {
     const HELP: Help = Help {
         name: CommandName::Purge,
@@ -135,15 +131,5 @@ impl Subcommand for PurgeArgs {
 
     fn app_args(&self) -> Option<&AppArgs> {
         Some(&self.apps)
-    }
-
-    async fn run(
-        self,
-        common: &Common,
-        connect: &Connect,
-        now_ms: i64,
-        shutdown: CancellationToken,
-    ) -> Summary {
-        run_args(common, connect, self, now_ms, shutdown).await
     }
 }

@@ -3,7 +3,7 @@
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::Subcommand;
+use super::{Runs, Subcommand};
 use crate::cli::args::{Common, S3Args, StopArgs};
 use crate::cli::help::{Help, ENDPOINT};
 use crate::cli::options::{Connect, Groups};
@@ -32,7 +32,6 @@ pub(crate) struct RelocateArgs {
     pub stops: StopArgs,
 }
 
-#[async_trait::async_trait]
 impl Subcommand for RelocateArgs {
     const HELP: Help = Help {
         name: CommandName::Relocate,
@@ -70,7 +69,10 @@ impl Subcommand for RelocateArgs {
             .into_iter()
             .collect()
     }
+}
 
+#[async_trait::async_trait]
+impl Runs for RelocateArgs {
     /// `relocate` opens the database and the archive's new home (`--to`), not `--store`: the old
     /// home need not be reachable, and the new one is checked by the move itself.
     async fn run(

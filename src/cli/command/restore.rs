@@ -1,17 +1,14 @@
 //! `restore` on the command line: its arguments, its words in help, and what they make of it.
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use super::Subcommand;
 use crate::cli::args::{
     BatchScopeArgs, Common, LockArgs, MetricsArgs, ReplicaArgs, S3Args, StopArgs, ThawArgs,
 };
 use crate::cli::help::{Help, APP, BATCH, ENDPOINT, FROM, TO};
-use crate::cli::options::{failpoints_from_env, Connect, Groups, IntoOptions};
-use crate::cli::run_args;
+use crate::cli::options::{failpoints_from_env, Groups, IntoOptions};
 use crate::model::command::CommandName;
-use crate::pipeline::report::Summary;
 use crate::pipeline::restore;
 
 #[derive(Debug, Args)]
@@ -62,7 +59,6 @@ impl IntoOptions for RestoreArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for RestoreArgs {
     const HELP: Help = Help {
         name: CommandName::Restore,
@@ -100,15 +96,5 @@ impl Subcommand for RestoreArgs {
             metrics: Some(&self.metrics),
             ..Groups::default()
         }
-    }
-
-    async fn run(
-        self,
-        common: &Common,
-        connect: &Connect,
-        now_ms: i64,
-        shutdown: CancellationToken,
-    ) -> Summary {
-        run_args(common, connect, self, now_ms, shutdown).await
     }
 }

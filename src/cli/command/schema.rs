@@ -3,7 +3,7 @@
 use clap::Args;
 use tokio_util::sync::CancellationToken;
 
-use super::Subcommand;
+use super::{Runs, Subcommand};
 use crate::cli::args::Common;
 use crate::cli::help::Help;
 use crate::cli::options::Connect;
@@ -14,7 +14,6 @@ use crate::pipeline::report::Summary;
 #[derive(Debug, Args)]
 pub(crate) struct SchemaArgs {}
 
-#[async_trait::async_trait]
 impl Subcommand for SchemaArgs {
     const HELP: Help = Help {
         name: CommandName::Schema,
@@ -33,7 +32,10 @@ impl Subcommand for SchemaArgs {
     fn needs_database(&self, common: &Common) -> bool {
         common.db.table_profile.is_some()
     }
+}
 
+#[async_trait::async_trait]
+impl Runs for SchemaArgs {
     /// `schema`: a built-in table's record schema needs nothing (its own columns; with a database, the
     /// columns added to the table too); a profile's, the database that describes its columns.
     async fn run(self, common: &Common, _: &Connect, _: i64, _: CancellationToken) -> Summary {

@@ -1,16 +1,13 @@
 //! `status` on the command line: its arguments, its words in help, and what they make of it.
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use super::Subcommand;
 use crate::cli::args::{AnyAppArgs, Common, CutoffArgs, MetricsArgs, SourceArgs};
 use crate::cli::help::{Help, APP};
-use crate::cli::options::{Connect, Groups, IntoOptions};
+use crate::cli::options::{Groups, IntoOptions};
 use crate::cli::parse::parse_duration;
-use crate::cli::run_args;
 use crate::model::command::CommandName;
-use crate::pipeline::report::Summary;
 use crate::pipeline::status;
 
 #[derive(Debug, Args)]
@@ -41,7 +38,6 @@ impl IntoOptions for StatusArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for StatusArgs {
     const HELP: Help = Help {
         name: CommandName::Status,
@@ -68,15 +64,5 @@ impl Subcommand for StatusArgs {
 
     fn needs_store(&self) -> bool {
         false
-    }
-
-    async fn run(
-        self,
-        common: &Common,
-        connect: &Connect,
-        now_ms: i64,
-        shutdown: CancellationToken,
-    ) -> Summary {
-        run_args(common, connect, self, now_ms, shutdown).await
     }
 }

@@ -1,7 +1,6 @@
 //! `verify` on the command line: its arguments, its words in help, and what they make of it.
 
 use clap::Args;
-use tokio_util::sync::CancellationToken;
 
 use super::Subcommand;
 use crate::cli::args::{
@@ -9,11 +8,9 @@ use crate::cli::args::{
     ThawArgs,
 };
 use crate::cli::help::{Help, APP, BATCH, ENDPOINT, FROM, TO, VERIFIER};
-use crate::cli::options::{failpoints_from_env, Connect, Groups, IntoOptions};
+use crate::cli::options::{failpoints_from_env, Groups, IntoOptions};
 use crate::cli::parse::parse_percent;
-use crate::cli::run_args;
 use crate::model::command::CommandName;
-use crate::pipeline::report::Summary;
 use crate::pipeline::verify;
 
 #[derive(Debug, Args)]
@@ -69,7 +66,6 @@ impl IntoOptions for VerifyArgs {
     }
 }
 
-#[async_trait::async_trait]
 impl Subcommand for VerifyArgs {
     const HELP: Help = Help {
         name: CommandName::Verify,
@@ -104,15 +100,5 @@ impl Subcommand for VerifyArgs {
             metrics: Some(&self.metrics),
             ..Groups::default()
         }
-    }
-
-    async fn run(
-        self,
-        common: &Common,
-        connect: &Connect,
-        now_ms: i64,
-        shutdown: CancellationToken,
-    ) -> Summary {
-        run_args(common, connect, self, now_ms, shutdown).await
     }
 }
