@@ -19,8 +19,10 @@ pub const ARCHIVE: &[&str] = &[
 /// `archive --stragglers`: between a page's key scan and the re-read of its rows.
 const STRAGGLERS: &[&str] = &["after-straggler-scan"];
 
-/// Purge's fail point: a delete chunk done but not committed.
-const PURGE: &[&str] = &["before-purge-commit"];
+/// Purge's fail points: a delete chunk done but not committed; a chunk's one-statement delete
+/// on MariaDB refused as if it had met a row lock (it never waits: the chunk is then done again
+/// one row a statement).
+const PURGE: &[&str] = &["before-purge-commit", "purge-joined-delete-would-wait"];
 
 /// Compaction's fail points: members deleted, the digest not yet written; both, not committed.
 const COMPACT: &[&str] = &["compact-after-delete", "compact-before-commit"];

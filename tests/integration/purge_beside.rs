@@ -8,6 +8,7 @@
 use outbox_archiver::purge;
 use outbox_archiver::Outcome;
 use outbox_archiver::PurgeQueries;
+use outbox_archiver::Value;
 use outbox_archiver::WALLET_OUTBOX;
 
 use crate::support::*;
@@ -29,6 +30,11 @@ async fn every_statement_purge_runs_on_the_source_goes_by_the_unique_key() {
         .await
         .unwrap();
     assert_eq!(plans.len(), 4);
+    if flavour() == Flavour::MariaDb {
+        // The chunk's one delete: each named row read by the key, joined to the list of ids.
+        assert_eq!(plans[3].access.len(), 1, "{:?}", plans[3]);
+        assert_eq!(plans[3].access[0].0, "eq_ref", "{:?}", plans[3]);
+    }
     for plan in &plans {
         for (access, key, _) in &plan.access {
             assert_ne!(access, "ALL", "{plan:?}: a scan of the whole table");
@@ -159,6 +165,95 @@ async fn a_row_another_transaction_holds_is_skipped_at_once_and_said() {
     assert_eq!(run.summary["apps"][0]["outcome"], "done", "{}", run.summary);
     assert_eq!(run.summary["apps"][0]["purged_rows"], 1, "{}", run.summary);
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn rows_the_relay_holds_beside_the_members_are_neither_read_nor_waited_for() {
+    use sqlx::{Connection, Executor};
+    // A small table — where a delete planned by cost scans it, or all of the app's rows — and a
+    // pending row of the same app whose key sorts between two members'.
+    let (db, s3, _store) = fixture().await;
+    db.insert(&rows("a1", 30)).await;
+    let mut pending = row("a1", "e7p", T0 + 7);
+    pending[10] = Value::Text("PENDING".into());
+    db.insert(&[pending.clone()]).await;
+    db.exec("ANALYZE TABLE wallet_outbox").await;
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let run = run_cli(&["archive", "--app", "a1", "--cutoff", "2026-01-02"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(run.summary["apps"][0]["rows"], 30, "{}", run.summary);
+    // The relay claims the pending row and produces another beside a member, both in a
+    // transaction open for the whole purge.
+    let mut relay = sqlx::MySqlConnection::connect(&db.url).await.unwrap();
+    relay.execute("BEGIN").await.unwrap();
+    relay
+        .execute(
+            "SELECT * FROM wallet_outbox WHERE app_code = 'a1' AND event_id = 'e7p' FOR UPDATE",
+        )
+        .await
+        .unwrap();
+    relay
+        .execute("INSERT INTO wallet_outbox SELECT app_code, 'e2p', event_type, transaction_id, command_id, user_id, asset_type, available_delta, frozen_delta, payload, status, worker_id, lock_until_ms, retry_count, next_retry_at_ms, last_error, created_at_ms, updated_at_ms FROM wallet_outbox WHERE app_code = 'a1' AND event_id = 'e7p'")
+        .await
+        .unwrap();
+    let run = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
+    // A read of either would wait for the relay; MariaDB's one-statement delete would meet its
+    // lock and be done again one row a statement, and say so.
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert!(
+        !run.all_output.contains("met a row lock"),
+        "{}",
+        run.all_output
+    );
+    let app = &run.summary["apps"][0];
+    assert_eq!(app["outcome"], "done", "{}", run.summary);
+    assert_eq!(app["purged_rows"], 30, "{}", run.summary);
+    assert!(app["retries"].is_null(), "{}", run.summary);
+    assert!(app["left_locked_rows"].is_null(), "{}", run.summary);
+    relay.execute("COMMIT").await.unwrap();
+    relay.close().await.unwrap();
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox WHERE status = 'PENDING'")
+            .await,
+        2
+    );
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 2);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_chunk_whose_one_statement_delete_meets_a_lock_is_deleted_row_by_row_instead() {
+    use std::sync::atomic::{AtomicUsize, Ordering};
+    let (db, _s3, _store, env) = archived_env(&rows("a1", 30), &["a1"], 100).await;
+    let refused = std::sync::Arc::new(AtomicUsize::new(0));
+    let mut opts = purge_options(&db, &["a1"]);
+    let counted = refused.clone();
+    // MariaDB's one-statement delete refused as a row lock would refuse it (it does not wait).
+    opts.failpoints = outbox_archiver::testing::FailPoints::new(move |point| {
+        let refuse = point == "purge-joined-delete-would-wait";
+        if refuse {
+            counted.fetch_add(1, Ordering::SeqCst);
+        }
+        refuse
+    });
+    let purged = purge::run(&env, &opts).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    let app = &purged.apps[0];
+    assert_eq!(app.outcome, Outcome::Done, "{}", purged.to_json());
+    assert_eq!(app.rows, 30, "{}", purged.to_json());
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_receipts WHERE purged_at_ms IS NULL OR purged_rows <> 30")
+            .await,
+        0
+    );
+    // One chunk: refused once, then deleted one row a statement (MySQL's delete is another one).
+    let expected = match flavour() {
+        Flavour::MariaDb => 1,
+        Flavour::MySql => 0,
+    };
+    assert_eq!(refused.load(Ordering::SeqCst), expected);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

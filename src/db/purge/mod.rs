@@ -96,6 +96,38 @@ pub struct PurgeQueries {
 struct Described {
     definition: String,
     columns: Vec<LiveColumn>,
+    /// The event id column's collation when MariaDB's one-statement delete can name it
+    /// ([`PurgeQueries::joined_delete`]): a `utf8mb4` one. Otherwise a chunk is deleted one row a
+    /// statement.
+    joinable: Option<String>,
+}
+
+impl Described {
+    fn new(definition: String, columns: Vec<LiveColumn>, event_id: &str) -> Described {
+        let joinable = columns
+            .iter()
+            .find(|c| c.name.eq_ignore_ascii_case(event_id))
+            .and_then(|c| c.collation.clone())
+            .filter(|c| {
+                c.starts_with("utf8mb4_")
+                    && c.chars().all(|ch| ch.is_ascii_alphanumeric() || ch == '_')
+            });
+        Described {
+            definition,
+            columns,
+            joinable,
+        }
+    }
+}
+
+/// How one attempt at a chunk ended.
+enum Attempt {
+    Done(Chunk),
+    /// The table's definition changed under it: rolled back, to be done again.
+    TableChanged,
+    /// MariaDB's one-statement delete met a row lock (it does not wait): rolled back, to be done
+    /// again one row a statement.
+    DeleteWouldWait,
 }
 
 /// How many times a chunk is done again because the table's columns changed under it before
@@ -156,10 +188,7 @@ impl PurgeQueries {
         }
         let definition = super::schema::definition(pool, self.spec.name).await?;
         let columns = super::schema::live_columns(pool, self.spec.name).await?;
-        let live = Arc::new(Described {
-            definition,
-            columns,
-        });
+        let live = Arc::new(Described::new(definition, columns, self.spec.event_id));
         *known = Some(live.clone());
         Ok(live)
     }
@@ -269,14 +298,56 @@ impl PurgeQueries {
         qb
     }
 
-    /// MariaDB's deletes of a chunk's rows: one statement per row, by its full unique key, sent
-    /// together (one round trip). A multi-row `DELETE … IN (…)` held to the key still reads the
-    /// record after each row it deletes, and so waits for a row the relay holds next to one
-    /// purge deletes (measured: 50 s, the server's lock timeout, three times over); a point
-    /// delete reads the one row it names. (On MySQL, its hinted multi-row delete reads no
-    /// other row — and MySQL's multi-table form, which MariaDB's hint needs, deadlocked two
-    /// apps purged side by side in 3 of 3 runs.) The values are hexadecimal string literals in
-    /// the columns' character set: nothing in an event id can change the statement.
+    /// MariaDB's delete of a chunk's rows in one statement: the ids as a derived table (a table
+    /// value constructor, in the event id column's `collation`) read first and joined to the
+    /// unique key — an `eq_ref` read of each named row and of no other row. MariaDB's
+    /// single-table `DELETE … IN (…)` takes no index hint and plans a scan of the table (or of the
+    /// app's rows by the key's first column) when the chunk is a large share of it, and so reads
+    /// — and waits for — a row the relay holds beside the ones purge deletes (seen: 50 s, the
+    /// server's lock timeout). It runs with `innodb_lock_wait_timeout = 0` for that statement
+    /// alone: were it ever to meet a row lock, it fails at once instead of waiting, and the chunk
+    /// is done again with [`PurgeQueries::point_deletes`]. `explain`: the statement `EXPLAIN`ed.
+    /// The values are hexadecimal string literals: nothing in an event id can change the
+    /// statement. (Measured on 200,000 rows: a third of the point deletes' database CPU, as
+    /// pt-archiver's `IN` delete.)
+    fn joined_delete(&self, app: &str, ids: &[String], collation: &str, explain: bool) -> String {
+        let s = self.spec;
+        let (name, key) = (s.name, s.event_key);
+        let literal = |v: &str| format!("_utf8mb4 X'{}'", hex::encode(v.as_bytes()));
+        let id = |v: &str| format!("{} COLLATE {collation}", literal(v));
+        let Some((first, rest)) = ids.split_first() else {
+            unreachable!("a delete of no rows is never sent")
+        };
+        let mut listed = format!("SELECT {} AS id", id(first));
+        if !rest.is_empty() {
+            listed.push_str(" UNION ALL VALUES ");
+            for (i, v) in rest.iter().enumerate() {
+                if i > 0 {
+                    listed.push_str(", ");
+                }
+                listed.push_str(&format!("({})", id(v)));
+            }
+        }
+        format!(
+            "{head}DELETE {name} FROM ({listed}) AS purge_ids STRAIGHT_JOIN {name} FORCE INDEX ({key}) \
+             ON {name}.{} = {} AND {name}.{} = purge_ids.id",
+            s.app_code,
+            literal(app),
+            s.event_id,
+            head = match explain {
+                true => "EXPLAIN ",
+                false => "SET STATEMENT innodb_lock_wait_timeout = 0 FOR ",
+            },
+        )
+    }
+
+    /// MariaDB's deletes of a chunk's rows one statement per row, by its full unique key, sent
+    /// together (one round trip): a point delete reads the one row it names. For an event id
+    /// column [`PurgeQueries::joined_delete`] cannot name the collation of, and a chunk its
+    /// one statement met a lock in. (On MySQL, its hinted multi-row delete reads no other row —
+    /// and MySQL's multi-table form deadlocked two apps purged side by side in 3 of 3 runs.) The
+    /// values are hexadecimal string literals in the columns' character set: nothing in an event
+    /// id can change the statement.
     fn point_deletes(&self, app: &str, ids: &[String]) -> String {
         let s = self.spec;
         let literal = |v: &str| format!("_utf8mb4 X'{}'", hex::encode(v.as_bytes()));
@@ -295,11 +366,12 @@ impl PurgeQueries {
     }
 
     /// How the server plans each statement purge runs on the source for `ids` of `app` (what
-    /// SPEC §5.14 holds them to: the rows named, by the unique key, and no other).
+    /// SPEC §5.14 holds them to: the rows named, by the unique key, and no other): per statement,
+    /// its access to the source table (a derived table of the ids, read first, is not listed).
     pub async fn plans(&self, app: &str, ids: &[String]) -> Result<Vec<Plan>, DbError> {
-        let pool = &self.pool;
         use sqlx::Row;
         let flavour = self.flavour().await?;
+        let live = self.live().await?;
         let mut plans = Vec::new();
         for (statement, over) in [
             ("lock and read", Over::Lock),
@@ -307,38 +379,29 @@ impl PurgeQueries {
             ("count", Over::Count),
             ("delete", Over::Delete),
         ] {
-            // MariaDB deletes one row a statement: its plan is that of a delete of one id.
-            let ids = match (over, flavour) {
-                (Over::Delete, Flavour::MariaDb) => &ids[..ids.len().min(1)],
-                _ => ids,
+            let rows = match (over, flavour, live.joinable.as_deref()) {
+                (Over::Delete, Flavour::MariaDb, Some(collation)) if !ids.is_empty() => {
+                    let sql = self.joined_delete(app, ids, collation, true);
+                    sqlx::raw_sql(AssertSqlSafe(sql))
+                        .fetch_all(&self.pool)
+                        .await
+                        .context(|| format!("explaining purge's {statement}"))?
+                }
+                // MariaDB deletes one row a statement then: the plan of a delete of one id.
+                (Over::Delete, Flavour::MariaDb, None) => {
+                    self.explain(over, flavour, app, &ids[..ids.len().min(1)], statement)
+                        .await?
+                }
+                _ => self.explain(over, flavour, app, ids, statement).await?,
             };
-            // MySQL 9 explains as a tree unless asked for the table; MariaDB knows no FORMAT=
-            // but that table.
-            let mut rows = Vec::new();
-            for how in ["EXPLAIN FORMAT=TRADITIONAL ", "EXPLAIN "] {
-                if !rows.is_empty() {
-                    break;
-                }
-                let mut qb = self.over_rows(
-                    over,
-                    flavour,
-                    app,
-                    ids.iter().map(String::as_str),
-                    Some(how),
-                );
-                match qb.build().fetch_all(pool).await {
-                    Ok(found) => {
-                        rows = found;
-                        break;
-                    }
-                    Err(e) if how == "EXPLAIN " => {
-                        return Err(e).context(|| format!("explaining purge's {statement}"))
-                    }
-                    Err(_) => {}
-                }
-            }
             let access = rows
                 .iter()
+                .filter(|r| {
+                    r.try_get_unchecked::<Option<Vec<u8>>, _>("table")
+                        .ok()
+                        .flatten()
+                        .is_some_and(|t| t == self.spec.name.as_bytes())
+                })
                 .map(|r| {
                     // The servers type EXPLAIN's columns each their own way: read as text.
                     let text = |name: &str| {
@@ -360,6 +423,37 @@ impl PurgeQueries {
         Ok(plans)
     }
 
+    /// The server's `EXPLAIN` of a statement over `ids` as [`PurgeQueries::over_rows`] builds
+    /// it. MySQL 9 explains as a tree unless asked for the table; MariaDB knows no `FORMAT=` but
+    /// that table.
+    async fn explain(
+        &self,
+        over: Over,
+        flavour: Flavour,
+        app: &str,
+        ids: &[String],
+        statement: &str,
+    ) -> Result<Vec<sqlx::mysql::MySqlRow>, DbError> {
+        for how in ["EXPLAIN FORMAT=TRADITIONAL ", "EXPLAIN "] {
+            let mut qb = self.over_rows(
+                over,
+                flavour,
+                app,
+                ids.iter().map(String::as_str),
+                Some(how),
+            );
+            match qb.build().fetch_all(&self.pool).await {
+                Ok(found) if !found.is_empty() => return Ok(found),
+                Ok(_) => {}
+                Err(e) if how == "EXPLAIN " => {
+                    return Err(e).context(|| format!("explaining purge's {statement}"))
+                }
+                Err(_) => {}
+            }
+        }
+        Ok(Vec::new())
+    }
+
     /// Deletes one chunk of a batch's members in one transaction: the receipt is locked and must
     /// still be VERIFIED (and not restored into the source), the rows are locked and compared
     /// with their members (`of.batch`: the table as the batch's lines hold it) against the table
@@ -377,14 +471,38 @@ impl PurgeQueries {
             of.members.len() <= PURGE_CHUNK,
             "purge chunks hold at most {PURGE_CHUNK} rows"
         );
-        for _ in 0..COLUMN_CHANGES {
+        let (mut changes, mut points) = (0, false);
+        loop {
             let live = self.live().await?;
             let attempt = self
-                .try_chunk(of, &live, lock, include_restored, failpoints, now_ms)
+                .try_chunk(
+                    of,
+                    &live,
+                    points,
+                    lock,
+                    include_restored,
+                    failpoints,
+                    now_ms,
+                )
                 .await?;
             match attempt {
-                Some(chunk) => return Ok(chunk),
-                None => {
+                Attempt::Done(chunk) => return Ok(chunk),
+                Attempt::DeleteWouldWait => {
+                    tracing::info!(
+                        table = self.spec.name,
+                        batch_id = of.batch_id,
+                        "a purge chunk's one-statement delete met a row lock (it does not wait): done again one row a statement"
+                    );
+                    points = true;
+                }
+                Attempt::TableChanged => {
+                    changes += 1;
+                    if changes == COLUMN_CHANGES {
+                        return Err(PurgeError::Db(DbError::SourceShape(format!(
+                            "the columns of {} changed under purge {COLUMN_CHANGES} times in a row: nothing of batch {}'s chunk was deleted; purge again once the table's migration is done",
+                            self.spec.name, of.batch_id
+                        ))));
+                    }
                     tracing::info!(
                         table = self.spec.name,
                         batch_id = of.batch_id,
@@ -394,24 +512,22 @@ impl PurgeQueries {
                 }
             }
         }
-        Err(PurgeError::Db(DbError::SourceShape(format!(
-            "the columns of {} changed under purge {COLUMN_CHANGES} times in a row: nothing of batch {}'s chunk was deleted; purge again once the table's migration is done",
-            self.spec.name, of.batch_id
-        ))))
     }
 
-    /// One attempt at a chunk on the table described as `live`: `None` (rolled back) when the
-    /// table, asked in the transaction once its rows are locked, is defined otherwise now.
+    /// One attempt at a chunk on the table described as `live` (`points`: its rows deleted one a
+    /// statement): rolled back when the table, asked in the transaction once its rows are locked,
+    /// is defined otherwise now, or when its one-statement delete met a row lock.
     #[allow(clippy::too_many_arguments)]
     async fn try_chunk(
         &self,
         of: ChunkOf<'_>,
         live: &Described,
+        points: bool,
         lock: &AppLock,
         include_restored: bool,
         failpoints: &FailPoints,
         now_ms: i64,
-    ) -> Result<Option<Chunk>, PurgeError> {
+    ) -> Result<Attempt, PurgeError> {
         let pool = &self.pool;
         let (app, batch_id) = (of.app, of.batch_id);
         let flavour = self.flavour().await?;
@@ -422,7 +538,7 @@ impl PurgeQueries {
             .context(|| format!("starting a purge transaction of batch {batch_id}"))?;
         let restored_at_ms = self.lock_receipt(&mut tx, app, batch_id).await?;
         if restored_at_ms.is_some() && !include_restored {
-            return Ok(Some(Chunk {
+            return Ok(Attempt::Done(Chunk {
                 restored: true,
                 ..Chunk::default()
             }));
@@ -438,7 +554,7 @@ impl PurgeQueries {
             tx.rollback()
                 .await
                 .context(|| format!("rolling back a purge chunk of batch {batch_id}"))?;
-            return Ok(None);
+            return Ok(Attempt::TableChanged);
         }
         let seen = compared.exact.len() + compared.changed.len();
         if seen < of.members.len() {
@@ -448,19 +564,19 @@ impl PurgeQueries {
                 .await?
                 .saturating_sub(seen as u64);
         }
-        let deleted = self
-            .delete_compared(
-                tx,
-                flavour,
-                of,
-                &unarchived,
-                &compared,
-                lock,
-                failpoints,
-                now_ms,
-            )
-            .await?;
-        Ok(Some(Chunk {
+        let joinable = live.joinable.as_deref().filter(|_| !points);
+        let how = Deleting {
+            flavour,
+            joinable,
+            failpoints,
+        };
+        let Some(deleted) = self
+            .delete_compared(tx, how, of, &unarchived, &compared, lock, now_ms)
+            .await?
+        else {
+            return Ok(Attempt::DeleteWouldWait);
+        };
+        Ok(Attempt::Done(Chunk {
             purged: deleted,
             kept: compared.changed,
             kept_for_columns: compared.kept_for_columns,
@@ -471,25 +587,35 @@ impl PurgeQueries {
 
     /// The rest of a chunk's transaction once its rows are compared on the table as it is:
     /// deletes the exact ones, records what they held in columns their lines lack, counts them on
-    /// the receipt, and commits while the app's lock is still held. Returns how many went.
+    /// the receipt, and commits while the app's lock is still held. Returns how many went, or
+    /// `None` (rolled back) when the one-statement delete met a row lock.
     #[allow(clippy::too_many_arguments)]
     async fn delete_compared(
         &self,
         mut tx: Transaction<'_, MySql>,
-        flavour: Flavour,
+        how: Deleting<'_>,
         of: ChunkOf<'_>,
         unarchived: &Unarchived,
         compared: &Compared,
         lock: &AppLock,
-        failpoints: &FailPoints,
         now_ms: i64,
-    ) -> Result<u64, PurgeError> {
+    ) -> Result<Option<u64>, PurgeError> {
         let (app, batch_id) = (of.app, of.batch_id);
         let deleted = if compared.exact.is_empty() {
             0
         } else {
-            self.delete_exact(&mut tx, flavour, app, batch_id, &compared.exact)
+            match self
+                .delete_exact(&mut tx, how, app, batch_id, &compared.exact)
                 .await?
+            {
+                Some(deleted) => deleted,
+                None => {
+                    tx.rollback()
+                        .await
+                        .context(|| format!("rolling back a purge chunk of batch {batch_id}"))?;
+                    return Ok(None);
+                }
+            }
         };
         if !compared.record.is_empty() {
             let values: Vec<AddedValue> = compared
@@ -511,11 +637,11 @@ impl PurgeQueries {
         if !lock.held_per(&mut *tx).await? {
             return Err(lock.lost(batch_id, Doing::Purging).into());
         }
-        failpoints.pass("before-purge-commit")?;
+        how.failpoints.pass("before-purge-commit")?;
         tx.commit()
             .await
             .context(|| format!("committing a purge chunk of batch {batch_id}"))?;
-        Ok(deleted)
+        Ok(Some(deleted))
     }
 
     /// The first statement of a delete transaction: locks the batch's receipt row `FOR UPDATE`
@@ -550,17 +676,34 @@ impl PurgeQueries {
     }
 
     /// Deletes the rows found exactly as archived (locked and compared in this transaction), by
-    /// primary key, and returns how many went: always all of them, or an error.
+    /// the unique key, and returns how many went: always all of them, or an error — or `None`
+    /// when MariaDB's one-statement delete met a row lock (it fails at once rather than wait; the
+    /// statement did nothing, and the caller rolls the transaction back).
     async fn delete_exact(
         &self,
         tx: &mut Transaction<'_, MySql>,
-        flavour: Flavour,
+        how: Deleting<'_>,
         app: &str,
         batch_id: &str,
         exact: &[String],
-    ) -> Result<u64, PurgeError> {
-        let deleted = match flavour {
-            Flavour::MySql => {
+    ) -> Result<Option<u64>, PurgeError> {
+        let flavour = how.flavour;
+        let deleted = match (flavour, how.joinable) {
+            (Flavour::MariaDb, Some(collation)) => {
+                if how
+                    .failpoints
+                    .pass("purge-joined-delete-would-wait")
+                    .is_err()
+                {
+                    return Ok(None);
+                }
+                let sql = self.joined_delete(app, exact, collation, false);
+                match sqlx::raw_sql(AssertSqlSafe(sql)).execute(&mut **tx).await {
+                    Err(e) if lock_refused(&e) => return Ok(None),
+                    done => done,
+                }
+            }
+            (Flavour::MySql, _) => {
                 self.over_rows(
                     Over::Delete,
                     flavour,
@@ -572,7 +715,7 @@ impl PurgeQueries {
                 .execute(&mut **tx)
                 .await
             }
-            Flavour::MariaDb => {
+            (Flavour::MariaDb, None) => {
                 sqlx::raw_sql(AssertSqlSafe(self.point_deletes(app, exact)))
                     .execute(&mut **tx)
                     .await
@@ -590,7 +733,7 @@ impl PurgeQueries {
                 source: sqlx::Error::RowNotFound,
             }));
         }
-        Ok(deleted)
+        Ok(Some(deleted))
     }
 
     /// How many of these members' rows exist now (a plain read, outside the delete transaction:
@@ -639,13 +782,8 @@ impl PurgeQueries {
             match qb.build().fetch_all(&mut *tx).await {
                 Ok(rows) if rows.is_empty() => {}
                 Ok(rows) => return Ok(Finished::Back(rows.len() as u64)),
-                // NOWAIT: another transaction holds one of them (MySQL 3572, MariaDB 1205).
-                Err(sqlx::Error::Database(e))
-                    if e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
-                        .is_some_and(|e| matches!(e.number(), 3572 | 1205)) =>
-                {
-                    return Ok(Finished::Held);
-                }
+                // NOWAIT: another transaction holds one of them.
+                Err(e) if lock_refused(&e) => return Ok(Finished::Held),
                 Err(e) => {
                     return Err(PurgeError::Db(DbError::Query {
                         context: format!("proving the rows of batch {batch_id} gone"),
@@ -669,4 +807,21 @@ impl PurgeQueries {
             .context(|| format!("marking batch {batch_id} purged"))?;
         Ok(Finished::Done)
     }
+}
+
+/// How a chunk's exact rows are deleted: on which server, on MariaDB in one statement (naming the
+/// event id column's collation) or one row a statement, and the fail points passed on the way.
+#[derive(Clone, Copy)]
+struct Deleting<'a> {
+    flavour: Flavour,
+    joinable: Option<&'a str>,
+    failpoints: &'a FailPoints,
+}
+
+/// A statement refused a row lock rather than wait for it: `NOWAIT` on MySQL (3572), a lock wait
+/// timeout — `NOWAIT` or a wait of 0 seconds — on MariaDB (1205).
+fn lock_refused(e: &sqlx::Error) -> bool {
+    matches!(e, sqlx::Error::Database(e)
+        if e.try_downcast_ref::<sqlx::mysql::MySqlDatabaseError>()
+            .is_some_and(|e| matches!(e.number(), 3572 | 1205)))
 }
