@@ -36,6 +36,7 @@ async fn every_statement_purge_runs_on_the_source_goes_by_the_unique_key() {
         assert_eq!(plans[3].access[0].0, "eq_ref", "{:?}", plans[3]);
     }
     for plan in &plans {
+        assert!(!plan.access.is_empty(), "{plan:?}: no access to the table");
         for (access, key, _) in &plan.access {
             assert_ne!(access, "ALL", "{plan:?}: a scan of the whole table");
             assert_eq!(key.as_deref(), Some("PRIMARY"), "{plan:?}");

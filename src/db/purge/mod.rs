@@ -271,7 +271,7 @@ impl PurgeQueries {
         // Held to the unique key: on a small table, or for a chunk that is a large share of it,
         // the optimizer would scan the whole table, locking and waiting for other apps' rows.
         // A single-table DELETE takes no index hint: on MySQL (8.0.20 and later) it takes an
-        // optimizer hint. (MariaDB deletes row by row: [`PurgeQueries::point_deletes`].)
+        // optimizer hint. (MariaDB takes no hint there: [`PurgeQueries::joined_delete`].)
         let (name, key) = (s.name, s.event_key);
         let table = format!("{name} FORCE INDEX ({key})");
         let head = match (over, flavour) {
