@@ -107,20 +107,15 @@ impl PurgeQueries {
     ) -> String {
         let s = self.spec;
         let (name, key) = (s.name, s.event_key);
-        let literal = |v: &str| format!("_utf8mb4 X'{}'", hex::encode(v.as_bytes()));
         let id = |v: &str| format!("{} COLLATE {collation}", literal(v));
         let Some((first, rest)) = ids.split_first() else {
             unreachable!("a delete of no rows is never sent")
         };
         let mut listed = format!("SELECT {} AS id", id(first));
         if !rest.is_empty() {
+            let values: Vec<String> = rest.iter().map(|v| format!("({})", id(v))).collect();
             listed.push_str(" UNION ALL VALUES ");
-            for (i, v) in rest.iter().enumerate() {
-                if i > 0 {
-                    listed.push_str(", ");
-                }
-                listed.push_str(&format!("({})", id(v)));
-            }
+            listed.push_str(&values.join(", "));
         }
         format!(
             "{head}DELETE {name} FROM ({listed}) AS purge_ids STRAIGHT_JOIN {name} FORCE INDEX ({key}) \
@@ -144,7 +139,6 @@ impl PurgeQueries {
     /// id can change the statement.
     pub(super) fn point_deletes(&self, app: &str, ids: &[String]) -> String {
         let s = self.spec;
-        let literal = |v: &str| format!("_utf8mb4 X'{}'", hex::encode(v.as_bytes()));
         let app = literal(app);
         ids.iter()
             .map(|id| {
@@ -247,4 +241,10 @@ impl PurgeQueries {
         }
         Ok(Vec::new())
     }
+}
+
+/// A value as a hexadecimal string literal in `utf8mb4`: nothing in it can change the statement
+/// it is spliced into.
+fn literal(v: &str) -> String {
+    format!("_utf8mb4 X'{}'", hex::encode(v.as_bytes()))
 }
