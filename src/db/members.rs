@@ -127,6 +127,25 @@ impl Members {
             .context(|| format!("reading the members of batch {batch_id}"))
     }
 
+    /// The `(event_id, updated_at_ms)` of a receipt's members, without their fingerprints: what
+    /// the straggler scan holds the source's keys to.
+    pub(crate) async fn versions_of(
+        &self,
+        app: &str,
+        batch_id: &str,
+    ) -> Result<Vec<(String, i64)>, DbError> {
+        let sql = format!(
+            "SELECT event_id, updated_at_ms FROM {} WHERE app_code = ? AND batch_id = ?",
+            self.spec.members_table()
+        );
+        sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(batch_id)
+            .fetch_all(&self.pool)
+            .await
+            .context(|| format!("reading the members of batch {batch_id}"))
+    }
+
     /// The older versions of rows in a batch that later batches superseded.
     pub(crate) async fn superseded_of(
         &self,

@@ -380,7 +380,7 @@ impl SourceTable {
                 }
                 let receipt = batches.next().await.expect("peeked")?;
                 if receipt.content.last.updated_at_ms >= from_ms {
-                    let members = self.members.members_of(app, &receipt.batch_id).await?;
+                    let members = self.members.versions_of(app, &receipt.batch_id).await?;
                     window.load(receipt.content.last.updated_at_ms, members);
                 }
             }
@@ -463,12 +463,9 @@ struct BatchWindow {
 }
 
 impl BatchWindow {
-    fn load(&mut self, last_ms: i64, members: Vec<crate::model::batch::Member>) {
-        let members = members
-            .into_iter()
-            .map(|m| (m.event_id, m.updated_at_ms))
-            .collect();
-        self.batches.push_back((last_ms, members));
+    fn load(&mut self, last_ms: i64, members: Vec<(String, i64)>) {
+        self.batches
+            .push_back((last_ms, members.into_iter().collect()));
     }
 
     /// Drops the batches that end before `ms` (the scan has gone past them).

@@ -470,6 +470,21 @@ async fn stragglers_are_found_across_pages_and_batches() {
     let summary = verify::run(&env, &verify_options()).await;
     assert_eq!(found(&summary), want, "{}", summary.to_json());
     assert!(kinds(&summary).iter().all(|k| k == "straggler"));
+    assert!(verify_run(&summary).stragglers_truncated.is_empty());
+    // At most five listed (`--max-stragglers`): the five lowest, and the app named as having
+    // more.
+    let five = VerifyOptions {
+        max_stragglers: 5,
+        ..verify_options()
+    };
+    let summary = verify::run(&env, &five).await;
+    let mut lowest = first[..5]
+        .iter()
+        .map(|(id, _)| id.to_string())
+        .collect::<Vec<_>>();
+    lowest.sort();
+    assert_eq!(found(&summary), lowest, "{}", summary.to_json());
+    assert_eq!(verify_run(&summary).stragglers_truncated, ["a1"]);
 
     let mut take = options(&db, &["a1"], CUTOFF);
     take.stragglers = true;
