@@ -463,6 +463,14 @@ impl<'de> Visitor<'de> for RowScan<'_> {
                 scanned.keep_int(self.layout, index, v);
                 continue;
             }
+            if total.is_none() && !matches!(column.kind, Kind::Blob | Kind::Timestamp) {
+                // Not a fact: only held to be a string (unescaped by the parser, not copied).
+                match column.nullable {
+                    true => map.next_value::<Option<AString>>().map(drop)?,
+                    false => map.next_value::<AString>().map(drop)?,
+                }
+                continue;
+            }
             let text = match column.nullable {
                 true => map.next_value::<Option<Text>>()?,
                 false => Some(map.next_value::<Text>()?),
@@ -517,6 +525,25 @@ impl<'de> de::Deserialize<'de> for Text<'de> {
             }
         }
         deserializer.deserialize_str(TextVisitor)
+    }
+}
+
+/// A JSON string whose value is not kept.
+struct AString;
+
+impl<'de> de::Deserialize<'de> for AString {
+    fn deserialize<D: de::Deserializer<'de>>(deserializer: D) -> Result<Self, D::Error> {
+        struct AStringVisitor;
+        impl Visitor<'_> for AStringVisitor {
+            type Value = AString;
+            fn expecting(&self, f: &mut fmt::Formatter) -> fmt::Result {
+                f.write_str("a string")
+            }
+            fn visit_str<E: de::Error>(self, _: &str) -> Result<AString, E> {
+                Ok(AString)
+            }
+        }
+        deserializer.deserialize_str(AStringVisitor)
     }
 }
 
