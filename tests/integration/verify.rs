@@ -421,7 +421,7 @@ async fn stragglers_are_reported_and_archived_without_moving_the_cursor() {
 /// straggler batch (whose range lies across the others'), none of them again; new ones then are.
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn stragglers_are_found_across_pages_and_batches() {
-    let (db, _s3, store) = fixture().await;
+    let (db, s3, store) = fixture().await;
     // 2,000 rows 10 ms apart: batches of 300, key pages of 500 across them.
     db.insert(
         &(0..2_000)
@@ -471,20 +471,34 @@ async fn stragglers_are_found_across_pages_and_batches() {
     assert_eq!(found(&summary), want, "{}", summary.to_json());
     assert!(kinds(&summary).iter().all(|k| k == "straggler"));
     assert!(verify_run(&summary).stragglers_truncated.is_empty());
-    // At most five listed (`--max-stragglers`): the five lowest, and the app named as having
-    // more.
-    let five = VerifyOptions {
-        max_stragglers: 5,
-        ..verify_options()
-    };
-    let summary = verify::run(&env, &five).await;
-    let mut lowest = first[..5]
+    // At most five listed, asked of the built binary: the five lowest, and the app named as
+    // having more.
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    let cutoff = CUTOFF.to_string();
+    let five = run_cli(
+        &["verify", "--max-stragglers", "5", "--cutoff", &cutoff],
+        &envs,
+    )
+    .await;
+    assert_eq!(five.code, 1, "findings: {}", five.all_output);
+    let mut listed: Vec<&str> = five.summary["findings"]
+        .as_array()
+        .unwrap()
         .iter()
-        .map(|(id, _)| id.to_string())
-        .collect::<Vec<_>>();
+        .map(|f| {
+            assert_eq!(f["kind"], "straggler", "{f}");
+            f["event_id"].as_str().unwrap()
+        })
+        .collect();
+    listed.sort();
+    let mut lowest: Vec<&str> = first[..5].iter().map(|(id, _)| *id).collect();
     lowest.sort();
-    assert_eq!(found(&summary), lowest, "{}", summary.to_json());
-    assert_eq!(verify_run(&summary).stragglers_truncated, ["a1"]);
+    assert_eq!(listed, lowest, "{}", five.all_output);
+    assert_eq!(
+        five.summary["stragglers_truncated"],
+        serde_json::json!(["a1"])
+    );
 
     let mut take = options(&db, &["a1"], CUTOFF);
     take.stragglers = true;
