@@ -12,6 +12,9 @@
 //!         verify     `verify` of the last archive
 //!         find       `find --event-id`, `find --where` over one day
 //!         restore    `restore`, `purge` beside pt-archiver --purge, `restore --into-source`
+//!         steady     `purge` of the oldest 6 of 60 days (a tenth of the rows, random over the key),
+//!                    as a CronJob deletes, beside pt-archiver deleting the same rows through the
+//!                    retention index and through the primary key
 //!         memory     the largest batches and the most apps at once, at both tables (peak RSS)
 //!         history    one cron run's cost after 10, 10,000 and 1,000,000 batches of history
 //!                    (BENCH_HISTORY=10,10000 for other sizes): archive of one batch, purge of
@@ -45,6 +48,8 @@ use sqlx::{AssertSqlSafe, ConnectOptions, Connection, Executor};
 
 #[path = "archive/history.rs"]
 mod history;
+#[path = "archive/steady.rs"]
+mod steady;
 
 const USER: &str = "outbox_bench";
 const PASSWORD: &str = "outbox_bench";
@@ -374,6 +379,10 @@ async fn bench(rows: u64) {
             );
             runner.run(&mut table, &label, bench, &args);
         }
+    }
+    if step("steady") {
+        three.prepare(&server, rows, ids).await;
+        steady::run(&mut table, &runner, &server, &three, pt).await;
     }
     table.print();
     if step("history") {
@@ -866,7 +875,9 @@ impl Table {
         self.targets();
     }
 
-    /// Issue 26's targets, each with the figure measured in this run.
+    /// Issue 46's targets, each with the figure measured in this run: purge at pt-archiver's
+    /// rows/s and at most its database CPU per row; archive at twice its rows/s and at most 1.5
+    /// times its database CPU; verify at 250,000 rows/s; every peak under 128 MiB.
     fn targets(&self) {
         println!();
         println!("targets:");
@@ -876,23 +887,23 @@ impl Table {
                 continue;
             };
             let (speed, cpu) = (l.rate() / pt.rate(), l.per_k(1) / pt.per_k(1));
-            let what = if l.name.starts_with("purge") {
-                1.0
+            let (at_least, at_most) = if l.name.starts_with("purge") {
+                (1.0, 1.0)
             } else {
-                1.5
+                (2.0, 1.5)
             };
             println!(
-                "- {}: {speed:.2}× pt-archiver's rows/s (≥ {what}×: {}); database CPU {cpu:.2}× pt-archiver's per row (≤ 2×: {})",
+                "- {}: {speed:.2}× pt-archiver's rows/s (≥ {at_least}×: {}); database CPU {cpu:.2}× pt-archiver's per row (≤ {at_most}×: {})",
                 l.name,
-                mark(speed >= what),
-                mark(cpu <= 2.0)
+                mark(speed >= at_least),
+                mark(cpu <= at_most)
             );
         }
         if let Some(v) = self.lines.iter().find(|l| l.name.starts_with("verify")) {
             println!(
-                "- verify: {:.0} rows/s (≥ 150,000: {})",
+                "- verify: {:.0} rows/s (≥ 250,000: {})",
                 v.rate(),
-                mark(v.rate() >= 150_000.0)
+                mark(v.rate() >= 250_000.0)
             );
         }
         let ours = self

@@ -1,0 +1,113 @@
+//! The `steady` step: purge as a CronJob runs it, beside pt-archiver as an operator would run it
+//! for the same job. The `restore` step purges every row of the table, which lets pt-archiver
+//! walk the primary key and empty each page at once; in production the table holds the days
+//! within the grace period too, and a run deletes the oldest of them — random event ids spread
+//! over the whole key. Here the table's 60 days are archived up to the end of the sixth (a tenth
+//! of the rows), those batches purged, and pt-archiver deletes the same rows — `status =
+//! 'DELIVERED' AND updated_at_ms < the sixth day's end` — from copies of the table: through the
+//! retention index (the rows purge deletes, in the same order) and through the primary key
+//! (pt-archiver's default, which reads every row of the table to find them).
+
+use sqlx::{AssertSqlSafe, Executor};
+
+use super::{pt_archiver, Bench, Runner, Server, Table, CUTOFF_MS, PASSWORD, USER};
+
+/// The end of the sixth of the seeded 60 days: a tenth of the rows lie before it.
+const DAY_SIX_MS: i64 = CUTOFF_MS - 54 * 86_400_000;
+
+pub async fn run(table: &mut Table, runner: &Runner<'_>, server: &Server, bench: &Bench, pt: bool) {
+    let cutoff = DAY_SIX_MS.to_string();
+    let (prefix, _) = runner.run(
+        table,
+        "archive --all-apps (the oldest 6 of 60 days)",
+        bench,
+        &["archive", "--all-apps", "--cutoff", &cutoff],
+    );
+    let copies: Vec<(&str, &str)> = if pt {
+        vec![
+            ("wallet_outbox_by_retention", "idx_wallet_outbox_retention"),
+            ("wallet_outbox_by_primary", "PRIMARY"),
+        ]
+    } else {
+        Vec::new()
+    };
+    let mut admin = server.admin().await;
+    let db = bench.database;
+    for (copy, _) in &copies {
+        for sql in [
+            format!("DROP TABLE IF EXISTS {db}.{copy}"),
+            format!("CREATE TABLE {db}.{copy} LIKE {db}.wallet_outbox"),
+            format!("INSERT INTO {db}.{copy} SELECT * FROM {db}.wallet_outbox"),
+        ] {
+            admin.execute(AssertSqlSafe(sql)).await.unwrap();
+        }
+    }
+    runner.again(
+        table,
+        "purge --grace 0s (the oldest 6 of 60 days)",
+        bench,
+        &prefix,
+        &["purge", "--all-apps", "--grace", "0s"],
+    );
+    let purge_line = table.lines.len() - 1;
+    let purged = table.lines[purge_line].rows;
+    let left: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM {db}.wallet_outbox WHERE updated_at_ms < {cutoff}"
+    )))
+    .fetch_one(&mut admin)
+    .await
+    .unwrap();
+    assert_eq!(left, 0, "purge left rows of the six days");
+    for (copy, index) in &copies {
+        let source = format!(
+            "h=127.0.0.1,P={},u={USER},p={PASSWORD},D={db},t={copy},i={index}",
+            server.port
+        );
+        let (before, child) = pt_archiver(
+            server.pid,
+            &[
+                "--source",
+                &source,
+                "--where",
+                &format!("status = 'DELIVERED' AND updated_at_ms < {cutoff}"),
+                "--limit",
+                "500",
+                "--txn-size",
+                "500",
+                "--purge",
+                "--bulk-delete",
+                "--no-check-charset",
+            ],
+        );
+        let left: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
+            "SELECT COUNT(*) FROM {db}.{copy} WHERE updated_at_ms < {cutoff}"
+        )))
+        .fetch_one(&mut admin)
+        .await
+        .unwrap();
+        assert_eq!(left, 0, "pt-archiver left rows of the six days in {copy}");
+        table.add_external(
+            &format!("pt-archiver --purge --bulk-delete, i={index} (no proof)"),
+            &before,
+            &child,
+            purged,
+            0,
+        );
+        if index.starts_with("idx") {
+            table.lines[purge_line].against = Some(table.lines.len() - 1);
+        }
+    }
+    // The copies go, and the source table is seeded again by the next step that needs it.
+    for (copy, _) in &copies {
+        admin
+            .execute(AssertSqlSafe(format!("DROP TABLE {db}.{copy}")))
+            .await
+            .unwrap();
+    }
+    admin
+        .execute(AssertSqlSafe(format!(
+            "ALTER TABLE {db}.wallet_outbox COMMENT = ''"
+        )))
+        .await
+        .unwrap();
+}
