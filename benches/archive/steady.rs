@@ -42,6 +42,13 @@ pub async fn run(table: &mut Table, runner: &Runner<'_>, server: &Server, bench:
             admin.execute(AssertSqlSafe(sql)).await.unwrap();
         }
     }
+    let digests = std::env::var("BENCH_DIGESTS").is_ok_and(|v| v == "1");
+    if digests {
+        // performance_schema on (MySQL's default): where purge's statement time goes.
+        let _ = admin
+            .execute("TRUNCATE TABLE performance_schema.events_statements_summary_by_digest")
+            .await;
+    }
     runner.again(
         table,
         "purge --grace 0s (the oldest 6 of 60 days)",
@@ -51,6 +58,9 @@ pub async fn run(table: &mut Table, runner: &Runner<'_>, server: &Server, bench:
     );
     let purge_line = table.lines.len() - 1;
     let purged = table.lines[purge_line].rows;
+    if digests {
+        statement_digests(table, &mut admin, db, purged).await;
+    }
     let left: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
         "SELECT COUNT(*) FROM {db}.wallet_outbox WHERE updated_at_ms < {cutoff}"
     )))
@@ -110,4 +120,33 @@ pub async fn run(table: &mut Table, runner: &Runner<'_>, server: &Server, bench:
         )))
         .await
         .unwrap();
+}
+
+/// The statements of `db` since the digests were emptied, by time (performance_schema's digest
+/// summary): per statement shape its count, its time per purged row, rows examined and affected.
+async fn statement_digests(
+    table: &mut Table,
+    admin: &mut sqlx::MySqlConnection,
+    db: &str,
+    rows: u64,
+) {
+    type Digest = (String, u64, f64, u64, u64);
+    let found: Result<Vec<Digest>, _> = sqlx::query_as(
+        "SELECT LEFT(DIGEST_TEXT, 110), COUNT_STAR, SUM_TIMER_WAIT / 1e12, SUM_ROWS_EXAMINED, SUM_ROWS_AFFECTED \
+         FROM performance_schema.events_statements_summary_by_digest \
+         WHERE SCHEMA_NAME = ? ORDER BY SUM_TIMER_WAIT DESC LIMIT 10",
+    )
+    .bind(db)
+    .fetch_all(admin)
+    .await;
+    let Ok(found) = found else {
+        table.note("statement digests: performance_schema is off".into());
+        return;
+    };
+    for (text, count, seconds, examined, affected) in found {
+        table.note(format!(
+            "purge's statements: {count} × `{text}`: {:.1} µs per purged row, {examined} rows examined, {affected} affected",
+            seconds * 1e6 / rows.max(1) as f64
+        ));
+    }
 }
