@@ -622,22 +622,7 @@ fn restore_and_purge(
             "h=127.0.0.1,P={},u={USER},p={PASSWORD},D={},t=wallet_outbox_restored,i=PRIMARY",
             runner.server.port, bench.database
         );
-        let (before, child) = pt_archiver(
-            runner.server.pid,
-            &[
-                "--source",
-                &source,
-                "--where",
-                "1=1",
-                "--limit",
-                "500",
-                "--txn-size",
-                "500",
-                "--purge",
-                "--bulk-delete",
-                "--no-check-charset",
-            ],
-        );
+        let (before, child) = pt_archiver_purge(runner.server.pid, &source, "1=1");
         let purged = table.lines[purge_line].rows;
         table.add_external(
             "pt-archiver --purge --bulk-delete (no proof)",
@@ -655,6 +640,27 @@ fn restore_and_purge(
         prefix,
         &with(&["restore", "--into-source"], &apps_at_once),
     );
+}
+
+/// pt-archiver's purge of the rows of `source` (its DSN) that `selected` (a `--where`) holds, in
+/// transactions of 500 rows, each deleted by one statement — as the bench compares purge with it.
+fn pt_archiver_purge(database_pid: u32, source: &str, selected: &str) -> (Sample, Child) {
+    pt_archiver(
+        database_pid,
+        &[
+            "--source",
+            source,
+            "--where",
+            selected,
+            "--limit",
+            "500",
+            "--txn-size",
+            "500",
+            "--purge",
+            "--bulk-delete",
+            "--no-check-charset",
+        ],
+    )
 }
 
 /// Runs pt-archiver with `args` once the database server is idle: the sample before, and the

@@ -10,7 +10,7 @@
 
 use sqlx::{AssertSqlSafe, Executor};
 
-use super::{pt_archiver, Bench, Runner, Server, Table, CUTOFF_MS, PASSWORD, USER};
+use super::{pt_archiver_purge, Bench, Runner, Server, Table, CUTOFF_MS, PASSWORD, USER};
 
 /// The end of the sixth of the seeded 60 days: a tenth of the rows lie before it.
 const DAY_SIX_MS: i64 = CUTOFF_MS - 54 * 86_400_000;
@@ -61,40 +61,16 @@ pub async fn run(table: &mut Table, runner: &Runner<'_>, server: &Server, bench:
     if digests {
         statement_digests(table, &mut admin, db, purged).await;
     }
-    let left: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-        "SELECT COUNT(*) FROM {db}.wallet_outbox WHERE updated_at_ms < {cutoff}"
-    )))
-    .fetch_one(&mut admin)
-    .await
-    .unwrap();
+    let left = six_days_left(&mut admin, db, "wallet_outbox").await;
     assert_eq!(left, 0, "purge left rows of the six days");
     for (copy, index) in &copies {
         let source = format!(
             "h=127.0.0.1,P={},u={USER},p={PASSWORD},D={db},t={copy},i={index}",
             server.port
         );
-        let (before, child) = pt_archiver(
-            server.pid,
-            &[
-                "--source",
-                &source,
-                "--where",
-                &format!("status = 'DELIVERED' AND updated_at_ms < {cutoff}"),
-                "--limit",
-                "500",
-                "--txn-size",
-                "500",
-                "--purge",
-                "--bulk-delete",
-                "--no-check-charset",
-            ],
-        );
-        let left: i64 = sqlx::query_scalar(AssertSqlSafe(format!(
-            "SELECT COUNT(*) FROM {db}.{copy} WHERE updated_at_ms < {cutoff}"
-        )))
-        .fetch_one(&mut admin)
-        .await
-        .unwrap();
+        let selected = format!("status = 'DELIVERED' AND updated_at_ms < {cutoff}");
+        let (before, child) = pt_archiver_purge(server.pid, &source, &selected);
+        let left = six_days_left(&mut admin, db, copy).await;
         assert_eq!(left, 0, "pt-archiver left rows of the six days in {copy}");
         table.add_external(
             &format!("pt-archiver --purge --bulk-delete, i={index} (no proof)"),
@@ -120,6 +96,16 @@ pub async fn run(table: &mut Table, runner: &Runner<'_>, server: &Server, bench:
         )))
         .await
         .unwrap();
+}
+
+/// The rows of `table` (in `db`) from the six days purged.
+async fn six_days_left(admin: &mut sqlx::MySqlConnection, db: &str, table: &str) -> i64 {
+    sqlx::query_scalar(AssertSqlSafe(format!(
+        "SELECT COUNT(*) FROM {db}.{table} WHERE updated_at_ms < {DAY_SIX_MS}"
+    )))
+    .fetch_one(admin)
+    .await
+    .unwrap()
 }
 
 /// The statements of `db` since the digests were emptied, by time (performance_schema's digest
