@@ -382,7 +382,7 @@ async fn bench(rows: u64) {
     }
     if step("steady") {
         three.prepare(&server, rows, ids).await;
-        steady::run(&mut table, &runner, &server, &three, pt).await;
+        steady::run(&mut table, &runner, &three, pt).await;
     }
     table.print();
     if step("history") {
@@ -715,8 +715,10 @@ fn pt_archiver(database_pid: u32, args: &[&str]) -> (Sample, Child) {
     (before, child)
 }
 
-/// Waits (up to two minutes) until the database server is idle — InnoDB's purge of the rows the
-/// previous step deleted, its flushing — so that a step's database CPU is its own.
+/// Waits (up to two minutes) until the database server's CPU is at rest — InnoDB's purge of the
+/// rows the previous step deleted, its flushing at its own pace — so that a step's database CPU
+/// is its own. Pages left dirty are not waited for: the purge steps write them out first
+/// ([`flush_dirty_pages`]); the other steps start on a server at rest.
 fn settle(database_pid: u32) {
     for _ in 0..120 {
         let before = cpu_seconds(database_pid);

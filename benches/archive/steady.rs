@@ -11,13 +11,14 @@
 use sqlx::{AssertSqlSafe, Executor};
 
 use super::{
-    flush_dirty_pages, pt_archiver_purge, Bench, Runner, Server, Table, CUTOFF_MS, PASSWORD, USER,
+    flush_dirty_pages, pt_archiver_purge, Bench, Runner, Table, CUTOFF_MS, PASSWORD, USER,
 };
 
 /// The end of the sixth of the seeded 60 days: a tenth of the rows lie before it.
 const DAY_SIX_MS: i64 = CUTOFF_MS - 54 * 86_400_000;
 
-pub async fn run(table: &mut Table, runner: &Runner<'_>, server: &Server, bench: &Bench, pt: bool) {
+pub async fn run(table: &mut Table, runner: &Runner<'_>, bench: &Bench, pt: bool) {
+    let server = runner.server;
     let cutoff = DAY_SIX_MS.to_string();
     let (prefix, _) = runner.run(
         table,
@@ -44,6 +45,9 @@ pub async fn run(table: &mut Table, runner: &Runner<'_>, server: &Server, bench:
             admin.execute(AssertSqlSafe(sql)).await.unwrap();
         }
     }
+    // The copies' pages are written out before purge is measured, and purge's before each
+    // pt-archiver run: a step's database CPU is then its own.
+    flush_dirty_pages(&mut admin).await;
     let digests = std::env::var("BENCH_DIGESTS").is_ok_and(|v| v == "1");
     if digests {
         // performance_schema on (MySQL's default): where purge's statement time goes.
@@ -51,9 +55,6 @@ pub async fn run(table: &mut Table, runner: &Runner<'_>, server: &Server, bench:
             .execute("TRUNCATE TABLE performance_schema.events_statements_summary_by_digest")
             .await;
     }
-    // The copies' pages are written out before purge is measured, and purge's before each
-    // pt-archiver run: a step's database CPU is then its own.
-    flush_dirty_pages(&mut admin).await;
     runner.again(
         table,
         "purge --grace 0s (the oldest 6 of 60 days)",
