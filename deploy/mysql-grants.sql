@@ -4,6 +4,11 @@
 --
 -- `migrate` runs as a schema owner (your DBA or migration role), not as these users: it needs
 -- CREATE and ALTER on the database. GET_LOCK/RELEASE_LOCK need no privilege.
+--
+-- Every role reads the layout table (`_layout`, README "Upgrading") in each transaction that
+-- writes, with a shared lock (`LOCK IN SHARE MODE`), which MySQL 8.0.22 and later allow only to
+-- a login that also holds UPDATE, DELETE or LOCK TABLES on the table: hence UPDATE on that one
+-- row's table. No command updates it; `migrate` (the schema owner) does.
 
 -- archive (the hourly CronJob), verify and status: read the outbox, write receipts, members and
 -- run records. No DELETE on the outbox: this role cannot remove a row from it. UPDATE on the
@@ -30,6 +35,7 @@
 CREATE USER IF NOT EXISTS 'outbox_archiver'@'%' IDENTIFIED BY 'CHANGE-ME';
 GRANT SELECT ON `wallet`.`wallet_outbox` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_archiver'@'%';
+GRANT SELECT, UPDATE ON `wallet`.`wallet_outbox_archive_layout` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT, UPDATE ON `wallet`.`wallet_outbox_archive_receipts` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT, UPDATE, DELETE ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_archiver'@'%';
@@ -48,6 +54,7 @@ GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'out
 CREATE USER IF NOT EXISTS 'outbox_purger'@'%' IDENTIFIED BY 'CHANGE-ME';
 GRANT SELECT, DELETE ON `wallet`.`wallet_outbox` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_purger'@'%';
+GRANT SELECT, UPDATE ON `wallet`.`wallet_outbox_archive_layout` TO 'outbox_purger'@'%';
 GRANT SELECT, UPDATE ON `wallet`.`wallet_outbox_archive_receipts` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_purger'@'%';
@@ -64,7 +71,8 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_purg
 -- tables. Restoring into the live table (--into-source) additionally needs INSERT on it and
 -- UPDATE on the receipts (the batch is marked restored, so purge never deletes its rows again),
 -- and, for a batch `compact` compacted, INSERT and UPDATE on the members (the rows put back get
--- their member rows again); grant that for the duration of an incident only.
+-- their member rows again), and UPDATE on the layout table (the shared lock above); grant that
+-- for the duration of an incident only.
 -- CREATE USER IF NOT EXISTS 'outbox_restorer'@'%' IDENTIFIED BY 'CHANGE-ME';
 -- GRANT SELECT, CREATE, DROP, INSERT ON `wallet`.* TO 'outbox_restorer'@'%';
 
@@ -75,6 +83,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_purg
 CREATE USER IF NOT EXISTS 'outbox_compactor'@'%' IDENTIFIED BY 'CHANGE-ME';
 GRANT SELECT ON `wallet`.`wallet_outbox` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_compactor'@'%';
+GRANT SELECT, UPDATE ON `wallet`.`wallet_outbox_archive_layout` TO 'outbox_compactor'@'%';
 GRANT SELECT, UPDATE ON `wallet`.`wallet_outbox_archive_receipts` TO 'outbox_compactor'@'%';
 GRANT SELECT, DELETE ON `wallet`.`wallet_outbox_archive_members` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_compactor'@'%';

@@ -39,7 +39,7 @@ use crate::store::{self, Location};
 #[derive(Debug, Parser)]
 #[command(
     name = "outbox-archiver",
-    version,
+    version = crate::db::layout::BUILD,
     about = "Moves old delivered outbox rows to S3-compatible storage, with proof."
 )]
 pub(crate) struct Cli {

@@ -35,6 +35,9 @@ pub async fn run(db: &Db, spec: &'static TableSpec, opts: &MigrateOptions) -> Su
         }
     }
     let (mut run, error) = migrate(db, spec, opts.with_source_table).await;
+    if let Some(e @ crate::db::DbError::NewerLayout { .. }) = &error {
+        return Summary::unusable(CommandName::Migrate, e.to_string());
+    }
     let mut error = error.map(|e| e.to_string());
     if let (None, Some(rows)) = (&error, opts.seed_rows) {
         match seed_trial(db, spec, rows).await {

@@ -91,6 +91,7 @@ impl CompactQueries {
             .begin()
             .await
             .context(|| context("starting the transaction"))?;
+        super::layout::hold(&mut tx, self.spec).await?;
         let Some((members, in_db)) = self.lock_and_read(&mut tx, app, batch_id).await? else {
             return Ok(Compacted::default());
         };

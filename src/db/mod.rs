@@ -10,6 +10,7 @@ mod columns;
 pub(crate) mod compact;
 pub(crate) mod drills;
 pub(crate) mod home;
+pub(crate) mod layout;
 pub(crate) mod lock;
 pub(crate) mod log_heads;
 pub(crate) mod logs;
@@ -77,6 +78,15 @@ pub enum DbError {
     InsecureTransport { url: String },
     #[error("the archiver's tables are not up to date (migration {missing} is not applied): run `outbox-archiver migrate` first")]
     NotMigrated { missing: String },
+    /// The owned tables were migrated by a newer build to a layout this one does not know: it
+    /// writes nothing (SPEC §20).
+    #[error("the archiver's tables are at layout {found} ({table}, migrated by {migrated_by}), newer than this build knows (outbox-archiver {build}, layout {known}): run that build or a newer one — `outbox-archiver --version` names the layout a build knows; a build never works on a layout newer than its own (README, \"Upgrading\")", build = crate::db::layout::BUILD)]
+    NewerLayout {
+        table: String,
+        found: u32,
+        known: u32,
+        migrated_by: String,
+    },
     #[error("the archiver's table {table} {problem}: run `outbox-archiver migrate {table_flag}` (and check --table / --table-profile: another table's archiver tables do not fit this one)")]
     OwnedTable {
         table: String,

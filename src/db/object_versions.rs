@@ -153,6 +153,7 @@ impl ObjectVersions {
         let pool = &self.pool;
         let context = || format!("recording the new versions of batch {}", v.batch_id);
         let mut tx = pool.begin().await.context(context)?;
+        crate::db::layout::hold(&mut tx, self.spec).await?;
         if !self.receipts.take_versions(&mut tx, v).await? {
             tx.rollback().await.context(context)?;
             return Ok(false);

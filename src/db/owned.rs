@@ -41,7 +41,8 @@ impl OwnedTable {
     }
 }
 
-/// The owned tables of `spec`, in the order they are created.
+/// The owned tables of `spec`, in the order they are created — the layout's last here, made
+/// first by [`create_owned_tables`], so that start-up names a missing receipts table first.
 pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
     vec![
         receipts(spec),
@@ -55,7 +56,22 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         object_versions(spec),
         archived_columns(spec),
         added_values(spec),
+        layout(spec),
     ]
+}
+
+/// The layout version of the owned tables (`db::layout`, migration 19): one row, `id` 1.
+fn layout(spec: &TableSpec) -> OwnedTable {
+    OwnedTable {
+        name: spec.layout_table(),
+        columns: columns(&[
+            ("id", "TINYINT NOT NULL"),
+            ("version", "INT NOT NULL"),
+            ("migrated_by", "VARCHAR(255) NOT NULL"),
+            ("migrated_at_ms", "BIGINT NOT NULL"),
+        ]),
+        keys: vec!["PRIMARY KEY (id)".into()],
+    }
 }
 
 /// One row per batch archived: what it holds, its proof, and what purge, restore and
@@ -154,7 +170,7 @@ fn runs(spec: &TableSpec) -> OwnedTable {
         columns: columns(&[
             ("id", "BIGINT NOT NULL AUTO_INCREMENT"),
             ("app_code", APP_CODE),
-            ("command", "VARCHAR(16) NOT NULL"),
+            ("command_name", "VARCHAR(16) NOT NULL"),
             ("started_at_ms", "BIGINT NOT NULL"),
             ("finished_at_ms", "BIGINT NOT NULL"),
             ("outcome", "VARCHAR(16) NOT NULL"),
@@ -167,7 +183,7 @@ fn runs(spec: &TableSpec) -> OwnedTable {
         .collect(),
         keys: vec![
             "PRIMARY KEY (id)".into(),
-            format!("KEY idx_{prefix}_runs_app (app_code, command, id)"),
+            format!("KEY idx_{prefix}_runs_app (app_code, command_name, id)"),
             runs_worked_key(spec),
         ],
     }
@@ -176,7 +192,7 @@ fn runs(spec: &TableSpec) -> OwnedTable {
 /// The runs table's key of migration 11: an app's last run that worked it, however many skips.
 fn runs_worked_key(spec: &TableSpec) -> String {
     format!(
-        "KEY idx_{}_runs_worked (app_code, command, worked, id)",
+        "KEY idx_{}_runs_worked (app_code, command_name, worked, id)",
         spec.owned_prefix
     )
 }
@@ -503,7 +519,16 @@ impl Db {
 /// Creates `spec`'s owned tables from the spec (`CREATE TABLE IF NOT EXISTS`: a rerun is a
 /// no-op), and brings a members table of the layout before issue 26 to today's.
 pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result<(), DbError> {
-    for table in owned_tables(spec) {
+    // The layout first: a newer one is refused before anything changes, and one this build
+    // raises is raised before the tables change (`db::layout`).
+    let [tables @ .., layout] = &owned_tables(spec)[..] else {
+        unreachable!("the layout table is listed last");
+    };
+    pool.execute(sqlx::AssertSqlSafe(layout.create_statement()))
+        .await
+        .context(|| format!("creating {}", layout.name))?;
+    super::layout::begin_migration(pool, spec).await?;
+    for table in tables {
         pool.execute(sqlx::AssertSqlSafe(table.create_statement()))
             .await
             .context(|| format!("creating {}", table.name))?;
@@ -551,6 +576,14 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
     }
     add_findings_columns(pool, &receipts).await?;
     let runs = spec.runs_table();
+    // Migration 19's twin: what stops the builds before the fence at start-up.
+    if has_column(pool, &runs, "command").await? {
+        pool.execute(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {runs} RENAME COLUMN command TO command_name"
+        )))
+        .await
+        .context(|| format!("renaming {runs}.command (the fence: README, \"Upgrading\")"))?;
+    }
     if !has_column(pool, &runs, "run_id").await? {
         let mut added: Vec<String> = RUNS_TOLD_COLUMNS
             .iter()

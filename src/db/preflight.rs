@@ -33,7 +33,12 @@ impl Privilege {
             Privilege::Select => format!("EXPLAIN SELECT * FROM {table} WHERE 1 = 0"),
             Privilege::Insert => format!("EXPLAIN INSERT INTO {table} () VALUES ()"),
             Privilege::Update => {
-                format!("EXPLAIN UPDATE {table} SET app_code = app_code WHERE 1 = 0")
+                // A column the table has: every owned table's app code, the layout's version.
+                let column = match table.ends_with("_layout") {
+                    true => "version",
+                    false => "app_code",
+                };
+                format!("EXPLAIN UPDATE {table} SET {column} = {column} WHERE 1 = 0")
             }
             Privilege::Delete => format!("EXPLAIN DELETE FROM {table} WHERE 1 = 0"),
         }

@@ -112,6 +112,7 @@ impl Recorder {
             .begin()
             .await
             .context(|| format!("starting the receipt transaction of batch {batch}"))?;
+        super::layout::hold(&mut tx, self.spec).await?;
         let head = self.receipts.lock_head(&mut tx, &receipt.app_code).await?;
         let last = &receipt.content.last;
         // The cursor is the greatest last cursor among the receipts: a straggler batch may record

@@ -247,6 +247,7 @@ impl<'a> TargetTable<'a> {
             .await
             .context(|| format!("starting a restore transaction into {table}"))?;
         if let Some(source) = into_source {
+            super::layout::hold(&mut tx, spec).await?;
             source.lock_receipt(&mut tx, spec, app).await?;
         }
         let all: Vec<&Row> = rows.iter().collect();
@@ -291,6 +292,7 @@ impl<'a> TargetTable<'a> {
             .await
             .context(|| format!("starting a restore transaction into {table}"))?;
         if let Some(source) = into_source {
+            super::layout::hold(&mut tx, spec).await?;
             source.lock_receipt(&mut tx, spec, app).await?;
         }
         let existing = select_rows(&mut tx, spec, table, app, rows.iter().map(id), true).await?;

@@ -198,7 +198,7 @@ pub(crate) struct RunFilter<'a> {
 
 /// What every read of the runs selects, in [`Run`]'s order.
 const COLUMNS: &str =
-    "CAST(app_code AS CHAR) AS app_code, command, started_at_ms, finished_at_ms, \
+    "CAST(app_code AS CHAR) AS app_code, command_name AS command, started_at_ms, finished_at_ms, \
      outcome, batches, row_count, error, CAST(run_id AS CHAR) AS run_id, store, stop_reason, \
      dry_run, findings";
 
@@ -220,7 +220,7 @@ impl Runs {
     pub(crate) async fn record(&self, run: &Record<'_>) -> Result<(), DbError> {
         let pool = &self.pool;
         let sql = format!(
-            "INSERT INTO {} (app_code, command, started_at_ms, finished_at_ms, outcome, batches, \
+            "INSERT INTO {} (app_code, command_name, started_at_ms, finished_at_ms, outcome, batches, \
              row_count, error, run_id, store, stop_reason, dry_run, worked, findings) \
              VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
             self.spec.runs_table()
@@ -268,7 +268,7 @@ impl Runs {
         let pool = &self.pool;
         let sql = format!(
             "SELECT {COLUMNS} FROM {} WHERE app_code = ? AND CAST(app_code AS BINARY) = CAST(? AS BINARY) \
-             AND command = ? AND worked = TRUE ORDER BY id DESC LIMIT 1",
+             AND command_name = ? AND worked = TRUE ORDER BY id DESC LIMIT 1",
             self.spec.runs_table()
         );
         // Byte for byte: apps whose codes differ only in case are two where the source's app
@@ -311,7 +311,7 @@ impl Runs {
             qb.push(" AND app_code = ").push_bind(app);
         }
         if let Some(command) = filter.command {
-            qb.push(" AND command = ").push_bind(command);
+            qb.push(" AND command_name = ").push_bind(command);
         }
         if let Some(since) = filter.since_ms {
             // A run is recorded as it ends, after it started: none that started at `since` or

@@ -44,6 +44,8 @@ impl Db {
                 });
             }
         }
+        // Before the tables are held to this build's: a newer layout may have changed them.
+        self.check_layout(spec).await?;
         self.check_owned_tables(spec).await?;
         self.check_archived_columns(spec).await?;
         self.check_collations(spec).await

@@ -283,6 +283,11 @@ impl TableSpec {
         format!("{}_runs", self.owned_prefix)
     }
 
+    /// The layout version of the owned tables, one row (`db::layout`, migration 19).
+    pub(crate) fn layout_table(&self) -> String {
+        format!("{}_layout", self.owned_prefix)
+    }
+
     /// The archive's home: the store it is bound to, and its moves.
     pub(crate) fn home_table(&self) -> String {
         format!("{}_home", self.owned_prefix)

@@ -28,6 +28,9 @@ pub(crate) enum Kind {
     LostLock,
     /// The operator asked the run to stop (shutdown, the sentinel) while the work was in hand.
     Stopped,
+    /// The database's layout is newer than this build's (SPEC §20): no app can go on, and
+    /// the run ends as one that could not start would (exit status 2).
+    Fenced,
     /// Anything else: another attempt would meet it again.
     Fatal,
 }
@@ -53,9 +56,10 @@ pub(crate) trait Classify {
 
 impl Classify for DbError {
     fn kind(&self) -> Kind {
-        match self.is_transient() {
-            true => Kind::Transient,
-            false => Kind::Fatal,
+        match self {
+            DbError::NewerLayout { .. } => Kind::Fenced,
+            e if e.is_transient() => Kind::Transient,
+            _ => Kind::Fatal,
         }
     }
 }

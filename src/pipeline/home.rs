@@ -551,6 +551,7 @@ async fn record_move(
     use crate::db::Context as _;
     let context = || "recording the archive's move".to_string();
     let mut tx = ctx.db.pool.begin().await.context(context)?;
+    crate::db::layout::hold(&mut tx, ctx.spec).await?;
     if !ctx.tables.homes.insert(&mut *tx, home).await? {
         tx.rollback().await.context(context)?;
         return Ok(false);

@@ -17,10 +17,17 @@ pub(crate) async fn migrate(
     let tables_before = db.existing_tables().await.unwrap_or_default();
     let applied_before = db.applied_migrations().await.unwrap_or_default();
     let result = async {
+        // A layout a newer build migrated to is refused before anything changes (SPEC §20):
+        // this build's migrations would not know the newer ones.
+        if let Some(layout) = db.layout(spec).await? {
+            layout.held(spec)?;
+        }
         match spec.owned_by {
             OwnedBy::Migrations => db::migrate(&db.pool).await?,
             OwnedBy::Spec => db::owned::create_owned_tables(&db.pool, spec).await?,
         }
+        db.sign_layout(spec, crate::pipeline::system_clock()())
+            .await?;
         if with_source_table {
             db::create_source_table(&db.pool, spec).await?;
         }

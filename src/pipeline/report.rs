@@ -333,11 +333,20 @@ impl Summary {
         self
     }
 
-    /// 2 a command that looks (verify, find, doctor) could not look; 1 it found a problem, an
+    /// 2 a command that looks (verify, find, doctor) could not look, or an app met a layout newer
+    /// than this build's; 1 it found a problem, an
     /// app failed, a restore met conflicts, or the run had an error; 130 a Ctrl-C (SIGINT)
     /// stopped an app of an otherwise clean run, so that `archive && purge` does not go on
     /// (SIGTERM, a CronJob being stopped, stays a clean stop).
     fn implied_exit_code(&self) -> i32 {
+        // A layout newer than this build's (SPEC §20) is the configuration's, whatever the command.
+        if self
+            .apps
+            .iter()
+            .any(|a| a.failure == Some(super::failure::Kind::Fenced))
+        {
+            return 2;
+        }
         let app_errors = self.apps.iter().any(|a| a.error.is_some());
         let looked = match &self.details {
             Some(RunDetails::Verify(run)) if self.error.is_some() || app_errors => Some(2),

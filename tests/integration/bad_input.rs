@@ -300,7 +300,7 @@ async fn an_unmigrated_database_asks_for_migrate() {
     for sql in [
         "ALTER TABLE wallet_outbox_archive_receipts DROP COLUMN purged_rows",
         "DROP TABLE wallet_outbox_archive_runs",
-        "DELETE FROM _sqlx_migrations WHERE version IN (20260101000002, 20260101000011)",
+        "DELETE FROM _sqlx_migrations WHERE version IN (20260101000002, 20260101000011, 20260101000019)",
     ] {
         sqlx::query(sql).execute(&db.db.pool).await.unwrap();
     }

@@ -55,6 +55,7 @@ mod store_contract;
 mod support;
 mod tables;
 mod tls;
+mod upgrade;
 mod verify;
 mod versions;
 mod wedges;

@@ -305,6 +305,7 @@ impl PurgeQueries {
             .begin()
             .await
             .context(|| format!("starting a purge transaction of batch {batch_id}"))?;
+        crate::db::layout::hold(&mut tx, self.spec).await?;
         let restored_at_ms = self.lock_receipt(&mut tx, app, batch_id).await?;
         if restored_at_ms.is_some() && !include_restored {
             return Ok(Attempt::Done(Chunk {
@@ -542,6 +543,7 @@ impl PurgeQueries {
             .begin()
             .await
             .context(|| format!("starting the transaction that finishes batch {batch_id}"))?;
+        crate::db::layout::hold(&mut tx, self.spec).await?;
         for chunk in gone.chunks(PURGE_CHUNK) {
             let mut qb = self.over_rows(Over::Read, flavour, app, chunk.iter().copied(), None);
             qb.push(match flavour {

@@ -119,6 +119,7 @@ impl Receipts {
                 .begin()
                 .await
                 .context(|| format!("starting to link app {app}'s receipts"))?;
+            crate::db::layout::hold(&mut tx, self.spec).await?;
             let head = self.lock_head(&mut tx, &app).await?;
             linked += self.link_pending(&mut tx, &app, head).await?;
             tx.commit()
@@ -188,6 +189,7 @@ impl Receipts {
             .begin()
             .await
             .context(|| format!("starting to record app {app}'s leaves"))?;
+        crate::db::layout::hold(&mut tx, self.spec).await?;
         let mut set = 0;
         for chunk in leaves.chunks(500) {
             let cases = "WHEN ? THEN ? ".repeat(chunk.len());

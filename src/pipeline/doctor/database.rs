@@ -139,7 +139,8 @@ impl GrantsFor {
     /// so is the table of the values purge records for columns a batch's lines lack (start-up
     /// checks every owned table; purge writes it, restore reads it). The object versions table
     /// too: the archive role writes it (`relocate` and `verify --batch-id` record objects under
-    /// new versions: a verify role without INSERT reports them instead, saying so).
+    /// new versions: a verify role without INSERT reports them instead, saying so). And the
+    /// layout table.
     fn of_table(self, spec: &TableSpec, needs: &mut Vec<(String, &'static [Privilege])>) {
         use Privilege::*;
         if spec.owned_by == crate::model::table::OwnedBy::Spec {
@@ -160,6 +161,16 @@ impl GrantsFor {
             _ => &[Select],
         };
         needs.push((spec.object_versions_table(), versions));
+        // The layout, read at every start; a command that writes reads it in each transaction
+        // with a shared lock, which MySQL 8.0.22+ allows only with UPDATE (`db::layout`).
+        let layout: &'static [Privilege] = match self {
+            GrantsFor::Archive
+            | GrantsFor::Purge
+            | GrantsFor::Compact
+            | GrantsFor::RestoreIntoSource => &[Select, Update],
+            GrantsFor::Verify | GrantsFor::Status | GrantsFor::Restore => &[Select],
+        };
+        needs.push((spec.layout_table(), layout));
     }
 }
 
@@ -302,8 +313,9 @@ async fn tables(db: &Db, spec: &TableSpec) -> Check {
         Ok(()) => Check::ok(
             "tables",
             format!(
-                "{} and the archiver's tables are in place, every migration applied; event ids compare in binary and app codes as finely as the source's",
-                spec.name
+                "{} and the archiver's tables are in place, every migration applied (archive layout {}); event ids compare in binary and app codes as finely as the source's",
+                spec.name,
+                crate::db::layout::LAYOUT
             ),
         ),
         Err(DbError::NotMigrated { missing }) => Check::problem(

@@ -1,6 +1,9 @@
 //! The real binary, run as an operator would: a clean environment, its exit status, its JSON
 //! summary and everything it printed; and the ports of servers a test starts beside it.
 
+use super::database::TestDb;
+use super::s3::TestS3;
+
 /// The binary under test: the one this build made, or `OUTBOX_ARCHIVER_TEST_BINARY` — another
 /// build's, to see a new test fail on the old code (`OUTBOX_ARCHIVER_TEST_BINARY=/tmp/old-build
 /// cargo test --test integration NAME`).
@@ -45,7 +48,12 @@ pub async fn run_cli_output(args: &[&str], envs: &[(&str, String)]) -> std::proc
 
 /// Runs the binary with a clean environment (no AWS config of the machine) plus `envs`.
 pub async fn run_cli(args: &[&str], envs: &[(&str, String)]) -> Run {
-    let mut cmd = tokio::process::Command::new(binary());
+    run_binary(&binary(), args, envs).await
+}
+
+/// [`run_cli`] of the binary at `path` (another build's: [`older_build`]).
+pub async fn run_binary(path: &str, args: &[&str], envs: &[(&str, String)]) -> Run {
+    let mut cmd = tokio::process::Command::new(path);
     cmd.args(args)
         .env_clear()
         .env("PATH", std::env::var("PATH").unwrap_or_default())
@@ -120,4 +128,32 @@ pub fn migrations() -> usize {
                 .is_ok_and(|e| e.path().extension().is_some_and(|x| x == "sql"))
         })
         .count()
+}
+
+/// The binary of `commit`, an older commit of this repository, built by `.ci/old-build` (once
+/// per machine: kept under target/old-builds/; the tests that ask for one build take turns).
+/// What an upgrade meets: a pod of the older build still running, an image rolled back.
+pub async fn older_build(commit: &'static str) -> String {
+    static BUILDING: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+    let _turn = BUILDING.lock().await;
+    let out = tokio::process::Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.ci/old-build"))
+        .arg(commit)
+        .output()
+        .await
+        .expect(".ci/old-build runs");
+    assert!(
+        out.status.success(),
+        ".ci/old-build {commit} failed: {}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    String::from_utf8(out.stdout).unwrap().trim().to_string()
+}
+
+/// What the binary needs to work on `db`'s tables and `s3`'s bucket, under `db`'s own lock
+/// prefix (parallel tests never share an advisory lock): the environment a CronJob sets.
+pub fn cli_envs(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    envs
 }
