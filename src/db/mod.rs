@@ -544,6 +544,8 @@ where
                 Value::Int(v) => values.push_bind(*v),
                 Value::Text(s) => values.push_bind(s.as_str()),
                 Value::Bytes(b) => values.push_bind(b.as_slice()),
+                Value::Float(bits) => values.push_bind(f32::from_bits(*bits)),
+                Value::Double(bits) => values.push_bind(f64::from_bits(*bits)),
             };
         }
     });

@@ -602,6 +602,13 @@ pub(crate) fn value_at<'r>(
     let value = match column.kind {
         Kind::Int => row.try_get::<Option<i64>, _>(i)?.map(ValueRef::Int),
         Kind::Blob => row.try_get::<Option<&[u8]>, _>(i)?.map(ValueRef::Bytes),
+        // The value's own bytes (the binary protocol): never the server's text of it.
+        Kind::Float => row
+            .try_get::<Option<f32>, _>(i)?
+            .map(|v| ValueRef::Float(v.to_bits())),
+        Kind::Double => row
+            .try_get::<Option<f64>, _>(i)?
+            .map(|v| ValueRef::Double(v.to_bits())),
         _ => row.try_get::<Option<&str>, _>(i)?.map(ValueRef::Text),
     };
     match value {

@@ -21,6 +21,10 @@ pub enum Value {
     Int(i64),
     Text(String),
     Bytes(Vec<u8>),
+    /// A `FLOAT`'s IEEE-754 binary32 bits (compared bit for bit: `-0.0` is not `0.0`).
+    Float(u32),
+    /// A `DOUBLE`'s IEEE-754 binary64 bits.
+    Double(u64),
 }
 
 impl Value {
@@ -47,6 +51,8 @@ pub enum ValueRef<'a> {
     Int(i64),
     Text(&'a str),
     Bytes(&'a [u8]),
+    Float(u32),
+    Double(u64),
 }
 
 impl Value {
@@ -56,6 +62,8 @@ impl Value {
             Value::Int(v) => ValueRef::Int(*v),
             Value::Text(s) => ValueRef::Text(s),
             Value::Bytes(b) => ValueRef::Bytes(b),
+            Value::Float(bits) => ValueRef::Float(*bits),
+            Value::Double(bits) => ValueRef::Double(*bits),
         }
     }
 }
@@ -74,6 +82,8 @@ impl<'a> ValueRef<'a> {
             ValueRef::Int(v) => Value::Int(v),
             ValueRef::Text(s) => Value::Text(s.to_string()),
             ValueRef::Bytes(b) => Value::Bytes(b.to_vec()),
+            ValueRef::Float(bits) => Value::Float(bits),
+            ValueRef::Double(bits) => Value::Double(bits),
         }
     }
 
@@ -136,6 +146,12 @@ fn write_value(out: &mut Vec<u8>, column: &Column, value: ValueRef<'_>) {
         (Kind::Blob, ValueRef::Bytes(b)) => {
             write_str(out, &base64::engine::general_purpose::STANDARD.encode(b))
         }
+        (Kind::Float, ValueRef::Float(bits)) => {
+            out.extend_from_slice(shortest_f32(f32::from_bits(bits)).as_bytes())
+        }
+        (Kind::Double, ValueRef::Double(bits)) => {
+            out.extend_from_slice(shortest_f64(f64::from_bits(bits)).as_bytes())
+        }
         (kind, value) => panic!("column {} of kind {kind:?} holds {value:?}", column.name),
     }
 }
@@ -155,6 +171,55 @@ pub(crate) fn decode_value(column: &Column, json: &str) -> Result<Value, String>
         .deserialize(&mut de)
         .and_then(|v| de.end().map(|_| v))
         .map_err(|e| format!("{}: {e}", column.name))
+}
+
+/// A FLOAT's value as a line writes it: the shortest decimal that reads back to the same bits
+/// (ryu's form: `0.1`, `1e-7`, `16777216.0`, `-0.0`). A server never holds NaN or an infinity.
+pub(crate) fn shortest_f32(v: f32) -> String {
+    ryu::Buffer::new().format_finite(v).to_string()
+}
+
+/// A DOUBLE's value as a line writes it (see [`shortest_f32`]).
+pub(crate) fn shortest_f64(v: f64) -> String {
+    ryu::Buffer::new().format_finite(v).to_string()
+}
+
+/// A FLOAT or DOUBLE column's value from a line's number text: read back exactly (Rust's
+/// parsing rounds correctly) and held to be the shortest form of those bits, so that one value
+/// has one line.
+fn float_value(column: &Column, text: &str) -> Result<Value, String> {
+    let not_shortest = |shortest: String| {
+        format!(
+            "{}: {text} is not the shortest decimal of its {} value ({shortest})",
+            column.json_key,
+            column.kind.encoding()
+        )
+    };
+    let bad = |e: std::num::ParseFloatError| format!("{}: {text}: {e}", column.json_key);
+    if text.starts_with('"') {
+        return Err(format!(
+            "{}: {text} is a string, not a number",
+            column.json_key
+        ));
+    }
+    match column.kind {
+        Kind::Float => {
+            let v: f32 = text.parse().map_err(bad)?;
+            let shortest = shortest_f32(v);
+            match v.is_finite() && shortest == text {
+                true => Ok(Value::Float(v.to_bits())),
+                false => Err(not_shortest(shortest)),
+            }
+        }
+        _ => {
+            let v: f64 = text.parse().map_err(bad)?;
+            let shortest = shortest_f64(v);
+            match v.is_finite() && shortest == text {
+                true => Ok(Value::Double(v.to_bits())),
+                false => Err(not_shortest(shortest)),
+            }
+        }
+    }
 }
 
 fn write_str(out: &mut Vec<u8>, s: &str) {
@@ -244,6 +309,18 @@ impl<'de> DeserializeSeed<'de> for ValueSeed<'_> {
 
     fn deserialize<D: de::Deserializer<'de>>(self, deserializer: D) -> Result<Value, D::Error> {
         let column = self.0;
+        if column.kind.is_float() {
+            let raw = match column.nullable {
+                true => Option::<Box<serde_json::value::RawValue>>::deserialize(deserializer)?,
+                false => Some(Box::<serde_json::value::RawValue>::deserialize(
+                    deserializer,
+                )?),
+            };
+            return match raw {
+                None => Ok(Value::Null),
+                Some(raw) => float_value(column, raw.get()).map_err(de::Error::custom),
+            };
+        }
         if column.kind == Kind::Int {
             let v = match column.nullable {
                 true => Option::<i64>::deserialize(deserializer)?,
@@ -463,6 +540,17 @@ impl<'de> Visitor<'de> for RowScan<'_> {
                 scanned.keep_int(self.layout, index, v);
                 continue;
             }
+            if column.kind.is_float() {
+                // Never a fact (no total takes one): held to its shortest form.
+                let raw = match column.nullable {
+                    true => map.next_value::<Option<&serde_json::value::RawValue>>()?,
+                    false => Some(map.next_value::<&serde_json::value::RawValue>()?),
+                };
+                if let Some(raw) = raw {
+                    float_value(column, raw.get()).map_err(de::Error::custom)?;
+                }
+                continue;
+            }
             if total.is_none() && !matches!(column.kind, Kind::Blob | Kind::Timestamp) {
                 // Not a fact: only held to be a string (unescaped by the parser, not copied).
                 match column.nullable {
@@ -603,6 +691,95 @@ pub(crate) mod tests {
             Value::Int(1_700_000_000_000),
             Value::Int(1_700_000_000_123),
         ]
+    }
+
+    fn float_column(kind: Kind) -> Column {
+        Column {
+            name: "rate",
+            json_key: "rate",
+            kind,
+            nullable: true,
+            unsigned: false,
+        }
+    }
+
+    /// The shortest decimal that reads back to the same bits, as a line writes it: fixed
+    /// vectors at the edges (the smallest subnormal, the largest finite, a negative zero,
+    /// exponents, a FLOAT's 2^24), each read back to its bits.
+    #[test]
+    fn a_float_is_its_shortest_decimal_and_reads_back_bit_for_bit() {
+        let doubles: [(f64, &str); 9] = [
+            (0.1, "0.1"),
+            (-0.0, "-0.0"),
+            (1.0, "1.0"),
+            (5e-324, "5e-324"),
+            (f64::MAX, "1.7976931348623157e308"),
+            (1e21, "1e21"),
+            (123_456.789, "123456.789"),
+            (-2.5e-10, "-2.5e-10"),
+            (0.30000000000000004, "0.30000000000000004"),
+        ];
+        let double = float_column(Kind::Double);
+        for (v, text) in doubles {
+            assert_eq!(shortest_f64(v), text);
+            assert_eq!(encode_value(&double, ValueRef::Double(v.to_bits())), text);
+            assert_eq!(decode_value(&double, text), Ok(Value::Double(v.to_bits())));
+        }
+        let floats: [(f32, &str); 6] = [
+            (0.1, "0.1"),
+            (16_777_216.0, "16777216.0"),
+            (f32::MAX, "3.4028235e38"),
+            (1e-7, "1e-7"),
+            (-0.0, "-0.0"),
+            (f32::from_bits(1), "1e-45"),
+        ];
+        let float = float_column(Kind::Float);
+        for (v, text) in floats {
+            assert_eq!(shortest_f32(v), text);
+            assert_eq!(encode_value(&float, ValueRef::Float(v.to_bits())), text);
+            assert_eq!(decode_value(&float, text), Ok(Value::Float(v.to_bits())));
+        }
+        assert_eq!(decode_value(&float, "null"), Ok(Value::Null));
+        assert_ne!(
+            Value::Double((-0.0f64).to_bits()),
+            Value::Double(0.0f64.to_bits())
+        );
+    }
+
+    /// One value, one line: any other spelling of a number (trailing zeros, no fraction, an
+    /// upper-case exponent, a FLOAT written with a DOUBLE's digits) or a string is refused.
+    #[test]
+    fn a_float_in_another_spelling_is_refused() {
+        let double = float_column(Kind::Double);
+        for text in ["0.10", "1", "1E21", "\"0.1\"", "1e400", "00.1"] {
+            assert!(decode_value(&double, text).is_err(), "{text}");
+        }
+        let float = float_column(Kind::Float);
+        let widened = shortest_f64(f64::from(0.1f32));
+        assert_eq!(widened, "0.10000000149011612");
+        assert!(decode_value(&float, &widened).is_err());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn every_finite_double_and_float_reads_back_to_its_bits(bits: u64, bits32: u32) {
+            let v = f64::from_bits(bits);
+            if v.is_finite() {
+                let text = shortest_f64(v);
+                proptest::prop_assert_eq!(
+                    decode_value(&float_column(Kind::Double), &text),
+                    Ok(Value::Double(bits))
+                );
+            }
+            let v = f32::from_bits(bits32);
+            if v.is_finite() {
+                let text = shortest_f32(v);
+                proptest::prop_assert_eq!(
+                    decode_value(&float_column(Kind::Float), &text),
+                    Ok(Value::Float(bits32))
+                );
+            }
+        }
     }
 
     #[test]

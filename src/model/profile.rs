@@ -109,6 +109,10 @@ pub(crate) enum Encoding {
     Datetime,
     /// `"YYYY-MM-DDTHH:MM:SS[.f…]Z"`, UTC (`TIMESTAMP`).
     Timestamp,
+    /// The shortest decimal that reads back to the same binary32 bits, a JSON number (`FLOAT`).
+    Float,
+    /// The shortest decimal that reads back to the same binary64 bits, a JSON number (`DOUBLE`).
+    Double,
 }
 
 impl Encoding {
@@ -121,6 +125,8 @@ impl Encoding {
             Encoding::Decimal => Kind::Decimal,
             Encoding::Datetime => Kind::DateTime,
             Encoding::Timestamp => Kind::Timestamp,
+            Encoding::Float => Kind::Float,
+            Encoding::Double => Kind::Double,
         }
     }
 }
@@ -210,9 +216,11 @@ impl LiveColumn {
             "decimal" | "numeric" => Kind::Decimal,
             "datetime" | "date" => Kind::DateTime,
             "timestamp" => Kind::Timestamp,
+            "float" => Kind::Float,
+            "double" | "real" => Kind::Double,
             _ => {
                 return Err(format!(
-                    "column {} is {}, which the archiver has no exact encoding for (floating point, bit, time, spatial): change its type or leave it out of this table",
+                    "column {} is {}, which the archiver has no exact encoding for (bit, time, spatial): change its type or leave it out of this table",
                     self.name, self.column_type
                 ))
             }
@@ -231,6 +239,8 @@ impl LiveColumn {
             }
             Kind::DateTime => matches!(self.data_type.as_str(), "datetime" | "date"),
             Kind::Timestamp => self.data_type == "timestamp",
+            Kind::Float => self.data_type == "float",
+            Kind::Double => matches!(self.data_type.as_str(), "double" | "real"),
         }
     }
 }
@@ -453,6 +463,31 @@ impl LiveColumn {
 /// stored column added to the table since (in table order), each archived under its name and
 /// encoded by its SQL type — the archive holds the whole row (SPEC §4). A generated column is
 /// left out (derived); an added column the archiver cannot hold exactly is refused, naming it.
+/// The stored columns of `live` that a built-in `spec` does not have, each as doctor says it
+/// (`rate (double, archived as double)`), and every one [`with_added_columns`] would refuse, with
+/// why — all of them, not the first.
+pub(crate) fn added_columns(spec: &TableSpec, live: &[LiveColumn]) -> (Vec<String>, Vec<String>) {
+    let (mut added, mut refused) = (Vec::new(), Vec::new());
+    for l in live.iter().filter(|l| {
+        !l.generated
+            && !spec
+                .columns
+                .iter()
+                .any(|c| c.name.eq_ignore_ascii_case(&l.name))
+    }) {
+        match l.by_type(spec.name) {
+            Ok(c) => added.push(format!(
+                "{} ({}, archived as {})",
+                l.name,
+                l.column_type,
+                c.kind.encoding()
+            )),
+            Err(why) => refused.push(why),
+        }
+    }
+    (added, refused)
+}
+
 pub(crate) fn with_added_columns(
     spec: &'static TableSpec,
     live: &[LiveColumn],
@@ -930,9 +965,9 @@ mod tests {
         let e = refusal("table = \"t\"\n[columns.nope]\njson_key = \"x\"", &table);
         assert!(e.contains("column nope"), "{e}");
         let mut floats = ledger();
-        floats.push(live("rate", "double", "double", false));
+        floats.push(live("rate", "bit", "bit(1)", false));
         let e = refusal("table = \"t\"", &floats);
-        assert!(e.contains("column rate is double"), "{e}");
+        assert!(e.contains("column rate is bit(1)"), "{e}");
         let mut generated = ledger();
         generated[10].generated = true;
         let e = refusal("table = \"t\"", &generated);
@@ -1012,10 +1047,10 @@ mod tests {
         );
         assert!(spec.is_builtin() && spec.is_fixed("user_id") && !spec.is_fixed("region"));
         assert!(std::ptr::eq(spec.base().unwrap(), &WALLET_OUTBOX));
-        table.push(live("rate", "double", "double", true));
+        table.push(live("rate", "time", "time", true));
         let e = with_added_columns(&WALLET_OUTBOX, &table).unwrap_err();
         assert!(
-            e.contains("column rate is double") && e.contains("--table-profile"),
+            e.contains("column rate is time") && e.contains("--table-profile"),
             "{e}"
         );
         table.pop();

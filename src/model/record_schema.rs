@@ -87,6 +87,14 @@ fn json_type(kind: Kind) -> (&'static str, Option<&'static str>) {
             "string",
             Some("YYYY-MM-DDTHH:MM:SS[.f…]Z: the instant in UTC; as many fraction digits as the column's precision."),
         ),
+        Kind::Float => (
+            "number",
+            Some("IEEE-754 binary32 (FLOAT): the shortest decimal that reads back to the same bits, as ryu writes it (-0.0 kept)."),
+        ),
+        Kind::Double => (
+            "number",
+            Some("IEEE-754 binary64 (DOUBLE): the shortest decimal that reads back to the same bits, as ryu writes it (-0.0 kept)."),
+        ),
     }
 }
 
@@ -115,7 +123,7 @@ fn insert_form(kind: Kind, property: &mut Map<String, Value>) {
                 json!("^[0-9]{4}-[0-9]{2}-[0-9]{2}T[0-9]{2}:[0-9]{2}:[0-9]{2}(\\.[0-9]{1,6})?Z$"),
             );
         }
-        Kind::Text | Kind::JsonText => {}
+        Kind::Text | Kind::JsonText | Kind::Float | Kind::Double => {}
     }
 }
 

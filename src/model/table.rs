@@ -29,6 +29,13 @@ pub enum Kind {
     /// `TIMESTAMP` → `"YYYY-MM-DDTHH:MM:SS[.f…]Z"`: the instant in UTC (every archiver session
     /// runs with `time_zone = '+00:00'`), whatever the server's own time zone.
     Timestamp,
+    /// `FLOAT` (IEEE-754 binary32) → a JSON number: the shortest decimal that reads back to the
+    /// same bits (`0.1`, `1e-7`, `-0.0`), as ryu writes it; read from the server as its four
+    /// bytes, never as text.
+    Float,
+    /// `DOUBLE` / `REAL` (IEEE-754 binary64) → a JSON number, the shortest decimal that reads
+    /// back to the same bits, as ryu writes it.
+    Double,
 }
 
 impl Kind {
@@ -39,7 +46,7 @@ impl Kind {
             Kind::DateTime | Kind::Timestamp => {
                 format!("REPLACE(CAST({column} AS CHAR), ' ', 'T')")
             }
-            Kind::Text | Kind::Int | Kind::Blob => column.to_string(),
+            Kind::Text | Kind::Int | Kind::Blob | Kind::Float | Kind::Double => column.to_string(),
         }
     }
 
@@ -53,12 +60,19 @@ impl Kind {
             Kind::Decimal => "decimal",
             Kind::DateTime => "datetime",
             Kind::Timestamp => "timestamp",
+            Kind::Float => "float",
+            Kind::Double => "double",
         }
     }
 
-    /// Whether a value is carried as text (every kind but integers and binary).
+    /// Whether a value is carried as text (every kind but numbers and binary).
     pub(crate) fn is_text(self) -> bool {
-        !matches!(self, Kind::Int | Kind::Blob)
+        !matches!(self, Kind::Int | Kind::Blob | Kind::Float | Kind::Double)
+    }
+
+    /// An IEEE-754 kind (its values are bits, written as their shortest decimal).
+    pub(crate) fn is_float(self) -> bool {
+        matches!(self, Kind::Float | Kind::Double)
     }
 }
 

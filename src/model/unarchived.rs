@@ -231,7 +231,7 @@ mod tests {
         assert!(Unarchived::of(&WALLET_OUTBOX, &table).is_empty());
         table.push(live("region", "varchar", false));
         table.push(live("bucket", "bigint", true));
-        table.push(live("rate", "double", false));
+        table.push(live("rate", "time", false));
         table.push(live("odd-name", "varchar", false));
         let unarchived = Unarchived::of(&WALLET_OUTBOX, &table);
         let names: Vec<&str> = unarchived.columns.iter().map(|c| c.name.as_str()).collect();
@@ -241,7 +241,7 @@ mod tests {
             .column
             .as_ref()
             .unwrap_err()
-            .contains("double"));
+            .contains("time"));
         assert!(unarchived.columns[2]
             .column
             .as_ref()
@@ -353,12 +353,12 @@ mod tests {
 
     #[test]
     fn a_column_that_cannot_be_recorded_keeps_every_row() {
-        let table = [live("rate", "double", false)];
+        let table = [live("rate", "time", false)];
         let unarchived = Unarchived::of(&WALLET_OUTBOX, &table);
         let decided = decide(&unarchived, &Recorded::new(), &[vec![None], vec![None]]);
         assert_eq!(decided.exact, [false, false]);
         assert!(decided.record.is_empty());
         let why: Vec<&String> = decided.kept_for.iter().collect();
-        assert!(why[0].starts_with("rate (column rate is double"), "{why:?}");
+        assert!(why[0].starts_with("rate (column rate is time"), "{why:?}");
     }
 }

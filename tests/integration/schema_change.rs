@@ -257,3 +257,187 @@ async fn a_column_added_to_a_built_in_table_is_archived_and_restored_as_it_was()
     );
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 32);
 }
+
+/// FLOAT and DOUBLE values as the server holds them, by event id: their bits (issue 58).
+async fn float_bits(db: &TestDb) -> Vec<(String, Option<u64>, Option<u32>)> {
+    let rows: Vec<(String, Option<f64>, Option<f32>)> =
+        sqlx::query_as("SELECT event_id, rate, ratio FROM wallet_outbox ORDER BY event_id")
+            .fetch_all(&db.db.pool)
+            .await
+            .unwrap();
+    rows.into_iter()
+        .map(|(id, rate, ratio)| (id, rate.map(f64::to_bits), ratio.map(f32::to_bits)))
+        .collect()
+}
+
+/// A FLOAT and a DOUBLE column added to a built-in table (issue 58: every command exited 2,
+/// doctor said `tables ok`): every command runs; each value is archived as the shortest decimal
+/// that reads back to its bits, verified, purged and restored bit for bit — the edges included
+/// (a negative zero, the smallest subnormal, the largest finite value, 2^24 in a FLOAT).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn float_and_double_columns_are_archived_and_restored_bit_for_bit() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    let envs = cli_envs(&db, &s3);
+    db.exec("ALTER TABLE wallet_outbox ADD COLUMN rate DOUBLE NULL, ADD COLUMN ratio FLOAT NULL")
+        .await;
+    db.insert(&rows("a1", 10)).await;
+    let doubles: [Option<f64>; 10] = [
+        Some(0.1),
+        Some(-0.0),
+        Some(5e-324),
+        Some(f64::MAX),
+        Some(1e21),
+        Some(123_456.789),
+        Some(-2.5e-10),
+        Some(0.30000000000000004),
+        Some(1.0),
+        None,
+    ];
+    let floats: [Option<f32>; 10] = [
+        Some(0.1),
+        Some(16_777_216.0),
+        Some(f32::MAX),
+        Some(1e-7),
+        Some(-0.0),
+        Some(f32::from_bits(1)),
+        Some(-3.5),
+        None,
+        Some(2.0),
+        Some(0.333_333_34),
+    ];
+    for (i, (rate, ratio)) in doubles.iter().zip(&floats).enumerate() {
+        sqlx::query("UPDATE wallet_outbox SET rate = ?, ratio = ? WHERE event_id = ?")
+            .bind(rate)
+            .bind(ratio)
+            .bind(format!("e{i}"))
+            .execute(&db.db.pool)
+            .await
+            .unwrap();
+    }
+    let held = float_bits(&db).await;
+
+    for command in [
+        vec!["status", "--app", "a1"],
+        vec!["history"],
+        vec!["find", "--event-id", "e3"],
+    ] {
+        let run = run_cli(&command, &envs).await;
+        assert_eq!(
+            run.code,
+            if command[0] == "find" { 1 } else { 0 },
+            "{command:?}: {}",
+            run.all_output
+        );
+    }
+    let run = run_cli(&["doctor"], &envs).await;
+    let tables = run.summary["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "tables")
+        .cloned()
+        .unwrap();
+    assert_eq!(tables["status"], "ok", "{}", run.summary);
+    let columns = run.summary["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "columns")
+        .cloned()
+        .unwrap();
+    assert_eq!(columns["status"], "ok", "{}", run.summary);
+    assert!(
+        columns["detail"]
+            .as_str()
+            .unwrap()
+            .contains("rate (double, archived as double), ratio (float, archived as float)"),
+        "{columns}"
+    );
+
+    let run = run_cli(
+        &[
+            "archive",
+            "--app",
+            "a1",
+            "--batch-rows",
+            "4",
+            "--cutoff",
+            CUTOFF,
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["verify", "--app", "a1", "--cutoff", CUTOFF], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["find", "--event-id", "e3"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+
+    // Each line holds the shortest decimal of the value's bits, as a JSON number.
+    let store = s3.store().await;
+    let mut lines = String::new();
+    for key in batch_keys(store.as_ref()).await {
+        if key.ends_with("data.ndjson.gz") {
+            lines.push_str(&String::from_utf8(ndjson_of(store.as_ref(), &key).await).unwrap());
+        }
+    }
+    for (id, rate, ratio) in &held {
+        let rate = rate.map_or("null".to_string(), |b| {
+            ryu::Buffer::new().format(f64::from_bits(b)).to_string()
+        });
+        let ratio = ratio.map_or("null".to_string(), |b| {
+            ryu::Buffer::new().format(f32::from_bits(b)).to_string()
+        });
+        let line = lines
+            .lines()
+            .find(|l| l.contains(&format!("\"event_id\":\"{id}\"")))
+            .unwrap();
+        assert!(
+            line.ends_with(&format!(",\"rate\":{rate},\"ratio\":{ratio}}}")),
+            "{line}"
+        );
+    }
+    // (MariaDB keeps no negative zero in a DOUBLE column, MySQL does: what it holds is archived.)
+    assert!(
+        lines.contains("\"rate\":1.7976931348623157e308,")
+            && lines.contains("\"ratio\":3.4028235e38}"),
+        "{lines}"
+    );
+
+    let run = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(purge_app(&run)["purged_rows"], 10, "{}", run.summary);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+    let run = run_cli(&["restore", "--app", "a1", "--into-source"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(float_bits(&db).await, held, "every value back, bit for bit");
+}
+
+/// A column no command can archive exactly (a BIT): doctor names it — every one — where it said
+/// `tables ok` while every command refused to start (issue 58).
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn doctor_names_every_column_a_command_would_refuse() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    let envs = cli_envs(&db, &s3);
+    db.exec("ALTER TABLE wallet_outbox ADD COLUMN flags BIT(8) NULL, ADD COLUMN opens TIME NULL")
+        .await;
+    let run = run_cli(&["status"], &envs).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    let run = run_cli(&["doctor"], &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    let columns = run.summary["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "columns")
+        .cloned()
+        .unwrap();
+    assert_eq!(columns["status"], "problem", "{columns}");
+    let detail = columns["detail"].as_str().unwrap();
+    assert!(
+        detail.contains("column flags is bit(8)") && detail.contains("column opens is time"),
+        "{detail}"
+    );
+}

@@ -214,6 +214,9 @@ pub(crate) async fn check_database(
     checks.push(tls(db).await);
     checks.push(packet(db).await);
     checks.push(tables(db, spec).await);
+    if let Some(check) = added_columns(db, spec).await {
+        checks.push(check);
+    }
     checks.push(retention_index(db, spec).await);
     // The login is checked as the role of the first command named (deploy/mysql-grants.sql
     // gives each role its own login); a command of another role is checked too, but what it
@@ -335,6 +338,43 @@ async fn tables(db: &Db, spec: &TableSpec) -> Check {
         ),
         Err(e) => Check::problem("tables", e.to_string(), "see the message"),
     }
+}
+
+/// A built-in table's columns added to it since, each archived by its SQL type: every one a
+/// command would refuse is named (every command refuses to start on such a table). A
+/// profile's columns are resolved before doctor's checks, and a refusal there is its answer.
+async fn added_columns(db: &Db, spec: &TableSpec) -> Option<Check> {
+    if !spec.is_builtin() {
+        return None;
+    }
+    let live = match db.describe(spec.name).await {
+        Ok(live) if !live.is_empty() => live,
+        _ => return None,
+    };
+    let (added, refused) = profile::added_columns(spec, &live);
+    Some(match refused.is_empty() {
+        true if added.is_empty() => Check::ok(
+            "columns",
+            format!("{}: its own columns, none added", spec.name),
+        ),
+        true => Check::ok(
+            "columns",
+            format!(
+                "{} has columns added to it, each archived by its type after the table's own: {}",
+                spec.name,
+                added.join(", ")
+            ),
+        ),
+        false => Check::problem(
+            "columns",
+            format!(
+                "every command would refuse {}: {}",
+                spec.name,
+                refused.join("; ")
+            ),
+            "change the column's type to one the archiver encodes exactly, or describe the table with --table-profile (README, \"Archiving another outbox table\")",
+        ),
+    })
 }
 
 async fn retention_index(db: &Db, spec: &TableSpec) -> Check {
