@@ -317,6 +317,14 @@ fn find_lists(out: &mut String, run: &FindRun) {
         let _ = writeln!(out, "not found: {}", ids.join(", "));
         more(out, run.not_found.len());
     }
+    for u in run.could_not_look.iter().take(LIST) {
+        let _ = writeln!(
+            out,
+            "could not look for {} in batch {} ({}): {}",
+            u.event_id, u.batch_id, u.key, u.why
+        );
+    }
+    more(out, run.could_not_look.len());
     for row in run.in_source.iter().take(LIST) {
         let _ = writeln!(
             out,

@@ -17,7 +17,7 @@ use super::{Observer, RunContext};
 use crate::db::receipts::Receipts;
 use crate::db::DbError;
 use crate::model::receipt::Receipt;
-use crate::pipeline::report::details::{FindRun, FoundRow, InSource};
+use crate::pipeline::report::details::{FindRun, FoundRow, InSource, Unlooked};
 use crate::pipeline::report::{RunDetails, Summary};
 use crate::store::{self, StoreError};
 
@@ -105,6 +105,18 @@ pub(crate) async fn run(ctx: &RunContext, opts: &FindOptions, observer: &dyn Obs
     if let Err(e) = find(ctx, opts, &apps, observer, &mut run).await {
         summary.error = Some(e.to_string());
     }
+    if let Some(first) = run
+        .could_not_look
+        .iter()
+        .find(|u| !run.missing_objects.contains(&u.key))
+    {
+        summary.error.get_or_insert_with(|| {
+            format!(
+                "could not read whole the data object of batch {} ({}), which holds event {}: run verify (damage is a finding), then find again",
+                first.batch_id, first.key, first.event_id
+            )
+        });
+    }
     if let Some(first) = run.missing_objects.first() {
         summary.error.get_or_insert_with(|| {
             format!(
@@ -127,14 +139,38 @@ async fn find(
 ) -> Result<(), AppError> {
     let receipts = &ctx.tables.receipts;
     let candidates = candidates(ctx, opts, apps, receipts, run).await?;
-    for found in search_all(ctx, receipts, candidates, opts.parallel, observer).await {
+    for (batch, wanted, found) in
+        search_all(ctx, receipts, candidates, opts.parallel, observer).await
+    {
         run.searched_batches += 1;
-        match found? {
-            Searched::Rows(rows) => run.found.extend(rows),
-            Searched::Missing(key) => run.missing_objects.push(key),
+        let (rows, unread) = match found? {
+            Searched::Rows(rows) => (rows, None),
+            Searched::Damaged(rows, key) => (rows, Some((key, "its bytes are not the archived ones (run verify): what it holds was read only in part"))),
+            Searched::Missing(key) => {
+                run.missing_objects.push(key.clone());
+                (Vec::new(), Some((key, "its data object is not in the store (run verify)")))
+            }
+        };
+        // An id this batch was to hold and did not show: the batch could not be looked at
+        // whole, so the id is "could not look", never "not found".
+        if let (Some((key, why)), Wanted::Ids(ids)) = (unread, &wanted) {
+            for id in ids
+                .iter()
+                .filter(|id| !rows.iter().any(|r| &r.event_id == *id))
+            {
+                run.could_not_look.push(Unlooked {
+                    event_id: id.clone(),
+                    batch_id: batch.clone(),
+                    key: key.clone(),
+                    why: why.to_string(),
+                });
+            }
         }
+        run.found.extend(rows);
     }
     run.missing_objects.sort();
+    run.could_not_look
+        .sort_by(|a, b| (&a.event_id, &a.batch_id).cmp(&(&b.event_id, &b.batch_id)));
     for row in &mut run.found {
         row.now = where_it_stands(ctx, row).await?;
     }
@@ -147,10 +183,15 @@ async fn find(
         ))
     });
     let found: BTreeSet<&str> = run.found.iter().map(|f| f.event_id.as_str()).collect();
+    let unlooked: BTreeSet<&str> = run
+        .could_not_look
+        .iter()
+        .map(|u| u.event_id.as_str())
+        .collect();
     run.not_found = opts
         .event_ids
         .iter()
-        .filter(|id| !found.contains(id.as_str()))
+        .filter(|id| !found.contains(id.as_str()) && !unlooked.contains(id.as_str()))
         .cloned()
         .collect();
     // Where the ids not found stand in the source: a diagnosis, never a reason to fail.
@@ -311,16 +352,19 @@ async fn search_all(
     candidates: Candidates,
     parallel: usize,
     observer: &dyn Observer,
-) -> Vec<Result<Searched, AppError>> {
+) -> Vec<(String, Wanted, Result<Searched, AppError>)> {
     observer.start("batches", "batches", Some(candidates.len() as u64));
     let searched = futures_util::stream::iter(candidates)
         .map(|((app, batch), wanted)| async move {
-            let found = match receipts.get(&app, &batch).await? {
-                Some(receipt) => search(ctx, &receipt, &wanted).await?,
-                None => Searched::Rows(Vec::new()),
-            };
+            let found = async {
+                Ok(match receipts.get(&app, &batch).await? {
+                    Some(receipt) => search(ctx, &receipt, &wanted).await?,
+                    None => Searched::Rows(Vec::new()),
+                })
+            }
+            .await;
             observer.advance("batches", 1, "");
-            Ok(found)
+            (batch, wanted, found)
         })
         .buffer_unordered(parallel.max(1))
         .collect()
@@ -349,7 +393,11 @@ async fn batches_naming(
 
 /// What searching one batch found.
 enum Searched {
+    /// The object read whole, its bytes the archived ones: the rows that match.
     Rows(Vec<FoundRow>),
+    /// Its bytes are not the archived ones (or do not inflate to the end): the rows that
+    /// matched in what could be read.
+    Damaged(Vec<FoundRow>, String),
     /// Its data object is not in the store.
     Missing(String),
 }
@@ -371,9 +419,12 @@ async fn search(
     let updated_key = ctx.spec.columns[layout.updated_at_ms].json_key;
     let mut out = Vec::new();
     let reader = std::io::BufReader::new(flate2::read::GzDecoder::new(bytes.as_slice()));
+    let mut whole = intact;
     for (n, line) in reader.split(b'\n').enumerate() {
         let Ok(line) = line else {
-            break; // a damaged object: what was read so far is reported, `intact` says so
+            // A damaged object: what was read so far is reported, `intact` says so.
+            whole = false;
+            break;
         };
         let matches = match wanted {
             Wanted::Ids(ids) => {
@@ -413,7 +464,10 @@ async fn search(
             });
         }
     }
-    Ok(Searched::Rows(out))
+    match whole {
+        true => Ok(Searched::Rows(out)),
+        false => Ok(Searched::Damaged(out, key.to_string())),
+    }
 }
 
 /// Where a found row stands now: in the source as archived, in the source in another version,

@@ -3,8 +3,10 @@
 //! an id that is nowhere (exit 1); rows by another column over a time range; and a search that
 //! would read the whole archive, refused (exit 2).
 
+use outbox_archiver::format::Key;
 use outbox_archiver::purge;
 use outbox_archiver::Apps;
+use outbox_archiver::PutMode;
 use outbox_archiver::{compact, compact::CompactOptions};
 
 use crate::support::*;
@@ -98,4 +100,92 @@ async fn find_rows_by_another_column_over_a_time_range() {
     let run = run_cli(&["find", "--where", "transaction_id=tx-e12"], &envs).await;
     assert_eq!(run.code, 2, "{}", run.all_output);
     assert!(run.summary["error"].as_str().unwrap().contains("--from"));
+}
+
+/// An event whose batch could not be read is "could not look", never "not found" (issue 58):
+/// the data object of a purged batch deleted, and another's bytes damaged — each event they
+/// hold is listed under `could_not_look` with the batch and why, the run exits 2, and an id
+/// found elsewhere is still found.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_event_whose_batch_could_not_be_read_is_never_reported_not_found() {
+    let (db, s3, store, env) = archived_env(&rows("a1", 12), &["a1"], 4).await;
+    let envs = cli_envs(&db, &s3);
+    let purged = purge::run(&env, &purge_options(&db, &["a1"])).await;
+    assert!(purged.ok, "{}", purged.to_json());
+    let batch_of = |id: &str| {
+        let id = id.to_string();
+        let db = &db;
+        async move {
+            let members = db.members("a1").await;
+            members.iter().find(|m| m.0 == id).unwrap().2.clone()
+        }
+    };
+    let data_key = |batch: &str| {
+        let batch = batch.to_string();
+        let store = store.clone();
+        async move {
+            batch_keys(store.as_ref())
+                .await
+                .into_iter()
+                .find(|k| k.contains(&batch) && k.ends_with("data.ndjson.gz"))
+                .unwrap()
+        }
+    };
+    let (gone, damaged) = (batch_of("e5").await, batch_of("e9").await);
+    let gone_key = data_key(&gone).await;
+    store.delete(&Key::stored(gone_key.clone())).await.unwrap();
+    let damaged_key = data_key(&damaged).await;
+    store
+        .put(
+            &Key::stored(damaged_key.clone()),
+            b"not gzip".to_vec().into(),
+            PutMode::Overwrite,
+        )
+        .await
+        .unwrap();
+
+    let run = run_cli(
+        &[
+            "find",
+            "--event-id",
+            "e5",
+            "--event-id",
+            "e9",
+            "--event-id",
+            "e1",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    assert_eq!(
+        run.summary["not_found"],
+        serde_json::json!([]),
+        "{}",
+        run.summary
+    );
+    assert_eq!(run.summary["found"][0]["event_id"], "e1", "{}", run.summary);
+    let unlooked = run.summary["could_not_look"].as_array().unwrap();
+    assert_eq!(unlooked.len(), 2, "{}", run.summary);
+    assert_eq!(unlooked[0]["event_id"], "e5");
+    assert_eq!(unlooked[0]["batch_id"], gone.as_str());
+    assert_eq!(unlooked[0]["key"], gone_key.as_str());
+    assert!(unlooked[0]["why"]
+        .as_str()
+        .unwrap()
+        .contains("not in the store"));
+    assert_eq!(unlooked[1]["event_id"], "e9");
+    assert_eq!(unlooked[1]["key"], damaged_key.as_str());
+    assert!(unlooked[1]["why"]
+        .as_str()
+        .unwrap()
+        .contains("not the archived ones"));
+    assert!(
+        run.summary["error"]
+            .as_str()
+            .unwrap()
+            .contains("could not read"),
+        "{}",
+        run.summary
+    );
 }

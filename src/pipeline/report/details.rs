@@ -447,6 +447,19 @@ pub struct FindRun {
     /// it is not archived (yet).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub in_source: Vec<InSource>,
+    /// Ids asked for whose batch could not be read whole (its object missing or damaged): not
+    /// looked at, so never "not found" — the run could not look (exit 2).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub could_not_look: Vec<Unlooked>,
+}
+
+/// An event id a batch was to hold whose data object could not be read whole.
+#[derive(Debug, Clone, Serialize)]
+pub struct Unlooked {
+    pub event_id: String,
+    pub batch_id: String,
+    pub key: String,
+    pub why: String,
 }
 
 /// An event id no batch holds, as the source table has it.
