@@ -27,6 +27,10 @@ const PURGE: &[&str] = &["before-purge-commit", "purge-joined-delete-would-wait"
 /// Compaction's fail points: members deleted, the digest not yet written; both, not committed.
 const COMPACT: &[&str] = &["compact-after-delete", "compact-before-commit"];
 
+/// `recover`'s: a lost batch's receipt recorded, its leaf not yet given; both, the rows gone not
+/// yet looked for.
+pub const RECOVER: &[&str] = &["recover-after-record", "recover-after-leaf"];
+
 type Hook = Arc<dyn Fn(&'static str) -> bool + Send + Sync>;
 
 /// Decides, at each named point, whether to fail there.
@@ -60,7 +64,8 @@ impl FailPoints {
             ARCHIVE.contains(&point)
                 || STRAGGLERS.contains(&point)
                 || PURGE.contains(&point)
-                || COMPACT.contains(&point),
+                || COMPACT.contains(&point)
+                || RECOVER.contains(&point),
             "unknown fail point {point}"
         );
         FailPoints::new(move |name| name == point)

@@ -108,6 +108,11 @@ pub mod purge {
     pub use crate::pipeline::purge::PurgeOptions;
     pub use crate::pipeline::report::details::ObjectCheck;
 }
+/// `recover`'s options.
+pub mod recover {
+    pub use crate::commands::run;
+    pub use crate::pipeline::recover::RecoverOptions;
+}
 /// `restore`'s options.
 pub mod restore {
     pub use crate::commands::run;
@@ -137,8 +142,8 @@ pub use model::command::CommandName;
 pub use pipeline::doctor::{Check, DoctorRun, Status as CheckStatus};
 pub use pipeline::report::details::{
     ArchiveApp, Backlog, CompactApp, Drill, FindRun, FoundRow, GoodDrill, HistoryRun, InSource,
-    MigrateRun, ObjectCheck, PlannedPurge, PurgeApp, PurgeRun, RelocateRun, ReplicaWait,
-    RestoreApp, RestoreRun, Sample, StatusApp, VerifyApp, VerifyRun,
+    MigrateRun, ObjectCheck, PlannedPurge, PurgeApp, PurgeRun, RecoverApp, RelocateRun,
+    ReplicaWait, RestoreApp, RestoreRun, Sample, StatusApp, VerifyApp, VerifyRun,
 };
 pub use pipeline::report::statement::{
     AcceptedBreak, AppStatement, BatchStatement, DayStatement, FullVerification, LogStatement,
@@ -202,7 +207,9 @@ pub use store::{
 /// history, and (with the `local-s3` feature) an S3 server in this process.
 pub mod testing {
     pub use crate::db::nodelay::{sockets_to, Socket};
-    pub use crate::failpoint::{FailPoints, Tripped, ARCHIVE as ARCHIVE_FAIL_POINTS};
+    pub use crate::failpoint::{
+        FailPoints, Tripped, ARCHIVE as ARCHIVE_FAIL_POINTS, RECOVER as RECOVER_FAIL_POINTS,
+    };
     pub use crate::testkit::history::synthesize;
     #[cfg(feature = "local-s3")]
     pub use crate::testkit::local_s3::LocalS3;

@@ -240,6 +240,7 @@ mod tests {
         &["schema"],
         &["doctor"],
         &["relocate", "--to", "s3://b/p", "--reason", "moved"],
+        &["recover", "--all-apps", "--reason", "restored"],
         &[
             "log-key",
             "--name",

@@ -19,13 +19,14 @@ pub enum CommandName {
     Schema,
     Demo,
     Relocate,
+    Recover,
     LogKey,
     /// A command line that names no subcommand (a usage error's summary).
     None,
 }
 
 impl CommandName {
-    const ALL: [CommandName; 15] = [
+    const ALL: [CommandName; 16] = [
         CommandName::Migrate,
         CommandName::Archive,
         CommandName::Verify,
@@ -40,6 +41,7 @@ impl CommandName {
         CommandName::Schema,
         CommandName::Demo,
         CommandName::Relocate,
+        CommandName::Recover,
         CommandName::LogKey,
     ];
 
@@ -57,6 +59,7 @@ impl CommandName {
                 | CommandName::Find
                 | CommandName::Attest
                 | CommandName::Relocate
+                | CommandName::Recover
         )
     }
 
@@ -81,6 +84,7 @@ impl CommandName {
             CommandName::Schema => "schema",
             CommandName::Demo => "demo",
             CommandName::Relocate => "relocate",
+            CommandName::Recover => "recover",
             CommandName::LogKey => "log-key",
             CommandName::None => "outbox-archiver",
         }

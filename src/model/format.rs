@@ -255,6 +255,15 @@ pub(crate) fn log_break_path(first: u64, n: usize) -> String {
     format!("{LOG_BREAKS}{first:020}-{n}.json")
 }
 
+/// The folder of a log's recovery records (`recover`: batches the database lost, recorded again
+/// from the store).
+pub(crate) const LOG_RECOVERIES: &str = "recoveries/";
+
+/// `recoveries/{first leaf}-{n}.json`: the record of `n` batches recorded again from leaf `first`.
+pub(crate) fn log_recovery_path(first: u64, n: usize) -> String {
+    format!("{LOG_RECOVERIES}{first:020}-{n}.json")
+}
+
 /// `{table_prefix}_archive.json`: the archive's marker, written once when its first batch is
 /// archived (SPEC §5.13). Outside every app's keys, so no batch ever uses it.
 pub fn home_marker_key(table_prefix: &Prefix) -> Key {

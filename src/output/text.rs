@@ -148,6 +148,20 @@ fn details_notes(details: &AppDetails) -> Vec<String> {
             notes
         }
         AppDetails::Restore(r) => restore_notes(r),
+        AppDetails::Recover(r) => {
+            let mut notes = vec![format!(
+                "{} batches ({} rows) recorded again from the store",
+                r.recovered_batches,
+                thousands(r.recovered_rows)
+            )];
+            counted(
+                &mut notes,
+                "of them purged already",
+                r.already_purged_batches as usize,
+            );
+            counted(&mut notes, "leaves taken", r.taken_leaves as usize);
+            notes
+        }
     }
 }
 

@@ -25,8 +25,8 @@
 //!   finding as an error; verify, purge, restore, compact and find report it.
 //! * `log/` — the log of batches in the store (`mod.rs`: its keys read and written): appended by
 //!   archive (`append.rs`), audited whole by verify (`audit.rs`), proven from by purge and attest
-//!   (`proof.rs`); where each app's log is — its recorded identity, found or begun
-//!   (`identity.rs`).
+//!   (`proof.rs`), walked past the database's leaves by recover (`recovery.rs`); where each app's
+//!   log is — its recorded identity, found or begun (`identity.rs`).
 //! * `versions.rs` — objects written again with the archived bytes (a copy, a restore from
 //!   versioning): recorded under their new identity by `relocate` (every batch re-read at the
 //!   new home) and by `verify --batch-id`; reported by verify and left by purge until then.
@@ -36,7 +36,8 @@
 //! * Each command, one module: its options, its run over the apps ([`command::Command`]) and its
 //!   work per app — `archive/`, `verify.rs`, `purge/` (`mod.rs` the deletes, `proof.rs` what
 //!   they rest on), `restore.rs`, `compact.rs`, `find.rs`, `status.rs`, `attest.rs`,
-//!   `history.rs` (the runs recorded), `relocate.rs` (the home moved: `home.rs` does it); and
+//!   `history.rs` (the runs recorded), `relocate.rs` (the home moved: `home.rs` does it),
+//!   `recover.rs` (a database restored from a backup carried on from the store's log); and
 //!   `migrate.rs` (the owned tables), `doctor/` the preflight (`database.rs`, `bucket.rs`,
 //!   `probe.rs` the write probe), line by line.
 
@@ -56,6 +57,7 @@ pub(crate) mod log;
 pub(crate) mod migrate;
 pub(crate) mod publish;
 pub(crate) mod purge;
+pub(crate) mod recover;
 pub(crate) mod relocate;
 pub(crate) mod replicas;
 pub(crate) mod report;

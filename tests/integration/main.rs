@@ -39,6 +39,7 @@ mod purge_restore;
 mod races;
 mod readme;
 mod receipts;
+mod recover;
 mod relay;
 mod replicas;
 mod restore_guard;

@@ -15,6 +15,7 @@ mod history;
 mod log_key;
 mod migrate;
 mod purge;
+mod recover;
 mod relocate;
 mod restore;
 mod schema;
@@ -203,6 +204,10 @@ subcommands! {
     /// lacking or changing one is refused, nothing moved), then the move is recorded with the
     /// reason and each batch's object versions there. The old home need not be reachable.
     Relocate(relocate::RelocateArgs) own,
+    /// After the database was restored from a backup: every batch the store's log holds that
+    /// the database has no receipt of is read in full from the store and recorded again, in the
+    /// log's order, its rows already gone from the source marked purged (--reason is kept).
+    Recover(recover::RecoverArgs) work,
     /// Print the JSON Schema of the table's NDJSON record (--table, or --table-profile: then
     /// the database describes the table's columns).
     Schema(schema::SchemaArgs) own,

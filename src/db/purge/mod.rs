@@ -537,6 +537,23 @@ impl PurgeQueries {
         include_restored: bool,
         now_ms: i64,
     ) -> Result<Finished, PurgeError> {
+        self.finish_counting(app, batch_id, gone, kept, include_restored, now_ms, 0)
+            .await
+    }
+
+    /// [`PurgeQueries::finish`], counting `purged` more rows purged in the transaction that
+    /// marks the batch (`recover`: a batch whose rows the source had lost already).
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn finish_counting(
+        &self,
+        app: &str,
+        batch_id: &str,
+        gone: &[&str],
+        kept: u64,
+        include_restored: bool,
+        now_ms: i64,
+        purged: u64,
+    ) -> Result<Finished, PurgeError> {
         let pool = &self.pool;
         let flavour = self.flavour().await?;
         let mut tx = pool
@@ -562,6 +579,11 @@ impl PurgeQueries {
                     }))
                 }
             }
+        }
+        if purged > 0 {
+            self.receipts
+                .count_purged(&mut tx, app, batch_id, purged)
+                .await?;
         }
         let marked = self
             .receipts

@@ -200,6 +200,12 @@ enum AppError {
     /// The archive could not be bound to the store before its first batch.
     #[error(transparent)]
     Home(#[from] HomeError),
+    /// The store's log holds batches the database has no receipt of (a restore from a
+    /// backup): nothing is cut until `recover` records them again.
+    #[error("{0}")]
+    Behind(log::Behind),
+    #[error(transparent)]
+    Log(#[from] log::LogError),
 }
 
 impl Classify for AppError {
@@ -212,7 +218,8 @@ impl Classify for AppError {
             AppError::AlreadyRecorded(_) | AppError::NotVerified { .. } => Kind::Fatal,
             AppError::Replica(e) => e.kind(),
             AppError::Home(HomeError::Db(e)) => e.kind(),
-            AppError::Home(_) => Kind::Fatal,
+            AppError::Home(_) | AppError::Behind(_) => Kind::Fatal,
+            AppError::Log(e) => e.kind(),
         }
     }
 
@@ -256,11 +263,14 @@ impl AppWork for Archiver<'_> {
             }
         }
         let lost_lock = matches!(&result, Err(e) if e.kind() == Kind::LostLock);
+        // Behind the store: the log is `recover`'s to settle, not the append's (which would
+        // call the batches the database lacks a fork).
+        let behind = matches!(&result, Err(AppError::Behind(_)));
         // Shutdown while waiting for the replicas is a clean stop: the batch in hand is written
         // but not recorded; the next run accepts its objects and records it.
         report.end("archiving", result.map(drop), Unfinished::default());
         // Appended writes too: not once the lock is lost (the archiver that holds it anchors).
-        if !self.opts.dry_run && !lost_lock {
+        if !self.opts.dry_run && !lost_lock && !behind {
             self.append_to_log(app, &mut report, &mut details).await;
         }
         report.details = Some(AppDetails::Archive(details));
@@ -398,6 +408,11 @@ impl<'a> Archiver<'a> {
         if let Access::Locked(_) = access {
             // Under the app's lock: the home may have moved since the run opened the store.
             super::home::still_home(self.ctx).await?;
+        }
+        // A database restored from a backup would cut, from its older cursor, rows the store
+        // holds in batches already: not before `recover`.
+        if let Some(behind) = log::behind(self.ctx, app).await? {
+            return Err(AppError::Behind(behind));
         }
         let Some(source) = self.source(app, report).await? else {
             return Ok(Outcome::UpToDate);

@@ -11,6 +11,7 @@
 //! {table prefix}_log/app_code={app}/tile/{L}/{N}[.p/W]  hash tiles (C2SP tlog-tiles), write-once
 //! {table prefix}_log/app_code={app}/tile/entries/{N}…   the leaves' entries, write-once
 //! {table prefix}_log/app_code={app}/breaks/{first}-{n}.json  leaves an operator accepted as gone
+//! {table prefix}_log/app_code={app}/recoveries/{first}-{n}.json  batches `recover` recorded again
 //! {table prefix}_log/app_code={app}/transition.json     the linear chain this log carries on
 //! ```
 //!
@@ -41,6 +42,7 @@ mod identity;
 mod keys;
 pub(crate) mod legacy;
 mod proof;
+mod recovery;
 mod tiles;
 
 pub(crate) use append::append;
@@ -48,6 +50,7 @@ pub(crate) use audit::LogAudit;
 pub(crate) use heads::Seen;
 pub(crate) use identity::logged_apps;
 pub(crate) use proof::{prove_period, PeriodProof, Prover};
+pub(crate) use recovery::{behind, Behind, Lost, Recovery};
 
 /// Why a log could not be read, proven or appended to.
 #[derive(Debug, thiserror::Error)]

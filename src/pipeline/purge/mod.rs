@@ -135,6 +135,9 @@ enum AppError {
     Replica(#[from] LagStop),
     #[error("proving the batches' leaves in the log before purging: {0}")]
     Log(#[from] LogError),
+    /// The store's log holds batches the database has no receipt of (a restore from a backup).
+    #[error("{0}")]
+    Behind(super::log::Behind),
 }
 
 impl Classify for AppError {
@@ -145,6 +148,7 @@ impl Classify for AppError {
             AppError::Purge(e) => e.kind(),
             AppError::Store(_, e) => e.kind(),
             AppError::Replica(e) => e.kind(),
+            AppError::Behind(_) => Kind::Fatal,
         }
     }
 
@@ -353,6 +357,10 @@ impl<'a> Purger<'a> {
     ) -> Result<(), AppError> {
         // Only batches whose receipt is proven to be the leaf at its index in the tree head the
         // store holds are purged: an inclusion proof each, the tiles on its path read once.
+        // A database restored from a backup: its receipts are not the store's; `recover` first.
+        if let Some(behind) = super::log::behind(self.ctx, app).await? {
+            return Err(AppError::Behind(behind));
+        }
         let log = Log::open(self.ctx, app).await?;
         let mut prover = Prover::open(&log).await?;
         let receipts = self.receipts.stream(self.scope(app));

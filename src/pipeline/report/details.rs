@@ -20,6 +20,7 @@ pub enum AppDetails {
     Purge(PurgeApp),
     Restore(RestoreApp),
     Compact(CompactApp),
+    Recover(RecoverApp),
     Status(Box<StatusApp>),
 }
 
@@ -31,6 +32,7 @@ impl AppDetails {
             (AppDetails::Archive(a), AppDetails::Archive(b)) => AppDetails::Archive(a.then(b)),
             (AppDetails::Purge(a), AppDetails::Purge(b)) => AppDetails::Purge(a.then(b)),
             (AppDetails::Compact(a), AppDetails::Compact(b)) => AppDetails::Compact(a.then(b)),
+            (AppDetails::Recover(a), AppDetails::Recover(b)) => AppDetails::Recover(a.then(b)),
             (_, next) => next,
         }
     }
@@ -249,6 +251,34 @@ impl PurgeApp {
         self.eligible_from_ms = next.eligible_from_ms;
         self.would_purge_batches.extend(next.would_purge_batches);
         self.replica_wait = self.replica_wait.then(next.replica_wait);
+        self
+    }
+}
+
+/// `recover`, per app: what its log held that the database lacked, and what became of it.
+#[derive(Debug, Clone, Default, Serialize)]
+pub struct RecoverApp {
+    /// Batches the store's log holds that the database had no receipt of, recorded again from
+    /// the store's bytes (each read in full first).
+    pub recovered_batches: u64,
+    pub recovered_rows: u64,
+    /// Of them, batches whose rows were all gone from the source already: marked purged.
+    pub already_purged_batches: u64,
+    /// The database's own receipts the log held but the database had not been told of (a run
+    /// that ended between the store and the database): given their leaves.
+    pub taken_leaves: u64,
+    /// The store's write-once record of this recovery (`_log/app_code=…/recoveries/…`).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub recovery_record: Option<String>,
+}
+
+impl RecoverApp {
+    fn then(mut self, next: RecoverApp) -> RecoverApp {
+        self.recovered_batches += next.recovered_batches;
+        self.recovered_rows += next.recovered_rows;
+        self.already_purged_batches += next.already_purged_batches;
+        self.taken_leaves += next.taken_leaves;
+        self.recovery_record = next.recovery_record.or(self.recovery_record);
         self
     }
 }

@@ -132,21 +132,29 @@ impl Expected {
         batch: &EncodedBatch,
         data: &ObjectDigest,
     ) -> Expected {
-        let docs = format::documents(prefix, spec.name, app_code, &batch.content, data);
+        Expected::of_content(prefix, spec, app_code, &batch.content, &batch.members, data)
+    }
+
+    /// What a batch whose data object holds `content` and `members` (its lines, as read or
+    /// written) and has digest `data` must be: the receipt its objects imply, and their
+    /// documents (`recover`: a batch the store holds and the database lost).
+    pub(crate) fn of_content(
+        prefix: &format::Prefix,
+        spec: &TableSpec,
+        app_code: &str,
+        content: &crate::model::format::ContentFacts,
+        members: &[Member],
+        data: &ObjectDigest,
+    ) -> Expected {
+        let docs = format::documents(prefix, spec.name, app_code, content, data);
         let (manifest, success) = (Document::of(docs.manifest), Document::of(docs.success));
         let objects = Objects::of(data.clone(), &manifest.digest, &success.digest);
         Expected {
-            receipt: Receipt::planned(
-                app_code,
-                docs.batch_id,
-                docs.keys,
-                batch.content.clone(),
-                objects,
-            ),
+            receipt: Receipt::planned(app_code, docs.batch_id, docs.keys, content.clone(), objects),
             manifest,
             success,
             inconsistent_manifest_sha256: None,
-            members: batch.members.clone(),
+            members: members.to_vec(),
             guard: Guard::default(),
             digest_data_members: false,
         }
