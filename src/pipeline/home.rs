@@ -502,6 +502,51 @@ pub(crate) enum RelocateError {
     /// that say what to do.
     #[error("{0}")]
     Refused(String),
+    #[error(transparent)]
+    Log(#[from] super::log::LogError),
+}
+
+/// Every app's log checked at the copy `ctx` opened, as `verify` checks it — its checkpoint held
+/// to the largest head the database recorded, every leaf to its receipt, the tiles to the root —
+/// so that no move leaves the archive with a log its commands would refuse (`log_rollback` on
+/// every archive and purge). The refusal names each app's first finding and the folder to copy.
+async fn copy_holds_every_log(ctx: &RunContext, home: Option<&str>) -> Result<(), RelocateError> {
+    let mut apps = ctx.tables.receipts.apps_with_receipts().await?;
+    apps.extend(super::log::logged_apps(ctx, &apps).await?);
+    let mut problems = Vec::new();
+    for app in &apps {
+        let audit = super::log::audit(ctx, app).await?;
+        if let Some(first) = audit.findings.first() {
+            problems.push(format!(
+                "app {app}: {} — expected {}, {} ({} finding(s))",
+                first.problem.kind().label(),
+                first.expected,
+                first.actual,
+                audit.findings.len()
+            ));
+        }
+    }
+    if problems.is_empty() {
+        return Ok(());
+    }
+    let target = ctx.store.location().to_string();
+    let logs = format::logs_prefix(&table_prefix(ctx));
+    let folder = logs
+        .as_str()
+        .strip_prefix(ctx.store.location().prefix().as_str())
+        .unwrap_or(logs.as_str());
+    let copy = match home {
+        Some(home) => format!(
+            "copy the log too — the whole folder {folder} of the archive's home, byte for byte (aws s3 sync {}/{folder} {}/{folder})",
+            home.trim_end_matches('/'),
+            target.trim_end_matches('/')
+        ),
+        None => format!("copy the log's folder {folder} there too, byte for byte"),
+    };
+    Err(RelocateError::Refused(format!(
+        "{target} holds every batch but not the archive's log as the database knows it (nothing moved): {}. Then {copy}, and relocate again",
+        problems.join("; ")
+    )))
 }
 
 /// Every batch re-read at the copy `ctx` opened (`pipeline::versions::reread`): the records the
@@ -634,6 +679,7 @@ async fn adopt(
         )));
     }
     let reread = copy_holds_every_batch(ctx, parallel, observer, None).await?;
+    copy_holds_every_log(ctx, None).await?;
     if reread.versions.is_empty() {
         return Err(RelocateError::Refused(format!(
             "this database has no receipt of {}: nothing ties it to the archive at {target} (marker of database {})",
@@ -729,6 +775,7 @@ async fn relocate_locked(
         }
     }
     let reread = copy_holds_every_batch(ctx, parallel, observer, Some(&home.store)).await?;
+    copy_holds_every_log(ctx, Some(&home.store)).await?;
     let moved = Home {
         id: home.id + 1,
         store: target.clone(),

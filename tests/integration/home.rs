@@ -337,12 +337,20 @@ fn rows_after(app: &str, from: i64, n: i64) -> Vec<outbox_archiver::Row> {
 
 /// Copies a folder tree (an s3s-fs bucket) file by file.
 fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+    copy_tree_but(from, to, "")
+}
+
+/// [`copy_tree`] without the folders named `skip` (an incomplete copy).
+fn copy_tree_but(from: &std::path::Path, to: &std::path::Path, skip: &str) {
     std::fs::create_dir_all(to).unwrap();
     for entry in std::fs::read_dir(from).unwrap() {
         let entry = entry.unwrap();
         let target = to.join(entry.file_name());
         if entry.file_type().unwrap().is_dir() {
-            copy_tree(&entry.path(), &target);
+            if entry.file_name() == skip {
+                continue;
+            }
+            copy_tree_but(&entry.path(), &target, skip);
         } else {
             std::fs::copy(entry.path(), target).unwrap();
         }
@@ -480,4 +488,56 @@ async fn relocate_waits_for_no_run_and_a_run_that_opened_before_the_move_writes_
         receipts,
         "nothing recorded against the old home"
     );
+}
+
+/// relocate onto a copy without the log (issue 58: exit 0, "733 batches re-read", then every
+/// archive and purge failed with `log_rollback`, and with the old home gone no way out): refused,
+/// nothing moved, naming each app's finding and the folder to copy; with the log copied too it
+/// moves, and archive and purge go on at the new home.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relocate_refuses_a_copy_without_the_log_naming_what_to_copy() {
+    let (db, s3, envs) = archived().await;
+    let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
+        unreachable!()
+    };
+    let server = s3.server.as_ref().unwrap();
+    let new_bucket = format!("{bucket}-dr");
+    let new_home = format!("s3://{new_bucket}/{}", prefix.trimmed());
+    copy_tree_but(
+        &server.root.join(bucket),
+        &server.root.join(&new_bucket),
+        "_log",
+    );
+    let relocate = ["relocate", "--to", &new_home, "--reason", "region move"];
+    let run = run_cli(&relocate, &envs).await;
+    assert_eq!(run.code, 2, "{}", run.all_output);
+    let error = run.summary["error"].as_str().unwrap();
+    assert!(
+        error.contains("holds every batch but not the archive's log")
+            && error.contains("app a1: log_rollback")
+            && error.contains(&format!(
+                "aws s3 sync s3://{bucket}/{p}/wallet_outbox/_log/ {new_home}/wallet_outbox/_log/",
+                p = prefix.trimmed()
+            )),
+        "{error}"
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_home")
+            .await,
+        1,
+        "nothing moved"
+    );
+    copy_tree(&server.root.join(bucket), &server.root.join(&new_bucket));
+    let run = run_cli(&relocate, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let moved = with_store(&envs, &new_home);
+    db.insert(&rows_after("a1", 25, 5)).await;
+    for args in [
+        ARCHIVE,
+        &["purge", "--all-apps", "--grace", "0s"],
+        &["verify"],
+    ] {
+        let run = run_cli(args, &moved).await;
+        assert_eq!(run.code, 0, "{args:?}: {}", run.all_output);
+    }
 }
