@@ -438,6 +438,20 @@ impl super::apps::AppWork for Attest<'_> {
         _: super::apps::Access<'_>,
         mut report: super::report::AppReport,
     ) -> super::report::AppReport {
+        // A database restored from a backup lacks batches the store holds: a statement of its
+        // receipts would understate what was archived.
+        match super::log::behind(self.ctx, app).await {
+            Err(e) => {
+                report.fail(&e);
+                return report;
+            }
+            Ok(Some(behind)) => {
+                report.outcome = super::report::Outcome::Failed;
+                report.error = Some(format!("not attested: {behind}"));
+                return report;
+            }
+            Ok(None) => {}
+        }
         let period = &self.period;
         let receipts = match self
             .ctx

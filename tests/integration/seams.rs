@@ -57,6 +57,12 @@ fn real_runs(
         ("history", owned(&["history"]), 0),
         ("purge", owned(&["purge", "--all-apps", "--dry-run"]), 0),
         ("restore", owned(&["restore", "--drill"]), 0),
+        // Nothing behind the store: nothing recorded again (recover.rs recovers for real).
+        (
+            "recover",
+            owned(&["recover", "--all-apps", "--reason", "a drill"]),
+            0,
+        ),
         ("compact", owned(&["compact", "--all-apps", "--dry-run"]), 0),
         (
             "attest",

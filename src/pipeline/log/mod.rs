@@ -50,7 +50,7 @@ pub(crate) use audit::LogAudit;
 pub(crate) use heads::Seen;
 pub(crate) use identity::logged_apps;
 pub(crate) use proof::{prove_period, PeriodProof, Prover};
-pub(crate) use recovery::{behind, Behind, Lost, Recovery};
+pub(crate) use recovery::{behind, behind_to_append, Behind, Lost, Recovery};
 
 /// Why a log could not be read, proven or appended to.
 #[derive(Debug, thiserror::Error)]

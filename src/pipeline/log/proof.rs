@@ -35,6 +35,12 @@ impl<'l, 'a> Prover<'l, 'a> {
         })
     }
 
+    /// Whether the database is behind the log (restored from a backup): [`super::behind`] on the
+    /// head this prover read.
+    pub(crate) async fn behind(&self) -> Result<Option<super::Behind>, LogError> {
+        super::recovery::behind_at(self.log, self.head.as_ref()).await
+    }
+
     /// Whether `receipt` is the leaf at its index: none when it is, else the finding.
     pub(crate) async fn prove(
         &mut self,

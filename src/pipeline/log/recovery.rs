@@ -61,16 +61,36 @@ impl std::fmt::Display for Behind {
 /// which are not lost).
 pub(crate) async fn behind(ctx: &RunContext, app: &str) -> Result<Option<Behind>, LogError> {
     let log = Log::open(ctx, app).await?;
-    let Some(head) = log.checkpoint().await? else {
+    let head = log.checkpoint().await?;
+    behind_at(&log, head.as_ref()).await
+}
+
+/// [`behind`] for archive, the head read as its append reads it: a log begun unsigned is
+/// taken from a run that signs it from now on.
+pub(crate) async fn behind_to_append(
+    ctx: &RunContext,
+    app: &str,
+) -> Result<Option<Behind>, LogError> {
+    let log = Log::open(ctx, app).await?;
+    let head = log.head_to_append().await?.0;
+    behind_at(&log, head.as_ref()).await
+}
+
+/// [`behind`] of a log whose head the caller has read already (purge's prover).
+pub(super) async fn behind_at(
+    log: &Log<'_>,
+    head: Option<&Checkpoint>,
+) -> Result<Option<Behind>, LogError> {
+    let Some(head) = head else {
         return Ok(None);
     };
-    let (known, _) = known(&log).await?;
+    let (known, _) = known(log).await?;
     if known >= head.size {
         return Ok(None);
     }
     let mut lost = Vec::new();
-    for leaf in past(&log, known, head.size).await? {
-        match classify(&log, &leaf).await? {
+    for leaf in past(log, known, head.size).await? {
+        match classify(log, &leaf).await? {
             Leaf::Lost(l) => lost.push(l),
             Leaf::Ours(_) => {}
             // A receipt that implies another entry: a fork, not a restore (the append names it).
@@ -78,7 +98,7 @@ pub(crate) async fn behind(ctx: &RunContext, app: &str) -> Result<Option<Behind>
         }
     }
     Ok(lost.first().cloned().map(|first| Behind {
-        app: app.to_string(),
+        app: log.app.clone(),
         known,
         size: head.size,
         lost: lost.len() as u64,

@@ -358,11 +358,11 @@ impl<'a> Purger<'a> {
         // Only batches whose receipt is proven to be the leaf at its index in the tree head the
         // store holds are purged: an inclusion proof each, the tiles on its path read once.
         // A database restored from a backup: its receipts are not the store's; `recover` first.
-        if let Some(behind) = super::log::behind(self.ctx, app).await? {
-            return Err(AppError::Behind(behind));
-        }
         let log = Log::open(self.ctx, app).await?;
         let mut prover = Prover::open(&log).await?;
+        if let Some(behind) = prover.behind().await? {
+            return Err(AppError::Behind(behind));
+        }
         let receipts = self.receipts.stream(self.scope(app));
         futures_util::pin_mut!(receipts);
         while let Some(receipt) = receipts.next().await {
