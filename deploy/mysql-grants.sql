@@ -28,7 +28,9 @@
 -- INSERT on the log heads records each tree head an archive run publishes (README, "What each
 -- party keeps"): the head no later checkpoint may fall behind; every other role reads it. The
 -- columns table records the columns added to the outbox that archive has written (DELETE takes
--- back the entry of a generated column made a stored one); every role reads it at start-up.
+-- back the entry of a generated column made a stored one; UPDATE marks one dropped from the
+-- outbox since, once); every role reads it at start-up. The column sets table keeps each
+-- batch's column list once (INSERT in the receipt transaction); every role reads it.
 -- INSERT on the object versions is for `verify --batch-id` (and `relocate`): a batch's objects written again
 -- with the archived bytes (a restore from versioning, a copy) are recorded under their new
 -- identity, with the evidence, and the receipt takes it (UPDATE on the receipts, above).
@@ -42,7 +44,8 @@ GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_superseded` TO 'outbox_a
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_archiver'@'%';
-GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT, UPDATE, DELETE ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_archiver'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_column_sets` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_log_heads` TO 'outbox_archiver'@'%';
@@ -62,6 +65,7 @@ GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_purger'
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_column_sets` TO 'outbox_purger'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_log_heads` TO 'outbox_purger'@'%';
@@ -91,6 +95,7 @@ GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_runs` TO 'outbox_compact
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_column_sets` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_log_heads` TO 'outbox_compactor'@'%';

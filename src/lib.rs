@@ -162,6 +162,7 @@ pub use output::{render, Format};
 pub use model::batch::{
     BatchEncoder, EncodeError, EncodedBatch, EncodedRow, Limits, Member, Superseded,
 };
+pub use model::batch_columns::{BatchColumn, BatchColumns, SharedColumns};
 pub use model::codec::{decode_line, encode_line, DecodeError, Row, Value, ValueRef};
 pub use model::digest::{crc64nvme, sha256_hex, ObjectDigest, RowFingerprint};
 pub use model::note::{KeyError, Signer};

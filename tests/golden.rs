@@ -1,11 +1,13 @@
 //! Golden vectors: a fixed set of rows gives byte-exact NDJSON, gzip, manifest, `_SUCCESS` and
 //! batch id, kept in `tests/golden/`; and the JSON Schemas in `schemas/` accept that output.
-//! `UPDATE_GOLDEN=1 cargo test --test golden` rewrites the files (review the diff: any change breaks
-//! reproducibility of batch ids for existing archives). Pure: no server, a binary of its own.
+//! `UPDATE_GOLDEN=1 cargo test --test golden` rewrites the files that differ and fails, naming each
+//! (review the diff: any change breaks reproducibility of batch ids for existing archives; then run
+//! it again without the variable). Pure: no server, a binary of its own.
 
 use std::path::PathBuf;
 
 use outbox_archiver::format;
+use outbox_archiver::BatchColumns;
 use outbox_archiver::{BatchEncoder, EncodedRow, Limits};
 use outbox_archiver::{Row, Value};
 use outbox_archiver::{TableSpec, ROOM_OUTBOX, WALLET_OUTBOX};
@@ -57,8 +59,15 @@ fn check(name: &str, actual: &[u8]) {
     if let Some(parent) = path.parent() {
         std::fs::create_dir_all(parent).unwrap();
     }
-    if std::env::var_os("UPDATE_GOLDEN").is_some() {
+    if std::env::var_os("UPDATE_GOLDEN").is_some()
+        && std::fs::read(&path).ok().as_deref() != Some(actual)
+    {
+        // Never a pass: a rewritten vector is a change to review, then to check without it.
         std::fs::write(&path, actual).unwrap();
+        panic!(
+            "{} rewritten (UPDATE_GOLDEN): review the diff, then run the test again without UPDATE_GOLDEN",
+            path.display()
+        );
     }
     let expected = std::fs::read(&path)
         .unwrap_or_else(|e| panic!("{}: {e} (UPDATE_GOLDEN=1 writes it)", path.display()));
@@ -103,7 +112,33 @@ fn golden_batch(spec: &'static TableSpec, rows: Vec<Row>, dir: &str) {
         "app1",
         &batch.content,
         &batch.gzip_digest,
+        None,
     );
+    // The same batch as this release writes it: its manifest names its columns (the list as
+    // the reference table's columns describe it, `columns.json`), `_SUCCESS` binds that one.
+    let columns = std::sync::Arc::new(
+        BatchColumns::parse(
+            std::str::from_utf8(
+                &std::fs::read(golden_dir().join(format!("{dir}columns.json"))).unwrap(),
+            )
+            .unwrap()
+            .trim_end(),
+        )
+        .unwrap(),
+    );
+    let described = format::documents(
+        &format::Prefix::parse("golden").unwrap(),
+        spec.name,
+        "app1",
+        &batch.content,
+        &batch.gzip_digest,
+        Some(&columns),
+    );
+    assert_eq!(
+        described.batch_id, docs.batch_id,
+        "the columns change no key"
+    );
+    assert_eq!(described.keys, docs.keys);
     let mut ndjson = Vec::new();
     std::io::Read::read_to_end(
         &mut flate2::read::GzDecoder::new(&batch.gzip[..]),
@@ -115,6 +150,8 @@ fn golden_batch(spec: &'static TableSpec, rows: Vec<Row>, dir: &str) {
     check("data.ndjson.gz", &batch.gzip);
     check("manifest.json", &docs.manifest);
     check("_SUCCESS", &docs.success);
+    check("manifest.columns.json", &described.manifest);
+    check("_SUCCESS.columns", &described.success);
     check("batch_id", format!("{}\n", docs.batch_id).as_bytes());
     check(
         "keys.txt",
@@ -148,11 +185,13 @@ fn the_room_record_schema_is_the_commands_output_and_accepts_real_lines() {
         assert!(record.is_valid(&value), "{value}");
     }
     let manifest = validator("manifest.schema.json");
-    let m: serde_json::Value = serde_json::from_slice(
-        &std::fs::read(golden_dir().join("room_outbox/manifest.json")).unwrap(),
-    )
-    .unwrap();
-    assert!(manifest.is_valid(&m), "{m}");
+    for name in ["manifest.json", "manifest.columns.json"] {
+        let m: serde_json::Value = serde_json::from_slice(
+            &std::fs::read(golden_dir().join("room_outbox").join(name)).unwrap(),
+        )
+        .unwrap();
+        assert!(manifest.is_valid(&m), "{m}");
+    }
 }
 
 fn validator(name: &str) -> jsonschema::Validator {
@@ -192,6 +231,17 @@ fn schemas_accept_real_output_and_reject_damage() {
     let mut bad = m.clone();
     bad["available_delta_total"] = serde_json::json!(12);
     assert!(!manifest.is_valid(&bad), "totals are strings");
+    // This release's manifest names the batch's columns; a column list not of that form is none.
+    let described: serde_json::Value =
+        serde_json::from_slice(&read("manifest.columns.json")).unwrap();
+    assert!(manifest.is_valid(&described), "{described}");
+    assert!(success.is_valid(&serde_json::from_slice(&read("_SUCCESS.columns")).unwrap()));
+    let mut bad = described.clone();
+    bad["columns"][0]["encoding"] = serde_json::json!("quaternion");
+    assert!(!manifest.is_valid(&bad), "an encoding no build writes");
+    let mut bad = described.clone();
+    bad["columns"][0]["extra"] = serde_json::json!(1);
+    assert!(!manifest.is_valid(&bad));
     let mut bad = s.clone();
     bad["extra"] = serde_json::json!(1);
     assert!(!success.is_valid(&bad));

@@ -20,11 +20,13 @@ use super::{Context, Db, DbError};
 use crate::model::table::TableSpec;
 
 /// The layout of the archiver's tables this build reads and writes. Layout 1: migration 19 —
-/// the fence itself (the layout table, the runs table's `command_name`).
-pub(crate) const LAYOUT: u32 = 1;
+/// the fence itself (the layout table, the runs table's `command_name`). Layout 2: migration 20
+/// — each receipt names its batch's column list (`columns_sha256`, the column sets table), which
+/// its manifest holds.
+pub(crate) const LAYOUT: u32 = 2;
 
 /// This build as `--version` and the layout table name it: its version and its layout.
-pub(crate) const BUILD: &str = concat!(env!("CARGO_PKG_VERSION"), " (archive layout 1)");
+pub(crate) const BUILD: &str = concat!(env!("CARGO_PKG_VERSION"), " (archive layout 2)");
 
 /// The layout row as `migrate` left it.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -56,8 +56,27 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         object_versions(spec),
         archived_columns(spec),
         added_values(spec),
+        column_sets(spec),
         layout(spec),
     ]
+}
+
+/// The batches' column lists, each once, by its SHA-256 (migration 20): what a receipt's
+/// `columns_sha256` names, so that it rebuilds its batch's manifest, the list included.
+/// Inserted in the transaction that records a receipt of the list, never updated.
+fn column_sets(spec: &TableSpec) -> OwnedTable {
+    OwnedTable {
+        name: spec.column_sets_table(),
+        columns: columns(&[
+            (
+                "sha256",
+                "CHAR(64) CHARACTER SET ascii COLLATE ascii_bin NOT NULL",
+            ),
+            ("columns_json", "MEDIUMTEXT NOT NULL"),
+            ("recorded_at_ms", "BIGINT NOT NULL"),
+        ]),
+        keys: vec!["PRIMARY KEY (sha256)".into()],
+    }
 }
 
 /// The layout version of the owned tables (`db::layout`, migration 19): one row, `id` 1.
@@ -357,6 +376,7 @@ fn archived_columns(spec: &TableSpec) -> OwnedTable {
             ("json_key", "VARCHAR(64) NOT NULL"),
             ("encoding", "VARCHAR(16) CHARACTER SET ascii NOT NULL"),
             ("first_archived_at_ms", "BIGINT NOT NULL"),
+            ("dropped_at_ms", "BIGINT NULL"),
         ]),
         keys: vec!["PRIMARY KEY (column_name)".into()],
     }
@@ -575,6 +595,27 @@ pub async fn create_owned_tables(pool: &Pool<MySql>, spec: &TableSpec) -> Result
         .context(|| format!("adding the log's unique key to {receipts}"))?;
     }
     add_findings_columns(pool, &receipts).await?;
+    // Migration 20's twins: the receipt's column list, a column's drop.
+    if !has_column(pool, &receipts, "columns_sha256").await? {
+        let added: Vec<String> = super::receipts::COLUMN_SET_COLUMNS
+            .iter()
+            .map(|(name, ty)| format!("ADD COLUMN {name} {ty}"))
+            .collect();
+        pool.execute(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {receipts} {}",
+            added.join(", ")
+        )))
+        .await
+        .context(|| format!("adding the batches' column lists to {receipts}"))?;
+    }
+    let archived = spec.columns_table();
+    if !has_column(pool, &archived, "dropped_at_ms").await? {
+        pool.execute(sqlx::AssertSqlSafe(format!(
+            "ALTER TABLE {archived} ADD COLUMN dropped_at_ms BIGINT NULL"
+        )))
+        .await
+        .context(|| format!("adding the columns' drops to {archived}"))?;
+    }
     let runs = spec.runs_table();
     // Migration 19's twin: what stops the builds before the fence at start-up.
     if has_column(pool, &runs, "command").await? {

@@ -33,10 +33,14 @@ impl Privilege {
             Privilege::Select => format!("EXPLAIN SELECT * FROM {table} WHERE 1 = 0"),
             Privilege::Insert => format!("EXPLAIN INSERT INTO {table} () VALUES ()"),
             Privilege::Update => {
-                // A column the table has: every owned table's app code, the layout's version.
-                let column = match table.ends_with("_layout") {
-                    true => "version",
-                    false => "app_code",
+                // A column the table has: the layout's version, the added columns' drop mark,
+                // every other owned table's app code.
+                let column = if table.ends_with("_layout") {
+                    "version"
+                } else if table.ends_with("_columns") {
+                    "dropped_at_ms"
+                } else {
+                    "app_code"
                 };
                 format!("EXPLAIN UPDATE {table} SET {column} = {column} WHERE 1 = 0")
             }

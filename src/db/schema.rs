@@ -6,6 +6,7 @@
 use sqlx::{MySql, QueryBuilder};
 
 use super::{Context, Db, DbError, MIGRATOR};
+use crate::model::batch_columns::{BatchColumns, SharedColumns};
 use crate::model::profile::{self, Index, LiveColumn, Profile};
 use crate::model::table::{OwnedBy, TableSpec};
 
@@ -83,11 +84,38 @@ impl Db {
         &self,
         spec: &TableSpec,
         since: &str,
+        columns: Option<&BatchColumns>,
     ) -> Result<(), DbError> {
         if definition(&self.pool, spec.name).await? == since {
             return Ok(());
         }
-        self.check_columns_unchanged(spec).await
+        self.check_columns_unchanged(spec).await?;
+        // The same columns, and of the same types: what the batch's manifest names.
+        let Some(columns) = columns else {
+            return Ok(());
+        };
+        let now = self.batch_columns(spec).await?;
+        if now.as_ref() == columns {
+            return Ok(());
+        }
+        let changed: Vec<String> = now
+            .columns
+            .iter()
+            .zip(&columns.columns)
+            .filter(|(a, b)| a != b)
+            .map(|(a, b)| format!("{} {} (was {})", a.name, a.sql_type, b.sql_type))
+            .collect();
+        Err(DbError::SourceShape(format!(
+            "the columns of {} changed while this run archived it ({}): this batch is not recorded; the next run reads the table as it is now",
+            spec.name,
+            changed.join(", ")
+        )))
+    }
+
+    /// The batches' columns as the table holds them now: `spec`'s, with their SQL types.
+    pub(crate) async fn batch_columns(&self, spec: &TableSpec) -> Result<SharedColumns, DbError> {
+        let live = self.describe(spec.name).await?;
+        Ok(std::sync::Arc::new(BatchColumns::of(spec, &live)))
     }
 
     /// Refuses to go on when the source table's stored columns are no longer the ones `spec`

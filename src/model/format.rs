@@ -318,6 +318,8 @@ pub(crate) struct Manifest {
     pub content: ContentFacts,
     /// The data object as stored: its gzip bytes' SHA-256, CRC-64 and size.
     pub data: ObjectDigest,
+    /// The batch's columns, after the fixed keys (none: a manifest written before the list).
+    pub columns: Option<crate::model::batch_columns::SharedColumns>,
 }
 
 impl Serialize for Manifest {
@@ -342,6 +344,9 @@ impl Serialize for Manifest {
         map.serialize_entry("data_crc64", &self.data.crc64_string())?;
         map.serialize_entry("uncompressed_bytes", &c.uncompressed_bytes)?;
         map.serialize_entry("compressed_bytes", &self.data.size)?;
+        if let Some(columns) = &self.columns {
+            map.serialize_entry("columns", &columns.columns)?;
+        }
         map.end()
     }
 }
@@ -352,6 +357,22 @@ impl Manifest {
         out.push(b'\n');
         out
     }
+}
+
+/// The column list a manifest's bytes name after the fixed keys (none: one written before it).
+pub(crate) fn manifest_columns(
+    bytes: &[u8],
+) -> Result<Option<crate::model::batch_columns::BatchColumns>, String> {
+    #[derive(Deserialize)]
+    struct Columns<'a> {
+        #[serde(borrow, default)]
+        columns: Option<&'a serde_json::value::RawValue>,
+    }
+    let read: Columns<'_> =
+        serde_json::from_slice(bytes).map_err(|e| format!("not a manifest: {e}"))?;
+    read.columns
+        .map(|raw| crate::model::batch_columns::BatchColumns::parse(raw.get()))
+        .transpose()
 }
 
 /// `_SUCCESS` (SPEC §4): written last, binds the manifest by its hash.
@@ -379,13 +400,15 @@ pub struct BatchDocuments {
     pub success: Vec<u8>,
 }
 
-/// Builds the manifest and `_SUCCESS` bytes for a batch whose data object has digest `data`.
+/// Builds the manifest and `_SUCCESS` bytes for a batch whose data object has digest `data` and
+/// whose lines hold `columns` (none: a manifest as written before the list).
 pub fn documents(
     prefix: &Prefix,
     table: &str,
     app_code: &str,
     content: &ContentFacts,
     data: &ObjectDigest,
+    columns: Option<&crate::model::batch_columns::SharedColumns>,
 ) -> BatchDocuments {
     let batch_id = batch_id(table, app_code, content);
     let keys = object_keys(
@@ -402,6 +425,7 @@ pub fn documents(
         data_object_key: keys.data.to_string(),
         content: content.clone(),
         data: data.clone(),
+        columns: columns.cloned(),
     }
     .to_bytes();
     let success = SuccessMarker {
@@ -602,7 +626,7 @@ mod tests {
             crc64: u64::MAX,
             size: 99,
         };
-        let docs = documents(&p("p"), "wallet_outbox", "app1", &facts(), &data);
+        let docs = documents(&p("p"), "wallet_outbox", "app1", &facts(), &data, None);
         let text = String::from_utf8(docs.manifest.clone()).unwrap();
         let expected = format!(
             concat!(

@@ -4,6 +4,7 @@
 
 pub(crate) mod appcode;
 pub(crate) mod batch;
+pub(crate) mod batch_columns;
 pub mod chain;
 pub(crate) mod codec;
 pub(crate) mod command;

@@ -783,6 +783,7 @@ const RESERVED_FIELDS: &[&str] = &[
     "data_crc64",
     "uncompressed_bytes",
     "compressed_bytes",
+    "columns",
 ];
 
 /// Holds a table's spec to its live columns: every column the spec reads is there with a type

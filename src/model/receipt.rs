@@ -9,6 +9,7 @@
 //! `db/receipts/row.rs` (its type, how it is written and read).
 
 use crate::model::batch::Member;
+use crate::model::batch_columns::SharedColumns;
 use crate::model::chain::Link;
 use crate::model::digest::{ObjectDigest, RowFingerprint};
 use crate::model::format::{
@@ -45,6 +46,9 @@ pub struct Receipt {
     pub log_index: Option<u64>,
     /// Where it is in its life: recorded, restored, compacted, verified again.
     pub life: Lifecycle,
+    /// The columns its batch's lines hold, as its manifest names them (receipts recorded since
+    /// migration 20; none: a manifest written before the list, read by today's table).
+    pub columns: Option<SharedColumns>,
 }
 
 /// What a receipt records of its batch's three objects: their digests as written, each held to
@@ -144,7 +148,14 @@ impl Receipt {
             link: None,
             log_index: None,
             life: Lifecycle::default(),
+            columns: None,
         }
+    }
+
+    /// This receipt, its batch's lines holding `columns` (its manifest names them).
+    pub(crate) fn with_columns(mut self, columns: Option<SharedColumns>) -> Receipt {
+        self.columns = columns;
+        self
     }
 
     /// This receipt as recorded at `verified_at_ms`, its batch's rows being `members`.
@@ -164,6 +175,7 @@ impl Receipt {
             data_object_key: self.keys.data.to_string(),
             content: self.content.clone(),
             data: self.objects.data.clone(),
+            columns: self.columns.clone(),
         }
         .to_bytes()
     }
@@ -268,6 +280,7 @@ pub(crate) const COLUMNS: &[&str] = &[
     "app_code_bytes",
     "last_findings_at_ms",
     "last_findings",
+    "columns_sha256",
 ];
 
 /// What every receipt records of its member list at archive time (README, "What purge

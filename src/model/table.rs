@@ -65,6 +65,22 @@ impl Kind {
         }
     }
 
+    /// The kind [`Kind::encoding`] names.
+    pub(crate) fn from_encoding(encoding: &str) -> Option<Kind> {
+        const ALL: [Kind; 9] = [
+            Kind::Text,
+            Kind::Int,
+            Kind::JsonText,
+            Kind::Blob,
+            Kind::Decimal,
+            Kind::DateTime,
+            Kind::Timestamp,
+            Kind::Float,
+            Kind::Double,
+        ];
+        ALL.into_iter().find(|k| k.encoding() == encoding)
+    }
+
     /// Whether a value is carried as text (every kind but numbers and binary).
     pub(crate) fn is_text(self) -> bool {
         !matches!(self, Kind::Int | Kind::Blob | Kind::Float | Kind::Double)
@@ -295,6 +311,11 @@ impl TableSpec {
 
     pub(crate) fn runs_table(&self) -> String {
         format!("{}_runs", self.owned_prefix)
+    }
+
+    /// The batches' column lists, each once (migration 20).
+    pub(crate) fn column_sets_table(&self) -> String {
+        format!("{}_column_sets", self.owned_prefix)
     }
 
     /// The layout version of the owned tables, one row (`db::layout`, migration 19).

@@ -19,6 +19,7 @@ use super::verifier::{
 use crate::db::lock::{AppLock, Doing, LockLost};
 use crate::failpoint::{FailPoints, Tripped};
 use crate::model::batch::{DataRead, EncodedBatch};
+use crate::model::batch_columns::SharedColumns;
 use crate::model::digest::{self, ObjectDigest};
 use crate::model::key::Key;
 use crate::model::protection::{ObjectLock, WritePolicy};
@@ -79,6 +80,8 @@ pub(crate) struct Publisher<'a> {
     /// The app's lock, confirmed right before each put: a process that lost it (to another
     /// archiver, which then writes the same keys) writes nothing more. `None`: a probe.
     pub lock: Option<&'a AppLock>,
+    /// The batch's columns, which its manifest names.
+    pub columns: Option<&'a SharedColumns>,
 }
 
 impl Publisher<'_> {
@@ -86,7 +89,14 @@ impl Publisher<'_> {
     /// reports, and what [`Publisher::publish`] writes).
     pub(crate) fn plan(&self, batch: &EncodedBatch) -> Expected {
         let prefix = self.store.location().prefix();
-        Expected::of_batch(prefix, self.spec, self.app_code, batch, &batch.gzip_digest)
+        Expected::of_batch(
+            prefix,
+            self.spec,
+            self.app_code,
+            batch,
+            &batch.gzip_digest,
+            self.columns,
+        )
     }
 
     /// Writes the batch's objects as `planned` (from [`Publisher::plan`]) and reads them back;
@@ -172,7 +182,14 @@ impl Publisher<'_> {
         let mut expected = if data == batch.gzip_digest {
             planned
         } else {
-            Expected::of_batch(&prefix, self.spec, self.app_code, batch, &data)
+            Expected::of_batch(
+                &prefix,
+                self.spec,
+                self.app_code,
+                batch,
+                &data,
+                self.columns,
+            )
         };
         expected.guard.lock = lock;
         expected.guard.encryption = self.store.encryption().cloned().map(Encryption::Asked);

@@ -326,7 +326,21 @@ impl Recoverer<'_> {
             )));
         };
         let store_error = |e| AppError::Store(lost.batch_id.clone(), e);
-        let read = read_data(ctx.store.as_ref(), ctx.spec, app, key, None)
+        // The columns its manifest names (none: a manifest written before the list): the batch
+        // is read by them, whatever the table became; the leaf's hash holds them below.
+        let manifest_key = Key::stored(key.as_str().replace("data.ndjson.gz", "manifest.json"));
+        let manifest = crate::store::get_all(ctx.store.as_ref(), &manifest_key)
+            .await
+            .map_err(store_error)?
+            .ok_or_else(|| unrecoverable(format!("{manifest_key} is gone from the store")))?;
+        let columns = format::manifest_columns(&manifest)
+            .map_err(|e| unrecoverable(format!("{manifest_key}: {e}")))?
+            .map(std::sync::Arc::new);
+        let spec = match &columns {
+            Some(c) => c.spec(ctx.spec).map_err(&unrecoverable)?,
+            None => ctx.spec,
+        };
+        let read = read_data(ctx.store.as_ref(), spec, app, key, None)
             .await
             .map_err(store_error)?
             .ok_or_else(|| unrecoverable(format!("{key} is gone from the store")))?;
@@ -334,8 +348,15 @@ impl Recoverer<'_> {
             .content
             .map_err(|e| unrecoverable(format!("{key} is not a data object of this table: {e}")))?;
         let prefix = ctx.store.location().prefix();
-        let expected =
-            Expected::of_content(prefix, ctx.spec, app, &content, &members, &read.digest);
+        let expected = Expected::of_content(
+            prefix,
+            ctx.spec,
+            app,
+            &content,
+            &members,
+            &read.digest,
+            columns.as_ref(),
+        );
         // The batch the leaf names, and the manifest it binds: nothing else is recorded for it.
         if expected.receipt.batch_id != lost.batch_id || expected.receipt.keys.data != *key {
             return Err(unrecoverable(format!(

@@ -71,6 +71,7 @@ fn receipt(batch_id: &str, members: &[Member], verified_at_ms: i64) -> Receipt {
         protection: Default::default(),
         link: None,
         log_index: None,
+        columns: None,
         life: Lifecycle {
             verified_at_ms,
             ..Lifecycle::default()

@@ -142,7 +142,7 @@ async fn a_build_before_the_fence_stops_at_start_up_after_this_migrate() {
     let run = run_cli(&["verify", "--app", "a1", "--cutoff", &cutoff], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let version = run_cli_text(&["--version"], &[]).await;
-    assert!(version.1.contains("(archive layout 1)"), "{}", version.1);
+    assert!(version.1.contains("(archive layout 2)"), "{}", version.1);
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
@@ -179,7 +179,7 @@ async fn a_layout_newer_than_this_build_is_refused_with_exit_2_naming_it() {
         assert_eq!(run.code, 2, "{command:?}: {}", run.all_output);
         let error = run.summary["error"].as_str().unwrap_or_default();
         assert!(
-            error.contains("the archiver's tables are at layout 2")
+            error.contains("the archiver's tables are at layout 3")
                 && error.contains("migrated by outbox-archiver 9.9.9 (archive layout 99)")
                 && error.contains("newer than this build knows"),
             "{command:?}: {}",
@@ -191,7 +191,7 @@ async fn a_layout_newer_than_this_build_is_refused_with_exit_2_naming_it() {
     assert_eq!(run.code, 1, "{}", run.all_output);
     assert!(
         run.all_output
-            .contains("the archiver's tables are at layout 2"),
+            .contains("the archiver's tables are at layout 3"),
         "{}",
         run.all_output
     );
@@ -229,12 +229,12 @@ async fn a_layout_raised_during_a_run_is_refused_in_the_transaction_that_writes(
     assert!(
         app.error
             .as_deref()
-            .is_some_and(|e| e.contains("the archiver's tables are at layout 2")),
+            .is_some_and(|e| e.contains("the archiver's tables are at layout 3")),
         "{}",
         archived.to_json()
     );
     assert!(db.receipts("a1").await.is_empty(), "{}", archived.to_json());
-    db.exec("UPDATE wallet_outbox_archive_layout SET version = 1 WHERE id = 1")
+    db.exec("UPDATE wallet_outbox_archive_layout SET version = version - 1 WHERE id = 1")
         .await;
 
     // purge: the first chunk deleted, then the layout is raised: the batch is not finished,

@@ -8,9 +8,10 @@ mod row;
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, QueryBuilder};
 
-pub(crate) use row::{columns, insert, keys, CHAIN_COLUMNS, FINDINGS_COLUMNS};
+pub(crate) use row::{columns, insert, keys, CHAIN_COLUMNS, COLUMN_SET_COLUMNS, FINDINGS_COLUMNS};
 
 use super::{Context, DbError};
+use crate::model::batch_columns::{BatchColumns, SharedColumns};
 use crate::model::format::Cursor;
 use crate::model::receipt::{Receipt, STATE_VERIFIED};
 use crate::model::table::TableSpec;
@@ -109,6 +110,8 @@ pub(crate) struct ReceiptTotals {
 pub struct Receipts {
     spec: &'static TableSpec,
     pool: MySqlPool,
+    /// The batches' column lists read so far, by SHA-256 (a table has a few over its years).
+    sets: std::sync::Arc<std::sync::Mutex<std::collections::HashMap<String, SharedColumns>>>,
 }
 
 impl Receipts {
@@ -116,7 +119,70 @@ impl Receipts {
         Receipts {
             pool: pool.clone(),
             spec,
+            sets: Default::default(),
         }
+    }
+
+    /// Receipts as their rows decode, each given the column list it names (read from the
+    /// column sets table the first time this repository meets it).
+    async fn with_columns(
+        &self,
+        decoded: Vec<(Receipt, Option<String>)>,
+    ) -> Result<Vec<Receipt>, DbError> {
+        let missing: Vec<String> = {
+            let sets = self.sets.lock().expect("not poisoned");
+            let mut missing: Vec<String> = decoded
+                .iter()
+                .filter_map(|(_, sha)| sha.clone())
+                .filter(|sha| !sets.contains_key(sha))
+                .collect();
+            missing.sort();
+            missing.dedup();
+            missing
+        };
+        if !missing.is_empty() {
+            let mut qb = QueryBuilder::<MySql>::new(format!(
+                "SELECT CAST(sha256 AS CHAR), columns_json FROM {} WHERE sha256 IN (",
+                self.spec.column_sets_table()
+            ));
+            let mut list = qb.separated(", ");
+            for sha in &missing {
+                list.push_bind(sha);
+            }
+            qb.push(")");
+            let rows: Vec<(String, String)> = qb
+                .build_query_as()
+                .fetch_all(&self.pool)
+                .await
+                .context(|| "reading the batches' column lists".into())?;
+            let mut sets = self.sets.lock().expect("not poisoned");
+            for (sha, json) in rows {
+                let set = BatchColumns::parse(&json).map_err(|e| DbError::OwnedTable {
+                    table: self.spec.column_sets_table(),
+                    problem: format!("holds list {sha}, which cannot be read: {e}"),
+                    table_flag: self.spec.cli_flag(),
+                })?;
+                sets.insert(sha, std::sync::Arc::new(set));
+            }
+        }
+        let sets = self.sets.lock().expect("not poisoned");
+        decoded
+            .into_iter()
+            .map(|(receipt, sha)| match sha {
+                None => Ok(receipt),
+                Some(sha) => match sets.get(&sha) {
+                    Some(set) => Ok(receipt.with_columns(Some(set.clone()))),
+                    None => Err(DbError::OwnedTable {
+                        table: self.spec.column_sets_table(),
+                        problem: format!(
+                            "has no column list {sha}, which receipt {} names",
+                            receipt.batch_id
+                        ),
+                        table_flag: self.spec.cli_flag(),
+                    }),
+                },
+            })
+            .collect()
     }
 
     fn table(&self) -> String {
@@ -374,10 +440,12 @@ impl Receipts {
             .fetch_all(pool)
             .await
             .context(|| "listing receipts".into())?;
-        rows.iter()
-            .map(|row| row::decode(self.spec, row).map(|r| of_app(r, &scope.apps)))
+        let decoded = rows
+            .iter()
+            .map(|row| row::decode(self.spec, row).map(|(r, sha)| (of_app(r, &scope.apps), sha)))
             .collect::<Result<_, sqlx::Error>>()
-            .context(|| "decoding a receipt".into())
+            .context(|| "decoding a receipt".into())?;
+        self.with_columns(decoded).await
     }
 
     /// Receipts of an app by `query` (its `?`s bound to `app` and then `binds`), decoded for it.
@@ -402,10 +470,12 @@ impl Receipts {
             .await
             .context(|| format!("reading {what} of app {app}"))?;
         let apps = [app.to_string()];
-        rows.iter()
-            .map(|row| row::decode(self.spec, row).map(|r| of_app(r, &apps)))
+        let decoded = rows
+            .iter()
+            .map(|row| row::decode(self.spec, row).map(|(r, sha)| (of_app(r, &apps), sha)))
             .collect::<Result<_, sqlx::Error>>()
-            .context(|| "decoding a receipt".into())
+            .context(|| "decoding a receipt".into())?;
+        self.with_columns(decoded).await
     }
 
     /// One page of an app's logged receipts (any state), by leaf from `from` on.

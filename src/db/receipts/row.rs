@@ -85,6 +85,7 @@ pub(crate) fn columns(spec: &TableSpec) -> Vec<(String, String)> {
     receipts.extend(named(CHAIN_COLUMNS));
     receipts.extend(named(LOG_COLUMNS));
     receipts.extend(named(FINDINGS_COLUMNS));
+    receipts.extend(named(COLUMN_SET_COLUMNS));
     receipts
 }
 
@@ -123,6 +124,11 @@ pub(crate) const FINDINGS_COLUMNS: &[(&str, &str)] = &[
     ("last_findings_at_ms", "BIGINT NULL"),
     ("last_findings", "MEDIUMTEXT NULL"),
 ];
+
+/// The receipts column of migration 20: the batch's column list, by its SHA-256 (the lists are
+/// the column sets table's).
+pub(crate) const COLUMN_SET_COLUMNS: &[(&str, &str)] =
+    &[("columns_sha256", "CHAR(64) CHARACTER SET ascii NULL")];
 
 /// The receipts columns of migration 10: the chain, and the last verification in full.
 pub(crate) const CHAIN_COLUMNS: &[(&str, &str)] = &[
@@ -193,8 +199,8 @@ pub(crate) async fn insert(
     let sql = format!(
         "INSERT INTO {table} (app_code, batch_id, {}, verified_at_ms, created_at_ms, updated_at_ms, data_crc64nvme, \
          object_lock_mode, retain_until_ms, legal_hold, storage_class, sse_algorithm, sse_kms_key_id, verified_by, \
-         members_proof_sha256, data_etag, data_version_id, manifest_etag, success_etag) \
-         VALUES (?, ?, {}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE batch_id = batch_id",
+         members_proof_sha256, data_etag, data_version_id, manifest_etag, success_etag, columns_sha256) \
+         VALUES (?, ?, {}, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON DUPLICATE KEY UPDATE batch_id = batch_id",
         columns.join(", "),
         vec!["?"; columns.len()].join(", ")
     );
@@ -221,9 +227,23 @@ pub(crate) async fn insert(
         .bind(&stored.data.version_id)
         .bind(&stored.manifest.etag)
         .bind(&stored.success.etag)
+        .bind(receipt.columns.as_ref().map(|c| c.sha256.as_str()))
         .execute(&mut **tx)
         .await
         .context(|| format!("inserting receipt {batch}"))?;
+    // Its column list, kept once (in this transaction: a receipt never names a list not there).
+    if let Some(set) = &receipt.columns {
+        sqlx::query(AssertSqlSafe(format!(
+            "INSERT IGNORE INTO {} (sha256, columns_json, recorded_at_ms) VALUES (?, ?, ?)",
+            spec.column_sets_table()
+        )))
+        .bind(&set.sha256)
+        .bind(set.to_json())
+        .bind(at)
+        .execute(&mut **tx)
+        .await
+        .context(|| format!("recording the column list of receipt {batch}"))?;
+    }
     // Everything is compared as text, by name, so one loop checks every control value.
     let select: Vec<String> = columns
         .iter()
@@ -253,8 +273,12 @@ pub(crate) async fn insert(
     Ok(Ok(row.try_get("verified_at_ms").context(context)?))
 }
 
-/// A receipt row, read by column name.
-pub(super) fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<Receipt, sqlx::Error> {
+/// A receipt row, read by column name, and the SHA-256 of the column list it names (the
+/// repository gives it the list).
+pub(super) fn decode(
+    spec: &TableSpec,
+    row: &MySqlRow,
+) -> Result<(Receipt, Option<String>), sqlx::Error> {
     let text = |c: &str| row.try_get::<String, _>(c);
     let int = |c: &str| row.try_get::<i64, _>(c);
     let cursor = |at: &str, id: &str| -> Result<Cursor, sqlx::Error> {
@@ -266,7 +290,8 @@ pub(super) fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<Receipt, sqlx::
     let app_code = text("app_code")?;
     let batch_id = text("batch_id")?;
     let objects = objects(row)?;
-    Ok(Receipt {
+    let columns_sha256: Option<String> = row.try_get("columns_sha256")?;
+    let receipt = Receipt {
         recorded_app_code: app_code.clone(),
         app_code,
         keys: ObjectKeys {
@@ -299,7 +324,9 @@ pub(super) fn decode(spec: &TableSpec, row: &MySqlRow) -> Result<Receipt, sqlx::
         },
         objects,
         batch_id,
-    })
+        columns: None,
+    };
+    Ok((receipt, columns_sha256))
 }
 
 /// An unsigned decimal kept as text (the CRC-64 columns).

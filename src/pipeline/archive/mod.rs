@@ -140,7 +140,8 @@ pub(crate) async fn run(
         );
     }
     let deadline = opts.max_runtime.map(|d| Instant::now() + d);
-    let archiver = Archiver::new(ctx, opts, observer, deadline).on(prepared.definition);
+    let archiver =
+        Archiver::new(ctx, opts, observer, deadline).on(prepared.definition, prepared.columns);
     let gate = Gate::Lock {
         prefix: &opts.lock_prefix,
         dry_run: opts.dry_run,
@@ -245,6 +246,8 @@ pub(crate) struct Archiver<'a> {
     /// The source table's definition when the run held it to its columns ([`prepare`]): a
     /// receipt is recorded only while it is the same, or the columns are.
     definition: String,
+    /// The batches' columns, named by each manifest ([`prepare`]).
+    columns: Option<crate::model::batch_columns::SharedColumns>,
 }
 
 #[async_trait::async_trait]
@@ -295,12 +298,19 @@ impl<'a> Archiver<'a> {
             deadline,
             budget: Budget::new(opts.memory_budget),
             definition: String::new(),
+            columns: None,
         }
     }
 
-    /// The archiver of a run whose table had `definition` when its columns were checked.
-    pub(crate) fn on(mut self, definition: String) -> Archiver<'a> {
+    /// The archiver of a run whose table had `definition`, and `columns`, when its columns were
+    /// checked.
+    pub(crate) fn on(
+        mut self,
+        definition: String,
+        columns: crate::model::batch_columns::SharedColumns,
+    ) -> Archiver<'a> {
         self.definition = definition;
+        self.columns = Some(columns);
         self
     }
 
@@ -410,9 +420,12 @@ impl<'a> Archiver<'a> {
             super::home::still_home(self.ctx).await?;
         }
         // A database restored from a backup would cut, from its older cursor, rows the store
-        // holds in batches already: not before `recover`.
-        if let Some(behind) = log::behind(self.ctx, app).await? {
-            return Err(AppError::Behind(behind));
+        // holds in batches already: not before `recover`, unless the operator accepts the break
+        // (the store's leaves stay, the rows are archived again in other batches).
+        if self.opts.accept_log_break.is_none() {
+            if let Some(behind) = log::behind_to_append(self.ctx, app).await? {
+                return Err(AppError::Behind(behind));
+            }
         }
         let Some(source) = self.source(app, report).await? else {
             return Ok(Outcome::UpToDate);

@@ -3,6 +3,7 @@
 //! column archived) — and what stops the run from starting its apps.
 
 use super::ArchiveOptions;
+use crate::model::batch_columns::SharedColumns;
 use crate::pipeline::publish::probe_write_once;
 use crate::pipeline::RunContext;
 use crate::store::ConditionalPut;
@@ -12,6 +13,8 @@ use crate::store::ConditionalPut;
 pub(crate) struct Prepared {
     pub conditional_put: Option<ConditionalPut>,
     pub definition: String,
+    /// The batches' columns as the table holds them: what each manifest names.
+    pub columns: SharedColumns,
 }
 
 /// Why an archive run did not start its apps.
@@ -61,8 +64,10 @@ pub(crate) async fn prepare(
         .check_columns_unchanged(ctx.spec)
         .await
         .map_err(without_apps)?;
+    let columns = ctx.db.batch_columns(ctx.spec).await.map_err(without_apps)?;
     Ok(Prepared {
         conditional_put,
         definition,
+        columns,
     })
 }

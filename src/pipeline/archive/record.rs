@@ -27,6 +27,7 @@ impl Archiver<'_> {
             policy: &self.opts.policy,
             failpoints: &self.opts.failpoints,
             lock,
+            columns: self.columns.as_ref(),
         }
     }
 
@@ -45,7 +46,7 @@ impl Archiver<'_> {
         // started is missing from the batch's lines. The batch is not recorded (its objects are
         // replaced by the next run, which archives the column): a batch holds whole rows.
         ctx.db
-            .check_columns_unchanged_since(ctx.spec, &self.definition)
+            .check_columns_unchanged_since(ctx.spec, &self.definition, self.columns.as_deref())
             .await?;
         // The receipt transaction writes (and is replicated): not while a replica lags.
         let replica_wait = match &ctx.stops.replicas {

@@ -147,10 +147,17 @@ impl GrantsFor {
             needs.retain(|(table, _)| table != "_sqlx_migrations");
         }
         let columns: &'static [Privilege] = match self {
-            GrantsFor::Archive => &[Select, Insert, Delete],
+            GrantsFor::Archive => &[Select, Insert, Update, Delete],
             _ => &[Select],
         };
         needs.push((spec.columns_table(), columns));
+        // The batches' column lists: archive records them with its receipts, every command
+        // reads them with the receipts.
+        let sets: &'static [Privilege] = match self {
+            GrantsFor::Archive => &[Select, Insert],
+            _ => &[Select],
+        };
+        needs.push((spec.column_sets_table(), sets));
         let added: &'static [Privilege] = match self {
             GrantsFor::Purge => &[Select, Insert],
             _ => &[Select],

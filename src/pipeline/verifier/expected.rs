@@ -3,6 +3,7 @@
 //! protection must be ([`Guard`]). Pure: no store, no database.
 
 use crate::model::batch::{EncodedBatch, Member};
+use crate::model::batch_columns::SharedColumns;
 use crate::model::digest::ObjectDigest;
 use crate::model::format::{self, MembersDigest};
 use crate::model::protection::{ObjectLock, Protection, Sse};
@@ -131,8 +132,17 @@ impl Expected {
         app_code: &str,
         batch: &EncodedBatch,
         data: &ObjectDigest,
+        columns: Option<&SharedColumns>,
     ) -> Expected {
-        Expected::of_content(prefix, spec, app_code, &batch.content, &batch.members, data)
+        Expected::of_content(
+            prefix,
+            spec,
+            app_code,
+            &batch.content,
+            &batch.members,
+            data,
+            columns,
+        )
     }
 
     /// What a batch whose data object holds `content` and `members` (its lines, as read or
@@ -145,12 +155,14 @@ impl Expected {
         content: &crate::model::format::ContentFacts,
         members: &[Member],
         data: &ObjectDigest,
+        columns: Option<&SharedColumns>,
     ) -> Expected {
-        let docs = format::documents(prefix, spec.name, app_code, content, data);
+        let docs = format::documents(prefix, spec.name, app_code, content, data, columns);
         let (manifest, success) = (Document::of(docs.manifest), Document::of(docs.success));
         let objects = Objects::of(data.clone(), &manifest.digest, &success.digest);
         Expected {
-            receipt: Receipt::planned(app_code, docs.batch_id, docs.keys, content.clone(), objects),
+            receipt: Receipt::planned(app_code, docs.batch_id, docs.keys, content.clone(), objects)
+                .with_columns(columns.cloned()),
             manifest,
             success,
             inconsistent_manifest_sha256: None,
