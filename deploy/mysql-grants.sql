@@ -30,7 +30,9 @@
 -- columns table records the columns added to the outbox that archive has written (DELETE takes
 -- back the entry of a generated column made a stored one; UPDATE marks one dropped from the
 -- outbox since, once); every role reads it at start-up. The column sets table keeps each
--- batch's column list once (INSERT in the receipt transaction); every role reads it.
+-- batch's column list once (INSERT in the receipt transaction); every role reads it. DELETE on
+-- the kept rows clears the marks of rows purge kept, in the receipt transaction of the batch that
+-- archives them again as they are now (README, "What purge compares").
 -- INSERT on the object versions is for `verify --batch-id` (and `relocate`): a batch's objects written again
 -- with the archived bytes (a restore from versioning, a copy) are recorded under their new
 -- identity, with the evidence, and the receipt takes it (UPDATE on the receipts, above).
@@ -46,14 +48,16 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_archiver'@'%'
 GRANT SELECT, INSERT, DELETE ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT, UPDATE, DELETE ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_column_sets` TO 'outbox_archiver'@'%';
+GRANT SELECT, DELETE ON `wallet`.`wallet_outbox_archive_kept` TO 'outbox_archiver'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_log_heads` TO 'outbox_archiver'@'%';
 GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_archiver'@'%';
 
--- purge (the daily CronJob): delete exactly the archived members from the outbox and record it,
--- with what the deleted rows held in columns added to the outbox after they were archived
--- (`_added_values`, which restore reads to write them back).
+-- purge (the daily CronJob): delete exactly the archived members from the outbox and record it;
+-- a row its batch does not hold whole (changed in place, or holding a column added to the outbox
+-- after it was archived) is kept and marked in `_kept` (INSERT), for archive to archive again.
+-- `_added_values` is what builds before layout 2 recorded instead: purge only reads it now.
 CREATE USER IF NOT EXISTS 'outbox_purger'@'%' IDENTIFIED BY 'CHANGE-ME';
 GRANT SELECT, DELETE ON `wallet`.`wallet_outbox` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`_sqlx_migrations` TO 'outbox_purger'@'%';
@@ -66,7 +70,8 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_column_sets` TO 'outbox_purger'@'%';
-GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_purger'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_purger'@'%';
+GRANT SELECT, INSERT ON `wallet`.`wallet_outbox_archive_kept` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_log_heads` TO 'outbox_purger'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_object_versions` TO 'outbox_purger'@'%';
@@ -96,6 +101,7 @@ GRANT SELECT ON `wallet`.`wallet_outbox_archive_drills` TO 'outbox_compactor'@'%
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_home` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_columns` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_column_sets` TO 'outbox_compactor'@'%';
+GRANT SELECT ON `wallet`.`wallet_outbox_archive_kept` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_added_values` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_logs` TO 'outbox_compactor'@'%';
 GRANT SELECT ON `wallet`.`wallet_outbox_archive_log_heads` TO 'outbox_compactor'@'%';

@@ -3,7 +3,7 @@
 //! the transaction of the delete that relied on it, read by later chunks of the batch and by
 //! restore, which writes the value back.
 
-use sqlx::{AssertSqlSafe, MySql, QueryBuilder, Transaction};
+use sqlx::{AssertSqlSafe, MySql};
 
 use super::{Context, DbError};
 use crate::model::table::TableSpec;
@@ -52,34 +52,5 @@ impl AddedValues {
             .fetch_all(executor)
             .await
             .context(|| format!("reading the added columns' values of batch {batch_id}"))
-    }
-
-    /// Records `values` with batch `batch_id` of `app`, in the transaction that deletes the rows
-    /// that held them.
-    pub(crate) async fn insert(
-        &self,
-        tx: &mut Transaction<'_, MySql>,
-        app: &str,
-        batch_id: &str,
-        values: &[AddedValue],
-        now_ms: i64,
-    ) -> Result<(), DbError> {
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "INSERT INTO {} (app_code, batch_id, column_name, encoding, value_json, recorded_at_ms) ",
-            self.spec.added_values_table()
-        ));
-        qb.push_values(values, |mut row, v| {
-            row.push_bind(app)
-                .push_bind(batch_id)
-                .push_bind(v.column_name.as_str())
-                .push_bind(v.encoding.as_str())
-                .push_bind(v.value_json.as_str())
-                .push_bind(now_ms);
-        });
-        qb.build()
-            .execute(&mut **tx)
-            .await
-            .context(|| format!("recording the added columns' values of batch {batch_id}"))?;
-        Ok(())
     }
 }

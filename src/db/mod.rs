@@ -10,6 +10,7 @@ mod columns;
 pub(crate) mod compact;
 pub(crate) mod drills;
 pub(crate) mod home;
+pub(crate) mod kept;
 pub(crate) mod layout;
 pub(crate) mod lock;
 pub(crate) mod log_heads;

@@ -57,8 +57,29 @@ pub fn owned_tables(spec: &TableSpec) -> Vec<OwnedTable> {
         archived_columns(spec),
         added_values(spec),
         column_sets(spec),
+        kept(spec),
         layout(spec),
     ]
+}
+
+/// Rows purge kept, to be archived again as they are now (migration 21; `db::kept`).
+fn kept(spec: &TableSpec) -> OwnedTable {
+    let prefix = spec.owned_prefix;
+    OwnedTable {
+        name: spec.kept_table(),
+        columns: columns(&[
+            ("app_code", APP_CODE),
+            ("event_id", EVENT_ID),
+            ("updated_at_ms", "BIGINT NOT NULL"),
+            ("batch_id", BATCH_ID),
+            ("reason", "VARCHAR(255) NOT NULL"),
+            ("kept_at_ms", "BIGINT NOT NULL"),
+        ]),
+        keys: vec![
+            "PRIMARY KEY (app_code, event_id, batch_id)".into(),
+            format!("KEY idx_{prefix}_kept_cursor (app_code, updated_at_ms, event_id)"),
+        ],
+    }
 }
 
 /// The batches' column lists, each once, by its SHA-256 (migration 20): what a receipt's

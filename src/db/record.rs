@@ -17,6 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use sqlx::{MySql, MySqlPool, Transaction};
 
+use super::kept::Kept;
 use super::lock::{AppLock, Doing, LockLost};
 use super::members::{Members, OnDuplicate, Owner};
 use super::receipts::Receipts;
@@ -133,6 +134,14 @@ impl Recorder {
         let superseded = self
             .write_members(&mut tx, receipt, verified_at_ms, members)
             .await?;
+        if cut == Cut::Stragglers {
+            // The rows purge kept that this batch archives again: no longer waiting.
+            let kept = Kept::new(&self.pool, self.spec);
+            for chunk in members.chunks(MEMBER_CHUNK) {
+                let ids: Vec<&str> = chunk.iter().map(|m| m.event_id.as_str()).collect();
+                kept.clear(&mut *tx, &receipt.app_code, &ids).await?;
+            }
+        }
         failpoints.pass("after-members")?;
         // Its link, and those of any receipt an older build recorded before it (SPEC §5.2).
         self.receipts
@@ -244,6 +253,24 @@ impl Recorder {
             .context(|| format!("reading back members of batch {batch}"))?;
         let expected: HashMap<&str, &Member> =
             chunk.iter().map(|m| (m.event_id.as_str(), m)).collect();
+        // Rows purge kept because they are not what their batch holds at that version (changed
+        // in place, or holding a column added since): this batch, which holds them as they are
+        // now, supersedes them at the same `updated_at_ms`.
+        let at_same_version = rows.iter().any(|r| {
+            r.batch_id != *batch
+                && expected
+                    .get(r.event_id.as_str())
+                    .is_some_and(|m| m.updated_at_ms == r.updated_at_ms)
+        });
+        let kept = match at_same_version {
+            true => {
+                let ids: Vec<&str> = rows.iter().map(|r| r.event_id.as_str()).collect();
+                Kept::new(&self.pool, self.spec)
+                    .among(tx, &receipt.app_code, &ids)
+                    .await?
+            }
+            false => Default::default(),
+        };
         let mut found = 0;
         let mut older = Vec::new();
         for row in rows {
@@ -258,8 +285,12 @@ impl Recorder {
                     .is_none_or(|f| member.is_some_and(|m| m.fingerprint == Some(f)));
             if ours {
                 found += 1;
-            } else if &row.batch_id != batch && want.is_some_and(|w| w != row.updated_at_ms) {
-                // Another batch archived another version of this row: this one supersedes it.
+            } else if &row.batch_id != batch
+                && (want.is_some_and(|w| w != row.updated_at_ms)
+                    || kept.contains(&(row.event_id.clone(), row.batch_id.clone())))
+            {
+                // Another batch archived another version of this row, or this version before
+                // purge kept it changed: this one supersedes it.
                 older.push(Superseded {
                     fingerprint: row.fingerprint(),
                     event_id: row.event_id,

@@ -58,6 +58,7 @@ pub struct SourceTable {
     oldest_first: String,
     oldest_after: String,
     members: Members,
+    kept: super::kept::Kept,
 }
 
 impl SourceTable {
@@ -175,6 +176,7 @@ impl SourceTable {
             oldest_first: select(upd, "", &order),
             oldest_after: select(upd, &after, &order),
             members: Members::new(pool, spec),
+            kept: super::kept::Kept::new(pool, spec),
             layout: spec.layout(),
         }
     }
@@ -332,6 +334,76 @@ impl SourceTable {
             .map(|r| (r.cursor(), r))
             .collect();
         Ok(keys.iter().filter_map(|k| by_key.remove(k)).collect())
+    }
+
+    /// One page of the rows purge kept ([`super::kept`]), as they are now: of the next ≤ 500
+    /// marks after `after`, the rows still delivered below `upper_ms` at the marked version, in
+    /// cursor order; and where the page ended, or `None` when the marks are done. A mark whose
+    /// row is gone or at another version now is cleared: another batch archives that version
+    /// as it comes (after the cursor, or a straggler), and a row deleted has nothing to keep.
+    pub(crate) async fn kept_page(
+        &self,
+        app: &str,
+        status: &str,
+        upper_ms: i64,
+        after: Option<&Cursor>,
+    ) -> Result<(Vec<EncodedRow>, Option<Cursor>), DbError> {
+        let keys = self.kept.page(app, after, PAGE_ROWS).await?;
+        let Some(last) = keys.last().cloned() else {
+            return Ok((Vec::new(), None));
+        };
+        let more = keys.len() == PAGE_ROWS as usize;
+        let rows = self.rows_by_keys(app, status, upper_ms, &keys).await?;
+        if rows.len() < keys.len() {
+            let read: std::collections::HashSet<Cursor> = rows.iter().map(|r| r.cursor()).collect();
+            let unread: Vec<String> = keys
+                .iter()
+                .filter(|k| !read.contains(k))
+                .map(|k| k.event_id.clone())
+                .collect();
+            let now = self.versions_now(app, &unread).await?;
+            let gone: Vec<&str> = keys
+                .iter()
+                .filter(|k| !read.contains(k))
+                .filter(|k| now.get(&k.event_id) != Some(&k.updated_at_ms))
+                .map(|k| k.event_id.as_str())
+                .collect();
+            self.kept.clear(&self.pool, app, &gone).await?;
+        }
+        Ok((rows, more.then_some(last)))
+    }
+
+    /// The `updated_at_ms` of each of these rows of `app` as the table holds them now, whatever
+    /// their status (primary-key lookups).
+    async fn versions_now(
+        &self,
+        app: &str,
+        ids: &[String],
+    ) -> Result<std::collections::HashMap<String, i64>, DbError> {
+        if ids.is_empty() {
+            return Ok(Default::default());
+        }
+        let spec = self.spec;
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "SELECT CAST({id} AS CHAR), {upd} FROM {table} WHERE {app_col} = ",
+            id = spec.event_id,
+            upd = spec.updated_at_ms,
+            table = spec.name,
+            app_col = spec.app_code,
+        ));
+        qb.push_bind(app)
+            .push(format!(" AND {} IN (", spec.event_id));
+        let mut list = qb.separated(", ");
+        for id in ids {
+            list.push_bind(id.as_str());
+        }
+        qb.push(")");
+        let rows: Vec<(String, i64)> = qb
+            .build_query_as()
+            .fetch_all(&self.pool)
+            .await
+            .context(|| format!("reading the versions of kept rows of app {app}"))?;
+        Ok(rows.into_iter().collect())
     }
 
     /// Every straggler of an app (keys only), up to `limit`; and whether there were more.
@@ -579,6 +651,8 @@ pub(crate) enum Source {
     After(Option<Cursor>),
     /// Delivered rows at or below the cursor that no receipt owns (stragglers).
     Stragglers { upto: Cursor },
+    /// The rows purge kept, as they are now, to be archived again ([`super::kept`]).
+    Kept,
 }
 
 /// A row's values, borrowed from the protocol row, by the table's column kinds.
@@ -667,7 +741,7 @@ impl RowStream {
         tokio::spawn(tracing::Instrument::in_current_span(async move {
             let mut after = match &source {
                 Source::After(cursor) => cursor.clone(),
-                Source::Stragglers { .. } => None,
+                Source::Stragglers { .. } | Source::Kept => None,
             };
             let mut limit = FIRST_PAGE_ROWS;
             loop {
@@ -687,6 +761,11 @@ impl RowStream {
                             limit = next_page_rows(limit, rows.len(), bytes);
                             (rows, next)
                         }),
+                    Source::Kept => {
+                        queries
+                            .kept_page(&app, &status, upper_ms, after.as_ref())
+                            .await
+                    }
                     Source::Stragglers { upto } => {
                         match queries
                             .straggler_page(&app, &status, upto, after.as_ref(), upper_ms)

@@ -8,6 +8,7 @@ use super::added::AddedValues;
 use super::compact::CompactQueries;
 use super::drills::Drills;
 use super::home::Homes;
+use super::kept::Kept;
 use super::log_heads::LogHeads;
 use super::logs::LogIdentities;
 use super::members::Members;
@@ -33,6 +34,7 @@ pub(crate) struct Tables {
     pub(crate) drills: Drills,
     pub(crate) compact: CompactQueries,
     pub(crate) added: AddedValues,
+    pub(crate) kept: Kept,
 }
 
 impl Tables {
@@ -51,6 +53,7 @@ impl Tables {
             drills: Drills::new(pool, spec),
             compact: CompactQueries::new(pool, spec),
             added: AddedValues::new(spec),
+            kept: Kept::new(pool, spec),
         }
     }
 }

@@ -313,6 +313,11 @@ impl TableSpec {
         format!("{}_runs", self.owned_prefix)
     }
 
+    /// Rows purge kept, to be archived again as they are now (migration 21).
+    pub(crate) fn kept_table(&self) -> String {
+        format!("{}_kept", self.owned_prefix)
+    }
+
     /// The batches' column lists, each once (migration 20).
     pub(crate) fn column_sets_table(&self) -> String {
         format!("{}_column_sets", self.owned_prefix)

@@ -130,8 +130,26 @@ fn app_notes(app: &AppReport) -> Vec<String> {
 /// What a command says of an app, from its own fields.
 fn details_notes(details: &AppDetails) -> Vec<String> {
     match details {
-        AppDetails::Archive(a) => backlog_note(a.backlog.map(|b| b.backlog_rows)),
-        AppDetails::Status(s) => backlog_note(Some(s.backlog_rows)),
+        AppDetails::Archive(a) => {
+            let mut notes = backlog_note(a.backlog.map(|b| b.backlog_rows));
+            if a.kept_rows_archived_again > 0 {
+                notes.push(format!(
+                    "{} kept rows archived again as they are now",
+                    thousands(a.kept_rows_archived_again)
+                ));
+            }
+            notes
+        }
+        AppDetails::Status(s) => {
+            let mut notes = backlog_note(Some(s.backlog_rows));
+            for (reason, rows) in &s.kept_by_reason {
+                notes.push(format!(
+                    "{} rows kept by purge ({reason}), archived again by the next archive run",
+                    thousands(*rows)
+                ));
+            }
+            notes
+        }
         AppDetails::Verify(v) => match v.stragglers {
             0 => Vec::new(),
             n => vec![format!("{n} stragglers")],

@@ -113,7 +113,18 @@ impl<'a> Status<'a> {
         let last_good_drill = self.ctx.tables.drills.last_good(app).await?;
         let (in_grace, first_in_grace) = self.receipts.in_grace(app, now - self.grace_ms).await?;
         let runs = &self.ctx.tables.runs;
+        let kept: std::collections::BTreeMap<String, u64> = self
+            .ctx
+            .tables
+            .kept
+            .counts(&[app.to_string()])
+            .await?
+            .into_iter()
+            .map(|k| (k.reason, k.rows))
+            .collect();
         Ok(StatusApp {
+            kept_rows: kept.values().sum(),
+            kept_by_reason: kept,
             cursor_age_ms: cursor.as_ref().map(|c| now - c.updated_at_ms),
             cursor,
             receipts: totals.receipts,

@@ -1,10 +1,11 @@
 //! A routine schema change of the source strands no archived row (SPEC §5.14, issues 34 and 42),
 //! through the binary: a column added with a default to a profile's table and to a built-in
 //! table. Rows archived after the change hold the column (the archive holds the whole row); a
-//! batch written before it lacks the column, and purge records with the batch what its deleted
-//! rows held there — one value per batch, compared byte for byte — deleting only the rows that
-//! hold it; a row holding anything else is kept and said. Restore writes the recorded value back.
-//! verify, find and restore follow; a widened column changes nothing.
+//! batch written before it lacks the column, so purge deletes none of its rows on its word: each
+//! is kept and marked, the next archive run archives it again as it is now, and purge deletes it
+//! by the new batch — the store holds every value a deleted row held, and restore brings each
+//! back as it was whatever the default has become. verify, find and status follow; a widened
+//! column changes nothing.
 
 use outbox_archiver::Value;
 use sqlx::AssertSqlSafe;
@@ -96,34 +97,58 @@ async fn a_column_added_to_a_profiles_table_strands_no_archived_row() {
     let run = run_cli(&archive, &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
 
-    // Purge: every archived row goes but the two whose region is not what the other rows of
-    // their batch held ('eu', recorded with the batch); they are kept and the summary says which
-    // column kept them.
+    // Purge: the rows archived before the column are not deleted on their batches' word (none
+    // of those lines holds region): every one is kept, marked, and said; n1 and n2, archived
+    // with the column, go.
     let run = run_cli(&["purge", "--all-apps", "--grace", "0s"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let details = purge_app(&run);
-    assert_eq!(details["purged_rows"], 30, "{}", run.summary);
-    assert_eq!(details["kept_changed"], serde_json::json!(["m03", "m11"]));
+    assert_eq!(details["purged_rows"], 2, "{}", run.summary);
     assert_eq!(
-        details["kept_for_columns"],
-        serde_json::json!([
-            "region (holds other than the batch's deleted rows held, which restore writes back)"
-        ]),
+        details["kept_changed"].as_array().map(Vec::len),
+        Some(30),
         "{}",
         run.summary
     );
     assert_eq!(
-        ids(
-            &db,
-            "SELECT message_id FROM ledger_outbox ORDER BY message_id"
-        )
-        .await,
-        ["m03", "m11"]
+        details["kept_for_columns"],
+        serde_json::json!([
+            "region (added after the batch was archived: the row is archived again as it is now, then purged)"
+        ]),
+        "{}",
+        run.summary
     );
+    let run = run_cli(&["status", "--all-apps"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(run.summary["apps"][0]["kept_rows"], 30, "{}", run.summary);
+    assert_eq!(
+        run.summary["apps"][0]["kept_by_reason"],
+        serde_json::json!({"added: region": 30}),
+        "{}",
+        run.summary
+    );
+    // The next archive run archives them again as they are now; purge deletes them.
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        run.summary["apps"][0]["kept_rows_archived_again"], 30,
+        "{}",
+        run.summary
+    );
+    let run = run_cli(&["purge", "--all-apps", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(purge_app(&run)["purged_rows"], 30, "{}", run.summary);
+    assert_eq!(db.count("SELECT COUNT(*) FROM ledger_outbox").await, 0);
+    let run = run_cli(&["verify", "--all-apps", "--cutoff", CUTOFF], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["status", "--all-apps"], &envs).await;
+    assert_eq!(run.summary["apps"][0]["kept_rows"], 0, "{}", run.summary);
+    // The default changes: the archive, not the table, says what the rows held.
+    db.exec("ALTER TABLE ledger_outbox ALTER COLUMN region SET DEFAULT 'apac'")
+        .await;
 
-    // Restored: the rows come back, each column as it was — the value recorded with the batch
-    // where the line lacks the column, the archived value where it holds it; the kept rows are
-    // there as they are.
+    // Restored: the rows come back, each column as it was — from the batches that archived them
+    // again with the column (the older versions they superseded are left out).
     let run = run_cli(&["restore", "--all-apps", "--into-source"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let regions: Vec<(String, Option<String>)> = sqlx::query_as(
@@ -207,53 +232,63 @@ async fn a_column_added_to_a_built_in_table_is_archived_and_restored_as_it_was()
         run.summary
     );
 
-    // Purge deletes every archived row but e7, which it keeps, saying why: its batch's other
-    // rows held 'eu' when they were deleted, which is recorded with the batch.
+    // Purge deletes late1 and late2, archived with the column, and keeps the 30 rows archived
+    // before it — 'eu' or 'us', no object holds what they hold there — saying why; the next
+    // archive run archives them again as they are now, and purge deletes them.
     let run = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     let details = purge_app(&run);
-    assert_eq!(details["purged_rows"], 31, "{}", run.summary);
-    assert_eq!(details["kept_changed"], serde_json::json!(["e7"]));
+    assert_eq!(details["purged_rows"], 2, "{}", run.summary);
     assert_eq!(
-        details["kept_for_columns"],
-        serde_json::json!([
-            "region (holds other than the batch's deleted rows held, which restore writes back)"
-        ])
+        details["kept_changed"].as_array().map(Vec::len),
+        Some(30),
+        "{}",
+        run.summary
     );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_added_values")
+            .await,
+        0,
+        "nothing recorded in the database alone"
+    );
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        run.summary["apps"][0]["kept_rows_archived_again"], 30,
+        "{}",
+        run.summary
+    );
+    let run = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(purge_app(&run)["purged_rows"], 30, "{}", run.summary);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+    let run = run_cli(&["find", "--event-id", "e7"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    // Both batches hold e7 at its version: the first without region, the one that archived it
+    // again with it.
+    let found = run.summary["found"].as_array().unwrap();
+    assert_eq!(found.len(), 2, "{}", run.summary);
+    assert!(
+        found.iter().any(|f| f["row"]["region"] == "us"),
+        "{}",
+        run.summary
+    );
+
+    // A rollout's later step changes the default: restore brings every row back as it was.
+    db.exec("ALTER TABLE wallet_outbox ALTER COLUMN region SET DEFAULT 'apac'")
+        .await;
+    let run = run_cli(&["verify", "--app", "a1", "--cutoff", CUTOFF], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
     let run = run_cli(&["restore", "--app", "a1", "--into-source"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert_eq!(
         ids(&db, "SELECT CONCAT(event_id, '=', region) FROM wallet_outbox WHERE event_id IN ('e6', 'e7', 'late2') ORDER BY event_id").await,
         ["e6=eu", "e7=us", "late2=apac"]
     );
-
-    // A column with no default (NOT NULL: the ALTER filled in 0) needs none: what the rows hold
-    // is recorded with each batch as its rows are deleted, and written back on restore.
-    db.exec("ALTER TABLE wallet_outbox ADD COLUMN flag INT NOT NULL")
-        .await;
-    db.exec("ALTER TABLE wallet_outbox ALTER COLUMN region SET DEFAULT 'sg'")
-        .await;
-    let run = run_cli(
-        &[
-            "purge",
-            "--app",
-            "a1",
-            "--grace",
-            "0s",
-            "--include-restored",
-        ],
-        &envs,
-    )
-    .await;
-    assert_eq!(run.code, 0, "{}", run.all_output);
-    let details = purge_app(&run);
-    assert_eq!(details["purged_rows"], 31, "{}", run.summary);
-    assert_eq!(details["kept_changed"], serde_json::json!(["e7"]));
-    let run = run_cli(&["restore", "--app", "a1", "--into-source"], &envs).await;
-    assert_eq!(run.code, 0, "{}", run.all_output);
     assert_eq!(
-        ids(&db, "SELECT CONCAT(event_id, '=', region, '/', flag) FROM wallet_outbox WHERE event_id IN ('e6', 'e7', 'late2') ORDER BY event_id").await,
-        ["e6=eu/0", "e7=us/0", "late2=apac/0"]
+        db.count("SELECT COUNT(*) FROM wallet_outbox WHERE region = 'eu' AND event_id LIKE 'e%'")
+            .await,
+        29
     );
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 32);
 }

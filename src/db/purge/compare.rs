@@ -1,31 +1,34 @@
 //! The rows of a purge chunk held to their members: read as they are now (locked inside the
-//! delete transaction), encoded as the archive encoded their batch, each line's fingerprint
-//! compared with its member's, and the columns the batch's lines lack held to what its deleted
-//! rows held ([`crate::model::unarchived`]).
+//! delete transaction), encoded as the archive encoded their batch, and each line's fingerprint
+//! compared with its member's. A row is deleted only when the batch holds every value it holds:
+//! its line is the member's and the table has no stored column the batch's lines lack. A row
+//! whose version is its member's but which is not what the batch holds is kept and marked, to be
+//! archived again as it is now ([`crate::db::kept`]).
 
 use std::collections::HashMap;
 
 use sqlx::MySql;
 
 use super::{ChunkOf, Over, PurgeQueries};
+use crate::db::kept::KeptRow;
 use crate::db::preflight::Flavour;
 use crate::db::{Context, DbError};
 use crate::model::batch::Member;
-use crate::model::table::TableSpec;
-use crate::model::unarchived::{Recorded, Unarchived};
+use crate::model::unarchived::Unarchived;
 
 /// The rows of a chunk as they are now, held to their members: which are exactly what was
-/// archived (their line's fingerprint is the member's, and the columns the lines lack hold what
-/// the batch's deleted rows held), which are there but changed, and how many another transaction
-/// held locked (not looked at, left for a later run).
+/// archived (their line's fingerprint is the member's, and the table has no column the lines
+/// lack), which are there but changed, and how many another transaction held locked (not
+/// looked at, left for a later run).
 pub(super) struct Compared {
     pub(super) exact: Vec<String>,
     pub(super) changed: Vec<String>,
     pub(super) busy: u64,
     /// Why rows were kept that encode to their archived lines: columns the lines lack.
     pub(super) kept_for_columns: std::collections::BTreeSet<String>,
-    /// What the batch's deleted rows held in columns its lines lack, to record with the delete.
-    pub(super) record: Vec<(String, String)>,
+    /// The kept rows whose version is still their member's: archived again by the next
+    /// archive run, as they are now.
+    pub(super) again: Vec<KeptRow>,
 }
 
 impl PurgeQueries {
@@ -33,10 +36,10 @@ impl PurgeQueries {
     /// transaction, so that they cannot change before they are deleted — encodes each as the
     /// archive encoded the batch (`of.batch`: the table as its lines hold it) and compares its
     /// line's fingerprint with the member's. A row is exact only if every column is what was
-    /// archived — status, `updated_at_ms`, payload, all of it — and every column the lines lack
-    /// (`unarchived`) holds what the batch's deleted rows held (`recorded`, or chosen now:
-    /// [`crate::model::unarchived::decide`]). Members without a fingerprint never reach here
-    /// (purge fills them from the data object).
+    /// archived — status, `updated_at_ms`, payload, all of it — and the table has no stored
+    /// column the lines lack (`unarchived`: a column added since, whose value in the row no
+    /// object holds, whatever it is — a default can change, a backfill fills it per row).
+    /// Members without a fingerprint never reach here (purge fills them from the data object).
     pub(super) async fn compare<'e, E>(
         &self,
         executor: E,
@@ -44,7 +47,6 @@ impl PurgeQueries {
         of: ChunkOf<'_>,
         for_update: bool,
         unarchived: &Unarchived,
-        recorded: &Recorded,
     ) -> Result<Compared, DbError>
     where
         E: sqlx::Executor<'e, Database = MySql>,
@@ -52,7 +54,7 @@ impl PurgeQueries {
         let (app, batch) = (of.app, of.batch);
         let over = if for_update { Over::Lock } else { Over::Read };
         let ids = of.members.iter().map(|m| m.event_id.as_str());
-        let list = format!("{}{}", batch.select_list(), unarchived.select_items());
+        let list = batch.select_list();
         let context = || format!("reading the rows of app {app} to compare before a delete");
         let rows = self
             .selecting_over_rows(&list, over, flavour, app, ids, None)
@@ -70,36 +72,44 @@ impl PurgeQueries {
             changed: Vec::new(),
             busy: 0,
             kept_for_columns: Default::default(),
-            record: Vec::new(),
+            again: Vec::new(),
         };
+        let lacking: Vec<&str> = unarchived.columns.iter().map(|c| c.name.as_str()).collect();
+        let added = format!("added: {}", lacking.join(", "));
         let encoded = crate::db::source::encode_rows(batch, &batch.layout(), app, &rows)?;
-        let mut candidates = Vec::new();
-        let mut held = Vec::new();
-        for (row, raw) in encoded.into_iter().zip(&rows) {
+        for row in encoded {
             let now = row.cursor();
-            let same = want.get(now.event_id.as_str()).is_some_and(|m| {
-                m.updated_at_ms == now.updated_at_ms
-                    && m.fingerprint == Some(crate::model::digest::row_fingerprint(&row.line))
-            });
-            match same {
-                true => {
-                    held.push(lacking_values(raw, batch, unarchived).context(context)?);
-                    candidates.push(now.event_id);
+            let Some(member) = want.get(now.event_id.as_str()) else {
+                continue;
+            };
+            if member.updated_at_ms != now.updated_at_ms {
+                // Another version: archived as it comes (after the cursor, or a straggler).
+                compared.changed.push(now.event_id);
+                continue;
+            }
+            let same = member.fingerprint == Some(crate::model::digest::row_fingerprint(&row.line));
+            let reason = match (same, lacking.is_empty()) {
+                (true, true) => {
+                    compared.exact.push(now.event_id);
+                    continue;
                 }
-                false => compared.changed.push(now.event_id),
-            }
+                (false, _) => "changed".to_string(),
+                (true, false) => {
+                    for name in &lacking {
+                        compared.kept_for_columns.insert(format!(
+                            "{name} (added after the batch was archived: the row is archived again as it is now, then purged)"
+                        ));
+                    }
+                    added.clone()
+                }
+            };
+            compared.again.push(KeptRow {
+                event_id: now.event_id.clone(),
+                updated_at_ms: now.updated_at_ms,
+                reason,
+            });
+            compared.changed.push(now.event_id);
         }
-        let decided = crate::model::unarchived::decide(unarchived, recorded, &held);
-        for (id, exact) in candidates.into_iter().zip(decided.exact) {
-            match exact {
-                true => compared.exact.push(id),
-                false => compared.changed.push(id),
-            }
-        }
-        if !compared.exact.is_empty() {
-            compared.record = decided.record;
-        }
-        compared.kept_for_columns = decided.kept_for;
         compared.changed.sort();
         Ok(compared)
     }
@@ -111,37 +121,10 @@ impl PurgeQueries {
         let flavour = self.flavour().await?;
         let live = self.live().await?;
         let unarchived = Unarchived::of(of.batch, &live.columns);
-        let recorded = match unarchived.is_empty() {
-            true => Recorded::new(),
-            false => self.recorded(pool, of.app, of.batch_id).await?,
-        };
         Ok(self
-            .compare(pool, flavour, of, false, &unarchived, &recorded)
+            .compare(pool, flavour, of, false, &unarchived)
             .await?
             .exact
             .len() as u64)
     }
-}
-
-/// A compared row's values in the columns its batch's lines lack, each as JSON text as a line
-/// would hold it (`None`: a column whose values cannot be recorded); they follow the batch's
-/// columns in the row.
-fn lacking_values(
-    raw: &sqlx::mysql::MySqlRow,
-    batch: &TableSpec,
-    unarchived: &Unarchived,
-) -> Result<Vec<Option<String>>, sqlx::Error> {
-    let first = batch.columns.len();
-    unarchived
-        .columns
-        .iter()
-        .enumerate()
-        .map(|(k, c)| match &c.column {
-            Ok(column) => {
-                let value = crate::db::source::value_at(raw, first + k, column)?;
-                Ok(Some(crate::model::codec::encode_value(column, value)))
-            }
-            Err(_) => Ok(None),
-        })
-        .collect()
 }

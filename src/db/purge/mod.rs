@@ -14,14 +14,15 @@
 //! §5.16): once the chunk's rows are locked — which holds the table's definition until the
 //! commit — the transaction asks the server for the table's definition (`SHOW CREATE TABLE`), and
 //! a chunk compared on another one (a column added, dropped or changed since purge last read the
-//! table) is rolled back and done again on the table as it is now. Columns the batch's lines lack (added after it was archived) are held to what its
-//! deleted rows held, recorded with the batch in the same transaction ([`crate::model::unarchived`]).
+//! table) is rolled back and done again on the table as it is now. A row the batch does not hold
+//! whole — changed in place, or holding a column the batch's lines lack (added after it was
+//! archived) — is kept and marked in the same transaction, to be archived again as it is now
+//! ([`crate::db::kept`]): the store holds every value a deleted row held.
 
 use std::sync::Arc;
 
 use sqlx::{AssertSqlSafe, MySql, MySqlPool, Transaction};
 
-use super::added::{AddedValue, AddedValues};
 use super::lock::{AppLock, Doing, LockLost};
 use super::preflight::{Flavour, Server};
 use super::{Context, DbError};
@@ -30,7 +31,7 @@ use crate::model::batch::Member;
 use crate::model::profile::LiveColumn;
 use crate::model::receipt::STATE_VERIFIED;
 use crate::model::table::TableSpec;
-use crate::model::unarchived::{Recorded, Unarchived};
+use crate::model::unarchived::Unarchived;
 
 mod compare;
 mod statements;
@@ -70,7 +71,7 @@ pub(crate) struct Chunk {
     /// Members whose row is still there: changed since it was archived, so kept.
     pub kept: Vec<String>,
     /// Columns the batch's lines lack that kept rows of it — each holding something a restore
-    /// would not put back ([`crate::model::unarchived::why`]'s words).
+    /// would not put back.
     pub kept_for_columns: std::collections::BTreeSet<String>,
     /// The receipt is marked restored into the source: nothing was deleted.
     pub restored: bool,
@@ -189,25 +190,6 @@ impl PurgeQueries {
         Ok(now == live.definition)
     }
 
-    /// What the deleted rows of a batch held in columns its lines lack, recorded so far.
-    async fn recorded<'e, E>(
-        &self,
-        executor: E,
-        app: &str,
-        batch_id: &str,
-    ) -> Result<Recorded, DbError>
-    where
-        E: sqlx::Executor<'e, Database = MySql>,
-    {
-        let values = AddedValues::new(self.spec)
-            .of_batch(executor, app, batch_id)
-            .await?;
-        Ok(values
-            .into_iter()
-            .map(|v| (v.column_name, v.value_json))
-            .collect())
-    }
-
     /// The server's kind (one query, the first time).
     async fn flavour(&self) -> Result<Flavour, DbError> {
         let pool = &self.pool;
@@ -313,12 +295,8 @@ impl PurgeQueries {
                 ..Chunk::default()
             }));
         }
-        let recorded = match unarchived.is_empty() {
-            true => Recorded::new(),
-            false => self.recorded(&mut *tx, app, batch_id).await?,
-        };
         let mut compared = self
-            .compare(&mut *tx, flavour, of, true, &unarchived, &recorded)
+            .compare(&mut *tx, flavour, of, true, &unarchived)
             .await?;
         if !self.still(&mut tx, live).await? {
             tx.rollback()
@@ -341,7 +319,7 @@ impl PurgeQueries {
             failpoints,
         };
         let Some(deleted) = self
-            .delete_compared(tx, how, of, &unarchived, &compared, lock, now_ms)
+            .delete_compared(tx, how, of, &compared, lock, now_ms)
             .await?
         else {
             return Ok(Attempt::DeleteWouldWait);
@@ -356,7 +334,7 @@ impl PurgeQueries {
     }
 
     /// The rest of a chunk's transaction once its rows are compared on the table as it is:
-    /// deletes the exact ones, records what they held in columns their lines lack, counts them on
+    /// deletes the exact ones, marks the kept ones to be archived again, counts them on
     /// the receipt, and commits while the app's lock is still held. Returns how many went, or
     /// `None` (rolled back) when the one-statement delete met a row lock.
     #[allow(clippy::too_many_arguments)]
@@ -365,7 +343,6 @@ impl PurgeQueries {
         mut tx: Transaction<'_, MySql>,
         how: Deleting<'_>,
         of: ChunkOf<'_>,
-        unarchived: &Unarchived,
         compared: &Compared,
         lock: &AppLock,
         now_ms: i64,
@@ -387,20 +364,11 @@ impl PurgeQueries {
                 }
             }
         };
-        if !compared.record.is_empty() {
-            let values: Vec<AddedValue> = compared
-                .record
-                .iter()
-                .map(|(name, json)| AddedValue {
-                    column_name: name.clone(),
-                    encoding: unarchived.encoding_of(name).to_string(),
-                    value_json: json.clone(),
-                })
-                .collect();
-            AddedValues::new(self.spec)
-                .insert(&mut tx, app, batch_id, &values, now_ms)
-                .await?;
-        }
+        // Kept, and marked to be archived again as they are now, in the transaction that
+        // deleted the others: the mark and the delete commit together.
+        crate::db::kept::Kept::new(&self.pool, self.spec)
+            .mark(&mut tx, app, batch_id, &compared.again, now_ms)
+            .await?;
         self.receipts
             .count_purged(&mut tx, app, batch_id, deleted)
             .await?;

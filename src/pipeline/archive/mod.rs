@@ -28,7 +28,7 @@ use super::publish::PublishError;
 use super::replicas::LagStop;
 use super::{Observer, RunContext};
 use crate::db::receipts::Receipts;
-use crate::db::record::{RecordError, Recorder};
+use crate::db::record::{Cut, RecordError, Recorder};
 use crate::db::source::{Backlog, RowStream, Source, SourceTable};
 use crate::db::DbError;
 use crate::failpoint::FailPoints;
@@ -433,7 +433,27 @@ impl<'a> Archiver<'a> {
         self.observer
             .start(app, "rows", self.progress_total(app, &source).await);
         let batches = self.batches(app, source);
-        let outcome = self.overlap(app, access, batches, report, details).await?;
+        let cut = match self.opts.stragglers {
+            true => Cut::Stragglers,
+            false => Cut::AfterCursor,
+        };
+        let mut outcome = self
+            .overlap(app, access, batches, cut, report, details)
+            .await?;
+        // The rows purge kept (changed in place, or holding a column added since): once the
+        // app is caught up, archived again as they are now, in batches of their own as
+        // stragglers are, so that purge can delete them.
+        if outcome == Outcome::UpToDate
+            && report.cursor_after.is_some()
+            && !self.ctx.tables.kept.page(app, None, 1).await?.is_empty()
+        {
+            let before = report.rows;
+            let kept = self.batches(app, Source::Kept);
+            outcome = self
+                .overlap(app, access, kept, Cut::Stragglers, report, details)
+                .await?;
+            details.kept_rows_archived_again += report.rows - before;
+        }
         self.observer.finish(app);
         Ok(match outcome {
             Outcome::UpToDate if report.batches > 0 && self.opts.dry_run => Outcome::Planned,

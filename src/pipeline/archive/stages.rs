@@ -58,14 +58,10 @@ impl Archiver<'_> {
         app: &str,
         access: Access<'_>,
         mut batches: Batches,
+        cut: Cut,
         report: &mut AppReport,
         details: &mut ArchiveApp,
     ) -> Result<Outcome, AppError> {
-        let cut = if self.opts.stragglers {
-            Cut::Stragglers
-        } else {
-            Cut::AfterCursor
-        };
         let mut staged: Option<Staged> = None;
         let outcome = loop {
             let started = report.batches + u64::from(staged.is_some());
@@ -93,7 +89,7 @@ impl Archiver<'_> {
                     Some(built) => staged = Some(self.stage(app, access, built, cut).await?),
                     None => {
                         let stop = stop.or_else(|| self.ctx.stop_reason(None));
-                        break self.ended(app, stop, batches, report).await?;
+                        break self.ended(app, stop, batches, cut, report).await?;
                     }
                 }
                 continue;
@@ -116,7 +112,7 @@ impl Archiver<'_> {
                     n = &mut next, if taken.is_none() => taken = Some(n),
                 }
             };
-            let superseded = self.account(app, done?, report, details);
+            let superseded = self.account(app, done?, cut, report, details);
             details.note_superseded(superseded);
             staged = match taken {
                 Some(n) => n?,
@@ -135,6 +131,7 @@ impl Archiver<'_> {
         app: &str,
         stop: Option<Stop>,
         batches: &mut Batches,
+        cut: Cut,
         report: &mut AppReport,
     ) -> Result<Outcome, AppError> {
         use tokio::sync::mpsc::error::TryRecvError;
@@ -145,9 +142,9 @@ impl Archiver<'_> {
             Ok(built) => built.map(|_| true)?,
             Err(TryRecvError::Disconnected) => false,
             // The builder is on a batch: are there rows after the last one recorded?
-            Err(TryRecvError::Empty) => match self.opts.stragglers {
-                true => true,
-                false => self
+            Err(TryRecvError::Empty) => match cut {
+                Cut::Stragglers => true,
+                Cut::AfterCursor => self
                     .pages
                     .oldest(
                         app,
@@ -299,6 +296,7 @@ impl Archiver<'_> {
         &self,
         app: &str,
         done: Done,
+        cut: Cut,
         report: &mut AppReport,
         details: &mut ArchiveApp,
     ) -> Vec<Superseded> {
@@ -344,7 +342,7 @@ impl Archiver<'_> {
         report.rows += c.row_count;
         self.observer
             .advance(app, c.row_count, &format!(", {} batches", report.batches));
-        if !self.opts.stragglers {
+        if cut == Cut::AfterCursor {
             report.cursor_after = Some(c.last.clone());
         }
         report.replaced_objects.extend(recorded.replaced);

@@ -158,11 +158,16 @@ impl GrantsFor {
             _ => &[Select],
         };
         needs.push((spec.column_sets_table(), sets));
-        let added: &'static [Privilege] = match self {
+        // What builds before layout 2 recorded of the rows they purged: restore reads it.
+        needs.push((spec.added_values_table(), &[Select]));
+        // The rows purge kept: purge marks them, archive clears the marks of those it archives
+        // again, status counts them.
+        let kept: &'static [Privilege] = match self {
             GrantsFor::Purge => &[Select, Insert],
+            GrantsFor::Archive => &[Select, Delete],
             _ => &[Select],
         };
-        needs.push((spec.added_values_table(), added));
+        needs.push((spec.kept_table(), kept));
         let versions: &'static [Privilege] = match self {
             GrantsFor::Archive => &[Select, Insert],
             _ => &[Select],

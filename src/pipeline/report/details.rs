@@ -101,6 +101,10 @@ pub struct ArchiveApp {
     /// The first `SUPERSEDED_LISTED` of them.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub superseded: Vec<Superseded>,
+    /// Rows purge kept (changed in place, or holding a column added since) that this run
+    /// archived again as they are now.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub kept_rows_archived_again: u64,
     #[serde(flatten)]
     pub replica_wait: ReplicaWait,
     /// The app's log after the run.
@@ -368,6 +372,11 @@ pub struct StatusApp {
     pub awaiting_purge_in_grace_rows: i64,
     pub purge_eligible_from_ms: Option<i64>,
     pub superseded_rows: i64,
+    /// Rows purge kept, waiting for the next archive run to archive them again as they are now
+    /// (then purge deletes them), by reason: `changed` (in place, at the archived version) or
+    /// `added: <columns>` (columns added to the table after their batch was archived).
+    pub kept_rows: u64,
+    pub kept_by_reason: std::collections::BTreeMap<String, u64>,
     pub restored_batches: i64,
     pub backlog_rows: i64,
     pub oldest_backlog_ms: Option<i64>,
