@@ -312,6 +312,14 @@ impl Common {
     /// The table: `--table-profile`'s, resolved against the live schema, or the built-in
     /// `--table`.
     pub(crate) async fn spec_on(&self, db: &Db) -> Result<&'static TableSpec, String> {
+        let spec = self.resolved_on(db).await?;
+        // With the columns earlier batches archived that the table no longer has: the batches
+        // that hold them are read by them.
+        let dropped = db.dropped_columns(spec).await.map_err(|e| e.to_string())?;
+        Ok(crate::model::table::with_dropped(spec, dropped))
+    }
+
+    async fn resolved_on(&self, db: &Db) -> Result<&'static TableSpec, String> {
         match self.profile()? {
             Some(profile) => db
                 .resolve_profile(&profile)

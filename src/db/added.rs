@@ -31,6 +31,27 @@ impl AddedValues {
         AddedValues { spec }
     }
 
+    /// The batches of `app` whose deleted rows' values an older build recorded here alone (the
+    /// store does not hold them), each with the columns: at most `limit`, by batch id.
+    pub(crate) async fn batches_of_app(
+        &self,
+        pool: &sqlx::Pool<MySql>,
+        app: &str,
+        limit: u32,
+    ) -> Result<Vec<(String, String)>, DbError> {
+        let sql = format!(
+            "SELECT CAST(batch_id AS CHAR), CAST(GROUP_CONCAT(column_name ORDER BY column_name SEPARATOR ', ') AS CHAR) \
+             FROM {} WHERE app_code = ? GROUP BY batch_id ORDER BY batch_id LIMIT ?",
+            self.spec.added_values_table()
+        );
+        sqlx::query_as(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(limit)
+            .fetch_all(pool)
+            .await
+            .context(|| format!("reading the values recorded of app {app}'s deleted rows"))
+    }
+
     /// The values recorded with batch `batch_id` of `app` (one primary-key range).
     pub(crate) async fn of_batch<'e, E>(
         &self,

@@ -90,6 +90,25 @@ impl Members {
             .context(|| format!("looking up event {event_id:?} of app {app} in the members"))
     }
 
+    /// The batch whose member row holds `event_id` of `app` now (at most one: the event index):
+    /// the batch a restore takes the row from. None once no member row names it (compacted).
+    pub(crate) async fn batch_holding(
+        &self,
+        app: &str,
+        event_id: &str,
+    ) -> Result<Option<String>, DbError> {
+        let sql = format!(
+            "SELECT batch_id FROM {} WHERE app_code = ? AND event_id = ?",
+            self.spec.members_table()
+        );
+        sqlx::query_scalar(AssertSqlSafe(sql))
+            .bind(app)
+            .bind(event_id)
+            .fetch_optional(&self.pool)
+            .await
+            .context(|| format!("looking up the batch holding event {event_id:?} of app {app}"))
+    }
+
     /// Deletes the member rows `event_ids` of batch `batch_id` of `app` (a compaction's: rows
     /// gone from the source), in `tx`. Returns how many went.
     pub(crate) async fn delete(

@@ -431,10 +431,9 @@ fn encoding_name(kind: crate::model::table::Kind) -> &'static str {
 }
 
 impl Db {
-    /// Refuses a table that lost a column earlier runs archived (a built-in table's own columns
-    /// are `profile::check_live`'s): the batches that hold it could not be restored into the
-    /// table, and the runs would silently archive less. A column archived before and generated
-    /// now is still there (a restore lets the server compute it).
+    /// Refuses a table whose column is archived differently now than earlier batches archived
+    /// it (another type, another key). A column dropped since is no refusal: the batches that
+    /// hold it are read by their own columns ([`Db::dropped_columns`]), and restore names it.
     pub(crate) async fn check_archived_columns(&self, spec: &TableSpec) -> Result<(), DbError> {
         let recorded: Vec<(String, String, String)> = sqlx::query_as(sqlx::AssertSqlSafe(format!(
             "SELECT CAST(column_name AS CHAR), CAST(json_key AS CHAR), CAST(encoding AS CHAR) FROM {} WHERE encoding <> '{GENERATED}' ORDER BY column_name",
@@ -461,28 +460,108 @@ impl Db {
                 )));
             }
         }
-        let missing: Vec<&str> = recorded
-            .iter()
-            .map(|(r, _, _)| r.as_str())
-            .filter(|r| !spec.columns.iter().any(|c| c.name.eq_ignore_ascii_case(r)))
+        Ok(())
+    }
+
+    /// The columns earlier batches archived that the table no longer has (`DROP COLUMN` since):
+    /// read in the lines of the batches that hold them, never selected or written
+    /// ([`TableSpec::dropped`]). None before the owned tables exist (`migrate` has not run). A
+    /// column archived before and generated now is still there (a restore lets the server
+    /// compute it).
+    pub(crate) async fn dropped_columns(
+        &self,
+        spec: &TableSpec,
+    ) -> Result<Vec<crate::model::table::Column>, DbError> {
+        let recorded: Result<Vec<(String, String, String)>, sqlx::Error> =
+            sqlx::query_as(sqlx::AssertSqlSafe(format!(
+                "SELECT CAST(column_name AS CHAR), CAST(json_key AS CHAR), CAST(encoding AS CHAR) FROM {} WHERE encoding <> '{GENERATED}' ORDER BY column_name",
+                spec.columns_table()
+            )))
+            .fetch_all(&self.pool)
+            .await;
+        let recorded = match recorded {
+            Err(sqlx::Error::Database(e)) if e.code().as_deref() == Some("42S02") => {
+                return Ok(Vec::new()); // no owned tables yet
+            }
+            other => other.context(|| format!("reading {}", spec.columns_table()))?,
+        };
+        let missing: Vec<(String, String, String)> = recorded
+            .into_iter()
+            .filter(|(r, _, _)| !spec.columns.iter().any(|c| c.name.eq_ignore_ascii_case(r)))
             .collect();
         if missing.is_empty() {
-            return Ok(());
+            return Ok(Vec::new());
         }
         let live = self.describe(spec.name).await?;
-        let gone: Vec<&str> = missing
-            .into_iter()
-            .filter(|r| !live.iter().any(|l| l.name.eq_ignore_ascii_case(r)))
-            .collect();
-        if gone.is_empty() {
-            return Ok(());
+        let mut dropped = Vec::new();
+        for (name, key, encoding) in missing {
+            if live.iter().any(|l| l.name.eq_ignore_ascii_case(&name)) {
+                continue;
+            }
+            let kind = crate::model::table::Kind::from_encoding(&encoding).ok_or_else(|| {
+                DbError::SourceShape(format!(
+                    "column {}.{name}, dropped since earlier batches archived it, was archived as {encoding}, which this build does not read: run the build that archived it",
+                    spec.name
+                ))
+            })?;
+            dropped.push(crate::model::table::Column {
+                name: Box::leak(name.into_boxed_str()),
+                json_key: Box::leak(key.into_boxed_str()),
+                kind,
+                nullable: true,
+                unsigned: false,
+            });
         }
-        Err(DbError::SourceShape(format!(
-            "{} no longer has column(s) {}, which earlier batches archived: the archiver never archives less than a whole row, and those batches cannot be restored into a table without them. Add the column(s) back; or, if they were dropped on purpose, accept the table as it is now with DELETE FROM {} WHERE column_name IN (…) (batches that hold the columns then need them added back to be restored)",
-            spec.name,
-            gone.join(", "),
-            spec.columns_table()
+        Ok(dropped)
+    }
+
+    /// Records that `spec`'s dropped columns ([`TableSpec::dropped`]) are gone (`dropped_at_ms`,
+    /// once: the columns newly marked are returned) and that columns there again are not.
+    pub(crate) async fn record_dropped_columns(
+        &self,
+        spec: &TableSpec,
+        now_ms: i64,
+    ) -> Result<Vec<&'static str>, DbError> {
+        let table = spec.columns_table();
+        let mut marked = Vec::new();
+        for c in spec.dropped {
+            let done = sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE {table} SET dropped_at_ms = ? WHERE column_name = ? AND dropped_at_ms IS NULL"
+            )))
+            .bind(now_ms)
+            .bind(c.name)
+            .execute(&self.pool)
+            .await
+            .context(|| format!("recording in {table} that column {} was dropped", c.name))?;
+            if done.rows_affected() > 0 {
+                marked.push(c.name);
+            }
+        }
+        // A column added back: archived again, no longer dropped (asked first, so that a run
+        // that changes nothing writes nothing).
+        let marked_before: Vec<String> = sqlx::query_scalar(sqlx::AssertSqlSafe(format!(
+            "SELECT CAST(column_name AS CHAR) FROM {table} WHERE dropped_at_ms IS NOT NULL"
         )))
+        .fetch_all(&self.pool)
+        .await
+        .context(|| format!("reading {table}"))?;
+        for name in marked_before {
+            if !spec
+                .columns
+                .iter()
+                .any(|c| c.name.eq_ignore_ascii_case(&name))
+            {
+                continue;
+            }
+            sqlx::query(sqlx::AssertSqlSafe(format!(
+                "UPDATE {table} SET dropped_at_ms = NULL WHERE column_name = ?"
+            )))
+            .bind(&name)
+            .execute(&self.pool)
+            .await
+            .context(|| format!("recording in {table} that column {name} is there again"))?;
+        }
+        Ok(marked)
     }
 
     /// When each column of the table was first archived (`<prefix>_columns`): a batch recorded

@@ -325,6 +325,7 @@ pub(crate) fn resolve(
             indexes,
             None,
         )?),
+        dropped: &[],
     })))
 }
 

@@ -194,6 +194,10 @@ pub struct TableSpec {
     /// held to (`FORCE INDEX`): it touches exactly the rows it names, whatever the optimizer
     /// thinks of a small table (SPEC §5.14).
     pub event_key: &'static str,
+    /// Columns earlier batches archived that the table no longer has (dropped since): read in
+    /// the lines of a batch that holds them and does not name its columns (layout 1), never
+    /// selected or written ([`with_dropped`]).
+    pub(crate) dropped: &'static [Column],
 }
 
 /// How a table's owned tables are made and kept up to date.
@@ -398,7 +402,12 @@ pub(crate) fn projected(
         if columns.iter().any(|c| c.json_key == *k) {
             return Err(format!("key {k:?} twice"));
         }
-        match spec.columns.iter().find(|c| c.json_key == *k) {
+        match spec
+            .columns
+            .iter()
+            .chain(spec.dropped)
+            .find(|c| c.json_key == *k)
+        {
             Some(c) => columns.push(*c),
             None => {
                 return Err(format!(
@@ -460,6 +469,32 @@ pub(crate) fn with_added(spec: &'static TableSpec, added: Vec<Column>) -> &'stat
     extended
 }
 
+/// `spec` with the columns earlier batches archived and the table no longer has
+/// ([`TableSpec::dropped`]). Each distinct one is built once per process and kept.
+pub(crate) fn with_dropped(spec: &'static TableSpec, dropped: Vec<Column>) -> &'static TableSpec {
+    use std::collections::HashMap;
+    use std::sync::{Mutex, OnceLock};
+    if dropped.is_empty() {
+        return spec;
+    }
+    type Cache = Mutex<HashMap<(usize, Vec<Column>), &'static TableSpec>>;
+    static CACHE: OnceLock<Cache> = OnceLock::new();
+    let mut cache = CACHE
+        .get_or_init(Default::default)
+        .lock()
+        .expect("not poisoned");
+    let key = (spec as *const TableSpec as usize, dropped);
+    if let Some(found) = cache.get(&key) {
+        return found;
+    }
+    let with: &'static TableSpec = Box::leak(Box::new(TableSpec {
+        dropped: Box::leak(key.1.clone().into_boxed_slice()),
+        ..*spec
+    }));
+    cache.insert(key, with);
+    with
+}
+
 /// A `NOT NULL` column archived under its own name.
 pub(crate) const fn col(name: &'static str, kind: Kind) -> Column {
     col_as(name, name, kind)
@@ -510,6 +545,7 @@ pub static WALLET_OUTBOX: TableSpec = TableSpec {
     ],
     retention_index: "idx_wallet_outbox_retention",
     event_key: "PRIMARY",
+    dropped: &[],
     source_ddl: include_str!("../../migrations/reference/wallet_outbox.sql"),
     owned_prefix: "wallet_outbox_archive",
     owned_by: OwnedBy::Migrations,
@@ -546,6 +582,7 @@ pub static ROOM_OUTBOX: TableSpec = TableSpec {
     ],
     retention_index: "idx_room_outbox_retention",
     event_key: "PRIMARY",
+    dropped: &[],
     source_ddl: include_str!("../../migrations/reference/room_outbox.sql"),
     owned_prefix: "room_outbox_archive",
     owned_by: OwnedBy::Spec,
@@ -621,6 +658,27 @@ mod tests {
         unknown.push("region");
         let e = projected(&ROOM_OUTBOX, &unknown).unwrap_err();
         assert!(e.contains("\"region\" is no column of room_outbox"), "{e}");
+        // A column dropped from the table since the batch was written: read by what the table
+        // recorded of it, and only in the batches that hold it.
+        let region = Column {
+            nullable: true,
+            ..col("region", Kind::Text)
+        };
+        let dropped = with_dropped(&ROOM_OUTBOX, vec![region]);
+        assert!(std::ptr::eq(
+            with_dropped(&ROOM_OUTBOX, vec![region]),
+            dropped
+        ));
+        let p = projected(dropped, &unknown).unwrap();
+        assert_eq!(p.columns.last(), Some(&region));
+        assert_eq!(
+            projected(dropped, &keys).unwrap().columns,
+            ROOM_OUTBOX.columns
+        );
+        assert!(std::ptr::eq(
+            with_dropped(&ROOM_OUTBOX, Vec::new()),
+            &ROOM_OUTBOX
+        ));
         // Columns reordered in the table since: the batch's own order reads it.
         let mut swapped = keys.clone();
         swapped.swap(2, 3);

@@ -324,13 +324,17 @@ fn find_lists(out: &mut String, run: &FindRun) {
     for row in run.found.iter().take(LIST) {
         let _ = writeln!(
             out,
-            "found {} in app {} batch {} ({} line {}), now {}{}",
+            "found {} in app {} batch {} ({} line {}), now {}{}{}",
             row.event_id,
             row.app_code,
             row.batch_id,
             row.key,
             row.line,
             row.now,
+            match &row.superseded_by {
+                Some(batch) => format!("; batch {batch} holds it now"),
+                None => String::new(),
+            },
             match row.object_matches_receipt {
                 false => " — the object does not match its receipt: run verify",
                 true => "",

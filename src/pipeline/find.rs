@@ -173,6 +173,14 @@ async fn find(
         .sort_by(|a, b| (&a.event_id, &a.batch_id).cmp(&(&b.event_id, &b.batch_id)));
     for row in &mut run.found {
         row.now = where_it_stands(ctx, row).await?;
+        // Two batches may hold one version of a row: a row purge kept (changed in place, or
+        // holding a column added since) is archived again, and the later batch holds it now.
+        row.superseded_by = ctx
+            .tables
+            .members
+            .batch_holding(&row.app_code, &row.event_id)
+            .await?
+            .filter(|holding| *holding != row.batch_id);
     }
     run.found.sort_by(|a, b| {
         (&a.app_code, a.updated_at_ms, &a.event_id, &a.batch_id).cmp(&(
@@ -460,6 +468,7 @@ async fn search(
                 updated_at_ms: row[updated_key].as_i64().unwrap_or_default(),
                 object_matches_receipt: intact,
                 now: String::new(),
+                superseded_by: None,
                 row,
             });
         }

@@ -200,6 +200,7 @@ impl AppWork for Verify<'_> {
             self.note_log(app, audited, &mut details, &mut report);
         }
         self.note_not_verified(app, &mut report).await;
+        self.note_values_only_in_database(app, &mut report).await;
         match scanned {
             Some(Ok((found, more))) => {
                 details.stragglers = found.len() as u64;
@@ -284,6 +285,39 @@ impl<'a> Verify<'a> {
                     actual: Some(format!("state {state}, set by hand: the app's archive stops at the batch's rows and purge leaves them — set it back to VERIFIED after checking it, or remove the batch (README, Recovering from a finding)")),
                     seq: None,
                 }));
+            }
+            Err(e) => {
+                report.error.get_or_insert(e.to_string());
+            }
+        }
+    }
+
+    /// The app's batches whose deleted rows held values an older build recorded in the
+    /// database alone (`<prefix>_added_values`): named, with a warning — the store cannot
+    /// restore those rows whole without that table.
+    async fn note_values_only_in_database(&self, app: &str, report: &mut AppReport) {
+        let pool = &self.ctx.db.pool;
+        match self.ctx.tables.added.batches_of_app(pool, app, 1000).await {
+            Ok(found) if found.is_empty() => {}
+            Ok(found) => {
+                tracing::warn!(
+                    app,
+                    batches = found.len(),
+                    first_batch_id = found[0].0,
+                    "{} batch(es) of app {app} had rows deleted by a build before layout 2, which recorded what they held in column(s) added since ({}) in {} alone: the store does not hold those values. Keep that table and back it up with the archive (restore writes them back)",
+                    found.len(),
+                    found[0].1,
+                    self.ctx.spec.added_values_table()
+                );
+                let mut run = self.run.lock().expect("not poisoned");
+                run.values_only_in_database
+                    .extend(found.into_iter().map(|(batch_id, columns)| {
+                        crate::pipeline::report::details::ValuesOnlyInDatabase {
+                            app_code: app.to_string(),
+                            batch_id,
+                            columns,
+                        }
+                    }));
             }
             Err(e) => {
                 report.error.get_or_insert(e.to_string());

@@ -265,14 +265,25 @@ async fn a_column_added_to_a_built_in_table_is_archived_and_restored_as_it_was()
     let run = run_cli(&["find", "--event-id", "e7"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     // Both batches hold e7 at its version: the first without region, the one that archived it
-    // again with it.
+    // again with it, which holds it now; the first says so.
     let found = run.summary["found"].as_array().unwrap();
     assert_eq!(found.len(), 2, "{}", run.summary);
-    assert!(
-        found.iter().any(|f| f["row"]["region"] == "us"),
+    let current: Vec<&serde_json::Value> = found
+        .iter()
+        .filter(|f| f.get("superseded_by").is_none())
+        .collect();
+    assert_eq!(current.len(), 1, "{}", run.summary);
+    assert_eq!(current[0]["row"]["region"], "us", "{}", run.summary);
+    let older = found
+        .iter()
+        .find(|f| f.get("superseded_by").is_some())
+        .unwrap();
+    assert_eq!(
+        older["superseded_by"], current[0]["batch_id"],
         "{}",
         run.summary
     );
+    assert!(older["row"].get("region").is_none(), "{}", run.summary);
 
     // A rollout's later step changes the default: restore brings every row back as it was.
     db.exec("ALTER TABLE wallet_outbox ALTER COLUMN region SET DEFAULT 'apac'")
@@ -291,6 +302,151 @@ async fn a_column_added_to_a_built_in_table_is_archived_and_restored_as_it_was()
         29
     );
     assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 32);
+}
+
+/// A column dropped after batches held it (issue 58) wedges nothing: archive records the drop
+/// once, with a warning, and goes on; status, verify, find and purge read those batches by their
+/// own columns (purge deletes a row whose every remaining column is what its batch holds — the
+/// batch keeps the dropped column's values); a restore into the table without the column is
+/// refused, naming it and its type, until `--without-column` says to leave it out — then every
+/// row comes back equal in every column the table has.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_column_dropped_after_batches_held_it_wedges_nothing() {
+    let db = TestDb::new().await;
+    let s3 = TestS3::new().await;
+    let mut envs = s3.binary_env();
+    envs.push(("DATABASE_URL", db.url.clone()));
+    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    db.exec("ALTER TABLE wallet_outbox ADD COLUMN region VARCHAR(8) NULL DEFAULT 'eu'")
+        .await;
+    db.insert(&rows("a1", 20)).await;
+    db.exec("UPDATE wallet_outbox SET region = 'us' WHERE event_id = 'e3'")
+        .await;
+    let archive = [
+        "archive",
+        "--app",
+        "a1",
+        "--batch-rows",
+        "10",
+        "--cutoff",
+        CUTOFF,
+    ];
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(run.summary["apps"][0]["batches"], 2, "{}", run.summary);
+
+    db.exec("ALTER TABLE wallet_outbox DROP COLUMN region")
+        .await;
+    db.insert(&[row("a1", "late1", T0 + DAY)]).await;
+    let whole = table_rows(&db, "wallet_outbox", "a1").await;
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert!(
+        run.all_output
+            .contains("column region was dropped from wallet_outbox"),
+        "the drop is said: {}",
+        run.all_output
+    );
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_columns WHERE column_name = 'region' AND dropped_at_ms IS NOT NULL").await,
+        1,
+        "and recorded"
+    );
+    let run = run_cli(&archive, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert!(
+        !run.all_output.contains("was dropped"),
+        "said once: {}",
+        run.all_output
+    );
+    for command in [
+        vec!["status", "--app", "a1"],
+        vec!["verify", "--app", "a1", "--cutoff", CUTOFF],
+        vec!["purge", "--app", "a1", "--grace", "0s", "--dry-run"],
+    ] {
+        let run = run_cli(&command, &envs).await;
+        assert_eq!(run.code, 0, "{command:?}: {}", run.all_output);
+    }
+    let run = run_cli(&["find", "--event-id", "e3"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        run.summary["found"][0]["row"]["region"], "us",
+        "{}",
+        run.summary
+    );
+    // doctor says so (its other checks are the S3 server's to pass).
+    let run = run_cli(&["doctor"], &envs).await;
+    let columns = run.summary["checks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|c| c["check"] == "columns")
+        .unwrap();
+    assert_eq!(columns["status"], "ok", "{}", run.summary);
+    assert!(
+        columns["detail"]
+            .as_str()
+            .unwrap()
+            .contains("dropped since earlier batches archived them: region"),
+        "{}",
+        run.summary
+    );
+
+    let run = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(purge_app(&run)["purged_rows"], 21, "{}", run.summary);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+    let run = run_cli(&["verify", "--app", "a1", "--cutoff", CUTOFF], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+
+    // Into a table without the column: refused, naming it, its type and the way out.
+    for command in [
+        vec!["restore", "--app", "a1", "--into-source"],
+        vec!["restore", "--app", "a1", "--drill"],
+    ] {
+        let run = run_cli(&command, &envs).await;
+        assert_eq!(run.code, 1, "{command:?}: {}", run.all_output);
+        let error = run.summary["apps"][0]["error"].as_str().unwrap_or_default();
+        assert!(
+            error.contains("holds column(s) region that")
+                && error.contains("region varchar(8)")
+                && error.contains("--without-column region"),
+            "{command:?}: {}",
+            run.summary
+        );
+    }
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox").await,
+        1,
+        "nothing of the batches that hold the column loaded (late1's, written after the drop, is)"
+    );
+    let run = run_cli(
+        &[
+            "restore",
+            "--app",
+            "a1",
+            "--drill",
+            "--without-column",
+            "region",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(
+        &[
+            "restore",
+            "--app",
+            "a1",
+            "--into-source",
+            "--without-column",
+            "region",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(table_rows(&db, "wallet_outbox", "a1").await, whole);
 }
 
 /// FLOAT and DOUBLE values as the server holds them, by event id: their bits (issue 58).

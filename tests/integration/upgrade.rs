@@ -69,27 +69,41 @@ async fn a_build_before_the_fence_stops_at_start_up_after_this_migrate() {
     let envs = cli_envs(&db, &s3);
     let cutoff = (T0 + DAY).to_string();
 
-    // The older build's deployment: its tables, its rows, a batch archived and purged by it.
+    // The older build's deployment: its tables, its rows, two batches archived (layout 1: their
+    // manifests do not name their columns), a column added between them, and both purged by
+    // it — the rows of the first, archived before the column, with what they held in it
+    // recorded in the database alone (`_added_values`), as builds before layout 2 did.
     let migrated = run_binary(&old, &["migrate", "--with-source-table"], &envs).await;
     assert_eq!(migrated.code, 0, "{}", migrated.all_output);
     db.insert(&rows("a1", 30)).await;
-    let archived = run_binary(
-        &old,
-        &[
-            "archive",
-            "--app",
-            "a1",
-            "--cutoff",
-            &cutoff,
-            "--batch-rows",
-            "10",
-            "--max-batches",
-            "1",
-        ],
-        &envs,
-    )
-    .await;
+    let one_batch = [
+        "archive",
+        "--app",
+        "a1",
+        "--cutoff",
+        &cutoff,
+        "--batch-rows",
+        "10",
+        "--max-batches",
+        "1",
+    ];
+    let archived = run_binary(&old, &one_batch, &envs).await;
     assert_eq!(archived.code, 0, "{}", archived.all_output);
+    db.exec("ALTER TABLE wallet_outbox ADD COLUMN region VARCHAR(8) NULL DEFAULT 'eu'")
+        .await;
+    db.exec("UPDATE wallet_outbox SET region = 'us' WHERE event_id = 'e12'")
+        .await;
+    let archived = run_binary(&old, &one_batch, &envs).await;
+    assert_eq!(archived.code, 0, "{}", archived.all_output);
+    let purged = run_binary(&old, &["purge", "--app", "a1", "--grace", "0s"], &envs).await;
+    assert_eq!(purged.code, 0, "{}", purged.all_output);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 10);
+    let first_batch: String = sqlx::query_scalar(
+        "SELECT batch_id FROM wallet_outbox_archive_added_values WHERE column_name = 'region'",
+    )
+    .fetch_one(&db.db.pool)
+    .await
+    .expect("the older build recorded the first batch's rows' region in the database");
 
     // This build's migrate: the fence.
     let migrated = run_cli(&["migrate"], &envs).await;
@@ -141,6 +155,58 @@ async fn a_build_before_the_fence_stops_at_start_up_after_this_migrate() {
     assert_eq!(run.code, 0, "{}", run.all_output);
     let run = run_cli(&["verify", "--app", "a1", "--cutoff", &cutoff], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
+    // verify names the batch whose rows' values the store does not hold (issue 58).
+    assert_eq!(
+        run.summary["values_only_in_database"],
+        serde_json::json!([{"app_code": "a1", "batch_id": first_batch, "columns": "region"}]),
+        "{}",
+        run.summary
+    );
+    assert!(
+        run.all_output
+            .contains("the store does not hold those values"),
+        "{}",
+        run.all_output
+    );
+
+    // The column dropped (issue 58): the older build's second batch, which holds it and does
+    // not name its columns, is read by what the database recorded of the column; purge, verify
+    // and restore go on, restore leaving the column out only when told.
+    db.exec("ALTER TABLE wallet_outbox DROP COLUMN region")
+        .await;
+    let run = run_cli(&["verify", "--app", "a1", "--cutoff", &cutoff], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["find", "--event-id", "e12"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(
+        run.summary["found"][0]["row"]["region"], "us",
+        "{}",
+        run.summary
+    );
+    let run = run_cli(&["purge", "--app", "a1", "--grace", "0s"], &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 0);
+    let run = run_cli(&["restore", "--app", "a1", "--into-source"], &envs).await;
+    assert_eq!(run.code, 1, "{}", run.all_output);
+    assert!(
+        run.all_output.contains("--without-column region"),
+        "{}",
+        run.all_output
+    );
+    let run = run_cli(
+        &[
+            "restore",
+            "--app",
+            "a1",
+            "--into-source",
+            "--without-column",
+            "region",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(db.count("SELECT COUNT(*) FROM wallet_outbox").await, 30);
     let version = run_cli_text(&["--version"], &[]).await;
     assert!(version.1.contains("(archive layout 2)"), "{}", version.1);
 }

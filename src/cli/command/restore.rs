@@ -29,6 +29,16 @@ pub(crate) struct RestoreArgs {
     /// memory); with more, each app holds one.
     #[arg(long, value_name = "N", env = "OUTBOX_ARCHIVER_PARALLEL_APPS", default_value_t = 1, value_parser = clap::value_parser!(u32).range(1..=4))]
     pub parallel_apps: u32,
+    /// Restore batches holding these columns without them where the target table lacks them
+    /// (dropped from the source since): their values stay in the archive. Without it such a
+    /// batch is refused, naming the columns.
+    #[arg(
+        long = "without-column",
+        value_name = "COLUMN",
+        env = "OUTBOX_ARCHIVER_WITHOUT_COLUMN",
+        value_delimiter = ','
+    )]
+    pub without_columns: Vec<String>,
     #[command(flatten)]
     pub thaw: ThawArgs,
     #[command(flatten)]
@@ -54,6 +64,7 @@ impl IntoOptions for RestoreArgs {
             lock_prefix: self.lock.lock_prefix.clone(),
             parallel_apps: self.parallel_apps as usize,
             thaw: self.thaw.thaw(),
+            without_columns: self.without_columns,
             failpoints: failpoints_from_env(),
         })
     }

@@ -43,6 +43,19 @@ pub(crate) async fn prepare(
             .record_archived_columns(ctx.spec, ctx.now())
             .await
             .map_err(|e| Unprepared::Failed(e.to_string()))?;
+        let dropped = ctx
+            .db
+            .record_dropped_columns(ctx.spec, ctx.now())
+            .await
+            .map_err(|e| Unprepared::Failed(e.to_string()))?;
+        for column in dropped {
+            tracing::warn!(
+                table = ctx.spec.name,
+                column,
+                "column {column} was dropped from {}: the batches that hold it keep its values and are read by their own columns; a restore into a table without it names it (--without-column {column})",
+                ctx.spec.name
+            );
+        }
         conditional_put = probe_write_once(ctx).await.map_err(|e| {
             let error = format!(
                 "probing whether the store refuses create-only puts (If-None-Match): {e} \

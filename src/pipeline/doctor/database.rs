@@ -364,7 +364,27 @@ async fn added_columns(db: &Db, spec: &TableSpec) -> Option<Check> {
         _ => return None,
     };
     let (added, refused) = profile::added_columns(spec, &live);
-    Some(match refused.is_empty() {
+    // The spec here is the table as this build knows it (doctor starts without the database):
+    // the columns dropped are asked of the database.
+    let dropped = db.dropped_columns(spec).await.unwrap_or_default();
+    let dropped: Vec<&str> = dropped.iter().map(|c| c.name).collect();
+    let dropped = match dropped.is_empty() {
+        true => String::new(),
+        false => format!(
+            "; dropped since earlier batches archived them: {} (those batches keep the values; a restore into the table needs the column(s) back or --without-column)",
+            dropped.join(", ")
+        ),
+    };
+    let check = added_check(spec, added, refused);
+    Some(Check {
+        detail: format!("{}{dropped}", check.detail),
+        ..check
+    })
+}
+
+/// [`added_columns`]'s check of the columns added and refused.
+fn added_check(spec: &TableSpec, added: Vec<String>, refused: Vec<String>) -> Check {
+    match refused.is_empty() {
         true if added.is_empty() => Check::ok(
             "columns",
             format!("{}: its own columns, none added", spec.name),
@@ -386,7 +406,7 @@ async fn added_columns(db: &Db, spec: &TableSpec) -> Option<Check> {
             ),
             "change the column's type to one the archiver encodes exactly, or describe the table with --table-profile (README, \"Archiving another outbox table\")",
         ),
-    })
+    }
 }
 
 async fn retention_index(db: &Db, spec: &TableSpec) -> Check {

@@ -45,17 +45,24 @@ impl Purger<'_> {
             && members.iter().all(|m| m.fingerprint.is_some());
         let spec = self.ctx.spec;
         let predates = self.predates_a_column(receipt).await?;
+        // A batch that may hold a column dropped from the table since is read in full, whatever
+        // the flags: its rows are held to the table by the columns still there.
+        let dropped = may_hold_dropped(spec, receipt);
         let depth = match self.opts.objects {
+            _ if dropped => Depth::ReadKeepingLines,
             ObjectCheck::Trusted => {
                 return Ok((trusted(&expected, batch, provable_by_rows), members, spec))
             }
             ObjectCheck::Head if provable_by_rows && !predates => Depth::Head,
             ObjectCheck::Head | ObjectCheck::Read => Depth::Read,
         };
-        let (verified, depth) = self.verified(receipt, &expected, depth).await?;
+        let (mut verified, depth) = self.verified(receipt, &expected, depth).await?;
         let read_as = verified.data_spec.unwrap_or(spec);
         if !verified.findings.is_empty() || depth == Depth::Head {
             return Ok((verified.findings, members, read_as));
+        }
+        if let Some(lines) = verified.lines.take().filter(|_| holds_more(read_as, spec)) {
+            return Ok(onto_table(&lines, members, read_as, spec, receipt));
         }
         let (findings, members) = with_archived_fingerprints(verified, members);
         Ok((findings, members, read_as))
@@ -157,6 +164,100 @@ fn trusted(expected: &Expected, batch: &str, provable_by_rows: bool) -> Vec<Find
         actual: Some("a receipt recorded before them, or compacted: its rows can be proven only by reading its data object; purge it without --trust-receipts".into()),
         seq: None,
     }]
+}
+
+/// Whether a batch may hold a column dropped from the table since ([`TableSpec::dropped`]): one
+/// whose manifest names such a column, or one that does not name its columns (layout 1) while
+/// any column was dropped.
+fn may_hold_dropped(table: &TableSpec, receipt: &Receipt) -> bool {
+    match &receipt.columns {
+        Some(columns) => columns.columns.iter().any(|c| {
+            !table
+                .columns
+                .iter()
+                .any(|t| t.name.eq_ignore_ascii_case(&c.name))
+        }),
+        None => !table.dropped.is_empty(),
+    }
+}
+
+/// Whether the batch (`batch`: the table as its lines hold it) holds a column the table no
+/// longer has.
+fn holds_more(batch: &TableSpec, table: &TableSpec) -> bool {
+    batch.columns.iter().any(|c| {
+        !table
+            .columns
+            .iter()
+            .any(|t| t.name.eq_ignore_ascii_case(c.name))
+    })
+}
+
+/// A batch holding columns dropped from the table since, read in full: its members, each with
+/// the fingerprint of its line without those columns — what the row as the table holds it now
+/// encodes to when it is what was archived — and the table as those lines would hold it, which
+/// the rows are selected and compared by. The dropped columns' values stay in the batch, which is
+/// the archive of them: nothing the table still holds is deleted unless the batch holds it.
+fn onto_table(
+    lines: &crate::model::batch::KeptLines,
+    members: Vec<Member>,
+    batch: &'static TableSpec,
+    table: &TableSpec,
+    receipt: &Receipt,
+) -> (Vec<Finding>, Vec<Member>, &'static TableSpec) {
+    let unreadable = |why: String| {
+        vec![Finding {
+            kind: FindingKind::UnreadableData,
+            batch_id: Some(receipt.batch_id.clone()),
+            key: Some(receipt.keys.data.to_string()),
+            event_id: None,
+            expected: Some("its lines without the columns dropped from the table since".into()),
+            actual: Some(why),
+            seq: None,
+        }]
+    };
+    let kept: Vec<usize> = (0..batch.columns.len())
+        .filter(|&i| {
+            table
+                .columns
+                .iter()
+                .any(|t| t.name.eq_ignore_ascii_case(batch.columns[i].name))
+        })
+        .collect();
+    let keys: Vec<&str> = kept.iter().map(|&i| batch.columns[i].json_key).collect();
+    let onto = match crate::model::table::projected(batch, &keys) {
+        Ok(onto) => onto,
+        Err(why) => return (unreadable(why), members, batch),
+    };
+    let mut archived: HashMap<(String, i64), RowFingerprint> = HashMap::new();
+    for range in lines.chunks(1_000, usize::MAX) {
+        let rows = match lines.decode(range) {
+            Ok(rows) => rows,
+            Err(e) => return (unreadable(e.to_string()), members, batch),
+        };
+        for row in rows {
+            let row: crate::model::codec::Row = kept.iter().map(|&i| row[i].clone()).collect();
+            match crate::model::batch::EncodedRow::of_row(onto, &receipt.app_code, &row) {
+                Ok(encoded) => {
+                    let at = encoded.cursor();
+                    archived.insert(
+                        (at.event_id, at.updated_at_ms),
+                        crate::model::digest::row_fingerprint(&encoded.line),
+                    );
+                }
+                Err(e) => return (unreadable(e.to_string()), members, batch),
+            }
+        }
+    }
+    let members = members
+        .into_iter()
+        .map(|m| Member {
+            fingerprint: archived
+                .get(&(m.event_id.clone(), m.updated_at_ms))
+                .copied(),
+            ..m
+        })
+        .collect();
+    (Vec::new(), members, onto)
 }
 
 /// A batch read in full without findings: its members, each with the fingerprint of its line in

@@ -539,6 +539,10 @@ pub struct FoundRow {
     /// Where the row stands now: in the source (not purged yet), restored, in another version,
     /// purged.
     pub now: String,
+    /// The batch that holds the row now, where it is another (a later version, or the same one
+    /// archived again after purge kept it): this batch's line is not what a restore loads.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub superseded_by: Option<String>,
     /// The archived row, as its NDJSON line has it.
     pub row: serde_json::Value,
 }
@@ -577,6 +581,21 @@ pub struct VerifyRun {
     /// bytes (a restore from versioning), recorded under their new identity with the evidence.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub recorded_versions: Vec<crate::db::object_versions::NewVersions>,
+    /// Batches whose deleted rows held values the store does not: recorded by a build before
+    /// layout 2 in `<prefix>_added_values` alone (a column added after the batch was archived).
+    /// Not a failure — restore writes them back — but that table must be kept and backed up
+    /// with the archive: the store alone cannot restore those rows whole.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub values_only_in_database: Vec<ValuesOnlyInDatabase>,
+}
+
+/// A batch of [`VerifyRun::values_only_in_database`].
+#[derive(Debug, Clone, Serialize)]
+pub struct ValuesOnlyInDatabase {
+    pub app_code: String,
+    pub batch_id: String,
+    /// The columns whose values are recorded in the database alone.
+    pub columns: String,
 }
 
 /// `verify --sample-percent`: the share, the seed that repeats it, and how many were in scope.

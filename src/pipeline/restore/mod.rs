@@ -55,6 +55,10 @@ pub struct RestoreOptions {
     /// `--thaw`: ask the store to restore batches in cold storage classes, to load them on a
     /// later run (without it such a batch fails, saying so).
     pub thaw: Option<Thaw>,
+    /// `--without-column`: columns a batch holds that the target table does not have (dropped
+    /// from the source since), restored without (their values stay in the archive). A batch
+    /// holding such a column not named here is refused, naming it.
+    pub without_columns: Vec<String>,
     pub failpoints: crate::failpoint::FailPoints,
 }
 
@@ -194,7 +198,21 @@ pub(crate) struct Restorer<'a> {
     /// The source table's columns (read once, when a batch has values recorded for columns
     /// its lines lack).
     source_columns: tokio::sync::OnceCell<Vec<crate::model::profile::LiveColumn>>,
+    /// The target table's columns (`--into`; read once, when a batch holds a column the source
+    /// no longer has).
+    target_columns: tokio::sync::OnceCell<Vec<crate::model::profile::LiveColumn>>,
 }
+
+/// How a batch's decoded lines become the rows loaded: the values recorded for columns its
+/// lines lack appended, and where `--without-column` named columns the target lacks, only the
+/// columns at these positions kept.
+struct Shape {
+    added: Vec<crate::model::codec::Value>,
+    onto: Option<Vec<usize>>,
+}
+
+/// [`Restorer::onto_target`]: the rows' columns, the lines' columns, and the positions kept.
+type Onto = (&'static TableSpec, &'static TableSpec, Option<Vec<usize>>);
 
 #[async_trait::async_trait]
 impl AppWork for Restorer<'_> {
@@ -315,6 +333,7 @@ impl<'a> Restorer<'a> {
             members: ctx.tables.members.clone(),
             observer,
             source_columns: tokio::sync::OnceCell::new(),
+            target_columns: tokio::sync::OnceCell::new(),
         }
     }
 
@@ -443,19 +462,21 @@ impl<'a> Restorer<'a> {
         // when it was added did).
         let archived = lines.spec();
         let (spec, added) = self.with_added_values(receipt, archived).await?;
+        let (spec, archived, onto) = self.onto_target(receipt, spec, archived).await?;
+        let shape = Shape { added, onto };
         // At most 65,535 placeholders per statement, one per value.
         let max_rows = RESTORE_CHUNK.min(60_000 / spec.columns.len().max(1));
         let now = self.ctx.now();
         if self.opts.drill {
             let chunks = lines.chunks(max_rows, RESTORE_CHUNK_BYTES);
-            let rows = self.decode(receipt, &lines, 0..lines.len(), &added)?;
+            let rows = self.decode(receipt, &lines, 0..lines.len(), &shape)?;
             return self
                 .drill(spec, receipt, proven, rows, &chunks, details)
                 .await;
         }
         for range in lines.chunks(max_rows, RESTORE_CHUNK_BYTES) {
             let start = range.start;
-            let rows = self.decode(receipt, &lines, range, &added)?;
+            let rows = self.decode(receipt, &lines, range, &shape)?;
             let mut chunk = without_superseded(spec, rows, &superseded, details);
             if receipt.life.compaction.is_some() && !chunk.is_empty() {
                 // A compacted batch lost the member rows that told a later version of a row
@@ -609,21 +630,128 @@ impl<'a> Restorer<'a> {
 
     /// Lines `range` of a verified batch, decoded.
     /// The rows of `range` of the batch's lines, each with the values recorded for columns its
-    /// lines lack (`added`) after its own.
+    /// lines lack after its own, without the columns the target table does not have where
+    /// `--without-column` named them ([`Shape`]).
     fn decode(
         &self,
         receipt: &Receipt,
         lines: &KeptLines,
         range: std::ops::Range<usize>,
-        added: &[crate::model::codec::Value],
+        shape: &Shape,
     ) -> Result<Vec<Row>, AppError> {
         let mut rows = lines.decode(range).map_err(|e| {
             AppError::Data(format!("{}: {e}; nothing more loaded", receipt.keys.data))
         })?;
-        if !added.is_empty() {
-            rows.iter_mut().for_each(|r| r.extend_from_slice(added));
+        if !shape.added.is_empty() {
+            rows.iter_mut()
+                .for_each(|r| r.extend_from_slice(&shape.added));
+        }
+        if let Some(keep) = &shape.onto {
+            for row in &mut rows {
+                *row = keep.iter().map(|&i| row[i].clone()).collect();
+            }
         }
         Ok(rows)
+    }
+
+    /// The table a batch's rows are loaded as, where the target table lacks columns the batch
+    /// holds (dropped from the source since the batch was archived): refused, naming them and
+    /// their types, unless `--without-column` names each — then the rows go without them (the
+    /// batch keeps their values) and the positions of the columns kept are returned.
+    /// `(spec, archived)`: the rows' columns and the lines'.
+    async fn onto_target(
+        &self,
+        receipt: &Receipt,
+        spec: &'static TableSpec,
+        archived: &'static TableSpec,
+    ) -> Result<Onto, AppError> {
+        let target: Vec<&str> = match self.opts.drill || self.opts.into_source {
+            // A drill's scratch tables are made like the source.
+            true => self.ctx.spec.columns.iter().map(|c| c.name).collect(),
+            false => self
+                .target_columns
+                .get_or_try_init(|| self.ctx.db.describe(&self.target))
+                .await?
+                .iter()
+                .map(|c| c.name.as_str())
+                .collect(),
+        };
+        let has = |name: &str| target.iter().any(|t| t.eq_ignore_ascii_case(name));
+        let lacking: Vec<&str> = spec
+            .columns
+            .iter()
+            .map(|c| c.name)
+            .filter(|c| !has(c))
+            .collect();
+        if lacking.is_empty() {
+            return Ok((spec, archived, None));
+        }
+        let into = if self.opts.drill {
+            "a drill's scratch table (made like the source)"
+        } else {
+            self.target.as_str()
+        };
+        let unnamed: Vec<&str> = lacking
+            .iter()
+            .copied()
+            .filter(|c| {
+                !self
+                    .opts
+                    .without_columns
+                    .iter()
+                    .any(|w| w.eq_ignore_ascii_case(c))
+            })
+            .collect();
+        if !unnamed.is_empty() {
+            let typed: Vec<String> = unnamed
+                .iter()
+                .map(|c| {
+                    let sql_type = receipt.columns.as_ref().and_then(|set| {
+                        set.columns
+                            .iter()
+                            .find(|b| b.name.eq_ignore_ascii_case(c))
+                            .map(|b| b.sql_type.clone())
+                    });
+                    match sql_type {
+                        Some(t) => format!("{c} {t}"),
+                        None => c.to_string(),
+                    }
+                })
+                .collect();
+            return Err(AppError::Data(format!(
+                "batch {} holds column(s) {} that {into} does not have (dropped since the batch was archived): nothing of the batch loaded. Add them to the table ({}) to restore the rows whole, or restore without them: --without-column {} (their values stay in the archive)",
+                receipt.batch_id,
+                unnamed.join(", "),
+                typed.join(", "),
+                unnamed.join(",")
+            )));
+        }
+        let keep: Vec<usize> = (0..spec.columns.len())
+            .filter(|&i| has(spec.columns[i].name))
+            .collect();
+        let keys = |t: &TableSpec| -> Vec<&'static str> {
+            t.columns
+                .iter()
+                .filter(|c| has(c.name))
+                .map(|c| c.json_key)
+                .collect()
+        };
+        let project = |t: &'static TableSpec| {
+            crate::model::table::projected(t, &keys(t)).map_err(|e| {
+                AppError::Data(format!(
+                    "batch {} without {}: {e}",
+                    receipt.batch_id,
+                    lacking.join(", ")
+                ))
+            })
+        };
+        tracing::warn!(
+            batch_id = receipt.batch_id,
+            columns = lacking.join(","),
+            "restoring without column(s) {} (--without-column): the batch keeps their values",
+            lacking.join(", ")
+        );
+        Ok((project(spec)?, project(archived)?, Some(keep)))
     }
 
     /// The table as a batch's rows are restored ([`crate::model::unarchived::restoring`]): its
