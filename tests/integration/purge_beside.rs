@@ -114,6 +114,15 @@ async fn a_row_another_transaction_holds_is_skipped_at_once_and_said() {
         .unwrap();
     let metrics = tempfile::tempdir().unwrap();
     let textfile = metrics.path().join("purge.prom");
+    // What a wait for the row would last: the server's lock wait, which purge's sessions take
+    // unless a statement says otherwise (50 s by default on both servers).
+    let lock_wait: i64 =
+        sqlx::query_scalar("SELECT CAST(@@global.innodb_lock_wait_timeout AS SIGNED)")
+            .fetch_one(&db.db.pool)
+            .await
+            .unwrap();
+    assert!(lock_wait >= 30, "the server's lock wait is {lock_wait} s");
+    let started = std::time::Instant::now();
     let run = run_cli(
         &[
             "purge",
@@ -127,7 +136,14 @@ async fn a_row_another_transaction_holds_is_skipped_at_once_and_said() {
         &envs,
     )
     .await;
-    // Not waited for (a wait would end in the server's lock timeout, an error), not hidden.
+    let took = started.elapsed();
+    // Not waited for (a wait would end in the server's lock timeout, an error), not hidden: the
+    // whole run, a process started included, ends in a fraction of one lock wait (0.2-0.6 s
+    // here), where a purge that waited out the lock and then skipped the row would take it all.
+    assert!(
+        took.as_secs_f64() < lock_wait as f64 / 5.0,
+        "purge took {took:?} beside a lock wait of {lock_wait} s: it waited for the row"
+    );
     assert_eq!(run.code, 0, "{}", run.all_output);
     let app = &run.summary["apps"][0];
     assert_eq!(app["outcome"], "stopped", "{}", run.summary);

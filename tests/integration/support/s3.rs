@@ -54,6 +54,17 @@ impl TestS3 {
                 _dir: dir,
             };
         }
+        Self::in_process_in(dir, n).await
+    }
+
+    /// A bucket on an S3 server in this process, whatever `OUTBOX_ARCHIVER_TEST_S3_ENDPOINT`
+    /// says: for a test that needs the server's credentials and buckets in its hands.
+    pub async fn in_process() -> TestS3 {
+        let n = COUNTER.fetch_add(1, Ordering::SeqCst);
+        Self::in_process_in(tempfile::tempdir().unwrap(), n).await
+    }
+
+    async fn in_process_in(dir: tempfile::TempDir, n: u32) -> TestS3 {
         let server = LocalS3::start(dir.path(), ACCESS_KEY, SECRET_KEY)
             .await
             .unwrap();
