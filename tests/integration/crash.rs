@@ -165,3 +165,108 @@ async fn sigkill_at_fifty_moments_loses_and_duplicates_nothing() {
         run.orphans.len()
     );
 }
+
+/// A fail point, the commands run cleanly before it, and the command killed there.
+type Point<'a> = (&'a str, &'a [&'a [&'a str]], &'a [&'a str]);
+
+/// The orphans verify reports: objects no receipt references (an interrupted batch's).
+fn orphans(run: &Run) -> usize {
+    run.summary["orphans"].as_array().map_or(0, Vec::len)
+}
+
+/// The process killed at each named fail point of archive, purge, compact and restore
+/// (`OUTBOX_ARCHIVER_FAILPOINT`: it aborts there, as a SIGKILL would leave it), on an S3 server,
+/// then the same command run again: it converges — every row archived exactly once, purged
+/// exactly once, restored exactly once, every batch verified — and the objects an interrupted
+/// batch left behind are written over by the rerun's identical ones (no orphan stays). Each
+/// point reproduces alone: `cargo test --test integration each_named_fail_point`.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn each_named_fail_point_of_a_run_converges_when_run_again() {
+    let archive = [
+        "archive",
+        "--all-apps",
+        "--batch-rows",
+        "7",
+        "--cutoff",
+        "2026-01-02T00:00:00Z",
+    ];
+    let purge = ["purge", "--all-apps", "--grace", "0s"];
+    let compact = ["compact", "--all-apps", "--older-than", "0s"];
+    let restore = ["restore", "--all-apps", "--into-source"];
+    let verify = ["verify", "--all-apps", "--cutoff", "2026-01-02T00:00:00Z"];
+    let archived: &[&[&str]] = &[];
+    let points: &[Point] = &[
+        ("after-page", archived, &archive),
+        ("after-data-put", archived, &archive),
+        ("after-manifest-put", archived, &archive),
+        ("after-success-put", archived, &archive),
+        ("after-members", archived, &archive),
+        ("before-commit", archived, &archive),
+        ("after-purge-chunk", &[&archive], &purge),
+        ("before-purge-commit", &[&archive], &purge),
+        ("compact-after-delete", &[&archive, &purge], &compact),
+        ("compact-before-commit", &[&archive, &purge], &compact),
+        ("before-restore-chunk", &[&archive, &purge], &restore),
+        ("restore-before-mark", &[&archive, &purge], &restore),
+    ];
+    for (point, before, killed) in points {
+        let db = TestDb::new().await;
+        let s3 = TestS3::new().await;
+        let envs = cli_envs(&db, &s3);
+        for app in ["a1", "a2"] {
+            db.insert(&rows(app, 30)).await;
+        }
+        let expected: Vec<Vec<outbox_archiver::Row>> = vec![
+            table_rows(&db, "wallet_outbox", "a1").await,
+            table_rows(&db, "wallet_outbox", "a2").await,
+        ];
+        for command in *before {
+            let run = run_cli(command, &envs).await;
+            assert_eq!(run.code, 0, "{point}: {command:?}: {}", run.all_output);
+        }
+        let mut failing = envs.clone();
+        failing.push(("OUTBOX_ARCHIVER_FAILPOINT", point.to_string()));
+        let out = run_cli_output(killed, &failing).await;
+        let output = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            output.contains(&format!("fail point {point}: aborting")),
+            "{point}: the run never reached it: {output}"
+        );
+        assert!(
+            out.status.code().is_none(),
+            "{point}: killed, not ended: {output}"
+        );
+        let run = run_cli(killed, &envs).await;
+        assert_eq!(run.code, 0, "{point}: run again: {}", run.all_output);
+        let run = run_cli(&verify, &envs).await;
+        assert_eq!(run.code, 0, "{point}: {}", run.all_output);
+        assert_eq!(orphans(&run), 0, "{point}: {}", run.summary);
+        for (app, expected) in ["a1", "a2"].iter().zip(&expected) {
+            let store = s3.store().await;
+            assert_eq!(
+                &archived_rows(&db, store.as_ref(), app).await,
+                expected,
+                "{point}: {app}: every row archived once"
+            );
+            // Compaction replaces a batch's member rows by a digest on its receipt.
+            let members = if *killed == compact { 0 } else { 30 };
+            assert_eq!(db.members(app).await.len(), members, "{point}: {app}");
+        }
+        let left = db.count("SELECT COUNT(*) FROM wallet_outbox").await;
+        match *killed == restore || before.is_empty() {
+            // Archived only, or restored: every row in the source, as it was.
+            true => {
+                assert_eq!(left, 60, "{point}");
+                for (app, expected) in ["a1", "a2"].iter().zip(&expected) {
+                    assert_eq!(
+                        &table_rows(&db, "wallet_outbox", app).await,
+                        expected,
+                        "{point}: {app}: the source as it was"
+                    );
+                }
+            }
+            false if *killed == purge || *killed == compact => assert_eq!(left, 0, "{point}"),
+            false => unreachable!(),
+        }
+    }
+}

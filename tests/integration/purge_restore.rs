@@ -100,6 +100,9 @@ async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
         &RestoreOptions {
             into_source: true,
             selection: Selection::of_apps(&["a1"]),
+            // The test's own lock names: without them the server-wide wallet_outbox_archive:a1
+            // of every other test at once.
+            lock_prefix: db.lock_prefix(),
             ..Default::default()
         },
     )
