@@ -12,10 +12,7 @@ use outbox_archiver::{compact, compact::CompactOptions};
 use crate::support::*;
 
 fn envs(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
-    envs
+    cli_envs(db, s3)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -8,10 +8,7 @@ use crate::support::*;
 use outbox_archiver::format::Key;
 
 fn envs_for(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
-    envs
+    cli_envs(db, s3)
 }
 
 /// `envs` with `--store` replaced by `store`.

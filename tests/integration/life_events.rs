@@ -17,10 +17,7 @@ const CUTOFF: &str = "2026-01-04T00:00:00Z";
 
 /// The binary's environment for `db` and `s3`.
 fn envs(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
-    envs
+    cli_envs(db, s3)
 }
 
 /// `(event_id, column)` of every row of `table` whose event id matches `like`, by event id; the

@@ -910,9 +910,7 @@ async fn apps_that_differ_only_in_case_are_two_apps_with_two_logs() {
     case_sensitive_apps(&db).await;
     let s3 = TestS3::new().await;
     let store = s3.store().await;
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let envs = cli_envs(&db, &s3);
     let batch = |app: &str, from: i64| -> Vec<outbox_archiver::Row> {
         (from..from + 25)
             .map(|i| row(app, &format!("e{i:03}"), T0 + i))
@@ -992,9 +990,7 @@ async fn a_batch_removed_on_purpose_is_accepted_once_and_the_log_goes_on() {
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
     let store = s3.store().await;
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let envs = cli_envs(&db, &s3);
     let cutoff = "2026-01-04T00:00:00Z";
     let archive = [
         "archive",
@@ -1200,9 +1196,7 @@ async fn signed_checkpoints_and_statements_check_with_gos_own_tlog_verifier() {
         verifier.starts_with("archive.example.com/wallet+"),
         "{verifier}"
     );
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let mut envs = cli_envs(&db, &s3);
     envs.push(("OUTBOX_ARCHIVER_LOG_VERIFIER", verifier.clone()));
     let mut signing = envs.clone();
     signing.push(("OUTBOX_ARCHIVER_LOG_KEY_FILE", key_file));

@@ -24,10 +24,7 @@ fn archive(app: &str) -> [&str; 7] {
 
 /// The binary's environment for this test's database and store.
 fn binary_envs(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
-    envs
+    cli_envs(db, s3)
 }
 
 /// `n` delivered rows of `app`, event ids `{tag}000`…, a millisecond apart from `from`.

@@ -27,10 +27,7 @@ pub(crate) const VERIFY: [&str; 6] = [
 
 /// The binary's environment for `db` and `s3`: the store, the database, the app lock.
 pub(crate) fn binary_env(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
-    envs
+    cli_envs(db, s3)
 }
 
 /// a1's rows archived in batches of 10.

@@ -534,9 +534,7 @@ async fn receipts_an_older_build_left_under_two_spellings_are_one_app_after_migr
         clean.to_json()
     );
     // And through the binary, as the operator runs it.
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", older.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", older.lock_prefix()));
+    let envs = cli_envs(&older, &s3);
     let verified = run_cli(
         &["verify", "--all-apps", "--cutoff", "2026-01-05T00:00:00Z"],
         &envs,

@@ -302,9 +302,7 @@ async fn outputs_follow_the_conventions() {
 
     let (db, s3, _store) = fixture().await;
     db.insert(&rows("a1", 30)).await;
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let envs = cli_envs(&db, &s3);
     let table = |args: &[&str]| {
         let mut args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
         args.extend(["--format".into(), "table".into()]);

@@ -7,10 +7,7 @@
 use crate::support::*;
 
 fn binary_envs(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
-    envs
+    cli_envs(db, s3)
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

@@ -100,9 +100,7 @@ async fn a_row_another_transaction_holds_is_skipped_at_once_and_said() {
     use sqlx::{Connection, Executor};
     let (db, s3, _store) = fixture().await;
     db.insert(&rows("a1", 30)).await;
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let envs = cli_envs(&db, &s3);
     let run = run_cli(&["archive", "--app", "a1", "--cutoff", "2026-01-02"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     // The relay holds one row (a claim in flight), for the whole purge.
@@ -195,9 +193,7 @@ async fn rows_the_relay_holds_beside_the_members_are_neither_read_nor_waited_for
     pending[10] = Value::Text("PENDING".into());
     db.insert(&[pending.clone()]).await;
     db.exec("ANALYZE TABLE wallet_outbox").await;
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let envs = cli_envs(&db, &s3);
     let run = run_cli(&["archive", "--app", "a1", "--cutoff", "2026-01-02"], &envs).await;
     assert_eq!(run.code, 0, "{}", run.all_output);
     assert_eq!(run.summary["apps"][0]["rows"], 30, "{}", run.summary);

@@ -299,9 +299,7 @@ async fn receipts_stream_in_pages_in_cursor_order() {
 async fn a_receipt_set_to_another_state_by_hand_is_named_and_stops_only_its_app() {
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let envs = cli_envs(&db, &s3);
     db.insert(&rows("a1", 30)).await;
     db.insert(&rows("a2", 10)).await;
     let cutoff = "2026-01-04T00:00:00Z";

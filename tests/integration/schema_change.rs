@@ -175,9 +175,7 @@ async fn a_column_added_to_a_profiles_table_strands_no_archived_row() {
 async fn a_column_added_to_a_built_in_table_is_archived_and_restored_as_it_was() {
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let envs = cli_envs(&db, &s3);
     db.insert(&rows("a1", 30)).await;
     let archive = [
         "archive",
@@ -314,9 +312,7 @@ async fn a_column_added_to_a_built_in_table_is_archived_and_restored_as_it_was()
 async fn a_column_dropped_after_batches_held_it_wedges_nothing() {
     let db = TestDb::new().await;
     let s3 = TestS3::new().await;
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let envs = cli_envs(&db, &s3);
     db.exec("ALTER TABLE wallet_outbox ADD COLUMN region VARCHAR(8) NULL DEFAULT 'eu'")
         .await;
     db.insert(&rows("a1", 20)).await;

@@ -6,9 +6,7 @@
 use crate::support::*;
 
 fn binary_envs(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
-    let mut envs = s3.binary_env();
-    envs.push(("DATABASE_URL", db.url.clone()));
-    envs.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let mut envs = cli_envs(db, s3);
     envs.push(("AWS_REGION", "us-east-1".into()));
     envs.push(("AWS_EC2_METADATA_DISABLED", "true".into()));
     envs

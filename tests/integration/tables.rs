@@ -353,9 +353,7 @@ pub(crate) async fn ledger_db() -> TestDb {
 
 /// The binary's environment for `db` with `profile` as --table-profile.
 pub(crate) fn ledger_env(db: &TestDb, s3: &TestS3, profile: &str) -> Vec<(&'static str, String)> {
-    let mut env = s3.binary_env();
-    env.push(("DATABASE_URL", db.url.clone()));
-    env.push(("OUTBOX_ARCHIVER_LOCK_PREFIX", db.lock_prefix()));
+    let mut env = cli_envs(db, s3);
     env.push(("OUTBOX_ARCHIVER_TABLE_PROFILE", profile.to_string()));
     env
 }
