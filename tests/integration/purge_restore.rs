@@ -21,6 +21,12 @@ async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
     let rows = crate::archive_e2e::awkward_rows(ARCHIVED_CUTOFF);
     let (db, _s3, _store, env) = archived_env(&rows, &["a1", "a2"], 400).await;
     let originals = db.expected_rows("a1", ARCHIVED_CUTOFF).await;
+    // The rows as the server holds them, before anything is archived: what restore must give
+    // back, compared without the archiver's own reading or encoding.
+    let archived_filter =
+        format!("app_code = 'a1' AND status = 'DELIVERED' AND updated_at_ms < {ARCHIVED_CUTOFF}");
+    let as_held = server_rows(&db, "wallet_outbox", &archived_filter).await;
+    assert_eq!(as_held.len(), originals.len());
     let left_alone = db.count("SELECT COUNT(*) FROM wallet_outbox WHERE NOT (app_code IN ('a1', 'a2') AND status = 'DELIVERED' AND updated_at_ms < 1767484800000)").await;
 
     let mut dry = purge_options(&db, &["a1", "a2"]);
@@ -60,7 +66,11 @@ async fn archive_purge_restore_round_trip_is_exact_and_idempotent() {
     );
     assert!(
         table_rows(&db, "wallet_outbox_restored", "a1").await == originals,
-        "every column, byte for byte"
+        "every column, as the archiver reads it"
+    );
+    assert!(
+        server_rows(&db, "wallet_outbox_restored", "app_code = 'a1'").await == as_held,
+        "every column, byte for byte as the server held it before the archive"
     );
     let twice = restore::run(&env, &RestoreOptions::default()).await;
     assert_eq!(restore_of(&twice, "a1").restored_rows, 0);

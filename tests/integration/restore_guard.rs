@@ -209,6 +209,7 @@ async fn apps_purged_and_restored_in_parallel_come_back_exact() {
         table_rows(&db, "wallet_outbox", "a1").await,
         table_rows(&db, "wallet_outbox", "a2").await,
     ];
+    let as_held = server_rows(&db, "wallet_outbox", "TRUE").await;
     let purged = purge::run(
         &env,
         &purge::PurgeOptions {
@@ -239,7 +240,11 @@ async fn apps_purged_and_restored_in_parallel_come_back_exact() {
             table_rows(&db, "wallet_outbox", "a2").await,
         ],
         originals,
-        "every row of both apps is back, byte for byte"
+        "every row of both apps is back"
+    );
+    assert!(
+        server_rows(&db, "wallet_outbox", "TRUE").await == as_held,
+        "byte for byte as the server held them before the archive"
     );
 }
 

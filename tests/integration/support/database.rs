@@ -466,3 +466,31 @@ pub fn sql_statements(script: &str) -> Vec<String> {
         .map(str::to_string)
         .collect()
 }
+
+/// The rows of `table` matching `filter` (SQL), each column as the server holds it — its bytes
+/// in hex (`HEX(column)`, NULL as None), no value read through the archiver's own decoding or
+/// encoding — sorted by those (MySQL's sort buffer cannot sort whole rows of a MiB): what "back
+/// byte for byte" is held to.
+pub async fn server_rows(db: &TestDb, table: &str, filter: &str) -> Vec<Vec<Option<String>>> {
+    let spec = db.spec;
+    let columns: Vec<String> = spec
+        .columns
+        .iter()
+        .map(|c| format!("HEX({})", c.name))
+        .collect();
+    let sql = format!("SELECT {} FROM {table} WHERE {filter}", columns.join(", "));
+    let rows = sqlx::query(AssertSqlSafe(sql))
+        .fetch_all(&db.db.pool)
+        .await
+        .unwrap();
+    let mut rows: Vec<Vec<Option<String>>> = rows
+        .iter()
+        .map(|r| {
+            (0..spec.columns.len())
+                .map(|i| sqlx::Row::get::<Option<String>, _>(r, i))
+                .collect()
+        })
+        .collect();
+    rows.sort();
+    rows
+}
