@@ -719,8 +719,7 @@ impl<'a> Restorer<'a> {
                 })
                 .collect();
             return Err(AppError::Data(format!(
-                "batch {} holds column(s) {} that {into} does not have (dropped since the batch was archived): nothing of the batch loaded. Add them to the table ({}) to restore the rows whole, or restore without them: --without-column {} (their values stay in the archive)",
-                receipt.batch_id,
+                "the batch holds column(s) {} that {into} does not have (dropped since the batch was archived): nothing of it loaded. Add them to the table ({}) to restore the rows whole, or restore without them: --without-column {} (their values stay in the archive)",
                 unnamed.join(", "),
                 typed.join(", "),
                 unnamed.join(",")
@@ -771,6 +770,29 @@ impl<'a> Restorer<'a> {
             .source_columns
             .get_or_try_init(|| self.ctx.db.describe(self.ctx.spec.name))
             .await?;
+        // A value recorded for a column dropped since: the table cannot hold it. Left out only
+        // when told, as a column the batch's lines hold is (`onto_target`).
+        let gone: Vec<&str> = added
+            .iter()
+            .map(|v| v.column_name.as_str())
+            .filter(|name| !live.iter().any(|l| l.name.eq_ignore_ascii_case(name)))
+            .filter(|name| {
+                !self
+                    .opts
+                    .without_columns
+                    .iter()
+                    .any(|w| w.eq_ignore_ascii_case(name))
+            })
+            .collect();
+        if !gone.is_empty() {
+            return Err(AppError::Data(format!(
+                "the batch's deleted rows held values in column(s) {} (recorded in {} by an older build), which {} no longer has: nothing of it loaded. Add the column(s) back to restore the rows whole, or restore without them: --without-column {} (the values stay recorded)",
+                gone.join(", "),
+                self.ctx.spec.added_values_table(),
+                self.ctx.spec.name,
+                gone.join(",")
+            )));
+        }
         let added: Vec<(String, String, String)> = added
             .into_iter()
             .map(|v| (v.column_name, v.encoding, v.value_json))
