@@ -31,6 +31,9 @@ const COMPACT: &[&str] = &["compact-after-delete", "compact-before-commit"];
 /// yet looked for.
 pub const RECOVER: &[&str] = &["recover-after-record", "recover-after-leaf"];
 
+/// `relocate`'s: every batch re-read at the new home and the move written, not committed.
+const RELOCATE: &[&str] = &["relocate-before-commit"];
+
 type Hook = Arc<dyn Fn(&'static str) -> bool + Send + Sync>;
 
 /// Decides, at each named point, whether to fail there.
@@ -65,7 +68,8 @@ impl FailPoints {
                 || STRAGGLERS.contains(&point)
                 || PURGE.contains(&point)
                 || COMPACT.contains(&point)
-                || RECOVER.contains(&point),
+                || RECOVER.contains(&point)
+                || RELOCATE.contains(&point),
             "unknown fail point {point}"
         );
         FailPoints::new(move |name| name == point)

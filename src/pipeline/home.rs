@@ -592,6 +592,7 @@ async fn record_move(
     ctx: &RunContext,
     home: &Home,
     reread: &super::versions::Reread,
+    failpoints: &crate::failpoint::FailPoints,
 ) -> Result<bool, RelocateError> {
     use crate::db::Context as _;
     let context = || "recording the archive's move".to_string();
@@ -606,6 +607,9 @@ async fn record_move(
         .versions
         .record_move(&mut tx, &reread.versions, run_id)
         .await?;
+    failpoints
+        .pass("relocate-before-commit")
+        .map_err(DbError::from)?;
     tx.commit().await.context(context)?;
     Ok(true)
 }
@@ -661,6 +665,7 @@ async fn adopt(
     ctx: &RunContext,
     reason: &str,
     parallel: usize,
+    failpoints: &crate::failpoint::FailPoints,
     observer: &dyn Observer,
 ) -> Result<RelocateRun, RelocateError> {
     let to = ctx.store.as_ref();
@@ -696,7 +701,7 @@ async fn adopt(
         reason: Some(reason.to_string()),
         run_id: Some(crate::pipeline::report::run_id().to_string()),
     };
-    if !record_move(ctx, &home, &reread).await? {
+    if !record_move(ctx, &home, &reread, failpoints).await? {
         return Err(RelocateError::Refused(
             "another run bound the archive at the same moment: look at it again (doctor)".into(),
         ));
@@ -721,10 +726,11 @@ pub(crate) async fn relocate(
     ctx: &RunContext,
     reason: &str,
     parallel: usize,
+    failpoints: &crate::failpoint::FailPoints,
     observer: &dyn Observer,
 ) -> Result<RelocateRun, RelocateError> {
     let lock = lock_every_app(ctx).await?;
-    let moved = relocate_locked(ctx, reason, parallel, observer).await;
+    let moved = relocate_locked(ctx, reason, parallel, failpoints, observer).await;
     if let Some(lock) = lock {
         lock.release().await;
     }
@@ -735,12 +741,13 @@ async fn relocate_locked(
     ctx: &RunContext,
     reason: &str,
     parallel: usize,
+    failpoints: &crate::failpoint::FailPoints,
     observer: &dyn Observer,
 ) -> Result<RelocateRun, RelocateError> {
     let homes = &ctx.tables.homes;
     let to = ctx.store.as_ref();
     let Some(home) = homes.current().await? else {
-        return adopt(ctx, reason, parallel, observer).await;
+        return adopt(ctx, reason, parallel, failpoints, observer).await;
     };
     let target = to.location().to_string();
     if target == home.store {
@@ -786,7 +793,7 @@ async fn relocate_locked(
         reason: Some(reason.to_string()),
         run_id: Some(crate::pipeline::report::run_id().to_string()),
     };
-    if !record_move(ctx, &moved, &reread).await? {
+    if !record_move(ctx, &moved, &reread, failpoints).await? {
         return Err(RelocateError::Refused("another run moved or bound the archive at the same moment: look at it again (doctor), then relocate again if still needed".into()));
     }
     Ok(moved_report(home.store, &moved, reason, &reread))

@@ -15,6 +15,7 @@ pub(crate) struct RelocateOptions {
     pub reason: String,
     /// Batches re-read at the new home at once.
     pub parallel: usize,
+    pub failpoints: crate::failpoint::FailPoints,
 }
 
 /// Moves the home to the store `ctx` opened (`--to`).
@@ -33,7 +34,7 @@ pub(crate) async fn run(
             "--reason: say why the archive moves (it is kept with the move)".into(),
         );
     }
-    match super::home::relocate(ctx, reason, opts.parallel, observer).await {
+    match super::home::relocate(ctx, reason, opts.parallel, &opts.failpoints, observer).await {
         Ok(moved) => {
             tracing::info!(
                 from = moved.from,

@@ -270,3 +270,71 @@ async fn each_named_fail_point_of_a_run_converges_when_run_again() {
         }
     }
 }
+
+/// relocate killed at its fail point — every batch re-read at the new home, the move written in
+/// its one transaction, not committed: the home has not moved (every command still runs at the
+/// old one); run again, it moves, and the archive verifies at the new home.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn relocate_killed_before_its_commit_moves_nothing_and_moves_when_run_again() {
+    use crate::home::{copy_tree, with_store};
+    let db = TestDb::new().await;
+    let s3 = TestS3::in_process().await;
+    let envs = cli_envs(&db, &s3);
+    db.insert(&rows("a1", 30)).await;
+    let run = run_cli(
+        &[
+            "archive",
+            "--all-apps",
+            "--batch-rows",
+            "7",
+            "--cutoff",
+            "2026-01-02T00:00:00Z",
+        ],
+        &envs,
+    )
+    .await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let outbox_archiver::Location::S3 { bucket, prefix } = &s3.location else {
+        unreachable!()
+    };
+    let server = s3.server.as_ref().unwrap();
+    let new_bucket = format!("{bucket}-dr");
+    server.create_bucket(&new_bucket).unwrap();
+    copy_tree(&server.root.join(bucket), &server.root.join(&new_bucket));
+    let new_home = format!("s3://{new_bucket}/{}", prefix.trimmed());
+    let relocate = ["relocate", "--to", &new_home, "--reason", "drill"];
+
+    let mut failing = envs.clone();
+    failing.push(("OUTBOX_ARCHIVER_FAILPOINT", "relocate-before-commit".into()));
+    let out = run_cli_output(&relocate, &failing).await;
+    let output = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        output.contains("fail point relocate-before-commit: aborting"),
+        "{output}"
+    );
+    assert!(out.status.code().is_none(), "killed, not ended: {output}");
+    assert_eq!(
+        db.count("SELECT COUNT(*) FROM wallet_outbox_archive_home WHERE reason = 'drill'")
+            .await,
+        0,
+        "nothing moved"
+    );
+    let run = run_cli(&["verify"], &envs).await;
+    assert_eq!(
+        run.code, 0,
+        "the old home is still the home: {}",
+        run.all_output
+    );
+
+    let run = run_cli(&relocate, &envs).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    let run = run_cli(&["verify"], &with_store(&envs, &new_home)).await;
+    assert_eq!(run.code, 0, "{}", run.all_output);
+    assert_eq!(orphans(&run), 0, "{}", run.summary);
+    let run = run_cli(&["verify"], &envs).await;
+    assert_eq!(
+        run.code, 2,
+        "the old home is refused now: {}",
+        run.all_output
+    );
+}

@@ -12,7 +12,10 @@ fn envs_for(db: &TestDb, s3: &TestS3) -> Vec<(&'static str, String)> {
 }
 
 /// `envs` with `--store` replaced by `store`.
-fn with_store(envs: &[(&'static str, String)], store: &str) -> Vec<(&'static str, String)> {
+pub(crate) fn with_store(
+    envs: &[(&'static str, String)],
+    store: &str,
+) -> Vec<(&'static str, String)> {
     let mut envs: Vec<_> = envs
         .iter()
         .filter(|(k, _)| *k != "OUTBOX_ARCHIVER_STORE")
@@ -333,7 +336,7 @@ fn rows_after(app: &str, from: i64, n: i64) -> Vec<outbox_archiver::Row> {
 }
 
 /// Copies a folder tree (an s3s-fs bucket) file by file.
-fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
+pub(crate) fn copy_tree(from: &std::path::Path, to: &std::path::Path) {
     copy_tree_but(from, to, "")
 }
 

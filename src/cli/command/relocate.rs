@@ -114,6 +114,7 @@ impl Runs for RelocateArgs {
                 let options = crate::pipeline::relocate::RelocateOptions {
                     reason: self.reason.clone(),
                     parallel: self.parallel as usize,
+                    failpoints: crate::cli::options::failpoints_from_env(),
                 };
                 // A progress line (a terminal) or log lines (`--progress-every`) while every batch
                 // is re-read at the new home: a large archive's move takes a while.
