@@ -445,54 +445,52 @@ pub(crate) fn projected(
 /// the values recorded for columns its lines lack. Each distinct one is built once per process
 /// and kept.
 pub(crate) fn with_added(spec: &'static TableSpec, added: Vec<Column>) -> &'static TableSpec {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    if added.is_empty() {
-        return spec;
-    }
-    type Cache = Mutex<HashMap<(usize, Vec<Column>), &'static TableSpec>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let mut cache = CACHE
-        .get_or_init(Default::default)
-        .lock()
-        .expect("not poisoned");
-    let key = (spec as *const TableSpec as usize, added);
-    if let Some(found) = cache.get(&key) {
-        return found;
-    }
-    let columns: Vec<Column> = spec.columns.iter().chain(&key.1).copied().collect();
-    let extended: &'static TableSpec = Box::leak(Box::new(TableSpec {
-        columns: Box::leak(columns.into_boxed_slice()),
-        ..*spec
-    }));
-    cache.insert(key, extended);
-    extended
+    static CACHE: std::sync::OnceLock<VariantCache> = std::sync::OnceLock::new();
+    variant(&CACHE, spec, added, |spec, added| {
+        let columns: Vec<Column> = spec.columns.iter().chain(added).copied().collect();
+        TableSpec {
+            columns: Box::leak(columns.into_boxed_slice()),
+            ..*spec
+        }
+    })
 }
 
 /// `spec` with the columns earlier batches archived and the table no longer has
 /// ([`TableSpec::dropped`]). Each distinct one is built once per process and kept.
 pub(crate) fn with_dropped(spec: &'static TableSpec, dropped: Vec<Column>) -> &'static TableSpec {
-    use std::collections::HashMap;
-    use std::sync::{Mutex, OnceLock};
-    if dropped.is_empty() {
+    static CACHE: std::sync::OnceLock<VariantCache> = std::sync::OnceLock::new();
+    variant(&CACHE, spec, dropped, |spec, dropped| TableSpec {
+        dropped: Box::leak(dropped.to_vec().into_boxed_slice()),
+        ..*spec
+    })
+}
+
+/// The variants of specs one kind of [`variant`] made, by spec and columns.
+type VariantCache =
+    std::sync::Mutex<std::collections::HashMap<(usize, Vec<Column>), &'static TableSpec>>;
+
+/// `spec` itself without `columns`; else the variant `make` builds of it with them, built once
+/// per process (`cache`: one per kind of variant) and kept.
+fn variant(
+    cache: &'static std::sync::OnceLock<VariantCache>,
+    spec: &'static TableSpec,
+    columns: Vec<Column>,
+    make: impl FnOnce(&'static TableSpec, &[Column]) -> TableSpec,
+) -> &'static TableSpec {
+    if columns.is_empty() {
         return spec;
     }
-    type Cache = Mutex<HashMap<(usize, Vec<Column>), &'static TableSpec>>;
-    static CACHE: OnceLock<Cache> = OnceLock::new();
-    let mut cache = CACHE
+    let mut cache = cache
         .get_or_init(Default::default)
         .lock()
         .expect("not poisoned");
-    let key = (spec as *const TableSpec as usize, dropped);
+    let key = (spec as *const TableSpec as usize, columns);
     if let Some(found) = cache.get(&key) {
         return found;
     }
-    let with: &'static TableSpec = Box::leak(Box::new(TableSpec {
-        dropped: Box::leak(key.1.clone().into_boxed_slice()),
-        ..*spec
-    }));
-    cache.insert(key, with);
-    with
+    let made: &'static TableSpec = Box::leak(Box::new(make(spec, &key.1)));
+    cache.insert(key, made);
+    made
 }
 
 /// A `NOT NULL` column archived under its own name.
