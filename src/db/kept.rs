@@ -116,6 +116,21 @@ impl Kept {
         Ok(keys)
     }
 
+    /// `verb` (`SELECT … FROM`, `DELETE FROM`) the kept table's rows of `app` among `ids`.
+    fn of_ids(&self, verb: &str, app: &str, ids: &[&str]) -> QueryBuilder<MySql> {
+        let mut qb = QueryBuilder::<MySql>::new(format!(
+            "{verb} {} WHERE app_code = ",
+            self.spec.kept_table()
+        ));
+        qb.push_bind(app).push(" AND event_id IN (");
+        let mut list = qb.separated(", ");
+        for id in ids {
+            list.push_bind(*id);
+        }
+        qb.push(")");
+        qb
+    }
+
     /// Of these event ids of `app`, the `(event_id, batch_id)` of each kept member: in the
     /// receipt transaction, the older versions a batch of them may supersede at the same
     /// `updated_at_ms`.
@@ -128,16 +143,11 @@ impl Kept {
         if ids.is_empty() {
             return Ok(HashSet::new());
         }
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "SELECT CAST(event_id AS CHAR), CAST(batch_id AS CHAR) FROM {} WHERE app_code = ",
-            self.spec.kept_table()
-        ));
-        qb.push_bind(app).push(" AND event_id IN (");
-        let mut list = qb.separated(", ");
-        for id in ids {
-            list.push_bind(*id);
-        }
-        qb.push(")");
+        let mut qb = self.of_ids(
+            "SELECT CAST(event_id AS CHAR), CAST(batch_id AS CHAR) FROM",
+            app,
+            ids,
+        );
         let rows: Vec<(String, String)> = qb
             .build_query_as()
             .fetch_all(&mut **tx)
@@ -161,16 +171,7 @@ impl Kept {
         if ids.is_empty() {
             return Ok(0);
         }
-        let mut qb = QueryBuilder::<MySql>::new(format!(
-            "DELETE FROM {} WHERE app_code = ",
-            self.spec.kept_table()
-        ));
-        qb.push_bind(app).push(" AND event_id IN (");
-        let mut list = qb.separated(", ");
-        for id in ids {
-            list.push_bind(*id);
-        }
-        qb.push(")");
+        let mut qb = self.of_ids("DELETE FROM", app, ids);
         Ok(qb
             .build()
             .execute(executor)
