@@ -115,7 +115,12 @@ impl Db {
     /// The batches' columns as the table holds them now: `spec`'s, with their SQL types.
     pub(crate) async fn batch_columns(&self, spec: &TableSpec) -> Result<SharedColumns, DbError> {
         let live = self.describe(spec.name).await?;
-        Ok(std::sync::Arc::new(BatchColumns::of(spec, &live)))
+        let sql_type = |name: &str| {
+            live.iter()
+                .find(|l| l.name.eq_ignore_ascii_case(name))
+                .map_or_else(String::new, LiveColumn::batch_sql_type)
+        };
+        Ok(std::sync::Arc::new(BatchColumns::of(spec, sql_type)))
     }
 
     /// Refuses to go on when the source table's stored columns are no longer the ones `spec`

@@ -11,7 +11,6 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::{Deserialize, Serialize};
 
-use crate::model::profile::LiveColumn;
 use crate::model::table::{Column, Kind, TableSpec};
 
 /// One column of a batch.
@@ -47,19 +46,16 @@ impl BatchColumns {
         }
     }
 
-    /// The columns of `spec` (the table as the run archives it) with their SQL types from
-    /// `live`.
-    pub(crate) fn of(spec: &TableSpec, live: &[LiveColumn]) -> BatchColumns {
+    /// The columns of `spec` (the table as the run archives it), each with its SQL type as
+    /// `sql_type` gives it by name (the table's description: `LiveColumn::batch_sql_type`).
+    pub(crate) fn of(spec: &TableSpec, sql_type: impl Fn(&str) -> String) -> BatchColumns {
         let columns = spec
             .columns
             .iter()
             .map(|c| BatchColumn {
                 name: c.name.to_string(),
                 key: c.json_key.to_string(),
-                sql_type: live
-                    .iter()
-                    .find(|l| l.name.eq_ignore_ascii_case(c.name))
-                    .map_or_else(String::new, sql_type),
+                sql_type: sql_type(c.name),
                 encoding: c.kind.encoding().to_string(),
                 nullable: c.nullable,
             })
@@ -145,21 +141,6 @@ fn leak(s: &str) -> &'static str {
     Box::leak(s.to_string().into_boxed_str())
 }
 
-/// A column's SQL type as a batch names it: `COLUMN_TYPE` without an integer's display width.
-fn sql_type(live: &LiveColumn) -> String {
-    let ty = live.column_type.to_ascii_lowercase();
-    let integer = matches!(
-        live.data_type.as_str(),
-        "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint"
-    );
-    match (integer, ty.find('('), ty.find(')')) {
-        (true, Some(open), Some(close)) if open < close => {
-            format!("{}{}", &ty[..open], &ty[close + 1..])
-        }
-        _ => ty,
-    }
-}
-
 /// A batch's column list, shared by its receipt and its manifest.
 pub type SharedColumns = Arc<BatchColumns>;
 
@@ -168,30 +149,16 @@ mod tests {
     use super::*;
     use crate::model::table::WALLET_OUTBOX;
 
-    fn live(name: &str, data_type: &str, column_type: &str) -> LiveColumn {
-        LiveColumn {
-            name: name.into(),
-            data_type: data_type.into(),
-            column_type: column_type.into(),
-            nullable: false,
-            collation: None,
-            max_chars: None,
-            generated: false,
-        }
-    }
-
     /// The list as the manifest holds it, for wallet_outbox's first columns: a fixed vector.
     #[test]
     fn a_batch_names_its_columns_types_and_encodings() {
-        let table = [
-            live("app_code", "varchar", "varchar(32)"),
-            live("event_id", "varchar", "varchar(64)"),
-            live("user_id", "bigint", "bigint(20)"),
-            live("retry_count", "int", "int(10) unsigned"),
-        ];
-        assert_eq!(sql_type(&table[2]), "bigint");
-        assert_eq!(sql_type(&table[3]), "int unsigned");
-        let columns = BatchColumns::of(&WALLET_OUTBOX, &table);
+        let table = [("app_code", "varchar(32)"), ("event_id", "varchar(64)")];
+        let columns = BatchColumns::of(&WALLET_OUTBOX, |name| {
+            table
+                .iter()
+                .find(|(n, _)| *n == name)
+                .map_or_else(String::new, |(_, t)| t.to_string())
+        });
         let json = columns.to_json();
         assert!(json.starts_with(
             r#"[{"name":"app_code","key":"app_code","type":"varchar(32)","encoding":"text","nullable":false},{"name":"event_id","key":"event_id","type":"varchar(64)","encoding":"text","nullable":false}"#
@@ -208,7 +175,7 @@ mod tests {
     /// encoding the batch names; the roles are the table's.
     #[test]
     fn a_batch_is_read_by_its_own_columns_a_dropped_one_included() {
-        let mut columns = BatchColumns::of(&WALLET_OUTBOX, &[]).columns;
+        let mut columns = BatchColumns::of(&WALLET_OUTBOX, |_| String::new()).columns;
         columns.push(BatchColumn {
             name: "region".into(),
             key: "region".into(),

@@ -172,6 +172,22 @@ pub(crate) struct LiveColumn {
 }
 
 impl LiveColumn {
+    /// Its SQL type as a batch's manifest names it ([`crate::model::batch_columns`]):
+    /// `COLUMN_TYPE` without an integer's display width (`int(10) unsigned` → `int unsigned`).
+    pub(crate) fn batch_sql_type(&self) -> String {
+        let ty = self.column_type.to_ascii_lowercase();
+        let integer = matches!(
+            self.data_type.as_str(),
+            "tinyint" | "smallint" | "mediumint" | "int" | "integer" | "bigint"
+        );
+        match (integer, ty.find('('), ty.find(')')) {
+            (true, Some(open), Some(close)) if open < close => {
+                format!("{}{}", &ty[..open], &ty[close + 1..])
+            }
+            _ => ty,
+        }
+    }
+
     fn unsigned(&self) -> bool {
         self.column_type.contains("unsigned")
     }
@@ -822,6 +838,32 @@ pub(crate) fn check_live(spec: &TableSpec, live: &[LiveColumn]) -> Result<(), St
 
 #[cfg(test)]
 mod tests {
+    #[test]
+    fn a_batch_names_an_integers_type_without_its_display_width() {
+        let live = |data_type: &str, column_type: &str| super::LiveColumn {
+            name: "c".into(),
+            data_type: data_type.into(),
+            column_type: column_type.into(),
+            nullable: false,
+            collation: None,
+            max_chars: None,
+            generated: false,
+        };
+        assert_eq!(live("bigint", "bigint(20)").batch_sql_type(), "bigint");
+        assert_eq!(
+            live("int", "int(10) unsigned").batch_sql_type(),
+            "int unsigned"
+        );
+        assert_eq!(
+            live("varchar", "varchar(32)").batch_sql_type(),
+            "varchar(32)"
+        );
+        assert_eq!(
+            live("decimal", "DECIMAL(20,4)").batch_sql_type(),
+            "decimal(20,4)"
+        );
+    }
+
     use super::*;
 
     fn live(name: &str, data_type: &str, column_type: &str, nullable: bool) -> LiveColumn {
